@@ -1,0 +1,197 @@
+# Makefile — build, test, run and profile the notebook. `make help` lists the targets.
+#
+# Variables you may set:
+#   ARCH=sm_90        GPU architecture (default: native when a GPU is visible, else sm_90 + PTX)
+#   DEBUG=1           -G -O0 device code, synchronize after every launch (NB_DEBUG_SYNC)
+#   CI=true           warnings are errors
+#   DATA_SRC=dir      where `make data` copies the IDX files from (default ../shared/data)
+#   DEPS_PREFIX=dir   extra include/ and lib/ for doctest, nlohmann-json, zlib (machines without apt)
+#   PYTHON=python3    interpreter for the PyTorch twins (needs torch); the report uses .venv
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CXX ?= g++
+PYTHON ?= python3
+BUILD := build
+DATA_SRC ?= ../shared/data
+DEPS_PREFIX ?=
+
+HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+ifdef ARCH
+  GENCODE := -arch=$(ARCH)
+else ifeq ($(HAVE_GPU),1)
+  GENCODE := -arch=native
+else
+  GENCODE := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+endif
+
+CUPTI_INC := $(wildcard $(CUDA_HOME)/extras/CUPTI/include)
+CUPTI_LIB := $(wildcard $(CUDA_HOME)/extras/CUPTI/lib64)
+INCLUDES := -Icommon -I$(CUDA_HOME)/include $(addprefix -I,$(CUPTI_INC)) \
+            $(if $(DEPS_PREFIX),-I$(DEPS_PREFIX)/include)
+LIBDIRS := -L$(CUDA_HOME)/lib64 $(addprefix -L,$(CUPTI_LIB)) $(if $(DEPS_PREFIX),-L$(DEPS_PREFIX)/lib)
+RPATH := -Xlinker -rpath=$(CUDA_HOME)/lib64 $(addprefix -Xlinker -rpath=,$(CUPTI_LIB))
+
+comma := ,
+space := $(empty) $(empty)
+WARN := -Wall -Wextra
+NVCC_WERROR :=
+ifeq ($(CI),true)
+  WARN += -Werror
+  NVCC_WERROR := -Werror all-warnings
+endif
+ifeq ($(DEBUG),1)
+  OPT := -O0 -g
+  NVOPT := -O0 -g -G -DNB_DEBUG_SYNC
+else
+  OPT := -O2
+  NVOPT := -O3 -lineinfo
+endif
+
+CXXFLAGS := -std=c++17 $(OPT) $(WARN) $(INCLUDES) -MMD -MP
+NVCCFLAGS := -std=c++17 $(NVOPT) $(GENCODE) $(INCLUDES) -Xcompiler "$(subst $(space),$(comma),$(WARN))" \
+             $(NVCC_WERROR) --expt-relaxed-constexpr -MMD -MP
+LDLIBS := -lcurand -lcupti -lcublasLt -lcublas -lz
+
+# ---------------------------------------------------------------- dependency check
+# One line naming the package when a header is missing (run once per make invocation).
+DEPS_OK := $(BUILD)/.deps-ok
+$(DEPS_OK): Makefile
+	@mkdir -p $(BUILD)
+	@chk() { printf '#include <%s>\n' "$$1" | $(CXX) -E -x c++ $(INCLUDES) - >/dev/null 2>&1 || \
+	  { echo "missing dependency: $$2 (header <$$1>); install it, e.g. apt-get install $$3"; exit 1; }; }; \
+	chk doctest/doctest.h doctest doctest-dev && \
+	chk nlohmann/json.hpp nlohmann-json nlohmann-json3-dev && \
+	chk zlib.h zlib zlib1g-dev && \
+	chk cupti.h "CUPTI headers (CUDA toolkit)" cuda-cupti-dev-13-0 && \
+	chk nvtx3/nvToolsExt.h "NVTX3 headers (CUDA toolkit)" cuda-nvtx-13-0 && \
+	{ command -v $(NVCC) >/dev/null || { echo "missing dependency: nvcc (CUDA toolkit) at $(NVCC); set CUDA_HOME"; exit 1; }; } && \
+	touch $@
+.PHONY: deps
+deps: $(DEPS_OK)
+
+# ---------------------------------------------------------------- common layer
+COMMON_CPP := $(wildcard common/*.cpp)
+COMMON_CU := $(wildcard common/*.cu)
+COMMON_HOST_OBJ := $(COMMON_CPP:%.cpp=$(BUILD)/%.o)
+COMMON_CU_OBJ := $(COMMON_CU:%.cu=$(BUILD)/%.o)
+LIB_HOST := $(BUILD)/libnb_host.a
+LIB_CUDA := $(BUILD)/libnb_cuda.a
+
+$(BUILD)/%.o: %.cpp | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+$(BUILD)/%.o: %.cu | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(LIB_HOST): $(COMMON_HOST_OBJ)
+	@rm -f $@; ar rcs $@ $^
+$(LIB_CUDA): $(COMMON_CU_OBJ)
+	@rm -f $@; ar rcs $@ $^
+
+# ---------------------------------------------------------------- phases (generic rule)
+PHASE_DIRS := phase1_naive phase2_shared_mem phase3_fused_streams phase4_mlp phase5_batched
+PHASES := $(foreach d,$(PHASE_DIRS),$(if $(wildcard $(d)/*.cu),$(d)))
+
+define PHASE_template
+$(1)_OBJ := $$(patsubst %.cu,$(BUILD)/%.o,$$(wildcard $(1)/*.cu)) $$(patsubst %.cpp,$(BUILD)/%.o,$$(wildcard $(1)/*.cpp))
+$(BUILD)/$(1): $$($(1)_OBJ) $(LIB_CUDA) $(LIB_HOST)
+	$(NVCC) $(GENCODE) -o $$@ $$($(1)_OBJ) $(LIB_CUDA) $(LIB_HOST) $(LIBDIRS) $(RPATH) $(LDLIBS)
+endef
+$(foreach d,$(PHASES),$(eval $(call PHASE_template,$(d))))
+
+.PHONY: all phase1 phase2 phase3 phase4 phase5
+all: $(PHASES:%=$(BUILD)/%)
+phase1: $(BUILD)/phase1_naive
+phase2: $(BUILD)/phase2_shared_mem
+phase3: $(BUILD)/phase3_fused_streams
+phase4: $(BUILD)/phase4_mlp
+phase5: $(BUILD)/phase5_batched
+
+# ---------------------------------------------------------------- tools (one .cu each)
+TOOLS := $(patsubst tools/%.cu,$(BUILD)/tools/%,$(wildcard tools/*.cu))
+$(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB_CUDA) $(LIB_HOST)
+	$(NVCC) $(GENCODE) -o $@ $< $(LIB_CUDA) $(LIB_HOST) $(LIBDIRS) $(RPATH) $(LDLIBS)
+.PHONY: tools
+tools: $(TOOLS)
+all: $(TOOLS)
+
+# ---------------------------------------------------------------- tests
+HOST_TEST_SRC := $(wildcard tests/host/*.cpp)
+HOST_TEST_OBJ := $(HOST_TEST_SRC:%.cpp=$(BUILD)/%.o)
+HOST_TESTS := $(BUILD)/tests/host_tests
+$(HOST_TESTS): $(HOST_TEST_OBJ) $(LIB_HOST)
+	$(CXX) -o $@ $(HOST_TEST_OBJ) $(LIB_HOST) $(LIBDIRS) -lz
+
+GPU_TEST_SRC := $(wildcard tests/gpu/*.cu) $(wildcard tests/gpu/*.cpp)
+GPU_TEST_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(patsubst %.cpp,$(BUILD)/%.o,$(GPU_TEST_SRC)))
+GPU_TESTS := $(BUILD)/tests/gpu_tests
+$(GPU_TESTS): $(GPU_TEST_OBJ) $(LIB_CUDA) $(LIB_HOST)
+	$(NVCC) $(GENCODE) -o $@ $(GPU_TEST_OBJ) $(LIB_CUDA) $(LIB_HOST) $(LIBDIRS) $(RPATH) $(LDLIBS)
+
+VENV := .venv
+VENV_PY := $(VENV)/bin/python
+$(VENV_PY): report/requirements.txt
+	@command -v python3 >/dev/null || { echo "missing dependency: python3 (apt-get install python3 python3-venv)"; exit 1; }
+	python3 -m venv $(VENV) || { echo "missing dependency: python3 venv module (apt-get install python3-venv)"; exit 1; }
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r report/requirements.txt
+	@touch $@
+.PHONY: venv
+venv: $(VENV_PY)
+
+.PHONY: test test-host test-python build-cuda test-gpu
+## test: host doctest suite, every .cu compiled, pytest (twins and report); no GPU needed
+test: test-host build-cuda test-python
+test-host: $(HOST_TESTS)
+	DATA_DIR=$(DATA_SRC) $(HOST_TESTS)
+build-cuda: all $(GPU_TESTS)
+test-python: $(VENV_PY)
+	$(VENV_PY) -m pytest -q tests/python
+## test-gpu: GPU doctest cases, then the same under compute-sanitizer memcheck; needs a GPU
+test-gpu: $(GPU_TESTS)
+	$(GPU_TESTS)
+	compute-sanitizer --tool memcheck --error-exitcode 99 $(GPU_TESTS)
+
+# ---------------------------------------------------------------- hardening (scripts/harden.sh)
+.PHONY: test-asan fuzz sanitize
+## test-asan: the host suite built and run with -fsanitize=address,undefined
+test-asan:
+	bash scripts/harden.sh asan
+## fuzz [FUZZ_SECONDS=60]: libFuzzer on the IDX reader and the CLI parser (clang)
+fuzz:
+	bash scripts/harden.sh fuzz $(or $(FUZZ_SECONDS),60)
+## sanitize: every phase at small sizes under compute-sanitizer memcheck/racecheck/initcheck/synccheck (GPU)
+sanitize: all
+	bash scripts/harden.sh sanitize
+
+# ---------------------------------------------------------------- data, run, report, profiling
+.PHONY: data run report gpu-check profile ncu trace clean help
+## data: data/mnist and data/fashion-mnist from DATA_SRC or the public mirrors, md5 verified
+data:
+	bash scripts/fetch_data.sh "$(DATA_SRC)" data
+## run: the whole notebook (phases, twins, report); without a GPU only the report
+run:
+	bash scripts/run_all.sh
+## report: report/REPORT.md and report/figures from profiles/ (no GPU needed)
+report: $(VENV_PY)
+	$(VENV_PY) report/make_report.py --profiles profiles --out report
+## gpu-check: on a GPU machine: build, test-gpu, each phase briefly with --validate, archive to OUT_DIR
+gpu-check:
+	bash scripts/gpu_check.sh
+## profile PHASE=n [ARGS=...]: nsys profile with our tracer off, stats CSVs under profiles/<device>/
+profile:
+	bash scripts/profile.sh nsys "$(PHASE)" $(ARGS)
+## ncu PHASE=n KERNEL=name [ARGS=...]: Nsight Compute on one kernel
+ncu:
+	KERNEL="$(KERNEL)" bash scripts/profile.sh ncu "$(PHASE)" $(ARGS)
+## trace PHASE=n [ARGS=...]: our CUPTI Chrome trace of the phase
+trace:
+	bash scripts/profile.sh trace "$(PHASE)" $(ARGS)
+clean:
+	rm -rf $(BUILD)
+help:
+	@grep -E '^## ' Makefile | sed 's/^## /  make /'
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
