@@ -69,6 +69,7 @@ class Cli {
 
  private:
   struct Flag;
+  void add(std::shared_ptr<Flag> f);  // registers a flag (checks the name is new and starts with --)
   std::string program_, description_;
   std::vector<std::shared_ptr<Flag>> flags_;
 };

@@ -21,4 +21,8 @@ struct NpyArray {
 NpyArray<float> load_npy_f32(const std::string& path);
 NpyArray<int32_t> load_npy_i32(const std::string& path);
 
+// The exact header bytes save_npy writes for a dtype ('<f4', '<i4') and shape: magic, version 1.0,
+// length, dict, padding to a multiple of 64 and '\n' (the same bytes numpy 2.x's np.save writes).
+std::string npy_header(const std::string& descr, const std::vector<size_t>& shape);
+
 }  // namespace nb
