@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "stats.h"
+
 namespace nb {
 
 struct DeviceInfo {
@@ -39,5 +41,20 @@ struct Peaks {
 };
 Peaks measure_peaks();
 nlohmann::json to_json(const Peaks& p);
+
+// The same measurement with its evidence, for tools/ceilings (device_info.cu): the timing
+// samples of both ceilings, their sizes, and the relative error of 64 GEMM entries against
+// float64 dot products of the same fp16 inputs.
+struct PeakDetail {
+  Peaks peaks;
+  size_t copy_bytes = 0;
+  int copy_warmup = 3, copy_repeats = 15;
+  Stats copy_ms;
+  int gemm_n = 8192;  // m = n = k
+  int gemm_warmup = 3, gemm_repeats = 20;
+  Stats gemm_ms;
+  double gemm_rel_error = 0;
+};
+PeakDetail measure_peaks_detailed();
 
 }  // namespace nb

@@ -28,6 +28,11 @@ class Tracer {
   // Returns active(). enabled=false (--no-cupti) turns it off silently.
   bool start(bool enabled);
   bool active() const { return active_; }
+  // Why the last start(true) left the tracer off; "" when it is on or was never asked to start.
+  const std::string& off_reason() const;
+  // True when it stayed off because a profiler or sanitizer (nsys, ncu, compute-sanitizer)
+  // holds CUPTI in this process — the expected case under those tools, not a failure.
+  bool tool_present() const;
   void flush();   // deliver all buffered activity records (synchronizes the device first)
   void clear();   // flush, then forget everything recorded so far
   void stop();    // flush and unsubscribe
