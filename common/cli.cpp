@@ -332,7 +332,8 @@ bool Cli::parse(int argc, const char* const* argv) {
       has_inline = true;
     }
     Flag* f = find(name);
-    if (!f) usage_error(name, "unknown flag (see --help)");
+    // A name holding a line break is quoted (and its breaks blanked) so the error stays one line.
+    if (!f) usage_error(name.find_first_of("\n\r") == std::string::npos ? name : quote_value(name), "unknown flag (see --help)");
     if (f->is_bool) {
       f->set(has_inline ? value : "true");
       continue;
