@@ -95,8 +95,15 @@ $(LIB_CUDA): $(COMMON_CU_OBJ)
 PHASE_DIRS := phase1_naive phase2_shared_mem phase3_fused_streams phase4_mlp phase5_batched
 PHASES := $(foreach d,$(PHASE_DIRS),$(if $(wildcard $(d)/*.cu),$(d)))
 
+# Phase objects live under build/obj/ (build/phaseN_xxx is the executable itself).
+$(BUILD)/obj/%.o: %.cpp | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+$(BUILD)/obj/%.o: %.cu | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 define PHASE_template
-$(1)_OBJ := $$(patsubst %.cu,$(BUILD)/%.o,$$(wildcard $(1)/*.cu)) $$(patsubst %.cpp,$(BUILD)/%.o,$$(wildcard $(1)/*.cpp))
+$(1)_OBJ := $$(patsubst %.cu,$(BUILD)/obj/%.o,$$(wildcard $(1)/*.cu)) $$(patsubst %.cpp,$(BUILD)/obj/%.o,$$(wildcard $(1)/*.cpp))
 $(BUILD)/$(1): $$($(1)_OBJ) $(LIB_CUDA) $(LIB_HOST)
 	$(NVCC) $(GENCODE) -o $$@ $$($(1)_OBJ) $(LIB_CUDA) $(LIB_HOST) $(LIBDIRS) $(RPATH) $(LDLIBS)
 endef
