@@ -96,17 +96,8 @@ double parse_double(const std::string& flag, const std::string& v, bool positive
   return r;
 }
 
-std::string fmt_double(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  // Prefer the shortest form that round-trips.
-  for (int prec = 1; prec <= 17; ++prec) {
-    char b2[64];
-    std::snprintf(b2, sizeof b2, "%.*g", prec, v);
-    if (std::strtod(b2, nullptr) == v) return b2;
-  }
-  return buf;
-}
+// Shortest text that reads back as the same double (0.01, 10.0, 1e-300), as JSON writes it.
+std::string fmt_double(double v) { return nlohmann::json(v).dump(); }
 
 std::string join_ints(const std::vector<int>& v) {
   std::string s;

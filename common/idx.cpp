@@ -1,10 +1,11 @@
 // common/idx.cpp — strict reader for the (gzip-compressed) IDX files of MNIST and Fashion-MNIST.
 //
-// zlib's gzopen/gzread read gzip streams and, transparently, plain uncompressed files, so the
-// same code reads both. The reader trusts nothing: it checks the header field by field, reads
-// exactly the payload the header announces (growing its buffer as bytes arrive, so a corrupt
-// count cannot make it allocate terabytes), then reads on to the end of the stream, which both
-// detects trailing bytes and makes zlib verify the gzip CRC and length trailer.
+// A gzip file is inflated with zlib; a plain (already decompressed) file is read as is. The reader
+// trusts nothing: it checks the header field by field, reads exactly the payload the header
+// announces (growing its buffer as bytes arrive, so a corrupt count cannot make it allocate
+// terabytes), then reads on to the end of the stream, which detects trailing bytes and makes
+// zlib verify the gzip CRC and length trailer (a file cut anywhere, even inside the 8-byte
+// trailer, is reported as truncated).
 // Every defect throws nb::Error(kExitData, "<path>: <defect>").
 #include "idx.h"
 
@@ -29,40 +30,67 @@ constexpr uint32_t kSide = 28;
 
 [[noreturn]] void defect(const std::string& path, const std::string& what) { throw Error(kExitData, path + ": " + what); }
 
-class GzReader {
+// A byte stream over an IDX file: gzip (detected by its 1f 8b magic) is inflated with zlib's
+// inflate() directly, anything else is read as is. (zlib's gzread() is not used because it
+// quietly accepts a gzip file cut inside its 8-byte CRC/length trailer.)
+class IdxStream {
  public:
-  explicit GzReader(const std::string& path) : path_(path) {
+  explicit IdxStream(const std::string& path) : path_(path), in_(1 << 17) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       if (errno == ENOENT) defect(path, "missing (no such file; run `make data`)");
       defect(path, std::string("cannot access: ") + std::strerror(errno));
     }
     if (!S_ISREG(st.st_mode)) defect(path, "not a regular file");
-    f_ = gzopen(path.c_str(), "rb");
-    if (!f_) defect(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
-    gzbuffer(f_, 1 << 17);
+    f_ = std::fopen(path.c_str(), "rb");
+    if (!f_) defect(path, std::string("cannot open: ") + std::strerror(errno));
+    zs_.next_in = in_.data();
+    zs_.avail_in = 0;
+    fill(2);
+    gzip_ = zs_.avail_in >= 2 && zs_.next_in[0] == 0x1f && zs_.next_in[1] == 0x8b;
+    if (gzip_) {
+      if (inflateInit2(&zs_, 16 + MAX_WBITS) != Z_OK) defect(path, "zlib could not initialise (out of memory?)");
+      zinit_ = true;
+    }
   }
-  ~GzReader() {
-    if (f_) gzclose(f_);
+  ~IdxStream() {
+    if (zinit_) inflateEnd(&zs_);
+    if (f_) std::fclose(f_);
   }
-  GzReader(const GzReader&) = delete;
-  GzReader& operator=(const GzReader&) = delete;
+  IdxStream(const IdxStream&) = delete;
+  IdxStream& operator=(const IdxStream&) = delete;
 
-  // Reads up to n bytes into dst; returns how many arrived before the end of the stream.
-  // A damaged gzip stream (bad data, bad CRC, cut short) throws naming zlib's reason.
+  // Reads up to n bytes into dst; returns how many arrived before the end of the data.
+  // A damaged gzip stream (bad data, bad CRC, cut short, garbage after it) throws.
   size_t read(uint8_t* dst, size_t n) {
     size_t got = 0;
-    while (got < n) {
-      unsigned chunk = static_cast<unsigned>(std::min<size_t>(n - got, 1u << 20));
-      int r = gzread(f_, dst + got, chunk);
-      if (r < 0 || (r == 0 && !gzeof(f_))) stream_error(got);
-      if (r == 0) break;
-      got += static_cast<size_t>(r);
+    if (!gzip_) {  // plain file: first whatever is buffered, then the file
+      while (got < n) {
+        if (zs_.avail_in == 0 && fill(1) == 0) break;
+        size_t k = std::min<size_t>(n - got, zs_.avail_in);
+        std::memcpy(dst + got, zs_.next_in, k);
+        zs_.next_in += k;
+        zs_.avail_in -= static_cast<uInt>(k);
+        got += k;
+      }
+      return got;
     }
-    if (got < n) {
-      int err = 0;
-      gzerror(f_, &err);
-      if (err != Z_OK) stream_error(got);
+    while (got < n && !ended_) {
+      if (zs_.avail_in == 0 && fill(1) == 0)
+        defect(path_, "truncated gzip stream (the file ends before the end of the compressed data and its CRC)");
+      zs_.next_out = dst + got;
+      zs_.avail_out = static_cast<uInt>(std::min<size_t>(n - got, 1u << 30));
+      const uInt before = zs_.avail_out;
+      int ret = inflate(&zs_, Z_NO_FLUSH);
+      got += before - zs_.avail_out;
+      if (ret == Z_STREAM_END) {
+        next_member();
+      } else if (ret == Z_DATA_ERROR || ret == Z_NEED_DICT || ret == Z_STREAM_ERROR) {
+        defect(path_, std::string("corrupt gzip stream (") + (zs_.msg ? zs_.msg : "invalid data") + ")");
+      } else if (ret == Z_MEM_ERROR) {
+        defect(path_, "zlib ran out of memory");
+      }
+      // Z_OK: progress made; Z_BUF_ERROR: needs more input, refilled at the top of the loop.
     }
     return got;
   }
@@ -70,19 +98,51 @@ class GzReader {
   const std::string& path() const { return path_; }
 
  private:
-  [[noreturn]] void stream_error(size_t got) {
-    int err = 0;
-    const char* msg = gzerror(f_, &err);
-    std::string m = msg && *msg ? msg : "read error";
-    if (m.compare(0, path_.size() + 2, path_ + ": ") == 0) m.erase(0, path_.size() + 2);  // zlib prefixes the path
-    if (err == Z_BUF_ERROR || m.find("unexpected end") != std::string::npos)
-      defect(path_, "truncated gzip stream (" + m + ")");
-    (void)got;
-    defect(path_, "corrupt gzip stream (" + m + ")");
+  // Moves unread input to the front and reads from the file until at least `want` bytes are
+  // buffered or the file ends; returns the bytes buffered.
+  size_t fill(size_t want) {
+    if (zs_.avail_in >= want) return zs_.avail_in;
+    std::memmove(in_.data(), zs_.next_in, zs_.avail_in);
+    zs_.next_in = in_.data();
+    while (zs_.avail_in < want) {
+      size_t r = std::fread(in_.data() + zs_.avail_in, 1, in_.size() - zs_.avail_in, f_);
+      if (r == 0) {
+        if (std::ferror(f_)) defect(path_, std::string("read error: ") + std::strerror(errno));
+        break;
+      }
+      zs_.avail_in += static_cast<uInt>(r);
+    }
+    return zs_.avail_in;
+  }
+
+  // After one gzip member: another member may follow (as `gzip -d` allows); anything else is
+  // garbage after the data.
+  void next_member() {
+    size_t have = fill(2);
+    if (have == 0) {
+      ended_ = true;
+      return;
+    }
+    if (have >= 2 && zs_.next_in[0] == 0x1f && zs_.next_in[1] == 0x8b) {
+      if (inflateReset(&zs_) != Z_OK) defect(path_, "zlib could not reset for the next gzip member");
+      return;
+    }
+    size_t extra = have;  // count what follows (up to a cap), for the message
+    zs_.avail_in = 0;
+    while (extra < (64u << 20)) {
+      size_t r = fill(1);
+      if (r == 0) break;
+      extra += r;
+      zs_.avail_in = 0;
+    }
+    defect(path_, std::to_string(extra) + " bytes of garbage after the end of the gzip stream");
   }
 
   std::string path_;
-  gzFile f_ = nullptr;
+  std::FILE* f_ = nullptr;
+  std::vector<uint8_t> in_;
+  z_stream zs_{};
+  bool gzip_ = false, zinit_ = false, ended_ = false;
 };
 
 uint32_t big_endian_u32(const uint8_t* p) {
@@ -102,7 +162,7 @@ std::string magic_text(uint32_t m) {
 }
 
 // Reads the magic and the `ndims` dimension words.
-std::vector<uint32_t> read_header(GzReader& in, uint32_t want_magic, int ndims, const char* kind) {
+std::vector<uint32_t> read_header(IdxStream& in, uint32_t want_magic, int ndims, const char* kind) {
   uint8_t h[16];
   size_t need = 4 + 4 * static_cast<size_t>(ndims);
   size_t got = in.read(h, 4);
@@ -124,7 +184,7 @@ std::vector<uint32_t> read_header(GzReader& in, uint32_t want_magic, int ndims, 
 }
 
 // Reads exactly `expected` payload bytes, then checks the stream ends there.
-std::vector<uint8_t> read_payload(GzReader& in, uint64_t expected, const std::string& what) {
+std::vector<uint8_t> read_payload(IdxStream& in, uint64_t expected, const std::string& what) {
   std::vector<uint8_t> data;
   uint64_t got = 0;
   const uint64_t step = 16u << 20;
@@ -156,7 +216,7 @@ std::vector<uint8_t> read_payload(GzReader& in, uint64_t expected, const std::st
 }  // namespace
 
 IdxImages read_idx_images(const std::string& path) {
-  GzReader in(path);
+  IdxStream in(path);
   std::vector<uint32_t> d = read_header(in, kImagesMagic, 3, "images");
   IdxImages img;
   img.count = d[0];
@@ -170,7 +230,7 @@ IdxImages read_idx_images(const std::string& path) {
 }
 
 IdxLabels read_idx_labels(const std::string& path) {
-  GzReader in(path);
+  IdxStream in(path);
   std::vector<uint32_t> d = read_header(in, kLabelsMagic, 1, "labels");
   IdxLabels lab;
   lab.count = d[0];

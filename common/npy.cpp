@@ -98,6 +98,7 @@ size_t parse_header(const std::string& path, const std::string& file, std::strin
 
   auto value_after = [&](const char* key) -> size_t {
     size_t k = h.find(std::string("'") + key + "'");
+    if (k == std::string::npos) k = h.find(std::string("\"") + key + "\"");
     if (k == std::string::npos) data_error(path, std::string(".npy header has no '") + key + "'");
     size_t colon = h.find(':', k);
     if (colon == std::string::npos) data_error(path, "malformed .npy header");
