@@ -19,7 +19,7 @@ namespace nb {
 constexpr double kLinregTrueW = 0.7, kLinregTrueB = 0.3, kLinregNoiseStd = 0.5;
 constexpr double kLinregInitW = 0.83, kLinregInitB = 0.7645;
 
-inline size_t linreg_test_count(size_t n) { return (n + 1) / 5; }   // p % 5 == 4, p < n
+inline size_t linreg_test_count(size_t n) { return n / 5; }   // #{p < n : p % 5 == 4} = floor(n / 5)
 inline size_t linreg_train_count(size_t n) { return n - linreg_test_count(n); }
 // Original index of storage slot i.
 inline size_t linreg_original_index(size_t i, size_t n) {
