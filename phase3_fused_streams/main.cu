@@ -1,0 +1,760 @@
+// phase3_fused_streams — linear regression: one fused kernel per epoch, a CUDA graph, streams.
+//
+// WHAT THIS CHAPTER ADDS OVER phase2_shared_mem
+//   1. Fusion. One kernel per epoch reads x and y once and computes the residual, the loss and
+//      both gradient sums in registers (float within a float4, double per thread, warp shuffles
+//      + one shared-memory step per block). The LAST block to finish (a counter bumped with
+//      atomicAdd after a __threadfence: the "last block done" pattern) sees every block's sums,
+//      writes loss[e] into a device buffer and updates w and b on the device. No predictions in
+//      global memory, no update kernel, no host round trip: 8 B/pt instead of 28, one launch
+//      instead of five. The loss curve is copied to the host once, after the last epoch.
+//   2. A CUDA graph. The 200 launches are captured once and replayed with one cudaGraphLaunch;
+//      with --pdl (default on, Hopper's programmatic dependent launch) epoch e+1's blocks are
+//      launched while epoch e drains, issue their first loads (x, y never change), and wait in
+//      griddepcontrol.wait only before reading w and b.
+//   3. Streams doing real work.
+//      * Test evaluation on its own stream: every --eval-every epochs a small kernel computes the
+//        test loss at the parameters that epoch starts with (read from a per-epoch parameter
+//        history, so it never races with the update) on a second stream, concurrently with
+//        training; the graph forks to it and joins back at the end.
+//      * --source host: the data set lives in pinned host memory, as a user's own data would.
+//        It is uploaded in --chunk-point chunks round-robin over --streams K streams; epoch 0
+//        runs chunk by chunk on the chunk's own stream right after the chunk lands (per-block
+//        partial sums), so the first epoch's arithmetic hides behind the remaining copies; a
+//        one-block kernel combines the partials and takes the first step; the graph runs the
+//        other epochs.
+//   --deterministic: the per-block sums go to a partials buffer that the last block adds in a
+//   fixed order (the default adds them with three double atomics per block): bit-identical runs.
+//   (--source host always uses the partials for epoch 0.)
+//
+// PREDICTION (two numbers, headline n = 5M → nt = 4M train points, H100)
+//   Bytes: 8 B/pt × 4M = 32 MB per epoch (+ 8 MB of test data every 10th epoch, 2.5%), 6.4 GB
+//   for 200 epochs → 2.1 ms at ~3 TB/s from HBM. 32 MB fits in the 50 MB L2, so part of it may
+//   be served from L2 across epochs; the ≤ 1.0 ms target needs ≥ 6.4 TB/s, i.e. nearly all of
+//   it from L2 with per-epoch overhead (launch + last-block step) under ~1 µs. I predict
+//   ~1.5-2.5 ms: ~10× phase 2 (28 → 8 B/pt and no host syncs) and ~40-60× the PyTorch eager
+//   twin; the ≤ 1.0 ms / ≥ 90× targets look out of reach without changing what an epoch reads.
+//   Flops: ~8 per point → 32 MFLOP per epoch, nothing next to the bytes.
+//   Large n (50M, 100M: 320-640 MB per epoch, no L2 reuse): per-epoch overhead is ~2 µs of
+//   ~110-215 µs, so the epoch should run at ≥ 90% of the copy bandwidth.
+//   --source host (5M, 40 MB over PCIe at ~25-50 GB/s: ~1-1.6 ms): epoch 0's compute is ~60×
+//   faster than the copy of the same bytes, so with K streams only the last chunk's compute
+//   (~3 µs) shows: first epoch ≈ upload time + a few µs. With one stream every chunk's compute
+//   waits for its copy and the next copy waits for it: that adds ~Σ compute ≈ 15-25 µs — a
+//   small, measurable difference, not a large one (the copy engine is the bottleneck either way).
+//
+// MEASURED — not yet measured (filled in from the run records of scripts/bench_linreg.sh).
+//
+// Flags: --n --epochs --lr --source device|host --streams K --chunk POINTS --eval-every E
+//        --pdl/--no-pdl --l2-persist + the common flags (--help lists them).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check.cuh"
+#include "cli.h"
+#include "device_info.h"
+#include "errors.h"
+#include "linreg_data.cuh"
+#include "linreg_data.h"
+#include "linreg_harness.h"
+#include "nvtx.h"
+#include "record.h"
+#include "stats.h"
+#include "timing.cuh"
+#include "tracer.h"
+
+namespace {
+
+constexpr int kBlock = 256, kWarps = kBlock / 32;
+constexpr int kUnroll = 2;  // float4 pairs (x, y) in flight per thread and loop trip
+constexpr const char* kPhase = "phase3_fused_streams";
+
+// ----------------------------------------------------------------------------- device helpers
+struct VecSplit {
+  size_t head, nvec, tail_start, tail;
+};
+// [0, len) of arrays that start `lo` floats past a 16-byte-aligned base: scalar head up to the
+// first 16-byte boundary, float4 body, scalar tail.
+__host__ __device__ inline VecSplit vec_split(size_t lo, size_t len) {
+  size_t head = (4 - lo % 4) % 4;
+  if (head > len) head = len;
+  const size_t nvec = (len - head) / 4;
+  const size_t tail_start = head + 4 * nvec;
+  return {head, nvec, tail_start, len - tail_start};
+}
+
+// Hopper programmatic dependent launch (no-ops where the grid was launched without it).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ inline double warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+// Block sum of K values (result in thread 0). Callers separate two uses by a __syncthreads.
+template <int K>
+__device__ inline void block_sum(double (&v)[K]) {
+  __shared__ double sm[K][kWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int k = 0; k < K; ++k) v[k] = warp_sum(v[k]);
+  if (lane == 0)
+#pragma unroll
+    for (int k = 0; k < K; ++k) sm[k][warp] = v[k];
+  __syncthreads();
+  if (warp == 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      double t = lane < kWarps ? sm[k][lane] : 0.0;
+      for (int o = kWarps / 2; o > 0; o >>= 1) t += __shfl_down_sync(0xffffffffu, t, o);
+      v[k] = t;
+    }
+  }
+}
+
+// Per-thread sums over [lo, lo+len) of x, y at the parameters *params:
+//   s[0] += Σ r², s[1] += Σ r·x, s[2] += Σ r with r = w·x + b − y   (K = 3, training)
+//   s[0] += Σ r²                                                    (K = 1, evaluation)
+// The first tile is loaded before `ready()` (the PDL wait) and before w, b are read: the data
+// never change, only the parameters do.
+template <int K, class Ready>
+__device__ inline void accumulate(const float* __restrict__ x, const float* __restrict__ y, size_t lo, size_t len,
+                                  const float* params, Ready ready, double (&s)[K]) {
+  const VecSplit sp = vec_split(lo, len);
+  const size_t tid = blockIdx.x * size_t(blockDim.x) + threadIdx.x, stride = size_t(gridDim.x) * blockDim.x;
+  x += lo;
+  y += lo;
+  const float4* x4 = reinterpret_cast<const float4*>(x + sp.head);
+  const float4* y4 = reinterpret_cast<const float4*>(y + sp.head);
+  float4 xa[kUnroll], ya[kUnroll];
+  size_t v = tid;
+  auto load = [&](size_t base) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const size_t j = base + u * stride;
+      if (j < sp.nvec) {
+        xa[u] = __ldg(x4 + j);
+        ya[u] = __ldg(y4 + j);
+      }
+    }
+  };
+  load(v);
+  ready();
+  const float w = __ldcg(params), b = __ldcg(params + 1);
+  auto term = [&](float xi, float yi, float& l, float& gx, float& g) {
+    const float r = fmaf(w, xi, b) - yi;
+    l = fmaf(r, r, l);
+    if (K == 3) {
+      gx = fmaf(r, xi, gx);
+      g += r;
+    }
+  };
+  for (;;) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (v + u * stride < sp.nvec) {
+        float l = 0.f, gx = 0.f, g = 0.f;  // float over the 4 lanes of one float4 only
+        term(xa[u].x, ya[u].x, l, gx, g);
+        term(xa[u].y, ya[u].y, l, gx, g);
+        term(xa[u].z, ya[u].z, l, gx, g);
+        term(xa[u].w, ya[u].w, l, gx, g);
+        s[0] += double(l);
+        if (K == 3) {
+          s[1 % K] += double(gx);
+          s[2 % K] += double(g);
+        }
+      }
+    }
+    v += kUnroll * stride;
+    if (v >= sp.nvec) break;
+    load(v);
+  }
+  auto scalar = [&](size_t i) {
+    float l = 0.f, gx = 0.f, g = 0.f;
+    term(x[i], y[i], l, gx, g);
+    s[0] += double(l);
+    if (K == 3) {
+      s[1 % K] += double(gx);
+      s[2 % K] += double(g);
+    }
+  };
+  if (tid < sp.head) scalar(tid);
+  if (tid < sp.tail) scalar(sp.tail_start + tid);
+}
+
+// Publishes the block's K sums (thread 0), and returns true in every thread of the block that
+// finished last (all other blocks' sums are then visible to it).
+//   partials == nullptr: atomicAdd into acc[k] (order of addition varies between runs);
+//   else partials[k * nparts + part] = sum (the last block adds them in a fixed order).
+template <int K>
+__device__ inline bool publish_and_check_last(const double (&v)[K], double* acc, double* partials, int nparts,
+                                              int part, unsigned* counter, unsigned expected) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (partials) partials[size_t(k) * nparts + part] = v[k];
+      else atomicAdd(&acc[k], v[k]);
+    }
+    __threadfence();  // our sums are visible device-wide before we count ourselves done
+    last = atomicAdd(counter, 1u) == expected - 1;
+  }
+  __syncthreads();
+  if (last) __threadfence();  // and we see everybody's
+  return last;
+}
+
+// In the last block: the totals into thread 0's tot[] (fixed order for partials), and the
+// accumulators reset for the next use.
+template <int K>
+__device__ inline void gather_totals(double* acc, const double* partials, int nparts, double (&tot)[K]) {
+  if (partials) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      tot[k] = 0.0;
+      for (int j = threadIdx.x; j < nparts; j += blockDim.x) tot[k] += __ldcg(partials + size_t(k) * nparts + j);
+    }
+    block_sum(tot);
+  } else if (threadIdx.x == 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      tot[k] = __ldcg(acc + k);
+      acc[k] = 0.0;
+    }
+  }
+}
+
+struct TrainArgs {
+  const float* x;
+  const float* y;
+  size_t nt;
+  float* params;      // {w, b}: the live parameters
+  float* hist;        // 2 × (epochs + 1): parameters each epoch starts with (for the eval stream)
+  double* acc;        // 3 sums (default path)
+  double* partials;   // 3 × gridDim.x (--deterministic), else nullptr
+  unsigned* counter;  // blocks done in this epoch
+  double* loss;       // loss[e]
+  double inv_nt, lr;
+};
+
+// Loss at the start parameters, then w, b ← w, b − lr·∇, for one epoch e.
+__global__ void __launch_bounds__(kBlock) epoch_kernel(TrainArgs a, int e) {
+  pdl_launch_dependents();  // the next epoch may launch now; it waits before touching our state
+  double s[3] = {0.0, 0.0, 0.0};
+  accumulate<3>(a.x, a.y, 0, a.nt, a.params, [] { pdl_wait(); }, s);
+  block_sum(s);
+  if (!publish_and_check_last(s, a.acc, a.partials, gridDim.x, blockIdx.x, a.counter, gridDim.x)) return;
+  __syncthreads();  // block_sum's shared memory is reused below
+  double tot[3];
+  gather_totals(a.acc, a.partials, gridDim.x, tot);
+  if (threadIdx.x == 0) {
+    a.loss[e] = tot[0] * a.inv_nt;
+    const double gw = 2.0 * tot[1] * a.inv_nt, gb = 2.0 * tot[2] * a.inv_nt;
+    const float w = static_cast<float>(a.params[0] - a.lr * gw), b = static_cast<float>(a.params[1] - a.lr * gb);
+    a.params[0] = w;
+    a.params[1] = b;
+    a.hist[2 * (e + 1)] = w;
+    a.hist[2 * (e + 1) + 1] = b;
+    *a.counter = 0;
+  }
+}
+
+// --source host, epoch 0 on one chunk [lo, lo+len) of the train split, on the chunk's stream:
+// per-block sums into partials[k * nparts + part0 + blockIdx.x].
+__global__ void __launch_bounds__(kBlock) chunk_kernel(const float* x, const float* y, size_t lo, size_t len,
+                                                       const float* params, double* partials, int nparts, int part0) {
+  double s[3] = {0.0, 0.0, 0.0};
+  accumulate<3>(x, y, lo, len, params, [] {}, s);
+  block_sum(s);
+  if (threadIdx.x == 0)
+    for (int k = 0; k < 3; ++k) partials[size_t(k) * nparts + part0 + blockIdx.x] = s[k];
+}
+
+// --source host: one block adds the chunk partials in a fixed order and takes step 0.
+__global__ void chunk_finalize_kernel(TrainArgs a, const double* partials, int nparts) {
+  double tot[3];
+  gather_totals(nullptr, partials, nparts, tot);
+  if (threadIdx.x == 0) {
+    a.loss[0] = tot[0] * a.inv_nt;
+    const double gw = 2.0 * tot[1] * a.inv_nt, gb = 2.0 * tot[2] * a.inv_nt;
+    const float w = static_cast<float>(a.params[0] - a.lr * gw), b = static_cast<float>(a.params[1] - a.lr * gb);
+    a.params[0] = w;
+    a.params[1] = b;
+    a.hist[2] = w;
+    a.hist[3] = b;
+  }
+}
+
+struct EvalArgs {
+  const float* x;     // the whole arrays; the test split is [lo, lo + len)
+  const float* y;
+  size_t lo, len;
+  const float* hist;  // parameters each epoch starts with
+  double* acc;        // 1 sum
+  double* partials;   // gridDim.x (--deterministic)
+  unsigned* counter;
+  double* out;        // test loss per evaluation slot
+  double inv_len;
+};
+
+// Test loss at the parameters epoch e starts with, into out[slot]; runs on the eval stream.
+__global__ void __launch_bounds__(kBlock) eval_kernel(EvalArgs a, int e, int slot) {
+  double s[1] = {0.0};
+  accumulate<1>(a.x, a.y, a.lo, a.len, a.hist + 2 * e, [] {}, s);
+  block_sum(s);
+  if (!publish_and_check_last(s, a.acc, a.partials, gridDim.x, blockIdx.x, a.counter, gridDim.x)) return;
+  __syncthreads();
+  double tot[1];
+  gather_totals(a.acc, a.partials, gridDim.x, tot);
+  if (threadIdx.x == 0) {
+    a.out[slot] = tot[0] * a.inv_len;
+    *a.counter = 0;
+  }
+}
+
+// Untimed, before every run: w, b ← w0, b0; history[0]; accumulators and counters zeroed.
+__global__ void reset_kernel(float* params, float* hist, double* acc, unsigned* counters, float w0, float b0) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  params[0] = hist[0] = w0;
+  params[1] = hist[1] = b0;
+  for (int k = 0; k < 4; ++k) acc[k] = 0.0;  // 3 train sums + 1 eval sum
+  counters[0] = counters[1] = 0;
+}
+
+// ----------------------------------------------------------------------------- host side
+struct Options {
+  int64_t n = 5000000;
+  int epochs = 200;
+  double lr = 0.01;
+  std::string source = "device";
+  int streams = 4;
+  int64_t chunk = int64_t(1) << 20;
+  int eval_every = 10;
+  bool no_pdl = false;
+  bool l2_persist = false;
+  nb::CommonOptions common;
+};
+
+template <class T>
+struct DevBuf {
+  T* p = nullptr;
+  explicit DevBuf(size_t count) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T))); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+template <class T>
+struct HostPinned {
+  T* p = nullptr;
+  explicit HostPinned(size_t count) { CUDA_CHECK(cudaMallocHost(&p, std::max<size_t>(count, 1) * sizeof(T))); }
+  ~HostPinned() { cudaFreeHost(p); }
+  HostPinned(const HostPinned&) = delete;
+  HostPinned& operator=(const HostPinned&) = delete;
+};
+
+struct Streams {
+  std::vector<cudaStream_t> s;
+  explicit Streams(int k) : s(static_cast<size_t>(k), nullptr) {
+    for (auto& x : s) CUDA_CHECK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
+  }
+  ~Streams() {
+    for (auto x : s) cudaStreamDestroy(x);
+  }
+};
+struct Event {
+  cudaEvent_t e = nullptr;
+  explicit Event(bool timing = false) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
+  ~Event() { cudaEventDestroy(e); }
+};
+struct Graph {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~Graph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (g) cudaGraphDestroy(g);
+  }
+};
+
+// Launch of one epoch, with the PDL and L2 access-policy attributes when asked.
+struct EpochLauncher {
+  int grid;
+  bool pdl;
+  bool persist;
+  cudaAccessPolicyWindow window{};
+  void launch(const TrainArgs& a, int e, cudaStream_t s) const {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(kBlock);
+    cfg.stream = s;
+    cudaLaunchAttribute attrs[2];
+    int na = 0;
+    if (pdl) {
+      attrs[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[na].val.programmaticStreamSerializationAllowed = 1;
+      ++na;
+    }
+    if (persist) {
+      attrs[na].id = cudaLaunchAttributeAccessPolicyWindow;
+      attrs[na].val.accessPolicyWindow = window;
+      ++na;
+    }
+    cfg.attrs = attrs;
+    cfg.numAttrs = static_cast<unsigned>(na);
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, epoch_kernel, a, e));
+  }
+};
+
+// Captures epochs [e0, epochs) on `train` plus the test evaluations scheduled in that range on
+// `eval` (forked after the epoch before them, joined at the end) into one graph.
+void capture_epochs(Graph& G, const EpochLauncher& L, const TrainArgs& ta, const EvalArgs& ea, int eval_grid,
+                    const std::vector<int>& eval_epochs, int e0, int epochs, cudaStream_t train, cudaStream_t eval,
+                    cudaEvent_t fork, cudaEvent_t join) {
+  CUDA_CHECK(cudaStreamBeginCapture(train, cudaStreamCaptureModeThreadLocal));
+  bool forked = false;
+  size_t next_eval = 0;
+  auto maybe_eval = [&](int e) {  // evaluations of epochs ≤ e whose parameters exist now
+    while (next_eval < eval_epochs.size() && eval_epochs[next_eval] <= e) {
+      CUDA_CHECK(cudaEventRecord(fork, train));
+      CUDA_CHECK(cudaStreamWaitEvent(eval, fork, 0));
+      forked = true;
+      eval_kernel<<<eval_grid, kBlock, 0, eval>>>(ea, eval_epochs[next_eval], static_cast<int>(next_eval));
+      CHECK_LAUNCH();
+      ++next_eval;
+    }
+  };
+  for (int e = e0; e < epochs; ++e) {
+    maybe_eval(e);  // parameters of epoch e = output of epoch e-1 (already enqueued)
+    L.launch(ta, e, train);
+  }
+  if (forked) {
+    CUDA_CHECK(cudaEventRecord(join, eval));
+    CUDA_CHECK(cudaStreamWaitEvent(train, join, 0));
+  }
+  CUDA_CHECK(cudaStreamEndCapture(train, &G.g));
+  CUDA_CHECK(cudaGraphInstantiate(&G.exec, G.g, 0));
+}
+
+int grid_for(size_t len, int sm_count, int per_sm) {
+  const size_t need = (len / 4 + kBlock - 1) / kBlock;
+  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(need, size_t(sm_count) * per_sm)));
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  nb::Cli cli(kPhase, "Linear regression: one fused kernel per epoch, a CUDA graph, streams for uploads and evaluation.");
+  cli.add_int("--n", &o.n, "number of points (train = first 80%-ish slots, see linreg_data.h)", 1, 4000000000LL);
+  cli.add_int("--epochs", &o.epochs, "full-batch gradient-descent epochs", 1, 1000000);
+  cli.add_double("--lr", &o.lr, "learning rate");
+  cli.add_string("--source", &o.source, "where the data set starts: device (generated there) or host (pinned memory, uploaded in the timed region)", {"device", "host"});
+  cli.add_int("--streams", &o.streams, "--source host: streams the chunks are uploaded over", 1, 32);
+  cli.add_int("--chunk", &o.chunk, "--source host: points per upload chunk", 1, 4000000000LL);
+  cli.add_int("--eval-every", &o.eval_every, "test loss on the eval stream every this many epochs (0: only after training)", 0, 1000000);
+  cli.add_flag("--no-pdl", &o.no_pdl, "launch epochs without programmatic dependent launch");
+  cli.add_flag("--l2-persist", &o.l2_persist, "mark the data set as persisting in L2 (access policy window)");
+  cli.add_common(&o.common);
+  if (!cli.parse(argc, argv)) return 0;
+  const nb::CommonOptions& opt = o.common;
+
+  const nb::DeviceInfo dev = nb::require_device(6);
+  nb::Tracer& tracer = nb::Tracer::instance();
+  tracer.start(!opt.no_cupti);
+  const size_t N = static_cast<size_t>(o.n), nt = nb::linreg_train_count(N), ntest = N - nt;
+  const bool host_src = o.source == "host", det = opt.deterministic;
+  const int E = o.epochs;
+  const bool pdl = !o.no_pdl && dev.cc_major >= 9;
+
+  // ---- launch geometry and buffers
+  const int per_sm = 4;
+  const int grid = grid_for(nt, dev.sm_count, per_sm);
+  const int eval_grid = ntest ? grid_for(ntest, dev.sm_count, 1) : 1;
+  std::vector<int> eval_epochs;
+  if (ntest && o.eval_every > 0)
+    for (int e = 0; e < E; e += o.eval_every) eval_epochs.push_back(e);
+  const size_t chunk = std::min<size_t>(static_cast<size_t>(o.chunk), N);
+  const size_t nchunks = (N + chunk - 1) / chunk, train_chunks = (nt + chunk - 1) / chunk;
+  const int chunk_grid = grid_for(chunk, dev.sm_count, per_sm);
+  const size_t chunk_parts = train_chunks * size_t(chunk_grid);
+  if (host_src && chunk_parts > size_t(INT32_MAX) / 4)
+    throw nb::Error(nb::kExitUsage, "--chunk: too small for this --n (too many chunks)");
+
+  // x and y in one allocation (one L2 access-policy window covers both); Npad keeps y 16-byte aligned.
+  const size_t Npad = (N + 63) / 64 * 64;
+  const size_t small = 4096 + sizeof(double) * (3 * size_t(grid) + size_t(eval_grid) + 3 * chunk_parts + 2 * E + 8);
+  nb::require_free_memory(std::max(2 * Npad * sizeof(float) + small, nb::linreg_generate_bytes(N) + small),
+                          "the data set");
+  DevBuf<float> xy(2 * Npad);
+  float* d_x = xy.p;
+  float* d_y = xy.p + Npad;
+  DevBuf<float> params(2), hist(2 * size_t(E + 1));
+  DevBuf<double> acc(4), loss(static_cast<size_t>(E)), test_out(eval_epochs.size() + 1);
+  DevBuf<double> partials(3 * size_t(grid)), eval_partials(static_cast<size_t>(eval_grid));
+  DevBuf<double> chunk_partials(host_src ? 3 * chunk_parts : 1);
+  DevBuf<unsigned> counters(2);
+  Streams st(std::max(o.streams, 1));
+  Streams ev(1);
+  cudaStream_t s0 = st.s[0], s_eval = ev.s[0];
+  {
+    NB_NVTX_RANGE(nb::Cat::Init, "generate data");
+    nb::generate_linreg(d_x, d_y, N, opt.seed, s0);
+  }
+
+  std::vector<float> hx, hy;
+  std::unique_ptr<HostPinned<float>> pin_x, pin_y;
+  if (opt.validate) {
+    hx.resize(N);
+    hy.resize(N);
+    CUDA_CHECK(cudaMemcpy(hx.data(), d_x, N * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(hy.data(), d_y, N * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  if (host_src) {  // the user's data set: pinned host memory
+    pin_x = std::make_unique<HostPinned<float>>(N);
+    pin_y = std::make_unique<HostPinned<float>>(N);
+    CUDA_CHECK(cudaMemcpy(pin_x->p, d_x, N * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(pin_y->p, d_y, N * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+
+  // ---- optional L2 persistence for the data
+  EpochLauncher L{grid, pdl, false, {}};
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev.index));
+  if (o.l2_persist && prop.persistingL2CacheMaxSize > 0 && prop.accessPolicyMaxWindowSize > 0) {
+    const size_t want = 2 * Npad * sizeof(float);
+    const size_t win = std::min<size_t>(want, static_cast<size_t>(prop.accessPolicyMaxWindowSize));
+    const size_t carve = std::min<size_t>(win, static_cast<size_t>(prop.persistingL2CacheMaxSize));
+    CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, carve));
+    L.persist = true;
+    L.window.base_ptr = xy.p;
+    L.window.num_bytes = win;
+    L.window.hitRatio = static_cast<float>(std::min(1.0, double(carve) / double(win)));
+    L.window.hitProp = cudaAccessPropertyPersisting;
+    L.window.missProp = cudaAccessPropertyStreaming;
+  }
+
+  TrainArgs ta{d_x, d_y, nt, params.p, hist.p, acc.p, det ? partials.p : nullptr, counters.p, loss.p,
+               1.0 / double(nt), o.lr};
+  EvalArgs ea{d_x, d_y, nt, ntest, hist.p, acc.p + 3, det ? eval_partials.p : nullptr, counters.p + 1,
+              test_out.p, ntest ? 1.0 / double(ntest) : 0.0};
+
+  // ---- the graph: epochs [e0, E) and their evaluations
+  Event fork, join;
+  Graph G;
+  const int e0 = host_src ? 1 : 0;
+  {
+    NB_NVTX_RANGE(nb::Cat::Init, "capture graph");
+    capture_epochs(G, L, ta, ea, eval_grid, eval_epochs, e0, E, s0, s_eval, fork.e, join.e);
+  }
+
+  auto reset = [&] {
+    NB_NVTX_RANGE(nb::Cat::Init, "reset w,b");
+    reset_kernel<<<1, 1, 0, s0>>>(params.p, hist.p, acc.p, counters.p, nb::linreg_init_w(), nb::linreg_init_b());
+    CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemsetAsync(loss.p, 0xff, size_t(E) * sizeof(double), s0));  // poison: NaN until written
+    CUDA_CHECK(cudaMemsetAsync(test_out.p, 0xff, (eval_epochs.size() + 1) * sizeof(double), s0));
+  };
+
+  // --source host: chunk c goes to stream c % K; epoch 0 runs on it right after its copy.
+  std::vector<std::unique_ptr<Event>> stream_done;
+  for (size_t k = 0; k < st.s.size(); ++k) stream_done.push_back(std::make_unique<Event>());
+  Event t_start(true), t_first(true), t_stop(true);
+  auto upload = [&](bool with_epoch0) {
+    NB_NVTX_RANGE(nb::Cat::H2D, with_epoch0 ? "upload chunks + epoch 0" : "upload chunks (pure)");
+    for (size_t k = 1; k < st.s.size(); ++k) CUDA_CHECK(cudaStreamWaitEvent(st.s[k], t_start.e, 0));
+    for (size_t c = 0; c < nchunks; ++c) {
+      cudaStream_t s = st.s[c % st.s.size()];
+      const size_t lo = c * chunk, len = std::min(chunk, N - lo);
+      CUDA_CHECK(cudaMemcpyAsync(d_x + lo, pin_x->p + lo, len * sizeof(float), cudaMemcpyHostToDevice, s));
+      CUDA_CHECK(cudaMemcpyAsync(d_y + lo, pin_y->p + lo, len * sizeof(float), cudaMemcpyHostToDevice, s));
+      if (with_epoch0 && lo < nt) {
+        chunk_kernel<<<chunk_grid, kBlock, 0, s>>>(d_x, d_y, lo, std::min(len, nt - lo), params.p, chunk_partials.p,
+                                                   static_cast<int>(chunk_parts), static_cast<int>(c) * chunk_grid);
+        CHECK_LAUNCH();
+      }
+    }
+    for (size_t k = 1; k < st.s.size(); ++k) {
+      CUDA_CHECK(cudaEventRecord(stream_done[k]->e, st.s[k]));
+      CUDA_CHECK(cudaStreamWaitEvent(s0, stream_done[k]->e, 0));
+    }
+  };
+
+  // ---- warm-up, then the measured runs
+  std::vector<double> samples, first_ms, upload_ms;
+  for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
+    if (r == opt.warmup) tracer.clear();
+    const bool measured = r >= opt.warmup;
+    if (host_src) {
+      // Pure upload time (same chunks and streams, no compute), for comparison.
+      CUDA_CHECK(cudaMemsetAsync(xy.p, 0xff, 2 * Npad * sizeof(float), s0));  // poison: NaN unless uploaded
+      CUDA_CHECK(cudaEventRecord(t_start.e, s0));
+      upload(false);
+      CUDA_CHECK(cudaEventRecord(t_stop.e, s0));
+      CUDA_CHECK(cudaEventSynchronize(t_stop.e));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, t_start.e, t_stop.e));
+      if (measured) upload_ms.push_back(ms);
+      CUDA_CHECK(cudaMemsetAsync(xy.p, 0xff, 2 * Npad * sizeof(float), s0));
+    }
+    reset();
+    CUDA_CHECK(cudaEventRecord(t_start.e, s0));
+    if (host_src) {
+      upload(true);
+      chunk_finalize_kernel<<<1, kBlock, 0, s0>>>(ta, chunk_partials.p, static_cast<int>(chunk_parts));
+      CHECK_LAUNCH();
+      CUDA_CHECK(cudaEventRecord(t_first.e, s0));
+    }
+    {
+      NB_NVTX_RANGE(nb::Cat::Forward, "fused epochs (graph launch)");
+      CUDA_CHECK(cudaGraphLaunch(G.exec, s0));
+    }
+    CUDA_CHECK(cudaEventRecord(t_stop.e, s0));
+    {
+      NB_NVTX_RANGE(nb::Cat::Sync, "wait for training");
+      CUDA_CHECK(cudaEventSynchronize(t_stop.e));
+    }
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, t_start.e, t_stop.e));
+    if (measured) samples.push_back(ms);
+    if (host_src) {
+      CUDA_CHECK(cudaEventElapsedTime(&ms, t_start.e, t_first.e));
+      if (measured) first_ms.push_back(ms);
+    }
+    nb::throw_if_interrupted("training");
+  }
+  tracer.flush();
+
+  // ---- results: the loss curve in one copy; the final test loss (untimed, eval stream)
+  nb::LinregOutcome out;
+  {
+    NB_NVTX_RANGE(nb::Cat::Sync, "read loss curve");
+    out.loss.resize(static_cast<size_t>(E));
+    CUDA_CHECK(cudaMemcpy(out.loss.data(), loss.p, size_t(E) * sizeof(double), cudaMemcpyDeviceToHost));
+    float hp[2];
+    CUDA_CHECK(cudaMemcpy(hp, params.p, sizeof hp, cudaMemcpyDeviceToHost));
+    out.w = hp[0];
+    out.b = hp[1];
+  }
+  std::vector<double> test_curve(eval_epochs.size() + 1, NAN);
+  if (ntest) {
+    NB_NVTX_RANGE(nb::Cat::Eval, "final test loss");
+    CUDA_CHECK(cudaDeviceSynchronize());
+    eval_kernel<<<eval_grid, kBlock, 0, s_eval>>>(ea, E, static_cast<int>(eval_epochs.size()));
+    CHECK_LAUNCH();
+    CUDA_CHECK(cudaStreamSynchronize(s_eval));
+    CUDA_CHECK(cudaMemcpy(test_curve.data(), test_out.p, test_curve.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    out.test_loss = test_curve.back();
+  }
+  if (L.persist) CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+  const nb::Stats stt = nb::summarize(samples);
+
+  // ---- the record
+  nlohmann::json rec = nb::new_record(kPhase, "linreg", "cuda", cli);
+  rec["device"] = nb::to_json(dev);
+  const std::string evals = o.eval_every > 0 ? "test-loss evaluations every " + std::to_string(o.eval_every) +
+                                                   " epochs on a second stream (concurrent)"
+                                             : "no evaluations";
+  rec["timing"] = nb::timing_json(
+      "cuda-events",
+      host_src ? "upload of the data set from pinned host memory (chunked over " + std::to_string(o.streams) +
+                     " streams, epoch 0 computed per chunk) + the remaining epochs as one CUDA graph (" + evals + ")"
+               : std::to_string(E) + " epochs as one CUDA graph of fused epoch kernels (" + evals +
+                     "); data resident on the device",
+      "data generation, parameter reset, graph capture, final test evaluation, validation", opt.warmup, stt);
+  rec["timing"]["per_epoch_ms_median"] = stt.median / E;
+  rec["timing"]["source"] = o.source;
+  if (host_src) {
+    const nb::Stats up = nb::summarize(upload_ms), fe = nb::summarize(first_ms);
+    rec["timing"]["upload_ms"] = nb::to_json(up);
+    rec["timing"]["first_epoch_ms"] = nb::to_json(fe);
+    rec["timing"]["first_epoch_over_upload"] = nb::finite_or_null(fe.median / up.median);
+    rec["timing"]["upload_gbps"] = nb::finite_or_null(2.0 * N * sizeof(float) / (up.median * 1e6));
+  }
+  nb::linreg_fill_results(rec, out);
+  if (!eval_epochs.empty()) {
+    std::vector<double> vals(test_curve.begin(), test_curve.end() - 1);
+    rec["loss"]["test_eval"] = {{"every", o.eval_every}, {"epochs", eval_epochs}, {"values", nb::finite_array(vals)}};
+  }
+  rec["data"] = {{"n", N}, {"train", nt}, {"test", ntest}, {"seed", opt.seed}};
+  rec["launch"] = {{"block", kBlock},
+                   {"grid", grid},
+                   {"eval_grid", eval_grid},
+                   {"pdl", pdl},
+                   {"l2_persist", L.persist},
+                   {"graph_kernel_nodes", E - e0 + static_cast<int>(eval_epochs.size())}};
+  if (host_src) rec["launch"]["chunks"] = {{"points", chunk}, {"count", nchunks}, {"streams", o.streams}, {"grid", chunk_grid}};
+  rec["accumulation"] = det ? "float within a float4, double per thread, block tree; block partials added by the last "
+                              "block in a fixed order"
+                            : "float within a float4, double per thread, block tree; three double atomicAdds per "
+                              "block, the last block reads them";
+
+  // Efficiency: the bytes an epoch must read (x and y of the train split, plus the test split
+  // every eval_every epochs, amortized) over the measured time per epoch.
+  nb::Peaks peaks;
+  if (opt.measure_peaks) {
+    peaks = nb::measure_peaks();
+    rec["peaks"] = nb::to_json(peaks);
+  }
+  const double train_bytes = 8.0 * double(nt);
+  const double eval_bytes = 8.0 * double(ntest) * double(eval_epochs.size()) / E;
+  const double epoch_s = stt.median / E * 1e-3;
+  nlohmann::json eff = {{"bytes", train_bytes + eval_bytes},
+                        {"bytes_train", train_bytes},
+                        {"bytes_eval_amortized", eval_bytes},
+                        {"flops", 8.0 * double(nt)},
+                        {"epoch_ms", stt.median / E},
+                        {"gbps", nb::finite_or_null((train_bytes + eval_bytes) / epoch_s * 1e-9)},
+                        {"gbps_train_only", nb::finite_or_null(train_bytes / epoch_s * 1e-9)},
+                        {"tflops", nb::finite_or_null(8.0 * double(nt) / epoch_s * 1e-12)}};
+  if (peaks.copy_gbps > 0)
+    eff["pct_copy_peak"] = nb::finite_or_null(100.0 * (train_bytes + eval_bytes) / epoch_s * 1e-9 / peaks.copy_gbps);
+  eff["note"] = host_src ? "time per epoch includes the upload (source host)"
+                         : "time per epoch = graph time / epochs (launch gaps and evaluations included); "
+                           "copy peak counts bytes read + written";
+  rec["efficiency"] = {{"epoch_kernel", eff}};
+  nb::linreg_attach_trace(rec, opt.trace);
+
+  std::printf("%s: n=%zu epochs=%d source=%s w=%.7f b=%.7f train_loss=%.7f test_loss=%.7f time median %.3f ms "
+              "(%.2f us/epoch, %d runs)%s%s\n",
+              kPhase, N, E, o.source.c_str(), out.w, out.b, out.loss.back(), out.test_loss, stt.median,
+              1e3 * stt.median / E, stt.count, det ? " [deterministic]" : "", pdl ? " [pdl]" : "");
+  if (host_src)
+    std::printf("  upload only %.3f ms, first epoch done at %.3f ms (%.3f x upload), %d streams, %zu chunks\n",
+                rec["timing"]["upload_ms"]["median"].get<double>(), rec["timing"]["first_epoch_ms"]["median"].get<double>(),
+                rec["timing"]["first_epoch_over_upload"].is_null() ? NAN : rec["timing"]["first_epoch_over_upload"].get<double>(),
+                o.streams, nchunks);
+  if (peaks.copy_gbps > 0)
+    std::printf("  %.0f GB/s per epoch = %.1f%% of the measured copy bandwidth (%.0f GB/s)\n",
+                (train_bytes + eval_bytes) / epoch_s * 1e-9,
+                100.0 * (train_bytes + eval_bytes) / epoch_s * 1e-9 / peaks.copy_gbps, peaks.copy_gbps);
+
+  bool passed = true;
+  rec["validation"] = opt.validate ? nb::linreg_validate(hx.data(), hy.data(), N, o.lr, E, out, &passed)
+                                   : nb::linreg_validation_skipped();
+  const bool finite = nb::linreg_finite(out);
+  if (!finite) rec["status"] = "diverged";
+  else if (!passed) rec["status"] = "validation_failed";
+  const std::string path = nb::write_record(rec, opt.out, dev.slug, kPhase, opt.tag);
+  std::printf("record: %s\n", path.c_str());
+  if (!finite) throw nb::Error(nb::kExitDiverged, "training diverged (non-finite loss or parameters); record: " + path);
+  if (!passed) throw nb::Error(nb::kExitValidation, "validation failed (see the errors above); record: " + path);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return nb::guarded_main(argc, argv, run); }
