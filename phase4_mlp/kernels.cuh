@@ -1,0 +1,588 @@
+// phase4_mlp/kernels.cuh — the kernels of the straightforward MLP trainer, one per operation.
+//
+// The matrix products are one tiled GEMM, C[M,N] = A[M,K] · B[K,N] with fp32 accumulation, in two
+// flavours chosen by the operand type T:
+//   T = float : shared-memory tiled SIMT GEMM. Block tile 32x64, k-tile 32, 256 threads, each
+//               thread owns a 2x4 micro-tile; tiles are double-buffered in shared memory and the
+//               next tile is fetched into registers while the current one is multiplied.
+//   T = half  : tensor-core GEMM (WMMA 16x16x16, fp16 operands, fp32 accumulators). Same block
+//               tile, 4 warps each owning a 16x32 piece (two accumulator fragments).
+// Operands are *views*: a view maps a logical element (row, col) to memory and loads V consecutive
+// elements along its contiguous axis (16-byte vector loads when the leading dimension and the base
+// pointer allow it, element by element with bounds checks otherwise). The three products of an MLP
+// layer are the same kernel with different views:
+//   forward        Z  = H · W^T      A = H [B,in] (row-major), B(k,n) = W[n][k]
+//   backward data  dH = dZ · W       A = dZ [B,out],           B(k,n) = W[k][n]
+//   backward weight dW = dZ^T · H    A(m,k) = dZ[k][m],        B = H [B,in]
+// Any M, N, K works: loads outside the matrix give 0 (K not a multiple of the k-tile becomes a
+// zero-padded tile) and the epilogue writes only elements inside C.
+// Split-K: when the output has few tiles (a batch of 32 gives one tile row), the K range is cut
+// into `splits` slices run by separate blocks; each writes its partial tile to a workspace, and the
+// last block of a tile to finish (an atomic counter after a __threadfence) adds the partials in
+// slice order and runs the epilogue. The sum order is fixed, so results are deterministic.
+// The epilogue is a functor that receives the finished fp32 tile in shared memory; phase 4 only
+// stores it (bias, activation, dropout, loss and optimizer are separate kernels below); phase 5
+// plugs fused epilogues into the same mainloop.
+//
+// Every kernel is a template (or in an anonymous namespace) so that phases and tests can include
+// this header in several translation units.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "check.cuh"
+#include "mlp_common.h"
+
+namespace nb {
+namespace mlp {
+
+// ------------------------------------------------------------------ element helpers
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+template <class T>
+__device__ __forceinline__ T from_f(float x);
+template <>
+__device__ __forceinline__ float from_f<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half from_f<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+// ------------------------------------------------------------------ tile configuration
+constexpr int kBM = 32, kBN = 64, kBK = 32;
+constexpr int kLdc = kBN + 4;  // fp32 result tile in shared memory (padded rows)
+
+template <class T>
+struct TileCfg;
+template <>
+struct TileCfg<float> {
+  static constexpr int kThreads = 256;
+  static constexpr int kV = 4;           // elements per 16-byte vector
+  static constexpr int kLdA = kBM + 4;   // As[k][m] (k-major: a thread reads 2 consecutive m)
+  static constexpr int kLdB = kBN + 4;   // Bs[k][n]
+  static constexpr int kAElems = kBK * kLdA, kBElems = kBK * kLdB;
+};
+template <>
+struct TileCfg<__half> {
+  static constexpr int kThreads = 128;
+  static constexpr int kV = 8;
+  static constexpr int kLdA = kBK + 8;   // As[m][k] (row-major for the WMMA A fragment)
+  static constexpr int kLdB = kBN + 8;   // Bs[k][n]
+  static constexpr int kAElems = kBM * kLdA, kBElems = kBK * kLdB;
+};
+
+template <class T>
+struct alignas(128) GemmSmem {
+  union {
+    struct {
+      T a[2][TileCfg<T>::kAElems];
+      T b[2][TileCfg<T>::kBElems];
+    } stage;
+    float c[kBM * kLdc];
+  };
+};
+
+// ------------------------------------------------------------------ operand views
+// Row-major storage of a logical matrix, or of its transpose.
+// kContigCol = true : element (r, c) at p[r*ld + c]   (chunks run along c)
+// kContigCol = false: element (r, c) at p[c*ld + r]   (chunks run along r)
+template <class T, bool kContigCol>
+struct MatView {
+  static constexpr bool kContig = kContigCol;
+  const T* p = nullptr;
+  int ld = 0;
+  bool vec_ok = false;  // 16-byte loads allowed (ld % V == 0 and p 16-byte aligned)
+
+  // Loads V elements starting at (r, c) along the contiguous axis; (rows, cols) bound the matrix.
+  template <int V>
+  __device__ __forceinline__ void load(int r, int c, int rows, int cols, T (&v)[V]) const {
+    const int outer = kContigCol ? r : c, inner = kContigCol ? c : r;
+    const int outer_lim = kContigCol ? rows : cols, inner_lim = kContigCol ? cols : rows;
+    if (outer >= outer_lim) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] = from_f<T>(0.f);
+      return;
+    }
+    const T* src = p + static_cast<size_t>(outer) * ld + inner;
+    if (vec_ok && inner + V <= inner_lim) {
+      const uint4 u = __ldg(reinterpret_cast<const uint4*>(src));
+      const T* t = reinterpret_cast<const T*>(&u);
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] = t[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] = (inner + i < inner_lim) ? src[i] : from_f<T>(0.f);
+    }
+  }
+};
+
+template <class T, bool kContigCol>
+inline MatView<T, kContigCol> make_view(const T* p, int ld) {
+  MatView<T, kContigCol> v;
+  v.p = p;
+  v.ld = ld;
+  constexpr int V = TileCfg<T>::kV;
+  v.vec_ok = (ld % V == 0) && (reinterpret_cast<uintptr_t>(p) % 16 == 0);
+  return v;
+}
+
+// ------------------------------------------------------------------ epilogue: store the tile
+// C[m*ldc + n] = acc (fp32). Phase 4 stores every product like this.
+struct StoreEpi {
+  float* c = nullptr;
+  int ldc = 0;
+  __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
+    const int nt = blockDim.x;
+    for (int e = threadIdx.x; e < kBM * kBN; e += nt) {
+      const int r = e / kBN, col = e % kBN, m = m0 + r, n = n0 + col;
+      if (m < M && n < N) c[static_cast<size_t>(m) * ldc + n] = cs[r * kLdc + col];
+    }
+  }
+};
+
+// ------------------------------------------------------------------ one GEMM problem
+template <class AV, class BV, class Epi>
+struct GemmProblem {
+  using AView = AV;
+  using BView = BV;
+  int M = 0, N = 0, K = 0;
+  int splits = 1, kchunk = 0;   // kchunk: K range per split, a multiple of kBK
+  AV a;
+  BV b;
+  Epi epi;
+  float* ws = nullptr;          // split-K partial tiles: tiles * splits * kBM * kBN floats
+  unsigned* counters = nullptr; // one per output tile, zero between launches
+  __host__ __device__ int tiles_m() const { return (M + kBM - 1) / kBM; }
+  __host__ __device__ int tiles_n() const { return (N + kBN - 1) / kBN; }
+  __host__ __device__ int tiles() const { return tiles_m() * tiles_n(); }
+  __host__ __device__ int blocks() const { return tiles() * splits; }
+};
+
+// Picks the split count: enough blocks to cover the GPU about `waves` times, at least two k-tiles
+// per split, at most 16 splits. Workspace needs: tiles * splits * kBM * kBN floats.
+template <class P>
+inline void plan_splits(P& p, int sm_count, int waves = 4, int max_splits = 16) {
+  const int ktiles = (p.K + kBK - 1) / kBK;
+  if (ktiles <= 1) {
+    p.splits = 1;
+    p.kchunk = kBK;
+    return;
+  }
+  int s = 1;
+  if (p.tiles() < sm_count * waves) {
+    s = (sm_count * waves + p.tiles() - 1) / p.tiles();
+    s = s < max_splits ? s : max_splits;
+    const int by_k = ktiles / 2;
+    s = s < by_k ? s : by_k;
+    if (s < 1) s = 1;
+  }
+  int per = (ktiles + s - 1) / s;
+  s = (ktiles + per - 1) / per;  // no empty splits
+  p.splits = s;
+  p.kchunk = per * kBK;
+}
+
+template <class P>
+inline size_t ws_floats(const P& p) {
+  return p.splits > 1 ? static_cast<size_t>(p.tiles()) * p.splits * kBM * kBN : 0;
+}
+
+// ------------------------------------------------------------------ the mainloop
+template <class T, class AV>
+__device__ __forceinline__ void load_a_regs(const AV& a, int m0, int k0, int M, int kend,
+                                            T (&ra)[kBM * kBK / TileCfg<T>::kV / TileCfg<T>::kThreads][TileCfg<T>::kV]) {
+  constexpr int V = TileCfg<T>::kV, NT = TileCfg<T>::kThreads;
+  constexpr int per = kBM * kBK / V / NT;
+#pragma unroll
+  for (int i = 0; i < per; ++i) {
+    const int c = threadIdx.x + i * NT;
+    if (AV::kContig) {  // chunks along k: row m, k .. k+V-1
+      const int r = c / (kBK / V), kk = (c % (kBK / V)) * V;
+      a.template load<V>(m0 + r, k0 + kk, M, kend, ra[i]);
+    } else {            // chunks along m: column k, m .. m+V-1
+      const int kk = c / (kBM / V), r = (c % (kBM / V)) * V;
+      a.template load<V>(m0 + r, k0 + kk, M, kend, ra[i]);
+    }
+  }
+}
+
+template <class T, class BV>
+__device__ __forceinline__ void load_b_regs(const BV& b, int n0, int k0, int N, int kend,
+                                            T (&rb)[kBK * kBN / TileCfg<T>::kV / TileCfg<T>::kThreads][TileCfg<T>::kV]) {
+  constexpr int V = TileCfg<T>::kV, NT = TileCfg<T>::kThreads;
+  constexpr int per = kBK * kBN / V / NT;
+#pragma unroll
+  for (int i = 0; i < per; ++i) {
+    const int c = threadIdx.x + i * NT;
+    if (BV::kContig) {  // chunks along n: row k, n .. n+V-1
+      const int kk = c / (kBN / V), nn = (c % (kBN / V)) * V;
+      b.template load<V>(k0 + kk, n0 + nn, kend, N, rb[i]);
+    } else {            // chunks along k: column n, k .. k+V-1
+      const int nn = c / (kBK / V), kk = (c % (kBK / V)) * V;
+      b.template load<V>(k0 + kk, n0 + nn, kend, N, rb[i]);
+    }
+  }
+}
+
+// Writes the register chunks into shared memory in the layout of TileCfg<T>.
+template <class T, bool kAContig, bool kBContig>
+__device__ __forceinline__ void store_regs(T* as, T* bs,
+                                           const T (&ra)[kBM * kBK / TileCfg<T>::kV / TileCfg<T>::kThreads][TileCfg<T>::kV],
+                                           const T (&rb)[kBK * kBN / TileCfg<T>::kV / TileCfg<T>::kThreads][TileCfg<T>::kV]) {
+  using C = TileCfg<T>;
+  constexpr int V = C::kV, NT = C::kThreads;
+  constexpr bool kSimt = std::is_same<T, float>::value;
+#pragma unroll
+  for (int i = 0; i < kBM * kBK / V / NT; ++i) {
+    const int c = threadIdx.x + i * NT;
+    int r, kk;
+    if (kAContig) r = c / (kBK / V), kk = (c % (kBK / V)) * V;
+    else kk = c / (kBM / V), r = (c % (kBM / V)) * V;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int rr = kAContig ? r : r + j, kj = kAContig ? kk + j : kk;
+      if (kSimt) as[kj * C::kLdA + rr] = ra[i][j];
+      else as[rr * C::kLdA + kj] = ra[i][j];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kBK * kBN / V / NT; ++i) {
+    const int c = threadIdx.x + i * NT;
+    int kk, nn;
+    if (kBContig) kk = c / (kBN / V), nn = (c % (kBN / V)) * V;
+    else nn = c / (kBK / V), kk = (c % (kBK / V)) * V;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int kj = kBContig ? kk : kk + j, nj = kBContig ? nn + j : nn;
+      bs[kj * C::kLdB + nj] = rb[i][j];
+    }
+  }
+}
+
+// Accumulators of one block tile: SIMT (2x4 per thread) or WMMA (two 16x16 fragments per warp).
+template <class T>
+struct Accum;
+template <>
+struct Accum<float> {
+  float v[2][4];
+  __device__ Accum() {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[i][j] = 0.f;
+  }
+  // Thread (ty, tx) = (tid / 16, tid % 16) owns rows 2ty, 2ty+1 and columns tx + 16j.
+  __device__ __forceinline__ void mma(const float* as, const float* bs) {
+    using C = TileCfg<float>;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll 8
+    for (int kk = 0; kk < kBK; ++kk) {
+      const float2 a = *reinterpret_cast<const float2*>(&as[kk * C::kLdA + ty * 2]);
+      float b[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = bs[kk * C::kLdB + tx + 16 * j];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        v[0][j] = fmaf(a.x, b[j], v[0][j]);
+        v[1][j] = fmaf(a.y, b[j], v[1][j]);
+      }
+    }
+  }
+  __device__ __forceinline__ void store(float* c) const {
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c[(ty * 2 + i) * kLdc + tx + 16 * j] = v[i][j];
+  }
+};
+template <>
+struct Accum<__half> {
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f[2];
+  __device__ Accum() {
+    nvcuda::wmma::fill_fragment(f[0], 0.f);
+    nvcuda::wmma::fill_fragment(f[1], 0.f);
+  }
+  // Warp w = (wm, wn) = (w / 2, w % 2) owns rows 16wm..16wm+15 and columns 32wn..32wn+31.
+  __device__ __forceinline__ void mma(const __half* as, const __half* bs) {
+    using C = TileCfg<__half>;
+    const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __half, nvcuda::wmma::row_major> a;
+      nvcuda::wmma::load_matrix_sync(a, as + (wm * 16) * C::kLdA + kk, C::kLdA);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __half, nvcuda::wmma::row_major> b;
+        nvcuda::wmma::load_matrix_sync(b, bs + kk * C::kLdB + wn * 32 + j * 16, C::kLdB);
+        nvcuda::wmma::mma_sync(f[j], a, b, f[j]);
+      }
+    }
+  }
+  __device__ __forceinline__ void store(float* c) const {
+    const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      nvcuda::wmma::store_matrix_sync(c + (wm * 16) * kLdc + wn * 32 + j * 16, f[j], kLdc, nvcuda::wmma::mem_row_major);
+  }
+};
+
+// Computes one (tile, split) of problem P into sm.c, runs the split-K fix-up and the epilogue.
+template <class T, class P>
+__device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
+  using C = TileCfg<T>;
+  constexpr int V = C::kV, NT = C::kThreads;
+  const int tiles = p.tiles();
+  const int split = linear_block / tiles, tile = linear_block % tiles;
+  const int bm = tile % p.tiles_m(), bn = tile / p.tiles_m();
+  const int m0 = bm * kBM, n0 = bn * kBN;
+  const int kbeg = split * p.kchunk;
+  const int kend = min(p.K, kbeg + p.kchunk);
+  const int ntiles = kend > kbeg ? (kend - kbeg + kBK - 1) / kBK : 0;
+
+  T ra[kBM * kBK / V / NT][V];
+  T rb[kBK * kBN / V / NT][V];
+
+  Accum<T> acc;
+
+  if (ntiles > 0) {
+    load_a_regs<T>(p.a, m0, kbeg, p.M, kend, ra);
+    load_b_regs<T>(p.b, n0, kbeg, p.N, kend, rb);
+    store_regs<T, P::AView::kContig, P::BView::kContig>(sm.stage.a[0], sm.stage.b[0], ra, rb);
+    __syncthreads();
+  }
+  for (int t = 0; t < ntiles; ++t) {
+    const int cur = t & 1;
+    if (t + 1 < ntiles) {
+      const int k0 = kbeg + (t + 1) * kBK;
+      load_a_regs<T>(p.a, m0, k0, p.M, kend, ra);
+      load_b_regs<T>(p.b, n0, k0, p.N, kend, rb);
+    }
+    acc.mma(sm.stage.a[cur], sm.stage.b[cur]);
+    if (t + 1 < ntiles) store_regs<T, P::AView::kContig, P::BView::kContig>(sm.stage.a[cur ^ 1], sm.stage.b[cur ^ 1], ra, rb);
+    __syncthreads();
+  }
+
+  // Accumulators -> shared fp32 tile (the stage buffers are dead: the loop ended with a barrier).
+  acc.store(sm.c);
+  __syncthreads();
+
+  if (p.splits > 1) {
+    __shared__ bool s_last;
+    float* mine = p.ws + (static_cast<size_t>(tile) * p.splits + split) * (kBM * kBN);
+    for (int e = threadIdx.x; e < kBM * kBN; e += NT) mine[e] = sm.c[(e / kBN) * kLdc + e % kBN];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const unsigned prev = atomicAdd(&p.counters[tile], 1u);
+      s_last = (prev == static_cast<unsigned>(p.splits - 1));
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    const float* all = p.ws + static_cast<size_t>(tile) * p.splits * (kBM * kBN);
+    for (int e = threadIdx.x; e < kBM * kBN; e += NT) {
+      float s = 0.f;
+      for (int z = 0; z < p.splits; ++z) s += __ldcg(all + static_cast<size_t>(z) * (kBM * kBN) + e);
+      sm.c[(e / kBN) * kLdc + e % kBN] = s;
+    }
+    if (threadIdx.x == 0) p.counters[tile] = 0u;  // ready for the next launch
+    __syncthreads();
+  }
+  p.epi(sm.c, m0, n0, p.M, p.N);
+}
+
+// One problem per launch. Tag only names the kernel (profiles show what each launch was for).
+template <class Tag, class T, class P>
+__global__ void __launch_bounds__(TileCfg<T>::kThreads) gemm_kernel(P p) {
+  __shared__ GemmSmem<T> sm;
+  gemm_tile<T>(p, blockIdx.x, sm);
+}
+
+// Two independent problems in one launch (phase 5 pairs a weight update with the next layer's
+// backward-data product): blocks [0, p1.blocks()) run p1, the rest p2.
+template <class Tag, class T, class P1, class P2>
+__global__ void __launch_bounds__(TileCfg<T>::kThreads) gemm_pair_kernel(P1 p1, P2 p2) {
+  __shared__ GemmSmem<T> sm;
+  const int b1 = p1.blocks();
+  if (static_cast<int>(blockIdx.x) < b1) gemm_tile<T>(p1, blockIdx.x, sm);
+  else gemm_tile<T>(p2, blockIdx.x - b1, sm);
+}
+
+template <class Tag, class T, class P>
+inline void launch_gemm(const P& p, cudaStream_t st) {
+  if (p.M <= 0 || p.N <= 0) return;
+  gemm_kernel<Tag, T, P><<<p.blocks(), TileCfg<T>::kThreads, 0, st>>>(p);
+  CHECK_LAUNCH();
+}
+
+template <class Tag, class T, class P1, class P2>
+inline void launch_gemm_pair(const P1& p1, const P2& p2, cudaStream_t st) {
+  gemm_pair_kernel<Tag, T, P1, P2><<<p1.blocks() + p2.blocks(), TileCfg<T>::kThreads, 0, st>>>(p1, p2);
+  CHECK_LAUNCH();
+}
+
+// Kernel-name tags of phase 4 (they show in our traces and in nsys).
+struct p4_gemm_fwd {};
+struct p4_gemm_bwd_data {};
+struct p4_gemm_bwd_weight {};
+
+// ------------------------------------------------------------------ element-wise kernels (phase 4)
+// H = act(Z + b): relu on hidden layers; the last layer keeps fp32 logits (T = float, relu=false).
+template <class T>
+__global__ void bias_act_kernel(const float* __restrict__ z, const float* __restrict__ b, T* __restrict__ h, int rows,
+                                int cols, bool relu) {
+  const size_t n = static_cast<size_t>(rows) * cols;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float v = z[i] + b[i % cols];
+    if (relu) v = fmaxf(v, 0.f);
+    h[i] = from_f<T>(v);
+  }
+}
+
+// Inverted dropout in place; keep[i] = 1 when element i survives (for the backward pass and for
+// validation). Mask bits: see mlp_common.h (Philox4x32-10, counter {i, layer, step}).
+template <class T>
+__global__ void dropout_kernel(T* __restrict__ h, uint8_t* __restrict__ keep, int n, uint64_t key, uint32_t layer,
+                               uint64_t step, uint32_t threshold, float scale) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const bool k = dropout_bits_dev(key, layer, step, static_cast<uint32_t>(i)) >= threshold;
+    keep[i] = k;
+    h[i] = from_f<T>(k ? to_f(h[i]) * scale : 0.f);
+  }
+}
+
+// Row-wise softmax cross-entropy on fp32 logits [rows, cols]: row_loss[r] = logsumexp - z[label];
+// dz = (softmax - onehot) / rows (the gradient of the batch mean), stored as T.
+template <class T>
+__global__ void softmax_ce_kernel(const float* __restrict__ logits, const int* __restrict__ labels, int rows, int cols,
+                                  float* __restrict__ row_loss, T* __restrict__ dz) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const float* z = logits + static_cast<size_t>(r) * cols;
+  float mx = -INFINITY;
+  for (int j = 0; j < cols; ++j) mx = fmaxf(mx, z[j]);
+  float s = 0.f;
+  for (int j = 0; j < cols; ++j) s += expf(z[j] - mx);
+  const float lse = mx + logf(s);
+  const int y = labels[r];
+  row_loss[r] = lse - z[y];
+  const float inv = 1.f / static_cast<float>(rows);
+  for (int j = 0; j < cols; ++j) {
+    const float pj = expf(z[j] - lse);
+    dz[static_cast<size_t>(r) * cols + j] = from_f<T>((pj - (j == y ? 1.f : 0.f)) * inv);
+  }
+}
+
+// out[0] = mean(x[0..n)), fixed summation order (one block). flag[0] = 1 if it is not finite.
+template <int kThreads = 256>
+__global__ void mean_kernel(const float* __restrict__ x, int n, float* __restrict__ out, int* __restrict__ flag) {
+  __shared__ double s[kThreads];
+  double acc = 0;
+  for (int i = threadIdx.x; i < n; i += kThreads) acc += x[i];
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const float m = static_cast<float>(s[0] / n);
+    out[0] = m;
+    if (!isfinite(m)) flag[0] = 1;
+  }
+}
+
+// dZ = dH * relu'(.) * dropout mask: the output h is > 0 exactly when the unit was active and kept.
+template <class T>
+__global__ void relu_dropout_bwd_kernel(const float* __restrict__ dh, const T* __restrict__ h,
+                                        const uint8_t* __restrict__ keep, float scale, T* __restrict__ dz, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const bool live = to_f(h[i]) > 0.f && (keep == nullptr || keep[i]);
+    dz[i] = from_f<T>(live ? dh[i] * scale : 0.f);
+  }
+}
+
+// db[c] = sum over rows of dz[r][c] (one thread per column, rows in order: deterministic).
+template <class T>
+__global__ void bias_grad_kernel(const T* __restrict__ dz, int rows, int cols, float* __restrict__ db) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.f;
+  for (int r = 0; r < rows; ++r) s += to_f(dz[static_cast<size_t>(r) * cols + c]);
+  db[c] = s;
+}
+
+// PyTorch's Adam (foreach form): m = lerp(m, g, 1-b1); v = b2 v + (1-b2) g^2;
+// p -= step_size * m / (sqrt(v) / bc2_sqrt + eps), step_size = lr / (1 - b1^t),
+// bc2_sqrt = sqrt(1 - b2^t). p16 (optional) receives the fp16 copy of the new p.
+struct AdamHyper {
+  float lr, b1, b2, eps, step_size, bc2_sqrt;
+};
+inline AdamHyper adam_hyper(double lr, int64_t t, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8) {
+  AdamHyper h;
+  h.lr = static_cast<float>(lr);
+  h.b1 = static_cast<float>(b1);
+  h.b2 = static_cast<float>(b2);
+  h.eps = static_cast<float>(eps);
+  h.step_size = static_cast<float>(lr / (1.0 - std::pow(b1, static_cast<double>(t))));
+  h.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, static_cast<double>(t))));
+  return h;
+}
+
+__device__ __forceinline__ float adam_apply(float& p, float g, float& m, float& v, const AdamHyper& h) {
+  m = m + (1.f - h.b1) * (g - m);
+  v = v * h.b2 + (1.f - h.b2) * g * g;
+  const float denom = sqrtf(v) / h.bc2_sqrt + h.eps;
+  p = p - h.step_size * (m / denom);
+  return p;
+}
+
+template <class Dummy = void>
+__global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
+                            float* __restrict__ v, __half* __restrict__ p16, size_t n, AdamHyper h) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float pi = p[i], mi = m[i], vi = v[i];
+    adam_apply(pi, g[i], mi, vi, h);
+    p[i] = pi;
+    m[i] = mi;
+    v[i] = vi;
+    if (p16) p16[i] = __float2half_rn(pi);
+  }
+}
+
+template <class Dummy = void>
+__global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, __half* __restrict__ p16, size_t n,
+                           float lr) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float pi = p[i] - lr * g[i];
+    p[i] = pi;
+    if (p16) p16[i] = __float2half_rn(pi);
+  }
+}
+
+template <class Dummy = void>
+__global__ void to_half_kernel(const float* __restrict__ x, __half* __restrict__ y, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    y[i] = __float2half_rn(x[i]);
+}
+
+// Grid for a grid-stride element-wise kernel over n elements.
+inline int ew_blocks(size_t n, int threads = 256, int cap = 4096) {
+  size_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  return static_cast<int>(b < static_cast<size_t>(cap) ? b : cap);
+}
+
+}  // namespace mlp
+}  // namespace nb

@@ -1,0 +1,134 @@
+// phase4_mlp/mlp_record.h — the parts of an MLP run record that phase 4 and phase 5 fill the same
+// way: step-loss logging, per-kernel efficiency from the tracer's summary, validation errors.
+//
+// loss.per_step (decided for both sides, the twin writes the same shape):
+//   {"every": 100, "reduce": "mean", "first_exact": [losses of steps 0..19],
+//    "values": [mean of steps 0..99, mean of 100..199, ...]}  (the last window may be shorter)
+// so the first 20 steps can be compared exactly and the rest as 100-step means.
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "device_info.h"
+#include "mlp_common.h"
+#include "record.h"
+#include "reference.h"
+
+namespace nb {
+namespace mlp {
+
+constexpr int kExactSteps = 20;
+constexpr int kLossWindow = 100;
+
+inline nlohmann::json per_step_json(const std::vector<float>& losses) {
+  std::vector<double> first, means;
+  for (size_t i = 0; i < losses.size() && i < static_cast<size_t>(kExactSteps); ++i) first.push_back(losses[i]);
+  for (size_t i = 0; i < losses.size(); i += kLossWindow) {
+    double s = 0;
+    size_t n = 0;
+    for (size_t j = i; j < losses.size() && j < i + kLossWindow; ++j, ++n) s += losses[j];
+    means.push_back(s / static_cast<double>(n));
+  }
+  return {{"every", kLossWindow}, {"reduce", "mean"}, {"first_exact", finite_array(first)}, {"values", finite_array(means)}};
+}
+
+// Efficiency of the kernels whose (demangled) name contains each tag: total flops and compulsory
+// bytes counted on the host for the launches of the measured region, over the tracer's total time.
+inline nlohmann::json efficiency_json(const nlohmann::json& kernels, const std::map<std::string, KernelCost>& costs,
+                                      const Peaks* peaks) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [tag, c] : costs) {
+    double ns = 0;
+    int64_t calls = 0;
+    std::string name;
+    for (const auto& k : kernels) {
+      const std::string n = k.value("name", "");
+      if (n.find(tag) != std::string::npos) {
+        ns += k.value("total_ns", 0.0);
+        calls += k.value("calls", int64_t{0});
+        if (name.empty()) name = n;
+      }
+    }
+    if (ns <= 0 || calls == 0) continue;
+    nlohmann::json e = {{"kernel", name},
+                        {"calls", calls},
+                        {"calls_counted_on_host", c.calls},
+                        {"bytes", c.bytes},
+                        {"flops", c.flops},
+                        {"total_ns", ns},
+                        {"gbps", c.bytes / ns},
+                        {"tflops", c.flops / ns / 1e3}};
+    if (calls != c.calls) e["note"] = "tracer and host counted different numbers of calls";
+    if (peaks && peaks->copy_gbps > 0) e["pct_copy_peak"] = 100.0 * (c.bytes / ns) / peaks->copy_gbps;
+    if (peaks && peaks->fp16_tflops > 0) e["pct_tensor_peak"] = 100.0 * (c.flops / ns / 1e3) / peaks->fp16_tflops;
+    out[tag] = e;
+  }
+  return out;
+}
+
+inline nlohmann::json software_json(const DeviceInfo& dev) {
+  nlohmann::json s;
+  s["compiler"] = "nvcc " + std::to_string(__CUDACC_VER_MAJOR__) + "." + std::to_string(__CUDACC_VER_MINOR__) + "." +
+                  std::to_string(__CUDACC_VER_BUILD__);
+  s["cuda_runtime"] = dev.runtime_version;
+  s["driver"] = dev.driver_version;
+  return s;
+}
+
+// A GEMM's flops and compulsory bytes (operands read once, fp32 result written once).
+inline void add_gemm_cost(std::map<std::string, KernelCost>& costs, const std::string& tag, double M, double N,
+                          double K, double operand_bytes, double extra_bytes = 0) {
+  KernelCost& c = costs[tag];
+  c.flops += 2.0 * M * N * K;
+  c.bytes += (M * K + K * N) * operand_bytes + M * N * 4.0 + extra_bytes;
+  c.calls += 1;
+}
+
+struct ValidationResult {
+  bool passed = true;
+  nlohmann::json errors = nlohmann::json::object();
+  nlohmann::json tolerances = nlohmann::json::object();
+  void check(const std::string& name, double err, double tol) {
+    errors[name] = finite_or_null(err);
+    tolerances[name] = tol;
+    const bool ok = std::isfinite(err) && err <= tol;
+    if (!ok) passed = false;
+    std::printf("  validate %-22s rel.err %.3e  (tol %.0e)  %s\n", name.c_str(), err, tol, ok ? "ok" : "FAIL");
+  }
+  nlohmann::json to_json() const {
+    return {{"performed", true}, {"passed", passed}, {"errors", errors}, {"tolerances", tolerances}};
+  }
+};
+
+inline double rel_scalar(double a, double b) {
+  if (!std::isfinite(a) || !std::isfinite(b)) return NAN;
+  return b == 0 ? (a == 0 ? 0 : INFINITY) : std::fabs(a - b) / std::fabs(b);
+}
+
+// Flattens every W and b of a reference parameter set (order: W0, b0, W1, b1, ...).
+inline std::vector<double> flatten(const MlpParams& p) {
+  std::vector<double> out;
+  for (size_t l = 0; l < p.W.size(); ++l) {
+    out.insert(out.end(), p.W[l].begin(), p.W[l].end());
+    out.insert(out.end(), p.b[l].begin(), p.b[l].end());
+  }
+  return out;
+}
+
+inline MlpParams to_reference(const HostParams& h) {
+  MlpParams p;
+  p.layers = h.layers;
+  for (size_t l = 0; l < h.W.size(); ++l) {
+    p.W.push_back(to_double(h.W[l]));
+    p.b.push_back(to_double(h.b[l]));
+  }
+  return p;
+}
+
+}  // namespace mlp
+}  // namespace nb
