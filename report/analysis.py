@@ -1,0 +1,774 @@
+"""Which records feed which figure, and the numbers derived from them.
+
+Each `select_*` function takes the usable records of ONE device and returns a plain dict with the
+values to draw/tabulate, the records used (so every number can be traced to a file), and what is
+missing. Nothing here plots or formats Markdown.
+
+Record choice rules (written into the report's appendix too):
+- only records with status "ok" are drawn; others are listed as not drawn;
+- the tag names the role of a run: `headline*`, `sweep*`, `w1`, `w1-nodrop`, `w1-seed<k>`, `w2*`,
+  `batch-sweep*`, `host-streams<k>`; a trailing `-<implementation>` on the tag is ignored (a twin
+  writing several implementations needs distinct file names);
+- when two records fill the same slot, the newest (utc_time, then path) wins and the report says so.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import statistics
+
+from records import as_list, dget, num, parse_nsys_kern_sum, parse_ncu_details, read_chrome_trace
+
+OURS_ORDER = [
+    ("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
+    ("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"),
+    ("phase5_batched", "cuda"), ("phase5_batched", "cuda-cublaslt"),
+]
+TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph"]
+PHASE_ORDER = ["phase1_naive", "phase2_shared_mem", "phase3_fused_streams", "phase4_mlp", "phase5_batched",
+               "pytorch_linreg", "pytorch_mlp", "ceilings", "tracer_overhead"]
+PHASE_TITLE = {
+    "phase1_naive": "phase 1 naive", "phase2_shared_mem": "phase 2 shared mem",
+    "phase3_fused_streams": "phase 3 fused+streams", "phase4_mlp": "phase 4", "phase5_batched": "phase 5",
+}
+TWIN_TITLE = {
+    "cpu": "PyTorch CPU", "eager": "PyTorch eager", "compile": "PyTorch compile",
+    "compile-max-autotune": "PyTorch compile max-autotune", "graph": "PyTorch CUDA graph",
+}
+IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuBLASLt"}
+
+LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
+                ("pytorch_linreg", "pytorch-cpu"), ("pytorch_linreg", "pytorch-eager"),
+                ("pytorch_linreg", "pytorch-compile"), ("pytorch_linreg", "pytorch-graph")]
+MLP_IMPLS = [("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"), ("phase5_batched", "cuda"),
+             ("phase5_batched", "cuda-cublaslt"), ("pytorch_mlp", "pytorch-eager"),
+             ("pytorch_mlp", "pytorch-compile"), ("pytorch_mlp", "pytorch-graph")]
+SWEEP_NS = [500, 5000, 50000, 500000, 5000000, 10000000, 50000000, 100000000]
+W2_HS = [128, 256, 512, 1024, 2048, 4096, 8192]
+BATCH_IMPLS = [("phase5_batched", "cuda"), ("pytorch_mlp", "pytorch-graph")]
+
+
+def is_twin(phase):
+    return phase.startswith("pytorch")
+
+
+def label(phase, impl):
+    """Human name of a series, e.g. 'phase 2 shared mem', 'PyTorch eager (sync every epoch)'."""
+    if is_twin(phase):
+        base = impl[len("pytorch-"):] if impl.startswith("pytorch-") else impl
+        sync = base.endswith("-sync-every-epoch")
+        if sync:
+            base = base[: -len("-sync-every-epoch")]
+        name = TWIN_TITLE.get(base, "PyTorch " + base)
+        return name + (" (sync every epoch)" if sync else "")
+    title = PHASE_TITLE.get(phase, phase)
+    if impl == "cuda":
+        return title + (" own GEMM" if phase == "phase5_batched" else "")
+    return f"{title} {IMPL_TITLE.get(impl, impl)}"
+
+
+def series_sort_key(key):
+    phase, impl = key
+    try:
+        oi = OURS_ORDER.index(key)
+    except ValueError:
+        oi = len(OURS_ORDER)
+    base = impl.replace("-sync-every-epoch", "")
+    ti = TWIN_IMPLS.index(base) if base in TWIN_IMPLS else len(TWIN_IMPLS)
+    pi = PHASE_ORDER.index(phase) if phase in PHASE_ORDER else len(PHASE_ORDER)
+    return (1 if is_twin(phase) else 0, oi, ti, "sync-every-epoch" in impl, pi, phase, impl)
+
+
+_COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#54278f"]
+_COLORS_TWIN = {"pytorch-cpu": "#969696", "pytorch-eager": "#fd8d3c", "pytorch-compile": "#e6550d",
+                "pytorch-compile-max-autotune": "#a63603", "pytorch-graph": "#cb181d"}
+
+
+def color(key):
+    phase, impl = key
+    if key in OURS_ORDER:
+        return _COLORS_OURS[OURS_ORDER.index(key)]
+    base = impl.replace("-sync-every-epoch", "")
+    if is_twin(phase):
+        return _COLORS_TWIN.get(base, "#636363")
+    return "#252525"
+
+
+def marker(key):
+    return "s" if is_twin(key[0]) else "o"
+
+
+def linestyle(key):
+    return "--" if "sync-every-epoch" in key[1] else "-"
+
+
+def base_tag(r):
+    """The tag without a trailing -<implementation> (e.g. 'headline-eager' -> 'headline')."""
+    tag = r.tag
+    cands = sorted({r.impl, r.impl.replace("pytorch-", "", 1), r.impl.replace("cuda-", "", 1)},
+                   key=lambda s: (-len(s), s))
+    for c in cands:
+        if c and tag.endswith("-" + c) and len(tag) > len(c) + 1:
+            return tag[: -len(c) - 1]
+    return tag
+
+
+def newest_first(records):
+    return sorted(records, key=lambda r: (r.utc_time, r.path), reverse=True)
+
+
+def pick_one(records, slot_name, dup_notes):
+    """Newest of several records filling one slot; notes the choice."""
+    rs = newest_first(records)
+    if len(rs) > 1:
+        dup_notes.append(f"{slot_name}: {len(rs)} records; used `{rs[0].file}` (newest), "
+                         f"not {', '.join('`' + r.file + '`' for r in rs[1:])}")
+    return rs[0]
+
+
+def group_pick(records, keyf, slot_namef, dup_notes):
+    groups = {}
+    for r in records:
+        k = keyf(r)
+        if k is None:
+            continue
+        groups.setdefault(k, []).append(r)
+    return {k: pick_one(v, slot_namef(k), dup_notes) for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))}
+
+
+def date_range(records):
+    ds = sorted({r.date for r in records})
+    if not ds:
+        return ""
+    return ds[0] if ds[0] == ds[-1] else f"{ds[0]} to {ds[-1]}"
+
+
+def is_host_source(r):
+    return str(r.config.get("source", "")).lower() == "host"
+
+
+def repeats_of(r):
+    v = num(dget(r.data, "timing", "repeats"))
+    if v is None:
+        v = r.cfg_num("repeats")
+    return int(v) if v and v >= 1 else 1
+
+
+def hidden_of(r):
+    """First hidden width of an MLP record: config.layers ('784,h,h,h,10' or a list), else tag h<h>."""
+    layers = r.config.get("layers")
+    vals = None
+    if isinstance(layers, str):
+        try:
+            vals = [int(x) for x in layers.split(",") if x.strip()]
+        except ValueError:
+            vals = None
+    elif isinstance(layers, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in layers):
+        vals = layers
+    if vals and len(vals) >= 3:
+        return vals[1]
+    m = re.search(r"h(\d+)", r.tag)
+    return int(m.group(1)) if m else None
+
+
+def pct_values(vals):
+    """Accuracies in [0, 1] become percent; already-percent values stay."""
+    vs = [num(v) for v in vals]
+    if any(v is None for v in vs) or not vs:
+        return None
+    return [v * 100 for v in vs] if max(vs) <= 1.0 else vs
+
+
+def peaks_for(records):
+    """(copy_gbps, fp16_tflops, source record or None): the ceilings record wins, else any
+    record that measured peaks (newest)."""
+    def has(r):
+        return num(dget(r.data, "peaks", "copy_gbps")) is not None or num(dget(r.data, "peaks", "fp16_tflops")) is not None
+    ceil = [r for r in records if (r.phase == "ceilings" or r.workload == "ceilings") and has(r)]
+    others = [r for r in records if has(r) and r not in ceil]
+    for pool in (ceil, others):
+        if pool:
+            r = newest_first(pool)[0]
+            return num(dget(r.data, "peaks", "copy_gbps")), num(dget(r.data, "peaks", "fp16_tflops")), r
+    return None, None, None
+
+
+# ------------------------------------------------------------------ figure 1: linreg ladder
+
+def select_ladder(records, dup_notes):
+    cands = [r for r in records if r.workload == "linreg" and base_tag(r).startswith("headline")
+             and not is_host_source(r) and r.total_ms() is not None]
+    picked = group_pick(cands, lambda r: (r.phase, r.impl), lambda k: f"Figure 1 {label(*k)}", dup_notes)
+    keys = sorted(picked, key=series_sort_key)
+    eager = picked.get(("pytorch_linreg", "pytorch-eager"))
+    eager_ms = eager.total_ms() if eager else None
+    rows = []
+    for k in keys:
+        r = picked[k]
+        ms = r.total_ms()
+        rows.append({"key": k, "label": label(*k), "ms": ms, "min": r.total_ms("min"), "max": r.total_ms("max"),
+                     "repeats": repeats_of(r), "speedup": (eager_ms / ms) if eager_ms and ms else None,
+                     "record": r})
+    missing = [label(*k) for k in LINREG_IMPLS if k not in picked]
+    return {"rows": rows, "eager": eager, "missing": missing, "records": [picked[k] for k in keys]}
+
+
+# ------------------------------------------------------------------ figure 2: scaling
+
+def bytes_per_epoch_linreg(n):
+    n_train = n - n // 5  # test points are p % 5 == 4, p < n (linreg_data.h)
+    return 8 * n_train
+
+
+def select_scaling(records, dup_notes):
+    cands = [r for r in records if r.workload == "linreg" and base_tag(r).startswith("sweep")
+             and not is_host_source(r) and r.cfg_num("n") and r.total_ms() is not None]
+    picked = group_pick(cands, lambda r: (r.phase, r.impl, int(r.cfg_num("n"))),
+                        lambda k: f"Figure 2 {label(k[0], k[1])} n={k[2]}", dup_notes)
+    series = {}
+    for (phase, impl, n), r in picked.items():
+        series.setdefault((phase, impl), []).append((n, r.total_ms(), r))
+    for k in series:
+        series[k].sort(key=lambda t: t[0])
+    copy_gbps, _, peak_rec = peaks_for(records)
+    epochs = sorted({int(r.cfg_num("epochs")) for r in picked.values() if r.cfg_num("epochs")})
+    floor = None
+    if copy_gbps and len(epochs) == 1 and picked:
+        ns = sorted({k[2] for k in picked})
+        floor = {"epochs": epochs[0], "copy_gbps": copy_gbps, "record": peak_rec,
+                 "points": [(n, bytes_per_epoch_linreg(n) * epochs[0] / (copy_gbps * 1e9) * 1e3) for n in ns]}
+    missing = []
+    for k in LINREG_IMPLS:
+        want = [n for n in SWEEP_NS if not (k[1] == "pytorch-cpu" and n > 10000000)]
+        have = {p[0] for p in series.get(k, [])}
+        lack = [n for n in want if n not in have]
+        if lack:
+            missing.append(f"{label(*k)}: n = {', '.join(format(n, ',') for n in lack)}")
+    if picked and not copy_gbps:
+        missing.append("bandwidth floor: no `ceilings` record with peaks.copy_gbps on this device")
+    elif picked and len(epochs) != 1:
+        missing.append(f"bandwidth floor: sweep records disagree on epochs ({epochs}); floor not drawn")
+    recs = [p[2] for k in sorted(series, key=series_sort_key) for p in series[k]]
+    return {"series": {k: series[k] for k in sorted(series, key=series_sort_key)}, "floor": floor,
+            "missing": missing, "records": recs + ([peak_rec] if floor else [])}
+
+
+# ------------------------------------------------------------------ figure 3: where an epoch goes
+
+CATEGORIES = ["forward", "loss", "backward", "update", "fused", "eval", "copies", "other"]
+_KEYWORDS = [
+    ("update", ("update", "sgd", "adam", "optimizer", "optim")),
+    ("backward", ("backward", "bwd", "grad", "dgrad", "wgrad")),
+    ("loss", ("loss", "mse", "cross_entropy", "crossentropy", "xent", "softmax", "nll")),
+    ("eval", ("eval", "test", "accuracy")),
+    ("forward", ("forward", "fwd", "predict", "gemm", "matmul", "relu", "bias", "dropout", "linear")),
+    ("copies", ("copy", "gather")),
+]
+CATEGORY_RULES = [
+    "memcpy entries of kind HtoD, DtoH, DtoD -> copies; memset -> other",
+    "kernel named with 'fused' and matching two or more of the keyword groups below (or none) -> fused",
+    "otherwise the first matching group, in this order: " + "; ".join(
+        f"{c}: {', '.join(kw)}" for c, kw in _KEYWORDS),
+    "anything else (e.g. PyTorch's generic elementwise/reduce kernels) -> other",
+]
+
+
+def kernel_category(name):
+    low = name.lower()
+    hits = [c for c, kws in _KEYWORDS if any(k in low for k in kws)]
+    if "fused" in low and len(hits) != 1:
+        return "fused"
+    return hits[0] if hits else "other"
+
+
+def epoch_breakdown(r):
+    """Device µs per epoch by category, from the record's kernel and memcpy summaries.
+    Per epoch = summary total / (repeats x epochs): the tracer is cleared after the warm-up, so
+    the summary covers the measured repeats."""
+    epochs = r.cfg_num("epochs")
+    if not epochs:
+        return None
+    div = repeats_of(r) * epochs
+    cats = {c: 0.0 for c in CATEGORIES}
+    kern_rows = []
+    for k in as_list(r.data.get("kernels")):
+        if not isinstance(k, dict) or not isinstance(k.get("name"), str):
+            continue
+        t = num(k.get("total_ns"))
+        if t is None:
+            continue
+        c = kernel_category(k["name"])
+        cats[c] += t / div / 1e3
+        kern_rows.append((k["name"], c, t / div / 1e3, num(k.get("calls"))))
+    for m in as_list(r.data.get("memcpy")):
+        if not isinstance(m, dict):
+            continue
+        t = num(m.get("total_ns"))
+        if t is None:
+            continue
+        kind = str(m.get("kind", ""))
+        c = "other" if kind.lower() == "memset" else "copies"
+        cats[c] += t / div / 1e3
+        kern_rows.append((f"[{kind}]", c, t / div / 1e3, num(m.get("calls"))))
+    if not kern_rows:
+        return None
+    measured_us = r.total_ms() * 1e3 / epochs if r.total_ms() is not None else None
+    return {"cats": cats, "kernels": sorted(kern_rows, key=lambda x: (-x[2], x[0])),
+            "sum_us": sum(cats.values()), "measured_us": measured_us, "divisor": div}
+
+
+def range_breakdown(r):
+    """Host ms per NVTX category (ranges summary) per epoch; nested ranges overlap."""
+    epochs = r.cfg_num("epochs")
+    if not epochs:
+        return None
+    div = repeats_of(r) * epochs
+    cats = {}
+    for g in as_list(r.data.get("ranges")):
+        if not isinstance(g, dict):
+            continue
+        t = num(g.get("total_ns"))
+        if t is None:
+            continue
+        c = str(g.get("category") or "?")
+        cats[c] = cats.get(c, 0.0) + t / div / 1e3
+    return cats or None
+
+
+def select_breakdown(records, dup_notes):
+    panels = []
+    specs = [("linreg", "linreg 5M x 200 (headline)", lambda r: base_tag(r).startswith("headline")
+              and not is_host_source(r), LINREG_IMPLS),
+             ("mlp_w1", "MLP W1 (tag w1)", lambda r: base_tag(r) == "w1", MLP_IMPLS)]
+    missing = []
+    used = []
+    for wl, title, pred, expected in specs:
+        cands = [r for r in records if r.workload == wl and pred(r) and epoch_breakdown(r) is not None]
+        picked = group_pick(cands, lambda r: (r.phase, r.impl), lambda k: f"Figure 3 {title} {label(*k)}", dup_notes)
+        keys = sorted(picked, key=series_sort_key)
+        bars = [{"key": k, "label": label(*k), "record": picked[k], **epoch_breakdown(picked[k]),
+                 "ranges": range_breakdown(picked[k])} for k in keys]
+        if bars:
+            panels.append({"workload": wl, "title": title, "bars": bars})
+            used += [picked[k] for k in keys]
+        lack = [label(*k) for k in expected if k not in picked]
+        if lack:
+            missing.append(f"{title}: no kernel summary from " + ", ".join(lack))
+    return {"panels": panels, "missing": missing, "records": used}
+
+
+# ------------------------------------------------------------------ figure 4: phase-3 timeline
+
+def _is_copy(e):
+    s = (e["cat"] + " " + e["name"]).lower()
+    return any(k in s for k in ("memcpy", "memset", "htod", "dtoh", "dtod"))
+
+
+def _is_host(e, pnames):
+    s = (e["cat"] + " " + pnames.get(e["pid"], "")).lower()
+    return any(k in s for k in ("nvtx", "range", "host", "cpu"))
+
+
+def _union(intervals):
+    out = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def _intersect_len(u1, u2):
+    i = j = 0
+    tot = 0.0
+    while i < len(u1) and j < len(u2):
+        a, b = max(u1[i][0], u2[j][0]), min(u1[i][1], u2[j][1])
+        if b > a:
+            tot += b - a
+        if u1[i][1] < u2[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tot
+
+
+def trace_path(r):
+    tf = r.data.get("trace_file")
+    if not isinstance(tf, str) or not tf:
+        return None
+    if os.path.isabs(tf):
+        return tf
+    beside = os.path.join(os.path.dirname(r.abspath), os.path.basename(tf))
+    if os.path.exists(beside):
+        return beside
+    # a path relative to the repository root (the profiles folder's parent)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(r.abspath)))
+    return os.path.join(root, tf)
+
+
+def select_timeline(records, dup_notes):
+    cands = [r for r in records if r.phase == "phase3_fused_streams" and trace_path(r)]
+    if not cands:
+        return {"missing": ["no phase3_fused_streams record names a trace_file"], "records": []}
+
+    def pref(r):
+        m = re.match(r"host-streams(\d+)", base_tag(r))
+        return (1 if m else 0, int(m.group(1)) if m else 0, r.utc_time, r.path)
+    problems = []
+    for r in sorted(cands, key=pref, reverse=True):
+        p = trace_path(r)
+        if not os.path.exists(p):
+            problems.append(f"`{r.file}` names trace `{r.data.get('trace_file')}`, which is not there")
+            continue
+        events, tnames, pnames, problem = read_chrome_trace(p)
+        if problem:
+            problems.append(f"`{r.file}`: trace `{os.path.basename(p)}`: {problem}")
+            continue
+        gpu = [e for e in events if not _is_host(e, pnames)]
+        kernels = [e for e in gpu if not _is_copy(e)]
+        if not kernels:
+            problems.append(f"`{r.file}`: trace `{os.path.basename(p)}` holds no kernel events")
+            continue
+        counts, busy = {}, {}
+        for e in kernels:
+            counts[e["name"]] = counts.get(e["name"], 0) + 1
+            busy[e["name"]] = busy.get(e["name"], 0.0) + e["dur"]
+        # the per-epoch kernel: launched most often; a tie goes to the one with more GPU time
+        epoch_kernel = sorted(counts, key=lambda n: (-counts[n], -busy[n], n))[0]
+        first = next(e for e in kernels if e["name"] == epoch_kernel)
+        t0 = min(e["ts"] for e in gpu)
+        t1 = first["ts"] + first["dur"]
+        win = [e for e in events if e["ts"] < t1 and e["ts"] + e["dur"] > t0]
+        rows = sorted({(e["pid"], e["tid"]) for e in win},
+                      key=lambda pt: (0 if any(_is_host(e, pnames) for e in win if (e["pid"], e["tid"]) == pt) else 1,
+                                      _natural(pt[0]), _natural(pt[1])))
+        row_names = {}
+        for pid, tid in rows:
+            nm = tnames.get((pid, tid))
+            if not nm:
+                pn = pnames.get(pid, f"pid {pid}")
+                nm = f"{pn} / tid {tid}"
+            row_names[(pid, tid)] = nm
+        copies = _union([(e["ts"], e["ts"] + e["dur"]) for e in win if _is_copy(e) and not _is_host(e, pnames)])
+        kerns = _union([(e["ts"], e["ts"] + e["dur"]) for e in win if not _is_copy(e) and not _is_host(e, pnames)])
+        copy_us = sum(b - a for a, b in copies)
+        overlap = _intersect_len(copies, kerns)
+        return {"record": r, "trace": p, "events": win, "rows": rows, "row_names": row_names, "t0": t0, "t1": t1,
+                "epoch_kernel": epoch_kernel, "epoch_kernel_calls": counts[epoch_kernel],
+                "copy_us": copy_us, "kernel_us": sum(b - a for a, b in kerns), "overlap_us": overlap,
+                "pnames": pnames, "missing": problems, "records": [r]}
+    return {"missing": problems, "records": []}
+
+
+def _natural(s):
+    return (0, int(s), "") if re.fullmatch(r"-?\d+", s) else (1, 0, s)
+
+
+# ------------------------------------------------------------------ figures 5-7, 9: MLP
+
+def epoch_ms(r):
+    e = r.cfg_num("epochs")
+    t = r.total_ms()
+    return t / e if e and t is not None else None
+
+
+def step_ms(r):
+    s = r.cfg_num("steps")
+    t = r.total_ms()
+    if s and t is not None:
+        return t / s
+    return num(dget(r.data, "timing", "per_step_ms", "median"))
+
+
+def select_w1(records, dup_notes):
+    cands = [r for r in records if r.workload == "mlp_w1" and base_tag(r) == "w1" and epoch_ms(r) is not None]
+    picked = group_pick(cands, lambda r: (r.phase, r.impl), lambda k: f"Figure 5 {label(*k)}", dup_notes)
+    keys = sorted(picked, key=series_sort_key)
+    eager = picked.get(("pytorch_mlp", "pytorch-eager"))
+    rows = []
+    for k in keys:
+        r = picked[k]
+        acc = pct_values(as_list(dget(r.data, "metrics", "test_accuracy_per_epoch")))
+        fa = r.metric("test_accuracy")
+        rows.append({"key": k, "label": label(*k), "epoch_ms": epoch_ms(r), "acc_per_epoch": acc,
+                     "final_acc": (fa * 100 if fa is not None and fa <= 1.0 else fa),
+                     "speedup": (epoch_ms(eager) / epoch_ms(r)) if eager else None,
+                     "peak_mem": r.metric("peak_device_memory_bytes"), "record": r})
+    # the seed study: accuracy per seed (tags w1-seed<k>)
+    seeds = {}
+    for r in records:
+        m = re.fullmatch(r"w1-seed(\d+)", base_tag(r))
+        if r.workload == "mlp_w1" and m and r.metric("test_accuracy") is not None:
+            seeds.setdefault((r.phase, r.impl), {}).setdefault(int(m.group(1)), []).append(r)
+    seed_rows = []
+    for k in sorted(seeds, key=series_sort_key):
+        per = {s: pick_one(v, f"seed study {label(*k)} seed {s}", dup_notes) for s, v in sorted(seeds[k].items())}
+        accs = [(s, (lambda a: a * 100 if a <= 1.0 else a)(r.metric("test_accuracy")), r) for s, r in per.items()]
+        seed_rows.append({"key": k, "label": label(*k), "accs": accs,
+                          "mean": statistics.fmean(a for _, a, _ in accs)})
+    missing = [label(*k) for k in MLP_IMPLS if k not in picked]
+    return {"rows": rows, "missing": missing, "seeds": seed_rows,
+            "records": [picked[k] for k in keys] + [r for s in seed_rows for _, _, r in s["accs"]]}
+
+
+def select_w2(records, dup_notes):
+    cands = [r for r in records if r.workload == "mlp_w2" and hidden_of(r) and step_ms(r) is not None]
+    picked = group_pick(cands, lambda r: (r.phase, r.impl, hidden_of(r)),
+                        lambda k: f"Figure 6 {label(k[0], k[1])} h={k[2]}", dup_notes)
+    series = {}
+    for (phase, impl, h), r in picked.items():
+        series.setdefault((phase, impl), []).append((h, step_ms(r), r))
+    for k in series:
+        series[k].sort(key=lambda t: t[0])
+    keys = sorted(series, key=series_sort_key)
+    # relative speed: fastest PyTorch mode at that h / ours
+    twin_best = {}
+    for k in keys:
+        if is_twin(k[0]):
+            for h, ms, r in series[k]:
+                if h not in twin_best or ms < twin_best[h][0]:
+                    twin_best[h] = (ms, k, r)
+    rel = {}
+    for k in keys:
+        if is_twin(k[0]):
+            continue
+        pts = [(h, twin_best[h][0] / ms, label(*twin_best[h][1])) for h, ms, _ in series[k] if h in twin_best and ms]
+        if pts:
+            rel[k] = pts
+    missing = []
+    for k in MLP_IMPLS:
+        have = {p[0] for p in series.get(k, [])}
+        lack = [h for h in W2_HS if h not in have]
+        if lack:
+            missing.append(f"{label(*k)}: h = {', '.join(str(h) for h in lack)}")
+    return {"series": {k: series[k] for k in keys}, "rel": rel, "twin_best": twin_best, "missing": missing,
+            "records": [p[2] for k in keys for p in series[k]]}
+
+
+def loss_curve(r):
+    """(x, y, x_unit) from loss.per_step {every, values}, else loss.per_epoch."""
+    ps = dget(r.data, "loss", "per_step")
+    if isinstance(ps, dict) and isinstance(ps.get("values"), list) and ps["values"]:
+        every = num(ps.get("every")) or 1
+        xs, ys = [], []
+        for i, v in enumerate(ps["values"]):
+            v = num(v)
+            if v is not None:
+                xs.append(int(i * every))
+                ys.append(v)
+        if ys:
+            return xs, ys, "step"
+    pe = as_list(dget(r.data, "loss", "per_epoch"))
+    xs, ys = [], []
+    for i, v in enumerate(pe):
+        v = num(v)
+        if v is not None:
+            xs.append(i + 1)
+            ys.append(v)
+    return (xs, ys, "epoch") if ys else None
+
+
+def max_rel_gap(a, b):
+    """Largest |a-b|/|b| over the x both curves share: (gap, x) or None."""
+    bm = dict(zip(b[0], b[1]))
+    best = None
+    for x, y in zip(a[0], a[1]):
+        ref = bm.get(x)
+        if ref is None or ref == 0:
+            continue
+        g = abs(y - ref) / abs(ref)
+        if best is None or g > best[0]:
+            best = (g, x)
+    return best
+
+
+def select_losses(records, dup_notes):
+    panels, missing, used = [], [], []
+    nodrop = [r for r in records if r.workload == "mlp_w1" and base_tag(r) == "w1-nodrop" and loss_curve(r)]
+    w2 = [r for r in records if r.workload == "mlp_w2" and hidden_of(r) and loss_curve(r)]
+    w2_h = None
+    if w2:
+        by_h = {}
+        for r in w2:
+            by_h.setdefault(hidden_of(r), set()).add((r.phase, r.impl))
+        w2_h = sorted(by_h, key=lambda h: (-len(by_h[h]), h))[0]
+        w2 = [r for r in w2 if hidden_of(r) == w2_h]
+    for title, rs in ((("W1 without dropout (tag w1-nodrop)"), nodrop), (f"W2, h = {w2_h}", w2)):
+        if not rs:
+            continue
+        picked = group_pick(rs, lambda r: (r.phase, r.impl), lambda k: f"Figure 7 {title} {label(*k)}", dup_notes)
+        keys = sorted(picked, key=series_sort_key)
+        curves = {k: loss_curve(picked[k]) for k in keys}
+        twins = [k for k in keys if is_twin(k[0])]
+        ref = ("pytorch_mlp", "pytorch-eager") if ("pytorch_mlp", "pytorch-eager") in twins else (twins[0] if twins else None)
+        gaps = {}
+        if ref:
+            for k in keys:
+                if not is_twin(k[0]) and curves[k][2] == curves[ref][2]:
+                    g = max_rel_gap(curves[k], curves[ref])
+                    if g:
+                        gaps[k] = g
+        panels.append({"title": title, "curves": curves, "ref": ref, "gaps": gaps,
+                       "records": {k: picked[k] for k in keys}})
+        used += [picked[k] for k in keys]
+        if not ref:
+            missing.append(f"{title}: no PyTorch twin curve to compare with")
+        if not any(not is_twin(k[0]) for k in keys):
+            missing.append(f"{title}: no curve of ours")
+    if not nodrop:
+        missing.append("W1 without dropout: no mlp_w1 records tagged w1-nodrop with a loss curve")
+    if not w2:
+        missing.append("W2: no mlp_w2 records with a loss curve")
+    return {"panels": panels, "missing": missing, "records": used}
+
+
+def select_batch(records, dup_notes):
+    cands = [r for r in records if r.workload == "mlp_batch_sweep" and r.cfg_num("batch")
+             and r.metric("samples_per_s") is not None]
+    picked = group_pick(cands, lambda r: (r.phase, r.impl, int(r.cfg_num("batch"))),
+                        lambda k: f"Figure 9 {label(k[0], k[1])} batch={k[2]}", dup_notes)
+    series = {}
+    for (phase, impl, b), r in picked.items():
+        series.setdefault((phase, impl), []).append((b, r.metric("samples_per_s"), r))
+    for k in series:
+        series[k].sort(key=lambda t: t[0])
+    keys = sorted(series, key=series_sort_key)
+    missing = [label(*k) for k in BATCH_IMPLS if k not in series]
+    if not any(is_twin(k[0]) for k in keys):
+        missing = sorted(set(missing) | {"any PyTorch twin"})
+    return {"series": {k: series[k] for k in keys}, "missing": missing,
+            "records": [p[2] for k in keys for p in series[k]]}
+
+
+# ------------------------------------------------------------------ figure 8: efficiency
+
+def select_efficiency(records, dup_notes):
+    copy_gbps, fp16_tflops, peak_rec = peaks_for(records)
+    cands = [r for r in records if isinstance(r.data.get("efficiency"), dict) and r.data["efficiency"]
+             and r.phase not in ("ceilings", "tracer_overhead")]
+
+    def rank(r):
+        bt = base_tag(r)
+        if bt.startswith("headline"):
+            return (0, 0)
+        if r.workload == "mlp_w2":
+            return (1, -(hidden_of(r) or 0))
+        if bt == "w1":
+            return (2, 0)
+        return (3, 0)
+    groups = {}
+    for r in cands:
+        groups.setdefault((r.phase, r.impl), []).append(r)
+    points = []
+    used = []
+    for k in sorted(groups, key=series_sort_key):
+        rs = sorted(groups[k], key=lambda r: (rank(r), tuple(-ord(c) for c in r.utc_time), r.path))
+        r = rs[0]
+        used.append(r)
+        for kname in sorted(r.data["efficiency"]):
+            e = r.data["efficiency"][kname]
+            if not isinstance(e, dict):
+                continue
+            b, f = num(e.get("bytes")), num(e.get("flops"))
+            g, t = num(e.get("gbps")), num(e.get("tflops"))
+            points.append({"key": k, "label": label(*k), "kernel": kname, "bytes": b, "flops": f, "gbps": g,
+                           "tflops": t, "ai": (f / b) if f and b else None,
+                           "pct_copy": num(e.get("pct_copy_peak")), "pct_tensor": num(e.get("pct_tensor_peak")),
+                           "record": r})
+    missing = []
+    present = {k for k in groups}
+    for k in OURS_ORDER:
+        if k not in present:
+            missing.append(f"{label(*k)}: no record with an `efficiency` object")
+    if not copy_gbps:
+        missing.append("copy-bandwidth roof: no `ceilings` record with peaks.copy_gbps")
+    if not fp16_tflops:
+        missing.append("fp16 tensor-core roof: no `ceilings` record with peaks.fp16_tflops")
+    return {"points": points, "copy_gbps": copy_gbps, "fp16_tflops": fp16_tflops, "peak_record": peak_rec,
+            "missing": missing, "records": used + ([peak_rec] if peak_rec else [])}
+
+
+# ------------------------------------------------------------------ nsys / ncu companions
+
+def base_kernel_name(name):
+    s = name.strip()
+    s = re.sub(r"^void\s+", "", s)
+    s = s.split("(")[0]
+    depth, out = 0, []
+    for ch in s:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    s = "".join(out).strip()
+    return s.split("::")[-1].strip()
+
+
+def nsys_comparison(dev_dir, phase_num, phase_name, records):
+    """nsys kernel list (profiles/<slug>/phaseN_nsys_cuda_gpu_kern_sum.csv) against the CUPTI
+    summary of a record of that phase. None when no CSV."""
+    path = os.path.join(dev_dir, f"phase{phase_num}_nsys_cuda_gpu_kern_sum.csv")
+    if not os.path.exists(path):
+        return None
+    rows, problem = parse_nsys_kern_sum(path)
+    out = {"csv": path, "problem": problem, "rows": [], "record": None}
+    if problem:
+        return out
+    with_k = [r for r in records if r.phase == phase_name and as_list(r.data.get("kernels"))]
+    if not with_k:
+        out["problem"] = f"no {phase_name} record with a CUPTI kernel summary to compare with"
+        out["nsys_only"] = rows
+        return out
+    nsys_rec = [r for r in records if r.phase == phase_name and base_tag(r) == "nsys"]
+    def cfg_key(r):
+        return tuple(r.config.get(k) for k in ("n", "epochs", "source", "streams"))
+    target = cfg_key(newest_first(nsys_rec)[0]) if nsys_rec else None
+    rec = sorted(with_k, key=lambda r: (0 if target is not None and cfg_key(r) == target else 1,
+                                        0 if base_tag(r).startswith("headline") else 1,
+                                        tuple(-ord(c) for c in r.utc_time), r.path))[0]
+    ours = {}
+    for k in as_list(rec.data.get("kernels")):
+        if isinstance(k, dict) and isinstance(k.get("name"), str):
+            ours[base_kernel_name(k["name"])] = k
+    theirs = {}
+    for k in rows:
+        b = base_kernel_name(k["name"])
+        if b in theirs:
+            theirs[b] = {"name": b, "calls": theirs[b]["calls"] + k["calls"], "total_ns": theirs[b]["total_ns"] + k["total_ns"]}
+        else:
+            theirs[b] = dict(k, name=b)
+    names = sorted(set(ours) | set(theirs))
+    for n in names:
+        a, c = theirs.get(n), ours.get(n)
+        a_mean = a["total_ns"] / a["calls"] if a and a["calls"] else None
+        c_calls = num(c.get("calls")) if c else None
+        c_mean = num(c.get("mean_ns")) if c else None
+        if c and c_mean is None and num(c.get("total_ns")) is not None and c_calls:
+            c_mean = num(c.get("total_ns")) / c_calls
+        out["rows"].append({"name": n, "nsys_calls": a["calls"] if a else None, "nsys_mean_ns": a_mean,
+                            "ours_calls": c_calls, "ours_mean_ns": c_mean})
+    out["record"] = rec
+    out["only_nsys"] = [n for n in names if n in theirs and n not in ours]
+    out["only_ours"] = [n for n in names if n in ours and n not in theirs]
+    return out
+
+
+def ncu_summaries(dev_dir, phase_num):
+    out = []
+    if not os.path.isdir(dev_dir):
+        return out
+    for name in sorted(os.listdir(dev_dir)):
+        if name.startswith(f"phase{phase_num}_ncu_") and name.endswith(".csv"):
+            rows, problem = parse_ncu_details(os.path.join(dev_dir, name))
+            out.append({"file": name, "rows": rows, "problem": problem})
+    return out
+
+
+def short(s, n=60):
+    """A long (templated) kernel name cut to n characters for tables."""
+    s = str(s)
+    return s if len(s) <= n else s[: n - 1] + "…"

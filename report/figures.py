@@ -1,0 +1,353 @@
+"""The nine figures. Each function takes the dict an analysis.select_* function returned (records
+of one device only), draws it with matplotlib's Agg backend and fixed settings, and writes a PNG
+without a timestamp or software tag, so the same records give the same file.
+"""
+from __future__ import annotations
+
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FormatStrFormatter, MaxNLocator, NullLocator  # noqa: E402
+
+import analysis as A  # noqa: E402
+
+RC = {
+    "font.family": "DejaVu Sans",
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 8.5,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linestyle": ":",
+    "figure.dpi": 100,
+    "savefig.dpi": 110,
+    "path.simplify": False,
+    "svg.hashsalt": "cuda-notebook",
+    "axes.axisbelow": True,
+}
+PNG_META = {"Software": None}
+
+
+def _setup():
+    matplotlib.rcdefaults()
+    plt.rcParams.update(RC)
+
+
+def _finish(fig, path, title, device, records, extra_footer=""):
+    dates = A.date_range(records)
+    fig.suptitle(title, fontsize=12.5, fontweight="bold", y=0.995)
+    foot = f"Device: {device}   |   records dated {dates} (UTC)   |   {len(set(r.path for r in records))} record file(s)"
+    if extra_footer:
+        foot += "   |   " + extra_footer
+    fig.text(0.5, 0.005, foot, ha="center", va="bottom", fontsize=8, color="#444444")
+    fig.tight_layout(rect=(0, 0.035, 1, 0.96))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, metadata=PNG_META)
+    plt.close(fig)
+
+
+def _fmt_ms(ms):
+    if ms >= 1000:
+        return f"{ms / 1000:.3g} s"
+    if ms >= 1:
+        return f"{ms:.3g} ms"
+    return f"{ms * 1000:.3g} µs"
+
+
+def fig1_ladder(d, path, device):
+    _setup()
+    rows = d["rows"]
+    fig, ax = plt.subplots(figsize=(10, 0.55 * len(rows) + 2.0))
+    ys = list(range(len(rows)))[::-1]
+    vals = [r["ms"] for r in rows]
+    ax.barh(ys, vals, color=[A.color(r["key"]) for r in rows], edgecolor="#333333", linewidth=0.5)
+    for y, r in zip(ys, rows):
+        txt = _fmt_ms(r["ms"])
+        if r["speedup"] is not None:
+            txt += f"  ·  {r['speedup']:.3g}× vs PyTorch eager"
+        ax.text(r["ms"] * 1.08, y, txt, va="center", fontsize=9)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r["label"] for r in rows])
+    ax.set_xscale("log")
+    lo, hi = min(vals), max(vals)
+    ax.set_xlim(lo / 3, hi * 60)
+    ax.set_xlabel("training time, 5M points × 200 epochs (ms, median of repeats, log scale)")
+    ax.set_title("lower is better; label: median time and speed-up over the PyTorch eager twin", fontsize=9.5)
+    _finish(fig, path, "Figure 1 — linear regression ladder (5M × 200 epochs)", device, d["records"])
+
+
+def fig2_scaling(d, path, device):
+    _setup()
+    fig, ax = plt.subplots(figsize=(10, 6))
+    for k, pts in d["series"].items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), linestyle=A.linestyle(k),
+                color=A.color(k), label=A.label(*k), markersize=5)
+    if d["floor"]:
+        f = d["floor"]
+        ax.plot([p[0] for p in f["points"]], [p[1] for p in f["points"]], color="black", linestyle="--",
+                linewidth=1.3, label=f"bandwidth floor: 8 B × n_train × {f['epochs']} epochs / {f['copy_gbps']:.0f} GB/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("number of points n (log scale)")
+    ax.set_ylabel("training time (ms, median of repeats, log scale)")
+    ax.set_title("every implementation; the dashed line is the time just to read x and y once per epoch", fontsize=9.5)
+    ax.legend(loc="upper left", ncol=2)
+    _finish(fig, path, "Figure 2 — scaling with the number of points (linear regression)", device, d["records"])
+
+
+CAT_COLORS = {"forward": "#4292c6", "loss": "#fdae6b", "backward": "#e6550d", "update": "#31a354",
+              "fused": "#756bb1", "eval": "#fdd0a2", "copies": "#969696", "other": "#d9d9d9"}
+
+
+def fig3_breakdown(d, path, device):
+    _setup()
+    panels = d["panels"]
+    n = len(panels)
+    heights = [len(p["bars"]) for p in panels]
+    fig, axes = plt.subplots(n, 1, figsize=(10, 0.5 * sum(heights) + 1.6 * n + 0.6), squeeze=False,
+                             gridspec_kw={"height_ratios": [max(h, 1) + 1.5 for h in heights]})
+    for ax, p in zip(axes[:, 0], panels):
+        bars = p["bars"]
+        ys = list(range(len(bars)))[::-1]
+        for y, b in zip(ys, bars):
+            left = 0.0
+            total = b["sum_us"] or 1.0
+            for c in A.CATEGORIES:
+                w = b["cats"][c] / total * 100
+                if w > 0:
+                    ax.barh(y, w, left=left, color=CAT_COLORS[c], edgecolor="white", linewidth=0.5)
+                    if w >= 9:
+                        ax.text(left + w / 2, y, f"{w:.0f}%", ha="center", va="center", fontsize=8)
+                    left += w
+            ax.text(101.5, y, _fmt_ms(b["sum_us"] / 1e3) + " / epoch", va="center", fontsize=8.5)
+        ax.set_yticks(ys)
+        ax.set_yticklabels([b["label"] for b in bars])
+        ax.set_xlim(0, 125)
+        ax.set_xticks([0, 20, 40, 60, 80, 100])
+        ax.set_xlabel("share of device time per epoch (%)  ·  right: device time per epoch (µs)")
+        ax.set_title(p["title"], fontsize=10)
+    handles = [Patch(color=CAT_COLORS[c], label=c) for c in A.CATEGORIES]
+    axes[0, 0].legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1.32 if heights[0] < 4 else 1.2),
+                      ncol=len(handles), frameon=False)
+    _finish(fig, path, "Figure 3 — where an epoch goes (CUPTI kernel + memcpy summaries)", device, d["records"],
+            "categories from kernel names, see report")
+
+
+def fig4_timeline(d, path, device):
+    _setup()
+    rows = d["rows"]
+    t0, t1 = d["t0"], d["t1"]
+    fig, ax = plt.subplots(figsize=(11, 0.6 * len(rows) + 2.4))
+    names_by_time = {}
+    for e in d["events"]:
+        if not A._is_copy(e) and not A._is_host(e, d["pnames"]):
+            names_by_time[e["name"]] = names_by_time.get(e["name"], 0.0) + e["dur"]
+    top = [n for n, _ in sorted(names_by_time.items(), key=lambda kv: (-kv[1], kv[0]))[:6]]
+    kcols = ["#4292c6", "#756bb1", "#31a354", "#e6550d", "#de2d26", "#fd8d3c"]
+    colmap = {n: kcols[i] for i, n in enumerate(top)}
+    ys = {row: len(rows) - 1 - i for i, row in enumerate(rows)}
+    used = {}
+    for e in d["events"]:
+        row = (e["pid"], e["tid"])
+        a = max(e["ts"], t0) - t0
+        b = min(e["ts"] + e["dur"], t1) - t0
+        if b <= a:
+            continue
+        if A._is_host(e, d["pnames"]):
+            c, lab = "#bdbdbd", "host NVTX range"
+        elif A._is_copy(e):
+            low = (e["name"] + e["cat"]).lower()
+            c, lab = ("#fdd0a2", "memset") if "memset" in low else ("#e6550d", "copy " + (
+                "HtoD" if "htod" in low else "DtoH" if "dtoh" in low else "DtoD" if "dtod" in low else ""))
+            c = "#a63603" if lab == "copy DtoH" else c
+        else:
+            c = colmap.get(e["name"], "#9e9ae6")
+            lab = _short(e["name"]) if e["name"] in colmap else "other kernels"
+        ax.broken_barh([(a, b - a)], (ys[row] - 0.35, 0.7), facecolors=c, edgecolor="#333333", linewidth=0.3)
+        used.setdefault(lab, c)
+    ax.set_yticks([ys[r] for r in rows])
+    ax.set_yticklabels([_short(d["row_names"][r], 34) for r in rows])
+    ax.set_xlim(0, (t1 - t0) * 1.02)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_xlabel(f"time since the first GPU activity of the window (µs; trace clock)")
+    ax.set_title(f"window: first GPU activity to the end of the first `{_short(d['epoch_kernel'], 40)}` "
+                 f"(the most-launched kernel, {d['epoch_kernel_calls']} launches)", fontsize=9)
+    handles = [Patch(color=c, label=l) for l, c in sorted(used.items())]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16 - 0.02 * (4 - min(len(rows), 4))),
+              ncol=min(4, len(handles)), frameon=False)
+    _finish(fig, path, "Figure 4 — phase 3 timeline excerpt (our CUPTI Chrome trace)", device, d["records"],
+            f"trace: {os.path.basename(d['trace'])}")
+
+
+def _pow2_ticks(ax, xs):
+    xs = sorted(set(xs))
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{x:,}" for x in xs])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _short(s, n=48):
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def fig5_w1(d, path, device):
+    _setup()
+    rows = d["rows"]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 0.45 * len(rows) + 3.2), gridspec_kw={"width_ratios": [1.35, 1]})
+    ys = list(range(len(rows)))[::-1]
+    vals = [r["epoch_ms"] for r in rows]
+    ax.barh(ys, vals, color=[A.color(r["key"]) for r in rows], edgecolor="#333333", linewidth=0.5)
+    for y, r in zip(ys, rows):
+        txt = _fmt_ms(r["epoch_ms"])
+        if r["speedup"] is not None:
+            txt += f" · {r['speedup']:.3g}× eager"
+        ax.text(r["epoch_ms"] * 1.1, y, txt, va="center", fontsize=8.5)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r["label"] for r in rows])
+    ax.set_xscale("log")
+    ax.set_xlim(min(vals) / 3, max(vals) * 80)
+    ax.set_xlabel("time per epoch (ms, log scale; median total / epochs)")
+    ax.set_title("training time per epoch (lower is better)", fontsize=9.5)
+    drew = False
+    for r in rows:
+        acc = r["acc_per_epoch"]
+        if acc:
+            ax2.plot(range(1, len(acc) + 1), acc, marker=A.marker(r["key"]), color=A.color(r["key"]),
+                     linestyle=A.linestyle(r["key"]), label=r["label"], markersize=4)
+            drew = True
+    ax2.set_xlabel("epoch")
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax2.set_ylabel("test accuracy (%)")
+    ax2.set_title("test accuracy after each epoch", fontsize=9.5)
+    if drew:
+        ax2.legend(loc="lower right")
+    else:
+        ax2.text(0.5, 0.5, "no record holds metrics.test_accuracy_per_epoch", ha="center", transform=ax2.transAxes)
+    _finish(fig, path, "Figure 5 — MLP W1 (784-128-64-10, batch 32, Adam, dropout 0.2)", device, d["records"])
+
+
+def fig6_w2(d, path, device):
+    _setup()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.6))
+    for k, pts in d["series"].items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), color=A.color(k),
+                linestyle=A.linestyle(k), label=A.label(*k), markersize=5)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("hidden width h (784-h-h-h-10, log2 scale)")
+    ax.set_ylabel("time per step (ms, median total / steps, log scale)")
+    ax.set_title("time per training step (lower is better)", fontsize=9.5)
+    _pow2_ticks(ax, [p[0] for pts in d["series"].values() for p in pts])
+    ax.legend(loc="upper left")
+    for k, pts in d["rel"].items():
+        ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), color=A.color(k),
+                 label=A.label(*k), markersize=5)
+    ax2.axhline(1.0, color="black", linewidth=1.2, linestyle="--", label="parity with PyTorch")
+    ax2.set_xscale("log", base=2)
+    ax2.set_yscale("log")
+    ax2.set_xlabel("hidden width h (log2 scale)")
+    ax2.set_ylabel("speed-up: fastest PyTorch mode's time / ours (×, log scale)")
+    ax2.set_title("relative speed (above 1: ours faster than every PyTorch mode)", fontsize=9.5)
+    _pow2_ticks(ax2, [p[0] for pts in d["series"].values() for p in pts])
+    ax2.legend(loc="best")
+    _finish(fig, path, "Figure 6 — MLP W2 width sweep (batch 32, SGD, fp16 math)", device, d["records"])
+
+
+def fig7_losses(d, path, device):
+    _setup()
+    panels = d["panels"]
+    fig, axes = plt.subplots(2, len(panels), figsize=(6.8 * len(panels), 7.0), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 1.4]})
+    for col, p in enumerate(panels):
+        ax, axd = axes[0, col], axes[1, col]
+        unit = "step"
+        ref = p["curves"].get(p["ref"]) if p["ref"] else None
+        refm = dict(zip(ref[0], ref[1])) if ref else {}
+        for k, c in p["curves"].items():
+            xs, ys, unit = c
+            lab = A.label(*k)
+            if k in p["gaps"]:
+                g, x = p["gaps"][k]
+                lab += f" (max rel. gap {g * 100:.3g}% at {unit} {x})"
+            elif k == p["ref"]:
+                lab += " (reference)"
+            ax.plot(xs, ys, color=A.color(k), linestyle="--" if A.is_twin(k[0]) else "-",
+                    linewidth=1.1, label=lab, alpha=0.9)
+            if ref and k != p["ref"]:
+                dx = [x for x in xs if refm.get(x)]
+                dy = [(y - refm[x]) / abs(refm[x]) * 100 for x, y in zip(xs, ys) if refm.get(x)]
+                axd.plot(dx, dy, color=A.color(k), linestyle="--" if A.is_twin(k[0]) else "-", linewidth=1.0)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+        ax.tick_params(axis="y", which="minor", labelsize=7.5)
+        ax.set_ylabel("train loss (cross-entropy, log scale)")
+        ax.set_title(p["title"] + " — ours solid, PyTorch dashed", fontsize=9.5)
+        ax.legend(loc="upper right")
+        axd.axhline(0.0, color="black", linewidth=0.8)
+        axd.set_xlabel(f"training {unit}")
+        axd.set_ylabel("vs reference (%)")
+        axd.set_title("relative difference to the reference curve: (loss − reference) / reference", fontsize=8.5)
+        if not ref:
+            axd.text(0.5, 0.5, "no PyTorch curve to compare with", ha="center", transform=axd.transAxes)
+    _finish(fig, path, "Figure 7 — loss curves, ours against the PyTorch twin", device, d["records"])
+
+
+def fig8_efficiency(d, path, device):
+    _setup()
+    fig, ax = plt.subplots(figsize=(10, 6.4))
+    pts = [p for p in d["points"] if p["ai"] and p["tflops"]]
+    ais = [p["ai"] for p in pts]
+    bw, fp = d["copy_gbps"], d["fp16_tflops"]
+    lo, hi = min(ais) / 4, max(ais) * 4
+    if bw and fp:  # show the ridge point where the bandwidth roof meets the compute roof
+        ridge = fp * 1000 / bw
+        lo, hi = min(lo, ridge / 4), max(hi, ridge * 4)
+    import numpy as np
+    xs = np.logspace(np.log10(lo), np.log10(hi), 200)
+    if bw:
+        ax.plot(xs, xs * bw / 1000, color="black", linewidth=1.2, linestyle="--",
+                label=f"measured copy bandwidth {bw:.0f} GB/s")
+    if fp:
+        ax.axhline(fp, color="#cb181d", linewidth=1.2, linestyle="--", label=f"measured fp16 tensor-core peak {fp:.0f} TFLOP/s")
+    if bw and fp:
+        ax.plot(xs, np.minimum(xs * bw / 1000, fp), color="#777777", linewidth=3, alpha=0.25, label="roof")
+    seen = set()
+    for p in pts:
+        k = p["key"]
+        ax.scatter([p["ai"]], [p["tflops"]], color=A.color(k), marker=A.marker(k), s=45, edgecolor="#222222",
+                   linewidth=0.5, label=A.label(*k) if k not in seen else None, zorder=3)
+        seen.add(k)
+        ax.annotate(_short(A.base_kernel_name(p["kernel"]), 28), (p["ai"], p["tflops"]), fontsize=7,
+                    xytext=(4, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved, log scale)")
+    ax.set_ylabel("achieved TFLOP/s (log scale)")
+    ax.set_title("key kernels of each phase against the measured ceilings (roofline)", fontsize=9.5)
+    ax.legend(loc="upper left", fontsize=8)
+    _finish(fig, path, "Figure 8 — efficiency: achieved throughput against measured peaks", device, d["records"])
+
+
+def fig9_batch(d, path, device):
+    _setup()
+    fig, ax = plt.subplots(figsize=(10, 5.6))
+    for k, pts in d["series"].items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), color=A.color(k),
+                linestyle=A.linestyle(k), label=A.label(*k), markersize=5)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size (samples per step, log2 scale)")
+    ax.set_ylabel("training throughput (samples/s, log scale)")
+    ax.set_title("where batching stops paying (higher is better)", fontsize=9.5)
+    _pow2_ticks(ax, [p[0] for pts in d["series"].values() for p in pts])
+    ax.legend(loc="upper left")
+    _finish(fig, path, "Figure 9 — phase 5 batch-size sweep", device, d["records"])

@@ -1,0 +1,703 @@
+#!/usr/bin/env python3
+"""make_report.py — run records (profiles/<device>/*.json, schema v1) -> report/REPORT.md + figures.
+
+    python report/make_report.py --profiles profiles --out report
+
+Deterministic: the same records give byte-identical Markdown (everything sorted, fixed number
+formats, no generation time) and, with the pinned matplotlib, identical PNGs. A record that cannot
+be read is named with its problem in the report and skipped; records are grouped by device and no
+figure mixes devices. Needs no GPU.
+
+Exit codes: 0 report written (even with skipped records); 2 bad command line; 4 output not writable.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+os.environ.setdefault("MPLCONFIGDIR", os.path.join(HERE, ".cache", "matplotlib"))
+
+import analysis as A  # noqa: E402
+import figures as F  # noqa: E402
+from records import as_list, dget, load_profiles, num  # noqa: E402
+
+FIGURES = [
+    (1, "linreg_ladder", "The linear-regression ladder (5M × 200 epochs)"),
+    (2, "linreg_scaling", "Scaling with the number of points"),
+    (3, "epoch_breakdown", "Where an epoch goes"),
+    (4, "phase3_timeline", "Phase 3 timeline excerpt"),
+    (5, "mlp_w1", "MLP W1: time per epoch and test accuracy"),
+    (6, "mlp_w2_sweep", "MLP W2 width sweep"),
+    (7, "loss_curves", "Loss curves, ours against the twin"),
+    (8, "efficiency", "Efficiency against the measured peaks"),
+    (9, "batch_sweep", "Phase 5 batch-size sweep"),
+]
+PHASES = [(1, "phase1_naive"), (2, "phase2_shared_mem"), (3, "phase3_fused_streams"), (4, "phase4_mlp"),
+          (5, "phase5_batched")]
+DASH = "—"
+
+
+# ------------------------------------------------------------------ formatting
+
+def sig(x, digits=4):
+    """Fixed significant digits, thousands separators, no exponent; None -> em dash."""
+    if x is None:
+        return DASH
+    if x == 0:
+        return "0"
+    e = math.floor(math.log10(abs(x)))
+    decimals = max(0, digits - 1 - e)
+    s = f"{round(x, decimals):,.{decimals}f}"
+    return "0" if s in ("-0", "-0.0") else s
+
+
+def ms(x):
+    return DASH if x is None else sig(x) + " ms"
+
+
+def times(x):
+    return DASH if x is None else sig(x, 3) + "×"
+
+
+def pct(x):
+    return DASH if x is None else sig(x, 3) + "%"
+
+
+def esc(s):
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def code(s):
+    return "`" + str(s).replace("`", "'").replace("|", "\\|") + "`"
+
+
+class Ctx:
+    def __init__(self, out_dir):
+        self.out_dir = os.path.abspath(out_dir)
+
+    def rel(self, abspath):
+        return os.path.relpath(abspath, self.out_dir).replace(os.sep, "/")
+
+    def link(self, r):
+        return f"[{code(r.file)}]({self.rel(r.abspath)})"
+
+    def links(self, recs):
+        seen, out = set(), []
+        for r in recs:
+            if r is not None and r.path not in seen:
+                seen.add(r.path)
+                out.append(self.link(r))
+        return ", ".join(out) if out else DASH
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    for row in rows:
+        lines.append("| " + " | ".join(esc(c) if not isinstance(c, str) else c.replace("\n", " ") for c in row) + " |")
+    return "\n".join(lines)
+
+
+def version(v):
+    if isinstance(v, bool) or v is None:
+        return DASH
+    if isinstance(v, int):
+        return f"{v // 1000}.{(v % 1000) // 10}"
+    return str(v)
+
+
+# ------------------------------------------------------------------ per-figure sections
+
+def figure_block(md, ctx, num_, slug, stem, title, data, drawn, reason, device, fig_fn, figdir):
+    md.append(f"### Figure {num_} — {title}\n")
+    if drawn:
+        fname = f"{slug}__fig{num_}_{stem}.png"
+        fig_fn(data, os.path.join(figdir, fname), device)
+        rel = ctx.rel(os.path.join(figdir, fname))
+        md.append(f"![Figure {num_}: {title} on {device}]({rel})\n")
+        return fname
+    md.append(f"_Not drawn: {reason}._\n")
+    return None
+
+
+def sec_fig1(md, ctx, d):
+    eager = d["eager"]
+    rows = []
+    for r in d["rows"]:
+        rec = r["record"]
+        val = dget(rec.data, "validation", "passed")
+        rows.append([r["label"], ms(r["ms"]), ms(r["min"]), ms(r["max"]), str(r["repeats"]), times(r["speedup"]),
+                     sig(rec.metric("w"), 6), sig(rec.metric("b"), 6), sig(rec.metric("test_loss"), 5),
+                     {True: "passed", False: "FAILED", None: "not run"}.get(val, "not run")
+                     if dget(rec.data, "validation", "performed") else "not run", ctx.link(rec)])
+    md.append(table(["implementation", "median", "min", "max", "repeats", "speed-up vs eager", "w", "b",
+                     "test loss", "--validate", "record"], rows) + "\n")
+    if eager:
+        md.append(f"Speed-up = PyTorch eager median ({ctx.link(eager)}) / the row's median; times are "
+                  "`timing.total_ms` of each record (what they include: see Threats to validity).\n")
+
+
+def sec_fig2(md, ctx, d):
+    rows = []
+    f = d["floor"]
+    for k, pts in d["series"].items():
+        for n, t, r in pts:
+            epochs = r.cfg_num("epochs")
+            gbps = (A.bytes_per_epoch_linreg(n) * epochs / (t / 1e3) / 1e9) if epochs and t else None
+            rows.append([A.label(*k), f"{n:,}", ms(t), sig(t * 1e3 / epochs, 4) + " µs" if epochs else DASH,
+                         sig(gbps, 4), pct(gbps / f["copy_gbps"] * 100) if f and gbps else DASH, ctx.link(r)])
+    md.append(table(["implementation", "n", "training time", "per epoch", "effective GB/s (8 B × n_train / epoch)",
+                     "% of copy bandwidth", "record"], rows) + "\n")
+    if f:
+        md.append(f"Floor: 8 bytes (x and y, float32) × n_train × {f['epochs']} epochs / {sig(f['copy_gbps'])} GB/s "
+                  f"(peaks.copy_gbps of {ctx.link(f['record'])}, which counts bytes read + written); "
+                  "n_train = n − ⌊(n+1)/5⌋.\n")
+
+
+def sec_fig3(md, ctx, d):
+    for p in d["panels"]:
+        md.append(f"**{p['title']}** — device time per epoch (µs) by category; per epoch = summary total / "
+                  "(repeats × epochs).\n")
+        rows = []
+        for b in p["bars"]:
+            flag = ""
+            if b["measured_us"] and b["sum_us"] > 1.1 * b["measured_us"]:
+                flag = " (more than the measured epoch: the summary may cover more than the timed runs)"
+            rows.append([b["label"]] + [sig(b["cats"][c], 4) for c in A.CATEGORIES] +
+                        [sig(b["sum_us"], 4) + flag, sig(b["measured_us"], 4), ctx.link(b["record"])])
+        md.append(table(["implementation"] + A.CATEGORIES + ["sum", "measured epoch (total / epochs)", "record"], rows) + "\n")
+        krows = []
+        for b in p["bars"]:
+            for name, cat, us, calls in b["kernels"][:8]:
+                krows.append([b["label"], code(A.short(name)), cat, sig(us, 4), sig(calls, 6), ctx.link(b["record"])])
+        md.append("<details><summary>Kernels behind the bars (top 8 per implementation)</summary>\n")
+        md.append(table(["implementation", "kernel / copy", "category", "µs per epoch", "calls (whole summary)", "record"],
+                        krows) + "\n")
+        md.append("</details>\n")
+        rcats = sorted({c for b in p["bars"] if b["ranges"] for c in b["ranges"]})
+        if rcats:
+            rrows = [[b["label"]] + [sig((b["ranges"] or {}).get(c), 4) for c in rcats] + [ctx.link(b["record"])]
+                     for b in p["bars"] if b["ranges"]]
+            md.append("Host time per epoch (µs) inside NVTX ranges, by category (ranges measure host time — "
+                      "enqueueing, or waiting when they contain a sync — and nested ranges overlap):\n")
+            md.append(table(["implementation"] + rcats + ["record"], rrows) + "\n")
+
+
+def sec_fig4(md, ctx, d):
+    r = d["record"]
+    win = d["t1"] - d["t0"]
+    rows = [["window length", sig(win, 4) + " µs"],
+            ["GPU rows (streams) drawn", str(sum(1 for row in d["rows"] if not all(
+                A._is_host(e, d["pnames"]) for e in d["events"] if (e["pid"], e["tid"]) == row)))],
+            ["time with a copy in flight", sig(d["copy_us"], 4) + " µs"],
+            ["time with a kernel running", sig(d["kernel_us"], 4) + " µs"],
+            ["copy time overlapped by a kernel", sig(d["overlap_us"], 4) + " µs" +
+             (f" ({pct(d['overlap_us'] / d['copy_us'] * 100)} of copy time)" if d["copy_us"] else "")]]
+    md.append(table(["quantity (from the trace window)", "value"], rows) + "\n")
+    md.append(f"From {ctx.link(r)} (tag {code(r.tag)}, config: {config_summary(r)}); trace file "
+              f"[{code(os.path.basename(d['trace']))}]({ctx.rel(d['trace'])}) — open it in Perfetto for the whole run.\n")
+
+
+def sec_fig5(md, ctx, d):
+    rows = [[r["label"], ms(r["epoch_ms"]), times(r["speedup"]), pct(r["final_acc"]),
+             sig(r["peak_mem"] / 2 ** 20, 4) if r["peak_mem"] is not None else DASH, ctx.link(r["record"])]
+            for r in d["rows"]]
+    md.append(table(["implementation", "time per epoch", "speed-up vs eager", "final test accuracy",
+                     "peak device memory (MiB)", "record"], rows) + "\n")
+    if d["seeds"]:
+        md.append("Seed study (W1 with dropout, tags `w1-seed<k>`): test accuracy after the last epoch.\n")
+        rows = []
+        for s in d["seeds"]:
+            for seed, acc, r in s["accs"]:
+                rows.append([s["label"], str(seed), pct(acc), ctx.link(r)])
+            rows.append([s["label"], "**mean**", "**" + pct(s["mean"]) + "**", ctx.links([r for _, _, r in s["accs"]])])
+        md.append(table(["implementation", "seed", "test accuracy", "record"], rows) + "\n")
+
+
+def sec_fig6(md, ctx, d):
+    rows = []
+    for k, pts in d["series"].items():
+        relm = {h: (x, who) for h, x, who in d["rel"].get(k, [])}
+        for h, t, r in pts:
+            rx = relm.get(h)
+            rows.append([A.label(*k), str(h), ms(t), (times(rx[0]) + f" (vs {rx[1]})") if rx else DASH, ctx.link(r)])
+    md.append(table(["implementation", "h", "time per step", "fastest PyTorch / ours", "record"], rows) + "\n")
+    if d["twin_best"]:
+        md.append("The fastest PyTorch time at each h comes from: " + "; ".join(
+            f"h = {h}: {A.label(*k)} ({ctx.link(r)})" for h, (_, k, r) in sorted(d["twin_best"].items())) + ".\n")
+
+
+def sec_fig7(md, ctx, d):
+    rows = []
+    for p in d["panels"]:
+        for k, c in p["curves"].items():
+            gap = p["gaps"].get(k)
+            rows.append([p["title"], A.label(*k), str(len(c[1])), sig(c[1][-1], 5),
+                         (pct(gap[0] * 100) + f" at {c[2]} {gap[1]}") if gap else ("reference" if k == p["ref"] else DASH),
+                         ctx.link(p["records"][k])])
+    md.append(table(["curve", "implementation", "points", "last loss", "largest relative gap vs reference",
+                     "record"], rows) + "\n")
+    md.append("Reference: the PyTorch eager twin where present, else the first twin; gaps are "
+              "|ours − twin| / |twin| over the logged points both curves share.\n")
+
+
+def sec_fig8(md, ctx, d):
+    rows = []
+    bw, fp = d["copy_gbps"], d["fp16_tflops"]
+    for p in d["points"]:
+        pc = p["pct_copy"] if p["pct_copy"] is not None else (p["gbps"] / bw * 100 if p["gbps"] is not None and bw else None)
+        pt = p["pct_tensor"] if p["pct_tensor"] is not None else (p["tflops"] / fp * 100 if p["tflops"] is not None and fp else None)
+        rows.append([p["label"], code(A.short(p["kernel"])), sig(p["bytes"], 4), sig(p["flops"], 4), sig(p["gbps"], 4),
+                     pct(pc), sig(p["tflops"], 4), pct(pt), ctx.link(p["record"])])
+    md.append(table(["implementation", "kernel", "bytes", "FLOPs", "GB/s", "% of copy peak", "TFLOP/s",
+                     "% of fp16 peak", "record"], rows) + "\n")
+    if d["peak_record"]:
+        md.append(f"Peaks: copy {sig(bw)} GB/s, fp16 tensor cores {sig(fp)} TFLOP/s, from {ctx.link(d['peak_record'])}. "
+                  "Percentages come from the record's own `pct_*` fields when present, else are computed "
+                  "against these peaks. fp32 SIMT kernels have a lower compute roof than the fp16 one drawn.\n")
+
+
+def sec_fig9(md, ctx, d):
+    rows = [[A.label(*k), f"{b:,}", sig(s, 4), ctx.link(r)] for k, pts in d["series"].items() for b, s, r in pts]
+    md.append(table(["implementation", "batch", "samples/s", "record"], rows) + "\n")
+
+
+# ------------------------------------------------------------------ phases: predicted vs measured
+
+def verdict(ok):
+    return DASH if ok is None else ("met" if ok else "**not met**")
+
+
+def timing_extra(r, key):
+    v = num(dget(r.data, "timing", key))
+    return v if v is not None else r.metric(key)
+
+
+def phase_targets(phase, sel, recs):
+    """[(target, measured, verdict, [records])] for issue 3/4's targets this phase can be held to."""
+    out = []
+    lad = {row["key"]: row for row in sel[1]["rows"]}
+    eager = lad.get(("pytorch_linreg", "pytorch-eager"))
+    me = lad.get((phase, "cuda"))
+    if phase in ("phase1_naive", "phase2_shared_mem", "phase3_fused_streams") and me and eager:
+        out.append(("headline vs PyTorch eager (same device)", f"{ms(me['ms'])} vs {ms(eager['ms'])}: {times(me['speedup'])}",
+                    DASH, [me["record"], eager["record"]]))
+    if phase == "phase2_shared_mem":
+        p1 = lad.get(("phase1_naive", "cuda"))
+        if p1 and me:
+            x = p1["ms"] / me["ms"]
+            out.append(("≥ 2× faster than phase 1 (headline)", times(x), verdict(x >= 2), [me["record"], p1["record"]]))
+    if phase == "phase3_fused_streams":
+        if me:
+            out.append(("headline ≤ 1.0 ms", ms(me["ms"]), verdict(me["ms"] <= 1.0), [me["record"]]))
+            if eager:
+                out.append(("≥ 90× PyTorch eager", times(me["speedup"]), verdict(me["speedup"] >= 90),
+                            [me["record"], eager["record"]]))
+        f = sel[2]["floor"]
+        for n, t, r in sel[2]["series"].get((phase, "cuda"), []):
+            if n >= 50000000 and f:
+                ep = r.cfg_num("epochs")
+                gb = A.bytes_per_epoch_linreg(n) * ep / (t / 1e3) / 1e9
+                out.append((f"n = {n:,}: epoch reads ≥ 85% of copy bandwidth", f"{sig(gb)} GB/s = {pct(gb / f['copy_gbps'] * 100)}",
+                            verdict(gb / f["copy_gbps"] >= 0.85), [r, f["record"]]))
+        hs = {}
+        for r in recs:
+            bt = A.base_tag(r)
+            if r.phase == phase and bt.startswith("host-streams") and bt[12:].isdigit() and r.total_ms() is not None:
+                hs.setdefault(int(bt[12:]), []).append(r)
+        hs = {k: A.newest_first(v)[0] for k, v in hs.items()}
+        multi = [k for k in sorted(hs) if k > 1]
+        if multi:
+            r = hs[multi[-1]]
+            up, fe = timing_extra(r, "upload_ms"), timing_extra(r, "first_epoch_ms")
+            if up is not None and fe is not None:
+                out.append((f"--source host, {multi[-1]} streams: first epoch ends within 10% of the pure upload time",
+                            f"first epoch {ms(fe)} vs upload {ms(up)} ({times(fe / up)})", verdict(fe <= 1.1 * up), [r]))
+            if 1 in hs:
+                a, b = hs[1].total_ms(), r.total_ms()
+                out.append((f"--source host: upload + epochs faster with {multi[-1]} streams than with 1",
+                            f"{ms(b)} vs {ms(a)}", verdict(b < a), [r, hs[1]]))
+    w1 = {row["key"]: row for row in sel[5]["rows"]}
+    weager = w1.get(("pytorch_mlp", "pytorch-eager"))
+    wgraph = w1.get(("pytorch_mlp", "pytorch-graph"))
+    if phase == "phase4_mlp":
+        for impl in ("cuda-fp32", "cuda-fp16"):
+            m = w1.get((phase, impl))
+            if m and weager:
+                out.append((f"W1 {impl}: ≥ 10× faster per epoch than PyTorch eager", times(m["speedup"]),
+                            verdict(m["speedup"] >= 10), [m["record"], weager["record"]]))
+        s32 = {h: (t, r) for h, t, r in sel[6]["series"].get((phase, "cuda-fp32"), [])}
+        s16 = {h: (t, r) for h, t, r in sel[6]["series"].get((phase, "cuda-fp16"), [])}
+        for h in sorted(set(s32) & set(s16)):
+            if h >= 2048:
+                x = s32[h][0] / s16[h][0]
+                out.append((f"W2 h = {h}: fp16 ≥ 2× the fp32 path", times(x), verdict(x >= 2), [s16[h][1], s32[h][1]]))
+    if phase in ("phase4_mlp", "phase5_batched"):
+        for s in sel[5]["seeds"]:
+            if s["key"][0] == phase and len(s["accs"]) >= 3:
+                out.append((f"W1 {s['label']}: ≥ 97.5% test accuracy (mean of {len(s['accs'])} seeds)", pct(s["mean"]),
+                            verdict(s["mean"] >= 97.5), [r for _, _, r in s["accs"]]))
+    if phase == "phase5_batched":
+        m = w1.get((phase, "cuda"))
+        if m:
+            out.append(("W1 epoch ≤ 25 ms (waypoint)", ms(m["epoch_ms"]), verdict(m["epoch_ms"] <= 25), [m["record"]]))
+            out.append(("W1 epoch ≤ 10 ms (goal)", ms(m["epoch_ms"]), verdict(m["epoch_ms"] <= 10), [m["record"]]))
+            if weager:
+                out.append(("W1: ≥ 300× PyTorch eager", times(m["speedup"]), verdict(m["speedup"] >= 300),
+                            [m["record"], weager["record"]]))
+            if wgraph:
+                x = wgraph["epoch_ms"] / m["epoch_ms"]
+                out.append(("W1: ≥ 45× the CUDA-graph twin", times(x), verdict(x >= 45), [m["record"], wgraph["record"]]))
+            twins = [row for k, row in w1.items() if A.is_twin(k[0]) and row["peak_mem"] is not None]
+            if m["peak_mem"] is not None and twins:
+                lo = min(twins, key=lambda row: (row["peak_mem"], row["label"]))
+                out.append(("W1 peak device memory ≤ the twin's", f"{sig(m['peak_mem'] / 2**20)} MiB vs {sig(lo['peak_mem'] / 2**20)} MiB ({lo['label']})",
+                            verdict(m["peak_mem"] <= lo["peak_mem"]), [m["record"], lo["record"]]))
+        own = {h: (t, r) for h, t, r in sel[6]["series"].get((phase, "cuda"), [])}
+        tb = sel[6]["twin_best"]
+        if own and tb:
+            common = sorted(set(own) & set(tb))
+            if common:
+                bad = [h for h in common if own[h][0] >= tb[h][0]]
+                out.append(("W2: faster than every twin mode at every h",
+                            f"{len(common) - len(bad)} of {len(common)} widths" + (f" (not at h = {', '.join(map(str, bad))})" if bad else ""),
+                            verdict(not bad), [own[h][1] for h in common] + [tb[h][2] for h in common]))
+        ew = {h: (t, r) for h, t, r in sel[6]["series"].get(("pytorch_mlp", "pytorch-eager"), [])}
+        for h, goal in ((128, 50), (8192, 2.5)):
+            if h in own and h in ew:
+                x = ew[h][0] / own[h][0]
+                out.append((f"W2 h = {h}: ≥ {goal}× PyTorch eager", times(x), verdict(x >= goal), [own[h][1], ew[h][1]]))
+        lt = {h: (t, r) for h, t, r in sel[6]["series"].get((phase, "cuda-cublaslt"), [])}
+        if 8192 in own and 8192 in lt:
+            x = lt[8192][0] / own[8192][0] * 100
+            out.append(("W2 h = 8192: own GEMMs ≥ 70% of cuBLASLt (whole step time as the proxy)", pct(x),
+                        verdict(x >= 70), [own[8192][1], lt[8192][1]]))
+    return out
+
+
+def top_kernels(r, n=5):
+    ks = [k for k in as_list(r.data.get("kernels")) if isinstance(k, dict) and isinstance(k.get("name"), str)
+          and num(k.get("total_ns")) is not None]
+    tot = sum(num(k["total_ns"]) for k in ks)
+    ks.sort(key=lambda k: (-num(k["total_ns"]), k["name"]))
+    return [(k["name"], num(k.get("calls")), num(k.get("mean_ns")), num(k["total_ns"]) / tot * 100 if tot else None,
+             k.get("grid"), k.get("block")) for k in ks[:n]]
+
+
+def sec_phases(md, ctx, recs, sel, dev_dir, notes_dir):
+    md.append("### The phases: what each adds, what was predicted, what was measured\n")
+    for pn, phase in PHASES:
+        md.append(f"#### Phase {pn} — `{phase}`\n")
+        notes_path = os.path.join(notes_dir, phase + ".md")
+        if os.path.exists(notes_path):
+            with open(notes_path, encoding="utf-8") as f:
+                md.append(f.read().strip() + "\n")
+        mine = [r for r in recs if r.phase == phase]
+        if not mine:
+            md.append("**Measured.** No records of this phase on this device: not yet measured.\n")
+            continue
+        md.append(f"**Measured** ({len(mine)} record(s) of this phase on this device).\n")
+        tg = phase_targets(phase, sel, recs)
+        if tg:
+            md.append(table(["target or comparison", "measured", "verdict", "records"],
+                            [[t, m, v, ctx.links(rs)] for t, m, v, rs in tg]) + "\n")
+        else:
+            md.append("No record of this phase fills a target's comparison yet.\n")
+        # profile: our CUPTI summary of the most representative record
+        with_k = [r for r in mine if as_list(r.data.get("kernels"))]
+        if with_k:
+            pref = sorted(with_k, key=lambda r: (0 if A.base_tag(r).startswith("headline") or A.base_tag(r) == "w1" else 1,
+                                                 tuple(-ord(c) for c in r.utc_time), r.path))[0]
+            rows = [[code(A.short(nm)), sig(c, 6), sig(mn / 1e3 if mn is not None else None, 4), pct(sh),
+                     esc(g) if g is not None else DASH, esc(b) if b is not None else DASH]
+                    for nm, c, mn, sh, g, b in top_kernels(pref)]
+            md.append(f"**What the profile shows** — top kernels of {ctx.link(pref)} (our CUPTI summary, measured runs):\n")
+            md.append(table(["kernel", "calls", "mean µs", "share of kernel time", "grid", "block"], rows) + "\n")
+            mc = [m for m in as_list(pref.data.get("memcpy")) if isinstance(m, dict)]
+            if mc:
+                md.append(table(["copy kind", "calls", "bytes", "total µs"],
+                                [[esc(m.get("kind", "?")), sig(num(m.get("calls")), 6), sig(num(m.get("bytes")), 6),
+                                  sig(num(m.get("total_ns")) / 1e3 if num(m.get("total_ns")) is not None else None, 4)]
+                                 for m in sorted(mc, key=lambda m: str(m.get("kind")))]) + "\n")
+        cmp_ = A.nsys_comparison(dev_dir, pn, phase, recs)
+        if cmp_ is not None:
+            csvrel = ctx.rel(cmp_["csv"])
+            md.append(f"**nsys against our tracer** — [{code(os.path.basename(cmp_['csv']))}]({csvrel}) "
+                      f"(`make profile PHASE={pn}`, tracer off) vs " +
+                      (ctx.link(cmp_["record"]) if cmp_["record"] else "no record") + ":\n")
+            if cmp_["problem"]:
+                md.append(f"_{cmp_['problem']}._\n")
+            if cmp_["rows"]:
+                rows = [[code(A.short(x["name"])), sig(x["nsys_calls"], 6), sig(x["nsys_mean_ns"] / 1e3 if x["nsys_mean_ns"] is not None else None, 4),
+                         sig(x["ours_calls"], 6), sig(x["ours_mean_ns"] / 1e3 if x["ours_mean_ns"] is not None else None, 4),
+                         times(x["ours_mean_ns"] / x["nsys_mean_ns"]) if x["ours_mean_ns"] and x["nsys_mean_ns"] else DASH]
+                        for x in cmp_["rows"]]
+                md.append(table(["kernel (base name)", "nsys calls", "nsys mean µs", "CUPTI calls", "CUPTI mean µs",
+                                 "CUPTI / nsys mean"], rows) + "\n")
+                same = not cmp_["only_nsys"] and not cmp_["only_ours"]
+                md.append(("Kernel lists match (same kernel names in both). " if same else
+                           "Kernel lists differ: only in nsys: " + (", ".join(map(code, cmp_["only_nsys"])) or DASH) +
+                           "; only in our summary: " + (", ".join(map(code, cmp_["only_ours"])) or DASH) + ". ") +
+                          "Call counts differ by design when nsys also saw the warm-up runs our tracer drops.\n")
+        for s in A.ncu_summaries(dev_dir, pn):
+            md.append(f"**Nsight Compute** — {code(s['file'])} (speed-of-light section):\n")
+            if s["problem"]:
+                md.append(f"_{s['problem']}._\n")
+            elif s["rows"]:
+                md.append(table(["kernel", "metric", "value", "unit"],
+                                [[code(A.short(x["kernel"])), esc(x["metric"]), esc(x["value"]), esc(x["unit"])]
+                                 for x in s["rows"]]) + "\n")
+
+
+# ------------------------------------------------------------------ threats, appendix
+
+def config_summary(r, limit=12):
+    items = sorted(r.config.items())
+    parts = []
+    for k, v in items[:limit]:
+        if isinstance(v, float):
+            v = sig(v, 6)
+        elif isinstance(v, (list, dict)):
+            v = ",".join(str(x) for x in v) if isinstance(v, list) else "{…}"
+        parts.append(f"{k}={v}")
+    if len(items) > limit:
+        parts.append(f"(+{len(items) - limit} more)")
+    return " ".join(parts) if parts else DASH
+
+
+def sec_threats(md, ctx, recs, all_dev):
+    md.append("### Threats to validity\n")
+    md.append("**What each side's timing includes and excludes** (from the records' `timing` objects):\n")
+    groups = {}
+    for r in recs:
+        t = r.data.get("timing") or {}
+        key = (A.label(r.phase, r.impl) if r.phase not in ("ceilings", "tracer_overhead") else r.phase,
+               str(t.get("method")), str(t.get("includes", DASH)), str(t.get("excludes", DASH)))
+        groups.setdefault(key, []).append(r)
+    rows = []
+    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], k[3])):
+        rs = groups[key]
+        wu = sorted({str(num(dget(r.data, "timing", "warmup")) if num(dget(r.data, "timing", "warmup")) is not None else "?") for r in rs})
+        rp = sorted({str(A.repeats_of(r)) for r in rs})
+        rows.append([key[0], key[1], esc(key[2]), esc(key[3]), "/".join(x.replace(".0", "") for x in wu), "/".join(rp), str(len(rs))])
+    md.append(table(["implementation", "method", "includes", "excludes", "warm-up", "repeats", "records"], rows) + "\n")
+    bullets = []
+    clocks = sorted({(num(dget(r.data, "device", "sm_clock_khz")), num(dget(r.data, "device", "mem_clock_khz")))
+                     for r in recs if not r.impl.endswith("cpu")})
+    clk = "; ".join(f"SM {sig(a / 1e3, 4)} MHz, memory {sig(b / 1e3, 4)} MHz" for a, b in clocks if a and b)
+    bullets.append("Clocks were not locked: the GPU boosts and throttles on its own, so repeated runs vary; "
+                   "medians of repeats are reported with min and max beside them. Clock values recorded (device "
+                   f"properties, not the clock during the run): {clk or DASH}.")
+    hosts = sorted({str(dget(r.data, "host", "hostname")) for r in recs})
+    bullets.append(f"One machine: every number in this section comes from host(s) {', '.join(map(code, hosts))} "
+                   f"between {A.date_range(recs)}; another GPU, driver or PyTorch version can rank things differently.")
+    few = sorted({r.file for r in recs if A.base_tag(r).startswith("headline") and A.repeats_of(r) < 5})
+    if few:
+        bullets.append("Headline records with fewer than 5 measured repeats: " + ", ".join(map(code, few)) + ".")
+    dirty = sorted({r.file for r in recs if dget(r.data, "git", "dirty") is True or dget(r.data, "git", "commit") in (None, "unknown")})
+    if dirty:
+        bullets.append(f"{len(dirty)} record(s) were made from a modified work tree or an unknown commit, so the "
+                       "code that produced them is not exactly a commit: " + ", ".join(map(code, dirty[:12])) +
+                       (" …" if len(dirty) > 12 else "") + ".")
+    cpu = [r for r in recs if r.impl.startswith("pytorch-cpu")]
+    if cpu:
+        bullets.append("PyTorch CPU runs ran on " + ", ".join(sorted({code(r.device_name) for r in cpu})) +
+                       " and sit in this GPU's section because they are compared with it.")
+    to = [r for r in recs if r.phase == "tracer_overhead" or r.workload == "tracer_overhead"]
+    for r in A.newest_first(to)[:1]:
+        mets = r.data.get("metrics") or {}
+        vals = ", ".join(f"{k} = {sig(num(v), 4)}" for k, v in sorted(mets.items()) if num(v) is not None)
+        bullets.append(f"Our CUPTI tracer perturbs what it measures; its overhead on small launches was measured "
+                       f"in {ctx.link(r)}: {vals or 'no numeric metrics'}. Timed runs of the phases use CUDA events, "
+                       "which do not depend on the tracer.")
+    if not to:
+        bullets.append("The tracer's overhead has no record on this device (tool `tracer_overhead`), so its effect "
+                       "on traced runs is not quantified here.")
+    bullets.append("Both sides are timed from data already resident on the device unless the record says otherwise "
+                   "(`--source host` runs include the upload); warm-up runs (compilation, autotuning, cuBLAS "
+                   "handles) are excluded on both sides, which favours torch.compile and max-autotune.")
+    bullets.append("Kernel summaries of the twins come from torch.profiler, ours from CUPTI; both time kernels on "
+                   "the device, but the profiler adds its own overhead around launches.")
+    notes = sorted({(r.file, n) for r in recs for n in as_list(r.data.get("notes")) if isinstance(n, str)})
+    if notes:
+        bullets.append("Notes the records carry: " + "; ".join(f"{code(f)}: {esc(n)}" for f, n in notes[:30]) +
+                       (" …" if len(notes) > 30 else "") + ".")
+    md.append("\n".join("- " + b for b in bullets) + "\n")
+
+
+def appendix(md, ctx, devices):
+    md.append("## Appendix A — every record read\n")
+    md.append("Each table cell above names the record it comes from; this is what each record says about "
+              "itself. Versions: GPU driver / CUDA runtime / PyTorch.\n")
+    for slug, (name, recs) in devices.items():
+        md.append(f"### {name} (`{slug}`)\n")
+        rows = []
+        for r in sorted(recs, key=lambda r: r.path):
+            d = r.data
+            sw = d.get("software") or {}
+            drv = sw.get("driver") if sw.get("driver") is not None else dget(d, "device", "driver_version")
+            cud = sw.get("cuda_runtime") if sw.get("cuda_runtime") is not None else dget(d, "device", "runtime_version")
+            vers = f"{version(drv)} / {version(cud)} / {sw.get('torch') or DASH}"
+            commit = str(dget(d, "git", "commit", default="unknown"))[:10] + (" (dirty)" if dget(d, "git", "dirty") is True else "")
+            t = d.get("timing") or {}
+            tm = f"{t.get('method')}; includes: {t.get('includes', DASH)}; excludes: {t.get('excludes', DASH)}"
+            status = r.status + ("; " + "; ".join(r.problems) if r.problems else "")
+            rows.append([ctx.link(r), r.utc_time, esc(r.device_name), vers, code(commit), esc(config_summary(r)), esc(tm), esc(status)])
+        md.append(table(["record", "UTC time", "device", "driver / CUDA / torch", "commit", "config", "timing", "status"], rows) + "\n")
+
+
+def method_appendix(md):
+    md.append("## Appendix B — how the report reads the records\n")
+    md.append("\n".join("- " + s for s in [
+        "Only records with status `ok` are drawn or tabulated in the figures; others are listed per device.",
+        "Roles come from the tag in the file name (`<phase>__<tag>.json`): `headline*` (5M × 200), `sweep*` "
+        "(size sweep; n from config), `w1`, `w1-nodrop`, `w1-seed<k>`, `w2*` (h from config.layers), "
+        "`batch-sweep*` (batch from config), `host-streams<k>`, `nsys` (the `make profile` run). A trailing "
+        "`-<implementation>` on a tag is ignored. Two records filling the same slot: the newest wins and the "
+        "figure's section says which was left out.",
+        "Times: `timing.total_ms.median`; per epoch = that / config.epochs; per step = that / config.steps.",
+        "Figure 2's floor: 8 bytes (float32 x and y) × n_train × epochs / measured copy GB/s, n_train = n − ⌊(n+1)/5⌋, "
+        "from the device's `ceilings` record (else the newest record carrying `peaks`).",
+        "Figure 3's categories (kernel names from CUPTI / torch.profiler): " + "; ".join(A.CATEGORY_RULES) + ".",
+        "Figure 4's window: from the first GPU activity in the trace to the end of the first launch of the most-launched "
+        "kernel (one per epoch in phase 3); copies are events whose category or name says memcpy/memset/HtoD/DtoH; "
+        "host rows are events whose category or process name says nvtx/range/host/cpu. The trace preferred is the one "
+        "of a `host-streams<k>` record with the largest k.",
+        "Figure 6's relative speed: the fastest PyTorch mode's time at that h / ours.",
+        "Figure 8: each implementation's most representative record with an `efficiency` object (headline, else W2 at the "
+        "largest h, else W1); arithmetic intensity = flops / bytes.",
+        "Numbers are printed with 4 significant digits (3 for ratios and percentages); — means absent or not finite.",
+    ]) + "\n")
+
+
+# ------------------------------------------------------------------ main
+
+def build(profiles, out, notes_dir):
+    records, skipped, others = load_profiles(profiles)
+    figdir = os.path.join(out, "figures")
+    os.makedirs(figdir, exist_ok=True)
+    ctx = Ctx(out)
+    devices = {}
+    for r in records:
+        devices.setdefault(r.slug, []).append(r)
+    dev_named = {}
+    for slug in sorted(devices):
+        rs = devices[slug]
+        gpu = sorted({r.device_name for r in rs if not r.impl.startswith("pytorch-cpu")})
+        dev_named[slug] = (" / ".join(gpu) if gpu else sorted({r.device_name for r in rs})[0], rs)
+
+    md = ["# CUDA notebook — the report\n",
+          "Generated by `report/make_report.py` from the run records under `profiles/` (schema v1, "
+          "profiles/README.md); do not edit by hand — `make report` rewrites it. Every number below is read "
+          "from a record named next to it; Appendix A lists every record with its device, versions, commit, "
+          "config and timing method.\n",
+          f"Records read: {len(records)} on {len(devices)} device(s); records skipped: {len(skipped)}.\n"]
+    md.append("Devices: " + (", ".join(f"[{name}](#device-{slug})" for slug, (name, _) in dev_named.items()) or "none") + ".\n")
+    md.append("## Records that could not be read\n")
+    if skipped:
+        md.append(table(["file", "problem"], [[code(s.path), esc(s.problem)] for s in sorted(skipped, key=lambda s: s.path)]) + "\n")
+    else:
+        md.append("None.\n")
+    if others:
+        md.append("Other JSON files under profiles/ (traces and companions, not records): " +
+                  ", ".join(code(o) for o in sorted(others)) + ".\n")
+    if not records:
+        md.append("## No records\n\nNo run record was found under `profiles/`: none of the nine figures can be drawn. "
+                  "Run `make run` on a GPU machine to produce them.\n")
+
+    written = set()
+    for slug, (name, all_rs) in dev_named.items():
+        rs = [r for r in all_rs if r.status == "ok"]
+        not_ok = [r for r in all_rs if r.status != "ok"]
+        dev_dir = os.path.join(os.path.abspath(profiles), slug)
+        md.append(f'<a id="device-{slug}"></a>\n')
+        md.append(f"## Device: {name}\n")
+        drivers = sorted({version((r.data.get("software") or {}).get("driver") or dget(r.data, "device", "driver_version")) for r in all_rs})
+        torches = sorted({str((r.data.get("software") or {}).get("torch")) for r in all_rs if (r.data.get("software") or {}).get("torch")})
+        md.append(f"Folder `profiles/{slug}/`; {len(all_rs)} record(s) dated {A.date_range(all_rs)} (UTC); "
+                  f"driver {', '.join(drivers)}; PyTorch {', '.join(torches) or DASH}.\n")
+        if not_ok:
+            md.append("Records not drawn because their status is not `ok`: " +
+                      ", ".join(f"{ctx.link(r)} ({r.status})" for r in sorted(not_ok, key=lambda r: r.path)) + ".\n")
+        dups = []
+        sel = {1: A.select_ladder(rs, dups), 2: A.select_scaling(rs, dups), 3: A.select_breakdown(rs, dups),
+               4: A.select_timeline(rs, dups), 5: A.select_w1(rs, dups), 6: A.select_w2(rs, dups),
+               7: A.select_losses(rs, dups), 8: A.select_efficiency(rs, dups), 9: A.select_batch(rs, dups)}
+        can = {1: bool(sel[1]["rows"]), 2: bool(sel[2]["series"]), 3: bool(sel[3]["panels"]), 4: "events" in sel[4],
+               5: bool(sel[5]["rows"]), 6: bool(sel[6]["series"]), 7: bool(sel[7]["panels"]),
+               8: any(p["ai"] and p["tflops"] for p in sel[8]["points"]), 9: bool(sel[9]["series"])}
+        reasons = {1: "no linreg record tagged `headline*` with a total time", 2: "no linreg record tagged `sweep*`",
+                   3: "no headline or W1 record carries a kernel summary",
+                   4: "; ".join(sel[4]["missing"]) or "no usable phase-3 trace",
+                   5: "no mlp_w1 record tagged `w1`", 6: "no mlp_w2 record", 7: "no W1-nodrop or W2 loss curve",
+                   8: "no record with an `efficiency` entry having both FLOPs and bytes",
+                   9: "no mlp_batch_sweep record with metrics.samples_per_s"}
+        fns = {1: F.fig1_ladder, 2: F.fig2_scaling, 3: F.fig3_breakdown, 4: F.fig4_timeline, 5: F.fig5_w1,
+               6: F.fig6_w2, 7: F.fig7_losses, 8: F.fig8_efficiency, 9: F.fig9_batch}
+        secs = {1: sec_fig1, 2: sec_fig2, 3: sec_fig3, 4: sec_fig4, 5: sec_fig5, 6: sec_fig6, 7: sec_fig7,
+                8: sec_fig8, 9: sec_fig9}
+        missing_lines = []
+        for n_, stem, title in FIGURES:
+            fname = figure_block(md, ctx, n_, slug, stem, title, sel[n_], can[n_], reasons[n_], name, fns[n_], figdir)
+            if fname:
+                written.add(fname)
+                secs[n_](md, ctx, sel[n_])
+            miss = sel[n_].get("missing") or []
+            if not can[n_]:
+                missing_lines.append(f"Figure {n_} ({title}): **not drawn** — {reasons[n_]}." +
+                                     (" Expected: " + "; ".join(miss) + "." if miss and n_ != 4 else ""))
+            elif miss:
+                missing_lines.append(f"Figure {n_} ({title}): drawn without " + "; ".join(miss) + ".")
+        fig_dups = sorted(set(dups))
+        md.append("### Missing figures and records on this device\n")
+        md.append(("\n".join("- " + m for m in missing_lines) if missing_lines else "Every figure is drawn with every "
+                   "expected implementation.") + "\n")
+        if fig_dups:
+            md.append("Records left out because a newer record filled the same slot:\n\n" +
+                      "\n".join("- " + d for d in fig_dups) + "\n")
+        sec_phases(md, ctx, rs, sel, dev_dir, notes_dir)
+        sec_threats(md, ctx, rs, all_rs)
+
+    appendix(md, ctx, dev_named)
+    method_appendix(md)
+
+    # figures of an earlier run that this run did not draw would be stale: remove ours only
+    for f in sorted(os.listdir(figdir)):
+        if f.endswith(".png") and "__fig" in f and f not in written:
+            os.remove(os.path.join(figdir, f))
+    text = "\n".join(md)
+    text = text.replace("\n\n\n", "\n\n")
+    tmp = os.path.join(out, ".REPORT.md.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+    os.replace(tmp, os.path.join(out, "REPORT.md"))
+    return records, skipped, sorted(written)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Build report/REPORT.md and report/figures/*.png from run records.")
+    ap.add_argument("--profiles", default="profiles", help="folder holding <device-slug>/<phase>__<tag>.json")
+    ap.add_argument("--out", default="report", help="folder for REPORT.md and figures/")
+    ap.add_argument("--notes", default=os.path.join(HERE, "phase_notes"), help="per-phase prose (<phase>.md)")
+    a = ap.parse_args(argv)
+    if not os.path.isdir(a.profiles):
+        print(f"make_report: --profiles {a.profiles}: not a folder", file=sys.stderr)
+        return 2
+    try:
+        os.makedirs(a.out, exist_ok=True)
+        records, skipped, figs = build(a.profiles, a.out, a.notes)
+    except OSError as e:
+        print(f"make_report: cannot write the report under {a.out}: {e}", file=sys.stderr)
+        return 4
+    for s in sorted(skipped, key=lambda s: s.path):
+        print(f"make_report: skipped {s.path}: {s.problem}", file=sys.stderr)
+    print(f"make_report: {os.path.join(a.out, 'REPORT.md')} from {len(records)} record(s), "
+          f"{len(skipped)} skipped, {len(figs)} figure(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
