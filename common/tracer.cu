@@ -25,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -83,6 +84,8 @@ struct Impl {
   std::map<std::pair<std::string, int>, Agg> ranges;
   std::vector<std::string> names;
   std::map<std::string, uint32_t> name_ids;
+  // CUPTI shares one name pointer among all records of a kernel: demangle each kernel once.
+  std::unordered_map<const char*, std::string> short_names;
   std::vector<RawEvent> raw;
   uint64_t raw_dropped = 0;    // events beyond kRawCap
   uint64_t cupti_dropped = 0;  // records CUPTI itself lost (buffers full)
@@ -105,6 +108,7 @@ struct Impl {
     ranges.clear();
     names.clear();
     name_ids.clear();
+    short_names.clear();
     raw.clear();
     raw.shrink_to_fit();
     raw_dropped = cupti_dropped = 0;
@@ -172,7 +176,9 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffe
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-          std::string name = short_kernel_name(k->name);
+          auto cached = im.short_names.find(k->name);
+          if (cached == im.short_names.end()) cached = im.short_names.emplace(k->name, short_kernel_name(k->name)).first;
+          const std::string& name = cached->second;
           e.type = EvType::Kernel;
           e.start = k->start;
           e.end = k->end;

@@ -89,12 +89,15 @@ fetch_data() {
 if [ ! -d data/mnist ] && [ -d "${DATA_SRC:-.carry/data}" ]; then
   step data fetch_data "${DATA_SRC:-.carry/data}"
 fi
+# MNIST: data/mnist after `make data`; without it (no fetch script yet, say) read DATA_SRC's copy.
+MNIST=data/mnist
+if [ ! -d "$MNIST" ] && [ -d "${DATA_SRC:-.carry/data}/mnist" ]; then MNIST="${DATA_SRC:-.carry/data}/mnist"; fi
 declare -A ARGS=(
   [phase1_naive]="--n 999983 --epochs 200 --validate --tag check"
   [phase2_shared_mem]="--n 999983 --epochs 200 --validate --tag check"
   [phase3_fused_streams]="--n 999983 --epochs 200 --validate --tag check"
-  [phase4_mlp]="--epochs 1 --validate --tag check --data data/mnist"
-  [phase5_batched]="--epochs 1 --validate --tag check --data data/mnist"
+  [phase4_mlp]="--epochs 1 --validate --tag check --data $MNIST"
+  [phase5_batched]="--epochs 1 --validate --tag check --data $MNIST"
 )
 for p in "${PHASES[@]}"; do
   if [ -f "build/$p" ] && [ -x "build/$p" ]; then

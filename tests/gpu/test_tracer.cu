@@ -221,7 +221,8 @@ TEST_CASE("CUDA-event timer and tracer agree within 10% on a ~1 ms kernel") {
     event_total_ms += timer.elapsed_ms();
   }
   tr.flush();
-  const nlohmann::json* k = find_by(tr.kernel_summary(), "name", "nbtest::spin_kernel");
+  const nlohmann::json ks = tr.kernel_summary();  // find_by points into it: keep it alive
+  const nlohmann::json* k = find_by(ks, "name", "nbtest::spin_kernel");
   REQUIRE(k != nullptr);
   REQUIRE((*k)["calls"].get<int>() == reps);
   const double tracer_total_ms = (*k)["total_ns"].get<double>() * 1e-6;
