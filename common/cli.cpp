@@ -271,7 +271,7 @@ void Cli::add_int_list(const std::string& name, std::vector<int>* target, const 
 void Cli::add_common(CommonOptions* o) {
   add_uint64("--seed", &o->seed, "random seed (data, weights, batch order)");
   add_flag("--validate", &o->validate, "compare with the float64 CPU reference; exit 1 if a tolerance is exceeded");
-  add_string("--out", &o->out, "run-record directory (default profiles/<device-slug>)");
+  add_string("--out", &o->out, "run-record directory; empty means profiles/<device-slug>");
   // The tag becomes part of a file name: keep it to a safe alphabet.
   auto tag = std::make_shared<Flag>();
   tag->name = "--tag";
