@@ -243,7 +243,9 @@ def select_scaling(records, dup_notes):
         want = [n for n in SWEEP_NS if not (k[1] == "pytorch-cpu" and n > 10000000)]
         have = {p[0] for p in series.get(k, [])}
         lack = [n for n in want if n not in have]
-        if lack:
+        if not have:
+            missing.append(f"{label(*k)}: no records")
+        elif lack:
             missing.append(f"{label(*k)}: n = {', '.join(format(n, ',') for n in lack)}")
     if picked and not copy_gbps:
         missing.append("bandwidth floor: no `ceilings` record with peaks.copy_gbps on this device")
@@ -284,12 +286,13 @@ def kernel_category(name):
 
 def epoch_breakdown(r):
     """Device µs per epoch by category, from the record's kernel and memcpy summaries.
-    Per epoch = summary total / (repeats x epochs): the tracer is cleared after the warm-up, so
-    the summary covers the measured repeats."""
+    Ours: per epoch = summary total / (repeats x epochs) (the tracer is cleared after the warm-up,
+    so the summary covers the measured repeats). Twins: torch.profiler watches one extra untimed
+    run (baselines/pytorch --profile), so per epoch = summary total / epochs."""
     epochs = r.cfg_num("epochs")
     if not epochs:
         return None
-    div = repeats_of(r) * epochs
+    div = summary_runs(r) * epochs
     cats = {c: 0.0 for c in CATEGORIES}
     kern_rows = []
     for k in as_list(r.data.get("kernels")):
@@ -318,12 +321,17 @@ def epoch_breakdown(r):
             "sum_us": sum(cats.values()), "measured_us": measured_us, "divisor": div}
 
 
+def summary_runs(r):
+    """How many training runs a record's kernel/range summary covers (see epoch_breakdown)."""
+    return 1 if is_twin(r.phase) else repeats_of(r)
+
+
 def range_breakdown(r):
-    """Host ms per NVTX category (ranges summary) per epoch; nested ranges overlap."""
+    """Host µs per NVTX category (ranges summary) per epoch; nested ranges overlap."""
     epochs = r.cfg_num("epochs")
     if not epochs:
         return None
-    div = repeats_of(r) * epochs
+    div = summary_runs(r) * epochs
     cats = {}
     for g in as_list(r.data.get("ranges")):
         if not isinstance(g, dict):
@@ -541,7 +549,9 @@ def select_w2(records, dup_notes):
     for k in MLP_IMPLS:
         have = {p[0] for p in series.get(k, [])}
         lack = [h for h in W2_HS if h not in have]
-        if lack:
+        if not have:
+            missing.append(f"{label(*k)}: no records")
+        elif lack:
             missing.append(f"{label(*k)}: h = {', '.join(str(h) for h in lack)}")
     return {"series": {k: series[k] for k in keys}, "rel": rel, "twin_best": twin_best, "missing": missing,
             "records": [p[2] for k in keys for p in series[k]]}

@@ -275,7 +275,7 @@ def fig7_losses(d, path, device):
             lab = A.label(*k)
             if k in p["gaps"]:
                 g, x = p["gaps"][k]
-                lab += f" (max rel. gap {g * 100:.3g}% at {unit} {x})"
+                lab += " (identical)" if g == 0 else f" (max rel. gap {g * 100:.3g}% at {unit} {x})"
             elif k == p["ref"]:
                 lab += " (reference)"
             ax.plot(xs, ys, color=A.color(k), linestyle="--" if A.is_twin(k[0]) else "-",

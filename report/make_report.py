@@ -55,6 +55,11 @@ def sig(x, digits=4):
     return "0" if s in ("-0", "-0.0") else s
 
 
+def count(x):
+    """A call/byte count: integer with thousands separators."""
+    return DASH if x is None else f"{int(round(x)):,}"
+
+
 def ms(x):
     return DASH if x is None else sig(x) + " ms"
 
@@ -92,6 +97,14 @@ class Ctx:
                 seen.add(r.path)
                 out.append(self.link(r))
         return ", ".join(out) if out else DASH
+
+
+def long_table(header, rows, what, limit=16):
+    """A table; folded into <details> when longer than limit rows (GitHub renders both)."""
+    t = table(header, rows)
+    if len(rows) <= limit:
+        return t
+    return f"<details><summary>{what} ({len(rows)} rows)</summary>\n\n{t}\n\n</details>"
 
 
 def table(header, rows):
@@ -149,18 +162,19 @@ def sec_fig2(md, ctx, d):
             gbps = (A.bytes_per_epoch_linreg(n) * epochs / (t / 1e3) / 1e9) if epochs and t else None
             rows.append([A.label(*k), f"{n:,}", ms(t), sig(t * 1e3 / epochs, 4) + " µs" if epochs else DASH,
                          sig(gbps, 4), pct(gbps / f["copy_gbps"] * 100) if f and gbps else DASH, ctx.link(r)])
-    md.append(table(["implementation", "n", "training time", "per epoch", "effective GB/s (8 B × n_train / epoch)",
-                     "% of copy bandwidth", "record"], rows) + "\n")
+    md.append(long_table(["implementation", "n", "training time", "per epoch", "effective GB/s (8 B × n_train / epoch)",
+                          "% of copy bandwidth", "record"], rows, "Every point of the figure") + "\n")
     if f:
         md.append(f"Floor: 8 bytes (x and y, float32) × n_train × {f['epochs']} epochs / {sig(f['copy_gbps'])} GB/s "
                   f"(peaks.copy_gbps of {ctx.link(f['record'])}, which counts bytes read + written); "
-                  "n_train = n − ⌊(n+1)/5⌋.\n")
+                  "n_train = n − ⌊n/5⌋.\n")
 
 
 def sec_fig3(md, ctx, d):
     for p in d["panels"]:
         md.append(f"**{p['title']}** — device time per epoch (µs) by category; per epoch = summary total / "
-                  "(repeats × epochs).\n")
+                  "(runs the summary covers × epochs): ours cover the measured repeats, the twins' torch.profiler "
+                  "summary one extra untimed run.\n")
         rows = []
         for b in p["bars"]:
             flag = ""
@@ -172,7 +186,7 @@ def sec_fig3(md, ctx, d):
         krows = []
         for b in p["bars"]:
             for name, cat, us, calls in b["kernels"][:8]:
-                krows.append([b["label"], code(A.short(name)), cat, sig(us, 4), sig(calls, 6), ctx.link(b["record"])])
+                krows.append([b["label"], code(A.short(name)), cat, sig(us, 4), count(calls), ctx.link(b["record"])])
         md.append("<details><summary>Kernels behind the bars (top 8 per implementation)</summary>\n")
         md.append(table(["implementation", "kernel / copy", "category", "µs per epoch", "calls (whole summary)", "record"],
                         krows) + "\n")
@@ -224,7 +238,8 @@ def sec_fig6(md, ctx, d):
         for h, t, r in pts:
             rx = relm.get(h)
             rows.append([A.label(*k), str(h), ms(t), (times(rx[0]) + f" (vs {rx[1]})") if rx else DASH, ctx.link(r)])
-    md.append(table(["implementation", "h", "time per step", "fastest PyTorch / ours", "record"], rows) + "\n")
+    md.append(long_table(["implementation", "h", "time per step", "fastest PyTorch / ours", "record"], rows,
+                         "Every point of the figure") + "\n")
     if d["twin_best"]:
         md.append("The fastest PyTorch time at each h comes from: " + "; ".join(
             f"h = {h}: {A.label(*k)} ({ctx.link(r)})" for h, (_, k, r) in sorted(d["twin_best"].items())) + ".\n")
@@ -235,9 +250,13 @@ def sec_fig7(md, ctx, d):
     for p in d["panels"]:
         for k, c in p["curves"].items():
             gap = p["gaps"].get(k)
-            rows.append([p["title"], A.label(*k), str(len(c[1])), sig(c[1][-1], 5),
-                         (pct(gap[0] * 100) + f" at {c[2]} {gap[1]}") if gap else ("reference" if k == p["ref"] else DASH),
-                         ctx.link(p["records"][k])])
+            if gap and gap[0] == 0:
+                gtxt = "0 (identical at every shared point)"
+            elif gap:
+                gtxt = pct(gap[0] * 100) + f" at {c[2]} {gap[1]}"
+            else:
+                gtxt = "reference" if k == p["ref"] else DASH
+            rows.append([p["title"], A.label(*k), str(len(c[1])), sig(c[1][-1], 5), gtxt, ctx.link(p["records"][k])])
     md.append(table(["curve", "implementation", "points", "last loss", "largest relative gap vs reference",
                      "record"], rows) + "\n")
     md.append("Reference: the PyTorch eager twin where present, else the first twin; gaps are "
@@ -250,7 +269,7 @@ def sec_fig8(md, ctx, d):
     for p in d["points"]:
         pc = p["pct_copy"] if p["pct_copy"] is not None else (p["gbps"] / bw * 100 if p["gbps"] is not None and bw else None)
         pt = p["pct_tensor"] if p["pct_tensor"] is not None else (p["tflops"] / fp * 100 if p["tflops"] is not None and fp else None)
-        rows.append([p["label"], code(A.short(p["kernel"])), sig(p["bytes"], 4), sig(p["flops"], 4), sig(p["gbps"], 4),
+        rows.append([p["label"], code(A.short(p["kernel"])), count(p["bytes"]), count(p["flops"]), sig(p["gbps"], 4),
                      pct(pc), sig(p["tflops"], 4), pct(pt), ctx.link(p["record"])])
     md.append(table(["implementation", "kernel", "bytes", "FLOPs", "GB/s", "% of copy peak", "TFLOP/s",
                      "% of fp16 peak", "record"], rows) + "\n")
@@ -262,7 +281,7 @@ def sec_fig8(md, ctx, d):
 
 def sec_fig9(md, ctx, d):
     rows = [[A.label(*k), f"{b:,}", sig(s, 4), ctx.link(r)] for k, pts in d["series"].items() for b, s, r in pts]
-    md.append(table(["implementation", "batch", "samples/s", "record"], rows) + "\n")
+    md.append(long_table(["implementation", "batch", "samples/s", "record"], rows, "Every point of the figure") + "\n")
 
 
 # ------------------------------------------------------------------ phases: predicted vs measured
@@ -272,7 +291,12 @@ def verdict(ok):
 
 
 def timing_extra(r, key):
-    v = num(dget(r.data, "timing", key))
+    """timing.<key> as a number, or the median of a stats object there (phase 3 writes
+    upload_ms / first_epoch_ms as {min, median, ...}); else metrics.<key>."""
+    v = dget(r.data, "timing", key)
+    if isinstance(v, dict):
+        v = v.get("median")
+    v = num(v)
     return v if v is not None else r.metric(key)
 
 
@@ -402,6 +426,8 @@ def sec_phases(md, ctx, recs, sel, dev_dir, notes_dir):
         md.append(f"**Measured** ({len(mine)} record(s) of this phase on this device).\n")
         tg = phase_targets(phase, sel, recs)
         if tg:
+            md.append("Targets are the issues' predictions, stated for an H100; on another GPU they are a yardstick, "
+                      "not a verdict. Ratios compare records of this device only.\n")
             md.append(table(["target or comparison", "measured", "verdict", "records"],
                             [[t, m, v, ctx.links(rs)] for t, m, v, rs in tg]) + "\n")
         else:
@@ -411,7 +437,7 @@ def sec_phases(md, ctx, recs, sel, dev_dir, notes_dir):
         if with_k:
             pref = sorted(with_k, key=lambda r: (0 if A.base_tag(r).startswith("headline") or A.base_tag(r) == "w1" else 1,
                                                  tuple(-ord(c) for c in r.utc_time), r.path))[0]
-            rows = [[code(A.short(nm)), sig(c, 6), sig(mn / 1e3 if mn is not None else None, 4), pct(sh),
+            rows = [[code(A.short(nm)), count(c), sig(mn / 1e3 if mn is not None else None, 4), pct(sh),
                      esc(g) if g is not None else DASH, esc(b) if b is not None else DASH]
                     for nm, c, mn, sh, g, b in top_kernels(pref)]
             md.append(f"**What the profile shows** — top kernels of {ctx.link(pref)} (our CUPTI summary, measured runs):\n")
@@ -419,7 +445,7 @@ def sec_phases(md, ctx, recs, sel, dev_dir, notes_dir):
             mc = [m for m in as_list(pref.data.get("memcpy")) if isinstance(m, dict)]
             if mc:
                 md.append(table(["copy kind", "calls", "bytes", "total µs"],
-                                [[esc(m.get("kind", "?")), sig(num(m.get("calls")), 6), sig(num(m.get("bytes")), 6),
+                                [[esc(m.get("kind", "?")), count(num(m.get("calls"))), count(num(m.get("bytes"))),
                                   sig(num(m.get("total_ns")) / 1e3 if num(m.get("total_ns")) is not None else None, 4)]
                                  for m in sorted(mc, key=lambda m: str(m.get("kind")))]) + "\n")
         cmp_ = A.nsys_comparison(dev_dir, pn, phase, recs)
@@ -431,8 +457,8 @@ def sec_phases(md, ctx, recs, sel, dev_dir, notes_dir):
             if cmp_["problem"]:
                 md.append(f"_{cmp_['problem']}._\n")
             if cmp_["rows"]:
-                rows = [[code(A.short(x["name"])), sig(x["nsys_calls"], 6), sig(x["nsys_mean_ns"] / 1e3 if x["nsys_mean_ns"] is not None else None, 4),
-                         sig(x["ours_calls"], 6), sig(x["ours_mean_ns"] / 1e3 if x["ours_mean_ns"] is not None else None, 4),
+                rows = [[code(A.short(x["name"])), count(x["nsys_calls"]), sig(x["nsys_mean_ns"] / 1e3 if x["nsys_mean_ns"] is not None else None, 4),
+                         count(x["ours_calls"]), sig(x["ours_mean_ns"] / 1e3 if x["ours_mean_ns"] is not None else None, 4),
                          times(x["ours_mean_ns"] / x["nsys_mean_ns"]) if x["ours_mean_ns"] and x["nsys_mean_ns"] else DASH]
                         for x in cmp_["rows"]]
                 md.append(table(["kernel (base name)", "nsys calls", "nsys mean µs", "CUPTI calls", "CUPTI mean µs",
@@ -459,7 +485,9 @@ def config_summary(r, limit=12):
     parts = []
     for k, v in items[:limit]:
         if isinstance(v, float):
-            v = sig(v, 6)
+            v = repr(v)
+        elif isinstance(v, bool):
+            v = "true" if v else "false"
         elif isinstance(v, (list, dict)):
             v = ",".join(str(x) for x in v) if isinstance(v, list) else "{…}"
         parts.append(f"{k}={v}")
@@ -493,7 +521,7 @@ def sec_threats(md, ctx, recs, all_dev):
                    f"properties, not the clock during the run): {clk or DASH}.")
     hosts = sorted({str(dget(r.data, "host", "hostname")) for r in recs})
     bullets.append(f"One machine: every number in this section comes from host(s) {', '.join(map(code, hosts))} "
-                   f"between {A.date_range(recs)}; another GPU, driver or PyTorch version can rank things differently.")
+                   f"dated {A.date_range(recs)} (UTC); another GPU, driver or PyTorch version can rank things differently.")
     few = sorted({r.file for r in recs if A.base_tag(r).startswith("headline") and A.repeats_of(r) < 5})
     if few:
         bullets.append("Headline records with fewer than 5 measured repeats: " + ", ".join(map(code, few)) + ".")
@@ -559,7 +587,7 @@ def method_appendix(md):
         "`-<implementation>` on a tag is ignored. Two records filling the same slot: the newest wins and the "
         "figure's section says which was left out.",
         "Times: `timing.total_ms.median`; per epoch = that / config.epochs; per step = that / config.steps.",
-        "Figure 2's floor: 8 bytes (float32 x and y) × n_train × epochs / measured copy GB/s, n_train = n − ⌊(n+1)/5⌋, "
+        "Figure 2's floor: 8 bytes (float32 x and y) × n_train × epochs / measured copy GB/s, n_train = n − ⌊n/5⌋, "
         "from the device's `ceilings` record (else the newest record carrying `peaks`).",
         "Figure 3's categories (kernel names from CUPTI / torch.profiler): " + "; ".join(A.CATEGORY_RULES) + ".",
         "Figure 4's window: from the first GPU activity in the trace to the end of the first launch of the most-launched "

@@ -1,0 +1,326 @@
+"""Tests of report/make_report.py on the committed fixture records (tests/fixtures/records).
+
+The fixtures hold made-up numbers for two devices (an H100 with every workload kind, an A100 with a
+few records), a truncated record and a schema-version-2 record. The report is built twice into
+sibling temporary folders; the tests read the Markdown back and check the figures exist, the
+tables carry the records' numbers, broken records are named, nothing mixes devices and the two
+builds are byte-identical.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPORT_DIR = os.path.join(ROOT, "report")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "records")
+H100 = "nvidia-h100-80gb-hbm3"
+A100 = "nvidia-a100-sxm4-40gb"
+sys.path.insert(0, REPORT_DIR)
+
+import analysis as A  # noqa: E402
+import figures as F  # noqa: E402
+import make_report as M  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Builds the fixture report twice (out_a with every figure call recorded, then out_b)."""
+    base = tmp_path_factory.mktemp("rep")
+    out_a, out_b = str(base / "a"), str(base / "b")
+    calls = []
+    real_finish = F._finish
+
+    def spy(fig, path, title, device, records, extra_footer=""):
+        calls.append({"path": path, "title": title, "device": device, "slugs": sorted({r.slug for r in records}),
+                      "devices": sorted({r.device_name for r in records if not r.impl.startswith("pytorch-cpu")})})
+        return real_finish(fig, path, title, device, records, extra_footer)
+
+    F._finish = spy
+    try:
+        assert M.main(["--profiles", FIXTURES, "--out", out_a]) == 0
+    finally:
+        F._finish = real_finish
+    assert M.main(["--profiles", FIXTURES, "--out", out_b]) == 0
+    with open(os.path.join(out_a, "REPORT.md"), encoding="utf-8") as f:
+        md = f.read()
+    return {"a": out_a, "b": out_b, "md": md, "calls": calls}
+
+
+def device_section(md, slug):
+    start = md.index(f'<a id="device-{slug}"></a>')
+    nxt = [m.start() for m in re.finditer(r'<a id="device-', md) if m.start() > start]
+    end = min(nxt + [md.index("## Appendix A")])
+    return md[start:end]
+
+
+def table_after(text, heading):
+    """Rows (dicts) of the first Markdown table after the line starting with heading."""
+    i = text.index(heading)
+    lines = text[i:].splitlines()
+    rows, header = [], None
+    for ln in lines[1:]:
+        if ln.startswith("|"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", ln.strip())[1:-1]]
+            if header is None:
+                header = cells
+            elif not all(set(c) <= {"-"} for c in cells):
+                rows.append(dict(zip(header, cells)))
+        elif header is not None and ln.strip() == "":
+            if rows:
+                break
+        elif header is not None:
+            break
+    return rows
+
+
+def row(rows, **match):
+    hits = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    assert len(hits) == 1, f"{match}: {len(hits)} rows in {rows}"
+    return hits[0]
+
+
+# ------------------------------------------------------------------ figures
+
+def test_every_figure_is_produced_for_the_full_device(built):
+    figs = sorted(os.listdir(os.path.join(built["a"], "figures")))
+    for n, stem, _ in M.FIGURES:
+        name = f"{H100}__fig{n}_{stem}.png"
+        assert name in figs, name
+        with open(os.path.join(built["a"], "figures", name), "rb") as f:
+            data = f.read()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10000, name
+    # the A100 has headline and sweep records only
+    assert sorted(f for f in figs if f.startswith(A100)) == [f"{A100}__fig1_linreg_ladder.png",
+                                                             f"{A100}__fig2_linreg_scaling.png"]
+    # every image link in the Markdown resolves
+    for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", built["md"]):
+        assert os.path.exists(os.path.join(built["a"], link)), link
+
+
+def test_figures_never_mix_devices_and_name_theirs(built):
+    assert len(built["calls"]) == 11
+    for c in built["calls"]:
+        slug = os.path.basename(c["path"]).split("__")[0]
+        assert c["slugs"] == [slug], c
+        assert c["devices"] == [c["device"]], c
+        assert c["title"].startswith("Figure ")
+
+
+# ------------------------------------------------------------------ tables
+
+def test_ladder_table_carries_the_record_numbers(built):
+    sec = device_section(built["md"], H100)
+    rows = table_after(sec, "### Figure 1")
+    p1 = row(rows, implementation="phase 1 naive")
+    assert p1["median"] == "12.50 ms" and p1["speed-up vs eager"] == "7.54×"
+    assert "phase1_naive__headline.json" in p1["record"]       # the newer of two headline records
+    p3 = row(rows, implementation="phase 3 fused+streams")
+    assert p3["median"] == "0.6250 ms" and p3["speed-up vs eager"] == "151×" and p3["--validate"] == "passed"
+    assert row(rows, implementation="PyTorch eager")["speed-up vs eager"] == "1.00×"
+    assert row(rows, implementation="PyTorch eager (sync every epoch)")["median"] == "131.0 ms"
+    assert len(rows) == 8
+    assert "headline-old.json`, not" not in sec and "not `phase1_naive__headline-old.json`" in sec
+
+
+def test_scaling_breakdown_and_mlp_tables(built):
+    sec = device_section(built["md"], H100)
+    f2 = table_after(sec, "### Figure 2")
+    r = row(f2, implementation="phase 3 fused+streams", n="100,000,000")
+    assert r["training time"] == "11.57 ms"     # 0.05 + 0.1152e-6 * 1e8
+    # 8 B x (1e8 - 2e7) x 200 / 11.57 ms = 11,063 GB/s against the 2,900 GB/s copy peak
+    assert r["effective GB/s (8 B × n_train / epoch)"] == "11,063" and r["% of copy bandwidth"] == "381%"
+    f3 = table_after(sec, "**linreg 5M x 200 (headline)**")
+    b = row(f3, implementation="phase 1 naive")
+    assert (b["forward"], b["loss"], b["backward"], b["update"], b["copies"]) == ("3.000", "2.000", "6.000", "0.5000", "1.000")
+    assert row(f3, implementation="PyTorch eager")["other"] == "65.00"   # one profiled run: / epochs only
+    f5 = table_after(sec, "### Figure 5")
+    assert row(f5, implementation="phase 5 own GEMM")["time per epoch"] == "12.00 ms"
+    assert row(f5, implementation="phase 4 fp16 TC")["speed-up vs eager"] == "12.0×"
+    seeds = table_after(sec, "Seed study")
+    assert row(seeds, seed="**mean**")["test accuracy"] == "**97.6%**"
+    f6 = table_after(sec, "### Figure 6")
+    assert row(f6, implementation="phase 5 own GEMM", h="8192")["time per step"] == "0.6911 ms"
+    f7 = table_after(sec, "### Figure 7")
+    assert row(f7, curve="W1 without dropout (tag w1-nodrop)", implementation="phase 5 own GEMM")[
+        "largest relative gap vs reference"] == "0.0400% at step 1500"
+    f8 = table_after(sec, "### Figure 8")
+    assert row(f8, implementation="phase 3 fused+streams")["% of copy peak"] == "84.5%"
+    f9 = table_after(sec, "### Figure 9")
+    assert row(f9, implementation="phase 5 own GEMM", batch="8,192")["samples/s"] == "8,581,006"
+
+
+def test_phase_sections_check_targets_and_compare_nsys(built):
+    sec = device_section(built["md"], H100)
+    p2 = table_after(sec, "#### Phase 2")
+    assert row(p2, **{"target or comparison": "≥ 2× faster than phase 1 (headline)"})["verdict"] == "met"
+    p3 = sec[sec.index("#### Phase 3"):sec.index("#### Phase 4")]
+    t = table_after(p3, "**Measured**")
+    host = row(t, **{"target or comparison": "--source host, 4 streams: first epoch ends within 10% of the pure upload time"})
+    assert host["measured"] == "first epoch 25.50 ms vs upload 24.00 ms (1.06×)" and host["verdict"] == "met"
+    ns = table_after(p3, "**nsys against our tracer**")
+    fused = row(ns, **{"kernel (base name)": "`fused_epoch_kernel`"})
+    assert (fused["nsys calls"], fused["CUPTI calls"], fused["CUPTI / nsys mean"]) == ("1,200", "1,000", "1.00×")
+    assert "Kernel lists match" in p3
+    assert "| `fused_epoch_kernel` | Memory Throughput | 88.10 | % |" in p3
+    p5 = table_after(sec, "#### Phase 5")
+    assert row(p5, **{"target or comparison": "W1 epoch ≤ 10 ms (goal)"})["verdict"] == "**not met**"
+
+
+def test_every_record_is_in_the_appendix_with_its_facts(built):
+    md = built["md"]
+    app = md[md.index("## Appendix A"):]
+    for slug in (H100, A100):
+        for name in os.listdir(os.path.join(FIXTURES, slug)):
+            if "__" in name and name.endswith(".json") and ".trace." not in name and name not in (
+                    "phase2_shared_mem__broken.json", "phase1_naive__future.json"):
+                assert f"[`{name}`](" in app, name
+    rows = table_after(app, f"### NVIDIA H100 80GB HBM3 (`{H100}`)")
+    r = next(x for x in rows if "pytorch_linreg__headline-eager.json" in x["record"])
+    assert r["driver / CUDA / torch"] == "580.65 / 13.0 / 2.11.0" and r["commit"] == "`0123456789`"
+    assert "n=5000000" in r["config"] and r["timing"].startswith("cuda-events; includes: training epochs")
+    chk = next(x for x in rows if "phase2_shared_mem__check.json" in x["record"])
+    assert chk["status"] == "validation_failed"
+
+
+# ------------------------------------------------------------------ robustness
+
+def test_malformed_and_wrong_version_records_are_named_and_skipped(built):
+    md = built["md"]
+    rows = table_after(md, "## Records that could not be read")
+    broken = row(rows, file="`tests/fixtures/records/nvidia-h100-80gb-hbm3/phase2_shared_mem__broken.json`".replace(
+        "tests/fixtures/", ""))
+    assert broken["problem"].startswith("not valid JSON")
+    future = row(rows, file="`records/nvidia-h100-80gb-hbm3/phase1_naive__future.json`")
+    assert future["problem"] == "schema_version is 2; this report reads version 1 only"
+    assert len(rows) == 2
+    # never used for a number: only named in that table
+    assert md.count("phase2_shared_mem__broken.json") == 1 and md.count("phase1_naive__future.json") == 1
+
+
+def test_status_not_ok_is_listed_not_drawn(built):
+    sec = device_section(built["md"], H100)
+    assert "Records not drawn because their status is not `ok`" in sec
+    f1 = sec[sec.index("### Figure 1"):sec.index("### Figure 2")]
+    assert "phase2_shared_mem__check.json" not in f1
+
+
+def test_devices_are_not_mixed_in_tables(built):
+    for slug, other in ((H100, A100), (A100, H100)):
+        sec = device_section(built["md"], slug)
+        links = re.findall(r"\]\(([^)]+\.(?:json|csv))\)", sec)
+        assert links
+        assert all(f"/{slug}/" in l for l in links), [l for l in links if f"/{slug}/" not in l]
+        assert f"/{other}/" not in sec
+    a = device_section(built["md"], A100)
+    f1 = table_after(a, "### Figure 1")
+    assert row(f1, implementation="phase 1 naive")["median"] == "21.50 ms"
+    assert row(f1, implementation="phase 3 fused+streams")["speed-up vs eager"] == "87.6×"  # 120.5 / 1.375
+    assert "12.50 ms" not in a
+
+
+def test_missing_section_lists_what_is_absent(built):
+    a = device_section(built["md"], A100)
+    miss = a[a.index("### Missing figures and records on this device"):]
+    for n in range(3, 10):
+        assert re.search(rf"^- Figure {n} \(.*\): \*\*not drawn\*\*", miss, re.M), n
+    assert "Figure 1 (The linear-regression ladder (5M × 200 epochs)): drawn without phase 2 shared mem; " \
+           "PyTorch compile; PyTorch CUDA graph." in miss
+    h = device_section(built["md"], H100)
+    hmiss = h[h.index("### Missing figures and records on this device"):h.index("### The phases")]
+    assert "not drawn" not in hmiss
+    assert "Figure 6 (MLP W2 width sweep): drawn without PyTorch compile: no records." in hmiss
+    assert "#### Phase 2 — `phase2_shared_mem`\n" in a and "not yet measured" in a
+
+
+def test_two_builds_are_byte_identical(built):
+    for rel in ["REPORT.md"] + [os.path.join("figures", f) for f in sorted(os.listdir(os.path.join(built["a"], "figures")))]:
+        with open(os.path.join(built["a"], rel), "rb") as fa, open(os.path.join(built["b"], rel), "rb") as fb:
+            assert fa.read() == fb.read(), rel
+    assert sorted(os.listdir(os.path.join(built["a"], "figures"))) == sorted(os.listdir(os.path.join(built["b"], "figures")))
+    assert not re.search(r"generated (at|on) \d", built["md"], re.I)
+
+
+def _copy_device(tmp_path, names):
+    dst = tmp_path / "profiles" / H100
+    dst.mkdir(parents=True)
+    for n in names:
+        shutil.copy(os.path.join(FIXTURES, H100, n), dst / n)
+    return tmp_path / "profiles", dst
+
+
+def test_odd_records_never_crash(tmp_path):
+    profiles, dst = _copy_device(tmp_path, ["phase1_naive__headline.json", "pytorch_linreg__headline-eager.json",
+                                            "ceilings__default.json"])
+    (dst / "phase2_shared_mem__nan.json").write_text('{"schema": "cuda-notebook-run-record", "x": NaN}')
+    (dst / "phase3_fused_streams__list.json").write_text("[1, 2]")
+    (dst / "phase3_fused_streams__bin.json").write_bytes(b"\xff\xfe\x00garbage")
+    rec = json.load(open(dst / "phase1_naive__headline.json"))
+    rec["timing"]["total_ms"]["median"] = None          # non-finite written as null
+    rec["kernels"] = [{"name": 3}, "junk", {"name": "k", "total_ns": None}]
+    (dst / "phase2_shared_mem__headline.json").write_text(json.dumps(dict(rec, phase="phase2_shared_mem")))
+    bad = dict(rec, utc_time="yesterday")
+    (dst / "phase3_fused_streams__headline.json").write_text(json.dumps(dict(bad, phase="phase3_fused_streams")))
+    out = tmp_path / "out"
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    md = (out / "REPORT.md").read_text()
+    skipped = table_after(md, "## Records that could not be read")
+    probs = {r["file"].strip("`").split("/")[-1]: r["problem"] for r in skipped}
+    assert probs["phase2_shared_mem__nan.json"].startswith("not valid JSON: non-JSON constant NaN")
+    assert probs["phase3_fused_streams__list.json"] == "top level is not a JSON object"
+    assert "phase3_fused_streams__bin.json" in probs
+    assert probs["phase3_fused_streams__headline.json"].startswith("field 'utc_time' is \"yesterday\"")
+    f1 = table_after(md, "### Figure 1")
+    assert [r["implementation"] for r in f1] == ["phase 1 naive", "PyTorch eager"]   # null median: not drawn
+
+
+def test_stale_figures_are_removed(tmp_path):
+    profiles, _ = _copy_device(tmp_path, ["phase1_naive__headline.json"])
+    out = tmp_path / "out"
+    (out / "figures").mkdir(parents=True)
+    (out / "figures" / f"{H100}__fig9_batch_sweep.png").write_bytes(b"old")
+    (out / "figures" / "keep.png").write_bytes(b"not ours")
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    # the one record draws figure 1 and (it has a kernel summary) figure 3; figure 9 is gone
+    assert sorted(os.listdir(out / "figures")) == sorted([f"{H100}__fig1_linreg_ladder.png",
+                                                          f"{H100}__fig3_epoch_breakdown.png", "keep.png"])
+
+
+def test_no_records_and_bad_command_line(tmp_path, capsys):
+    (tmp_path / "profiles").mkdir()
+    assert M.main(["--profiles", str(tmp_path / "profiles"), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "REPORT.md").read_text()
+    assert "No run record was found under `profiles/`" in md
+    assert M.main(["--profiles", str(tmp_path / "nope"), "--out", str(tmp_path / "o2")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+
+
+def test_kernel_categories_and_base_tags():
+    assert A.kernel_category("fused_epoch_kernel") == "fused"
+    assert A.kernel_category("fused_softmax_xent_grad") == "fused"        # loss + backward in one
+    assert A.kernel_category("gemm_bias_relu_fwd") == "forward"
+    assert A.kernel_category("grad_atomic_kernel") == "backward"
+    assert A.kernel_category("adam_update_all") == "update"
+    assert A.kernel_category("mse_loss_reduce") == "loss"
+    assert A.kernel_category("void at::native::vectorized_elementwise_kernel<4>") == "other"
+    assert A.base_kernel_name("void nb::fused<float>(float const*, int)") == "fused"
+
+    class R:
+        def __init__(self, tag, impl):
+            self.tag, self.impl = tag, impl
+    assert A.base_tag(R("headline-eager-sync-every-epoch", "pytorch-eager-sync-every-epoch")) == "headline"
+    assert A.base_tag(R("w2-h128-fp16", "cuda-fp16")) == "w2-h128"
+    assert A.base_tag(R("w1", "cuda")) == "w1"
+    assert M.sig(0.000123456) == "0.0001235" and M.sig(12345.6) == "12,346" and M.sig(None) == "—"
+
+
+def test_command_line_entry_point(tmp_path):
+    profiles, _ = _copy_device(tmp_path, ["phase1_naive__headline.json"])
+    p = subprocess.run([sys.executable, os.path.join(REPORT_DIR, "make_report.py"), "--profiles", str(profiles),
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "REPORT.md from 1 record(s), 0 skipped, 2 figure(s)" in p.stdout
