@@ -324,3 +324,115 @@ def test_command_line_entry_point(tmp_path):
                         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "REPORT.md from 1 record(s), 0 skipped, 2 figure(s)" in p.stdout
+
+
+# ------------------------------------------------------------------ scripts/profile.sh, scripts/run_all.sh
+# Run against fake nvidia-smi / nsys / ncu / phase binaries in a scratch copy of the layout, so the
+# workflow's plumbing (paths, flags, file names, exit codes) is tested without a GPU.
+
+FAKE_SMI = """#!/bin/bash
+[ -n "$FAKE_NO_GPU" ] && exit 9
+case "$*" in *query-gpu=name*) echo "NVIDIA H100 80GB HBM3";; *-L*) echo "GPU 0: NVIDIA H100 80GB HBM3";; esac
+"""
+FAKE_NSYS = """#!/bin/bash
+if [ "$1" = profile ]; then
+  shift; out=""
+  while [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift 2;; -t|--force-overwrite) shift 2;; *) break;; esac; done
+  echo rep > "$out.nsys-rep"; exec "$@"
+elif [ "$1" = stats ]; then
+  prefix=""; for a in "$@"; do [ "$prev" = --output ] && prefix="$a"; prev="$a"; done
+  printf 'Time (%%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\\n90,2800,1,2800,2800,2800,2800,0,fused_epoch_kernel\\n' > "${prefix}_cuda_gpu_kern_sum.csv"
+  echo 'Time (%),Total Time (ns),Instances,Range' > "${prefix}_nvtx_sum.csv"
+  echo 'Time (%),Total Time (ns),Count,Operation' > "${prefix}_cuda_gpu_mem_time_sum.csv"
+fi
+"""
+FAKE_NCU = """#!/bin/bash
+if [ "$1" = --import ]; then
+  echo '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"'
+  echo '"0","fused_epoch_kernel","GPU Speed Of Light Throughput","Memory Throughput","%","88.1"'
+  exit 0
+fi
+out=""; while [ $# -gt 0 ]; do case "$1" in -o|-k|-c|--section) [ "$1" = -o ] && out="$2"; shift 2;; -f) shift;; *) break;; esac; done
+echo rep > "$out.ncu-rep"; exec "$@"
+"""
+FAKE_PHASE = """#!/bin/bash
+echo "$0 $*" >> "$(dirname "$0")/../calls.log"
+prev=""; for a in "$@"; do [ "$prev" = --trace ] && echo '{"traceEvents": []}' > "$a"; prev="$a"; done
+"""
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    root = tmp_path / "repo"
+    (root / "scripts").mkdir(parents=True)
+    for s in ("profile.sh", "run_all.sh"):
+        shutil.copy(os.path.join(ROOT, "scripts", s), root / "scripts" / s)
+    (root / "build").mkdir()
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name, text in (("nvidia-smi", FAKE_SMI), ("nsys", FAKE_NSYS), ("ncu", FAKE_NCU)):
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
+    (root / "build" / "phase3_fused_streams").write_text(FAKE_PHASE)
+    (root / "build" / "phase3_fused_streams").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:/usr/bin:/bin")
+    env.pop("NSYS", None)
+    env.pop("NCU", None)
+
+    def run(script, *args, **extra):
+        e = dict(env, **extra)
+        return subprocess.run(["bash", str(root / "scripts" / script), *args], capture_output=True, text=True,
+                              env=e, timeout=120)
+    return root, fake, run
+
+
+def test_profile_nsys_writes_report_and_stats_csvs(sandbox):
+    root, _, run = sandbox
+    p = run("profile.sh", "nsys", "3", "--n", "7")
+    assert p.returncode == 0, p.stdout + p.stderr
+    d = root / "profiles" / H100
+    assert (d / "phase3.nsys-rep").exists()
+    for rep in ("cuda_gpu_kern_sum", "nvtx_sum", "cuda_gpu_mem_time_sum"):
+        assert (d / f"phase3_nsys_{rep}.csv").exists(), rep
+    assert "phase3_fused_streams --no-cupti --tag nsys --n 7" in (root / "calls.log").read_text()
+    rows, problem = __import__("records").parse_nsys_kern_sum(str(d / "phase3_nsys_cuda_gpu_kern_sum.csv"))
+    assert problem == "" and rows == [{"name": "fused_epoch_kernel", "calls": 1, "total_ns": 2800.0}]
+
+
+def test_profile_ncu_and_trace(sandbox):
+    root, _, run = sandbox
+    p = run("profile.sh", "ncu", "3")
+    assert p.returncode == 2 and "KERNEL=" in p.stderr
+    p = run("profile.sh", "ncu", "phase3", KERNEL="fused.*")
+    assert p.returncode == 0, p.stdout + p.stderr
+    d = root / "profiles" / H100
+    assert (d / "phase3_ncu_fused.ncu-rep").exists()
+    assert "Memory Throughput" in (d / "phase3_ncu_fused.csv").read_text()
+    log = (root / "calls.log").read_text()
+    assert "--no-cupti --tag ncu --out " in log and "--n 1000003 --epochs 3 --warmup 0 --repeats 1" in log
+    p = run("profile.sh", "trace", "3", "--epochs", "5")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads((d / "phase3_trace.json").read_text()) == {"traceEvents": []}
+    assert f"--trace profiles/{H100}/phase3_trace.json --tag trace --epochs 5" in (root / "calls.log").read_text()
+
+
+def test_profile_failures_are_one_line_with_documented_codes(sandbox):
+    root, fake, run = sandbox
+    p = run("profile.sh", "nsys", "4")
+    assert p.returncode == 4 and "run 'make phase4' first" in p.stderr
+    p = run("profile.sh", "nsys", "3", NSYS=str(fake / "no-such-nsys"))
+    assert p.returncode == 3 and p.stderr.strip().count("\n") == 0 and "nsys (Nsight Systems) not found" in p.stderr
+    p = run("profile.sh", "nsys", "3", FAKE_NO_GPU="1")
+    assert p.returncode == 5 and "no GPU visible" in p.stderr
+    p = run("profile.sh", "bogus", "3")
+    assert p.returncode == 2 and "unknown mode" in p.stderr
+
+
+def test_run_all_without_gpu_only_rebuilds_the_report(sandbox):
+    root, fake, run = sandbox
+    (fake / "make").write_text('#!/bin/bash\necho "make $*" >> "$PWD/make.log"\n')
+    (fake / "make").chmod(0o755)
+    p = run("run_all.sh", FAKE_NO_GPU="1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith("run_all.sh: no GPU visible")
+    assert (root / "make.log").read_text() == "make report\n"
