@@ -7,6 +7,9 @@
 //   fp16_tflops — cuBLAS GEMM 8192³, fp16 inputs, fp32 accumulation, median of 20
 // (details and the GEMM's correctness check in common/device_info.cu).
 //
+// Measured (NVIDIA H100 80GB HBM3, profiles/nvidia-h100-80gb-hbm3/ceilings__default.json):
+// copy 2986 GB/s, fp16 GEMM 730 TFLOP/s (an earlier run on another H100 machine: 2965 and 755).
+//
 //   build/tools/ceilings [--out DIR] [--tag default]
 // writes profiles/<device-slug>/ceilings__<tag>.json (phase "ceilings", workload "ceilings").
 #include <cstdio>
