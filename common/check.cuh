@@ -39,8 +39,7 @@ inline void launch_check(const char* file, int line) {
 #define CUDA_CHECK(call) ::nb::cuda_check((call), #call, __FILE__, __LINE__)
 #define CHECK_LAUNCH() ::nb::launch_check(__FILE__, __LINE__)
 
-// cuRAND: only when the including file uses it.
-#if defined(CURAND_H_) || defined(NB_WANT_CURAND)
+// cuRAND.
 #include <curand.h>
 namespace nb {
 inline const char* curand_status_name(curandStatus_t s) {
@@ -66,10 +65,8 @@ inline void curand_check(curandStatus_t s, const char* call, const char* file, i
 }
 }  // namespace nb
 #define CURAND_CHECK(call) ::nb::curand_check((call), #call, __FILE__, __LINE__)
-#endif
 
-// CUPTI: only when the including file uses it.
-#if defined(_CUPTI_H_) || defined(NB_WANT_CUPTI)
+// CUPTI.
 #include <cupti.h>
 namespace nb {
 inline void cupti_check(CUptiResult r, const char* call, const char* file, int line) {
@@ -81,10 +78,8 @@ inline void cupti_check(CUptiResult r, const char* call, const char* file, int l
 }
 }  // namespace nb
 #define CUPTI_CHECK(call) ::nb::cupti_check((call), #call, __FILE__, __LINE__)
-#endif
 
-// cuBLAS / cuBLASLt: only when the including file uses it.
-#if defined(CUBLAS_API_H_) || defined(CUBLASLT_H_) || defined(NB_WANT_CUBLAS)
+// cuBLAS / cuBLASLt.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 namespace nb {
@@ -93,4 +88,3 @@ inline void cublas_check(cublasStatus_t s, const char* call, const char* file, i
 }
 }  // namespace nb
 #define CUBLAS_CHECK(call) ::nb::cublas_check((call), #call, __FILE__, __LINE__)
-#endif
