@@ -740,10 +740,13 @@ def nsys_comparison(dev_dir, phase_num, phase_name, records):
     rec = sorted(with_k, key=lambda r: (0 if target is not None and cfg_key(r) == target else 1,
                                         0 if base_tag(r).startswith("headline") else 1,
                                         tuple(-ord(c) for c in r.utc_time), r.path))[0]
-    ours = {}
+    ours = {}  # template variants of one kernel share a base name: add them up
     for k in as_list(rec.data.get("kernels")):
-        if isinstance(k, dict) and isinstance(k.get("name"), str):
-            ours[base_kernel_name(k["name"])] = k
+        if isinstance(k, dict) and isinstance(k.get("name"), str) and num(k.get("calls")) and num(k.get("total_ns")) is not None:
+            b = base_kernel_name(k["name"])
+            acc = ours.setdefault(b, {"calls": 0.0, "total_ns": 0.0})
+            acc["calls"] += num(k["calls"])
+            acc["total_ns"] += num(k["total_ns"])
     theirs = {}
     for k in rows:
         b = base_kernel_name(k["name"])
@@ -755,10 +758,8 @@ def nsys_comparison(dev_dir, phase_num, phase_name, records):
     for n in names:
         a, c = theirs.get(n), ours.get(n)
         a_mean = a["total_ns"] / a["calls"] if a and a["calls"] else None
-        c_calls = num(c.get("calls")) if c else None
-        c_mean = num(c.get("mean_ns")) if c else None
-        if c and c_mean is None and num(c.get("total_ns")) is not None and c_calls:
-            c_mean = num(c.get("total_ns")) / c_calls
+        c_calls = c["calls"] if c else None
+        c_mean = c["total_ns"] / c["calls"] if c else None
         out["rows"].append({"name": n, "nsys_calls": a["calls"] if a else None, "nsys_mean_ns": a_mean,
                             "ours_calls": c_calls, "ours_mean_ns": c_mean})
     out["record"] = rec

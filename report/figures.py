@@ -154,6 +154,7 @@ def fig4_timeline(d, path, device):
     colmap = {n: kcols[i] for i, n in enumerate(top)}
     ys = {row: len(rows) - 1 - i for i, row in enumerate(rows)}
     used = {}
+    tiny = False
     for e in d["events"]:
         row = (e["pid"], e["tid"])
         a = max(e["ts"], t0) - t0
@@ -171,12 +172,18 @@ def fig4_timeline(d, path, device):
             c = colmap.get(e["name"], "#9e9ae6")
             lab = _short(e["name"]) if e["name"] in colmap else "other kernels"
         ax.broken_barh([(a, b - a)], (ys[row] - 0.35, 0.7), facecolors=c, edgecolor="#333333", linewidth=0.3)
+        if not A._is_host(e, d["pnames"]) and not A._is_copy(e) and (b - a) < 0.006 * (t1 - t0):
+            # too thin to see at this scale: mark where it runs (its width stays true)
+            ax.plot([(a + b) / 2], [ys[row] + 0.47], marker="v", color=c, markersize=6, markeredgecolor="#333333",
+                    markeredgewidth=0.4, linestyle="none", clip_on=False)
+            tiny = True
         used.setdefault(lab, c)
     ax.set_yticks([ys[r] for r in rows])
     ax.set_yticklabels([_short(d["row_names"][r], 34) for r in rows])
     ax.set_xlim(0, (t1 - t0) * 1.02)
     ax.set_ylim(-0.7, len(rows) - 0.3)
-    ax.set_xlabel(f"time since the first GPU activity of the window (µs; trace clock)")
+    ax.set_xlabel("time since the first GPU activity of the window (µs; trace clock)" +
+                  ("   ▼ marks a kernel too short to see at this scale" if tiny else ""))
     ax.set_title(f"window: first GPU activity to the end of the first `{_short(d['epoch_kernel'], 40)}` "
                  f"(the most-launched kernel, {d['epoch_kernel_calls']} launches)", fontsize=9)
     handles = [Patch(color=c, label=l) for l, c in sorted(used.items())]
@@ -333,7 +340,7 @@ def fig8_efficiency(d, path, device):
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved, log scale)")
     ax.set_ylabel("achieved TFLOP/s (log scale)")
     ax.set_title("key kernels of each phase against the measured ceilings (roofline)", fontsize=9.5)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="lower right", fontsize=8)
     _finish(fig, path, "Figure 8 — efficiency: achieved throughput against measured peaks", device, d["records"])
 
 
