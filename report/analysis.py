@@ -580,6 +580,20 @@ def loss_curve(r):
     return (xs, ys, "epoch") if ys else None
 
 
+def first_exact(r):
+    """loss.per_step.first_exact: the first logged steps' exact losses (phases 4/5 and the twin)."""
+    v = dget(r.data, "loss", "per_step", "first_exact")
+    vals = [num(x) for x in as_list(v)]
+    return vals if vals and all(x is not None for x in vals) else None
+
+
+def loss_reduce(r):
+    ps = dget(r.data, "loss", "per_step")
+    if isinstance(ps, dict) and ps.get("reduce") == "mean" and num(ps.get("every")):
+        return int(num(ps["every"]))
+    return None
+
+
 def max_rel_gap(a, b):
     """Largest |a-b|/|b| over the x both curves share: (gap, x) or None."""
     bm = dict(zip(b[0], b[1]))
@@ -613,14 +627,23 @@ def select_losses(records, dup_notes):
         curves = {k: loss_curve(picked[k]) for k in keys}
         twins = [k for k in keys if is_twin(k[0])]
         ref = ("pytorch_mlp", "pytorch-eager") if ("pytorch_mlp", "pytorch-eager") in twins else (twins[0] if twins else None)
-        gaps = {}
+        gaps, exact_gaps = {}, {}
         if ref:
+            ref_exact = first_exact(picked[ref])
             for k in keys:
                 if not is_twin(k[0]) and curves[k][2] == curves[ref][2]:
                     g = max_rel_gap(curves[k], curves[ref])
                     if g:
                         gaps[k] = g
-        panels.append({"title": title, "curves": curves, "ref": ref, "gaps": gaps,
+                mine = first_exact(picked[k])
+                if not is_twin(k[0]) and mine and ref_exact:
+                    m = min(len(mine), len(ref_exact))
+                    g = max_rel_gap((list(range(m)), mine[:m]), (list(range(m)), ref_exact))
+                    if g:
+                        exact_gaps[k] = (g[0], g[1], m)
+        means = sorted({loss_reduce(picked[k]) for k in keys} - {None})
+        panels.append({"title": title, "curves": curves, "ref": ref, "gaps": gaps, "exact_gaps": exact_gaps,
+                       "window": means[0] if len(means) == 1 else None,
                        "records": {k: picked[k] for k in keys}})
         used += [picked[k] for k in keys]
         if not ref:

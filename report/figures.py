@@ -299,7 +299,8 @@ def fig7_losses(d, path, device):
         ax.set_title(p["title"] + " — ours solid, PyTorch dashed", fontsize=9.5)
         ax.legend(loc="upper right")
         axd.axhline(0.0, color="black", linewidth=0.8)
-        axd.set_xlabel(f"training {unit}")
+        axd.set_xlabel(f"training {unit}" + (f" (each point: mean loss of {p['window']} steps from there)"
+                                                if p.get("window") else ""))
         axd.set_ylabel("vs reference (%)")
         axd.set_title("relative difference to the reference curve: (loss − reference) / reference", fontsize=8.5)
         if not ref:

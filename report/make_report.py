@@ -256,9 +256,20 @@ def sec_fig7(md, ctx, d):
                 gtxt = pct(gap[0] * 100) + f" at {c[2]} {gap[1]}"
             else:
                 gtxt = "reference" if k == p["ref"] else DASH
-            rows.append([p["title"], A.label(*k), str(len(c[1])), sig(c[1][-1], 5), gtxt, ctx.link(p["records"][k])])
+            eg = p["exact_gaps"].get(k)
+            if eg and eg[0] == 0:
+                etxt = f"0 (identical, {eg[2]} steps)"
+            else:
+                etxt = (pct(eg[0] * 100) + f" (step {eg[1]} of {eg[2]})") if eg else DASH
+            rows.append([p["title"], A.label(*k), str(len(c[1])), sig(c[1][-1], 5), gtxt, etxt,
+                         ctx.link(p["records"][k])])
     md.append(table(["curve", "implementation", "points", "last loss", "largest relative gap vs reference",
-                     "record"], rows) + "\n")
+                     "first exact steps: largest relative gap", "record"], rows) + "\n")
+    wins = sorted({p["window"] for p in d["panels"] if p["window"]})
+    if wins:
+        md.append(f"Each logged point is the mean loss of {', '.join(map(str, wins))} consecutive steps starting at "
+                  "its step (`loss.per_step`, reduce = mean); the exact-step column compares "
+                  "`loss.per_step.first_exact`, the first steps' own losses.\n")
     md.append("Reference: the PyTorch eager twin where present, else the first twin; gaps are "
               "|ours − twin| / |twin| over the logged points both curves share.\n")
 

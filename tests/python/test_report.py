@@ -148,6 +148,8 @@ def test_scaling_breakdown_and_mlp_tables(built):
     f7 = table_after(sec, "### Figure 7")
     assert row(f7, curve="W1 without dropout (tag w1-nodrop)", implementation="phase 5 own GEMM")[
         "largest relative gap vs reference"] == "0.0400% at step 1500"
+    fp32 = row(f7, curve="W1 without dropout (tag w1-nodrop)", implementation="phase 4 fp32")
+    assert fp32["first exact steps: largest relative gap"] == "0.00224% (step 7 of 20)"   # 5e-5 / 2.23
     f8 = table_after(sec, "### Figure 8")
     assert row(f8, implementation="phase 3 fused+streams")["% of copy peak"] == "84.5%"
     f9 = table_after(sec, "### Figure 9")
