@@ -250,6 +250,21 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
   }
 }
 
+void check_output_dir(const std::string& out_dir) {
+  const std::string dir = out_dir.empty() ? "profiles" : out_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(kExitOutput, dir + ": cannot create the output directory: " + ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) throw Error(kExitOutput, dir + ": the output path is not a directory");
+  std::string tmpl = dir + "/.write-test.XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0) output_error(dir, "the output directory is not writable", errno);
+  ::close(fd);
+  ::unlink(name.data());
+}
+
 std::string write_record(const nlohmann::json& rec, const std::string& out_dir, const std::string& device_slug,
                          const std::string& phase, const std::string& tag) {
   auto safe = [](const std::string& s) {

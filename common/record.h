@@ -45,6 +45,13 @@ std::string validate_record(const nlohmann::json& rec);
 std::string write_record(const nlohmann::json& rec, const std::string& out_dir, const std::string& device_slug,
                          const std::string& phase, const std::string& tag);
 
+// Called right after parsing, before data, device or training: proves the record directory can
+// be written, so a bad --out fails in a second with exit 6 rather than after the run. Creates
+// out_dir (or ./profiles when out_dir is empty: the device folder inside it is made at write time)
+// with parents, then creates and removes one temporary file there. Throws
+// Error(kExitOutput, "<dir>: <reason>"). Leaves at most the (empty) directory behind.
+void check_output_dir(const std::string& out_dir);
+
 // Atomic write of any text file (same temp+rename scheme). Throws Error(kExitOutput, ...).
 void write_file_atomic(const std::string& path, const std::string& contents);
 
