@@ -47,9 +47,10 @@ inline nlohmann::json linreg_validate(const float* x, const float* y, size_t n, 
   const double w_rel = rel(got.w, ref.w), b_rel = rel(got.b, ref.b);
   double max_loss_rel = got.loss.size() == ref.loss.size() ? 0.0 : INFINITY;
   int worst_epoch = -1;
-  for (size_t e = 0; e < got.loss.size() && e < ref.loss.size(); ++e) {
-    const double r = rel(got.loss[e], ref.loss[e]);
-    if (!(r <= max_loss_rel)) {  // NaN propagates
+  for (size_t e = 0; got.loss.size() == ref.loss.size() && e < got.loss.size(); ++e) {
+    double r = rel(got.loss[e], ref.loss[e]);
+    if (std::isnan(r)) r = INFINITY;  // a NaN loss counts as an infinite error
+    if (r > max_loss_rel || worst_epoch < 0) {
       max_loss_rel = r;
       worst_epoch = static_cast<int>(e);
     }

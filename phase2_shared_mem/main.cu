@@ -314,7 +314,7 @@ int run(int argc, char** argv) {
   cli.add_common(&opt);
   if (!cli.parse(argc, argv)) return 0;
 
-  const nb::DeviceInfo dev = nb::require_device(6);
+  const nb::DeviceInfo dev = nb::require_device();
   nb::Tracer& tracer = nb::Tracer::instance();
   tracer.start(!opt.no_cupti);
   const size_t N = static_cast<size_t>(n), nt = nb::linreg_train_count(N);

@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# scripts/bench_linreg.sh — the linear-regression benchmark of issue 3, on one GPU, in one run:
+# phases 1-3 and the PyTorch twin (cpu, eager, compile, graph), every number into a run record.
+#
+#   scripts/bench_linreg.sh            build; headline; size sweep; --source host 1 vs 4 streams;
+#                                      summary table last
+#   scripts/bench_linreg.sh --check    correctness instead of speed: every phase with --validate at
+#                                      n = 1, 7, 999983, 5000001 and 100M, --source host, the
+#                                      deterministic paths run twice (bit-identical?), the twins'
+#                                      GPU implementations, and compute-sanitizer memcheck on small n
+#                                      (records go to build/linreg_check/, not profiles/)
+#
+# Stages (default run):
+#   headline  5M points x 200 epochs, every phase and twin implementation, median of $REPEATS (5)
+#             runs after 1 warm-up; tag "headline" (twins: headline-<impl>; plus the seed study's
+#             loss.item()-every-epoch variant, headline-eager-sync-every-epoch). Our CUPTI trace of
+#             phase 3 and torch.profiler traces of the GPU twins sit next to their records.
+#   sweep     n = 500 ... 100M (SWEEP_NS), 200 epochs, tag "sweep-n<N>"; phases 1-3, twins eager/
+#             compile/graph, the cpu twin up to 10M. Fewer repeats at big sizes (phase 1 at >= 50M:
+#             no warm-up, one run: it takes ~10^1 s per run there). One progress line per point.
+#   host      phase 3 --source host with 1 and 4 streams (tags host-streams1, host-streams4), 5M.
+# The twin reads the very points phase 1 generated (phase1 --save-data /tmp/linreg_n<N>.npy).
+#
+# Environment: RECORDS_DIR (default: the programs' own profiles/<device-slug>/), PYTHON (python3
+# with torch), DEPS_PREFIX (default .carry/deps when present), JOBS (16), REPEATS (5),
+# SWEEP_NS (comma list), STAGES ("headline sweep host"), DATA_DIR (/tmp).
+# Exit status: 0 when every step succeeded and the twins' final w, b agree with phase 3's within
+# 1e-4 (relative); 1 otherwise. Needs about 4-5 minutes on an H100.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+MODE=bench
+[ "${1:-}" = "--check" ] && MODE=check
+if [ -z "${DEPS_PREFIX:-}" ] && [ -d .carry/deps ]; then export DEPS_PREFIX=.carry/deps; fi
+PYTHON="${PYTHON:-python3}"
+JOBS="${JOBS:-16}"
+REPEATS="${REPEATS:-5}"
+STAGES="${STAGES:-headline sweep host}"
+SWEEP_NS="${SWEEP_NS:-500,5000,50000,500000,5000000,10000000,50000000,100000000}"
+DATA_DIR="${DATA_DIR:-/tmp}"
+P1=build/phase1_naive
+P2=build/phase2_shared_mem
+P3=build/phase3_fused_streams
+TWIN=baselines/pytorch/linreg.py
+FAILS=0
+T_START=$(date +%s)
+
+note() { printf '[%4ds] %s\n' $(( $(date +%s) - T_START )) "$*"; }
+# run LOG CMD...: runs CMD, output to LOG (and its last lines on failure); counts failures.
+run() {
+  local log="$1"
+  shift
+  "$@" >"$log" 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ]; then
+    FAILS=$((FAILS + 1))
+    note "FAILED (exit $rc): $*"
+    tail -n 8 "$log" | sed 's/^/    | /'
+  fi
+  return $rc
+}
+
+note "building phases 1-3 (make -j$JOBS${DEPS_PREFIX:+ DEPS_PREFIX=$DEPS_PREFIX})"
+BUILD_TARGETS=("$P1" "$P2" "$P3")
+[ -f tools/ceilings.cu ] && [ "$MODE" = bench ] && BUILD_TARGETS+=(build/tools/ceilings)
+if ! make -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} "${BUILD_TARGETS[@]}" >build/bench_linreg_make.log 2>&1; then
+  tail -n 30 build/bench_linreg_make.log
+  note "build failed"
+  exit 1
+fi
+mkdir -p build/bench_linreg_logs
+LOGS=build/bench_linreg_logs
+
+# ============================================================================ --check
+if [ "$MODE" = check ]; then
+  OUTD=build/linreg_check
+  rm -rf "$OUTD"
+  mkdir -p "$OUTD"
+  C=(--validate --warmup 0 --repeats 1 --out "$OUTD")
+  for n in 1 7 999983 5000001; do
+    for p in "$P1" "$P2" "$P3"; do
+      b=$(basename "$p")
+      run "$LOGS/check-$b-$n.log" "$p" --n "$n" "${C[@]}" --tag "n$n" && note "$b n=$n: $(grep -h '^validate' "$LOGS/check-$b-$n.log")"
+    done
+    run "$LOGS/check-p3host-$n.log" "$P3" --n "$n" "${C[@]}" --tag "host-n$n" --source host --streams 3 --chunk 333331 &&
+      note "phase3 --source host n=$n: $(grep -h '^validate' "$LOGS/check-p3host-$n.log")"
+  done
+  for p in "$P2" "$P3"; do
+    b=$(basename "$p")
+    run "$LOGS/check-$b-100M.log" "$p" --n 100000000 "${C[@]}" --tag n100M && note "$b n=100M: $(grep -h '^validate' "$LOGS/check-$b-100M.log")"
+  done
+  # (phase 1 at 100M takes ~10^1 s: the benchmark's sweep validates it there.)
+  # Deterministic paths: two runs, identical loss curves and parameters?
+  for p in "$P1" "$P2" "$P3"; do
+    b=$(basename "$p")
+    for k in 1 2; do
+      run "$LOGS/det-$b-$k.log" "$p" --n 999983 --deterministic "${C[@]}" --tag "det$k"
+    done
+    "$PYTHON" - "$OUTD/${b}__det1.json" "$OUTD/${b}__det2.json" <<'EOF' && note "$b --deterministic: two runs bit-identical" || { FAILS=$((FAILS + 1)); note "$b --deterministic: runs DIFFER"; }
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+same = a["loss"]["per_epoch"] == b["loss"]["per_epoch"] and a["metrics"] == b["metrics"]
+sys.exit(0 if same else 1)
+EOF
+  done
+  # The twins on the GPU, on points phase 1 wrote.
+  run "$LOGS/check-save.log" "$P1" --n 999983 --warmup 0 --repeats 1 --out "$OUTD" --tag save --no-cupti \
+    --save-data "$DATA_DIR/linreg_check_n999983.npy"
+  run "$LOGS/check-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_check_n999983.npy" --impl cpu,eager,compile,graph \
+    --validate --warmup 1 --repeats 1 --out "$OUTD" --tag check && grep -h "^validate\|^pytorch" "$LOGS/check-twin.log"
+  # compute-sanitizer memcheck (our tracer steps aside under the sanitizer).
+  if command -v compute-sanitizer >/dev/null; then
+    for args in "$P1 --n 1001" "$P2 --n 1003 --deterministic" "$P3 --n 1001" \
+                "$P3 --n 1003 --deterministic --source host --streams 2 --chunk 301"; do
+      set -- $args
+      b=$(basename "$1")
+      if run "$LOGS/memcheck-$b-$#.log" compute-sanitizer --tool memcheck --error-exitcode 99 "$@" --epochs 5 --warmup 1 \
+          --repeats 1 --validate --out "$OUTD" --tag memcheck; then
+        note "memcheck $args: $(grep -h 'ERROR SUMMARY' "$LOGS/memcheck-$b-$#.log")"
+      fi
+    done
+  else
+    note "compute-sanitizer not found: memcheck skipped"
+  fi
+  note "check done, $FAILS failure(s)"
+  [ "$FAILS" -eq 0 ]
+  exit
+fi
+
+# ============================================================================ benchmark
+OUTARGS=()
+[ -n "${RECORDS_DIR:-}" ] && OUTARGS=(--out "$RECORDS_DIR")
+SLUG=$("$PYTHON" -c 'import sys; sys.path.insert(0, "baselines/pytorch"); import common, torch; print(common.device_slug(torch.cuda.get_device_properties(0).name))' 2>/dev/null)
+RDIR="${RECORDS_DIR:-profiles/${SLUG:-unknown-device}}"
+mkdir -p "$RDIR"
+note "records: $RDIR"
+if [ -x build/tools/ceilings ]; then
+  run "$LOGS/ceilings.log" build/tools/ceilings "${OUTARGS[@]}" && note "ceilings: $(tail -n 1 "$LOGS/ceilings.log")"
+fi
+
+if [[ " $STAGES " == *" headline "* ]]; then
+  n=5000000
+  H=(--n $n --warmup 1 --repeats "$REPEATS" --tag headline "${OUTARGS[@]}")
+  note "headline: n=$n, 200 epochs, $REPEATS runs each"
+  run "$LOGS/headline-p1.log" "$P1" "${H[@]}" --save-data "$DATA_DIR/linreg_n$n.npy" && note "  $(grep -h '^phase1' "$LOGS/headline-p1.log")"
+  run "$LOGS/headline-p2.log" "$P2" "${H[@]}" && note "  $(grep -h '^phase2' "$LOGS/headline-p2.log")"
+  run "$LOGS/headline-p3.log" "$P3" "${H[@]}" --measure-peaks --trace "$RDIR/phase3_fused_streams__headline.trace.json" &&
+    note "  $(grep -h '^phase3' "$LOGS/headline-p3.log")"
+  run "$LOGS/headline-p3det.log" "$P3" --n $n --warmup 1 --repeats "$REPEATS" --tag headline-deterministic --deterministic "${OUTARGS[@]}" &&
+    note "  $(grep -h '^phase3' "$LOGS/headline-p3det.log")"
+  run "$LOGS/headline-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl eager,graph,compile,cpu \
+    --validate --warmup 1 --repeats "$REPEATS" --tag headline --profile "${OUTARGS[@]}"
+  grep -h "^pytorch_linreg\|^validate" "$LOGS/headline-twin.log" | sed 's/^/    /'
+  run "$LOGS/headline-twin-sync.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl eager --sync-every-epoch \
+    --warmup 1 --repeats "$REPEATS" --tag headline "${OUTARGS[@]}"
+  grep -h "^pytorch_linreg" "$LOGS/headline-twin-sync.log" | sed 's/^/    /'
+fi
+
+if [[ " $STAGES " == *" sweep "* ]]; then
+  note "sweep: n = $SWEEP_NS"
+  IFS=, read -r -a NS <<<"$SWEEP_NS"
+  CPU_NS=()
+  for n in "${NS[@]}"; do
+    if [ "$n" -ge 50000000 ]; then wu=0; rp=1; p1wu=0; p1rp=1
+    elif [ "$n" -ge 10000000 ]; then wu=1; rp=3; p1wu=0; p1rp=1
+    else wu=1; rp=$REPEATS; p1wu=1; p1rp=$(( n >= 5000000 ? 1 : REPEATS )); fi
+    S=(--n "$n" --tag "sweep-n$n" --validate "${OUTARGS[@]}")
+    run "$LOGS/sweep-p1-$n.log" "$P1" "${S[@]}" --warmup $p1wu --repeats $p1rp --no-cupti --save-data "$DATA_DIR/linreg_n$n.npy"
+    run "$LOGS/sweep-p2-$n.log" "$P2" "${S[@]}" --warmup $wu --repeats $((rp > 1 ? rp : 3)) --no-cupti
+    run "$LOGS/sweep-p3-$n.log" "$P3" "${S[@]}" --warmup 1 --repeats $((rp > 1 ? rp : 3)) --no-cupti \
+      $([ "$n" -ge 50000000 ] && echo --measure-peaks)
+    [ "$n" -le 10000000 ] && CPU_NS+=("$n")
+    med() { "$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.3f" % r["timing"]["total_ms"]["median"])' "$1" 2>/dev/null || echo "?"; }
+    note "  n=$n: phase1 $(med "$RDIR/phase1_naive__sweep-n$n.json") ms, phase2 $(med "$RDIR/phase2_shared_mem__sweep-n$n.json") ms, phase3 $(med "$RDIR/phase3_fused_streams__sweep-n$n.json") ms"
+  done
+  note "sweep: PyTorch twin (eager, graph, compile; cpu up to 10M)"
+  run "$LOGS/sweep-twin-gpu.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n{n}.npy" --n "$SWEEP_NS" --impl eager,graph,compile \
+    --warmup 1 --repeats 3 --tag "sweep-n{n}" "${OUTARGS[@]}"
+  grep -h "^pytorch_linreg" "$LOGS/sweep-twin-gpu.log" | sed 's/ -> .*//; s/^/    /'
+  CPU_LIST=$(IFS=,; echo "${CPU_NS[*]}")
+  run "$LOGS/sweep-twin-cpu.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n{n}.npy" --n "$CPU_LIST" --impl cpu \
+    --warmup 0 --repeats 1 --tag "sweep-n{n}" "${OUTARGS[@]}"
+  grep -h "^pytorch_linreg" "$LOGS/sweep-twin-cpu.log" | sed 's/ -> .*//; s/^/    /'
+fi
+
+if [[ " $STAGES " == *" host "* ]]; then
+  note "--source host: 1 vs 4 streams, n=5M"
+  for k in 1 4; do
+    tr=()
+    [ $k -gt 1 ] && tr=(--trace "$RDIR/phase3_fused_streams__host-streams$k.trace.json")
+    run "$LOGS/host-$k.log" "$P3" --n 5000000 --source host --streams $k --warmup 1 --repeats "$REPEATS" --validate \
+      --tag "host-streams$k" "${tr[@]}" "${OUTARGS[@]}" && grep -h "upload only" "$LOGS/host-$k.log" | sed "s/^/    streams=$k:/"
+  done
+fi
+
+rm -f "$DATA_DIR"/linreg_n*.npy
+
+# ============================================================================ summary
+note "summary"
+"$PYTHON" - "$RDIR" <<'EOF'
+import glob, json, os, sys
+d = sys.argv[1]
+def load(name):
+    try:
+        with open(os.path.join(d, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+def med(r):
+    return r["timing"]["total_ms"]["median"] if r else None
+rows = [("phase1_naive", "phase1_naive__headline.json"), ("phase2_shared_mem", "phase2_shared_mem__headline.json"),
+        ("phase3_fused_streams", "phase3_fused_streams__headline.json"),
+        ("phase3 --deterministic", "phase3_fused_streams__headline-deterministic.json")]
+rows += [(f"pytorch {i}", f"pytorch_linreg__headline-{i}.json") for i in ("cpu", "eager", "compile", "graph", "eager-sync-every-epoch")]
+recs = [(lab, load(f), f) for lab, f in rows]
+eager = med(load("pytorch_linreg__headline-eager.json"))
+p3 = load("phase3_fused_streams__headline.json")
+bad = 0
+print("\nHEADLINE: 5M points x 200 epochs (median of the runs; speed-up vs PyTorch eager)")
+print(f"{'implementation':28s} {'total ms':>10s} {'us/epoch':>9s} {'vs eager':>9s} {'w':>11s} {'b':>11s} {'dw/w vs p3':>10s} {'db/b vs p3':>10s}  record")
+for lab, r, f in recs:
+    if not r:
+        print(f"{lab:28s} {'(missing)':>10s}")
+        continue
+    m = med(r)
+    ep = r["config"].get("epochs", 200)
+    w, b = r["metrics"]["w"], r["metrics"]["b"]
+    dw = db = None
+    if p3 and w is not None and b is not None:
+        dw = abs(w - p3["metrics"]["w"]) / abs(p3["metrics"]["w"])
+        db = abs(b - p3["metrics"]["b"]) / abs(p3["metrics"]["b"])
+        if lab.startswith("pytorch") and not (dw <= 1e-4 and db <= 1e-4):
+            bad += 1
+    sp = f"{eager / m:8.1f}x" if eager and m else "-"
+    fmt = lambda v: "-" if v is None else f"{v:.2e}"
+    print(f"{lab:28s} {m:10.3f} {1e3 * m / ep:9.2f} {sp:>9s} {w:11.7f} {b:11.7f} {fmt(dw):>10s} {fmt(db):>10s}  {f}")
+p1, p2 = med(load("phase1_naive__headline.json")), med(load("phase2_shared_mem__headline.json"))
+if p1 and p2:
+    print(f"phase2 vs phase1: {p1 / p2:.1f}x (target >= 2x)")
+if p3 and eager:
+    print(f"phase3 headline {med(p3):.3f} ms (target <= 1.0 ms), {eager / med(p3):.1f}x eager (target >= 90x)")
+print("\nSWEEP (median total ms, 200 epochs)")
+ns = sorted({int(os.path.basename(f).split("sweep-n")[1].split("-")[0].split(".")[0]) for f in glob.glob(os.path.join(d, "*__sweep-n*.json"))})
+impls = [("phase1", "phase1_naive__sweep-n{}.json"), ("phase2", "phase2_shared_mem__sweep-n{}.json"),
+         ("phase3", "phase3_fused_streams__sweep-n{}.json")] + [(i, "pytorch_linreg__sweep-n{}-" + i + ".json") for i in ("cpu", "eager", "compile", "graph")]
+print(f"{'n':>11s} " + " ".join(f"{lab:>10s}" for lab, _ in impls) + "  phase3 GB/s (% copy)")
+for n in ns:
+    cells = []
+    for lab, pat in impls:
+        m = med(load(pat.format(n)))
+        cells.append(f"{m:10.3f}" if m else f"{'-':>10s}")
+    r3 = load(f"phase3_fused_streams__sweep-n{n}.json")
+    e = (r3 or {}).get("efficiency", {}).get("epoch_kernel", {})
+    extra = f"{e.get('gbps', 0):8.0f}" + (f" ({e['pct_copy_peak']:.0f}%)" if e.get("pct_copy_peak") else "") if e else ""
+    print(f"{n:11d} " + " ".join(cells) + "  " + extra)
+print("\n--source host, 5M (medians, ms)")
+for k in (1, 4):
+    r = load(f"phase3_fused_streams__host-streams{k}.json")
+    if r:
+        t = r["timing"]
+        print(f"  streams={k}: upload+200 epochs {t['total_ms']['median']:.3f}, pure upload {t['upload_ms']['median']:.3f}, "
+              f"first epoch done {t['first_epoch_ms']['median']:.3f} ({t['first_epoch_ms']['median'] / t['upload_ms']['median']:.3f}x upload)")
+print(f"\ntwins' final w, b vs phase 3 (<= 1e-4 relative): {'all agree' if bad == 0 else f'{bad} DISAGREE'}")
+sys.exit(1 if bad else 0)
+EOF
+SUMMARY_RC=$?
+[ $SUMMARY_RC -ne 0 ] && FAILS=$((FAILS + 1))
+note "done: $FAILS failure(s)"
+[ "$FAILS" -eq 0 ]
