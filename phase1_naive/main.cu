@@ -199,7 +199,9 @@ double train_epoch(const Buffers& B, size_t nt, double lr, bool det, cudaStream_
   double loss = 0;
   {
     NB_NVTX_RANGE(nb::Cat::Sync, "read loss");
-    CUDA_CHECK(cudaMemcpy(&loss, B.loss, sizeof(double), cudaMemcpyDeviceToHost));  // waits for the epoch
+    // (on the work's own stream: a plain cudaMemcpy would not wait for a non-blocking stream)
+    CUDA_CHECK(cudaMemcpyAsync(&loss, B.loss, sizeof(double), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));  // the host waits for the epoch
   }
   return loss;
 }

@@ -268,7 +268,9 @@ double train_epoch(const Ctx& c, double lr) {
   double loss = 0;
   {
     NB_NVTX_RANGE(nb::Cat::Sync, "read loss");
-    CUDA_CHECK(cudaMemcpy(&loss, B.loss, sizeof(double), cudaMemcpyDeviceToHost));
+    // (on the work's own stream: a plain cudaMemcpy would not wait for a non-blocking stream)
+    CUDA_CHECK(cudaMemcpyAsync(&loss, B.loss, sizeof(double), cudaMemcpyDeviceToHost, c.s));
+    CUDA_CHECK(cudaStreamSynchronize(c.s));  // the host waits for the epoch
   }
   return loss;
 }
