@@ -1,0 +1,902 @@
+// phase5_batched — the same MLP as phase 4, with the whole data path batched onto the GPU.
+//
+// What this chapter adds over phase 4 (which launched 26 kernels a step from the host, gathered
+// each batch on the host and read the loss back every step):
+//   * the data set lives on the GPU as bytes (47 MB for MNIST); each epoch's shuffled order is
+//     generated on the device (one kernel: the Feistel permutation of mlp_common.h, so phase 4 and
+//     phase 5 train on the same order for the same seed); the batch is gathered inside the first
+//     GEMM's operand loader, never materialised;
+//   * fused epilogues: bias + ReLU + dropout in the forward GEMMs, softmax + cross-entropy +
+//     gradient in the last one, ReLU/dropout backward in the backward-data GEMMs, and the
+//     optimizer (Adam or SGD, fp32 master weights, fp16 copy) applied inside the weight-gradient
+//     GEMM's epilogue, so weight gradients never touch memory; independent products of the
+//     backward pass share one launch. W1 is 6 launches a step, W2 8;
+//   * every step of an epoch is one CUDA graph (captured once, replayed each epoch; the step
+//     number comes from device memory); losses are written per step on the device and read once per
+//     epoch, with a non-finite-loss flag (divergence stops the run with exit code 7);
+//   * evaluation in chunks of 2048 test images with the same fused kernels, counts read once;
+//   * `--gemm cublas` runs the same trainer with cuBLASLt for the products (plus separate epilogue,
+//     bias-gradient and one whole-model optimizer kernel), to show how close the own GEMMs come;
+//     `--gemm-compare` times our plain GEMM against cuBLASLt on the configured layer shapes.
+//
+// Prediction (two numbers, W1): a step needs ~14.5 MFLOP and ~4 MB of L2-resident traffic: ~2 us
+// of GPU work at the ceilings. What remains is 6 dependent kernels per step; inside a graph a
+// dependent launch costs ~2 us, each of our small kernels runs ~2-4 us (latency of the K loop), so
+// ~15-25 us per step, 30-45 ms per W1 epoch: short of the 25 ms waypoint unless each kernel gets
+// near 2 us. The 10 ms goal (5 us a step) needs one persistent kernel per epoch, which this chapter
+// does not attempt. W2 at h = 8192 is bound by weight traffic: forward reads W (2 B), backward-data
+// reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
+// (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
+//
+// Measured: not yet measured (scripts/bench_mlp.sh writes profiles/<device>/phase5_batched__*.json).
+#define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check.cuh"
+#include "cli.h"
+#include "device_info.h"
+#include "errors.h"
+#include "idx.h"
+#include "kernels.cuh"
+#include "lt.h"
+#include "../phase4_mlp/mlp_common.h"
+#include "../phase4_mlp/mlp_record.h"
+#include "nvtx.h"
+#include "record.h"
+#include "reference.h"
+#include "stats.h"
+#include "timing.cuh"
+#include "tracer.h"
+
+namespace nb {
+namespace {
+
+using namespace nb::mlp;
+
+constexpr const char* kPhase = "phase5_batched";
+constexpr int kEvalRows = 2048;  // a multiple of kBM: tile indices of the eval arrays stay global
+
+template <class T>
+class Trainer {
+ public:
+  Trainer(const MlpOptions& o, const Schedule& sc, const DeviceInfo& dev, const Dataset& ds, const HostParams& init)
+      : o_(o), sc_(sc), dev_(dev), ds_(ds), init_(init), L_(o.nlayers()), B_(o.batch), cublas_(o.gemm == "cublas") {
+    const auto& w = o.layers;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st_, cudaStreamNonBlocking));
+    // Parameters: one flat fp32 buffer W0, b0, W1, b1, ... (the cuBLASLt path's optimizer is one launch).
+    size_t off = 0;
+    for (int l = 0; l < L_; ++l) {
+      woff_.push_back(off), off += static_cast<size_t>(w[l + 1]) * w[l];
+      boff_.push_back(off), off += static_cast<size_t>(w[l + 1]);
+    }
+    nparams_ = off;
+    P_.alloc(nparams_);
+    if (o.adam()) M_.alloc(nparams_), V_.alloc(nparams_);
+    if (kHalf) P16_.alloc(nparams_);
+    if (cublas_) G_.alloc(nparams_);
+    // Data, resident as bytes.
+    train_x_.alloc(ds.train_images.pixels.size());
+    train_x_.upload(ds.train_images.pixels.data(), ds.train_images.pixels.size());
+    train_y_.alloc(ds.train_labels.labels.size());
+    train_y_.upload(ds.train_labels.labels.data(), ds.train_labels.labels.size());
+    test_x_.alloc(ds.test_images.pixels.size());
+    test_x_.upload(ds.test_images.pixels.data(), ds.test_images.pixels.size());
+    test_y_.alloc(ds.test_labels.labels.size());
+    test_y_.upload(ds.test_labels.labels.data(), ds.test_labels.labels.size());
+    perm_.alloc(sc.n_train);
+    base_.alloc(1);
+    // Activations and gradients: H_[l] is the output of layer l (input of layer l+1), dZ_[l] the
+    // gradient at layer l's output.
+    for (int l = 0; l + 1 < L_; ++l) H_.emplace_back(static_cast<size_t>(B_) * w[l + 1]);
+    for (int l = 0; l < L_; ++l) dZ_.emplace_back(static_cast<size_t>(B_) * w[l + 1]);
+    step_loss_.alloc(sc.total_steps);
+    tile_loss_.alloc((B_ + kBM - 1) / kBM);
+    loss_counter_.alloc(1);
+    bad_step_.alloc(1);
+    CUDA_CHECK(cudaMemset(loss_counter_.get(), 0, sizeof(unsigned)));
+    // Evaluation buffers.
+    const int n_test = static_cast<int>(ds.test_images.count);
+    eval_rows_ = std::min(kEvalRows, n_test);
+    for (int l = 0; l + 1 < L_; ++l) Heval_.emplace_back(static_cast<size_t>(eval_rows_) * w[l + 1]);
+    eval_tiles_ = (n_test + kBM - 1) / kBM;
+    eval_correct_.alloc(eval_tiles_);
+    eval_loss_.alloc(eval_tiles_);
+    if (cublas_) {
+      int maxw = 0;
+      for (int x : w) maxw = std::max(maxw, x);
+      X_.alloc(static_cast<size_t>(B_) * w[0]);
+      Z_.alloc(static_cast<size_t>(B_) * maxw);
+      lt_ = std::make_unique<LtHandle>();
+      for (int l = 0; l < L_; ++l) {
+        lt_layers_.push_back(std::make_unique<LtLayer>());
+        lt_layers_.back()->template plan<T>(*lt_, B_, w[l], w[l + 1], l > 0);
+      }
+    }
+    size_ws();
+    reset();
+  }
+  ~Trainer() {
+    for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
+    cudaStreamDestroy(st_);
+  }
+
+  cudaStream_t stream() const { return st_; }
+  size_t nparams() const { return nparams_; }
+
+  void reset() {
+    std::vector<float> flat(nparams_);
+    for (int l = 0; l < L_; ++l) {
+      std::copy(init_.W[l].begin(), init_.W[l].end(), flat.begin() + woff_[l]);
+      std::copy(init_.b[l].begin(), init_.b[l].end(), flat.begin() + boff_[l]);
+    }
+    P_.upload(flat.data(), flat.size());
+    if (o_.adam()) {
+      CUDA_CHECK(cudaMemset(M_.get(), 0, M_.bytes()));
+      CUDA_CHECK(cudaMemset(V_.get(), 0, V_.bytes()));
+    }
+    if (kHalf) {
+      to_half_kernel<<<ew_blocks(nparams_), 256, 0, st_>>>(P_.get(), P16_.get(), nparams_);
+      CHECK_LAUNCH();
+    }
+    const unsigned long long none = ~0ull;
+    CUDA_CHECK(cudaMemcpy(bad_step_.get(), &none, sizeof none, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaStreamSynchronize(st_));
+  }
+
+  // Writes step base and the permutation of the epoch that `first_step` belongs to.
+  void begin(int64_t first_step) {
+    const int64_t e = first_step / sc_.steps_per_epoch;
+    const int n = static_cast<int>(sc_.n_train);
+    epoch_begin_kernel<<<(n + 255) / 256, 256, 0, st_>>>(perm_.get(), n,
+                                                         make_perm(o_.common.seed, static_cast<uint64_t>(e), n),
+                                                         base_.get(), first_step);
+    CHECK_LAUNCH();
+  }
+
+  // Enqueues the kernels of step base + i on the stream (captured into the graphs, or run directly).
+  void enqueue_step(int i, std::map<std::string, KernelCost>* costs) {
+    const StepRef sr{base_.get(), i};
+    if (cublas_) enqueue_step_cublas(sr, costs);
+    else enqueue_step_own(sr, costs);
+  }
+
+  // Captures the graph of `count` consecutive steps (once per count).
+  void capture(int count) {
+    cudaGraphExec_t& g = graphs_[count];
+    if (g) return;
+    cudaGraph_t graph{};
+    std::map<std::string, KernelCost> costs;
+    CUDA_CHECK(cudaStreamBeginCapture(st_, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < count; ++i) enqueue_step(i, &costs);
+    CUDA_CHECK(cudaStreamEndCapture(st_, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    if (costs_per_step_.empty())
+      for (auto& [k, c] : costs) costs_per_step_[k] = KernelCost{c.flops / count, c.bytes / count, c.calls / count};
+  }
+
+  // Runs steps [first, first + count) (all inside first's epoch): permutation kernel + graph replay.
+  void run_graph(int64_t first, int count) {
+    capture(count);
+    begin(first);
+    CUDA_CHECK(cudaGraphLaunch(graphs_[count], st_));
+  }
+
+  // Flops, compulsory bytes and launches per step, per kernel tag (counted while capturing).
+  const std::map<std::string, KernelCost>& costs_per_step() const { return costs_per_step_; }
+
+  std::vector<float> losses(int64_t first, int64_t count) const {
+    std::vector<float> h(static_cast<size_t>(count));
+    CUDA_CHECK(cudaMemcpy(h.data(), step_loss_.get() + first, count * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  int64_t bad_step() const {
+    unsigned long long b = 0;
+    CUDA_CHECK(cudaMemcpy(&b, bad_step_.get(), sizeof b, cudaMemcpyDeviceToHost));
+    return b == ~0ull ? -1 : static_cast<int64_t>(b);
+  }
+
+  void evaluate(double* loss, double* acc) {
+    const int n = static_cast<int>(ds_.test_images.count);
+    for (int c0 = 0; c0 < n; c0 += eval_rows_) {
+      const int rows = std::min(eval_rows_, n - c0);
+      for (int l = 0; l < L_; ++l) enqueue_eval_layer(l, c0, rows);
+    }
+    std::vector<int> ok(eval_tiles_);
+    std::vector<float> ls(eval_tiles_);
+    CUDA_CHECK(cudaMemcpyAsync(ok.data(), eval_correct_.get(), ok.size() * sizeof(int), cudaMemcpyDeviceToHost, st_));
+    CUDA_CHECK(cudaMemcpyAsync(ls.data(), eval_loss_.get(), ls.size() * sizeof(float), cudaMemcpyDeviceToHost, st_));
+    CUDA_CHECK(cudaStreamSynchronize(st_));
+    double s = 0;
+    int64_t c = 0;
+    for (int i = 0; i < eval_tiles_; ++i) s += ls[i], c += ok[i];
+    *loss = s / n;
+    *acc = 100.0 * static_cast<double>(c) / n;
+  }
+
+  std::vector<float> params() const { return P_.download(); }
+  const std::vector<size_t>& woff() const { return woff_; }
+  const std::vector<size_t>& boff() const { return boff_; }
+
+ private:
+  static constexpr bool kHalf = std::is_same<T, __half>::value;
+  using WView = MatView<T, false>;  // B(k, n) = W[n][k] (forward)
+  using FwdFirst = GemmProblem<GatherView<T>, WView, FwdHiddenEpi<T>>;
+  using FwdFirstLast = GemmProblem<GatherView<T>, WView, SoftmaxCEEpi<T>>;
+  using FwdHidden = GemmProblem<MatView<T, true>, WView, FwdHiddenEpi<T>>;
+  using FwdLast = GemmProblem<MatView<T, true>, WView, SoftmaxCEEpi<T>>;
+  using Bd = GemmProblem<MatView<T, true>, MatView<T, true>, BwdReluEpi<T>>;
+  using Upd = GemmProblem<MatView<T, false>, MatView<T, true>, UpdateEpi<T>>;
+  using Upd0 = GemmProblem<MatView<T, false>, GatherView<T>, UpdateEpi<T>>;
+  using EvalFirstLast = GemmProblem<GatherView<T>, WView, EvalEpi>;
+  using EvalLast = GemmProblem<MatView<T, true>, WView, EvalEpi>;
+
+  const T* weights(int l) const {
+    if constexpr (kHalf) return P16_.get() + woff_[l];
+    else return P_.get() + woff_[l];
+  }
+  RowMap train_rows(const StepRef& sr) const {
+    RowMap r;
+    r.perm = perm_.get(), r.step = sr, r.steps_per_epoch = sc_.steps_per_epoch, r.batch = B_;
+    return r;
+  }
+  GatherView<T> train_view(const StepRef& sr) const {
+    GatherView<T> g;
+    g.data = train_x_.get(), g.ld = o_.layers[0], g.rows = train_rows(sr);
+    return g;
+  }
+  FwdHiddenEpi<T> hidden_epi(int l, T* out, const StepRef& sr, bool dropout) const {
+    FwdHiddenEpi<T> e;
+    e.bias = P_.get() + boff_[l], e.out = out;
+    e.dropout = dropout && o_.dropout > 0;
+    e.key = dropout_key(o_.common.seed), e.layer = static_cast<uint32_t>(l);
+    e.threshold = dropout_threshold(o_.dropout);
+    e.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
+    e.step = sr;
+    return e;
+  }
+  SoftmaxCEEpi<T> loss_epi(const StepRef& sr) const {
+    SoftmaxCEEpi<T> e;
+    e.bias = P_.get() + boff_[L_ - 1], e.labels = train_y_.get(), e.rows = train_rows(sr);
+    e.dz = dZ_[L_ - 1].get(), e.tile_loss = tile_loss_.get(), e.counter = loss_counter_.get();
+    e.step_loss = step_loss_.get(), e.bad_step = bad_step_.get(), e.step = sr;
+    return e;
+  }
+  UpdateEpi<T> update_epi(int l, const StepRef& sr) const {
+    UpdateEpi<T> e;
+    e.W = P_.get() + woff_[l], e.b = P_.get() + boff_[l];
+    if (o_.adam()) {
+      e.mW = M_.get() + woff_[l], e.vW = V_.get() + woff_[l], e.mb = M_.get() + boff_[l], e.vb = V_.get() + boff_[l];
+    }
+    if (kHalf) e.W16 = P16_.get() + woff_[l];
+    e.dz = dZ_[l].get(), e.batch = B_, e.adam = o_.adam(), e.lr = static_cast<float>(o_.lr), e.step = sr;
+    return e;
+  }
+  template <class P>
+  void finish(P& p, int slot) const {
+    p.ws = ws_[slot].get(), p.counters = counters_[slot].get();
+    plan_splits(p, dev_.sm_count);
+  }
+  template <class P>
+  void add_cost(std::map<std::string, KernelCost>* costs, const std::string& tag, const P& p, double extra_bytes,
+                bool count_call) const {
+    if (!costs) return;
+    KernelCost& c = (*costs)[tag];
+    c.flops += 2.0 * p.M * p.N * p.K;
+    c.bytes += (static_cast<double>(p.M) * p.K + static_cast<double>(p.K) * p.N) * sizeof(T) + extra_bytes;
+    if (count_call) c.calls += 1;
+  }
+
+  // ----- own fused kernels
+  FwdHidden fwd_hidden(int l, const StepRef& sr) const {
+    FwdHidden p;
+    p.M = B_, p.N = o_.layers[l + 1], p.K = o_.layers[l];
+    p.a = make_view<T, true>(H_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K);
+    p.epi = hidden_epi(l, H_[l].get(), sr, true);
+    finish(p, 0);
+    return p;
+  }
+  FwdLast fwd_last(const StepRef& sr) const {
+    const int l = L_ - 1;
+    FwdLast p;
+    p.M = B_, p.N = o_.layers[l + 1], p.K = o_.layers[l];
+    p.a = make_view<T, true>(H_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K);
+    p.epi = loss_epi(sr);
+    finish(p, 0);
+    return p;
+  }
+  Bd bwd_data(int l, int slot) const {  // dZ_[l-1] = relu'(dZ_[l] · W_l)
+    Bd p;
+    p.M = B_, p.N = o_.layers[l], p.K = o_.layers[l + 1];
+    p.a = make_view<T, true>(dZ_[l].get(), p.K), p.b = make_view<T, true>(weights(l), p.N);
+    p.epi.h = H_[l - 1].get(), p.epi.dz = dZ_[l - 1].get();
+    p.epi.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
+    finish(p, slot);
+    return p;
+  }
+  Upd update(int l, const StepRef& sr, int slot) const {  // W_l -= f(dZ_[l]^T · H_[l-1])
+    Upd p;
+    p.M = o_.layers[l + 1], p.N = o_.layers[l], p.K = B_;
+    p.a = make_view<T, false>(dZ_[l].get(), p.M), p.b = make_view<T, true>(H_[l - 1].get(), p.N);
+    p.epi = update_epi(l, sr);
+    finish(p, slot);
+    return p;
+  }
+  Upd0 update0(const StepRef& sr, int slot) const {
+    Upd0 p;
+    p.M = o_.layers[1], p.N = o_.layers[0], p.K = B_;
+    p.a = make_view<T, false>(dZ_[0].get(), p.M), p.b = train_view(sr);
+    p.epi = update_epi(0, sr);
+    finish(p, slot);
+    return p;
+  }
+  double update_bytes(int l) const {  // master r/w (+ Adam m, v r/w) (+ fp16 copy write), bias alike
+    const double n = static_cast<double>(o_.layers[l + 1]) * (o_.layers[l] + 1);
+    return n * (8.0 + (o_.adam() ? 16.0 : 0.0) + (kHalf ? 2.0 : 0.0));
+  }
+
+  void enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
+    const auto& w = o_.layers;
+    const double ob = sizeof(T);
+    // Forward.
+    if (L_ == 1) {
+      FwdFirstLast p;
+      p.M = B_, p.N = w[1], p.K = w[0];
+      p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = loss_epi(sr);
+      finish(p, 0);
+      launch_gemm<p5_fwd_softmax_ce, T>(p, st_);
+      add_cost(costs, "p5_fwd_softmax_ce", p, B_ * w[1] * ob, true);
+    } else {
+      FwdFirst p;
+      p.M = B_, p.N = w[1], p.K = w[0];
+      p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
+      finish(p, 0);
+      launch_gemm<p5_fwd_gather, T>(p, st_);
+      add_cost(costs, "p5_fwd_gather", p, static_cast<double>(B_) * w[1] * ob, true);
+      for (int l = 1; l + 1 < L_; ++l) {
+        auto q = fwd_hidden(l, sr);
+        launch_gemm<p5_fwd_hidden, T>(q, st_);
+        add_cost(costs, "p5_fwd_hidden", q, static_cast<double>(B_) * w[l + 1] * ob, true);
+      }
+      auto q = fwd_last(sr);
+      launch_gemm<p5_fwd_softmax_ce, T>(q, st_);
+      add_cost(costs, "p5_fwd_softmax_ce", q, static_cast<double>(B_) * w[L_] * ob, true);
+    }
+    // Backward: dZ_[L-2] first, then (update l, backward-data l-1) pairs, then (update 1, update 0).
+    if (L_ == 1) {
+      auto u = update0(sr, 0);
+      launch_gemm<p5_update, T>(u, st_);
+      add_cost(costs, "p5_update", u, update_bytes(0), true);
+      return;
+    }
+    {
+      auto d = bwd_data(L_ - 1, 0);
+      launch_gemm<p5_bwd_data, T>(d, st_);
+      add_cost(costs, "p5_bwd_data", d, static_cast<double>(B_) * w[L_ - 1] * 2 * ob, true);
+    }
+    for (int l = L_ - 1; l >= 2; --l) {
+      auto u = update(l, sr, 0);
+      auto d = bwd_data(l - 1, 1);
+      launch_gemm_pair<p5_update_and_bwd_data, T>(u, d, st_);
+      add_cost(costs, "p5_update_and_bwd_data", u, update_bytes(l), true);
+      add_cost(costs, "p5_update_and_bwd_data", d, static_cast<double>(B_) * w[l - 1] * 2 * ob, false);
+    }
+    auto u1 = update(1, sr, 0);
+    auto u0 = update0(sr, 1);
+    launch_gemm_pair<p5_update_pair, T>(u1, u0, st_);
+    add_cost(costs, "p5_update_pair", u1, update_bytes(1), true);
+    add_cost(costs, "p5_update_pair", u0, update_bytes(0), false);
+  }
+
+  // ----- cuBLASLt path: the same epilogue functors, run after each cuBLASLt product.
+  void enqueue_step_cublas(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
+    const auto& w = o_.layers;
+    const int D = w[0];
+    gather_kernel<T><<<ew_blocks(static_cast<size_t>(B_) * D), 256, 0, st_>>>(X_.get(), train_x_.get(), train_rows(sr), B_, D);
+    CHECK_LAUNCH();
+    auto input = [&](int l) -> const T* { return l == 0 ? X_.get() : H_[l - 1].get(); };
+    auto lt_cost = [&](double M, double N, double K) {
+      if (!costs) return;
+      KernelCost& c = (*costs)["!nb::mlp::"];  // every kernel not ours: cuBLASLt's
+      c.flops += 2 * M * N * K;
+      c.bytes += (M * K + K * N) * sizeof(T) + M * N * 4.0;
+      c.calls += 1;
+    };
+    for (int l = 0; l < L_; ++l) {
+      lt_layers_[l]->forward(input(l), weights(l), Z_.get(), st_);
+      lt_cost(B_, w[l + 1], w[l]);
+      if (l + 1 < L_) launch_epilogue<p5_epi_hidden>(Z_.get(), B_, w[l + 1], hidden_epi(l, H_[l].get(), sr, true), st_);
+      else launch_epilogue<p5_epi_softmax_ce>(Z_.get(), B_, w[l + 1], loss_epi(sr), st_);
+    }
+    for (int l = L_ - 1; l >= 0; --l) {
+      lt_layers_[l]->backward_weight(dZ_[l].get(), input(l), G_.get() + woff_[l], st_);
+      lt_cost(w[l + 1], w[l], B_);
+      bias_grad_kernel<T><<<(w[l + 1] + 127) / 128, 128, 0, st_>>>(dZ_[l].get(), B_, w[l + 1], G_.get() + boff_[l]);
+      CHECK_LAUNCH();
+      if (l > 0) {
+        lt_layers_[l]->backward_data(dZ_[l].get(), weights(l), Z_.get(), st_);
+        lt_cost(B_, w[l], w[l + 1]);
+        BwdReluEpi<T> e;
+        e.h = H_[l - 1].get(), e.dz = dZ_[l - 1].get(), e.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
+        launch_epilogue<p5_epi_bwd_relu>(Z_.get(), B_, w[l], e, st_);
+      }
+    }
+    flat_update_kernel<<<ew_blocks(nparams_), 256, 0, st_>>>(P_.get(), G_.get(), o_.adam() ? M_.get() : nullptr,
+                                                             o_.adam() ? V_.get() : nullptr, kHalf ? P16_.get() : nullptr,
+                                                             nparams_, static_cast<float>(o_.lr), sr);
+    CHECK_LAUNCH();
+  }
+
+  // ----- evaluation (own fused kernels in both modes; not timed)
+  void enqueue_eval_layer(int l, int c0, int rows) {
+    const auto& w = o_.layers;
+    const StepRef sr{base_.get(), 0};
+    GatherView<T> g;
+    g.data = test_x_.get(), g.ld = w[0], g.rows.row_offset = c0;
+    EvalEpi ee;
+    ee.bias = P_.get() + boff_[L_ - 1], ee.labels = test_y_.get(), ee.row_offset = c0;
+    ee.tile_correct = eval_correct_.get(), ee.tile_loss = eval_loss_.get();
+    if (L_ == 1) {
+      EvalFirstLast p;
+      p.M = rows, p.N = w[1], p.K = w[0], p.a = g, p.b = make_view<T, false>(weights(0), p.K), p.epi = ee;
+      finish(p, 0);
+      launch_gemm<p5_eval, T>(p, st_);
+    } else if (l == 0) {
+      FwdFirst p;
+      p.M = rows, p.N = w[1], p.K = w[0], p.a = g, p.b = make_view<T, false>(weights(0), p.K);
+      p.epi = hidden_epi(0, Heval_[0].get(), sr, false);
+      finish(p, 0);
+      launch_gemm<p5_eval, T>(p, st_);
+    } else if (l + 1 < L_) {
+      FwdHidden p;
+      p.M = rows, p.N = w[l + 1], p.K = w[l];
+      p.a = make_view<T, true>(Heval_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K);
+      p.epi = hidden_epi(l, Heval_[l].get(), sr, false);
+      finish(p, 0);
+      launch_gemm<p5_eval, T>(p, st_);
+    } else {
+      EvalLast p;
+      p.M = rows, p.N = w[l + 1], p.K = w[l];
+      p.a = make_view<T, true>(Heval_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K), p.epi = ee;
+      finish(p, 0);
+      launch_gemm<p5_eval, T>(p, st_);
+    }
+  }
+
+  // Split-K workspaces: two slots (the two problems of a paired launch), each as large as the
+  // largest problem placed in it.
+  void size_ws() {
+    size_t ws[2] = {1, 1}, tiles[2] = {1, 1};
+    auto note = [&](const auto& p, int slot) {
+      ws[slot] = std::max(ws[slot], ws_floats(p));
+      tiles[slot] = std::max(tiles[slot], static_cast<size_t>(p.tiles()));
+    };
+    const StepRef sr{nullptr, 0};
+    const auto& w = o_.layers;
+    if (!cublas_) {
+      for (int l = 1; l + 1 < L_; ++l) note(fwd_hidden(l, sr), 0);
+      if (L_ > 1) note(fwd_last(sr), 0);
+      {
+        FwdFirst p;
+        p.M = B_, p.N = w[1], p.K = w[0];
+        finish(p, 0);
+        note(p, 0);
+      }
+      for (int l = 1; l < L_; ++l) note(bwd_data(l, 0), 0), note(bwd_data(l, 1), 1);
+      for (int l = 1; l < L_; ++l) note(update(l, sr, 0), 0);
+      note(update0(sr, 0), 0), note(update0(sr, 1), 1);
+    }
+    // Evaluation shapes (slot 0).
+    for (int l = 0; l < L_; ++l) {
+      GemmProblem<MatView<T, true>, WView, StoreEpi> p;
+      p.M = eval_rows_, p.N = w[l + 1], p.K = w[l];
+      plan_splits(p, dev_.sm_count);
+      note(p, 0);
+    }
+    for (int s = 0; s < 2; ++s) {
+      ws_[s].alloc(ws[s]);
+      counters_[s].alloc(tiles[s]);
+      CUDA_CHECK(cudaMemset(counters_[s].get(), 0, counters_[s].bytes()));
+    }
+  }
+
+  const MlpOptions& o_;
+  const Schedule& sc_;
+  const DeviceInfo& dev_;
+  const Dataset& ds_;
+  const HostParams& init_;
+  const int L_, B_;
+  const bool cublas_;
+  cudaStream_t st_{};
+  size_t nparams_ = 0;
+  std::vector<size_t> woff_, boff_;
+  DevBuf<float> P_, M_, V_, G_;
+  DevBuf<__half> P16_;
+  DevBuf<uint8_t> train_x_, train_y_, test_x_, test_y_;
+  DevBuf<int> perm_;
+  DevBuf<int64_t> base_;
+  std::vector<DevBuf<T>> H_, dZ_, Heval_;
+  DevBuf<float> step_loss_, tile_loss_, eval_loss_;
+  DevBuf<unsigned> loss_counter_;
+  DevBuf<unsigned long long> bad_step_;
+  DevBuf<int> eval_correct_;
+  int eval_rows_ = 0, eval_tiles_ = 0;
+  DevBuf<float> ws_[2];
+  DevBuf<unsigned> counters_[2];
+  DevBuf<T> X_;
+  DevBuf<float> Z_;
+  std::unique_ptr<LtHandle> lt_;
+  std::vector<std::unique_ptr<LtLayer>> lt_layers_;
+  std::map<int, cudaGraphExec_t> graphs_;
+  std::map<std::string, KernelCost> costs_per_step_;
+};
+
+// --validate: the first K steps against the float64 reference on the same batches, with the same
+// dropout masks (recomputed on the host from the same Philox bits), comparing the batch loss and
+// the change of every parameter (the fused update never stores gradients).
+template <class T>
+ValidationResult validate(Trainer<T>& tr, const MlpOptions& o, const Schedule& sc, const Dataset& ds,
+                          const HostParams& init) {
+  const bool half = std::is_same<T, __half>::value;
+  // fp32: products of <= 784 fp32 terms, ~1e-6 relative. fp16: operands rounded to 11 significant
+  // bits before every product, through all layers; Adam's sign-like first steps amplify that on
+  // near-zero gradients: a few per cent.
+  const double tol_loss = half ? 1e-2 : 1e-5, tol_delta = half ? 5e-2 : 1e-5;
+  const int K = static_cast<int>(std::min<int64_t>(o.validate_steps, sc.steps_per_epoch));
+  std::printf("validating %d steps against the float64 reference (%s, gemm %s)\n", K, o.precision.c_str(),
+              o.gemm.c_str());
+  ValidationResult v;
+  MlpParams ref = to_reference(init);
+  AdamState adam = adam_init(o.layers);
+  const std::vector<double> p0 = flatten(ref);
+  const int B = o.batch, L = o.nlayers(), D = o.layers[0];
+  const double scale = 1.0 / (1.0 - o.dropout);
+  const uint64_t key = dropout_key(o.common.seed);
+  const uint32_t thr = dropout_threshold(o.dropout);
+  Perm perm;
+  int64_t perm_epoch = -1;
+  double e_loss = 0, e_delta = 0;
+  tr.reset();
+  tr.begin(0);
+  for (int k = 0; k < K; ++k) {
+    tr.enqueue_step(k, nullptr);
+    CUDA_CHECK(cudaStreamSynchronize(tr.stream()));
+    const float loss = tr.losses(k, 1)[0];
+    std::vector<double> x(static_cast<size_t>(B) * D);
+    std::vector<int> y(B);
+    for (int r = 0; r < B; ++r) {
+      const uint32_t idx = sample_index(sc, o.common.seed, k, r, &perm, &perm_epoch);
+      for (int j = 0; j < D; ++j) {
+        const float f = static_cast<float>(ds.train_images.pixels[static_cast<size_t>(idx) * D + j]) / 255.0f;
+        x[static_cast<size_t>(r) * D + j] = half ? static_cast<double>(__half2float(__float2half_rn(f))) : f;
+      }
+      y[r] = ds.train_labels.labels[idx];
+    }
+    std::vector<std::vector<double>> masks;
+    for (int l = 0; l + 1 < L && o.dropout > 0; ++l) {
+      const int N = o.layers[l + 1];
+      std::vector<double> m(static_cast<size_t>(B) * N);
+      for (size_t i = 0; i < m.size(); ++i)
+        m[i] = dropout_bits_host(key, static_cast<uint32_t>(l), static_cast<uint64_t>(k), static_cast<uint32_t>(i)) >= thr
+                   ? scale
+                   : 0.0;
+      masks.push_back(std::move(m));
+    }
+    const auto* mp = o.dropout > 0 ? &masks : nullptr;
+    MlpForward f = mlp_forward(ref, x.data(), y.data(), B, mp);
+    MlpParams g = mlp_backward(ref, f, y.data(), B, mp);
+    if (o.adam()) mlp_adam_step(ref, g, adam, o.lr);
+    else mlp_sgd_step(ref, g, o.lr);
+    const std::vector<float> ours = tr.params();
+    const std::vector<double> rp = flatten(ref);
+    std::vector<double> d_ours(ours.size()), d_ref(rp.size());
+    for (size_t i = 0; i < ours.size(); ++i) d_ours[i] = ours[i] - p0[i], d_ref[i] = rp[i] - p0[i];
+    const double el = rel_scalar(loss, f.loss), ed = rel_error(d_ours, d_ref);
+    std::printf("  step %d: loss %.7f (ref %.7f)  rel.err loss %.2e param-change %.2e\n", k, loss, f.loss, el, ed);
+    auto worse = [](double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b); };
+    e_loss = worse(e_loss, el), e_delta = worse(e_delta, ed);
+  }
+  v.check("loss", e_loss, tol_loss);
+  v.check("parameter_change", e_delta, tol_delta);
+  tr.reset();
+  return v;
+}
+
+template <class T>
+int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Dataset& ds, const Schedule& sc,
+          const HostParams& init) {
+  const bool cublas = o.gemm == "cublas";
+  nlohmann::json rec = new_record(kPhase, o.workload, cublas ? "cuda-cublaslt" : "cuda", cli);
+  rec["device"] = to_json(dev);
+  rec["software"] = software_json(dev);
+  rec["notes"].push_back(std::string("precision ") + o.precision +
+                         (cublas ? "; products by cuBLASLt (compute 32F, no TF32), epilogues/optimizer our kernels"
+                                 : "; own fused GEMM kernels"));
+  rec["notes"].push_back("data resident on the GPU as bytes; per-epoch permutation generated on the device; every "
+                         "step of an epoch replayed as one CUDA graph; losses read once per epoch");
+  if (o.common.deterministic) rec["notes"].push_back("--deterministic: no float atomics are used in any case");
+
+  size_t free0 = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+  Trainer<T> tr(o, sc, dev, ds, init);
+
+  Tracer& tracer = Tracer::instance();
+  tracer.start(!o.common.no_cupti);
+  if (!tracer.active()) rec["notes"].push_back("our CUPTI tracer was off: no kernel summary or efficiency");
+  Peaks peaks;
+  if (o.common.measure_peaks) {
+    peaks = measure_peaks();
+    rec["peaks"] = to_json(peaks);
+  }
+
+  int rc = kExitOk;
+  if (o.common.validate) {
+    ValidationResult v = validate(tr, o, sc, ds, init);
+    rec["validation"] = v.to_json();
+    if (!v.passed) rec["status"] = "validation_failed", rc = kExitValidation;
+  } else {
+    rec["validation"] = {{"performed", false}, {"passed", nullptr}};
+  }
+
+  // Capture the graphs (a full epoch, and the shorter last one of a --steps run) before timing.
+  const int full = static_cast<int>(std::min<int64_t>(sc.steps_per_epoch, sc.total_steps));
+  const int rem = static_cast<int>(sc.total_steps % sc.steps_per_epoch);
+  // One eager step first: modules load and cuBLASLt does its first-call work outside the capture.
+  tr.begin(0);
+  tr.enqueue_step(0, nullptr);
+  CUDA_CHECK(cudaStreamSynchronize(tr.stream()));
+  tr.reset();
+  HostTimer cap_timer;
+  tr.capture(full);
+  if (rem > 0 && rem != full) tr.capture(rem);
+  const double capture_ms = cap_timer.elapsed_ms();
+  // Warm-up: `warmup` replays of the first epoch's graph from the initial state, then back to it.
+  for (int w = 0; w < o.common.warmup; ++w) {
+    tr.run_graph(0, full);
+    CUDA_CHECK(cudaStreamSynchronize(tr.stream()));
+    tr.reset();
+  }
+  size_t free1 = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free1, &total));
+  tracer.clear();
+
+  std::vector<double> totals, per_epoch_ms, epoch_loss, test_loss, test_acc;
+  std::vector<float> step_losses;
+  EventTimer timer(tr.stream());
+  std::string diverged;
+  int64_t measured_steps = 0;
+  for (int rep = 0; rep < o.common.repeats && diverged.empty(); ++rep) {
+    if (rep > 0) tr.reset();
+    per_epoch_ms.clear(), epoch_loss.clear(), test_loss.clear(), test_acc.clear(), step_losses.clear();
+    double total_ms = 0;
+    for (int e = 0; e < sc.epochs && diverged.empty(); ++e) {
+      throw_if_interrupted("training");
+      const int64_t s0 = e * sc.steps_per_epoch;
+      const int n = static_cast<int>(std::min(sc.steps_per_epoch, sc.total_steps - s0));
+      timer.start();
+      tr.run_graph(s0, n);
+      timer.stop();
+      const double ms = timer.elapsed_ms();
+      per_epoch_ms.push_back(ms);
+      total_ms += ms;
+      measured_steps += n;
+      const std::vector<float> ls = tr.losses(s0, n);  // the once-per-epoch read-back
+      const int64_t bad = tr.bad_step();
+      double sum = 0;
+      for (float l : ls) sum += l;
+      if (bad >= 0) {
+        const int64_t upto = std::max<int64_t>(0, bad - s0 + 1);
+        step_losses.insert(step_losses.end(), ls.begin(), ls.begin() + std::min<int64_t>(upto, n));
+        diverged = "training diverged: non-finite loss at epoch " + std::to_string(bad / sc.steps_per_epoch) +
+                   ", step " + std::to_string(bad % sc.steps_per_epoch) + " (global step " + std::to_string(bad) + ")";
+        epoch_loss.push_back(NAN);
+        break;
+      }
+      step_losses.insert(step_losses.end(), ls.begin(), ls.end());
+      epoch_loss.push_back(sum / n);
+      NvtxRange r(Cat::Eval, "evaluate");
+      double tl = 0, ta = 0;
+      tr.evaluate(&tl, &ta);
+      test_loss.push_back(tl), test_acc.push_back(ta);
+      std::printf("epoch %d: %.2f ms (%d steps)  train loss %.4f  test loss %.4f  test acc %.2f%%\n", e, ms, n,
+                  epoch_loss.back(), tl, ta);
+    }
+    totals.push_back(total_ms);
+  }
+  tracer.flush();
+
+  const Stats st = summarize(totals);
+  rec["timing"] = timing_json("cuda-events",
+                              "per epoch: the permutation kernel and one CUDA-graph replay of all the epoch's steps",
+                              "data upload, graph capture (" + std::to_string(capture_ms) +
+                                  " ms host time), validation, warm-up, the per-epoch loss read-back, evaluation",
+                              o.common.warmup, st, per_epoch_ms);
+  rec["timing"]["per_step_ms"] = {{"median", step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size())}};
+  rec["loss"] = {{"per_epoch", finite_array(epoch_loss)}, {"test_per_epoch", finite_array(test_loss)},
+                 {"per_step", per_step_json(step_losses)}};
+  const double samples = static_cast<double>(step_losses.size()) * o.batch;
+  rec["metrics"] = {{"test_accuracy", test_acc.empty() ? nlohmann::json(nullptr) : nlohmann::json(test_acc.back())},
+                    {"test_accuracy_per_epoch", test_acc},
+                    {"train_loss", epoch_loss.empty() ? nlohmann::json(nullptr) : finite_or_null(epoch_loss.back())},
+                    {"peak_device_memory_bytes", DeviceMemoryCounter::get().peak},
+                    {"device_memory_delta_bytes", free0 > free1 ? free0 - free1 : 0},
+                    {"samples_per_s", st.median > 0 ? samples / (st.median / 1e3) : 0.0},
+                    {"steps", static_cast<int64_t>(step_losses.size())},
+                    {"launches_per_step", 0}};
+  int64_t launches = 0;
+  for (const auto& [k, c] : tr.costs_per_step()) launches += c.calls;
+  rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
+  if (tracer.active()) {
+    rec["kernels"] = tracer.kernel_summary();
+    rec["memcpy"] = tracer.memcpy_summary();
+    rec["ranges"] = tracer.range_summary();
+    std::map<std::string, KernelCost> costs;
+    for (const auto& [k, c] : tr.costs_per_step())
+      costs[k] = KernelCost{c.flops * measured_steps, c.bytes * measured_steps, c.calls * measured_steps};
+    rec["efficiency"] = efficiency_json(rec["kernels"], costs, o.common.measure_peaks ? &peaks : nullptr);
+  }
+  rec["trace_file"] = nullptr;
+  if (!o.common.trace.empty() && tracer.active()) {
+    tracer.write_chrome_trace(o.common.trace);
+    rec["trace_file"] = o.common.trace;
+  }
+  if (!diverged.empty()) rec["status"] = "diverged", rec["notes"].push_back(diverged);
+  const std::string path = write_record(rec, o.common.out, dev.slug, kPhase, o.common.tag);
+  std::printf("record: %s\n", path.c_str());
+  if (!diverged.empty()) throw Error(kExitDiverged, diverged);
+  if (rc == kExitValidation) throw Error(kExitValidation, "validation failed (see the errors above and in " + path + ")");
+  return rc;
+}
+
+// --gemm-compare: our plain GEMM (fp32 tile stored, no fused epilogue) against cuBLASLt on the three
+// products of the configured model's largest layer, fresh random operands, outputs poisoned, 5
+// warm-ups and 30 timed launches each (median).
+template <class Dummy = void>
+__global__ void fill_random_kernel(float* x, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    x[i] = static_cast<float>(static_cast<double>(splitmix64(seed ^ splitmix64(i)) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+template <class T>
+int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev) {
+  const auto& w = o.layers;
+  int l = 0;
+  for (int i = 1; i < o.nlayers(); ++i)
+    if (static_cast<double>(w[i]) * w[i + 1] > static_cast<double>(w[l]) * w[l + 1]) l = i;
+  const int B = o.batch, in = w[l], out = w[l + 1];
+  std::printf("GEMM comparison on layer %d (%d -> %d), batch %d, %s\n", l, in, out, B, o.precision.c_str());
+  cudaStream_t st{};
+  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  auto rnd = [&](size_t n, uint64_t seed) {
+    DevBuf<float> f(n);
+    DevBuf<T> t(n);
+    fill_random_kernel<<<ew_blocks(n), 256, 0, st>>>(f.get(), n, seed);
+    CHECK_LAUNCH();
+    if constexpr (std::is_same<T, __half>::value) {
+      to_half_kernel<<<ew_blocks(n), 256, 0, st>>>(f.get(), t.get(), n);
+      CHECK_LAUNCH();
+    } else {
+      CUDA_CHECK(cudaMemcpyAsync(t.get(), f.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    return t;
+  };
+  DevBuf<T> X = rnd(static_cast<size_t>(B) * in, 1), W = rnd(static_cast<size_t>(out) * in, 2),
+            dZ = rnd(static_cast<size_t>(B) * out, 3);
+  DevBuf<float> c_own(static_cast<size_t>(out) * in), c_lt(static_cast<size_t>(out) * in);
+  LtHandle lt;
+  LtLayer lay;
+  lay.plan<T>(lt, B, in, out, true);
+
+  GemmProblem<MatView<T, true>, MatView<T, false>, StoreEpi> fwd;
+  fwd.M = B, fwd.N = out, fwd.K = in, fwd.a = make_view<T, true>(X.get(), in), fwd.b = make_view<T, false>(W.get(), in);
+  fwd.epi.c = c_own.get(), fwd.epi.ldc = out;
+  GemmProblem<MatView<T, true>, MatView<T, true>, StoreEpi> dgr;
+  dgr.M = B, dgr.N = in, dgr.K = out, dgr.a = make_view<T, true>(dZ.get(), out), dgr.b = make_view<T, true>(W.get(), in);
+  dgr.epi.c = c_own.get(), dgr.epi.ldc = in;
+  GemmProblem<MatView<T, false>, MatView<T, true>, StoreEpi> wgr;
+  wgr.M = out, wgr.N = in, wgr.K = B, wgr.a = make_view<T, false>(dZ.get(), out), wgr.b = make_view<T, true>(X.get(), in);
+  wgr.epi.c = c_own.get(), wgr.epi.ldc = in;
+  plan_splits(fwd, dev.sm_count), plan_splits(dgr, dev.sm_count), plan_splits(wgr, dev.sm_count);
+  size_t wsn = std::max({ws_floats(fwd), ws_floats(dgr), ws_floats(wgr), size_t{1}});
+  size_t tiles = std::max({fwd.tiles(), dgr.tiles(), wgr.tiles()});
+  DevBuf<float> ws(wsn);
+  DevBuf<unsigned> counters(tiles);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+  fwd.ws = dgr.ws = wgr.ws = ws.get();
+  fwd.counters = dgr.counters = wgr.counters = counters.get();
+
+  auto time_it = [&](auto&& launch) {
+    EventTimer t(st);
+    for (int i = 0; i < 5; ++i) launch();
+    std::vector<double> ms;
+    for (int i = 0; i < 30; ++i) {
+      t.start();
+      launch();
+      t.stop();
+      ms.push_back(t.elapsed_ms());
+    }
+    return summarize(ms).median;
+  };
+  auto poison = [&](DevBuf<float>& b) { CUDA_CHECK(cudaMemsetAsync(b.get(), 0xFF, b.bytes(), st)); };
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<double> own_total;
+  auto one = [&](const char* name, double M, double N, double K, auto&& own, auto&& ltf) {
+    poison(c_own), poison(c_lt);
+    own();
+    ltf();
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    const size_t n = static_cast<size_t>(M * N);
+    std::vector<float> a(n), b(n);
+    CUDA_CHECK(cudaMemcpy(a.data(), c_own.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(b.data(), c_lt.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
+    const double err = rel_error(a.data(), std::vector<double>(b.begin(), b.end()).data(), n);
+    const double t_own = time_it(own), t_lt = time_it(ltf);
+    const double flops = 2 * M * N * K, bytes = (M * K + K * N) * sizeof(T) + M * N * 4.0;
+    rows.push_back({{"product", name}, {"M", M}, {"N", N}, {"K", K}, {"own_ms", t_own}, {"cublaslt_ms", t_lt},
+                    {"own_over_cublaslt_speed", t_lt / t_own}, {"own_tflops", flops / t_own / 1e9},
+                    {"cublaslt_tflops", flops / t_lt / 1e9}, {"own_gbps", bytes / t_own / 1e6},
+                    {"cublaslt_gbps", bytes / t_lt / 1e6}, {"rel_diff_vs_cublaslt", finite_or_null(err)}});
+    own_total.push_back(t_own);
+    std::printf("  %-8s %6.0fx%6.0fx%6.0f  own %.4f ms  cuBLASLt %.4f ms  own/cuBLASLt speed %.2f  rel.diff %.1e\n",
+                name, M, N, K, t_own, t_lt, t_lt / t_own, err);
+  };
+  one("forward", B, out, in, [&] { launch_gemm<p4_gemm_fwd, T>(fwd, st); },
+      [&] { lay.forward(X.get(), W.get(), c_lt.get(), st); });
+  one("dgrad", B, in, out, [&] { launch_gemm<p4_gemm_bwd_data, T>(dgr, st); },
+      [&] { lay.backward_data(dZ.get(), W.get(), c_lt.get(), st); });
+  one("wgrad", out, in, B, [&] { launch_gemm<p4_gemm_bwd_weight, T>(wgr, st); },
+      [&] { lay.backward_weight(dZ.get(), X.get(), c_lt.get(), st); });
+  CUDA_CHECK(cudaStreamDestroy(st));
+
+  nlohmann::json rec = new_record(kPhase, o.workload, "cuda-vs-cublaslt", cli);
+  rec["device"] = to_json(dev);
+  rec["software"] = software_json(dev);
+  rec["timing"] = timing_json("cuda-events", "one launch of each product (median of 30 after 5 warm-ups)",
+                              "operand generation, planning", 5, summarize(own_total));
+  rec["metrics"] = {{"gemm_compare", rows}, {"layer", l}, {"in", in}, {"out", out}, {"batch", B}};
+  rec["notes"].push_back("own = the phase 4/5 GEMM mainloop with a plain fp32 store epilogue (no fusion); timing.total_ms "
+                         "samples are the own medians of forward, dgrad, wgrad");
+  rec["validation"] = {{"performed", false}, {"passed", nullptr}};
+  const std::string path = write_record(rec, o.common.out, dev.slug, kPhase, o.common.tag);
+  std::printf("record: %s\n", path.c_str());
+  return kExitOk;
+}
+
+int run(int argc, char** argv) {
+  MlpOptions o;
+  bool compare = false;
+  Cli cli(kPhase, "MNIST MLP, batched: data on the GPU, fused kernels, one CUDA graph per epoch.");
+  add_mlp_flags(cli, o, true);
+  cli.add_flag("--gemm-compare", &compare,
+               "only time our GEMM against cuBLASLt on the largest layer's three products (no training)");
+  if (!cli.parse(argc, argv)) return 0;
+  check_mlp_options(o);
+  if (o.layers.back() > kBN) throw Error(kExitUsage, "--layers: the last width must fit one tile");
+  if (compare) {
+    const DeviceInfo dev = require_device();
+    return o.fp16() ? gemm_compare<__half>(o, cli, dev) : gemm_compare<float>(o, cli, dev);
+  }
+  const Dataset ds = load_dataset(o.data_dir, o.dataset);
+  const Schedule sc = make_schedule(o, ds.train_images.count);
+  const HostParams init = init_params(o.layers, o.common.seed);
+  if (!o.save_init.empty()) save_init(o.save_init, init);
+  if (!o.save_order.empty()) save_order(o.save_order, o, sc);
+  const DeviceInfo dev = require_device();
+  return o.fp16() ? train<__half>(o, cli, dev, ds, sc, init) : train<float>(o, cli, dev, ds, sc, init);
+}
+
+}  // namespace
+}  // namespace nb
+
+int main(int argc, char** argv) { return nb::guarded_main(argc, argv, nb::run); }

@@ -1,0 +1,511 @@
+// tests/gpu/test_mlp_fused.cu — phase 5's fused kernels (phase5_batched/kernels.cuh) and its
+// cuBLASLt products (phase5_batched/lt.h) against float64 CPU references: fresh random inputs,
+// awkward shapes (batch 1, 33 and 70; widths 10, 100, 300), outputs poisoned with NaN before each
+// run. fp32 <= 1e-5 relative (norm-wise); fp16 <= 1e-2 (operands rounded to fp16 included).
+#define NB_WANT_CUBLAS 1
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "../../phase5_batched/kernels.cuh"
+#include "../../phase5_batched/lt.h"
+#include "check.cuh"
+#include "gpu_test.cuh"
+#include "reference.h"
+
+namespace nbtest {
+namespace {
+
+using namespace nb::mlp;
+
+std::mt19937_64& frng() {
+  static std::mt19937_64 g(std::random_device{}());
+  return g;
+}
+std::vector<float> rvec(size_t n, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(frng());
+  return v;
+}
+template <class T>
+T cvt(float x) {
+  if constexpr (std::is_same<T, __half>::value) return __float2half_rn(x);
+  else return x;
+}
+template <class T>
+float back(T x) {
+  if constexpr (std::is_same<T, __half>::value) return __half2float(x);
+  else return x;
+}
+template <class T>
+std::vector<T> cvtv(const std::vector<float>& v) {
+  std::vector<T> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = cvt<T>(v[i]);
+  return o;
+}
+
+template <class T>
+struct D {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit D(size_t c) : n(c) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
+  explicit D(const std::vector<T>& h) : D(h.size()) {
+    if (n) CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~D() { cudaFree(p); }
+  D(const D&) = delete;
+  D& operator=(const D&) = delete;
+  void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T))); }
+  void zero() { CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(n, 1) * sizeof(T))); }
+  std::vector<T> get() const {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(n);
+    if (n) CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  std::vector<float> getf() const {
+    auto h = get();
+    std::vector<float> o(h.size());
+    for (size_t i = 0; i < h.size(); ++i) o[i] = back(h[i]);
+    return o;
+  }
+};
+
+double rel(const std::vector<float>& a, const std::vector<double>& b) { return nb::rel_error(a.data(), b.data(), b.size()); }
+
+// A small byte data set (images of 784 bytes), a permutation and a step base on the device.
+struct Data {
+  int images, dim = 784;
+  std::vector<uint8_t> px, labels;
+  std::vector<int> perm;
+  D<uint8_t> dpx, dlab;
+  D<int> dperm;
+  D<int64_t> base;
+  Data(int n, int64_t step)
+      : images(n), px(static_cast<size_t>(n) * 784), labels(n), perm(n), dpx(static_cast<size_t>(n) * 784), dlab(n),
+        dperm(n), base(1) {
+    for (auto& b : px) b = static_cast<uint8_t>(frng()() % 256);
+    for (auto& l : labels) l = static_cast<uint8_t>(frng()() % 10);
+    for (int i = 0; i < n; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), frng());
+    CUDA_CHECK(cudaMemcpy(dpx.p, px.data(), px.size(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dlab.p, labels.data(), labels.size(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dperm.p, perm.data(), perm.size() * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(base.p, &step, sizeof step, cudaMemcpyHostToDevice));
+  }
+  // RowMap for a batch of B rows, step base + i, spe steps per epoch.
+  RowMap rows(int B, int i, int64_t spe) const {
+    RowMap r;
+    r.perm = dperm.p, r.step = StepRef{base.p, i}, r.steps_per_epoch = spe, r.batch = B;
+    return r;
+  }
+  int image(int B, int64_t step, int64_t spe, int r) const { return perm[(step % spe) * B + r]; }
+  // Host copy of the batch as the device converts it.
+  template <class T>
+  std::vector<double> batch(int B, int64_t step, int64_t spe) const {
+    std::vector<double> x(static_cast<size_t>(B) * dim);
+    for (int r = 0; r < B; ++r)
+      for (int j = 0; j < dim; ++j)
+        x[static_cast<size_t>(r) * dim + j] =
+            back(cvt<T>(static_cast<float>(px[static_cast<size_t>(image(B, step, spe, r)) * dim + j]) / 255.0f));
+    return x;
+  }
+};
+
+template <class P>
+struct Ws {
+  D<float> ws;
+  D<unsigned> ctr;
+  explicit Ws(P& p, int sm = 132) : ws((plan_splits(p, sm), std::max<size_t>(ws_floats(p), 1))), ctr(p.tiles()) {
+    ctr.zero();
+    p.ws = ws.p, p.counters = ctr.p;
+  }
+};
+
+// Reference C[M,N] = sum_k A(m,k) B(k,n).
+template <class FA, class FB>
+std::vector<double> matmul(int M, int N, int K, FA a, FB b) {
+  std::vector<double> c(static_cast<size_t>(M) * N, 0.0);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      double s = 0;
+      for (int k = 0; k < K; ++k) s += a(m, k) * b(k, n);
+      c[static_cast<size_t>(m) * N + n] = s;
+    }
+  return c;
+}
+
+template <class T>
+double tol() {
+  return std::is_same<T, __half>::value ? 1e-2 : 1e-5;
+}
+
+template <class T>
+void forward_first_and_hidden() {
+  const int64_t step = 5, spe = 2;  // step 5 of an epoch of 2 steps -> rows from position B
+  for (int B : {1, 33})
+    for (int N : {10, 100, 300})
+      for (bool drop : {false, true}) {
+        INFO("B=" << B << " N=" << N << " dropout=" << drop);
+        Data d(2 * B + 3, step);
+        const auto w = rvec(static_cast<size_t>(N) * 784, -0.05f, 0.05f), b = rvec(N);
+        D<T> dw(cvtv<T>(w));
+        D<float> db(b);
+        D<T> out(static_cast<size_t>(B) * N);
+        out.poison();
+        GemmProblem<GatherView<T>, MatView<T, false>, FwdHiddenEpi<T>> p;
+        p.M = B, p.N = N, p.K = 784;
+        p.a.data = d.dpx.p, p.a.ld = 784, p.a.rows = d.rows(B, 0, spe);
+        p.b = make_view<T, false>(dw.p, 784);
+        const uint64_t key = dropout_key(frng()());
+        const double rate = 0.3;
+        p.epi.bias = db.p, p.epi.out = out.p, p.epi.dropout = drop, p.epi.key = key, p.epi.layer = 1;
+        p.epi.threshold = dropout_threshold(rate), p.epi.scale = static_cast<float>(1 / (1 - rate));
+        p.epi.step = StepRef{d.base.p, 0};
+        Ws<decltype(p)> ws(p);
+        launch_gemm<p5_fwd_gather, T>(p, nullptr);
+        const auto x = d.batch<T>(B, step, spe);
+        auto ref = matmul(B, N, 784, [&](int m, int k) { return x[static_cast<size_t>(m) * 784 + k]; },
+                          [&](int k, int n) { return static_cast<double>(back(cvt<T>(w[static_cast<size_t>(n) * 784 + k]))); });
+        for (int m = 0; m < B; ++m)
+          for (int n = 0; n < N; ++n) {
+            double& v = ref[static_cast<size_t>(m) * N + n];
+            v = std::max(v + b[n], 0.0);
+            if (drop)
+              v = dropout_bits_host(key, 1, step, static_cast<uint32_t>(m * N + n)) >= dropout_threshold(rate) ? v / (1 - rate) : 0;
+          }
+        CHECK(rel(out.getf(), ref) <= tol<T>());
+
+        // A hidden layer reading that output (K = N), no dropout.
+        const int N2 = 100;
+        const auto w2 = rvec(static_cast<size_t>(N2) * N, -0.1f, 0.1f), b2 = rvec(N2);
+        D<T> dw2(cvtv<T>(w2));
+        D<float> db2(b2);
+        D<T> out2(static_cast<size_t>(B) * N2);
+        out2.poison();
+        GemmProblem<MatView<T, true>, MatView<T, false>, FwdHiddenEpi<T>> q;
+        q.M = B, q.N = N2, q.K = N;
+        q.a = make_view<T, true>(out.p, N), q.b = make_view<T, false>(dw2.p, N);
+        q.epi.bias = db2.p, q.epi.out = out2.p;
+        Ws<decltype(q)> ws2(q);
+        launch_gemm<p5_fwd_hidden, T>(q, nullptr);
+        const auto h1 = out.getf();
+        auto ref2 = matmul(B, N2, N, [&](int m, int k) { return static_cast<double>(h1[static_cast<size_t>(m) * N + k]); },
+                           [&](int k, int n) { return static_cast<double>(back(cvt<T>(w2[static_cast<size_t>(n) * N + k]))); });
+        for (int m = 0; m < B; ++m)
+          for (int n = 0; n < N2; ++n) ref2[static_cast<size_t>(m) * N2 + n] = std::max(ref2[static_cast<size_t>(m) * N2 + n] + b2[n], 0.0);
+        CHECK(rel(out2.getf(), ref2) <= tol<T>());
+      }
+}
+
+template <class T>
+void softmax_ce_last() {
+  const int64_t step = 3, spe = 4;
+  for (int B : {1, 33, 70})
+    for (int K : {10, 100, 300}) {
+      INFO("B=" << B << " K=" << K);
+      Data d(4 * B, step);
+      const int N = 10;
+      const auto h = rvec(static_cast<size_t>(B) * K, 0.f, 1.f), w = rvec(static_cast<size_t>(N) * K, -0.3f, 0.3f), b = rvec(N);
+      D<T> dh(cvtv<T>(h)), dw(cvtv<T>(w)), dz(static_cast<size_t>(B) * N);
+      D<float> db(b), tile_loss((B + 31) / 32), step_loss(8);
+      D<unsigned> counter(1);
+      D<unsigned long long> bad(1);
+      counter.zero(), dz.poison(), step_loss.poison();
+      CUDA_CHECK(cudaMemset(bad.p, 0xFF, sizeof(unsigned long long)));
+      GemmProblem<MatView<T, true>, MatView<T, false>, SoftmaxCEEpi<T>> p;
+      p.M = B, p.N = N, p.K = K;
+      p.a = make_view<T, true>(dh.p, K), p.b = make_view<T, false>(dw.p, K);
+      p.epi.bias = db.p, p.epi.labels = d.dlab.p, p.epi.rows = d.rows(B, 0, spe), p.epi.dz = dz.p;
+      p.epi.tile_loss = tile_loss.p, p.epi.counter = counter.p, p.epi.step_loss = step_loss.p, p.epi.bad_step = bad.p;
+      p.epi.step = StepRef{d.base.p, 0};
+      Ws<decltype(p)> ws(p);
+      launch_gemm<p5_fwd_softmax_ce, T>(p, nullptr);
+      auto z = matmul(B, N, K, [&](int m, int k) { return static_cast<double>(back(cvt<T>(h[static_cast<size_t>(m) * K + k]))); },
+                      [&](int k, int n) { return static_cast<double>(back(cvt<T>(w[static_cast<size_t>(n) * K + k]))); });
+      std::vector<double> g(static_cast<size_t>(B) * N);
+      double loss = 0;
+      for (int m = 0; m < B; ++m) {
+        const int y = d.labels[d.image(B, step, spe, m)];
+        double mx = -1e300, se = 0;
+        for (int j = 0; j < N; ++j) mx = std::max(mx, z[m * N + j] + b[j]);
+        for (int j = 0; j < N; ++j) se += std::exp(z[m * N + j] + b[j] - mx);
+        const double lse = mx + std::log(se);
+        loss += (lse - (z[m * N + y] + b[y])) / B;
+        for (int j = 0; j < N; ++j) g[m * N + j] = (std::exp(z[m * N + j] + b[j] - lse) - (j == y)) / B;
+      }
+      CHECK(rel(dz.getf(), g) <= tol<T>());
+      const auto sl = step_loss.get();
+      CHECK(std::fabs(sl[step] - loss) <= tol<T>() * loss);
+      CHECK(counter.get()[0] == 0u);     // reset for the next step
+      CHECK(bad.get()[0] == ~0ull);      // finite
+      // A non-finite weight: the step is recorded as the first bad one.
+      std::vector<T> wn = cvtv<T>(w);
+      wn[0] = cvt<T>(NAN);
+      CUDA_CHECK(cudaMemcpy(dw.p, wn.data(), wn.size() * sizeof(T), cudaMemcpyHostToDevice));
+      launch_gemm<p5_fwd_softmax_ce, T>(p, nullptr);
+      CHECK(bad.get()[0] == static_cast<unsigned long long>(step));
+    }
+}
+
+// Backward data (+ ReLU/dropout backward) and the fused update, also paired in one launch.
+template <class T>
+void backward_and_update(bool adam) {
+  const int64_t step = 2;
+  for (int B : {1, 33})
+    for (int out : {10, 100, 300})
+      for (int in : {10, 100, 300}) {
+        INFO("B=" << B << " out=" << out << " in=" << in << " adam=" << adam);
+        const auto dzv = rvec(static_cast<size_t>(B) * out, -0.1f, 0.1f), hin = rvec(static_cast<size_t>(B) * in, -0.5f, 1.f);
+        std::vector<float> hv(hin.size());
+        for (size_t i = 0; i < hv.size(); ++i) hv[i] = std::max(hin[i], 0.f) * 1.25f;  // post ReLU/dropout
+        const auto w = rvec(static_cast<size_t>(out) * in, -0.2f, 0.2f), b = rvec(out);
+        const auto m0 = rvec(w.size() + out, -1e-3f, 1e-3f), v0 = rvec(w.size() + out, 0.f, 1e-4f);
+        D<T> ddz(cvtv<T>(dzv)), dh(cvtv<T>(hv)), dW16(cvtv<T>(w)), dzprev(static_cast<size_t>(B) * in);
+        D<float> dW(w), dB(b), dmW(std::vector<float>(m0.begin(), m0.begin() + w.size())),
+            dvW(std::vector<float>(v0.begin(), v0.begin() + w.size())), dmB(std::vector<float>(m0.begin() + w.size(), m0.end())),
+            dvB(std::vector<float>(v0.begin() + w.size(), v0.end()));
+        D<__half> w16copy(w.size());
+        D<int64_t> base(1);
+        CUDA_CHECK(cudaMemcpy(base.p, &step, sizeof step, cudaMemcpyHostToDevice));
+        dzprev.poison(), w16copy.poison();
+        // Backward data: dZprev = relu'(dZ · W) * 1.25 (W read before the update: same launch, other blocks
+        // update it -> this test gives the backward-data problem its own copy of W in T, as the trainer does
+        // with the fp16 copy; in fp32 the trainer never pairs a layer's update with its own backward data).
+        GemmProblem<MatView<T, true>, MatView<T, true>, BwdReluEpi<T>> bd;
+        bd.M = B, bd.N = in, bd.K = out;
+        bd.a = make_view<T, true>(ddz.p, out), bd.b = make_view<T, true>(dW16.p, in);
+        bd.epi.h = dh.p, bd.epi.dz = dzprev.p, bd.epi.scale = 1.25f;
+        GemmProblem<MatView<T, false>, MatView<T, true>, UpdateEpi<T>> up;
+        up.M = out, up.N = in, up.K = B;
+        up.a = make_view<T, false>(ddz.p, out), up.b = make_view<T, true>(dh.p, in);
+        up.epi.W = dW.p, up.epi.b = dB.p, up.epi.dz = ddz.p, up.epi.batch = B, up.epi.adam = adam;
+        up.epi.lr = adam ? 1e-3f : 0.003f, up.epi.step = StepRef{base.p, 1};
+        up.epi.W16 = w16copy.p;
+        if (adam) up.epi.mW = dmW.p, up.epi.vW = dvW.p, up.epi.mb = dmB.p, up.epi.vb = dvB.p;
+        Ws<decltype(up)> ws1(up);
+        Ws<decltype(bd)> ws2(bd);
+        launch_gemm_pair<p5_update_and_bwd_data, T>(up, bd, nullptr);
+        // Reference.
+        auto dzd = [&](int k, int o) { return static_cast<double>(back(cvt<T>(dzv[static_cast<size_t>(k) * out + o]))); };
+        auto hd = [&](int k, int i) { return static_cast<double>(back(cvt<T>(hv[static_cast<size_t>(k) * in + i]))); };
+        auto dh_ref = matmul(B, in, out, dzd, [&](int k, int n) { return static_cast<double>(back(cvt<T>(w[static_cast<size_t>(k) * in + n]))); });
+        for (size_t i = 0; i < dh_ref.size(); ++i) dh_ref[i] = hd(static_cast<int>(i / in), static_cast<int>(i % in)) > 0 ? dh_ref[i] * 1.25 : 0;
+        CHECK(rel(dzprev.getf(), dh_ref) <= tol<T>());
+        auto gW = matmul(out, in, B, [&](int m, int k) { return dzd(k, m); }, hd);
+        std::vector<double> gb(out, 0.0);
+        for (int k = 0; k < B; ++k)
+          for (int o = 0; o < out; ++o) gb[o] += dzd(k, o);
+        const double t = static_cast<double>(step + 1 + 1);
+        auto upd = [&](double p, double g, double m, double v) {
+          if (!adam) return p - 0.003 * g;
+          m = 0.9 * m + 0.1 * g;
+          v = 0.999 * v + 0.001 * g * g;
+          return p - 1e-3 / (1 - std::pow(0.9, t)) * m / (std::sqrt(v) / std::sqrt(1 - std::pow(0.999, t)) + 1e-8);
+        };
+        std::vector<double> dwr(w.size()), dbr(out);  // parameter change
+        for (size_t i = 0; i < w.size(); ++i) dwr[i] = upd(w[i], gW[i], m0[i], v0[i]) - w[i];
+        for (int o = 0; o < out; ++o) dbr[o] = upd(b[o], gb[o], m0[w.size() + o], v0[w.size() + o]) - b[o];
+        const auto nw = dW.get(), nb = dB.get();
+        std::vector<float> dwg(w.size()), dbg(out);
+        for (size_t i = 0; i < w.size(); ++i) dwg[i] = nw[i] - w[i];
+        for (int o = 0; o < out; ++o) dbg[o] = nb[o] - b[o];
+        // The change of fp32 numbers near 0.1 by ~1e-3: fp32 rounding of p bounds its accuracy at ~1e-4.
+        const double tu = std::is_same<T, __half>::value ? 5e-2 : 1e-4;
+        CHECK(rel(dwg, dwr) <= tu);
+        CHECK(rel(dbg, dbr) <= tu);
+        std::vector<float> w16f(w.size());
+        const auto w16 = w16copy.get();
+        for (size_t i = 0; i < w.size(); ++i) w16f[i] = __half2float(w16[i]);
+        CHECK(rel(w16f, std::vector<double>(nw.begin(), nw.end())) <= 1e-3);
+      }
+}
+
+}  // namespace
+
+TEST_CASE("mlp fused: gather + GEMM + bias + ReLU + dropout (fp32, fp16)") {
+  NB_SKIP_WITHOUT_DEVICE();
+  forward_first_and_hidden<float>();
+  forward_first_and_hidden<__half>();
+}
+
+TEST_CASE("mlp fused: last layer softmax cross-entropy epilogue, loss per step, divergence flag") {
+  NB_SKIP_WITHOUT_DEVICE();
+  softmax_ce_last<float>();
+  softmax_ce_last<__half>();
+}
+
+TEST_CASE("mlp fused: backward data + ReLU/dropout, fused Adam/SGD update, paired in one launch") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (bool adam : {true, false}) {
+    backward_and_update<float>(adam);
+    backward_and_update<__half>(adam);
+  }
+}
+
+TEST_CASE("mlp fused: first-layer update reads the batch through the gather view") {
+  NB_SKIP_WITHOUT_DEVICE();
+  const int64_t step = 1, spe = 3;
+  for (int B : {1, 33})
+    for (int out : {10, 100}) {
+      INFO("B=" << B << " out=" << out);
+      Data d(3 * B, step);
+      const auto dzv = rvec(static_cast<size_t>(B) * out, -0.1f, 0.1f), w = rvec(static_cast<size_t>(out) * 784, -0.1f, 0.1f),
+                 b = rvec(out);
+      D<float> ddz(dzv), dW(w), dB(b);
+      GemmProblem<MatView<float, false>, GatherView<float>, UpdateEpi<float>> up;
+      up.M = out, up.N = 784, up.K = B;
+      up.a = make_view<float, false>(ddz.p, out);
+      up.b.data = d.dpx.p, up.b.ld = 784, up.b.rows = d.rows(B, 0, spe);
+      up.epi.W = dW.p, up.epi.b = dB.p, up.epi.dz = ddz.p, up.epi.batch = B, up.epi.adam = false, up.epi.lr = 0.5f;
+      up.epi.step = StepRef{d.base.p, 0};
+      Ws<decltype(up)> ws(up);
+      launch_gemm<p5_update, float>(up, nullptr);
+      const auto x = d.batch<float>(B, step, spe);
+      auto g = matmul(out, 784, B, [&](int m, int k) { return static_cast<double>(dzv[static_cast<size_t>(k) * out + m]); },
+                      [&](int k, int n) { return x[static_cast<size_t>(k) * 784 + n]; });
+      std::vector<double> ref(w.size());
+      for (size_t i = 0; i < w.size(); ++i) ref[i] = -0.5 * g[i];
+      const auto nw = dW.get();
+      std::vector<float> ch(w.size());
+      for (size_t i = 0; i < w.size(); ++i) ch[i] = nw[i] - w[i];
+      CHECK(rel(ch, ref) <= 1e-4);
+    }
+}
+
+TEST_CASE("mlp fused: evaluation epilogue counts correct rows and sums the loss per tile") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (int rows : {1, 33, 70}) {
+    const int K = 100, N = 10;
+    const auto h = rvec(static_cast<size_t>(rows) * K), w = rvec(static_cast<size_t>(N) * K), b = rvec(N);
+    std::vector<uint8_t> lab(rows + 40);
+    for (auto& l : lab) l = static_cast<uint8_t>(frng()() % 10);
+    D<float> dh(h), dw(w), db(b);
+    D<uint8_t> dl(lab);
+    const int offset = 32;  // a second chunk: tiles counted from row offset / 32
+    const int tiles = (offset + rows + 31) / 32;
+    D<int> ok(tiles);
+    D<float> ls(tiles);
+    ok.poison(), ls.poison();
+    GemmProblem<MatView<float, true>, MatView<float, false>, EvalEpi> p;
+    p.M = rows, p.N = N, p.K = K, p.a = make_view<float, true>(dh.p, K), p.b = make_view<float, false>(dw.p, K);
+    p.epi.bias = db.p, p.epi.labels = dl.p, p.epi.row_offset = offset, p.epi.tile_correct = ok.p, p.epi.tile_loss = ls.p;
+    Ws<decltype(p)> ws(p);
+    launch_gemm<p5_eval, float>(p, nullptr);
+    auto z = matmul(rows, N, K, [&](int m, int k) { return static_cast<double>(h[static_cast<size_t>(m) * K + k]); },
+                    [&](int k, int n) { return static_cast<double>(w[static_cast<size_t>(n) * K + k]); });
+    int correct = 0;
+    double loss = 0;
+    for (int m = 0; m < rows; ++m) {
+      int arg = 0;
+      double mx = -1e300, se = 0;
+      for (int j = 0; j < N; ++j)
+        if (z[m * N + j] + b[j] > mx) mx = z[m * N + j] + b[j], arg = j;
+      for (int j = 0; j < N; ++j) se += std::exp(z[m * N + j] + b[j] - mx);
+      const int y = lab[offset + m];
+      correct += arg == y;
+      loss += mx + std::log(se) - (z[m * N + y] + b[y]);
+    }
+    const auto okv = ok.get();
+    const auto lsv = ls.get();
+    int c = 0;
+    double l = 0;
+    for (int t = offset / 32; t < tiles; ++t) c += okv[t], l += lsv[t];
+    CHECK(c == correct);
+    CHECK(std::fabs(l - loss) <= 1e-5 * std::fabs(loss));
+  }
+}
+
+TEST_CASE("mlp fused: the device permutation equals the host's; the step base is written") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (int n : {1, 33, 60000}) {
+    D<int> perm(n);
+    D<int64_t> base(1);
+    perm.poison();
+    const Perm p = make_perm(frng()(), 3, static_cast<uint32_t>(n));
+    epoch_begin_kernel<<<(n + 255) / 256, 256>>>(perm.p, n, p, base.p, int64_t{5625});
+    CHECK_LAUNCH();
+    const auto d = perm.get();
+    for (int i = 0; i < n; ++i) REQUIRE(d[i] == static_cast<int>(perm_apply(p, static_cast<uint32_t>(i))));
+    CHECK(base.get()[0] == 5625);
+  }
+}
+
+template <class T>
+void lt_products() {
+  nb::mlp::LtHandle h(4u << 20);
+  for (int B : {1, 33})
+    for (int in : {10, 100, 300})
+      for (int out : {10, 100, 300}) {
+        INFO("B=" << B << " in=" << in << " out=" << out);
+        LtLayer lay;
+        lay.plan<T>(h, B, in, out, true);
+        const auto x = rvec(static_cast<size_t>(B) * in), w = rvec(static_cast<size_t>(out) * in),
+                   dz = rvec(static_cast<size_t>(B) * out);
+        D<T> dx(cvtv<T>(x)), dw(cvtv<T>(w)), ddz(cvtv<T>(dz));
+        D<float> z(static_cast<size_t>(B) * out), dh(static_cast<size_t>(B) * in), gw(static_cast<size_t>(out) * in);
+        z.poison(), dh.poison(), gw.poison();
+        lay.forward(dx.p, dw.p, z.p, nullptr);
+        lay.backward_data(ddz.p, dw.p, dh.p, nullptr);
+        lay.backward_weight(ddz.p, dx.p, gw.p, nullptr);
+        auto X = [&](int m, int k) { return static_cast<double>(x[static_cast<size_t>(m) * in + k]); };
+        auto Z = [&](int m, int k) { return static_cast<double>(dz[static_cast<size_t>(m) * out + k]); };
+        CHECK(rel(z.get(), matmul(B, out, in, X, [&](int k, int n) { return static_cast<double>(w[static_cast<size_t>(n) * in + k]); })) <= tol<T>());
+        CHECK(rel(dh.get(), matmul(B, in, out, Z, [&](int k, int n) { return static_cast<double>(w[static_cast<size_t>(k) * in + n]); })) <= tol<T>());
+        CHECK(rel(gw.get(), matmul(out, in, B, [&](int m, int k) { return Z(k, m); }, X)) <= tol<T>());
+      }
+}
+
+TEST_CASE("mlp cuBLASLt: row-major forward, backward-data and backward-weight products") {
+  NB_SKIP_WITHOUT_DEVICE();
+  lt_products<float>();
+  lt_products<__half>();
+}
+
+TEST_CASE("mlp cuBLASLt path: epilogue kernel, gather kernel, whole-model optimizer kernel") {
+  NB_SKIP_WITHOUT_DEVICE();
+  const int64_t step = 4, spe = 2;
+  for (int B : {1, 33})
+    for (int N : {10, 100, 300}) {
+      INFO("B=" << B << " N=" << N);
+      const auto z = rvec(static_cast<size_t>(B) * N), b = rvec(N);
+      D<float> dz(z), db(b), out(static_cast<size_t>(B) * N);
+      out.poison();
+      FwdHiddenEpi<float> e;
+      e.bias = db.p, e.out = out.p;
+      launch_epilogue<p5_epi_hidden>(dz.p, B, N, e, nullptr);
+      std::vector<double> ref(z.size());
+      for (size_t i = 0; i < z.size(); ++i) ref[i] = std::max(static_cast<double>(z[i]) + b[i % N], 0.0);
+      CHECK(rel(out.get(), ref) <= 1e-5);
+      // Gather.
+      Data d(2 * B + 1, step);
+      D<float> x(static_cast<size_t>(B) * 784);
+      x.poison();
+      gather_kernel<float><<<64, 256>>>(x.p, d.dpx.p, d.rows(B, 0, spe), B, 784);
+      CHECK_LAUNCH();
+      CHECK(rel(x.get(), d.batch<float>(B, step, spe)) == 0.0);
+    }
+  // Whole-model Adam with the step number from device memory.
+  const size_t n = 1234;
+  const auto p = rvec(n), g = rvec(n, -1e-2f, 1e-2f);
+  D<float> dp(p), dg(g), dm(n), dv(n);
+  dm.zero(), dv.zero();
+  D<__half> p16(n);
+  p16.poison();
+  D<int64_t> base(1);
+  const int64_t s = 0;
+  CUDA_CHECK(cudaMemcpy(base.p, &s, sizeof s, cudaMemcpyHostToDevice));
+  flat_update_kernel<<<ew_blocks(n), 256>>>(dp.p, dg.p, dm.p, dv.p, p16.p, n, 1e-3f, StepRef{base.p, 0});
+  CHECK_LAUNCH();
+  // Step 1 of Adam from zero state: p - lr * g / (|g| + eps) (bias corrections cancel).
+  std::vector<float> ch(n);
+  std::vector<double> rc(n);
+  const auto np = dp.get();
+  for (size_t i = 0; i < n; ++i) ch[i] = np[i] - p[i], rc[i] = -1e-3 * g[i] / (std::fabs(static_cast<double>(g[i])) + 1e-8);
+  CHECK(rel(ch, rc) <= 1e-4);
+}
+
+}  // namespace nbtest

@@ -1,0 +1,360 @@
+// tests/gpu/test_mlp_kernels.cu — every kernel of phase4_mlp/kernels.cuh against a float64 CPU
+// reference, on fresh random inputs at awkward shapes (batch 1 and 33; widths 10, 100, 300, plus
+// 784/128 for the 16-byte vector path), with every output poisoned (NaN) before the run so an
+// unwritten element fails. Tolerances (relative, norm-wise): fp32 1e-5, fp16 GEMMs 1e-2 (against
+// the reference on the unrounded fp32 operands, so operand rounding is included).
+// Also: the host copy of Philox4x32-10 equals cuRAND's curand_Philox4x32_10 bit for bit, so the
+// float64 reference can use the very dropout masks the GPU used.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../phase4_mlp/kernels.cuh"
+#include "check.cuh"
+#include "gpu_test.cuh"
+#include "reference.h"
+
+namespace nbtest {
+namespace {
+
+using namespace nb::mlp;
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 g(std::random_device{}());
+  return g;
+}
+std::vector<float> random_vec(size_t n, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng());
+  return v;
+}
+
+template <class T>
+T to_t(float x);
+template <>
+float to_t<float>(float x) {
+  return x;
+}
+template <>
+__half to_t<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <class T>
+std::vector<T> convert(const std::vector<float>& v) {
+  std::vector<T> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = to_t<T>(v[i]);
+  return o;
+}
+
+// Device copy of a host vector (RAII).
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t count) : n(count) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
+  explicit Dev(const std::vector<T>& h) : Dev(h.size()) {
+    if (n) CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T))); }  // NaN for float/half
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    if (n) CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+double rel(const std::vector<float>& a, const std::vector<double>& b) { return nb::rel_error(a.data(), b.data(), b.size()); }
+
+std::vector<float> as_float(const std::vector<__half>& v) {
+  std::vector<float> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = __half2float(v[i]);
+  return o;
+}
+
+// The three MLP products at one shape: forward C[M,N] = A[M,K]·W^T with W [N,K]; backward data
+// C[M,N] = A[M,K]·W with W [K,N]; backward weight C[M,N] = A^T·X with A stored [K,M], X [K,N].
+enum class Kind { Fwd, Dgrad, Wgrad };
+
+template <class T>
+double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used) {
+  const std::vector<float> a = random_vec(static_cast<size_t>(M) * K), b = random_vec(static_cast<size_t>(K) * N);
+  // a: logical A[M,K] (stored row-major, or as [K,M] for Wgrad). b: logical B[K,N] storage per kind.
+  std::vector<double> ref(static_cast<size_t>(M) * N, 0.0);
+  auto A = [&](int m, int k) -> double {
+    return kind == Kind::Wgrad ? a[static_cast<size_t>(k) * M + m] : a[static_cast<size_t>(m) * K + k];
+  };
+  auto Bv = [&](int k, int n) -> double {
+    return kind == Kind::Fwd ? b[static_cast<size_t>(n) * K + k] : b[static_cast<size_t>(k) * N + n];
+  };
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      double s = 0;
+      for (int k = 0; k < K; ++k) s += A(m, k) * Bv(k, n);
+      ref[static_cast<size_t>(m) * N + n] = s;
+    }
+  Dev<T> da(convert<T>(a)), db(convert<T>(b));
+  Dev<float> dc(static_cast<size_t>(M) * N);
+  dc.poison();
+  StoreEpi epi;
+  epi.c = dc.p, epi.ldc = N;
+  auto go = [&](auto p) {
+    p.M = M, p.N = N, p.K = K, p.epi = epi;
+    plan_splits(p, sm_count);
+    Dev<float> ws(std::max<size_t>(ws_floats(p), 1));
+    Dev<unsigned> ctr(p.tiles());
+    CUDA_CHECK(cudaMemset(ctr.p, 0, ctr.n * sizeof(unsigned)));
+    p.ws = ws.p, p.counters = ctr.p;
+    *splits_used = p.splits;
+    launch_gemm<p4_gemm_fwd, T>(p, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    // A second launch reuses the counters: they must have been reset by the last block.
+    dc.poison();
+    launch_gemm<p4_gemm_fwd, T>(p, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const auto c = ctr.get();
+    for (unsigned v : c) REQUIRE(v == 0u);
+  };
+  if (kind == Kind::Fwd) {
+    GemmProblem<MatView<T, true>, MatView<T, false>, StoreEpi> p;
+    p.a = make_view<T, true>(da.p, K), p.b = make_view<T, false>(db.p, K);
+    go(p);
+  } else if (kind == Kind::Dgrad) {
+    GemmProblem<MatView<T, true>, MatView<T, true>, StoreEpi> p;
+    p.a = make_view<T, true>(da.p, K), p.b = make_view<T, true>(db.p, N);
+    go(p);
+  } else {
+    GemmProblem<MatView<T, false>, MatView<T, true>, StoreEpi> p;
+    p.a = make_view<T, false>(da.p, M), p.b = make_view<T, true>(db.p, N);
+    go(p);
+  }
+  return rel(dc.get(), ref);
+}
+
+const char* kind_name(Kind k) { return k == Kind::Fwd ? "fwd" : k == Kind::Dgrad ? "dgrad" : "wgrad"; }
+
+template <class T>
+void gemm_sweep(double tol) {
+  const int Ms[] = {1, 33};
+  const int NKs[] = {10, 100, 300};
+  int split_runs = 0;
+  for (Kind kind : {Kind::Fwd, Kind::Dgrad, Kind::Wgrad})
+    for (int M : Ms)
+      for (int N : NKs)
+        for (int K : NKs)
+          for (int sm : {1, 132}) {  // sm 1: one split; 132: split-K where the shape allows it
+            int splits = 0;
+            const double e = run_gemm<T>(kind, M, N, K, sm, &splits);
+            split_runs += splits > 1;
+            INFO(kind_name(kind) << " M=" << M << " N=" << N << " K=" << K << " splits=" << splits);
+            CHECK(e <= tol);
+          }
+  CHECK(split_runs > 0);  // the split-K fix-up was exercised
+  // 16-byte vector path: leading dimensions that are multiples of 8.
+  for (Kind kind : {Kind::Fwd, Kind::Dgrad, Kind::Wgrad}) {
+    int splits = 0;
+    const double e = run_gemm<T>(kind, 33, 128, 784, 132, &splits);
+    INFO(kind_name(kind) << " 33x128x784 splits=" << splits);
+    CHECK(e <= tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mlp: fp32 SIMT GEMM, all three layouts, awkward shapes, split-K") {
+  NB_SKIP_WITHOUT_DEVICE();
+  gemm_sweep<float>(1e-5);
+}
+
+TEST_CASE("mlp: fp16 WMMA GEMM, all three layouts, awkward shapes, split-K") {
+  NB_SKIP_WITHOUT_DEVICE();
+  gemm_sweep<__half>(1e-2);
+}
+
+TEST_CASE("mlp: host Philox4x32-10 equals cuRAND's, so reference masks equal device masks") {
+  NB_SKIP_WITHOUT_DEVICE();
+  const int n = 4099;
+  const uint64_t key = dropout_key(rng()());
+  const uint64_t step = (uint64_t{7} << 32) + 12345;
+  Dev<float> dummy(static_cast<size_t>(n));
+  Dev<uint8_t> keep(static_cast<size_t>(n));
+  dummy.poison();
+  // dropout_kernel with threshold 2^31 keeps exactly the elements whose bits are >= 2^31.
+  std::vector<float> ones(n, 1.f);
+  Dev<float> h(ones);
+  const uint32_t thr = 0x80000000u;
+  dropout_kernel<float><<<ew_blocks(n), 256>>>(h.p, keep.p, n, key, 3, step, thr, 2.f);
+  CHECK_LAUNCH();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto k = keep.get();
+  const auto hv = h.get();
+  int kept = 0;
+  for (int i = 0; i < n; ++i) {
+    const bool host_keep = dropout_bits_host(key, 3, step, static_cast<uint32_t>(i)) >= thr;
+    REQUIRE(static_cast<bool>(k[i]) == host_keep);
+    REQUIRE(hv[i] == (host_keep ? 2.f : 0.f));
+    kept += host_keep;
+  }
+  CHECK(kept > n * 45 / 100);
+  CHECK(kept < n * 55 / 100);
+}
+
+TEST_CASE("mlp: bias + activation, softmax-CE, mean, ReLU/dropout backward, bias gradient") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (int rows : {1, 33})
+    for (int cols : {10, 100, 300}) {
+      INFO("rows=" << rows << " cols=" << cols);
+      const size_t n = static_cast<size_t>(rows) * cols;
+      const auto z = random_vec(n), b = random_vec(cols);
+      Dev<float> dz(z), dbias(b), out(n);
+      for (bool relu : {true, false}) {
+        out.poison();
+        bias_act_kernel<float><<<ew_blocks(n), 256>>>(dz.p, dbias.p, out.p, rows, cols, relu);
+        CHECK_LAUNCH();
+        std::vector<double> ref(n);
+        for (size_t i = 0; i < n; ++i) {
+          const double v = static_cast<double>(z[i]) + b[i % cols];
+          ref[i] = relu ? std::max(v, 0.0) : v;
+        }
+        CHECK(rel(out.get(), ref) <= 1e-5);
+      }
+      // Softmax cross-entropy on logits z with random labels.
+      std::vector<int> y(rows);
+      for (auto& v : y) v = static_cast<int>(rng()() % cols);
+      Dev<int> dy(y);
+      Dev<float> row_loss(static_cast<size_t>(rows)), grad(n), mean(2);
+      row_loss.poison(), grad.poison(), mean.poison();
+      softmax_ce_kernel<float><<<(rows + 127) / 128, 128>>>(dz.p, dy.p, rows, cols, row_loss.p, grad.p);
+      CHECK_LAUNCH();
+      CUDA_CHECK(cudaMemset(mean.p + 1, 0, sizeof(float)));
+      mean_kernel<<<1, 256>>>(row_loss.p, rows, mean.p, reinterpret_cast<int*>(mean.p + 1));
+      CHECK_LAUNCH();
+      std::vector<double> rl(rows), rg(n);
+      double rmean = 0;
+      for (int r = 0; r < rows; ++r) {
+        double mx = -1e300, se = 0;
+        for (int j = 0; j < cols; ++j) mx = std::max(mx, static_cast<double>(z[r * cols + j]));
+        for (int j = 0; j < cols; ++j) se += std::exp(z[r * cols + j] - mx);
+        const double lse = mx + std::log(se);
+        rl[r] = lse - z[r * cols + y[r]];
+        rmean += rl[r] / rows;
+        for (int j = 0; j < cols; ++j) rg[r * cols + j] = (std::exp(z[r * cols + j] - lse) - (j == y[r])) / rows;
+      }
+      CHECK(rel(row_loss.get(), rl) <= 1e-5);
+      CHECK(rel(grad.get(), rg) <= 1e-5);
+      const auto mv = mean.get();
+      CHECK(std::fabs(mv[0] - rmean) <= 1e-5 * std::fabs(rmean));
+      int flag = 0;
+      std::memcpy(&flag, &mv[1], sizeof flag);
+      CHECK(flag == 0);
+      // ReLU/dropout backward: h has zeros (ReLU) and the keep mask drops some more.
+      const auto dh = random_vec(n), hpre = random_vec(n);
+      std::vector<float> h(n);
+      std::vector<uint8_t> keep(n);
+      for (size_t i = 0; i < n; ++i) keep[i] = (rng()() % 5) != 0, h[i] = keep[i] ? std::max(hpre[i], 0.f) * 1.25f : 0.f;
+      Dev<float> ddh(dh), dh2(h), dzo(n);
+      Dev<uint8_t> dkeep(keep);
+      dzo.poison();
+      relu_dropout_bwd_kernel<float><<<ew_blocks(n), 256>>>(ddh.p, dh2.p, dkeep.p, 1.25f, dzo.p, static_cast<int>(n));
+      CHECK_LAUNCH();
+      std::vector<double> rz(n);
+      for (size_t i = 0; i < n; ++i) rz[i] = (keep[i] && h[i] > 0) ? dh[i] * 1.25 : 0.0;
+      CHECK(rel(dzo.get(), rz) <= 1e-5);
+      // Bias gradient: column sums.
+      Dev<float> gb(static_cast<size_t>(cols));
+      gb.poison();
+      bias_grad_kernel<float><<<(cols + 127) / 128, 128>>>(dz.p, rows, cols, gb.p);
+      CHECK_LAUNCH();
+      std::vector<double> rb(cols, 0.0);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < cols; ++j) rb[j] += z[r * cols + j];
+      CHECK(rel(gb.get(), rb) <= 1e-5);
+    }
+}
+
+TEST_CASE("mlp: mean kernel raises the flag on a non-finite loss") {
+  NB_SKIP_WITHOUT_DEVICE();
+  std::vector<float> x = random_vec(33);
+  x[17] = NAN;
+  Dev<float> dx(x), out(2);
+  CUDA_CHECK(cudaMemset(out.p, 0, 2 * sizeof(float)));
+  mean_kernel<<<1, 256>>>(dx.p, 33, out.p, reinterpret_cast<int*>(out.p + 1));
+  CHECK_LAUNCH();
+  const auto o = out.get();
+  int flag = 0;
+  std::memcpy(&flag, &o[1], sizeof flag);
+  CHECK(flag == 1);
+  CHECK(std::isnan(o[0]));
+}
+
+TEST_CASE("mlp: Adam and SGD kernels against the float64 optimizer, fp16 copy") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (size_t n : {size_t{10}, size_t{300}, size_t{33 * 100}}) {
+    INFO("n=" << n);
+    const auto p = random_vec(n), g = random_vec(n, -1e-2f, 1e-2f);
+    auto m = random_vec(n, -1e-3f, 1e-3f), v = random_vec(n, 0.f, 1e-4f);
+    const int64_t t = 1 + static_cast<int64_t>(rng()() % 50);
+    Dev<float> dp(p), dg(g), dm(m), dv(v);
+    Dev<__half> p16(n);
+    p16.poison();
+    adam_kernel<<<ew_blocks(n), 256>>>(dp.p, dg.p, dm.p, dv.p, p16.p, n, adam_hyper(1e-3, t));
+    CHECK_LAUNCH();
+    // Reference: PyTorch's formula in double.
+    std::vector<double> rp(n), rm(n), rv(n);
+    const double bc1 = 1 - std::pow(0.9, static_cast<double>(t)), bc2 = 1 - std::pow(0.999, static_cast<double>(t));
+    for (size_t i = 0; i < n; ++i) {
+      rm[i] = 0.9 * m[i] + 0.1 * g[i];
+      rv[i] = 0.999 * v[i] + 0.001 * static_cast<double>(g[i]) * g[i];
+      rp[i] = p[i] - 1e-3 / bc1 * rm[i] / (std::sqrt(rv[i]) / std::sqrt(bc2) + 1e-8);
+    }
+    const auto gp = dp.get();
+    CHECK(rel(gp, rp) <= 1e-5);
+    CHECK(rel(dm.get(), rm) <= 1e-5);
+    CHECK(rel(dv.get(), rv) <= 1e-5);
+    // The update itself (p' - p) to 1e-4: a difference of nearby fp32 numbers.
+    std::vector<float> du(n);
+    std::vector<double> ru(n);
+    for (size_t i = 0; i < n; ++i) du[i] = gp[i] - p[i], ru[i] = rp[i] - p[i];
+    CHECK(rel(du, ru) <= 1e-4);
+    const auto h = as_float(p16.get());
+    std::vector<double> gpd(gp.begin(), gp.end());
+    CHECK(rel(h, gpd) <= 1e-3);  // fp16 rounding: 2^-11 relative
+
+    Dev<float> sp(p);
+    sgd_kernel<<<ew_blocks(n), 256>>>(sp.p, dg.p, nullptr, n, 0.003f);
+    CHECK_LAUNCH();
+    std::vector<double> rs(n);
+    for (size_t i = 0; i < n; ++i) rs[i] = p[i] - 0.003 * g[i];
+    CHECK(rel(sp.get(), rs) <= 1e-5);
+  }
+}
+
+TEST_CASE("mlp: the Feistel batch order is a permutation, different per epoch and seed") {
+  // Host-only (phase 5 evaluates the same function on the device: see test_mlp_fused.cu).
+  for (uint32_t n : {1u, 2u, 33u, 1000u, 60000u}) {
+    for (uint64_t e = 0; e < 2; ++e) {
+      const Perm p = make_perm(42, e, n);
+      std::vector<char> seen(n, 0);
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t j = perm_apply(p, i);
+        REQUIRE(j < n);
+        REQUIRE(!seen[j]);
+        seen[j] = 1;
+      }
+    }
+  }
+  const Perm a = make_perm(42, 0, 60000), b = make_perm(42, 1, 60000), c = make_perm(43, 0, 60000);
+  int same_ab = 0, same_ac = 0;
+  for (uint32_t i = 0; i < 1000; ++i) same_ab += perm_apply(a, i) == perm_apply(b, i), same_ac += perm_apply(a, i) == perm_apply(c, i);
+  CHECK(same_ab < 10);
+  CHECK(same_ac < 10);
+}
+
+}  // namespace nbtest
