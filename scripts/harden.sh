@@ -24,9 +24,10 @@
 # Environment: DATA_DIR (or DATA_SRC) for the host suite's IDX tests (default ../shared/data);
 # CXX (g++) and CLANGXX (clang++); CUDA_HOME; DEPS_PREFIX (as in the Makefile); JOBS (parallel
 # compiles, default 2); FUZZ_RSS_MB (2048); SANITIZE_TOOLS ("memcheck racecheck initcheck synccheck");
-# SANITIZE_TIMEOUT (seconds per sanitizer run, 240); PROFILES_DIR (profiles); NB_DATA (the MNIST
-# directory handed to phases 4-5 when they have a data flag); SANITIZE_ARGS_<phase> / DET_ARGS_<phase>
-# replace the small-size arguments chosen below for one phase.
+# SANITIZE_TIMEOUT (seconds per sanitizer run, 240); SANITIZE_QUICK=1 (default code path only);
+# PROFILES_DIR (profiles); NB_DATA (the MNIST folder for phases 4-5; default data/mnist,
+# .carry/data/mnist or ../shared/data/mnist); SANITIZE_ARGS_<phase> / DET_ARGS_<phase> replace the
+# small-size arguments chosen below for one phase; DET_REPEATS (3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -231,9 +232,20 @@ select_phases() {
 
 has_flag() { grep -qE -- "(^|[[:space:]])$2([[:space:]=,]|$)" "build/help_$1.txt"; }
 
+# The MNIST folder handed to phases 4-5: NB_DATA, else the first of data/mnist (make data),
+# .carry/data/mnist, ../shared/data/mnist that exists; empty: the phase's own default.
+mnist_dir() {
+  if [ -n "${NB_DATA:-}" ]; then echo "$NB_DATA"; return; fi
+  local d
+  for d in data/mnist .carry/data/mnist ../shared/data/mnist; do
+    [ -f "$d/train-images-idx3-ubyte.gz" ] && { echo "$d"; return; }
+  done
+  return 0
+}
+
 # Small-size arguments for one phase: enough to run every kernel of the phase once or a few times.
-# Phases 4-5: the smallest training the phase's flags allow (--steps 20, else --epochs 1 with the
-# smallest train subset flag it has); the MNIST directory from NB_DATA if the phase has a data flag.
+# Phases 1-3: 9973 points (prime: not a multiple of 4, a warp or a block), 5 epochs. Phases 4-5:
+# --steps 20 (else --epochs 1) plus the smallest train-subset flag the phase has, on MNIST.
 small_args() {
   local p=$1 var="SANITIZE_ARGS_$1"
   if [ -n "${!var:-}" ]; then echo "${!var}"; return; fi
@@ -242,23 +254,41 @@ small_args() {
     phase1_*|phase2_*|phase3_*) a="--n 9973 --epochs 5" ;;
     *)
       if has_flag "$p" --steps; then a="--steps 20"; else a="--epochs 1"; fi
-      local f
+      local f d
       for f in --train-subset --subset --train-limit --limit --max-train --train-samples; do
         has_flag "$p" "$f" && { a+=" $f 2000"; break; }
       done
-      for f in --eval-subset --test-subset --test-limit; do
-        has_flag "$p" "$f" && { a+=" $f 1000"; break; }
-      done
-      if [ -n "${NB_DATA:-}" ]; then
-        for f in --data --data-dir --data_dir; do
-          has_flag "$p" "$f" && { a+=" $f $NB_DATA"; break; }
-        done
+      d=$(mnist_dir)
+      if [ -n "$d" ]; then
+        for f in --data --data-dir; do has_flag "$p" "$f" && { a+=" $f $d"; break; }; done
       fi
       ;;
   esac
   has_flag "$p" --warmup && a+=" --warmup 0"
   has_flag "$p" --repeats && a+=" --repeats 1"
   echo "$a"
+}
+
+# The code paths of one phase worth sanitizing separately, one line of extra flags each ("" is the
+# default path); a line naming a flag the phase does not have is dropped. SANITIZE_QUICK=1: the
+# default path only.
+variants() {
+  local p=$1 v w ok lines=()
+  if [ "${SANITIZE_QUICK:-0}" = 1 ]; then echo ""; return; fi
+  case $p in
+    phase1_*|phase2_*) lines=("" "--deterministic") ;;
+    phase3_*) lines=("" "--source host --chunk 1000 --streams 3 --eval-every 2" "--deterministic") ;;
+    phase4_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --deterministic") ;;
+    phase5_*) lines=("--precision fp32" "--precision fp16" "--gemm cublas") ;;
+    *) lines=("") ;;
+  esac
+  for v in "${lines[@]}"; do
+    ok=1
+    for w in $v; do
+      if [[ "$w" == --* ]] && ! has_flag "$p" "$w"; then ok=0; fi
+    done
+    if [ "$ok" = 1 ]; then echo "$v"; fi
+  done
 }
 
 device_slug() {
@@ -277,52 +307,55 @@ mode_sanitize() {
   local tools=(${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck})
   local limit=${SANITIZE_TIMEOUT:-240}
   local out=build/sanitize
-  rm -rf "$out"; mkdir -p "$out/records"
-  local res=$out/results.tsv failed=0 p tool args log rc errs warns t0 t1 extra
+  mkdir -p "$out"
+  local res=$out/results.tsv failed=0 p v vs vi tool args log rc errs rerrs warns t0 t1 extra n=0
   : >"$res"
   for p in "${phases[@]}"; do
     "build/$p" --help >"build/help_$p.txt" 2>&1 || true
-    args="$(small_args "$p") --no-cupti --out $out/records/$p --tag sanitize"
-    for tool in "${tools[@]}"; do
-      log=$out/${p}__$tool.log
-      extra=()
-      [ "$tool" = memcheck ] && extra=(--leak-check full)
-      [ "$tool" = racecheck ] && extra=(--racecheck-report all)
-      echo "== sanitize: $tool $p $args"
-      t0=$(date +%s.%N); rc=0
-      # shellcheck disable=SC2086
-      timeout "$limit" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 86 \
-        --print-limit 50 "build/$p" $args >"$log" 2>&1 || rc=$?
-      t1=$(date +%s.%N)
-      # Every tool ends with "ERROR SUMMARY: N errors"; racecheck adds "(N errors, M warnings)".
-      errs=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$log" | tail -1 | grep -oE '[0-9]+' || true)
-      local rerrs
-      rerrs=$(grep -oE '\([0-9]+ errors?, [0-9]+ warnings?\)' "$log" | tail -1 | grep -oE '^\([0-9]+' | tr -d '(' || true)
-      warns=$(grep -oE '\([0-9]+ errors?, [0-9]+ warnings?\)' "$log" | tail -1 | grep -oE '[0-9]+ warning' | grep -oE '[0-9]+' || true)
-      [ -n "$errs" ] || errs=-1
-      [ -n "$rerrs" ] && [ "$rerrs" -gt "$errs" ] && errs=$rerrs
-      [ -n "$warns" ] || warns=0
-      if [ "$rc" -ne 0 ] || [ "$errs" -ne 0 ]; then
-        failed=1
-        echo "sanitize: $p under $tool: exit $rc, errors $errs (log: $log)" >&2
-        grep -m5 -E '^========= (Invalid|Program hit|Error|Race|Uninitialized|Barrier|Leaked)|^error:' "$log" >&2 || true
-      fi
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$tool" "$errs" "$warns" "$rc" \
-        "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" "$args" >>"$res"
+    rm -rf "${out:?}/records/$p" "${out:?}/$p"; mkdir -p "$out/$p"
+    mapfile -t vs < <(variants "$p")
+    vi=0
+    for v in "${vs[@]}"; do
+      vi=$((vi + 1))
+      args="$(small_args "$p") $v --no-cupti --out $out/records/$p --tag sanitize$vi"
+      for tool in "${tools[@]}"; do
+        log=$out/$p/v${vi}__$tool.log
+        extra=()
+        [ "$tool" = memcheck ] && extra=(--leak-check full)
+        [ "$tool" = racecheck ] && extra=(--racecheck-report all)
+        echo "== sanitize: $tool $p $args"
+        t0=$(date +%s.%N); rc=0
+        # shellcheck disable=SC2086
+        timeout "$limit" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 86 \
+          --print-limit 50 "build/$p" $args >"$log" 2>&1 || rc=$?
+        t1=$(date +%s.%N)
+        n=$((n + 1))
+        # Every tool ends with "ERROR SUMMARY: N errors"; racecheck adds "(N errors, M warnings)".
+        errs=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$log" | tail -1 | grep -oE '[0-9]+' || true)
+        rerrs=$(grep -oE '\([0-9]+ errors?, [0-9]+ warnings?\)' "$log" | tail -1 | grep -oE '^\([0-9]+' | tr -d '(' || true)
+        warns=$(grep -oE '\([0-9]+ errors?, [0-9]+ warnings?\)' "$log" | tail -1 | grep -oE '[0-9]+ warning' | grep -oE '[0-9]+' || true)
+        [ -n "$errs" ] || errs=-1
+        if [ -n "$rerrs" ] && [ "$rerrs" -gt "$errs" ]; then errs=$rerrs; fi
+        [ -n "$warns" ] || warns=0
+        if [ "$rc" -ne 0 ] || [ "$errs" -ne 0 ]; then
+          failed=1
+          echo "sanitize: $p ${v:-(default)} under $tool: exit $rc, errors $errs (log: $log)" >&2
+          grep -m5 -E '^========= (Invalid|Program hit|Error|Race|Uninitialized|Barrier|Leaked)|^error:' "$log" >&2 || true
+        fi
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "${v:-default}" "$tool" "$errs" "$warns" "$rc" \
+          "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" "$args" >>"$res"
+      done
     done
   done
-  {
-    printf '%-22s %-10s %7s %9s %5s %8s\n' phase tool errors warnings exit seconds
-    awk -F'\t' '{printf "%-22s %-10s %7s %9s %5s %8s\n", $1, $2, $3, $4, $5, $6}' "$res"
-  } >"$out/summary.txt"
   local slug record
   slug=$(device_slug)
   record=${PROFILES_DIR:-profiles}/$slug/sanitize__all.json
-  write_sanitize_record "$res" "$record" "$slug"
-  echo "== sanitize summary ($out/summary.txt; record $record)"
+  # The record keeps the rows of phases not run this time, so phases can be sanitized a few per call.
+  write_sanitize_record "$res" "$record" "$slug" "$out/summary.txt"
+  echo "== sanitize summary ($out/summary.txt; every phase so far in the record $record)"
   cat "$out/summary.txt"
   if [ "$failed" -ne 0 ]; then echo "sanitize: FAILED (errors or non-zero exits above)" >&2; return 1; fi
-  echo "sanitize: 0 errors in ${#phases[@]} phase(s) x ${#tools[@]} tool(s)"
+  echo "sanitize: 0 errors in the $n run(s) of this call"
 }
 
 # Python helpers for the records (device facts from nvidia-smi, git, atomic JSON write), written to
@@ -387,40 +420,59 @@ EOF
 }
 
 write_sanitize_record() {
-  local res=$1 record=$2 slug=$3 ver
+  local res=$1 record=$2 slug=$3 summary=$4 ver
   ver=$(compute-sanitizer --version 2>/dev/null | grep -iE 'version' | head -1 || echo unknown)
   write_nbrec_py build/sanitize
-  python3 - "$res" "$record" "$slug" "$ver" <<'EOF'
-import sys
+  python3 - "$res" "$record" "$slug" "$ver" "$summary" <<'EOF'
+import json, os, sys
 sys.path.insert(0, "build/sanitize")
 from nbrec import base_record, write_atomic
-res, record, slug, ver = sys.argv[1:5]
+res, record, slug, ver, summary = sys.argv[1:6]
 rows = []
 for line in open(res):
-    p, tool, errs, warns, rc, secs, args = line.rstrip("\n").split("\t")
-    rows.append({"phase": p, "tool": tool, "errors": int(errs), "warnings": int(warns), "exit": int(rc),
-                 "seconds": float(secs), "args": args.split()})
+    p, variant, tool, errs, warns, rc, secs, args = line.rstrip("\n").split("\t")
+    rows.append({"phase": p, "variant": variant, "tool": tool, "errors": int(errs), "warnings": int(warns),
+                 "exit": int(rc), "seconds": float(secs), "args": args.split()})
+run_now = {r["phase"] for r in rows}
+kept = []
+if os.path.exists(record):
+    try:
+        old = json.load(open(record))
+        if old.get("device", {}).get("slug") == slug:
+            keys = ("phase", "variant", "tool", "errors", "warnings", "exit", "seconds", "args")
+            kept = [r for r in old.get("sanitize", [])
+                    if all(k in r for k in keys) and r["phase"] not in run_now]
+    except (OSError, ValueError):
+        kept = []
+rows = sorted(kept + rows, key=lambda r: r["phase"])  # stable: variants and tools in run order
 total_ms = sum(r["seconds"] for r in rows) * 1000.0
 errors = sum(max(r["errors"], 0) for r in rows)
 bad = [r for r in rows if r["errors"] != 0 or r["exit"] != 0]
 rec = base_record("sanitize", "sanitize", "compute-sanitizer",
-                  {"tools": sorted({r["tool"] for r in rows}), "phases": sorted({r["phase"] for r in rows}),
-                   "args": {r["phase"]: r["args"] for r in rows}},
-                  slug, "every listed phase under every listed compute-sanitizer tool, one after another",
+                  {"tools": sorted({r["tool"] for r in rows}), "phases": sorted({r["phase"] for r in rows})},
+                  slug, "every listed phase and variant under every listed compute-sanitizer tool, one after another",
                   total_ms)
 rec["software"]["compute_sanitizer"] = ver
 rec["sanitize"] = rows
 rec["metrics"] = {"runs": len(rows), "errors": errors, "failed_runs": len(bad),
-                  "warnings": sum(r["warnings"] for r in rows)}
+                  "racecheck_warnings": sum(r["warnings"] for r in rows)}
 rec["validation"] = {"performed": True, "passed": not bad, "errors": {"sanitizer_errors": errors},
                      "tolerances": {"sanitizer_errors": 0}}
 if bad:
     rec["status"] = "validation_failed"
-    rec["notes"].append("failing runs: " + ", ".join("%s/%s (exit %d, %d errors)" % (r["phase"], r["tool"],
-                        r["exit"], r["errors"]) for r in bad))
-rec["notes"].append("errors = -1 means the tool printed no ERROR SUMMARY (the run did not finish); "
-                    "the phases ran with --no-cupti (one CUPTI subscriber per process)")
+    rec["notes"].append("failing runs: " + ", ".join("%s [%s] %s (exit %d, %d errors)" % (
+        r["phase"], r["variant"], r["tool"], r["exit"], r["errors"]) for r in bad))
+if kept:
+    rec["notes"].append("rows of %s kept from an earlier call" % ", ".join(sorted({r["phase"] for r in kept})))
+rec["notes"].append("errors = -1: the tool printed no ERROR SUMMARY (the run did not finish). The phases ran "
+                    "with --no-cupti (one CUPTI subscriber per process) at small sizes (see args)")
 write_atomic(record, rec)
+with open(summary, "w") as f:
+    f.write("%-22s %-34s %-10s %6s %8s %4s %7s\n" % ("phase", "variant", "tool", "errors", "warnings", "exit",
+                                                     "seconds"))
+    for r in rows:
+        f.write("%-22s %-34s %-10s %6d %8d %4d %7.1f\n" % (r["phase"], r["variant"][:34], r["tool"], r["errors"],
+                r["warnings"], r["exit"], r["seconds"]))
 EOF
 }
 
@@ -444,9 +496,13 @@ mode_determinism() {
     if [ -n "${!var:-}" ]; then args=${!var}; else
       case $p in
         phase1_*|phase2_*|phase3_*) args="--n 999983 --epochs 200" ;;
-        *) args="--epochs 1"; has_flag "$p" --steps && args="--steps 500" ;;
+        *) args="--epochs 1" ;;
       esac
-      [ -n "${NB_DATA:-}" ] && for f in --data --data-dir; do has_flag "$p" "$f" && { args+=" $f $NB_DATA"; break; }; done
+      local d f
+      d=$(mnist_dir)
+      if [ -n "$d" ]; then
+        for f in --data --data-dir; do has_flag "$p" "$f" && { args+=" $f $d"; break; }; done
+      fi
     fi
     has_flag "$p" --warmup && args+=" --warmup 1"
     has_flag "$p" --repeats && args+=" --repeats ${DET_REPEATS:-3}"
@@ -473,7 +529,7 @@ import json, sys
 sys.path.insert(0, "build/determinism")
 from nbrec import base_record, write_atomic
 res, record, slug, summary = sys.argv[1:5]
-TIMING_WORDS = ("_ms", "_per_s", "time", "seconds", "peak_device_memory")
+TIMING_WORDS = ("_ms", "per_s", "time", "seconds", "memory")  # as tests/python/test_determinism.py
 def comparable(rec):
     """The parts of a record that must be bit-identical between two deterministic runs."""
     m = {k: v for k, v in (rec.get("metrics") or {}).items() if not any(w in k for w in TIMING_WORDS)}
