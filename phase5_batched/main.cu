@@ -138,18 +138,20 @@ class Trainer {
       std::copy(init_.W[l].begin(), init_.W[l].end(), flat.begin() + woff_[l]);
       std::copy(init_.b[l].begin(), init_.b[l].end(), flat.begin() + boff_[l]);
     }
-    P_.upload(flat.data(), flat.size());
+    // Everything on the trainer's (non-blocking) stream: plain cudaMemset/cudaMemcpy would run on
+    // the legacy default stream, which does not order with it.
+    const unsigned long long none = ~0ull;
+    CUDA_CHECK(cudaMemcpyAsync(P_.get(), flat.data(), flat.size() * sizeof(float), cudaMemcpyHostToDevice, st_));
+    CUDA_CHECK(cudaMemcpyAsync(bad_step_.get(), &none, sizeof none, cudaMemcpyHostToDevice, st_));
     if (o_.adam()) {
-      CUDA_CHECK(cudaMemset(M_.get(), 0, M_.bytes()));
-      CUDA_CHECK(cudaMemset(V_.get(), 0, V_.bytes()));
+      CUDA_CHECK(cudaMemsetAsync(M_.get(), 0, M_.bytes(), st_));
+      CUDA_CHECK(cudaMemsetAsync(V_.get(), 0, V_.bytes(), st_));
     }
     if (kHalf) {
       to_half_kernel<<<ew_blocks(nparams_), 256, 0, st_>>>(P_.get(), P16_.get(), nparams_);
       CHECK_LAUNCH();
     }
-    const unsigned long long none = ~0ull;
-    CUDA_CHECK(cudaMemcpy(bad_step_.get(), &none, sizeof none, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaStreamSynchronize(st_));
+    CUDA_CHECK(cudaDeviceSynchronize());  // also covers the constructor's default-stream memsets
   }
 
   // Writes step base and the permutation of the epoch that `first_step` belongs to.
@@ -196,11 +198,13 @@ class Trainer {
 
   std::vector<float> losses(int64_t first, int64_t count) const {
     std::vector<float> h(static_cast<size_t>(count));
+    CUDA_CHECK(cudaStreamSynchronize(st_));
     CUDA_CHECK(cudaMemcpy(h.data(), step_loss_.get() + first, count * sizeof(float), cudaMemcpyDeviceToHost));
     return h;
   }
   int64_t bad_step() const {
     unsigned long long b = 0;
+    CUDA_CHECK(cudaStreamSynchronize(st_));
     CUDA_CHECK(cudaMemcpy(&b, bad_step_.get(), sizeof b, cudaMemcpyDeviceToHost));
     return b == ~0ull ? -1 : static_cast<int64_t>(b);
   }
@@ -223,7 +227,10 @@ class Trainer {
     *acc = 100.0 * static_cast<double>(c) / n;
   }
 
-  std::vector<float> params() const { return P_.download(); }
+  std::vector<float> params() const {
+    CUDA_CHECK(cudaStreamSynchronize(st_));
+    return P_.download();
+  }
   const std::vector<size_t>& woff() const { return woff_; }
   const std::vector<size_t>& boff() const { return boff_; }
 
@@ -813,6 +820,7 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev) {
   DevBuf<float> ws(wsn);
   DevBuf<unsigned> counters(tiles);
   CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+  CUDA_CHECK(cudaDeviceSynchronize());
   fwd.ws = dgr.ws = wgr.ws = ws.get();
   fwd.counters = dgr.counters = wgr.counters = counters.get();
 
