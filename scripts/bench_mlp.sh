@@ -1,0 +1,331 @@
+#!/usr/bin/env bash
+# scripts/bench_mlp.sh — the MLP benchmark of issue 4 on one GPU in one run: phase4_mlp (fp32,
+# fp16), phase5_batched (own kernels, cuBLASLt) and the PyTorch twin (eager, compile, graph), every
+# number into a run record, a short table last.
+#
+#   scripts/bench_mlp.sh           build, then the stages in $STAGES, then the table
+#   scripts/bench_mlp.sh --check   correctness instead of speed: the MLP GPU kernel tests plainly and
+#                                  under compute-sanitizer memcheck, every phase/precision/GEMM path
+#                                  with --validate at W1 and at awkward shapes, divergence (--lr 10)
+#                                  on both phases and the twin, the twin's own --validate, and short
+#                                  timing probes (records in $RECORDS_DIR, default build/mlp_check)
+#   scripts/bench_mlp.sh --table DIR   only print the table of the records in DIR
+#
+# Stages (default run; each phase run writes --save-init/--save-order first, the twins read them):
+#   w1      W1 (784-128-64-10, Adam 1e-3, dropout 0.2, batch 32, 5 epochs): phase 4 fp32 and fp16,
+#           phase 5 own fp32/fp16 and cuBLASLt fp32, twins eager/compile/graph.   tags w1-*
+#   match   W1 with --dropout 0 in fp32 (loss matching): phase 4, phase 5 own and cuBLASLt, twins
+#           eager and graph.                                                     tags w1-nodrop-*
+#   w2      W2 (784-h-h-h-10, SGD 0.003, fp16, batch 32) for h in $W2_HS: phase 5 own/cuBLASLt
+#           ($W2_STEPS steps), phase 4 fp16 and fp32 and the twins ($W2_STEPS_SLOW steps: per-step
+#           time is the measure; the records say how many steps ran).          tags w2-h<h>-*
+#   gemm    phase5 --gemm-compare on the W2 h = 8192 shapes, fp16 (and fp32).  tags gemm-compare-*
+#   sweep   batch-size sweep (phase 5 own, W1 model, $SWEEP_EPOCHS epochs): samples/s for batch in
+#           $SWEEP_BATCHES.                                                      tags batch-sweep-b<B>
+#   seeds   W1 accuracy, phase 5 own and twin graph, seeds 1 2 3.                tags w1-seed<s>-*
+#
+# Environment: RECORDS_DIR (default profiles/<device-slug> via the programs), DATA (default
+# data/mnist, or .carry/data/mnist when that exists), PYTHON (python3 with torch), DEPS_PREFIX
+# (default .carry/deps when present), JOBS (16), STAGES ("w1 match w2 gemm sweep seeds"),
+# W2_HS ("128 256 512 1024 2048 4096 8192"), W2_STEPS (5000), W2_STEPS_SLOW (1000),
+# TWIN_COMPILE_W2 (h values where twin compile runs, default "128 8192"), SWEEP_BATCHES
+# ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3).
+# Exit status: 0 when every run succeeded (a deliberate divergence in --check must exit 7), else 1.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+MODE=bench
+case "${1:-}" in
+  --check) MODE=check ;;
+  --table) MODE=table ;;
+esac
+if [ -z "${DEPS_PREFIX:-}" ] && [ -d .carry/deps ]; then export DEPS_PREFIX=.carry/deps; fi
+PYTHON="${PYTHON:-python3}"
+JOBS="${JOBS:-16}"
+STAGES="${STAGES:-w1 match w2 gemm sweep seeds}"
+W2_HS="${W2_HS:-128 256 512 1024 2048 4096 8192}"
+W2_STEPS="${W2_STEPS:-5000}"
+W2_STEPS_SLOW="${W2_STEPS_SLOW:-1000}"
+TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-128 8192}"
+SWEEP_BATCHES="${SWEEP_BATCHES:-32 64 128 256 512 1024 2048 4096 8192}"
+SWEEP_EPOCHS="${SWEEP_EPOCHS:-2}"
+P5_REPEATS="${P5_REPEATS:-3}"
+if [ -z "${DATA:-}" ]; then
+  DATA=data/mnist
+  [ -d .carry/data/mnist ] && DATA=.carry/data/mnist
+fi
+P4=build/phase4_mlp
+P5=build/phase5_batched
+TWIN=baselines/pytorch/mlp.py
+WORK=build/bench_mlp
+LOGS=$WORK/logs
+FAILS=0
+T_START=$(date +%s)
+mkdir -p "$LOGS"
+
+note() { printf '[%4ds] %s\n' $(( $(date +%s) - T_START )) "$*"; }
+# run NAME EXPECTED_RC CMD...: output to $LOGS/NAME.log; a different exit status counts as a failure.
+run() {
+  local name="$1" want="$2"
+  shift 2
+  local t0=$(date +%s)
+  "$@" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    FAILS=$((FAILS + 1))
+    note "FAILED $name (exit $rc, expected $want): $*"
+    tail -n 12 "$LOGS/$name.log" | sed 's/^/    | /'
+  else
+    note "ok     $name ($(( $(date +%s) - t0 )) s)"
+  fi
+  return 0
+}
+
+table() {
+  "$PYTHON" - "$1" <<'PYEOF'
+import glob, json, math, os, sys
+d = sys.argv[1]
+recs = {}
+for f in sorted(glob.glob(os.path.join(d, "*.json"))):
+    try:
+        r = json.load(open(f))
+    except Exception:
+        continue
+    if r.get("schema") != "cuda-notebook-run-record":
+        continue
+    recs[os.path.basename(f)[:-5]] = r
+
+def get(name):
+    return recs.get(name)
+
+def med(r):
+    return ((r or {}).get("timing", {}).get("total_ms", {}) or {}).get("median")
+
+def per_epoch(r):
+    t = (r or {}).get("timing", {})
+    pe = t.get("per_epoch_ms") or []
+    return sorted(pe)[len(pe) // 2] if pe else None
+
+def per_step(r):
+    return ((r or {}).get("timing", {}).get("per_step_ms") or {}).get("median")
+
+def acc(r):
+    return ((r or {}).get("metrics") or {}).get("test_accuracy")
+
+def fmt(v, f="%.2f"):
+    return "-" if v is None else f % v
+
+print("\n== W1 (784-128-64-10, Adam, dropout 0.2, batch 32, 5 epochs): median epoch time, test accuracy")
+w1 = [("phase4_mlp__w1-fp32", "phase 4 fp32 (SIMT)"), ("phase4_mlp__w1-fp16", "phase 4 fp16 (WMMA)"),
+      ("phase5_batched__w1-own", "phase 5 own fp32"), ("phase5_batched__w1-own-fp16", "phase 5 own fp16"),
+      ("phase5_batched__w1-cublaslt", "phase 5 cuBLASLt fp32"), ("pytorch_mlp__w1-eager", "PyTorch eager"),
+      ("pytorch_mlp__w1-compile", "PyTorch compile"), ("pytorch_mlp__w1-graph", "PyTorch CUDA graph")]
+eager = per_epoch(get("pytorch_mlp__w1-eager"))
+graph = per_epoch(get("pytorch_mlp__w1-graph"))
+print("%-24s %12s %10s %10s %9s %12s" % ("implementation", "epoch ms", "x eager", "x graph", "acc %", "peak MB"))
+for k, label in w1:
+    r = get(k)
+    if not r:
+        continue
+    e = per_epoch(r)
+    mem = (r.get("metrics") or {}).get("peak_device_memory_bytes")
+    print("%-24s %12s %10s %10s %9s %12s" % (label, fmt(e, "%.1f"), fmt(eager / e if e and eager else None, "%.1f"),
+          fmt(graph / e if e and graph else None, "%.2f"), fmt(acc(r)), fmt(mem / 2**20 if mem else None, "%.0f")))
+
+def loss_match(a, b):
+    ra, rb = get(a), get(b)
+    if not ra or not rb:
+        return None
+    pa, pb = ra["loss"]["per_step"], rb["loss"]["per_step"]
+    f = [abs(x - y) / abs(y) for x, y in zip(pa["first_exact"], pb["first_exact"]) if x is not None and y]
+    m = [abs(x - y) / abs(y) for x, y in zip(pa["values"], pb["values"]) if x is not None and y]
+    da = None if acc(ra) is None or acc(rb) is None else abs(acc(ra) - acc(rb))
+    return (max(f) if f else None, max(m) if m else None, da)
+
+print("\n== loss matching against the twin (same init, same order)")
+print("%-44s %14s %14s %12s" % ("pair", "first-20 max", "100-step max", "|d acc| pts"))
+pairs = [("phase4_mlp__w1-nodrop-fp32", "pytorch_mlp__w1-nodrop-eager"),
+         ("phase5_batched__w1-nodrop-own", "pytorch_mlp__w1-nodrop-eager"),
+         ("phase5_batched__w1-nodrop-cublaslt", "pytorch_mlp__w1-nodrop-eager"),
+         ("pytorch_mlp__w1-nodrop-graph", "pytorch_mlp__w1-nodrop-eager")]
+for h in (128, 1024, 8192):
+    pairs.append((f"phase5_batched__w2-h{h}-own", f"pytorch_mlp__w2-h{h}-eager"))
+for a, b in pairs:
+    m = loss_match(a, b)
+    if m:
+        print("%-44s %14s %14s %12s" % (a.split("__")[1] + " vs " + b.split("__")[1].rsplit("-", 1)[1],
+              fmt(m[0], "%.2e"), fmt(m[1], "%.2e"), fmt(m[2], "%.2f")))
+
+hs = sorted({int(k.split("-h")[1].split("-")[0]) for k in recs if "__w2-h" in k})
+if hs:
+    print("\n== W2 (784-h-h-h-10, SGD 0.003, fp16, batch 32): median ms per step")
+    cols = [("phase5_batched__w2-h{}-own", "p5 own"), ("phase5_batched__w2-h{}-cublaslt", "p5 cuBLASLt"),
+            ("phase4_mlp__w2-h{}-fp16", "p4 fp16"), ("phase4_mlp__w2-h{}-fp32", "p4 fp32"),
+            ("pytorch_mlp__w2-h{}-eager", "eager"), ("pytorch_mlp__w2-h{}-compile", "compile"),
+            ("pytorch_mlp__w2-h{}-graph", "graph")]
+    print("%6s" % "h" + "".join("%12s" % c[1] for c in cols) + "%10s" % "x eager")
+    for h in hs:
+        vals = [per_step(get(c[0].format(h))) for c in cols]
+        x = vals[4] / vals[0] if vals[0] and vals[4] else None
+        print("%6d" % h + "".join("%12s" % fmt(v, "%.4f") for v in vals) + "%10s" % fmt(x, "%.1f"))
+
+gc = [k for k in recs if "gemm-compare" in k]
+for k in sorted(gc):
+    print("\n== %s (own GEMM vs cuBLASLt, speed ratio = cuBLASLt time / own time)" % k.split("__")[1])
+    for row in recs[k]["metrics"]["gemm_compare"]:
+        print("  %-8s %5dx%5dx%5d  own %.4f ms (%.1f TFLOP/s, %.0f GB/s)  cuBLASLt %.4f ms  ratio %.2f" % (
+            row["product"], row["M"], row["N"], row["K"], row["own_ms"], row["own_tflops"], row["own_gbps"],
+            row["cublaslt_ms"], row["own_over_cublaslt_speed"]))
+
+sw = sorted((int(k.split("-b")[-1]), k) for k in recs if "__batch-sweep-b" in k)
+if sw:
+    print("\n== batch sweep (phase 5 own, W1 model): samples/s")
+    for b, k in sw:
+        m = recs[k].get("metrics") or {}
+        print("  batch %5d  %12s samples/s  %8s ms/epoch  acc %s" % (b, fmt(m.get("samples_per_s"), "%.3g"),
+              fmt(per_epoch(recs[k]), "%.2f"), fmt(acc(recs[k]))))
+
+for impl in ("phase5_batched__w1-seed{}-own", "pytorch_mlp__w1-seed{}-graph"):
+    a = [acc(get(impl.format(s))) for s in (1, 2, 3)]
+    a = [v for v in a if v is not None]
+    if a:
+        print("\n== W1 accuracy over seeds, %s: %s  mean %.2f%%" % (impl.split("__")[0], ", ".join("%.2f" % v for v in a),
+              sum(a) / len(a)))
+
+bad = [k for k, r in recs.items() if r.get("status") != "ok"]
+val = [(k, r["validation"]["errors"]) for k, r in recs.items() if (r.get("validation") or {}).get("performed")]
+if val:
+    print("\n== validation (float64 reference)")
+    for k, e in sorted(val):
+        print("  %-44s %s %s" % (k, recs[k]["validation"]["passed"], " ".join("%s=%s" % (n, fmt(v, "%.1e")) for n, v in e.items())))
+if bad:
+    print("\nrecords with status != ok: " + ", ".join("%s (%s)" % (k, recs[k].get("status")) for k in bad))
+PYEOF
+}
+
+if [ "$MODE" = table ]; then
+  table "${2:?usage: bench_mlp.sh --table DIR}"
+  exit 0
+fi
+
+# ---------------------------------------------------------------------------- build
+TARGETS=("$P4" "$P5")
+[ "$MODE" = check ] && TARGETS+=(build/tests/gpu_tests)
+note "building ${TARGETS[*]} (make -j$JOBS${DEPS_PREFIX:+ DEPS_PREFIX=$DEPS_PREFIX})"
+if ! make -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} "${TARGETS[@]}" >"$LOGS/make.log" 2>&1; then
+  tail -n 40 "$LOGS/make.log"
+  note "build failed"
+  exit 1
+fi
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
+
+if [ "$MODE" = check ]; then
+  OUTD="${RECORDS_DIR:-build/mlp_check}"
+  mkdir -p "$OUTD"
+  R=(--out "$OUTD" --data "$DATA")
+  run gpu_tests 0 build/tests/gpu_tests -tc="mlp*"
+  run sanitizer 0 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 99 build/tests/gpu_tests -tc="mlp*"
+  # Validation on W1 (with dropout: the reference uses the device's masks) and at awkward shapes.
+  for pr in fp32 fp16; do
+    run "p4-w1-$pr" 0 "$P4" "${R[@]}" --precision "$pr" --steps 300 --validate --tag "check-w1-$pr" --save-init "$WORK/ci" --save-order "$WORK/co.npy"
+    for g in own cublas; do
+      run "p5-w1-$g-$pr" 0 "$P5" "${R[@]}" --precision "$pr" --gemm "$g" --steps 300 --validate --tag "check-w1-$g-$pr"
+    done
+    run "p4-odd-$pr" 0 "$P4" "${R[@]}" --precision "$pr" --layers 784,100,300,10 --batch 33 --optimizer sgd --lr 0.01 --steps 100 --validate --tag "check-odd-$pr"
+    run "p5-odd-$pr" 0 "$P5" "${R[@]}" --precision "$pr" --layers 784,100,300,10 --batch 33 --optimizer sgd --lr 0.01 --steps 100 --validate --tag "check-odd-$pr"
+    run "p5-odd1-$pr" 0 "$P5" "${R[@]}" --precision "$pr" --layers 784,10 --batch 1 --steps 50 --validate --tag "check-odd1-$pr"
+  done
+  run p5-w2-1000 0 "$P5" "${R[@]}" --precision fp16 --layers 784,1000,1000,1000,10 --optimizer sgd --lr 0.003 --dropout 0 --steps 300 --validate --tag check-w2-h1000
+  run p5-w2-1000-lt 0 "$P5" "${R[@]}" --precision fp16 --gemm cublas --layers 784,1000,1000,1000,10 --optimizer sgd --lr 0.003 --dropout 0 --steps 300 --validate --tag check-w2-h1000-lt
+  # Divergence: exit 7 and a record with status "diverged".
+  run p4-diverge 7 "$P4" "${R[@]}" --optimizer sgd --lr 10 --epochs 1 --tag check-diverge
+  run p5-diverge 7 "$P5" "${R[@]}" --optimizer sgd --lr 10 --epochs 1 --tag check-diverge
+  run twin-diverge 7 "$PYTHON" "$TWIN" "${R[@]}" --optimizer sgd --lr 10 --epochs 1 --impl eager --tag check-diverge
+  # The twin: its own validation, on the phases' init and order.
+  run twin-validate 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/ci" --order "$WORK/co.npy" --steps 300 --impl eager,graph --validate --tag "check-w1-{impl}"
+  # Timing probes (short).
+  run probe-p4-w1 0 "$P4" "${R[@]}" --epochs 1 --tag probe-w1-fp32 --save-init "$WORK/pi" --save-order "$WORK/po.npy"
+  run probe-p4-w1-16 0 "$P4" "${R[@]}" --epochs 1 --precision fp16 --tag probe-w1-fp16
+  run probe-p5-w1 0 "$P5" "${R[@]}" --epochs 2 --tag probe-w1-own
+  run probe-p5-w1-lt 0 "$P5" "${R[@]}" --epochs 2 --gemm cublas --tag probe-w1-cublaslt
+  W2=(--layers 784,8192,8192,8192,10 --optimizer sgd --lr 0.003 --dropout 0 --precision fp16)
+  run probe-p5-w2 0 "$P5" "${R[@]}" "${W2[@]}" --steps 500 --tag probe-w2-h8192-own
+  run probe-p5-w2-lt 0 "$P5" "${R[@]}" "${W2[@]}" --steps 500 --gemm cublas --tag probe-w2-h8192-cublaslt
+  run probe-p4-w2 0 "$P4" "${R[@]}" "${W2[@]}" --steps 100 --tag probe-w2-h8192-fp16
+  run probe-p4-w2-32 0 "$P4" "${R[@]}" "${W2[@]}" --steps 50 --precision fp32 --tag probe-w2-h8192-fp32
+  run probe-gemm 0 "$P5" "${R[@]}" "${W2[@]}" --gemm-compare --tag probe-gemm-compare-h8192
+  run probe-twin-w1 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/pi" --order "$WORK/po.npy" --epochs 1 --impl eager,graph --tag "probe-w1-{impl}"
+  run probe-twin-w2 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps 300 --impl eager,graph --tag "probe-w2-h8192-{impl}"
+  table "$OUTD"
+  note "check finished: $FAILS failure(s)"
+  [ "$FAILS" -eq 0 ]
+  exit $?
+fi
+
+# ---------------------------------------------------------------------------- benchmark
+O=()
+[ -n "${RECORDS_DIR:-}" ] && O=(--out "$RECORDS_DIR") && mkdir -p "$RECORDS_DIR"
+R=("${O[@]}" --data "$DATA")
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+if has w1; then
+  note "stage w1"
+  run w1-p4-fp32 0 "$P4" "${R[@]}" --tag w1-fp32 --save-init "$WORK/w1init" --save-order "$WORK/w1order.npy"
+  run w1-p4-fp16 0 "$P4" "${R[@]}" --precision fp16 --tag w1-fp16
+  run w1-p5-own 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --tag w1-own --save-init "$WORK/w1init5" --save-order "$WORK/w1order5.npy"
+  run w1-p5-own16 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --precision fp16 --tag w1-own-fp16
+  run w1-p5-lt 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-cublaslt
+  run w1-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,compile,graph --tag "w1-{impl}"
+fi
+
+if has match; then
+  note "stage match (W1, dropout 0, fp32)"
+  run m-p4 0 "$P4" "${R[@]}" --dropout 0 --tag w1-nodrop-fp32 --save-init "$WORK/minit" --save-order "$WORK/morder.npy"
+  run m-p5 0 "$P5" "${R[@]}" --dropout 0 --tag w1-nodrop-own
+  run m-p5-lt 0 "$P5" "${R[@]}" --dropout 0 --gemm cublas --tag w1-nodrop-cublaslt
+  run m-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph --tag "w1-nodrop-{impl}"
+fi
+
+if has w2; then
+  note "stage w2 (h in $W2_HS; phase 5 $W2_STEPS steps, phase 4 and twins $W2_STEPS_SLOW)"
+  for h in $W2_HS; do
+    W2=(--layers "784,$h,$h,$h,10" --optimizer sgd --lr 0.003 --dropout 0 --precision fp16)
+    run "w2-$h-p5" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --tag "w2-h$h-own" --save-init "$WORK/w2init$h" --save-order "$WORK/w2order$h.npy"
+    run "w2-$h-p5lt" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --gemm cublas --tag "w2-h$h-cublaslt"
+    run "w2-$h-p4" 0 "$P4" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp16"
+    run "w2-$h-p4-32" 0 "$P4" "${R[@]}" "${W2[@]}" --precision fp32 --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp32"
+    impls=eager,graph
+    [[ " $TWIN_COMPILE_W2 " == *" $h "* ]] && impls=eager,compile,graph
+    # The twin reads phase 5's --steps order (which covers $W2_STEPS >= $W2_STEPS_SLOW steps).
+    run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --tag "w2-h$h-{impl}"
+  done
+fi
+
+if has gemm; then
+  note "stage gemm"
+  run gemm16 0 "$P5" "${R[@]}" --layers 784,8192,8192,8192,10 --precision fp16 --gemm-compare --tag gemm-compare-h8192-fp16
+  run gemm32 0 "$P5" "${R[@]}" --layers 784,8192,8192,8192,10 --precision fp32 --gemm-compare --tag gemm-compare-h8192-fp32
+fi
+
+if has sweep; then
+  note "stage sweep (batch in $SWEEP_BATCHES, $SWEEP_EPOCHS epochs)"
+  for b in $SWEEP_BATCHES; do
+    run "sweep-$b" 0 "$P5" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" --workload mlp_batch_sweep --tag "batch-sweep-b$b"
+  done
+fi
+
+if has seeds; then
+  note "stage seeds"
+  for s in 1 2 3; do
+    run "seed-$s-p5" 0 "$P5" "${R[@]}" --seed "$s" --tag "w1-seed$s-own" --save-init "$WORK/s${s}init" --save-order "$WORK/s${s}order.npy"
+    run "seed-$s-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --seed "$s" --init "$WORK/s${s}init" --order "$WORK/s${s}order.npy" --impl graph --tag "w1-seed$s-{impl}"
+  done
+fi
+
+if [ -n "${RECORDS_DIR:-}" ]; then
+  table "$RECORDS_DIR"
+else
+  table "$(ls -d profiles/*/ 2>/dev/null | head -n 1)"
+fi
+note "benchmark finished: $FAILS failure(s)"
+[ "$FAILS" -eq 0 ]
