@@ -46,9 +46,12 @@ inline nlohmann::json efficiency_json(const nlohmann::json& kernels, const std::
     double ns = 0;
     int64_t calls = 0;
     std::string name;
+    // A tag "!x" matches every kernel whose name does not contain x (e.g. "!nb::mlp::": cuBLASLt's).
+    const bool negate = !tag.empty() && tag[0] == '!';
+    const std::string needle = negate ? tag.substr(1) : tag;
     for (const auto& k : kernels) {
       const std::string n = k.value("name", "");
-      if (n.find(tag) != std::string::npos) {
+      if ((n.find(needle) != std::string::npos) != negate) {
         ns += k.value("total_ns", 0.0);
         calls += k.value("calls", int64_t{0});
         if (name.empty()) name = n;
@@ -66,7 +69,7 @@ inline nlohmann::json efficiency_json(const nlohmann::json& kernels, const std::
     if (calls != c.calls) e["note"] = "tracer and host counted different numbers of calls";
     if (peaks && peaks->copy_gbps > 0) e["pct_copy_peak"] = 100.0 * (c.bytes / ns) / peaks->copy_gbps;
     if (peaks && peaks->fp16_tflops > 0) e["pct_tensor_peak"] = 100.0 * (c.flops / ns / 1e3) / peaks->fp16_tflops;
-    out[tag] = e;
+    out[negate ? "not " + needle : tag] = e;
   }
   return out;
 }
