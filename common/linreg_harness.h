@@ -106,10 +106,12 @@ inline bool linreg_finite(const LinregOutcome& got) {
 }
 
 // kernels / memcpy / ranges summaries of our CUPTI tracer, and the Chrome trace when asked.
-// The summaries cover every measured run: divide by repeats × epochs for one epoch.
-inline void linreg_attach_trace(nlohmann::json& rec, const std::string& trace_path) {
+// The summaries cover `runs` training runs (= timing.repeats: divide by repeats × epochs for one
+// epoch); `how` says which runs those were.
+inline void linreg_attach_trace(nlohmann::json& rec, const std::string& trace_path, int runs, const std::string& how) {
   Tracer& tr = Tracer::instance();
   rec["trace_file"] = nullptr;
+  rec["trace_runs"] = tr.active() ? runs : 0;
   if (!tr.active()) {
     rec["kernels"] = nlohmann::json::array();
     rec["memcpy"] = nlohmann::json::array();
@@ -121,7 +123,7 @@ inline void linreg_attach_trace(nlohmann::json& rec, const std::string& trace_pa
   rec["kernels"] = tr.kernel_summary();
   rec["memcpy"] = tr.memcpy_summary();
   rec["ranges"] = tr.range_summary();
-  rec["notes"].push_back("kernels/memcpy/ranges: summed over all measured runs (timing.repeats x config.epochs epochs)");
+  rec["notes"].push_back(how);
   if (!trace_path.empty()) {
     tr.write_chrome_trace(trace_path);
     rec["trace_file"] = trace_path;

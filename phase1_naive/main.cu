@@ -320,7 +320,10 @@ int run(int argc, char** argv) {
                  {"saved_to", save_data.empty() ? nlohmann::json(nullptr) : nlohmann::json(save_data)}};
   rec["accumulation"] = det ? "per-element double terms, fixed-order pairwise tree in global memory"
                             : "per-element atomicAdd into double";
-  nb::linreg_attach_trace(rec, opt.trace);
+  rec["timing"]["traced"] = true;
+  nb::linreg_attach_trace(rec, opt.trace, opt.repeats,
+                          "kernels/memcpy/ranges: summed over the timed runs (timing.repeats x config.epochs epochs); "
+                          "the CUPTI tracer was on during them: ~1.5 us per launch, < 0.1% of a phase-1 epoch");
   if (opt.measure_peaks) rec["peaks"] = nb::to_json(nb::measure_peaks());
 
   std::printf("%s: n=%zu epochs=%d w=%.7f b=%.7f train_loss=%.7f test_loss=%.7f time median %.3f ms (%d runs)%s\n",

@@ -8,10 +8,11 @@
 //      writes loss[e] into a device buffer and updates w and b on the device. No predictions in
 //      global memory, no update kernel, no host round trip: 8 B/pt instead of 28, one launch
 //      instead of five. The loss curve is copied to the host once, after the last epoch.
-//   2. A CUDA graph. The 200 launches are captured once and replayed with one cudaGraphLaunch;
-//      with --pdl (default on, Hopper's programmatic dependent launch) epoch e+1's blocks are
-//      launched while epoch e drains, issue their first loads (x, y never change), and wait in
-//      griddepcontrol.wait only before reading w and b.
+//   2. A CUDA graph. The 200 launches are captured once and replayed with one cudaGraphLaunch.
+//      Tried and kept as an option, off by default because it measured slower: --pdl early|late
+//      (Hopper's programmatic dependent launch): epoch e+1's blocks are launched while epoch e
+//      drains, issue their first loads (x, y never change), and wait in griddepcontrol.wait only
+//      before reading w and b.
 //   3. Streams doing real work.
 //      * Test evaluation on its own stream: every --eval-every epochs a small kernel computes the
 //        test loss at the parameters that epoch starts with (read from a per-epoch parameter
@@ -46,7 +47,7 @@
 // MEASURED — not yet measured (filled in from the run records of scripts/bench_linreg.sh).
 //
 // Flags: --n --epochs --lr --source device|host --streams K --chunk POINTS --eval-every E
-//        --pdl/--no-pdl --l2-persist + the common flags (--help lists them).
+//        --pdl off|early|late --blocks-per-sm B --l2-persist + the common flags (--help lists them).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -253,11 +254,14 @@ struct TrainArgs {
 };
 
 // Loss at the start parameters, then w, b ← w, b − lr·∇, for one epoch e.
-__global__ void __launch_bounds__(kBlock) epoch_kernel(TrainArgs a, int e) {
-  pdl_launch_dependents();  // the next epoch may launch now; it waits before touching our state
+// pdl_early: let the next epoch launch at our start (1) or once our block's sums are done (0);
+// either way it waits (griddepcontrol.wait) before it reads w, b or touches the counters.
+__global__ void __launch_bounds__(kBlock) fused_epoch_kernel(TrainArgs a, int e, int pdl_early) {
+  if (pdl_early) pdl_launch_dependents();
   double s[3] = {0.0, 0.0, 0.0};
   accumulate<3>(a.x, a.y, 0, a.nt, a.params, [] { pdl_wait(); }, s);
   block_sum(s);
+  if (!pdl_early) pdl_launch_dependents();
   if (!publish_and_check_last(s, a.acc, a.partials, gridDim.x, blockIdx.x, a.counter, gridDim.x)) return;
   __syncthreads();  // block_sum's shared memory is reused below
   double tot[3];
@@ -276,7 +280,7 @@ __global__ void __launch_bounds__(kBlock) epoch_kernel(TrainArgs a, int e) {
 
 // --source host, epoch 0 on one chunk [lo, lo+len) of the train split, on the chunk's stream:
 // per-block sums into partials[k * nparts + part0 + blockIdx.x].
-__global__ void __launch_bounds__(kBlock) chunk_kernel(const float* x, const float* y, size_t lo, size_t len,
+__global__ void __launch_bounds__(kBlock) fused_chunk_epoch0_kernel(const float* x, const float* y, size_t lo, size_t len,
                                                        const float* params, double* partials, int nparts, int part0) {
   double s[3] = {0.0, 0.0, 0.0};
   accumulate<3>(x, y, lo, len, params, [] {}, s);
@@ -286,7 +290,7 @@ __global__ void __launch_bounds__(kBlock) chunk_kernel(const float* x, const flo
 }
 
 // --source host: one block adds the chunk partials in a fixed order and takes step 0.
-__global__ void chunk_finalize_kernel(TrainArgs a, const double* partials, int nparts) {
+__global__ void chunk_finalize_update_kernel(TrainArgs a, const double* partials, int nparts) {
   double tot[3];
   gather_totals(nullptr, partials, nparts, tot);
   if (threadIdx.x == 0) {
@@ -313,7 +317,7 @@ struct EvalArgs {
 };
 
 // Test loss at the parameters epoch e starts with, into out[slot]; runs on the eval stream.
-__global__ void __launch_bounds__(kBlock) eval_kernel(EvalArgs a, int e, int slot) {
+__global__ void __launch_bounds__(kBlock) test_eval_kernel(EvalArgs a, int e, int slot) {
   double s[1] = {0.0};
   accumulate<1>(a.x, a.y, a.lo, a.len, a.hist + 2 * e, [] {}, s);
   block_sum(s);
@@ -328,7 +332,7 @@ __global__ void __launch_bounds__(kBlock) eval_kernel(EvalArgs a, int e, int slo
 }
 
 // Untimed, before every run: w, b ← w0, b0; history[0]; accumulators and counters zeroed.
-__global__ void reset_kernel(float* params, float* hist, double* acc, unsigned* counters, float w0, float b0) {
+__global__ void reset_params_kernel(float* params, float* hist, double* acc, unsigned* counters, float w0, float b0) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   params[0] = hist[0] = w0;
   params[1] = hist[1] = b0;
@@ -345,7 +349,8 @@ struct Options {
   int streams = 4;
   int64_t chunk = int64_t(1) << 20;
   int eval_every = 10;
-  bool no_pdl = false;
+  std::string pdl = "off";
+  int blocks_per_sm = 4;
   bool l2_persist = false;
   nb::CommonOptions common;
 };
@@ -396,6 +401,7 @@ struct Graph {
 struct EpochLauncher {
   int grid;
   bool pdl;
+  bool pdl_early;
   bool persist;
   cudaAccessPolicyWindow window{};
   void launch(const TrainArgs& a, int e, cudaStream_t s) const {
@@ -417,7 +423,7 @@ struct EpochLauncher {
     }
     cfg.attrs = attrs;
     cfg.numAttrs = static_cast<unsigned>(na);
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, epoch_kernel, a, e));
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, fused_epoch_kernel, a, e, pdl_early ? 1 : 0));
   }
 };
 
@@ -434,7 +440,7 @@ void capture_epochs(Graph& G, const EpochLauncher& L, const TrainArgs& ta, const
       CUDA_CHECK(cudaEventRecord(fork, train));
       CUDA_CHECK(cudaStreamWaitEvent(eval, fork, 0));
       forked = true;
-      eval_kernel<<<eval_grid, kBlock, 0, eval>>>(ea, eval_epochs[next_eval], static_cast<int>(next_eval));
+      test_eval_kernel<<<eval_grid, kBlock, 0, eval>>>(ea, eval_epochs[next_eval], static_cast<int>(next_eval));
       CHECK_LAUNCH();
       ++next_eval;
     }
@@ -449,6 +455,7 @@ void capture_epochs(Graph& G, const EpochLauncher& L, const TrainArgs& ta, const
   }
   CUDA_CHECK(cudaStreamEndCapture(train, &G.g));
   CUDA_CHECK(cudaGraphInstantiate(&G.exec, G.g, 0));
+  CUDA_CHECK(cudaGraphUpload(G.exec, train));  // the first launch need not upload it
 }
 
 int grid_for(size_t len, int sm_count, int per_sm) {
@@ -466,22 +473,22 @@ int run(int argc, char** argv) {
   cli.add_int("--streams", &o.streams, "--source host: streams the chunks are uploaded over", 1, 32);
   cli.add_int("--chunk", &o.chunk, "--source host: points per upload chunk", 1, 4000000000LL);
   cli.add_int("--eval-every", &o.eval_every, "test loss on the eval stream every this many epochs (0: only after training)", 0, 1000000);
-  cli.add_flag("--no-pdl", &o.no_pdl, "launch epochs without programmatic dependent launch");
+  cli.add_string("--pdl", &o.pdl, "programmatic dependent launch of the next epoch: off, early (trigger at kernel start) or late (after the block's sums)", {"off", "early", "late"});
+  cli.add_int("--blocks-per-sm", &o.blocks_per_sm, "resident blocks of 256 threads per SM for the epoch kernel", 1, 8);
   cli.add_flag("--l2-persist", &o.l2_persist, "mark the data set as persisting in L2 (access policy window)");
   cli.add_common(&o.common);
   if (!cli.parse(argc, argv)) return 0;
   const nb::CommonOptions& opt = o.common;
 
   const nb::DeviceInfo dev = nb::require_device();
-  nb::Tracer& tracer = nb::Tracer::instance();
-  tracer.start(!opt.no_cupti);
+  nb::Tracer& tracer = nb::Tracer::instance();  // started after the timed runs (see below)
   const size_t N = static_cast<size_t>(o.n), nt = nb::linreg_train_count(N), ntest = N - nt;
   const bool host_src = o.source == "host", det = opt.deterministic;
   const int E = o.epochs;
-  const bool pdl = !o.no_pdl && dev.cc_major >= 9;
+  const bool pdl = o.pdl != "off" && dev.cc_major >= 9;
 
   // ---- launch geometry and buffers
-  const int per_sm = 4;
+  const int per_sm = o.blocks_per_sm;
   const int grid = grid_for(nt, dev.sm_count, per_sm);
   const int eval_grid = ntest ? grid_for(ntest, dev.sm_count, 1) : 1;
   std::vector<int> eval_epochs;
@@ -531,7 +538,7 @@ int run(int argc, char** argv) {
   }
 
   // ---- optional L2 persistence for the data
-  EpochLauncher L{grid, pdl, false, {}};
+  EpochLauncher L{grid, pdl, o.pdl == "early", false, {}};
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev.index));
   if (o.l2_persist && prop.persistingL2CacheMaxSize > 0 && prop.accessPolicyMaxWindowSize > 0) {
@@ -563,7 +570,7 @@ int run(int argc, char** argv) {
 
   auto reset = [&] {
     NB_NVTX_RANGE(nb::Cat::Init, "reset w,b");
-    reset_kernel<<<1, 1, 0, s0>>>(params.p, hist.p, acc.p, counters.p, nb::linreg_init_w(), nb::linreg_init_b());
+    reset_params_kernel<<<1, 1, 0, s0>>>(params.p, hist.p, acc.p, counters.p, nb::linreg_init_w(), nb::linreg_init_b());
     CHECK_LAUNCH();
     CUDA_CHECK(cudaMemsetAsync(loss.p, 0xff, size_t(E) * sizeof(double), s0));  // poison: NaN until written
     CUDA_CHECK(cudaMemsetAsync(test_out.p, 0xff, (eval_epochs.size() + 1) * sizeof(double), s0));
@@ -582,7 +589,7 @@ int run(int argc, char** argv) {
       CUDA_CHECK(cudaMemcpyAsync(d_x + lo, pin_x->p + lo, len * sizeof(float), cudaMemcpyHostToDevice, s));
       CUDA_CHECK(cudaMemcpyAsync(d_y + lo, pin_y->p + lo, len * sizeof(float), cudaMemcpyHostToDevice, s));
       if (with_epoch0 && lo < nt) {
-        chunk_kernel<<<chunk_grid, kBlock, 0, s>>>(d_x, d_y, lo, std::min(len, nt - lo), params.p, chunk_partials.p,
+        fused_chunk_epoch0_kernel<<<chunk_grid, kBlock, 0, s>>>(d_x, d_y, lo, std::min(len, nt - lo), params.p, chunk_partials.p,
                                                    static_cast<int>(chunk_parts), static_cast<int>(c) * chunk_grid);
         CHECK_LAUNCH();
       }
@@ -607,39 +614,58 @@ int run(int argc, char** argv) {
     if (r >= opt.warmup) upload_ms.push_back(ms);
   }
 
-  // ---- warm-up, then the measured runs
-  for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
-    if (r == opt.warmup) tracer.clear();
-    const bool measured = r >= opt.warmup;
+  // ---- one training run from w0, b0: its time (ms) and, for --source host, the first epoch's.
+  std::vector<double> launch_ms;  // host time of cudaGraphLaunch (the enqueue of 200 nodes)
+  auto one_run = [&](double* first) -> double {
     // poison: the device copy of the data is NaN unless this run uploads it
     if (host_src) CUDA_CHECK(cudaMemsetAsync(xy.p, 0xff, 2 * Npad * sizeof(float), s0));
     reset();
     CUDA_CHECK(cudaEventRecord(t_start.e, s0));
     if (host_src) {
       upload(true);
-      chunk_finalize_kernel<<<1, kBlock, 0, s0>>>(ta, chunk_partials.p, static_cast<int>(chunk_parts));
+      chunk_finalize_update_kernel<<<1, kBlock, 0, s0>>>(ta, chunk_partials.p, static_cast<int>(chunk_parts));
       CHECK_LAUNCH();
       CUDA_CHECK(cudaEventRecord(t_first.e, s0));
     }
     {
       NB_NVTX_RANGE(nb::Cat::Forward, "fused epochs (graph launch)");
+      nb::HostTimer ht;
       CUDA_CHECK(cudaGraphLaunch(G.exec, s0));
+      launch_ms.push_back(ht.elapsed_ms());
     }
     CUDA_CHECK(cudaEventRecord(t_stop.e, s0));
     {
       NB_NVTX_RANGE(nb::Cat::Sync, "wait for training");
       CUDA_CHECK(cudaEventSynchronize(t_stop.e));
     }
-    float ms = 0;
+    float ms = 0, fms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, t_start.e, t_stop.e));
-    if (measured) samples.push_back(ms);
-    if (host_src) {
-      CUDA_CHECK(cudaEventElapsedTime(&ms, t_start.e, t_first.e));
-      if (measured) first_ms.push_back(ms);
-    }
+    if (host_src) CUDA_CHECK(cudaEventElapsedTime(&fms, t_start.e, t_first.e));
+    *first = fms;
     nb::throw_if_interrupted("training");
+    return ms;
+  };
+
+  // ---- warm-up, then the measured runs. Our CUPTI tracer is not running during them: it adds
+  // ~1.5 us to every launch, ~15% of an epoch here (measured: 2.98 -> 3.32 ms at 5M).
+  for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
+    double f = 0;
+    const double ms = one_run(&f);
+    if (r < opt.warmup) continue;
+    samples.push_back(ms);
+    if (host_src) first_ms.push_back(f);
   }
-  tracer.flush();
+  const nb::Stats launch_st = nb::summarize(std::vector<double>(launch_ms.end() - opt.repeats, launch_ms.end()));
+  // ---- as many runs again, untimed, with the tracer on: the kernel/memcpy/range summaries.
+  int trace_runs = 0;
+  if (!opt.no_cupti && tracer.start(true)) {
+    tracer.clear();
+    for (; trace_runs < opt.repeats; ++trace_runs) {
+      double f = 0;
+      one_run(&f);
+    }
+    tracer.flush();
+  }
 
   // ---- results: the loss curve in one copy; the final test loss (untimed, eval stream)
   nb::LinregOutcome out;
@@ -656,7 +682,7 @@ int run(int argc, char** argv) {
   if (ntest) {
     NB_NVTX_RANGE(nb::Cat::Eval, "final test loss");
     CUDA_CHECK(cudaDeviceSynchronize());
-    eval_kernel<<<eval_grid, kBlock, 0, s_eval>>>(ea, E, static_cast<int>(eval_epochs.size()));
+    test_eval_kernel<<<eval_grid, kBlock, 0, s_eval>>>(ea, E, static_cast<int>(eval_epochs.size()));
     CHECK_LAUNCH();
     CUDA_CHECK(cudaStreamSynchronize(s_eval));
     CUDA_CHECK(cudaMemcpy(test_curve.data(), test_out.p, test_curve.size() * sizeof(double), cudaMemcpyDeviceToHost));
@@ -680,6 +706,8 @@ int run(int argc, char** argv) {
       "data generation, parameter reset, graph capture, final test evaluation, validation", opt.warmup, stt);
   rec["timing"]["per_epoch_ms_median"] = stt.median / E;
   rec["timing"]["source"] = o.source;
+  rec["timing"]["traced"] = false;
+  rec["timing"]["graph_launch_host_ms"] = nb::to_json(launch_st);
   if (host_src) {
     const nb::Stats up = nb::summarize(upload_ms), fe = nb::summarize(first_ms);
     rec["timing"]["upload_ms"] = nb::to_json(up);
@@ -696,7 +724,8 @@ int run(int argc, char** argv) {
   rec["launch"] = {{"block", kBlock},
                    {"grid", grid},
                    {"eval_grid", eval_grid},
-                   {"pdl", pdl},
+                   {"pdl", pdl ? o.pdl : std::string("off")},
+                   {"blocks_per_sm", per_sm},
                    {"l2_persist", L.persist},
                    {"graph_kernel_nodes", E - e0 + static_cast<int>(eval_epochs.size())}};
   if (host_src) rec["launch"]["chunks"] = {{"points", chunk}, {"count", nchunks}, {"streams", o.streams}, {"grid", chunk_grid}};
@@ -728,13 +757,15 @@ int run(int argc, char** argv) {
   eff["note"] = host_src ? "time per epoch includes the upload (source host)"
                          : "time per epoch = graph time / epochs (launch gaps and evaluations included); "
                            "copy peak counts bytes read + written";
-  rec["efficiency"] = {{"epoch_kernel", eff}};
-  nb::linreg_attach_trace(rec, opt.trace);
+  rec["efficiency"] = {{"fused_epoch_kernel", eff}};
+  nb::linreg_attach_trace(rec, opt.trace, trace_runs,
+                          "kernels/memcpy/ranges: from trace_runs extra untimed runs after the timed ones, with our "
+                          "CUPTI tracer on (the timed runs ran without it)");
 
   std::printf("%s: n=%zu epochs=%d source=%s w=%.7f b=%.7f train_loss=%.7f test_loss=%.7f time median %.3f ms "
               "(%.2f us/epoch, %d runs)%s%s\n",
               kPhase, N, E, o.source.c_str(), out.w, out.b, out.loss.back(), out.test_loss, stt.median,
-              1e3 * stt.median / E, stt.count, det ? " [deterministic]" : "", pdl ? " [pdl]" : "");
+              1e3 * stt.median / E, stt.count, det ? " [deterministic]" : "", pdl ? (o.pdl == "early" ? " [pdl early]" : " [pdl late]") : "");
   if (host_src)
     std::printf("  upload only %.3f ms, first epoch done at %.3f ms (%.3f x upload), %d streams, %zu chunks\n",
                 rec["timing"]["upload_ms"]["median"].get<double>(), rec["timing"]["first_epoch_ms"]["median"].get<double>(),

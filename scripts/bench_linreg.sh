@@ -19,11 +19,15 @@
 #             compile/graph, the cpu twin up to 10M. Fewer repeats at big sizes (phase 1 at >= 50M:
 #             no warm-up, one run: it takes ~10^1 s per run there). One progress line per point.
 #   host      phase 3 --source host with 1 and 4 streams (tags host-streams1, host-streams4), 5M.
+# SWEEP_PARTS picks the sweep's implementations (default "p1 p2 p3 twin-gpu twin-cpu"): phase 1
+# is slow (per-element double atomics: ~85 s per run at 100M), so its sweep can be run as its own
+# invocation (SWEEP_PARTS="p1 twin-cpu") and left out of another; without p1 (or above
+# P1_MAX_N) phase 1 only writes the points for the twin (one epoch, record in a scratch folder).
 # The twin reads the very points phase 1 generated (phase1 --save-data /tmp/linreg_n<N>.npy).
 #
 # Environment: RECORDS_DIR (default: the programs' own profiles/<device-slug>/), PYTHON (python3
 # with torch), DEPS_PREFIX (default .carry/deps when present), JOBS (16), REPEATS (5),
-# SWEEP_NS (comma list), STAGES ("headline sweep host"), DATA_DIR (/tmp).
+# SWEEP_NS (comma list), STAGES ("headline sweep host"), SWEEP_PARTS, P1_MAX_N, DATA_DIR (/tmp).
 # Exit status: 0 when every step succeeded and the twins' final w, b agree with phase 3's within
 # 1e-4 (relative); 1 otherwise. Needs about 4-5 minutes on an H100.
 set -uo pipefail
@@ -36,6 +40,9 @@ PYTHON="${PYTHON:-python3}"
 JOBS="${JOBS:-16}"
 REPEATS="${REPEATS:-5}"
 STAGES="${STAGES:-headline sweep host}"
+SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu twin-cpu}"
+P1_MAX_N="${P1_MAX_N:-1000000000000}"
+has_part() { [[ " $SWEEP_PARTS " == *" $1 "* ]]; }
 SWEEP_NS="${SWEEP_NS:-500,5000,50000,500000,5000000,10000000,50000000,100000000}"
 DATA_DIR="${DATA_DIR:-/tmp}"
 P1=build/phase1_naive
@@ -146,7 +153,8 @@ if [[ " $STAGES " == *" headline "* ]]; then
   run "$LOGS/headline-p2.log" "$P2" "${H[@]}" && note "  $(grep -h '^phase2' "$LOGS/headline-p2.log")"
   run "$LOGS/headline-p3.log" "$P3" "${H[@]}" --measure-peaks --trace "$RDIR/phase3_fused_streams__headline.trace.json" &&
     note "  $(grep -h '^phase3' "$LOGS/headline-p3.log")"
-  run "$LOGS/headline-p3det.log" "$P3" --n $n --warmup 1 --repeats "$REPEATS" --tag headline-deterministic --deterministic "${OUTARGS[@]}" &&
+  # (not tagged headline*: the report takes the newest headline record of each implementation)
+  run "$LOGS/headline-p3det.log" "$P3" --n $n --warmup 1 --repeats "$REPEATS" --tag det-n$n --deterministic "${OUTARGS[@]}" &&
     note "  $(grep -h '^phase3' "$LOGS/headline-p3det.log")"
   run "$LOGS/headline-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl eager,graph,compile,cpu \
     --validate --warmup 1 --repeats "$REPEATS" --tag headline --profile "${OUTARGS[@]}"
@@ -161,26 +169,37 @@ if [[ " $STAGES " == *" sweep "* ]]; then
   IFS=, read -r -a NS <<<"$SWEEP_NS"
   CPU_NS=()
   for n in "${NS[@]}"; do
-    if [ "$n" -ge 50000000 ]; then wu=0; rp=1; p1wu=0; p1rp=1
-    elif [ "$n" -ge 10000000 ]; then wu=1; rp=3; p1wu=0; p1rp=1
-    else wu=1; rp=$REPEATS; p1wu=1; p1rp=$(( n >= 5000000 ? 1 : REPEATS )); fi
+    if [ "$n" -ge 50000000 ]; then wu=1; rp=3
+    elif [ "$n" -ge 10000000 ]; then wu=1; rp=3
+    else wu=1; rp=$REPEATS; fi
+    p1wu=$(( n >= 5000000 ? 0 : 1 )); p1rp=$(( n >= 5000000 ? 1 : REPEATS ))
     S=(--n "$n" --tag "sweep-n$n" --validate "${OUTARGS[@]}")
-    run "$LOGS/sweep-p1-$n.log" "$P1" "${S[@]}" --warmup $p1wu --repeats $p1rp --no-cupti --save-data "$DATA_DIR/linreg_n$n.npy"
-    run "$LOGS/sweep-p2-$n.log" "$P2" "${S[@]}" --warmup $wu --repeats $((rp > 1 ? rp : 3)) --no-cupti
-    run "$LOGS/sweep-p3-$n.log" "$P3" "${S[@]}" --warmup 1 --repeats $((rp > 1 ? rp : 3)) --no-cupti \
+    if has_part p1 && [ "$n" -le "$P1_MAX_N" ]; then
+      run "$LOGS/sweep-p1-$n.log" "$P1" "${S[@]}" --warmup $p1wu --repeats $p1rp --no-cupti --save-data "$DATA_DIR/linreg_n$n.npy"
+    else  # the points only
+      run "$LOGS/sweep-data-$n.log" "$P1" --n "$n" --epochs 1 --warmup 0 --repeats 1 --no-cupti --out build/bench_linreg_scratch \
+        --tag "data-n$n" --save-data "$DATA_DIR/linreg_n$n.npy"
+    fi
+    has_part p2 && run "$LOGS/sweep-p2-$n.log" "$P2" "${S[@]}" --warmup $wu --repeats $rp --no-cupti
+    has_part p3 && run "$LOGS/sweep-p3-$n.log" "$P3" "${S[@]}" --warmup $wu --repeats $rp --no-cupti \
       $([ "$n" -ge 50000000 ] && echo --measure-peaks)
     [ "$n" -le 10000000 ] && CPU_NS+=("$n")
-    med() { "$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.3f" % r["timing"]["total_ms"]["median"])' "$1" 2>/dev/null || echo "?"; }
+    med() { "$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.3f" % r["timing"]["total_ms"]["median"])' "$1" 2>/dev/null || echo "-"; }
     note "  n=$n: phase1 $(med "$RDIR/phase1_naive__sweep-n$n.json") ms, phase2 $(med "$RDIR/phase2_shared_mem__sweep-n$n.json") ms, phase3 $(med "$RDIR/phase3_fused_streams__sweep-n$n.json") ms"
   done
-  note "sweep: PyTorch twin (eager, graph, compile; cpu up to 10M)"
+  if has_part twin-gpu; then
+  note "sweep: PyTorch twin eager, graph, compile"
   run "$LOGS/sweep-twin-gpu.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n{n}.npy" --n "$SWEEP_NS" --impl eager,graph,compile \
     --warmup 1 --repeats 3 --tag "sweep-n{n}" "${OUTARGS[@]}"
   grep -h "^pytorch_linreg" "$LOGS/sweep-twin-gpu.log" | sed 's/ -> .*//; s/^/    /'
+  fi
+  if has_part twin-cpu; then
+  note "sweep: PyTorch twin cpu (up to 10M)"
   CPU_LIST=$(IFS=,; echo "${CPU_NS[*]}")
   run "$LOGS/sweep-twin-cpu.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n{n}.npy" --n "$CPU_LIST" --impl cpu \
     --warmup 0 --repeats 1 --tag "sweep-n{n}" "${OUTARGS[@]}"
   grep -h "^pytorch_linreg" "$LOGS/sweep-twin-cpu.log" | sed 's/ -> .*//; s/^/    /'
+  fi
 fi
 
 if [[ " $STAGES " == *" host "* ]]; then
@@ -210,7 +229,7 @@ def med(r):
     return r["timing"]["total_ms"]["median"] if r else None
 rows = [("phase1_naive", "phase1_naive__headline.json"), ("phase2_shared_mem", "phase2_shared_mem__headline.json"),
         ("phase3_fused_streams", "phase3_fused_streams__headline.json"),
-        ("phase3 --deterministic", "phase3_fused_streams__headline-deterministic.json")]
+        ("phase3 --deterministic", "phase3_fused_streams__det-n5000000.json")]
 rows += [(f"pytorch {i}", f"pytorch_linreg__headline-{i}.json") for i in ("cpu", "eager", "compile", "graph", "eager-sync-every-epoch")]
 recs = [(lab, load(f), f) for lab, f in rows]
 eager = med(load("pytorch_linreg__headline-eager.json"))
