@@ -13,6 +13,8 @@
 #   bash scripts/harden.sh determinism [PHASE...]  each phase twice with --deterministic and one seed:
 #                                            loss curves and final metrics must be bit-identical; then the
 #                                            cost of --deterministic against the default path (GPU)
+#   bash scripts/harden.sh profilers [PHASE...]  each phase (small size, our tracer on) under nsys and ncu:
+#                                            it must complete, its tracer stepping aside with one warning (GPU)
 #
 # Every mode prints a short table last and exits non-zero on any finding. Files:
 #   build/asan/            objects, binary and log of the ASan/UBSan host suite
@@ -20,6 +22,7 @@
 #                          a crashing/leaking/hanging input is copied to tests/regressions/<target>/
 #   build/sanitize/        logs and summary.txt; the run record profiles/<slug>/sanitize__all.json
 #   build/determinism/     logs and records; the run record profiles/<slug>/determinism__all.json
+#   build/profilers/       reports, logs and records; the run record profiles/<slug>/profilers__all.json
 #
 # Environment: DATA_DIR (or DATA_SRC) for the host suite's IDX tests (default ../shared/data);
 # CXX (g++) and CLANGXX (clang++); CUDA_HOME; DEPS_PREFIX (as in the Makefile); JOBS (parallel
@@ -607,6 +610,99 @@ EOF
   return $rc
 }
 
+# ------------------------------------------------------------------------------------- profilers
+# A profiler binary: PATH first, then the launchers under /opt/nvidia and /usr/local/cuda*.
+find_profiler() {
+  command -v "$1" 2>/dev/null && return 0
+  find /opt/nvidia /usr/local/cuda* -name "$1" -type f -perm -u+x 2>/dev/null | sort | grep "/bin/$1\$" | tail -n 1 | grep .
+}
+
+# Each phase (default path, small size) under nsys and under ncu, with our CUPTI tracer left on: the
+# run must complete (exit 0), write a whole record, and say at most once on stderr that the tracer
+# stepped aside.
+mode_profilers() {
+  require_gpu "profilers"
+  local phases
+  mapfile -t phases < <(select_phases "$@")
+  local out=build/profilers nsys ncu
+  rm -rf "$out"; mkdir -p "$out"
+  nsys=$(find_profiler nsys || true)
+  ncu=$(find_profiler ncu || true)
+  if [ -n "$nsys" ] && ! ldconfig -p 2>/dev/null | grep -q 'libdw.so.1' && compgen -G ".carry/debs/*.deb" >/dev/null; then
+    local dw d
+    dw=$(mktemp -d)
+    for d in .carry/debs/*.deb; do dpkg -x "$d" "$dw"; done
+    export LD_LIBRARY_PATH="$dw/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  local res=$out/results.tsv failed=0 p tool args rc warns rec status t0 t1
+  : >"$res"
+  for p in "${phases[@]}"; do
+    "build/$p" --help >"build/help_$p.txt" 2>&1 || true
+    for tool in nsys ncu; do
+      local cmd=()
+      case $tool in
+        nsys) [ -n "$nsys" ] && cmd=("$nsys" profile --force-overwrite true -o "$out/${p}" --trace cuda,nvtx) ;;
+        ncu) [ -n "$ncu" ] && cmd=("$ncu" --launch-count 5 --force-overwrite -o "$out/${p}") ;;
+      esac
+      if [ ${#cmd[@]} -eq 0 ]; then
+        printf '%s\t%s\t-1\t0\tmissing\t0\t-\n' "$p" "$tool" >>"$res"
+        echo "profilers: $tool not found" >&2; failed=1; continue
+      fi
+      args="$(small_args "$p") --out $out/records/$p-$tool --tag $tool"
+      echo "== profilers: $tool $p $args"
+      t0=$(date +%s.%N); rc=0
+      # shellcheck disable=SC2086
+      "${cmd[@]}" "build/$p" $args >"$out/${p}__$tool.out" 2>"$out/${p}__$tool.err" || rc=$?
+      t1=$(date +%s.%N)
+      warns=$(grep -c '^warning: CUPTI tracer off' "$out/${p}__$tool.err" || true)
+      rec="$out/records/$p-$tool/${p}__$tool.json"
+      status=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("status"))' "$rec" 2>/dev/null || echo none)
+      if [ "$rc" -ne 0 ] || [ "$warns" -gt 1 ] || [ "$status" != ok ]; then
+        failed=1
+        echo "profilers: $p under $tool: exit $rc, $warns tracer warnings, record status $status" \
+             "(stderr: $out/${p}__$tool.err)" >&2
+        grep -m3 -E '^(error|warning):' "$out/${p}__$tool.err" >&2 || true
+      fi
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$tool" "$rc" "$warns" "$status" \
+        "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" "$args" >>"$res"
+    done
+  done
+  {
+    printf '%-22s %-5s %5s %15s %8s %8s\n' phase tool exit tracer-warnings record seconds
+    awk -F'\t' '{printf "%-22s %-5s %5s %15s %8s %8s\n", $1, $2, $3, $4, $5, $6}' "$res"
+  } >"$out/summary.txt"
+  local slug record
+  slug=$(device_slug)
+  record=${PROFILES_DIR:-profiles}/$slug/profilers__all.json
+  write_nbrec_py "$out"
+  python3 - "$res" "$record" "$slug" <<'EOF'
+import sys
+sys.path.insert(0, "build/profilers")
+from nbrec import base_record, write_atomic
+res, record, slug = sys.argv[1:4]
+rows = []
+for line in open(res):
+    p, tool, rc, warns, status, secs, args = line.rstrip("\n").split("\t")
+    rows.append({"phase": p, "tool": tool, "exit": int(rc) if rc.lstrip("-").isdigit() else None,
+                 "tracer_warnings": int(warns), "record_status": status, "seconds": float(secs), "args": args.split()})
+ok = [r for r in rows if r["exit"] == 0 and r["tracer_warnings"] <= 1 and r["record_status"] == "ok"]
+rec = base_record("profilers", "profilers", "nsys+ncu", {"phases": sorted({r["phase"] for r in rows})}, slug,
+                  "each phase once under nsys and once under ncu (--launch-count 5), one after another",
+                  sum(r["seconds"] for r in rows) * 1000.0)
+rec["profilers"] = rows
+rec["metrics"] = {"runs": len(rows), "completed": len(ok)}
+rec["validation"] = {"performed": True, "passed": len(ok) == len(rows), "errors": {"failed_runs": len(rows) - len(ok)},
+                     "tolerances": {"failed_runs": 0}}
+if len(ok) != len(rows):
+    rec["status"] = "validation_failed"
+rec["notes"].append("our CUPTI tracer was left on: under a profiler it must step aside with at most one warning")
+write_atomic(record, rec)
+EOF
+  echo "== profilers summary ($out/summary.txt; record $record)"
+  cat "$out/summary.txt"
+  if [ "$failed" -ne 0 ]; then echo "profilers: FAILED (see above)" >&2; return 1; fi
+}
+
 # ------------------------------------------------------------------------------------- main
 mode=${1:-}
 [ $# -gt 0 ] && shift
@@ -615,5 +711,6 @@ case $mode in
   fuzz) mode_fuzz "$@" ;;
   sanitize) mode_sanitize "$@" ;;
   determinism) mode_determinism "$@" ;;
-  *) die "usage: bash scripts/harden.sh asan | fuzz SECONDS [TARGET...] | sanitize [PHASE...] | determinism [PHASE...]" ;;
+  profilers) mode_profilers "$@" ;;
+  *) die "usage: bash scripts/harden.sh asan | fuzz SECONDS [TARGET...] | sanitize [PHASE...] | determinism [PHASE...] | profilers [PHASE...]" ;;
 esac
