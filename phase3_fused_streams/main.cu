@@ -542,7 +542,8 @@ int run(int argc, char** argv) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev.index));
   if (o.l2_persist && prop.persistingL2CacheMaxSize > 0 && prop.accessPolicyMaxWindowSize > 0) {
-    const size_t want = 2 * Npad * sizeof(float);
+    // [x, y + nt): both train splits (and x's test split between them; one window per launch)
+    const size_t want = (Npad + nt) * sizeof(float);
     const size_t win = std::min<size_t>(want, static_cast<size_t>(prop.accessPolicyMaxWindowSize));
     const size_t carve = std::min<size_t>(win, static_cast<size_t>(prop.persistingL2CacheMaxSize));
     CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, carve));
@@ -727,6 +728,9 @@ int run(int argc, char** argv) {
                    {"pdl", pdl ? o.pdl : std::string("off")},
                    {"blocks_per_sm", per_sm},
                    {"l2_persist", L.persist},
+                   {"l2_persist_window_bytes", L.persist ? L.window.num_bytes : 0},
+                   {"l2_persist_hit_ratio", L.persist ? L.window.hitRatio : 0.0f},
+                   {"persisting_l2_max_bytes", prop.persistingL2CacheMaxSize},
                    {"graph_kernel_nodes", E - e0 + static_cast<int>(eval_epochs.size())}};
   if (host_src) rec["launch"]["chunks"] = {{"points", chunk}, {"count", nchunks}, {"streams", o.streams}, {"grid", chunk_grid}};
   rec["accumulation"] = det ? "float within a float4, double per thread, block tree; block partials added by the last "
