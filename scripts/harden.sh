@@ -91,11 +91,18 @@ mode_asan() {
   [ ${#srcs[@]} -gt 0 ] || die "asan: no sources under common/ or tests/host/"
   echo "== asan: compiling ${#srcs[@]} sources with $cxx ($san) into $out/"
   build_objects "$out" "$cxx" "$flags" "${srcs[@]}"
-  local objs=()
-  local s
-  for s in "${srcs[@]}"; do objs+=("$out/${s%.cpp}.o"); done
+  # As the Makefile links the suite: the tests' objects plus the common layer as an archive.
+  local tobjs=() cobjs=() s
+  for s in "${srcs[@]}"; do
+    case $s in
+      common/*) cobjs+=("$out/${s%.cpp}.o") ;;
+      *) tobjs+=("$out/${s%.cpp}.o") ;;
+    esac
+  done
+  rm -f "$out/libnb_host_asan.a"
+  ar rcs "$out/libnb_host_asan.a" "${cobjs[@]}"
   # shellcheck disable=SC2046
-  "$cxx" $san -o "$out/host_tests" "${objs[@]}" $(lib_flags) -lz
+  "$cxx" $san -o "$out/host_tests" "${tobjs[@]}" "$out/libnb_host_asan.a" $(lib_flags) -lz
   local data=${DATA_DIR:-${DATA_SRC:-../shared/data}}
   echo "== asan: running $out/host_tests (DATA_DIR=$data)"
   local log=$out/host_tests.log rc=0
