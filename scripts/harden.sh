@@ -33,7 +33,6 @@
 # small-size arguments chosen below for one phase; DET_REPEATS (3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
 
 die() { echo "error: $*" >&2; exit 2; }
 
@@ -84,7 +83,8 @@ mode_asan() {
   local san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
   # float-divide-by-zero is on so a 0/0 in host code is caught (phases never rely on it).
   san+=" -fsanitize=float-divide-by-zero"
-  local flags="-std=c++17 -O1 -g $san -Wall -Wextra $(include_flags)"
+  local flags
+  flags="-std=c++17 -O1 -g $san -Wall -Wextra $(include_flags)"
   shopt -s nullglob
   local srcs=(common/*.cpp tests/host/*.cpp)
   shopt -u nullglob
@@ -137,7 +137,8 @@ mode_fuzz() {
   local out=build/fuzz
   mkdir -p "$out"
   local san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-  local flags="-std=c++17 -O1 -g $san -fsanitize=fuzzer-no-link -Wall -Wextra $(include_flags)"
+  local flags
+  flags="-std=c++17 -O1 -g $san -fsanitize=fuzzer-no-link -Wall -Wextra $(include_flags)"
   shopt -s nullglob
   local common_srcs=(common/*.cpp) targets=(fuzz/fuzz_*.cpp)
   shopt -u nullglob
@@ -314,7 +315,8 @@ mode_sanitize() {
     die "sanitize: compute-sanitizer not found (CUDA toolkit; set CUDA_HOME)"
   local phases
   mapfile -t phases < <(select_phases "$@")
-  local tools=(${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck})
+  local tools
+  read -r -a tools <<<"${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}"
   local limit=${SANITIZE_TIMEOUT:-240}
   local out=build/sanitize
   mkdir -p "$out"
@@ -648,7 +650,7 @@ mode_profilers() {
     for tool in nsys ncu; do
       local cmd=()
       case $tool in
-        nsys) [ -n "$nsys" ] && cmd=("$nsys" profile --force-overwrite true -o "$out/${p}" --trace cuda,nvtx) ;;
+        nsys) [ -n "$nsys" ] && cmd=("$nsys" profile --force-overwrite true -o "$out/${p}" --trace "cuda,nvtx") ;;
         ncu) [ -n "$ncu" ] && cmd=("$ncu" --launch-count 5 --force-overwrite -o "$out/${p}") ;;
       esac
       if [ ${#cmd[@]} -eq 0 ]; then
