@@ -288,7 +288,7 @@ variants() {
   if [ "${SANITIZE_QUICK:-0}" = 1 ]; then echo ""; return; fi
   case $p in
     phase1_*|phase2_*) lines=("" "--deterministic") ;;
-    phase3_*) lines=("" "--source host --chunk 1000 --streams 3 --eval-every 2" "--deterministic") ;;
+    phase3_*) lines=("" "--source host --chunk 1000 --streams 3 --eval-every 2" "--deterministic" "--pdl early") ;;
     phase4_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --deterministic") ;;
     phase5_*) lines=("--precision fp32" "--precision fp16" "--gemm cublas") ;;
     *) lines=("") ;;
