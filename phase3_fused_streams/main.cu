@@ -74,7 +74,7 @@
 namespace {
 
 constexpr int kBlock = 256, kWarps = kBlock / 32;
-constexpr int kUnroll = 2;  // float4 pairs (x, y) in flight per thread and loop trip
+constexpr int kUnroll = 4;  // training: float4s of x and of y per register tile (two tiles in flight)
 constexpr const char* kPhase = "phase3_fused_streams";
 
 // ----------------------------------------------------------------------------- device helpers
@@ -128,35 +128,38 @@ __device__ inline void block_sum(double (&v)[K]) {
   }
 }
 
-// Per-thread sums over [lo, lo+len) of x, y at the parameters *params:
+// Per-thread sums over [lo, lo+len) of x, y at the parameters (w, b) = params():
 //   s[0] += Σ r², s[1] += Σ r·x, s[2] += Σ r with r = w·x + b − y   (K = 3, training)
 //   s[0] += Σ r²                                                    (K = 1, evaluation)
-// The first tile is loaded before `ready()` (the PDL wait) and before w, b are read: the data
-// never change, only the parameters do.
-template <int K, class Ready>
+// The first tile is loaded before params() is called (it may wait for the previous epoch or
+// read what it left): the data never change, only the parameters do.
+template <int K, int U, class Params>
 __device__ inline void accumulate(const float* __restrict__ x, const float* __restrict__ y, size_t lo, size_t len,
-                                  const float* params, Ready ready, double (&s)[K]) {
+                                  Params params, double (&s)[K]) {
   const VecSplit sp = vec_split(lo, len);
   const size_t tid = blockIdx.x * size_t(blockDim.x) + threadIdx.x, stride = size_t(gridDim.x) * blockDim.x;
   x += lo;
   y += lo;
   const float4* x4 = reinterpret_cast<const float4*>(x + sp.head);
   const float4* y4 = reinterpret_cast<const float4*>(y + sp.head);
-  float4 xa[kUnroll], ya[kUnroll];
-  size_t v = tid;
-  auto load = [&](size_t base) {
+  // Two register tiles of U float4s of x and of y: the loads of tile i+1 are issued
+  // before tile i is used, so a thread waits for memory about once, not once per tile.
+  float4 xa[U], ya[U], xb[U], yb[U];
+  auto load = [&](size_t base, float4 (&xt)[U], float4 (&yt)[U]) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const size_t j = base + u * stride;
+      xt[u] = yt[u] = make_float4(0.f, 0.f, 0.f, 0.f);
       if (j < sp.nvec) {
-        xa[u] = __ldg(x4 + j);
-        ya[u] = __ldg(y4 + j);
+        xt[u] = __ldg(x4 + j);
+        yt[u] = __ldg(y4 + j);
       }
     }
   };
-  load(v);
-  ready();
-  const float w = __ldcg(params), b = __ldcg(params + 1);
+  size_t v = tid;
+  load(v, xa, ya);
+  const float2 wb = params();
+  const float w = wb.x, b = wb.y;
   auto term = [&](float xi, float yi, float& l, float& gx, float& g) {
     const float r = fmaf(w, xi, b) - yi;
     l = fmaf(r, r, l);
@@ -165,15 +168,15 @@ __device__ inline void accumulate(const float* __restrict__ x, const float* __re
       g += r;
     }
   };
-  for (;;) {
+  auto use = [&](size_t base, const float4 (&xt)[U], const float4 (&yt)[U]) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (v + u * stride < sp.nvec) {
+    for (int u = 0; u < U; ++u) {
+      if (base + u * stride < sp.nvec) {
         float l = 0.f, gx = 0.f, g = 0.f;  // float over the 4 lanes of one float4 only
-        term(xa[u].x, ya[u].x, l, gx, g);
-        term(xa[u].y, ya[u].y, l, gx, g);
-        term(xa[u].z, ya[u].z, l, gx, g);
-        term(xa[u].w, ya[u].w, l, gx, g);
+        term(xt[u].x, yt[u].x, l, gx, g);
+        term(xt[u].y, yt[u].y, l, gx, g);
+        term(xt[u].z, yt[u].z, l, gx, g);
+        term(xt[u].w, yt[u].w, l, gx, g);
         s[0] += double(l);
         if (K == 3) {
           s[1 % K] += double(gx);
@@ -181,9 +184,17 @@ __device__ inline void accumulate(const float* __restrict__ x, const float* __re
         }
       }
     }
-    v += kUnroll * stride;
+  };
+  const size_t step = U * stride;
+  for (;;) {  // tiles at v (in a), v + step (into b), then swap roles by unrolling twice
+    if (v + step < sp.nvec) load(v + step, xb, yb);
+    use(v, xa, ya);
+    v += step;
     if (v >= sp.nvec) break;
-    load(v);
+    if (v + step < sp.nvec) load(v + step, xa, ya);
+    use(v, xb, yb);
+    v += step;
+    if (v >= sp.nvec) break;
   }
   auto scalar = [&](size_t i) {
     float l = 0.f, gx = 0.f, g = 0.f;
@@ -197,6 +208,9 @@ __device__ inline void accumulate(const float* __restrict__ x, const float* __re
   if (tid < sp.head) scalar(tid);
   if (tid < sp.tail) scalar(sp.tail_start + tid);
 }
+
+// w, b as the previous kernel left them (bypassing L1).
+__device__ inline float2 load_params(const float* p) { return make_float2(__ldcg(p), __ldcg(p + 1)); }
 
 // Publishes the block's K sums (thread 0), and returns true in every thread of the block that
 // finished last (all other blocks' sums are then visible to it).
@@ -246,20 +260,71 @@ struct TrainArgs {
   size_t nt;
   float* params;      // {w, b}: the live parameters
   float* hist;        // 2 × (epochs + 1): parameters each epoch starts with (for the eval stream)
-  double* acc;        // 3 sums (default path)
+  double* acc;        // last-block: 3 sums; next-epoch: 3 × 3 (epoch e adds into acc[3·(e%3)])
   double* partials;   // 3 × gridDim.x (--deterministic), else nullptr
   unsigned* counter;  // blocks done in this epoch
   double* loss;       // loss[e]
   double inv_nt, lr;
 };
 
-// Loss at the start parameters, then w, b ← w, b − lr·∇, for one epoch e.
-// pdl_early: let the next epoch launch at our start (1) or once our block's sums are done (0);
-// either way it waits (griddepcontrol.wait) before it reads w, b or touches the counters.
-__global__ void __launch_bounds__(kBlock) fused_epoch_kernel(TrainArgs a, int e, int pdl_early) {
+// ---- --update next-epoch (the default): epoch e's kernel first finishes epoch e−1's step.
+// Every block reads the sums epoch e−1 left in acc[3·((e−1)%3)] and w_{e−1}, b_{e−1} from the
+// history, and computes w_e, b_e itself (the same float64 arithmetic in every block, so the same
+// floats); block 0 writes them to the history, loss[e−1], and zeroes the sums epoch e+1 will use
+// (acc[3·((e+1)%3)]: its last reader was epoch e−1, finished). Then the block adds its sums of
+// epoch e with three double atomics and is done: no counter, no fence, no waiting for the last
+// block. `first`: no epoch before this one in the graph (w, b come from the history as they are).
+// A one-thread final_update_kernel takes the last epoch's step. pdl_early as below.
+__global__ void __launch_bounds__(kBlock, 2) fused_epoch_kernel(TrainArgs a, int e, int first, int pdl_early) {
   if (pdl_early) pdl_launch_dependents();
   double s[3] = {0.0, 0.0, 0.0};
-  accumulate<3>(a.x, a.y, 0, a.nt, a.params, [] { pdl_wait(); }, s);
+  accumulate<3, kUnroll>(a.x, a.y, 0, a.nt, [&] {
+    pdl_wait();
+    if (first) return load_params(a.hist + 2 * e);
+    const double* prev = a.acc + 3 * ((e - 1) % 3);
+    const double s1 = __ldcg(prev + 1), s2 = __ldcg(prev + 2);
+    const float2 p = load_params(a.hist + 2 * (e - 1));
+    const float w = static_cast<float>(p.x - a.lr * (2.0 * s1 * a.inv_nt));
+    const float b = static_cast<float>(p.y - a.lr * (2.0 * s2 * a.inv_nt));
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      a.loss[e - 1] = __ldcg(prev) * a.inv_nt;
+      a.hist[2 * e] = w;
+      a.hist[2 * e + 1] = b;
+      double* next = a.acc + 3 * ((e + 1) % 3);
+      next[0] = next[1] = next[2] = 0.0;
+    }
+    return make_float2(w, b);
+  }, s);
+  block_sum(s);
+  if (!pdl_early) pdl_launch_dependents();
+  if (threadIdx.x == 0) {
+    double* mine = a.acc + 3 * (e % 3);
+    for (int k = 0; k < 3; ++k) atomicAdd(&mine[k], s[k]);
+  }
+}
+
+// The step of the graph's last epoch (next-epoch scheme): loss[E−1], w_E, b_E.
+__global__ void final_update_kernel(TrainArgs a, int last) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  const double* sums = a.acc + 3 * (last % 3);
+  const float w = static_cast<float>(a.hist[2 * last] - a.lr * (2.0 * sums[1] * a.inv_nt));
+  const float b = static_cast<float>(a.hist[2 * last + 1] - a.lr * (2.0 * sums[2] * a.inv_nt));
+  a.loss[last] = sums[0] * a.inv_nt;
+  a.hist[2 * (last + 1)] = a.params[0] = w;
+  a.hist[2 * (last + 1) + 1] = a.params[1] = b;
+}
+
+// ---- --update last-block (and --deterministic): loss at the start parameters, then w, b ←
+// w, b − lr·∇ by the block that finishes last.
+// pdl_early: let the next epoch launch at our start (1) or once our block's sums are done (0);
+// either way it waits (griddepcontrol.wait) before it reads w, b or touches the counters.
+__global__ void __launch_bounds__(kBlock, 2) fused_epoch_lastblock_kernel(TrainArgs a, int e, int pdl_early) {
+  if (pdl_early) pdl_launch_dependents();
+  double s[3] = {0.0, 0.0, 0.0};
+  accumulate<3, kUnroll>(a.x, a.y, 0, a.nt, [&] {
+    pdl_wait();
+    return load_params(a.params);
+  }, s);
   block_sum(s);
   if (!pdl_early) pdl_launch_dependents();
   if (!publish_and_check_last(s, a.acc, a.partials, gridDim.x, blockIdx.x, a.counter, gridDim.x)) return;
@@ -283,17 +348,20 @@ __global__ void __launch_bounds__(kBlock) fused_epoch_kernel(TrainArgs a, int e,
 __global__ void __launch_bounds__(kBlock) fused_chunk_epoch0_kernel(const float* x, const float* y, size_t lo, size_t len,
                                                        const float* params, double* partials, int nparts, int part0) {
   double s[3] = {0.0, 0.0, 0.0};
-  accumulate<3>(x, y, lo, len, params, [] {}, s);
+  accumulate<3, kUnroll>(x, y, lo, len, [&] { return load_params(params); }, s);
   block_sum(s);
   if (threadIdx.x == 0)
     for (int k = 0; k < 3; ++k) partials[size_t(k) * nparts + part0 + blockIdx.x] = s[k];
 }
 
-// --source host: one block adds the chunk partials in a fixed order and takes step 0.
-__global__ void chunk_finalize_update_kernel(TrainArgs a, const double* partials, int nparts) {
+// --source host: one block adds the chunk partials in a fixed order; with last-block updates it
+// also takes step 0, with next-epoch updates it leaves the sums where epoch 1's kernel reads them.
+__global__ void chunk_finalize_update_kernel(TrainArgs a, const double* partials, int nparts, int next_epoch) {
   double tot[3];
   gather_totals(nullptr, partials, nparts, tot);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && next_epoch) {
+    for (int k = 0; k < 3; ++k) a.acc[k] = tot[k];  // acc[3·(0%3)]
+  } else if (threadIdx.x == 0) {
     a.loss[0] = tot[0] * a.inv_nt;
     const double gw = 2.0 * tot[1] * a.inv_nt, gb = 2.0 * tot[2] * a.inv_nt;
     const float w = static_cast<float>(a.params[0] - a.lr * gw), b = static_cast<float>(a.params[1] - a.lr * gb);
@@ -319,7 +387,7 @@ struct EvalArgs {
 // Test loss at the parameters epoch e starts with, into out[slot]; runs on the eval stream.
 __global__ void __launch_bounds__(kBlock) test_eval_kernel(EvalArgs a, int e, int slot) {
   double s[1] = {0.0};
-  accumulate<1>(a.x, a.y, a.lo, a.len, a.hist + 2 * e, [] {}, s);
+  accumulate<1, 1>(a.x, a.y, a.lo, a.len, [&] { return load_params(a.hist + 2 * e); }, s);
   block_sum(s);
   if (!publish_and_check_last(s, a.acc, a.partials, gridDim.x, blockIdx.x, a.counter, gridDim.x)) return;
   __syncthreads();
@@ -336,7 +404,7 @@ __global__ void reset_params_kernel(float* params, float* hist, double* acc, uns
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   params[0] = hist[0] = w0;
   params[1] = hist[1] = b0;
-  for (int k = 0; k < 4; ++k) acc[k] = 0.0;  // 3 train sums + 1 eval sum
+  for (int k = 0; k < 10; ++k) acc[k] = 0.0;  // 3 × 3 train sums + 1 eval sum
   counters[0] = counters[1] = 0;
 }
 
@@ -350,7 +418,8 @@ struct Options {
   int64_t chunk = int64_t(1) << 20;
   int eval_every = 10;
   std::string pdl = "off";
-  int blocks_per_sm = 4;
+  std::string update = "next-epoch";
+  int blocks_per_sm = 2;
   bool l2_persist = false;
   nb::CommonOptions common;
 };
@@ -400,11 +469,12 @@ struct Graph {
 // Launch of one epoch, with the PDL and L2 access-policy attributes when asked.
 struct EpochLauncher {
   int grid;
+  bool next_epoch;  // --update next-epoch (else last-block)
   bool pdl;
   bool pdl_early;
   bool persist;
   cudaAccessPolicyWindow window{};
-  void launch(const TrainArgs& a, int e, cudaStream_t s) const {
+  void launch(const TrainArgs& a, int e, bool first, cudaStream_t s) const {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(static_cast<unsigned>(grid));
     cfg.blockDim = dim3(kBlock);
@@ -423,20 +493,25 @@ struct EpochLauncher {
     }
     cfg.attrs = attrs;
     cfg.numAttrs = static_cast<unsigned>(na);
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, fused_epoch_kernel, a, e, pdl_early ? 1 : 0));
+    if (next_epoch) CUDA_CHECK(cudaLaunchKernelEx(&cfg, fused_epoch_kernel, a, e, first ? 1 : 0, pdl_early ? 1 : 0));
+    else CUDA_CHECK(cudaLaunchKernelEx(&cfg, fused_epoch_lastblock_kernel, a, e, pdl_early ? 1 : 0));
   }
 };
 
 // Captures epochs [e0, epochs) on `train` plus the test evaluations scheduled in that range on
-// `eval` (forked after the epoch before them, joined at the end) into one graph.
+// `eval` into one graph. An evaluation of epoch e forks from `train` right after the kernel that
+// writes hist[e] (next-epoch: epoch e's own kernel; last-block: epoch e−1's), or at the start
+// when hist[e] exists before the graph; the eval stream joins back at the end. `first_in_graph`:
+// epoch e0 has no predecessor on the device (--source device).
 void capture_epochs(Graph& G, const EpochLauncher& L, const TrainArgs& ta, const EvalArgs& ea, int eval_grid,
-                    const std::vector<int>& eval_epochs, int e0, int epochs, cudaStream_t train, cudaStream_t eval,
-                    cudaEvent_t fork, cudaEvent_t join) {
+                    const std::vector<int>& eval_epochs, int e0, int epochs, bool first_in_graph,
+                    cudaStream_t train, cudaStream_t eval, cudaEvent_t fork, cudaEvent_t join) {
+  auto ready_after = [&](int e) { return L.next_epoch ? (e == 0 ? -1 : e) : e - 1; };  // kernel writing hist[e]
   CUDA_CHECK(cudaStreamBeginCapture(train, cudaStreamCaptureModeThreadLocal));
   bool forked = false;
   size_t next_eval = 0;
-  auto maybe_eval = [&](int e) {  // evaluations of epochs ≤ e whose parameters exist now
-    while (next_eval < eval_epochs.size() && eval_epochs[next_eval] <= e) {
+  auto evals_ready_by = [&](int k) {  // launch the evaluations whose parameters exist once kernel k ran
+    while (next_eval < eval_epochs.size() && ready_after(eval_epochs[next_eval]) <= k) {
       CUDA_CHECK(cudaEventRecord(fork, train));
       CUDA_CHECK(cudaStreamWaitEvent(eval, fork, 0));
       forked = true;
@@ -445,9 +520,14 @@ void capture_epochs(Graph& G, const EpochLauncher& L, const TrainArgs& ta, const
       ++next_eval;
     }
   };
+  evals_ready_by(e0 - 1);
   for (int e = e0; e < epochs; ++e) {
-    maybe_eval(e);  // parameters of epoch e = output of epoch e-1 (already enqueued)
-    L.launch(ta, e, train);
+    L.launch(ta, e, first_in_graph && e == e0, train);
+    evals_ready_by(e);
+  }
+  if (L.next_epoch) {  // the last epoch's step
+    final_update_kernel<<<1, 32, 0, train>>>(ta, epochs - 1);
+    CHECK_LAUNCH();
   }
   if (forked) {
     CUDA_CHECK(cudaEventRecord(join, eval));
@@ -473,6 +553,7 @@ int run(int argc, char** argv) {
   cli.add_int("--streams", &o.streams, "--source host: streams the chunks are uploaded over", 1, 32);
   cli.add_int("--chunk", &o.chunk, "--source host: points per upload chunk", 1, 4000000000LL);
   cli.add_int("--eval-every", &o.eval_every, "test loss on the eval stream every this many epochs (0: only after training)", 0, 1000000);
+  cli.add_string("--update", &o.update, "who takes the gradient step: next-epoch (every block of the next epoch's kernel) or last-block (the block that finishes last); --deterministic implies last-block", {"next-epoch", "last-block"});
   cli.add_string("--pdl", &o.pdl, "programmatic dependent launch of the next epoch: off, early (trigger at kernel start) or late (after the block's sums)", {"off", "early", "late"});
   cli.add_int("--blocks-per-sm", &o.blocks_per_sm, "resident blocks of 256 threads per SM for the epoch kernel", 1, 8);
   cli.add_flag("--l2-persist", &o.l2_persist, "mark the data set as persisting in L2 (access policy window)");
@@ -510,7 +591,7 @@ int run(int argc, char** argv) {
   float* d_x = xy.p;
   float* d_y = xy.p + Npad;
   DevBuf<float> params(2), hist(2 * size_t(E + 1));
-  DevBuf<double> acc(4), loss(static_cast<size_t>(E)), test_out(eval_epochs.size() + 1);
+  DevBuf<double> acc(10), loss(static_cast<size_t>(E)), test_out(eval_epochs.size() + 1);
   DevBuf<double> partials(3 * size_t(grid)), eval_partials(static_cast<size_t>(eval_grid));
   DevBuf<double> chunk_partials(host_src ? 3 * chunk_parts : 1);
   DevBuf<unsigned> counters(2);
@@ -538,7 +619,8 @@ int run(int argc, char** argv) {
   }
 
   // ---- optional L2 persistence for the data
-  EpochLauncher L{grid, pdl, o.pdl == "early", false, {}};
+  const bool next_epoch = o.update == "next-epoch" && !det;
+  EpochLauncher L{grid, next_epoch, pdl, o.pdl == "early", false, {}};
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev.index));
   if (o.l2_persist && prop.persistingL2CacheMaxSize > 0 && prop.accessPolicyMaxWindowSize > 0) {
@@ -557,16 +639,18 @@ int run(int argc, char** argv) {
 
   TrainArgs ta{d_x, d_y, nt, params.p, hist.p, acc.p, det ? partials.p : nullptr, counters.p, loss.p,
                1.0 / double(nt), o.lr};
-  EvalArgs ea{d_x, d_y, nt, ntest, hist.p, acc.p + 3, det ? eval_partials.p : nullptr, counters.p + 1,
+  EvalArgs ea{d_x, d_y, nt, ntest, hist.p, acc.p + 9, det ? eval_partials.p : nullptr, counters.p + 1,
               test_out.p, ntest ? 1.0 / double(ntest) : 0.0};
 
   // ---- the graph: epochs [e0, E) and their evaluations
   Event fork, join;
   Graph G;
   const int e0 = host_src ? 1 : 0;
-  {
+  // (--source host with one epoch and last-block updates leaves nothing for a graph to do)
+  const bool has_graph = E > e0 || next_epoch || !eval_epochs.empty();
+  if (has_graph) {
     NB_NVTX_RANGE(nb::Cat::Init, "capture graph");
-    capture_epochs(G, L, ta, ea, eval_grid, eval_epochs, e0, E, s0, s_eval, fork.e, join.e);
+    capture_epochs(G, L, ta, ea, eval_grid, eval_epochs, e0, E, !host_src, s0, s_eval, fork.e, join.e);
   }
 
   auto reset = [&] {
@@ -624,14 +708,15 @@ int run(int argc, char** argv) {
     CUDA_CHECK(cudaEventRecord(t_start.e, s0));
     if (host_src) {
       upload(true);
-      chunk_finalize_update_kernel<<<1, kBlock, 0, s0>>>(ta, chunk_partials.p, static_cast<int>(chunk_parts));
+      chunk_finalize_update_kernel<<<1, kBlock, 0, s0>>>(ta, chunk_partials.p, static_cast<int>(chunk_parts),
+                                                         next_epoch ? 1 : 0);
       CHECK_LAUNCH();
       CUDA_CHECK(cudaEventRecord(t_first.e, s0));
     }
     {
       NB_NVTX_RANGE(nb::Cat::Forward, "fused epochs (graph launch)");
       nb::HostTimer ht;
-      CUDA_CHECK(cudaGraphLaunch(G.exec, s0));
+      if (has_graph) CUDA_CHECK(cudaGraphLaunch(G.exec, s0));
       launch_ms.push_back(ht.elapsed_ms());
     }
     CUDA_CHECK(cudaEventRecord(t_stop.e, s0));
@@ -731,7 +816,8 @@ int run(int argc, char** argv) {
                    {"l2_persist_window_bytes", L.persist ? L.window.num_bytes : 0},
                    {"l2_persist_hit_ratio", L.persist ? L.window.hitRatio : 0.0f},
                    {"persisting_l2_max_bytes", prop.persistingL2CacheMaxSize},
-                   {"graph_kernel_nodes", E - e0 + static_cast<int>(eval_epochs.size())}};
+                   {"update", next_epoch ? "next-epoch" : "last-block"},
+                   {"graph_kernel_nodes", E - e0 + static_cast<int>(eval_epochs.size()) + (next_epoch ? 1 : 0)}};
   if (host_src) rec["launch"]["chunks"] = {{"points", chunk}, {"count", nchunks}, {"streams", o.streams}, {"grid", chunk_grid}};
   rec["accumulation"] = det ? "float within a float4, double per thread, block tree; block partials added by the last "
                               "block in a fixed order"
