@@ -150,7 +150,7 @@ RDIR="${RECORDS_DIR:-profiles/${SLUG:-unknown-device}}"
 mkdir -p "$RDIR"
 note "records: $RDIR"
 if [ -x build/tools/ceilings ] && [ -n "$STAGES" ]; then
-  run "$LOGS/ceilings.log" build/tools/ceilings "${OUTARGS[@]}" && note "ceilings: $(tail -n 1 "$LOGS/ceilings.log")"
+  run "$LOGS/ceilings.log" build/tools/ceilings --tag bench-linreg "${OUTARGS[@]}" && note "ceilings: $(tail -n 1 "$LOGS/ceilings.log")"
 fi
 
 # Phase 3 pre-flight: each candidate configuration must pass --validate (odd sizes, both
