@@ -55,7 +55,9 @@ __device__ __forceinline__ __half from_f<__half>(float x) {
 }
 
 // ------------------------------------------------------------------ tile configuration
-constexpr int kBM = 32, kBN = 64, kBK = 32;
+// Block tile 32 x 64; k-tile 32 (fp32) or 64 (fp16: twice the bytes in flight per tile, which
+// the memory-bound skinny products of W2 need).
+constexpr int kBM = 32, kBN = 64;
 constexpr int kLdc = kBN + 4;  // fp32 result tile in shared memory (padded rows)
 
 template <class T>
@@ -63,6 +65,7 @@ struct TileCfg;
 template <>
 struct TileCfg<float> {
   static constexpr int kThreads = 256;
+  static constexpr int kBK = 32;
   static constexpr int kV = 4;           // elements per 16-byte vector
   static constexpr int kLdA = kBM + 4;   // As[k][m] (k-major: a thread reads 2 consecutive m)
   static constexpr int kLdB = kBN + 4;   // Bs[k][n]
@@ -71,6 +74,7 @@ struct TileCfg<float> {
 template <>
 struct TileCfg<__half> {
   static constexpr int kThreads = 128;
+  static constexpr int kBK = 64;
   static constexpr int kV = 8;
   static constexpr int kLdA = kBK + 8;   // As[m][k] (row-major for the WMMA A fragment)
   static constexpr int kLdB = kBN + 8;   // Bs[k][n]
@@ -94,6 +98,7 @@ struct alignas(128) GemmSmem {
 // kContigCol = false: element (r, c) at p[c*ld + r]   (chunks run along r)
 template <class T, bool kContigCol>
 struct MatView {
+  using Elem = T;
   static constexpr bool kContig = kContigCol;
   const T* p = nullptr;
   int ld = 0;
@@ -137,6 +142,9 @@ inline MatView<T, kContigCol> make_view(const T* p, int ld) {
 struct StoreEpi {
   float* c = nullptr;
   int ldc = 0;
+  // Every epilogue has prefetch(): called when the block starts, before the K loop, so that what
+  // the epilogue needs besides the tile (labels, bias, the step number) is loaded under the loop.
+  __device__ void prefetch(int, int, int, int) const {}
   __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
     const int nt = blockDim.x;
     for (int e = threadIdx.x; e < kBM * kBN; e += nt) {
@@ -151,8 +159,10 @@ template <class AV, class BV, class Epi>
 struct GemmProblem {
   using AView = AV;
   using BView = BV;
+  using Elem = typename AV::Elem;
+  static constexpr int kBK = TileCfg<Elem>::kBK;
   int M = 0, N = 0, K = 0;
-  int splits = 1, kchunk = 0;   // kchunk: K range per split, a multiple of kBK
+  int splits = 1, kchunk = 0;   // kchunk: K range per split, a multiple of the k-tile
   AV a;
   BV b;
   Epi epi;
@@ -168,6 +178,7 @@ struct GemmProblem {
 // per split, at most 16 splits. Workspace needs: tiles * splits * kBM * kBN floats.
 template <class P>
 inline void plan_splits(P& p, int sm_count, int waves = 4, int max_splits = 16) {
+  constexpr int kBK = P::kBK;
   const int ktiles = (p.K + kBK - 1) / kBK;
   if (ktiles <= 1) {
     p.splits = 1;
@@ -194,73 +205,75 @@ inline size_t ws_floats(const P& p) {
 }
 
 // ------------------------------------------------------------------ the mainloop
+template <class T>
+struct Regs {  // one k-tile of A and B in registers, V elements per chunk
+  static constexpr int kBK = TileCfg<T>::kBK, V = TileCfg<T>::kV, NT = TileCfg<T>::kThreads;
+  static constexpr int kA = kBM * kBK / V / NT, kB = kBK * kBN / V / NT;
+  T a[kA][V];
+  T b[kB][V];
+};
+
 template <class T, class AV>
-__device__ __forceinline__ void load_a_regs(const AV& a, int m0, int k0, int M, int kend,
-                                            T (&ra)[kBM * kBK / TileCfg<T>::kV / TileCfg<T>::kThreads][TileCfg<T>::kV]) {
-  constexpr int V = TileCfg<T>::kV, NT = TileCfg<T>::kThreads;
-  constexpr int per = kBM * kBK / V / NT;
+__device__ __forceinline__ void load_a_regs(const AV& a, int m0, int k0, int M, int kend, Regs<T>& rg) {
+  constexpr int V = TileCfg<T>::kV, NT = TileCfg<T>::kThreads, BK = TileCfg<T>::kBK;
 #pragma unroll
-  for (int i = 0; i < per; ++i) {
+  for (int i = 0; i < Regs<T>::kA; ++i) {
     const int c = threadIdx.x + i * NT;
     if (AV::kContig) {  // chunks along k: row m, k .. k+V-1
-      const int r = c / (kBK / V), kk = (c % (kBK / V)) * V;
-      a.template load<V>(m0 + r, k0 + kk, M, kend, ra[i]);
+      const int r = c / (BK / V), kk = (c % (BK / V)) * V;
+      a.template load<V>(m0 + r, k0 + kk, M, kend, rg.a[i]);
     } else {            // chunks along m: column k, m .. m+V-1
       const int kk = c / (kBM / V), r = (c % (kBM / V)) * V;
-      a.template load<V>(m0 + r, k0 + kk, M, kend, ra[i]);
+      a.template load<V>(m0 + r, k0 + kk, M, kend, rg.a[i]);
     }
   }
 }
 
 template <class T, class BV>
-__device__ __forceinline__ void load_b_regs(const BV& b, int n0, int k0, int N, int kend,
-                                            T (&rb)[kBK * kBN / TileCfg<T>::kV / TileCfg<T>::kThreads][TileCfg<T>::kV]) {
-  constexpr int V = TileCfg<T>::kV, NT = TileCfg<T>::kThreads;
-  constexpr int per = kBK * kBN / V / NT;
+__device__ __forceinline__ void load_b_regs(const BV& b, int n0, int k0, int N, int kend, Regs<T>& rg) {
+  constexpr int V = TileCfg<T>::kV, NT = TileCfg<T>::kThreads, BK = TileCfg<T>::kBK;
 #pragma unroll
-  for (int i = 0; i < per; ++i) {
+  for (int i = 0; i < Regs<T>::kB; ++i) {
     const int c = threadIdx.x + i * NT;
     if (BV::kContig) {  // chunks along n: row k, n .. n+V-1
       const int kk = c / (kBN / V), nn = (c % (kBN / V)) * V;
-      b.template load<V>(k0 + kk, n0 + nn, kend, N, rb[i]);
+      b.template load<V>(k0 + kk, n0 + nn, kend, N, rg.b[i]);
     } else {            // chunks along k: column n, k .. k+V-1
-      const int nn = c / (kBK / V), kk = (c % (kBK / V)) * V;
-      b.template load<V>(k0 + kk, n0 + nn, kend, N, rb[i]);
+      const int nn = c / (BK / V), kk = (c % (BK / V)) * V;
+      b.template load<V>(k0 + kk, n0 + nn, kend, N, rg.b[i]);
     }
   }
 }
 
 // Writes the register chunks into shared memory in the layout of TileCfg<T>.
 template <class T, bool kAContig, bool kBContig>
-__device__ __forceinline__ void store_regs(T* as, T* bs,
-                                           const T (&ra)[kBM * kBK / TileCfg<T>::kV / TileCfg<T>::kThreads][TileCfg<T>::kV],
-                                           const T (&rb)[kBK * kBN / TileCfg<T>::kV / TileCfg<T>::kThreads][TileCfg<T>::kV]) {
+__device__ __forceinline__ void store_regs(T* as, T* bs, const Regs<T>& rg) {
   using C = TileCfg<T>;
-  constexpr int V = C::kV, NT = C::kThreads;
+  constexpr int V = C::kV, NT = C::kThreads, BK = C::kBK;
   constexpr bool kSimt = std::is_same<T, float>::value;
 #pragma unroll
-  for (int i = 0; i < kBM * kBK / V / NT; ++i) {
+  for (int i = 0; i < Regs<T>::kA; ++i) {
     const int c = threadIdx.x + i * NT;
     int r, kk;
-    if (kAContig) r = c / (kBK / V), kk = (c % (kBK / V)) * V;
+    if (kAContig) r = c / (BK / V), kk = (c % (BK / V)) * V;
     else kk = c / (kBM / V), r = (c % (kBM / V)) * V;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const int rr = kAContig ? r : r + j, kj = kAContig ? kk + j : kk;
-      if (kSimt) as[kj * C::kLdA + rr] = ra[i][j];
-      else as[rr * C::kLdA + kj] = ra[i][j];
+      if (kSimt) as[kj * C::kLdA + rr] = rg.a[i][j];
+      else as[rr * C::kLdA + kj] = rg.a[i][j];
     }
   }
 #pragma unroll
-  for (int i = 0; i < kBK * kBN / V / NT; ++i) {
+  for (int i = 0; i < Regs<T>::kB; ++i) {
     const int c = threadIdx.x + i * NT;
     int kk, nn;
     if (kBContig) kk = c / (kBN / V), nn = (c % (kBN / V)) * V;
-    else nn = c / (kBK / V), kk = (c % (kBK / V)) * V;
+    else nn = c / (BK / V), kk = (c % (BK / V)) * V;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const int kj = kBContig ? kk : kk + j, nj = kBContig ? nn + j : nn;
-      bs[kj * C::kLdB + nj] = rb[i][j];
+      bs[kj * C::kLdB + nj] = rg.b[i][j];
     }
   }
 }
@@ -282,7 +295,7 @@ struct Accum<float> {
     using C = TileCfg<float>;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll 8
-    for (int kk = 0; kk < kBK; ++kk) {
+    for (int kk = 0; kk < C::kBK; ++kk) {
       const float2 a = *reinterpret_cast<const float2*>(&as[kk * C::kLdA + ty * 2]);
       float b[4];
 #pragma unroll
@@ -314,7 +327,7 @@ struct Accum<__half> {
     using C = TileCfg<__half>;
     const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
 #pragma unroll
-    for (int kk = 0; kk < kBK; kk += 16) {
+    for (int kk = 0; kk < C::kBK; kk += 16) {
       nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __half, nvcuda::wmma::row_major> a;
       nvcuda::wmma::load_matrix_sync(a, as + (wm * 16) * C::kLdA + kk, C::kLdA);
 #pragma unroll
@@ -337,35 +350,34 @@ struct Accum<__half> {
 template <class T, class P>
 __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
   using C = TileCfg<T>;
-  constexpr int V = C::kV, NT = C::kThreads;
+  constexpr int NT = C::kThreads, BK = C::kBK;
   const int tiles = p.tiles();
   const int split = linear_block / tiles, tile = linear_block % tiles;
   const int bm = tile % p.tiles_m(), bn = tile / p.tiles_m();
   const int m0 = bm * kBM, n0 = bn * kBN;
   const int kbeg = split * p.kchunk;
   const int kend = min(p.K, kbeg + p.kchunk);
-  const int ntiles = kend > kbeg ? (kend - kbeg + kBK - 1) / kBK : 0;
+  const int ntiles = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
+  p.epi.prefetch(m0, n0, p.M, p.N);
 
-  T ra[kBM * kBK / V / NT][V];
-  T rb[kBK * kBN / V / NT][V];
-
+  Regs<T> rg;
   Accum<T> acc;
 
   if (ntiles > 0) {
-    load_a_regs<T>(p.a, m0, kbeg, p.M, kend, ra);
-    load_b_regs<T>(p.b, n0, kbeg, p.N, kend, rb);
-    store_regs<T, P::AView::kContig, P::BView::kContig>(sm.stage.a[0], sm.stage.b[0], ra, rb);
+    load_a_regs<T>(p.a, m0, kbeg, p.M, kend, rg);
+    load_b_regs<T>(p.b, n0, kbeg, p.N, kend, rg);
+    store_regs<T, P::AView::kContig, P::BView::kContig>(sm.stage.a[0], sm.stage.b[0], rg);
     __syncthreads();
   }
   for (int t = 0; t < ntiles; ++t) {
     const int cur = t & 1;
     if (t + 1 < ntiles) {
-      const int k0 = kbeg + (t + 1) * kBK;
-      load_a_regs<T>(p.a, m0, k0, p.M, kend, ra);
-      load_b_regs<T>(p.b, n0, k0, p.N, kend, rb);
+      const int k0 = kbeg + (t + 1) * BK;
+      load_a_regs<T>(p.a, m0, k0, p.M, kend, rg);
+      load_b_regs<T>(p.b, n0, k0, p.N, kend, rg);
     }
     acc.mma(sm.stage.a[cur], sm.stage.b[cur]);
-    if (t + 1 < ntiles) store_regs<T, P::AView::kContig, P::BView::kContig>(sm.stage.a[cur ^ 1], sm.stage.b[cur ^ 1], ra, rb);
+    if (t + 1 < ntiles) store_regs<T, P::AView::kContig, P::BView::kContig>(sm.stage.a[cur ^ 1], sm.stage.b[cur ^ 1], rg);
     __syncthreads();
   }
 
@@ -522,24 +534,27 @@ __global__ void bias_grad_kernel(const T* __restrict__ dz, int rows, int cols, f
 
 // PyTorch's Adam (foreach form): m = lerp(m, g, 1-b1); v = b2 v + (1-b2) g^2;
 // p -= step_size * m / (sqrt(v) / bc2_sqrt + eps), step_size = lr / (1 - b1^t),
-// bc2_sqrt = sqrt(1 - b2^t). p16 (optional) receives the fp16 copy of the new p.
+// bc2_sqrt = sqrt(1 - b2^t). Like PyTorch, the constants are formed in double and rounded to
+// float once (1 - 0.999f in float would be off by 1.3e-5 relative). p16 (optional) receives the
+// fp16 copy of the new p.
 struct AdamHyper {
-  float lr, b1, b2, eps, step_size, bc2_sqrt;
+  float omb1, b2, omb2, eps, step_size, bc2_sqrt;
 };
-inline AdamHyper adam_hyper(double lr, int64_t t, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8) {
+__host__ __device__ inline AdamHyper adam_hyper(double lr, int64_t t, double b1 = 0.9, double b2 = 0.999,
+                                                double eps = 1e-8) {
   AdamHyper h;
-  h.lr = static_cast<float>(lr);
-  h.b1 = static_cast<float>(b1);
+  h.omb1 = static_cast<float>(1.0 - b1);
   h.b2 = static_cast<float>(b2);
+  h.omb2 = static_cast<float>(1.0 - b2);
   h.eps = static_cast<float>(eps);
-  h.step_size = static_cast<float>(lr / (1.0 - std::pow(b1, static_cast<double>(t))));
-  h.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, static_cast<double>(t))));
+  h.step_size = static_cast<float>(lr / (1.0 - pow(b1, static_cast<double>(t))));
+  h.bc2_sqrt = static_cast<float>(sqrt(1.0 - pow(b2, static_cast<double>(t))));
   return h;
 }
 
 __device__ __forceinline__ float adam_apply(float& p, float g, float& m, float& v, const AdamHyper& h) {
-  m = m + (1.f - h.b1) * (g - m);
-  v = v * h.b2 + (1.f - h.b2) * g * g;
+  m = m + h.omb1 * (g - m);
+  v = v * h.b2 + h.omb2 * g * g;
   const float denom = sqrtf(v) / h.bc2_sqrt + h.eps;
   p = p - h.step_size * (m / denom);
   return p;
@@ -575,6 +590,18 @@ __global__ void to_half_kernel(const float* __restrict__ x, __half* __restrict__
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     y[i] = __float2half_rn(x[i]);
+}
+
+// The host-gathered batch arrives as bytes (B x 784 pixels, then B labels): x = pixel / 255 in T,
+// labels as int.
+template <class T>
+__global__ void bytes_to_batch_kernel(const uint8_t* __restrict__ bytes, int B, int D, T* __restrict__ x,
+                                      int* __restrict__ labels) {
+  const int n = B * D;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n + B; i += gridDim.x * blockDim.x) {
+    if (i < n) x[i] = from_f<T>(static_cast<float>(bytes[i]) / 255.0f);
+    else labels[i - n] = bytes[i];
+  }
 }
 
 // Grid for a grid-stride element-wise kernel over n elements.

@@ -3,8 +3,8 @@
 // separate kernels and host round trips on.
 //
 //   GatherView      the first layer's A operand (and the B operand of its weight gradient) read
-//                   straight from the byte-valued data set resident on the GPU: row r of step s is
-//                   image perm[(s mod steps_per_epoch) * batch + r]; pixels become x/255 in T.
+//                   straight from the byte-valued data set resident on the GPU: row r of the i-th
+//                   step of an epoch is image perm[i * batch + r]; pixels become x/255 in T.
 //   FwdHiddenEpi    z + b -> ReLU -> inverted dropout (Philox bits, the same as phase 4) -> T.
 //   SoftmaxCEEpi    last layer: z + b -> softmax cross-entropy -> dZ = (p - onehot)/B in T; the
 //                   batch loss is summed tile by tile in a fixed order and stored in
@@ -15,8 +15,11 @@
 //                   weight (and its fp16 copy). Blocks of the first column tile also reduce dZ
 //                   over the batch and update the bias.
 //   EvalEpi         test set: argmax and cross-entropy per row, counted per tile (read once).
-// The step index comes from device memory (StepRef: *base + i) so that a CUDA graph captured once
-// replays every epoch; the host only writes `base` and the epoch's permutation before a replay.
+// The global step number (dropout counter, Adam's t, the loss slot) comes from device memory
+// (StepRef: *base + i) so that a CUDA graph captured once replays every epoch; the host only
+// writes `base` and the epoch's permutation before a replay. Epilogues read what they need
+// besides the tile (step, bias, labels, Adam constants) in prefetch(), before the K loop, and
+// issue all their loads before their stores.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -31,25 +34,25 @@ namespace mlp {
 struct StepRef {
   const int64_t* base = nullptr;
   int i = 0;
-  __device__ __forceinline__ int64_t get() const { return *base + i; }
+  __device__ __forceinline__ int64_t get() const { return __ldg(base) + i; }
 };
 
-// Which image each row of a batch is. perm == nullptr: rows row_offset, row_offset+1, ... (eval).
+// Which image each row of a batch is: step i of the current graph (which always starts at an
+// epoch boundary, so position i*batch + r of this epoch's permutation) — no read of the step
+// number on the load path. perm == nullptr: rows row_offset, row_offset+1, ... (evaluation).
 struct RowMap {
   const int* perm = nullptr;
-  StepRef step;
-  int64_t steps_per_epoch = 1;
+  int i = 0;
   int batch = 0;
   int row_offset = 0;
   __device__ __forceinline__ int image(int r) const {
-    if (perm == nullptr) return row_offset + r;
-    const int64_t s = step.get();
-    return perm[(s % steps_per_epoch) * batch + r];
+    return perm == nullptr ? row_offset + r : __ldg(perm + static_cast<size_t>(i) * batch + r);
   }
 };
 
 template <class T>
 struct GatherView {
+  using Elem = T;
   static constexpr bool kContig = true;  // (row, pixel): pixels contiguous
   const uint8_t* data = nullptr;         // images, 784 bytes each
   int ld = 784;
@@ -76,6 +79,78 @@ struct GatherView {
   }
 };
 
+// ------------------------------------------------------------------ epilogue plumbing
+// Per-block scratch that prefetch() fills before the K loop and the epilogue reads after it (the
+// loop's barriers order the two).
+__device__ __forceinline__ int64_t& smem_step() {
+  __shared__ int64_t s;
+  return s;
+}
+__device__ __forceinline__ float* smem_bias() {
+  __shared__ float s[kBN];
+  return s;
+}
+__device__ __forceinline__ int* smem_label() {
+  __shared__ int s[kBM];
+  return s;
+}
+__device__ __forceinline__ AdamHyper& smem_adam() {
+  __shared__ AdamHyper s;
+  return s;
+}
+
+// Element-wise epilogues: thread t owns the 4 columns 4*(t % 16) .. +3 of rows t/16, t/16 + NT/16,
+// ...: the bias of its columns is loaded once, every load of a row is issued before any store,
+// and rows are read and written 16 (fp32) or 8 (fp16) bytes at a time when N % 4 == 0.
+constexpr int kQuads = kBN / 4;
+
+__device__ __forceinline__ void load4(const float* p, bool vec, int valid, float (&v)[4]) {
+  if (vec && valid == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = j < valid ? p[j] : 0.f;
+  }
+}
+__device__ __forceinline__ void load4(const __half* p, bool vec, int valid, float (&v)[4]) {
+  if (vec && valid == 4) {
+    const uint2 t = *reinterpret_cast<const uint2*>(p);
+    const __half* h = reinterpret_cast<const __half*>(&t);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = __half2float(h[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = j < valid ? __half2float(p[j]) : 0.f;
+  }
+}
+__device__ __forceinline__ void store4(float* p, bool vec, int valid, const float (&v)[4]) {
+  if (vec && valid == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (j < valid) p[j] = v[j];
+  }
+}
+__device__ __forceinline__ void store4(__half* p, bool vec, int valid, const float (&v)[4]) {
+  if (vec && valid == 4) {
+    uint2 t;
+    __half* h = reinterpret_cast<__half*>(&t);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) h[j] = __float2half_rn(v[j]);
+    *reinterpret_cast<uint2*>(p) = t;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (j < valid) p[j] = __float2half_rn(v[j]);
+  }
+}
+template <class T>
+__device__ __forceinline__ bool aligned4(const T* p) {
+  return (reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T))) == 0;
+}
+
 template <class T>
 struct FwdHiddenEpi {
   const float* bias = nullptr;
@@ -85,18 +160,37 @@ struct FwdHiddenEpi {
   uint32_t layer = 0, threshold = 0;
   float scale = 1.f;
   StepRef step;
-  __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
-    const int64_t s = dropout ? step.get() : 0;
-    for (int e = threadIdx.x; e < kBM * kBN; e += blockDim.x) {
-      const int r = e / kBN, c = e % kBN, m = m0 + r, n = n0 + c;
-      if (m >= M || n >= N) continue;
-      float v = fmaxf(cs[r * kLdc + c] + bias[n], 0.f);
-      if (dropout) {
-        const uint32_t bits = dropout_bits_dev(key, layer, static_cast<uint64_t>(s), static_cast<uint32_t>(m * N + n));
-        v = bits >= threshold ? v * scale : 0.f;
+  __device__ void prefetch(int, int, int, int) const {
+    if (dropout && threadIdx.x == 0) smem_step() = step.get();
+  }
+  template <int NT>
+  __device__ void run(const float* cs, int m0, int n0, int M, int N) const {
+    constexpr int RS = NT / kQuads, R = kBM / RS;
+    const int c = (threadIdx.x % kQuads) * 4, n = n0 + c, valid = min(4, N - n);
+    if (valid <= 0) return;
+    const bool vec = (N % 4 == 0) && aligned4(out) && aligned4(bias);
+    float b[4];
+    load4(bias + n, vec, valid, b);
+    const uint64_t s = dropout ? static_cast<uint64_t>(smem_step()) : 0;
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      const int r = threadIdx.x / kQuads + k * RS, m = m0 + r;
+      if (m >= M) continue;
+      float v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        v[j] = fmaxf(cs[r * kLdc + c + j] + b[j], 0.f);
+        if (dropout && j < valid) {
+          const uint32_t bits = dropout_bits_dev(key, layer, s, static_cast<uint32_t>(m * N + n + j));
+          v[j] = bits >= threshold ? v[j] * scale : 0.f;
+        }
       }
-      out[static_cast<size_t>(m) * N + n] = from_f<T>(v);
+      store4(out + static_cast<size_t>(m) * N + n, vec, valid, v);
     }
+  }
+  __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
+    if (blockDim.x == 256) run<256>(cs, m0, n0, M, N);
+    else run<128>(cs, m0, n0, M, N);
   }
 };
 
@@ -112,25 +206,32 @@ struct SoftmaxCEEpi {
   float* step_loss = nullptr;      // [total steps]
   unsigned long long* bad_step = nullptr;  // first step with a non-finite loss (init ~0ull)
   StepRef step;
+  __device__ void prefetch(int m0, int, int M, int N) const {
+    const int t = threadIdx.x;
+    if (t < N) smem_bias()[t] = __ldg(bias + t);
+    if (t < kBM) smem_label()[t] = (m0 + t < M) ? __ldg(labels + rows.image(m0 + t)) : 0;
+    if (t == 0) smem_step() = step.get();
+  }
   __device__ void operator()(const float* cs, int m0, int /*n0*/, int M, int N) const {
     __shared__ float s_loss[kBM];
     __shared__ bool s_last;
     const int r = threadIdx.x;
+    const float* bs = smem_bias();
     if (r < kBM) {
       const int m = m0 + r;
       float loss = 0.f;
       if (m < M) {
         const float* z = cs + r * kLdc;
         float mx = -INFINITY;
-        for (int j = 0; j < N; ++j) mx = fmaxf(mx, z[j] + bias[j]);
+        for (int j = 0; j < N; ++j) mx = fmaxf(mx, z[j] + bs[j]);
         float se = 0.f;
-        for (int j = 0; j < N; ++j) se += expf(z[j] + bias[j] - mx);
+        for (int j = 0; j < N; ++j) se += expf(z[j] + bs[j] - mx);
         const float lse = mx + logf(se);
-        const int y = labels[rows.image(m)];
-        loss = lse - (z[y] + bias[y]);
+        const int y = smem_label()[r];
+        loss = lse - (z[y] + bs[y]);
         const float inv = 1.f / static_cast<float>(M);
         for (int j = 0; j < N; ++j) {
-          const float p = expf(z[j] + bias[j] - lse);
+          const float p = expf(z[j] + bs[j] - lse);
           dz[static_cast<size_t>(m) * N + j] = from_f<T>((p - (j == y ? 1.f : 0.f)) * inv);
         }
       }
@@ -141,20 +242,26 @@ struct SoftmaxCEEpi {
     if (threadIdx.x == 0) {
       float s = 0.f;
       for (int i = 0; i < kBM; ++i) s += s_loss[i];
-      tile_loss[m0 / kBM] = s;
-      __threadfence();
-      s_last = atomicAdd(counter, 1u) == static_cast<unsigned>(tiles - 1);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && s_last) {
-      __threadfence();
-      double total = 0;
-      for (int i = 0; i < tiles; ++i) total += __ldcg(tile_loss + i);
-      const float mean = static_cast<float>(total / M);
-      const int64_t s = step.get();
-      step_loss[s] = mean;
-      if (!isfinite(mean)) atomicMin(bad_step, static_cast<unsigned long long>(s));
-      *counter = 0u;
+      if (tiles == 1) {
+        s_last = true;
+      } else {
+        tile_loss[m0 / kBM] = s;
+        __threadfence();
+        s_last = atomicAdd(counter, 1u) == static_cast<unsigned>(tiles - 1);
+      }
+      if (s_last) {
+        double total = s;
+        if (tiles > 1) {
+          __threadfence();
+          total = 0;
+          for (int i = 0; i < tiles; ++i) total += __ldcg(tile_loss + i);
+          *counter = 0u;
+        }
+        const float mean = static_cast<float>(total / M);
+        const int64_t st = smem_step();
+        step_loss[st] = mean;
+        if (!isfinite(mean)) atomicMin(bad_step, static_cast<unsigned long long>(st));
+      }
     }
   }
 };
@@ -164,17 +271,38 @@ struct BwdReluEpi {
   const T* h = nullptr;  // forward output of this layer [M, N] (after ReLU and dropout)
   T* dz = nullptr;       // [M, N]
   float scale = 1.f;     // 1 / (1 - p)
-  __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
-    for (int e = threadIdx.x; e < kBM * kBN; e += blockDim.x) {
-      const int r = e / kBN, c = e % kBN, m = m0 + r, n = n0 + c;
-      if (m >= M || n >= N) continue;
-      const size_t i = static_cast<size_t>(m) * N + n;
-      dz[i] = from_f<T>(to_f(h[i]) > 0.f ? cs[r * kLdc + c] * scale : 0.f);
+  __device__ void prefetch(int, int, int, int) const {}
+  template <int NT>
+  __device__ void run(const float* cs, int m0, int n0, int M, int N) const {
+    constexpr int RS = NT / kQuads, R = kBM / RS;
+    const int c = (threadIdx.x % kQuads) * 4, n = n0 + c, valid = min(4, N - n);
+    if (valid <= 0) return;
+    const bool vec = (N % 4 == 0) && aligned4(h) && aligned4(dz);
+    float hv[R][4];
+#pragma unroll
+    for (int k = 0; k < R; ++k) {  // every load first
+      const int m = m0 + threadIdx.x / kQuads + k * RS;
+      if (m < M) load4(h + static_cast<size_t>(m) * N + n, vec, valid, hv[k]);
     }
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      const int r = threadIdx.x / kQuads + k * RS, m = m0 + r;
+      if (m >= M) continue;
+      float v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[j] = hv[k][j] > 0.f ? cs[r * kLdc + c + j] * scale : 0.f;
+      store4(dz + static_cast<size_t>(m) * N + n, vec, valid, v);
+    }
+  }
+  __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
+    if (blockDim.x == 256) run<256>(cs, m0, n0, M, N);
+    else run<128>(cs, m0, n0, M, N);
   }
 };
 
 // dW[out, in] tile -> optimizer. M = out, N = in. dz: [batch, out] (the A operand, transposed).
+// grad_out (validation only, else null): the weight gradient is also stored there ([out, in]),
+// and the bias gradient at bgrad_out.
 template <class T>
 struct UpdateEpi {
   float* W = nullptr;
@@ -184,42 +312,56 @@ struct UpdateEpi {
   float* b = nullptr;
   float* mb = nullptr;
   float* vb = nullptr;
+  float* grad_out = nullptr;
+  float* bgrad_out = nullptr;
   const T* dz = nullptr;
   int batch = 0;
   bool adam = true;
-  float lr = 0, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+  float lr = 0;
   StepRef step;
-  __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
-    __shared__ AdamHyper s_h;
-    __shared__ float s_part[8][kBM];
-    if (threadIdx.x == 0) {
-      const double t = static_cast<double>(step.get() + 1);
-      s_h.lr = lr, s_h.b1 = b1, s_h.b2 = b2, s_h.eps = eps;
-      s_h.step_size = static_cast<float>(static_cast<double>(lr) / (1.0 - pow(static_cast<double>(b1), t)));
-      s_h.bc2_sqrt = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(b2), t)));
-    }
-    __syncthreads();
-    const AdamHyper h = s_h;
-    for (int e = threadIdx.x; e < kBM * kBN; e += blockDim.x) {
-      const int r = e / kBN, c = e % kBN, m = m0 + r, n = n0 + c;
-      if (m >= M || n >= N) continue;
-      const size_t i = static_cast<size_t>(m) * N + n;
-      const float g = cs[r * kLdc + c];
-      float p = W[i];
-      if (adam) {
-        float mi = mW[i], vi = vW[i];
-        adam_apply(p, g, mi, vi, h);
-        mW[i] = mi, vW[i] = vi;
-      } else {
-        p -= lr * g;
+  __device__ void prefetch(int, int, int, int) const {
+    if (adam && threadIdx.x == 0) smem_adam() = adam_hyper(lr, step.get() + 1);
+  }
+  template <int NT>
+  __device__ void run(const float* cs, int m0, int n0, int M, int N) const {
+    constexpr int RS = NT / kQuads, R = kBM / RS;
+    const int c = (threadIdx.x % kQuads) * 4, n = n0 + c, valid = min(4, N - n);
+    if (valid > 0) {
+      const bool vec = (N % 4 == 0) && aligned4(W) && (!adam || (aligned4(mW) && aligned4(vW))) &&
+                       (W16 == nullptr || aligned4(W16));
+      float w[R][4], mm[R][4], vv[R][4];
+#pragma unroll
+      for (int k = 0; k < R; ++k) {  // every load first
+        const int m = m0 + threadIdx.x / kQuads + k * RS;
+        if (m >= M) continue;
+        const size_t i = static_cast<size_t>(m) * N + n;
+        load4(W + i, vec, valid, w[k]);
+        if (adam) load4(mW + i, vec, valid, mm[k]), load4(vW + i, vec, valid, vv[k]);
       }
-      W[i] = p;
-      if (W16) W16[i] = __float2half_rn(p);
+      const AdamHyper h = adam ? smem_adam() : AdamHyper{};
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        const int r = threadIdx.x / kQuads + k * RS, m = m0 + r;
+        if (m >= M) continue;
+        const size_t i = static_cast<size_t>(m) * N + n;
+        float g[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          g[j] = cs[r * kLdc + c + j];
+          if (adam) adam_apply(w[k][j], g[j], mm[k][j], vv[k][j], h);
+          else w[k][j] -= lr * g[j];
+        }
+        store4(W + i, vec, valid, w[k]);
+        if (adam) store4(mW + i, vec, valid, mm[k]), store4(vW + i, vec, valid, vv[k]);
+        if (W16) store4(W16 + i, vec, valid, w[k]);
+        if (grad_out) store4(grad_out + i, false, valid, g);
+      }
     }
     if (n0 != 0) return;
     // Bias: db[m] = sum over the batch of dz[k][m]; slices of the batch per thread group, added
     // in slice order (deterministic).
-    const int slices = blockDim.x / kBM;  // 8 (SIMT) or 4 (WMMA)
+    __shared__ float s_part[8][kBM];
+    const int slices = NT / kBM;  // 8 (SIMT) or 4 (WMMA)
     const int r = threadIdx.x % kBM, q = threadIdx.x / kBM, m = m0 + r;
     float part = 0.f;
     if (m < M)
@@ -232,13 +374,18 @@ struct UpdateEpi {
       float p = b[m];
       if (adam) {
         float mi = mb[m], vi = vb[m];
-        adam_apply(p, g, mi, vi, h);
+        adam_apply(p, g, mi, vi, smem_adam());
         mb[m] = mi, vb[m] = vi;
       } else {
         p -= lr * g;
       }
       b[m] = p;
+      if (bgrad_out) bgrad_out[m] = g;
     }
+  }
+  __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
+    if (blockDim.x == 256) run<256>(cs, m0, n0, M, N);
+    else run<128>(cs, m0, n0, M, N);
   }
 };
 
@@ -248,10 +395,16 @@ struct EvalEpi {
   int row_offset = 0;
   int* tile_correct = nullptr;      // indexed by (row_offset + m0) / kBM
   float* tile_loss = nullptr;
+  __device__ void prefetch(int m0, int, int M, int N) const {
+    const int t = threadIdx.x;
+    if (t < N) smem_bias()[t] = __ldg(bias + t);
+    if (t < kBM) smem_label()[t] = (m0 + t < M) ? __ldg(labels + row_offset + m0 + t) : 0;
+  }
   __device__ void operator()(const float* cs, int m0, int /*n0*/, int M, int N) const {
     __shared__ float s_loss[kBM];
     __shared__ int s_ok[kBM];
     const int r = threadIdx.x;
+    const float* bs = smem_bias();
     if (r < kBM) {
       const int m = m0 + r;
       float loss = 0.f;
@@ -261,13 +414,13 @@ struct EvalEpi {
         float mx = -INFINITY;
         int arg = 0;
         for (int j = 0; j < N; ++j) {
-          const float v = z[j] + bias[j];
+          const float v = z[j] + bs[j];
           if (v > mx) mx = v, arg = j;
         }
         float se = 0.f;
-        for (int j = 0; j < N; ++j) se += expf(z[j] + bias[j] - mx);
-        const int y = labels[row_offset + m];
-        loss = mx + logf(se) - (z[y] + bias[y]);
+        for (int j = 0; j < N; ++j) se += expf(z[j] + bs[j] - mx);
+        const int y = smem_label()[r];
+        loss = mx + logf(se) - (z[y] + bs[y]);
         ok = (arg == y);
       }
       s_loss[r] = loss, s_ok[r] = ok;
@@ -291,6 +444,7 @@ __global__ void __launch_bounds__(128) epilogue_kernel(const float* __restrict__
   const int tiles_m = (M + kBM - 1) / kBM;
   const int bm = blockIdx.x % tiles_m, bn = blockIdx.x / tiles_m;
   const int m0 = bm * kBM, n0 = bn * kBN;
+  epi.prefetch(m0, n0, M, N);
   for (int e = threadIdx.x; e < kBM * kBN; e += blockDim.x) {
     const int r = e / kBN, c = e % kBN, m = m0 + r, n = n0 + c;
     cs[r * kLdc + c] = (m < M && n < N) ? z[static_cast<size_t>(m) * N + n] : 0.f;
@@ -329,12 +483,7 @@ template <class Dummy = void>
 __global__ void flat_update_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                                    float* __restrict__ v, __half* __restrict__ p16, size_t n, float lr, StepRef sr) {
   __shared__ AdamHyper s_h;
-  if (threadIdx.x == 0) {
-    const double t = static_cast<double>(sr.get() + 1);
-    s_h.lr = lr, s_h.b1 = 0.9f, s_h.b2 = 0.999f, s_h.eps = 1e-8f;
-    s_h.step_size = static_cast<float>(static_cast<double>(lr) / (1.0 - pow(0.9, t)));
-    s_h.bc2_sqrt = static_cast<float>(sqrt(1.0 - pow(0.999, t)));
-  }
+  if (threadIdx.x == 0 && m) s_h = adam_hyper(lr, sr.get() + 1);
   __syncthreads();
   const AdamHyper h = s_h;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;

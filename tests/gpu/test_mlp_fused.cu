@@ -96,21 +96,21 @@ struct Data {
     CUDA_CHECK(cudaMemcpy(dperm.p, perm.data(), perm.size() * sizeof(int), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(base.p, &step, sizeof step, cudaMemcpyHostToDevice));
   }
-  // RowMap for a batch of B rows, step base + i, spe steps per epoch.
-  RowMap rows(int B, int i, int64_t spe) const {
+  // RowMap for the i-th batch of B rows of this epoch's permutation.
+  RowMap rows(int B, int i) const {
     RowMap r;
-    r.perm = dperm.p, r.step = StepRef{base.p, i}, r.steps_per_epoch = spe, r.batch = B;
+    r.perm = dperm.p, r.i = i, r.batch = B;
     return r;
   }
-  int image(int B, int64_t step, int64_t spe, int r) const { return perm[(step % spe) * B + r]; }
+  int image(int B, int i, int r) const { return perm[static_cast<size_t>(i) * B + r]; }
   // Host copy of the batch as the device converts it.
   template <class T>
-  std::vector<double> batch(int B, int64_t step, int64_t spe) const {
+  std::vector<double> batch(int B, int i) const {
     std::vector<double> x(static_cast<size_t>(B) * dim);
     for (int r = 0; r < B; ++r)
       for (int j = 0; j < dim; ++j)
         x[static_cast<size_t>(r) * dim + j] =
-            back(cvt<T>(static_cast<float>(px[static_cast<size_t>(image(B, step, spe, r)) * dim + j]) / 255.0f));
+            back(cvt<T>(static_cast<float>(px[static_cast<size_t>(image(B, i, r)) * dim + j]) / 255.0f));
     return x;
   }
 };
@@ -145,12 +145,12 @@ double tol() {
 
 template <class T>
 void forward_first_and_hidden() {
-  const int64_t step = 5, spe = 2;  // step 5 of an epoch of 2 steps -> rows from position B
+  const int64_t step = 5;  // global step 5 (dropout counter); rows: the 2nd batch (i = 1) of the epoch
   for (int B : {1, 33})
     for (int N : {10, 100, 300})
       for (bool drop : {false, true}) {
         INFO("B=" << B << " N=" << N << " dropout=" << drop);
-        Data d(2 * B + 3, step);
+        Data d(2 * B + 3, step - 1);
         const auto w = rvec(static_cast<size_t>(N) * 784, -0.05f, 0.05f), b = rvec(N);
         D<T> dw(cvtv<T>(w));
         D<float> db(b);
@@ -158,16 +158,16 @@ void forward_first_and_hidden() {
         out.poison();
         GemmProblem<GatherView<T>, MatView<T, false>, FwdHiddenEpi<T>> p;
         p.M = B, p.N = N, p.K = 784;
-        p.a.data = d.dpx.p, p.a.ld = 784, p.a.rows = d.rows(B, 0, spe);
+        p.a.data = d.dpx.p, p.a.ld = 784, p.a.rows = d.rows(B, 1);
         p.b = make_view<T, false>(dw.p, 784);
         const uint64_t key = dropout_key(frng()());
         const double rate = 0.3;
         p.epi.bias = db.p, p.epi.out = out.p, p.epi.dropout = drop, p.epi.key = key, p.epi.layer = 1;
         p.epi.threshold = dropout_threshold(rate), p.epi.scale = static_cast<float>(1 / (1 - rate));
-        p.epi.step = StepRef{d.base.p, 0};
+        p.epi.step = StepRef{d.base.p, 1};
         Ws<decltype(p)> ws(p);
         launch_gemm<p5_fwd_gather, T>(p, nullptr);
-        const auto x = d.batch<T>(B, step, spe);
+        const auto x = d.batch<T>(B, 1);
         auto ref = matmul(B, N, 784, [&](int m, int k) { return x[static_cast<size_t>(m) * 784 + k]; },
                           [&](int k, int n) { return static_cast<double>(back(cvt<T>(w[static_cast<size_t>(n) * 784 + k]))); });
         for (int m = 0; m < B; ++m)
@@ -203,7 +203,7 @@ void forward_first_and_hidden() {
 
 template <class T>
 void softmax_ce_last() {
-  const int64_t step = 3, spe = 4;
+  const int64_t step = 3;  // base 3, i = 0; rows: batch 0 of the permutation
   for (int B : {1, 33, 70})
     for (int K : {10, 100, 300}) {
       INFO("B=" << B << " K=" << K);
@@ -219,7 +219,7 @@ void softmax_ce_last() {
       GemmProblem<MatView<T, true>, MatView<T, false>, SoftmaxCEEpi<T>> p;
       p.M = B, p.N = N, p.K = K;
       p.a = make_view<T, true>(dh.p, K), p.b = make_view<T, false>(dw.p, K);
-      p.epi.bias = db.p, p.epi.labels = d.dlab.p, p.epi.rows = d.rows(B, 0, spe), p.epi.dz = dz.p;
+      p.epi.bias = db.p, p.epi.labels = d.dlab.p, p.epi.rows = d.rows(B, 0), p.epi.dz = dz.p;
       p.epi.tile_loss = tile_loss.p, p.epi.counter = counter.p, p.epi.step_loss = step_loss.p, p.epi.bad_step = bad.p;
       p.epi.step = StepRef{d.base.p, 0};
       Ws<decltype(p)> ws(p);
@@ -229,7 +229,7 @@ void softmax_ce_last() {
       std::vector<double> g(static_cast<size_t>(B) * N);
       double loss = 0;
       for (int m = 0; m < B; ++m) {
-        const int y = d.labels[d.image(B, step, spe, m)];
+        const int y = d.labels[d.image(B, 0, m)];
         double mx = -1e300, se = 0;
         for (int j = 0; j < N; ++j) mx = std::max(mx, z[m * N + j] + b[j]);
         for (int j = 0; j < N; ++j) se += std::exp(z[m * N + j] + b[j] - mx);
@@ -285,6 +285,9 @@ void backward_and_update(bool adam) {
         up.epi.W = dW.p, up.epi.b = dB.p, up.epi.dz = ddz.p, up.epi.batch = B, up.epi.adam = adam;
         up.epi.lr = adam ? 1e-3f : 0.003f, up.epi.step = StepRef{base.p, 1};
         up.epi.W16 = w16copy.p;
+        D<float> gout(w.size()), bgout(static_cast<size_t>(out));
+        gout.poison(), bgout.poison();
+        up.epi.grad_out = gout.p, up.epi.bgrad_out = bgout.p;
         if (adam) up.epi.mW = dmW.p, up.epi.vW = dvW.p, up.epi.mb = dmB.p, up.epi.vb = dvB.p;
         Ws<decltype(up)> ws1(up);
         Ws<decltype(bd)> ws2(bd);
@@ -299,6 +302,8 @@ void backward_and_update(bool adam) {
         std::vector<double> gb(out, 0.0);
         for (int k = 0; k < B; ++k)
           for (int o = 0; o < out; ++o) gb[o] += dzd(k, o);
+        CHECK(rel(gout.get(), gW) <= tol<T>());  // the gradients the update applied
+        CHECK(rel(bgout.get(), gb) <= tol<T>());
         const double t = static_cast<double>(step + 1 + 1);
         auto upd = [&](double p, double g, double m, double v) {
           if (!adam) return p - 0.003 * g;
@@ -348,7 +353,7 @@ TEST_CASE("mlp fused: backward data + ReLU/dropout, fused Adam/SGD update, paire
 
 TEST_CASE("mlp fused: first-layer update reads the batch through the gather view") {
   NB_SKIP_WITHOUT_DEVICE();
-  const int64_t step = 1, spe = 3;
+  const int64_t step = 1;
   for (int B : {1, 33})
     for (int out : {10, 100}) {
       INFO("B=" << B << " out=" << out);
@@ -359,12 +364,12 @@ TEST_CASE("mlp fused: first-layer update reads the batch through the gather view
       GemmProblem<MatView<float, false>, GatherView<float>, UpdateEpi<float>> up;
       up.M = out, up.N = 784, up.K = B;
       up.a = make_view<float, false>(ddz.p, out);
-      up.b.data = d.dpx.p, up.b.ld = 784, up.b.rows = d.rows(B, 0, spe);
+      up.b.data = d.dpx.p, up.b.ld = 784, up.b.rows = d.rows(B, 2);
       up.epi.W = dW.p, up.epi.b = dB.p, up.epi.dz = ddz.p, up.epi.batch = B, up.epi.adam = false, up.epi.lr = 0.5f;
       up.epi.step = StepRef{d.base.p, 0};
       Ws<decltype(up)> ws(up);
       launch_gemm<p5_update, float>(up, nullptr);
-      const auto x = d.batch<float>(B, step, spe);
+      const auto x = d.batch<float>(B, 2);
       auto g = matmul(out, 784, B, [&](int m, int k) { return static_cast<double>(dzv[static_cast<size_t>(k) * out + m]); },
                       [&](int k, int n) { return x[static_cast<size_t>(k) * 784 + n]; });
       std::vector<double> ref(w.size());
@@ -467,7 +472,7 @@ TEST_CASE("mlp cuBLASLt: row-major forward, backward-data and backward-weight pr
 
 TEST_CASE("mlp cuBLASLt path: epilogue kernel, gather kernel, whole-model optimizer kernel") {
   NB_SKIP_WITHOUT_DEVICE();
-  const int64_t step = 4, spe = 2;
+  const int64_t step = 4;
   for (int B : {1, 33})
     for (int N : {10, 100, 300}) {
       INFO("B=" << B << " N=" << N);
@@ -484,9 +489,9 @@ TEST_CASE("mlp cuBLASLt path: epilogue kernel, gather kernel, whole-model optimi
       Data d(2 * B + 1, step);
       D<float> x(static_cast<size_t>(B) * 784);
       x.poison();
-      gather_kernel<float><<<64, 256>>>(x.p, d.dpx.p, d.rows(B, 0, spe), B, 784);
+      gather_kernel<float><<<64, 256>>>(x.p, d.dpx.p, d.rows(B, 1), B, 784);
       CHECK_LAUNCH();
-      CHECK(rel(x.get(), d.batch<float>(B, step, spe)) == 0.0);
+      CHECK(rel(x.get(), d.batch<float>(B, 1)) == 0.0);
     }
   // Whole-model Adam with the step number from device memory.
   const size_t n = 1234;
