@@ -105,29 +105,38 @@ inline bool linreg_finite(const LinregOutcome& got) {
   return true;
 }
 
-// kernels / memcpy / ranges summaries of our CUPTI tracer, and the Chrome trace when asked.
-// The summaries cover `runs` training runs (= timing.repeats: divide by repeats × epochs for one
-// epoch); `how` says which runs those were.
-inline void linreg_attach_trace(nlohmann::json& rec, const std::string& trace_path, int runs, const std::string& how) {
+// kernels / memcpy / ranges summaries of our CUPTI tracer (and the Chrome trace when asked),
+// taken right after the traced runs so that nothing after them (final test evaluation,
+// --measure-peaks) lands in them. They cover `runs` training runs (= timing.repeats: divide by
+// repeats × epochs for one epoch); `how` says which runs those were. Returns the record fields
+// kernels, memcpy, ranges, trace_file, trace_runs and a note; linreg_merge_trace puts them in.
+inline nlohmann::json linreg_trace_summary(const std::string& trace_path, int runs, const std::string& how) {
   Tracer& tr = Tracer::instance();
-  rec["trace_file"] = nullptr;
-  rec["trace_runs"] = tr.active() ? runs : 0;
+  nlohmann::json t;
+  t["trace_file"] = nullptr;
+  t["trace_runs"] = tr.active() ? runs : 0;
   if (!tr.active()) {
-    rec["kernels"] = nlohmann::json::array();
-    rec["memcpy"] = nlohmann::json::array();
-    rec["ranges"] = nlohmann::json::array();
-    rec["notes"].push_back("CUPTI tracer off: no kernel/range summaries in this record");
-    return;
+    t["kernels"] = nlohmann::json::array();
+    t["memcpy"] = nlohmann::json::array();
+    t["ranges"] = nlohmann::json::array();
+    t["note"] = "CUPTI tracer off: no kernel/range summaries in this record";
+    return t;
   }
   tr.flush();
-  rec["kernels"] = tr.kernel_summary();
-  rec["memcpy"] = tr.memcpy_summary();
-  rec["ranges"] = tr.range_summary();
-  rec["notes"].push_back(how);
+  t["kernels"] = tr.kernel_summary();
+  t["memcpy"] = tr.memcpy_summary();
+  t["ranges"] = tr.range_summary();
+  t["note"] = how;
   if (!trace_path.empty()) {
     tr.write_chrome_trace(trace_path);
-    rec["trace_file"] = trace_path;
+    t["trace_file"] = trace_path;
   }
+  return t;
+}
+
+inline void linreg_merge_trace(nlohmann::json& rec, const nlohmann::json& t) {
+  for (const char* k : {"kernels", "memcpy", "ranges", "trace_file", "trace_runs"}) rec[k] = t.at(k);
+  rec["notes"].push_back(t.at("note"));
 }
 
 }  // namespace nb

@@ -34,7 +34,17 @@
 //   i.e. ~1.4 s for 200 epochs: the atomics, not the memory, set the time (~190× the byte
 //   floor). The per-epoch host sync (~10 µs) is noise next to that.
 //
-// MEASURED — not yet measured (filled in from the run records of scripts/bench_linreg.sh).
+// MEASURED (H100 80GB HBM3, scripts/bench_linreg.sh; records in profiles/nvidia-h100-80gb-hbm3/)
+//   Headline 5M x 200: 4230 ms median of 5 (4227-4238), 21.2 ms per epoch
+//   (phase1_naive__headline.json). Per epoch (CUPTI): gradients 14.0 ms, loss 7.0 ms, forward
+//   12 us, update 1.4 us. So the atomics are the whole story, as predicted, but 3x slower than
+//   predicted: 12M same-address double atomics in 21 ms is ~1.75 ns each (~0.57 G/s), about three
+//   L2 clocks per atomic, not one. 420x slower than phase 2 (10.1 ms), 32x slower than the PyTorch
+//   eager twin (133 ms) measured in the same run.
+//   Sweep (phase1_naive__sweep-n<N>.json, validated at every size): 6.1 ms at n = 500 (30 us per
+//   epoch of launches and syncs), then linear in n: 430 ms at 500K, 8.4 s at 10M, 84.4 s at 100M
+//   (422 ms per epoch). Validation: w_rel <= 1e-7, b_rel <= 3e-7, worst loss_rel <= 1e-5 at
+//   n = 1, 7, 999983, 5000001 (--check, phase1_naive__n<N>.json) and up to 100M.
 //
 // Flags: --n --epochs --lr --save-data FILE.npy + the common flags (--help lists them).
 #include <cuda_runtime.h>
@@ -298,7 +308,11 @@ int run(int argc, char** argv) {
     if (r >= opt.warmup) samples.push_back(ms);
     out.loss = std::move(loss);
   }
-  tracer.flush();
+  const nlohmann::json traced = nb::linreg_trace_summary(
+      opt.trace, opt.repeats,
+      "kernels/memcpy/ranges: summed over the timed runs (timing.repeats x config.epochs epochs); the CUPTI tracer "
+      "was on during them: ~1.5 us per launch, < 0.1% of a phase-1 epoch");
+  tracer.stop();
   float hp[2];
   CUDA_CHECK(cudaMemcpy(hp, B.params, sizeof hp, cudaMemcpyDeviceToHost));
   out.w = hp[0];
@@ -321,9 +335,7 @@ int run(int argc, char** argv) {
   rec["accumulation"] = det ? "per-element double terms, fixed-order pairwise tree in global memory"
                             : "per-element atomicAdd into double";
   rec["timing"]["traced"] = true;
-  nb::linreg_attach_trace(rec, opt.trace, opt.repeats,
-                          "kernels/memcpy/ranges: summed over the timed runs (timing.repeats x config.epochs epochs); "
-                          "the CUPTI tracer was on during them: ~1.5 us per launch, < 0.1% of a phase-1 epoch");
+  nb::linreg_merge_trace(rec, traced);
   if (opt.measure_peaks) rec["peaks"] = nb::to_json(nb::measure_peaks());
 
   std::printf("%s: n=%zu epochs=%d w=%.7f b=%.7f train_loss=%.7f test_loss=%.7f time median %.3f ms (%d runs)%s\n",

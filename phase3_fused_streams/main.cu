@@ -3,51 +3,81 @@
 // WHAT THIS CHAPTER ADDS OVER phase2_shared_mem
 //   1. Fusion. One kernel per epoch reads x and y once and computes the residual, the loss and
 //      both gradient sums in registers (float within a float4, double per thread, warp shuffles
-//      + one shared-memory step per block). The LAST block to finish (a counter bumped with
-//      atomicAdd after a __threadfence: the "last block done" pattern) sees every block's sums,
-//      writes loss[e] into a device buffer and updates w and b on the device. No predictions in
-//      global memory, no update kernel, no host round trip: 8 B/pt instead of 28, one launch
-//      instead of five. The loss curve is copied to the host once, after the last epoch.
-//   2. A CUDA graph. The 200 launches are captured once and replayed with one cudaGraphLaunch.
-//      Tried and kept as an option, off by default because it measured slower: --pdl early|late
-//      (Hopper's programmatic dependent launch): epoch e+1's blocks are launched while epoch e
-//      drains, issue their first loads (x, y never change), and wait in griddepcontrol.wait only
-//      before reading w and b.
+//      + one shared-memory step per block). No predictions in global memory, no update kernel,
+//      no host round trip: 8 B/pt instead of 28, one launch instead of five. The loss curve
+//      stays in a device buffer, copied to the host once after the last epoch.
+//      Who takes the gradient step, on the device (--update):
+//      * next-epoch (default): each block adds its three sums with double atomics and exits;
+//        epoch e+1's kernel starts by finishing epoch e's step: every block reads the three sums
+//        and w_e, b_e and computes w_{e+1}, b_{e+1} itself (identical float64 arithmetic, so
+//        identical floats); block 0 records them and the loss. Sums rotate through three slots
+//        so that nothing is zeroed while still in use; a one-thread kernel takes the last step.
+//      * last-block: the "last block done" pattern (counter + __threadfence): the block that
+//        finishes last sees every block's sums and updates w, b. It costs a serial tail of
+//        fences and atomics at the end of every epoch: measured 1.74 vs 1.48 ms (5M x 200).
+//      Each thread keeps two register tiles of 4 float4s of x and of y in flight (the next
+//      tile's loads are issued before the current one is used), 2 blocks of 256 per SM.
+//   2. A CUDA graph. The 200 launches are captured once (and uploaded) and replayed with one
+//      cudaGraphLaunch. Tried and kept as options, off by default because they did not pay:
+//      --pdl early|late (Hopper's programmatic dependent launch: the next epoch's blocks launch
+//      while this one drains; "early" measured 2.98 vs 1.90 ms, "late" no gain) and
+//      --l2-persist (an L2 access-policy window over the data: no gain at 5M, +6% at 50M; it
+//      helped at 10M, 19.7 vs 25.8 us per epoch) — measured with the earlier last-block kernel.
 //   3. Streams doing real work.
-//      * Test evaluation on its own stream: every --eval-every epochs a small kernel computes the
-//        test loss at the parameters that epoch starts with (read from a per-epoch parameter
-//        history, so it never races with the update) on a second stream, concurrently with
-//        training; the graph forks to it and joins back at the end.
+//      * Test evaluation on its own stream: every --eval-every (10) epochs a small kernel
+//        computes the test loss at the parameters that epoch starts with (from a per-epoch
+//        parameter history, so it never races with the update) on a second stream, concurrently
+//        with training; the graph forks to it and joins back at the end.
 //      * --source host: the data set lives in pinned host memory, as a user's own data would.
 //        It is uploaded in --chunk-point chunks round-robin over --streams K streams; epoch 0
 //        runs chunk by chunk on the chunk's own stream right after the chunk lands (per-block
 //        partial sums), so the first epoch's arithmetic hides behind the remaining copies; a
-//        one-block kernel combines the partials and takes the first step; the graph runs the
-//        other epochs.
+//        one-block kernel combines the partials (fixed order); the graph runs the other epochs.
 //   --deterministic: the per-block sums go to a partials buffer that the last block adds in a
-//   fixed order (the default adds them with three double atomics per block): bit-identical runs.
-//   (--source host always uses the partials for epoch 0.)
+//   fixed order (implies --update last-block): bit-identical runs (checked: two runs, same bits).
 //
-// PREDICTION (two numbers, headline n = 5M → nt = 4M train points, H100)
+// PREDICTION (two numbers, headline n = 5M → nt = 4M train points, H100), made before measuring
 //   Bytes: 8 B/pt × 4M = 32 MB per epoch (+ 8 MB of test data every 10th epoch, 2.5%), 6.4 GB
 //   for 200 epochs → 2.1 ms at ~3 TB/s from HBM. 32 MB fits in the 50 MB L2, so part of it may
 //   be served from L2 across epochs; the ≤ 1.0 ms target needs ≥ 6.4 TB/s, i.e. nearly all of
-//   it from L2 with per-epoch overhead (launch + last-block step) under ~1 µs. I predict
-//   ~1.5-2.5 ms: ~10× phase 2 (28 → 8 B/pt and no host syncs) and ~40-60× the PyTorch eager
-//   twin; the ≤ 1.0 ms / ≥ 90× targets look out of reach without changing what an epoch reads.
+//   it from L2 with per-epoch overhead under ~1 µs. I predicted ~1.5-2.5 ms: ~10× phase 2 and
+//   ~40-60× the PyTorch eager twin, the ≤ 1.0 ms target out of reach.
 //   Flops: ~8 per point → 32 MFLOP per epoch, nothing next to the bytes.
-//   Large n (50M, 100M: 320-640 MB per epoch, no L2 reuse): per-epoch overhead is ~2 µs of
-//   ~110-215 µs, so the epoch should run at ≥ 90% of the copy bandwidth.
+//   Large n (50M, 100M: 320-640 MB per epoch, no L2 reuse): per-epoch overhead ~2 µs of
+//   ~110-215 µs, so ≥ 90% of the copy bandwidth.
 //   --source host (5M, 40 MB over PCIe at ~25-50 GB/s: ~1-1.6 ms): epoch 0's compute is ~60×
 //   faster than the copy of the same bytes, so with K streams only the last chunk's compute
-//   (~3 µs) shows: first epoch ≈ upload time + a few µs. With one stream every chunk's compute
-//   waits for its copy and the next copy waits for it: that adds ~Σ compute ≈ 15-25 µs — a
-//   small, measurable difference, not a large one (the copy engine is the bottleneck either way).
+//   shows: first epoch ≈ upload + a few µs. One stream serializes every chunk's compute with the
+//   copies: ~Σ compute ≈ 15-25 µs more — small (the copy engine is the bottleneck either way).
 //
-// MEASURED — not yet measured (filled in from the run records of scripts/bench_linreg.sh).
+// MEASURED (H100 80GB HBM3, scripts/bench_linreg.sh; records in profiles/nvidia-h100-80gb-hbm3/)
+//   Headline 5M x 200: 1.469 ms median of 5 (1.466-1.482), 7.34 µs per epoch
+//   (phase3_fused_streams__headline.json): 6.9× phase 2, 90.8× the PyTorch eager twin measured in
+//   the same run (133.3 ms; target ≥ 90×: met, narrowly — eager's own median was 110 ms in the
+//   sweep's process at the same size, 75× against that). Target ≤ 1.0 ms: NOT met. The epoch
+//   kernel runs back to back (CUPTI mean 7.33 µs = the epoch time; host enqueue of the whole
+//   graph 6 µs), reading 32.8 MB at an effective 4.5 TB/s (L2 reuse; 150% of the 2975 GB/s copy
+//   ceiling). Sizes say what is left: 0.36 ms at n = 500 (1.8 µs per epoch: launch and
+//   latency), 0.74 ms at 500K (3.7 µs for 3.2 MB), 1.47 ms at 5M (7.3 µs for 32 MB): ~3.3 µs
+//   fixed per epoch (launch, first-load latency, block reduction, drain) plus ~0.13 µs per MB
+//   (7.9 TB/s marginal, from L2). ≤ 1.0 ms means 5 µs per epoch, of which the 32 MB alone take
+//   ~4 µs at that rate: the fixed cost would have to fall under ~1 µs.
+//   (THE KERNEL/MEMCPY SUMMARY OF THAT RECORD ALSO HOLDS --measure-peaks' GEMM AND COPIES — a bug
+//   fixed after the run; host-streams4's summary has the same kernel clean: 7.34 µs per epoch.)
+//   --deterministic: 1.959 ms (phase3_fused_streams__det-n5000000.json).
+//   Large n (phase3_fused_streams__sweep-n<N>.json, validated at every size): 50M 21.5 ms =
+//   107.5 µs per epoch = 3.05 TB/s, 102% of the copy ceiling measured in the same process; 100M
+//   42.5 ms = 3.09 TB/s, 104% (target ≥ 85%: met; a read-only stream beats a copy's read+write).
+//   --source host, 5M (host-streams1/4 records): pure upload 0.76 ms (52.5 GB/s); first epoch
+//   done at 0.783 ms with 4 streams (1.029× the upload; target within 10%: met) and 0.792 ms with
+//   one (1.043×). Upload + 200 epochs: 2.318 ms with 4 streams vs 2.259 ms with 1: NOT faster
+//   (target not met). Epoch 0 hides behind the copies either way (its chunk kernels take 4 µs
+//   each against ~150 µs of copy per chunk), and the remaining 199 epochs dominate the total
+//   and varied more in the 4-stream runs (2.236-2.335 ms vs 2.253-2.271).
 //
 // Flags: --n --epochs --lr --source device|host --streams K --chunk POINTS --eval-every E
-//        --pdl off|early|late --blocks-per-sm B --l2-persist + the common flags (--help lists them).
+//        --update next-epoch|last-block --pdl off|early|late --blocks-per-sm B --l2-persist
+//        + the common flags (--help lists them).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -750,8 +780,13 @@ int run(int argc, char** argv) {
       double f = 0;
       one_run(&f);
     }
-    tracer.flush();
   }
+  // Summaries of exactly those runs (not of the final evaluation or --measure-peaks' benchmarks).
+  const nlohmann::json traced = nb::linreg_trace_summary(
+      opt.trace, trace_runs,
+      "kernels/memcpy/ranges: from trace_runs extra untimed runs after the timed ones, with our CUPTI tracer on "
+      "(the timed runs ran without it)");
+  tracer.stop();
 
   // ---- results: the loss curve in one copy; the final test loss (untimed, eval stream)
   nb::LinregOutcome out;
@@ -826,6 +861,7 @@ int run(int argc, char** argv) {
 
   // Efficiency: the bytes an epoch must read (x and y of the train split, plus the test split
   // every eval_every epochs, amortized) over the measured time per epoch.
+  nb::linreg_merge_trace(rec, traced);
   nb::Peaks peaks;
   if (opt.measure_peaks) {
     peaks = nb::measure_peaks();
@@ -848,9 +884,6 @@ int run(int argc, char** argv) {
                          : "time per epoch = graph time / epochs (launch gaps and evaluations included); "
                            "copy peak counts bytes read + written";
   rec["efficiency"] = {{"fused_epoch_kernel", eff}};
-  nb::linreg_attach_trace(rec, opt.trace, trace_runs,
-                          "kernels/memcpy/ranges: from trace_runs extra untimed runs after the timed ones, with our "
-                          "CUPTI tracer on (the timed runs ran without it)");
 
   std::printf("%s: n=%zu epochs=%d source=%s w=%.7f b=%.7f train_loss=%.7f test_loss=%.7f time median %.3f ms "
               "(%.2f us/epoch, %d runs)%s%s\n",
