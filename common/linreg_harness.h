@@ -105,6 +105,16 @@ inline bool linreg_finite(const LinregOutcome& got) {
   return true;
 }
 
+// The one-line divergence message: names the first epoch whose loss is not finite (epochs count
+// from 0, as in loss.per_epoch), or says the parameters went non-finite after the last epoch.
+inline std::string linreg_divergence_message(const LinregOutcome& got) {
+  for (size_t e = 0; e < got.loss.size(); ++e)
+    if (!std::isfinite(got.loss[e]))
+      return "training diverged: non-finite loss at epoch " + std::to_string(e) + " of " +
+             std::to_string(got.loss.size()) + " (try a smaller --lr)";
+  return "training diverged: w or b is not finite after the last epoch (try a smaller --lr)";
+}
+
 // kernels / memcpy / ranges summaries of our CUPTI tracer (and the Chrome trace when asked),
 // taken right after the traced runs so that nothing after them (final test evaluation,
 // --measure-peaks) lands in them. They cover `runs` training runs (= timing.repeats: divide by

@@ -590,6 +590,7 @@ int run(int argc, char** argv) {
   cli.add_common(&o.common);
   if (!cli.parse(argc, argv)) return 0;
   const nb::CommonOptions& opt = o.common;
+  nb::check_output_dir(opt.out);  // a bad --out fails now (exit 6), not after training
 
   const nb::DeviceInfo dev = nb::require_device();
   nb::Tracer& tracer = nb::Tracer::instance();  // started after the timed runs (see below)
@@ -907,7 +908,7 @@ int run(int argc, char** argv) {
   else if (!passed) rec["status"] = "validation_failed";
   const std::string path = nb::write_record(rec, opt.out, dev.slug, kPhase, opt.tag);
   std::printf("record: %s\n", path.c_str());
-  if (!finite) throw nb::Error(nb::kExitDiverged, "training diverged (non-finite loss or parameters); record: " + path);
+  if (!finite) throw nb::Error(nb::kExitDiverged, nb::linreg_divergence_message(out) + "; record: " + path);
   if (!passed) throw nb::Error(nb::kExitValidation, "validation failed (see the errors above); record: " + path);
   return 0;
 }
