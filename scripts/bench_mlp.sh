@@ -31,7 +31,8 @@
 # (default .carry/deps when present), JOBS (16), STAGES ("w1 match w2 gemm sweep seeds"),
 # W2_HS ("128 256 512 1024 2048 4096 8192"), W2_STEPS (5000), W2_STEPS_SLOW (500),
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
-# ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3).
+# ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), W2_TWINS and
+# SEEDS_TWIN (1; 0 skips those twin runs), CHECK_LEVEL (full; quick = kernel tests + W1 validation).
 # Exit status: 0 when every run succeeded (a deliberate divergence in --check must exit 7), else 1.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -144,11 +145,12 @@ def loss_match(a, b):
     pa, pb = ra["loss"]["per_step"], rb["loss"]["per_step"]
     f = [abs(x - y) / abs(y) for x, y in zip(pa["first_exact"], pb["first_exact"]) if x is not None and y]
     m = [abs(x - y) / abs(y) for x, y in zip(pa["values"], pb["values"]) if x is not None and y]
-    da = None if acc(ra) is None or acc(rb) is None else abs(acc(ra) - acc(rb))
-    return (max(f) if f else None, max(m) if m else None, da)
+    same = (ra.get("metrics") or {}).get("steps") == (rb.get("metrics") or {}).get("steps")
+    da = None if not same or acc(ra) is None or acc(rb) is None else abs(acc(ra) - acc(rb))
+    return (max(f) if f else None, max(m) if m else None, da, len(m))
 
 print("\n== loss matching against the twin (same init, same order)")
-print("%-44s %14s %14s %12s" % ("pair", "first-20 max", "100-step max", "|d acc| pts"))
+print("%-44s %14s %14s %12s %8s" % ("pair", "first-20 max", "100-step max", "|d acc| pts", "windows"))
 pairs = [("phase4_mlp__w1-nodrop-fp32", "pytorch_mlp__w1-nodrop-eager"),
          ("phase5_batched__w1-nodrop-own", "pytorch_mlp__w1-nodrop-eager"),
          ("phase5_batched__w1-nodrop-cublaslt", "pytorch_mlp__w1-nodrop-eager"),
@@ -158,8 +160,8 @@ for h in (128, 1024, 8192):
 for a, b in pairs:
     m = loss_match(a, b)
     if m:
-        print("%-44s %14s %14s %12s" % (a.split("__")[1] + " vs " + b.split("__")[1].rsplit("-", 1)[1],
-              fmt(m[0], "%.2e"), fmt(m[1], "%.2e"), fmt(m[2], "%.2f")))
+        print("%-44s %14s %14s %12s %8d" % (a.split("__")[1] + " vs " + b.split("__")[1].rsplit("-", 1)[1],
+              fmt(m[0], "%.2e"), fmt(m[1], "%.2e"), fmt(m[2], "%.2f"), m[3]))
 
 hs = sorted({int(k.split("-h")[1].split("-")[0]) for k in recs if "__w2-h" in k})
 if hs:
@@ -229,6 +231,12 @@ if [ "$MODE" = check ]; then
   mkdir -p "$OUTD"
   R=(--out "$OUTD" --data "$DATA")
   run gpu_tests 0 build/tests/gpu_tests -tc="mlp*"
+  if [ "${CHECK_LEVEL:-full}" = quick ]; then  # the kernel tests and the W1 validations only
+    for pr in fp32 fp16; do
+      run "p4-w1-$pr" 0 "$P4" "${R[@]}" --precision "$pr" --steps 100 --validate --tag "check-w1-$pr"
+      run "p5-w1-own-$pr" 0 "$P5" "${R[@]}" --precision "$pr" --steps 100 --validate --tag "check-w1-own-$pr"
+    done
+  else
   run sanitizer 0 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 99 build/tests/gpu_tests -tc="mlp*"
   # Validation on W1 (with dropout: the reference uses the device's masks) and at awkward shapes.
   for pr in fp32 fp16; do
@@ -259,6 +267,7 @@ if [ "$MODE" = check ]; then
   run probe-p5-w1 0 "$P5" "${R[@]}" --epochs 2 --tag probe-w1-own
   run probe-p5-w1-lt 0 "$P5" "${R[@]}" --epochs 2 --gemm cublas --tag probe-w1-cublaslt
   run probe-p5-w1-16 0 "$P5" "${R[@]}" --epochs 2 --precision fp16 --tag probe-w1-own-fp16
+  fi
   table "$OUTD"
   note "check finished: $FAILS failure(s)"
   [ "$FAILS" -eq 0 ]
@@ -309,7 +318,7 @@ if has w2; then
     impls=eager,graph
     [[ " $TWIN_COMPILE_W2 " == *" $h "* ]] && impls=eager,compile,graph
     # The twin reads phase 5's --steps order (which covers $W2_STEPS >= $W2_STEPS_SLOW steps).
-    run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --tag "w2-h$h-{impl}"
+    [ "${W2_TWINS:-1}" = 1 ] && run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --tag "w2-h$h-{impl}"
   done
 fi
 
@@ -330,7 +339,7 @@ if has seeds; then
   note "stage seeds"
   for s in 1 2 3; do
     run "seed-$s-p5" 0 "$P5" "${R[@]}" --seed "$s" --tag "w1-seed$s-own" --save-init "$WORK/s${s}init" --save-order "$WORK/s${s}order.npy"
-    run "seed-$s-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --seed "$s" --init "$WORK/s${s}init" --order "$WORK/s${s}order.npy" --impl graph --tag "w1-seed$s-{impl}"
+    [ "${SEEDS_TWIN:-1}" = 1 ] && run "seed-$s-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --seed "$s" --init "$WORK/s${s}init" --order "$WORK/s${s}order.npy" --impl graph --tag "w1-seed$s-{impl}"
   done
 fi
 
