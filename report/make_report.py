@@ -525,7 +525,8 @@ def sec_threats(md, ctx, recs, all_dev):
     md.append(table(["implementation", "method", "includes", "excludes", "warm-up", "repeats", "records"], rows) + "\n")
     bullets = []
     clocks = sorted({(num(dget(r.data, "device", "sm_clock_khz")), num(dget(r.data, "device", "mem_clock_khz")))
-                     for r in recs if not r.impl.endswith("cpu")})
+                     for r in recs if not r.impl.endswith("cpu")} - {(None, None)},
+                    key=lambda ab: tuple(-1.0 if v is None else v for v in ab))
     clk = "; ".join(f"SM {sig(a / 1e3, 4)} MHz, memory {sig(b / 1e3, 4)} MHz" for a, b in clocks if a and b)
     bullets.append("Clocks were not locked: the GPU boosts and throttles on its own, so repeated runs vary; "
                    "medians of repeats are reported with min and max beside them. Clock values recorded (device "
