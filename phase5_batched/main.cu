@@ -28,7 +28,31 @@
 // reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
 // (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
 //
-// Measured: not yet measured (scripts/bench_mlp.sh writes profiles/<device>/phase5_batched__*.json).
+// Measured (H100 80GB HBM3, scripts/bench_mlp.sh; records in profiles/nvidia-h100-80gb-hbm3/):
+//   W1 own fp32 102.5 ms per epoch (55 us a step, 6 launches; phase5_batched__w1-own.json), own
+//   fp16 131.5 ms, cuBLASLt 157.6 ms; PyTorch eager 4138 ms and CUDA-graph twin 448 ms in the same
+//   run: 40x eager and 4.4x the graph twin. Prediction (30-45 ms) missed by 2.3-3.4x, the 25 ms
+//   waypoint and the 10 ms goal (>= 300x eager, >= 45x graph) are not met. Launch gaps are small;
+//   the kernels themselves take 3-16 us each (forward-gather 15.9, update pair 12.2, hidden
+//   forward 9.6, update+backward-data 6.5, softmax-CE 5.2, backward-data 2.9 us): each is a chain
+//   of dependent latencies (a few k-tiles, the split-K fix-up through global memory, the epilogue's
+//   loads) on a grid of 1-56 blocks. What stands between this and 10 ms (5 us a step): one
+//   persistent kernel per epoch that keeps W1's 109k weights and Adam state on chip across all
+//   SMs, with grid-wide barriers between layers (~1 us each) instead of 6 kernel boundaries.
+//   Accuracy with dropout, seeds 1 2 3: 97.63, 97.72, 97.34% (mean 97.56%; __w1-seed<s>-own.json).
+//   Loss matching with dropout 0 (__w1-nodrop-*.json vs pytorch_mlp__w1-nodrop-eager.json): first
+//   20 step losses within 2.3e-7, 100-step means of the first epoch within 3.5e-4, final accuracy
+//   within 0.18 points; W2 fp16 (h 128/1024/8192): first 20 within 1.1e-4, 100-step means 8.6e-6.
+//   W2 (fp16, SGD, ms a step; __w2-h<h>-own.json): 0.100 (h 128), 0.131 (1024), 0.208 (2048),
+//   0.464 (4096), 1.283 (8192): faster than every twin mode at every h (graph twin 0.113 ... 1.739),
+//   but 15.4x eager at h = 128 (target 50x) and 1.48x at h = 8192 (target 2.5x); the cuBLASLt path
+//   0.080 ... 1.227. At h = 8192 the prediction (0.7 ms) is missed by 1.8x: the fused updates move
+//   their compulsory bytes at ~1.8 TB/s, the forward products at ~1.0 TB/s, and our fp16 GEMM runs
+//   at 0.41 (forward) / 0.50 (backward-data) / 0.54 (weight) of cuBLASLt's speed (__gemm-compare-h8192-fp16.json; fp32: 0.83 / 0.85 / 0.57); target 0.7 not met.
+//   Peak device memory (sum of our allocations): W1 60 MB vs 135 (eager) / 265 (graph) MB; W2 at
+//   h = 8192 967 MB vs 2067 / 2197 MB. Batch sweep (W1 model, __batch-sweep-b<B>.json): 5.5e5
+//   samples/s at 32, 3.2e6 at 256, 1.2e7 at 2048, 1.6e7 at 8192: batching stops paying past ~2048.
+//   --validate (3 steps vs float64): fp32 loss 1.6e-7, gradients 3.8e-7; fp16 gradients 3.3e-2.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
