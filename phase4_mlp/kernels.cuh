@@ -177,8 +177,9 @@ struct GemmProblem {
 
 // Picks the split count: enough blocks to cover the GPU about `waves` times, at least two k-tiles
 // per split, at most 16 splits. Workspace needs: tiles * splits * kBM * kBN floats.
+// (min_ktiles: the fewest k-tiles per split; phase 5 passes 1.)
 template <class P>
-inline void plan_splits(P& p, int sm_count, int waves = 4, int max_splits = 16) {
+inline void plan_splits(P& p, int sm_count, int waves = 4, int max_splits = 16, int min_ktiles = 2) {
   constexpr int kBK = P::kBK;
   const int ktiles = (p.K + kBK - 1) / kBK;
   if (ktiles <= 1) {
@@ -190,7 +191,7 @@ inline void plan_splits(P& p, int sm_count, int waves = 4, int max_splits = 16) 
   if (p.tiles() < sm_count * waves) {
     s = (sm_count * waves + p.tiles() - 1) / p.tiles();
     s = s < max_splits ? s : max_splits;
-    const int by_k = ktiles / 2;
+    const int by_k = ktiles / (min_ktiles < 1 ? 1 : min_ktiles);
     s = s < by_k ? s : by_k;
     if (s < 1) s = 1;
   }
@@ -347,6 +348,15 @@ struct Accum<__half> {
   }
 };
 
+// An epilogue that declares `static constexpr bool kVecFixup = true` (phase 5's) gets the split-K
+// fix-up below in its latency-tuned form: partials written and read as float4, the loads of up to
+// 16 float4 per thread issued before they are added (in the same slice order, so the sums are
+// bit-identical to the plain form, which phase 4 keeps).
+template <class E, class = void>
+struct VecFixup : std::false_type {};
+template <class E>
+struct VecFixup<E, std::void_t<decltype(E::kVecFixup)>> : std::integral_constant<bool, E::kVecFixup> {};
+
 // Computes one (tile, split) of problem P into sm.c, runs the split-K fix-up and the epilogue.
 template <class T, class P>
 __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
@@ -359,14 +369,18 @@ __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
   const int kbeg = split * p.kchunk;
   const int kend = min(p.K, kbeg + p.kchunk);
   const int ntiles = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
-  p.epi.prefetch(m0, n0, p.M, p.N);
 
   Regs<T> rg;
   Accum<T> acc;
 
+  // The epilogue's prefetch runs while the first k-tile's loads are in flight (its own loads and
+  // any arithmetic it does overlap their latency).
   if (ntiles > 0) {
     load_a_regs<T>(p.a, m0, kbeg, p.M, kend, rg);
     load_b_regs<T>(p.b, n0, kbeg, p.N, kend, rg);
+  }
+  p.epi.prefetch(m0, n0, p.M, p.N);
+  if (ntiles > 0) {
     store_regs<T, P::AView::kContig, P::BView::kContig>(sm.stage.a[0], sm.stage.b[0], rg);
     __syncthreads();
   }
@@ -388,8 +402,19 @@ __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
 
   if (p.splits > 1) {
     __shared__ bool s_last;
+    using Epi = typename std::decay<decltype(p.epi)>::type;
+    constexpr bool kVec = VecFixup<Epi>::value;
+    constexpr int kE4 = kBM * kBN / 4 / NT;  // float4 of the tile per thread: 2 (fp32), 4 (fp16)
     float* mine = p.ws + (static_cast<size_t>(tile) * p.splits + split) * (kBM * kBN);
-    for (int e = threadIdx.x; e < kBM * kBN; e += NT) mine[e] = sm.c[(e / kBN) * kLdc + e % kBN];
+    if constexpr (kVec) {
+#pragma unroll
+      for (int i = 0; i < kE4; ++i) {
+        const int e = (threadIdx.x + i * NT) * 4;
+        reinterpret_cast<float4*>(mine)[e / 4] = *reinterpret_cast<const float4*>(&sm.c[(e / kBN) * kLdc + e % kBN]);
+      }
+    } else {
+      for (int e = threadIdx.x; e < kBM * kBN; e += NT) mine[e] = sm.c[(e / kBN) * kLdc + e % kBN];
+    }
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -400,10 +425,37 @@ __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
     if (!s_last) return;
     __threadfence();
     const float* all = p.ws + static_cast<size_t>(tile) * p.splits * (kBM * kBN);
-    for (int e = threadIdx.x; e < kBM * kBN; e += NT) {
-      float s = 0.f;
-      for (int z = 0; z < p.splits; ++z) s += __ldcg(all + static_cast<size_t>(z) * (kBM * kBN) + e);
-      sm.c[(e / kBN) * kLdc + e % kBN] = s;
+    if constexpr (kVec) {
+      constexpr int kG = 16 / kE4;  // slices loaded per round
+      const float4* all4 = reinterpret_cast<const float4*>(all);
+      float4 s[kE4];
+#pragma unroll
+      for (int i = 0; i < kE4; ++i) s[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int z0 = 0; z0 < p.splits; z0 += kG) {
+        float4 v[kG][kE4];
+#pragma unroll
+        for (int g = 0; g < kG; ++g)
+#pragma unroll
+          for (int i = 0; i < kE4; ++i)
+            v[g][i] = (z0 + g < p.splits) ? __ldcg(all4 + static_cast<size_t>(z0 + g) * (kBM * kBN / 4) + threadIdx.x + i * NT)
+                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int g = 0; g < kG; ++g)
+          if (z0 + g < p.splits)
+#pragma unroll
+            for (int i = 0; i < kE4; ++i) s[i].x += v[g][i].x, s[i].y += v[g][i].y, s[i].z += v[g][i].z, s[i].w += v[g][i].w;
+      }
+#pragma unroll
+      for (int i = 0; i < kE4; ++i) {
+        const int e = (threadIdx.x + i * NT) * 4;
+        *reinterpret_cast<float4*>(&sm.c[(e / kBN) * kLdc + e % kBN]) = s[i];
+      }
+    } else {
+      for (int e = threadIdx.x; e < kBM * kBN; e += NT) {
+        float s = 0.f;
+        for (int z = 0; z < p.splits; ++z) s += __ldcg(all + static_cast<size_t>(z) * (kBM * kBN) + e);
+        sm.c[(e / kBN) * kLdc + e % kBN] = s;
+      }
     }
     if (threadIdx.x == 0) p.counters[tile] = 0u;  // ready for the next launch
     __syncthreads();

@@ -13,13 +13,17 @@
 //   UpdateEpi       the weight gradient never reaches memory: each element of dW = dZ^T · H is
 //                   consumed by Adam (or SGD) in the epilogue, which updates the fp32 master
 //                   weight (and its fp16 copy). Blocks of the first column tile also reduce dZ
-//                   over the batch and update the bias.
+//                   over the batch and update the bias. Adam's per-step constants come from a
+//                   table computed on the host (one load instead of two double pow() per block).
 //   EvalEpi         test set: argmax and cross-entropy per row, counted per tile (read once).
 // The global step number (dropout counter, Adam's t, the loss slot) comes from device memory
 // (StepRef: *base + i) so that a CUDA graph captured once replays every epoch; the host only
 // writes `base` and the epoch's permutation before a replay. Epilogues read what they need
 // besides the tile (step, bias, labels, Adam constants) in prefetch(), before the K loop, and
-// issue all their loads before their stores.
+// issue all their loads before their stores. gemm_tile calls prefetch() after the first k-tile's
+// loads are issued, so what it does overlaps their latency: FwdHiddenEpi draws its dropout bits
+// there. Every epilogue here sets kVecFixup (the latency-tuned split-K fix-up of gemm_tile), and
+// the problems are planned with plan_splits_p5 (down to one k-tile per split).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -98,6 +102,19 @@ __device__ __forceinline__ AdamHyper& smem_adam() {
   __shared__ AdamHyper s;
   return s;
 }
+__device__ __forceinline__ uint32_t* smem_keep() {  // dropout keep bits, one word per thread
+  __shared__ uint32_t s[256];
+  return s;
+}
+
+// Split-K plan of phase 5: one k-tile per split is allowed (the products are latency-bound; the
+// vectorised fix-up of gemm_tile makes more slices cheap) once K has 3 or more k-tiles; with 2
+// the fix-up's round trips would cost more than the k-tile they save, so those stay unsplit.
+template <class P>
+inline void plan_splits_p5(P& p, int sm_count) {
+  const int ktiles = (p.K + P::kBK - 1) / P::kBK;
+  plan_splits(p, sm_count, 4, 16, ktiles <= 2 ? 2 : 1);
+}
 
 // Element-wise epilogues: thread t owns the 4 columns 4*(t % 16) .. +3 of rows t/16, t/16 + NT/16,
 // ...: the bias of its columns is loaded once, every load of a row is issued before any store,
@@ -160,8 +177,33 @@ struct FwdHiddenEpi {
   uint32_t layer = 0, threshold = 0;
   float scale = 1.f;
   StepRef step;
-  __device__ void prefetch(int, int, int, int) const {
-    if (dropout && threadIdx.x == 0) smem_step() = step.get();
+  static constexpr bool kVecFixup = true;
+  // The dropout mask does not depend on the product: each thread draws the Philox bits of the
+  // elements it will own in run() here, under the K loop's load latency, and keeps them as bits
+  // (bit 4k + j: row k of its rows, column j of its quad) in shared memory.
+  template <int NT>
+  __device__ void draw_keep(int m0, int n0, int M, int N) const {
+    constexpr int RS = NT / kQuads, R = kBM / RS;
+    const int c = (threadIdx.x % kQuads) * 4, n = n0 + c, valid = min(4, N - n);
+    const uint64_t s = static_cast<uint64_t>(step.get());
+    uint32_t keep = 0;
+    if (valid > 0) {
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        const int m = m0 + threadIdx.x / kQuads + k * RS;
+        if (m >= M) continue;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (j < valid && dropout_bits_dev(key, layer, s, static_cast<uint32_t>(m * N + n + j)) >= threshold)
+            keep |= 1u << (4 * k + j);
+      }
+    }
+    smem_keep()[threadIdx.x] = keep;
+  }
+  __device__ void prefetch(int m0, int n0, int M, int N) const {
+    if (!dropout) return;
+    if (blockDim.x == 256) draw_keep<256>(m0, n0, M, N);
+    else draw_keep<128>(m0, n0, M, N);
   }
   template <int NT>
   __device__ void run(const float* cs, int m0, int n0, int M, int N) const {
@@ -171,7 +213,7 @@ struct FwdHiddenEpi {
     const bool vec = (N % 4 == 0) && aligned4(out) && aligned4(bias);
     float b[4];
     load4(bias + n, vec, valid, b);
-    const uint64_t s = dropout ? static_cast<uint64_t>(smem_step()) : 0;
+    const uint32_t keep = dropout ? smem_keep()[threadIdx.x] : 0u;
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       const int r = threadIdx.x / kQuads + k * RS, m = m0 + r;
@@ -180,10 +222,7 @@ struct FwdHiddenEpi {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         v[j] = fmaxf(cs[r * kLdc + c + j] + b[j], 0.f);
-        if (dropout && j < valid) {
-          const uint32_t bits = dropout_bits_dev(key, layer, s, static_cast<uint32_t>(m * N + n + j));
-          v[j] = bits >= threshold ? v[j] * scale : 0.f;
-        }
+        if (dropout) v[j] = ((keep >> (4 * k + j)) & 1u) ? v[j] * scale : 0.f;
       }
       store4(out + static_cast<size_t>(m) * N + n, vec, valid, v);
     }
@@ -205,6 +244,7 @@ struct SoftmaxCEEpi {
   unsigned* counter = nullptr;     // row tiles finished (reset by the last one)
   float* step_loss = nullptr;      // [total steps]
   unsigned long long* bad_step = nullptr;  // first step with a non-finite loss (init ~0ull)
+  static constexpr bool kVecFixup = true;
   StepRef step;
   __device__ void prefetch(int m0, int, int M, int N) const {
     const int t = threadIdx.x;
@@ -271,6 +311,7 @@ struct BwdReluEpi {
   const T* h = nullptr;  // forward output of this layer [M, N] (after ReLU and dropout)
   T* dz = nullptr;       // [M, N]
   float scale = 1.f;     // 1 / (1 - p)
+  static constexpr bool kVecFixup = true;
   __device__ void prefetch(int, int, int, int) const {}
   template <int NT>
   __device__ void run(const float* cs, int m0, int n0, int M, int N) const {
@@ -319,8 +360,16 @@ struct UpdateEpi {
   bool adam = true;
   float lr = 0;
   StepRef step;
+  // Adam's constants of step t at hyper[t] (computed on the host, as phase 4 does), for
+  // t < hyper_n; without a table (or past its end) thread 0 computes them (two double pow()).
+  const AdamHyper* hyper = nullptr;
+  int64_t hyper_n = 0;
+  static constexpr bool kVecFixup = true;
   __device__ void prefetch(int, int, int, int) const {
-    if (adam && threadIdx.x == 0) smem_adam() = adam_hyper(lr, step.get() + 1);
+    if (adam && threadIdx.x == 0) {
+      const int64_t t = step.get() + 1;
+      smem_adam() = (hyper != nullptr && t < hyper_n) ? hyper[t] : adam_hyper(lr, t);
+    }
   }
   template <int NT>
   __device__ void run(const float* cs, int m0, int n0, int M, int N) const {
@@ -395,6 +444,7 @@ struct EvalEpi {
   int row_offset = 0;
   int* tile_correct = nullptr;      // indexed by (row_offset + m0) / kBM
   float* tile_loss = nullptr;
+  static constexpr bool kVecFixup = true;
   __device__ void prefetch(int m0, int, int M, int N) const {
     const int t = threadIdx.x;
     if (t < N) smem_bias()[t] = __ldg(bias + t);

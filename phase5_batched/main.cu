@@ -53,6 +53,23 @@
 //   h = 8192 967 MB vs 2067 / 2197 MB. Batch sweep (W1 model, __batch-sweep-b<B>.json): 5.5e5
 //   samples/s at 32, 3.2e6 at 256, 1.2e7 at 2048, 1.6e7 at 8192: batching stops paying past ~2048.
 //   --validate (3 steps vs float64): fp32 loss 1.6e-7, gradients 3.8e-7; fp16 gradients 3.3e-2.
+//
+// Latency trims (after the numbers above; same kernels, same launches, same arithmetic order):
+//   * split-K fix-up (gemm_tile, for phase 5's epilogues only): the partial tiles are written and
+//     read as float4 and a thread issues up to 16 loads before adding them (slice order kept, sums
+//     bit-identical); before, the last block's 8 (fp32) loads per slice and per element could go
+//     out nearly one L2 round trip at a time (72 for the first layer's 9 slices);
+//   * one k-tile per split allowed (plan_splits_p5): first layer 13 slices of 2 k-tiles (was 9 of
+//     3), hidden layer 4 of 1 (was 2 of 2); products of 2 k-tiles stay unsplit;
+//   * the epilogue's prefetch runs after the first k-tile's loads are issued, and the forward
+//     epilogue draws its dropout bits (Philox) there, under the load latency, not after the product;
+//   * Adam's per-step constants come from a host-computed table (as phase 4 computes them, lr in
+//     double) instead of two double-precision pow() by thread 0 of every update block.
+//   Prediction (W1 own fp32): first-layer forward 15.9 -> ~7 us, hidden forward 9.6 -> ~5,
+//   update pair 12.2 -> ~10.5, update + backward-data 6.5 -> ~5, softmax-CE 5.2 -> ~4.5, backward
+//   data 2.9 unchanged: ~35 us a step (30-45), ~65 ms an epoch (55-85): still short of the 25 ms
+//   waypoint, which needs fewer dependent kernels per step rather than faster ones.
+//   Measured: not yet measured.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -106,7 +123,14 @@ class Trainer {
     }
     nparams_ = off;
     P_.alloc(nparams_);
-    if (o.adam()) M_.alloc(nparams_), V_.alloc(nparams_);
+    if (o.adam()) {
+      M_.alloc(nparams_), V_.alloc(nparams_);
+      // Adam's constants for every step t = 1 .. total_steps, formed on the host like phase 4's.
+      std::vector<AdamHyper> hy(static_cast<size_t>(sc.total_steps) + 1);
+      for (size_t t = 1; t < hy.size(); ++t) hy[t] = adam_hyper(o.lr, static_cast<int64_t>(t));
+      hyper_.alloc(hy.size());
+      hyper_.upload(hy.data(), hy.size());
+    }
     if (kHalf) P16_.alloc(nparams_);
     if (cublas_) G_.alloc(nparams_);
     // Data, resident as bytes.
@@ -317,13 +341,14 @@ class Trainer {
     }
     if (kHalf) e.W16 = P16_.get() + woff_[l];
     e.dz = dZ_[l].get(), e.batch = B_, e.adam = o_.adam(), e.lr = static_cast<float>(o_.lr), e.step = sr;
+    if (o_.adam()) e.hyper = hyper_.get(), e.hyper_n = static_cast<int64_t>(hyper_.size());
     if (Gdbg_.size()) e.grad_out = Gdbg_.get() + woff_[l], e.bgrad_out = Gdbg_.get() + boff_[l];
     return e;
   }
   template <class P>
   void finish(P& p, int slot) const {
     p.ws = ws_[slot].get(), p.counters = counters_[slot].get();
-    plan_splits(p, dev_.sm_count);
+    plan_splits_p5(p, dev_.sm_count);
   }
   template <class P>
   void add_cost(std::map<std::string, KernelCost>* costs, const std::string& tag, const P& p, double extra_bytes,
@@ -538,7 +563,7 @@ class Trainer {
     for (int l = 0; l < L_; ++l) {
       GemmProblem<MatView<T, true>, WView, StoreEpi> p;
       p.M = eval_rows_, p.N = w[l + 1], p.K = w[l];
-      plan_splits(p, dev_.sm_count);
+      plan_splits_p5(p, dev_.sm_count);
       note(p, 0);
     }
     for (int s = 0; s < 2; ++s) {
@@ -571,6 +596,7 @@ class Trainer {
   }
 
   DevBuf<float> P_, M_, V_, G_, Gdbg_;
+  DevBuf<AdamHyper> hyper_;
   DevBuf<__half> P16_;
   DevBuf<uint8_t> train_x_, train_y_, test_x_, test_y_;
   DevBuf<int> perm_;

@@ -119,7 +119,8 @@ template <class P>
 struct Ws {
   D<float> ws;
   D<unsigned> ctr;
-  explicit Ws(P& p, int sm = 132) : ws((plan_splits(p, sm), std::max<size_t>(ws_floats(p), 1))), ctr(p.tiles()) {
+  // Phase 5's plan (down to one k-tile per split: K = 784 gives 13 slices, the fix-up's rounds).
+  explicit Ws(P& p, int sm = 132) : ws((plan_splits_p5(p, sm), std::max<size_t>(ws_floats(p), 1))), ctr(p.tiles()) {
     ctr.zero();
     p.ws = ws.p, p.counters = ctr.p;
   }
@@ -290,6 +291,12 @@ void backward_and_update(bool adam) {
         gout.poison(), bgout.poison();
         up.epi.grad_out = gout.p, up.epi.bgrad_out = bgout.p;
         if (adam) up.epi.mW = dmW.p, up.epi.vW = dvW.p, up.epi.mb = dmB.p, up.epi.vb = dvB.p;
+        // Adam's constants from a host table (as the trainer passes them) for out != 100; computed on
+        // the device for out = 100 (no table) — both must give the reference update.
+        std::vector<AdamHyper> hy(static_cast<size_t>(step) + 3);
+        for (size_t t = 1; t < hy.size(); ++t) hy[t] = adam_hyper(1e-3, static_cast<int64_t>(t));
+        D<AdamHyper> dhy(hy);
+        if (adam && out != 100) up.epi.hyper = dhy.p, up.epi.hyper_n = static_cast<int64_t>(hy.size());
         Ws<decltype(up)> ws1(up);
         Ws<decltype(bd)> ws2(bd);
         launch_gemm_pair<p5_update_and_bwd_data, T>(up, bd, nullptr);
