@@ -29,8 +29,8 @@
 // (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
 //
 // Measured (H100 80GB HBM3, scripts/bench_mlp.sh; records in profiles/nvidia-h100-80gb-hbm3/):
-//   W1 own fp32 102.5 ms per epoch (55 us a step, 6 launches; phase5_batched__w1-own.json), own
-//   fp16 131.5 ms, cuBLASLt 157.6 ms; PyTorch eager 4138 ms and CUDA-graph twin 448 ms in the same
+//   W1 own fp32 102.5 ms per epoch (55 us a step, 6 launches; code 450cf86, before the latency
+//   trims below, whose run now fills phase5_batched__w1-own.json), own fp16 131.5 ms, cuBLASLt 157.6 ms; PyTorch eager 4138 ms and CUDA-graph twin 448 ms in the same
 //   run: 40x eager and 4.4x the graph twin. Prediction (30-45 ms) missed by 2.3-3.4x, the 25 ms
 //   waypoint and the 10 ms goal (>= 300x eager, >= 45x graph) are not met. Launch gaps are small;
 //   the kernels themselves take 3-16 us each (forward-gather 15.9, update pair 12.2, hidden
@@ -69,7 +69,22 @@
 //   update pair 12.2 -> ~10.5, update + backward-data 6.5 -> ~5, softmax-CE 5.2 -> ~4.5, backward
 //   data 2.9 unchanged: ~35 us a step (30-45), ~65 ms an epoch (55-85): still short of the 25 ms
 //   waypoint, which needs fewer dependent kernels per step rather than faster ones.
-//   Measured: not yet measured.
+//   Measured (H100, code 0cfaa72, same flags as scripts/bench_mlp.sh; phase5_batched__w1-own.json,
+//   __w1-own-fp16.json, __w1-nodrop-own.json): fp32 81.9 ms an epoch, 43.7 us a step (was 102.5 /
+//   54.7); fp16 98.0 ms (was 131.5); dropout 0 87.6 ms (was 109.4). Per kernel (fp32, us, was ->
+//   now): first-layer forward 15.9 -> 10.0 (grid 26), hidden forward 9.6 -> 5.9 (grid 4), update
+//   pair 12.2 -> 12.1, update + backward-data 6.5 -> 5.4, softmax-CE 5.2 -> 5.2, backward data 2.9
+//   -> 2.9. The prediction (~35 us, ~65 ms) is missed by 1.25x: the update pair did not move, so
+//   the two double pow() were not what it waits for (not yet found: the gathered B operand or the
+//   Adam epilogue's loads), and the first layer kept ~3 us more than predicted. Against the twins of
+//   the earlier run: 51x eager, 5.5x the graph twin; the 25 ms waypoint is still 3.3x away.
+//   --validate (3 steps): fp32 loss 1.6e-7, gradients 4.1e-7, parameter change 9.4e-6; fp16
+//   gradients 3.3e-2. Not bit-identical to the earlier records (the first layer's K now sums in 13
+//   slices, not 9; Adam's step size uses lr in double, as phase 4 and PyTorch do): first-epoch loss
+//   equal to 4 digits, accuracy 97.52% (was 97.63; seeds 1-3 of the earlier code: 97.34-97.72;
+//   the __w1-seed<s>-own.json records are still from code 450cf86); dropout 0 vs the eager twin:
+//   first 20 step losses within 4.8e-7 and first-epoch 100-step means within 5.8e-5 (as before),
+//   accuracy 97.39 vs 97.28%.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
