@@ -622,8 +622,11 @@ EOF
 # ------------------------------------------------------------------------------------- profilers
 # A profiler binary: PATH first, then the launchers under /opt/nvidia and /usr/local/cuda*.
 find_profiler() {
+  local env_var; env_var=$(echo "$1" | tr '[:lower:]' '[:upper:]')
+  if [ -n "${!env_var:-}" ]; then echo "${!env_var}"; return 0; fi   # NSYS= / NCU= override
   command -v "$1" 2>/dev/null && return 0
-  find /opt/nvidia /usr/local/cuda* -name "$1" -type f -perm -u+x 2>/dev/null | sort | grep "/bin/$1\$" | tail -n 1 | grep .
+  # nsys also ships inside the Nsight Compute install (…/host/target-linux-x64/nsys), off PATH.
+  find /opt/nvidia /usr/local/cuda* -name "$1" -type f -perm -u+x 2>/dev/null | sort | tail -n 1 | grep .
 }
 
 # Each phase (default path, small size) under nsys and under ncu, with our CUPTI tracer left on: the
