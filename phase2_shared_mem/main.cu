@@ -33,17 +33,21 @@
 //   faster than phase 1, far beyond the ≥2× target. What is left is structural: 3.5× the
 //   necessary bytes (pred written and re-read twice) and a host sync every epoch — phase 3.
 //
-// MEASURED (H100 80GB HBM3, scripts/bench_linreg.sh; records in profiles/nvidia-h100-80gb-hbm3/)
-//   Headline 5M x 200: 10.08 ms median of 5 (10.02-10.44), 50.4 us per epoch
-//   (phase2_shared_mem__headline.json): 420x faster than phase 1 (target >= 2x: met), as
-//   predicted (~11 ms). Per epoch (CUPTI, 5 untimed traced runs): gradients 13.3 us, loss 7.7,
-//   forward 7.6, update 1.2 = 29.8 us of kernels; the other ~20 us are the host's loop: five
-//   enqueues, a memset and the synchronous loss read-back every epoch. The kernels move 112 MB in
-//   29.8 us (3.8 TB/s: part of it from L2). 13x faster than PyTorch eager (133 ms, same run).
-//   Sweep (phase2_shared_mem__sweep-n<N>.json, validated at every size): ~6.0-6.3 ms up to 500K
+// MEASURED (H100 80GB HBM3; records in profiles/nvidia-h100-80gb-hbm3/)
+//   Headline 5M x 200 (re-run at commit e7ae993, bench_linreg_headline_rerun.log): 10.37 ms median
+//   of 5 (10.17-10.59), 51.8 us per epoch (phase2_shared_mem__headline.json): 409x faster than
+//   phase 1 (target >= 2x: met), as predicted (~11 ms). Per epoch (CUPTI, 5 untimed traced runs):
+//   gradients 13.3 us, loss 7.9, forward 7.8, update 1.2 = 30.2 us of kernels; the other ~21.6 us
+//   are the host's loop: five enqueues, a memset and the synchronous loss read-back every epoch.
+//   The kernels move 112 MB in 30.2 us (3.7 TB/s: part of it from L2). 8.4x faster than PyTorch
+//   eager (86.8 ms, pytorch_linreg__headline-eager.json, same re-run; the first run, whose
+//   headline records were overwritten, had 10.08 ms vs eager 133 ms).
+//   Sweep (phase2_shared_mem__sweep-n<N>.json, validated at every size; older: the first
+//   bench_linreg.sh run, bench_linreg.log, records without a commit): ~6.0-6.3 ms up to 500K
 //   (30 us per epoch: launches and syncs), 20.8 ms at 10M, 154 ms at 100M = 770 us per epoch for
-//   2.24 GB = 2.9 TB/s, 97% of the measured copy ceiling (2986 GB/s): at large n it is bandwidth-
-//   bound on 3.5x the bytes phase 3 needs.
+//   2.24 GB = 2.9 TB/s, 97% of the copy ceiling (2983 GB/s, ceilings__default.json, commit
+//   e091e03; the sweep's own process measured none): at large n it is bandwidth-bound on 3.5x the
+//   bytes phase 3 needs.
 //
 // Flags: --n --epochs --lr + the common flags (--help lists them).
 #include <cuda_runtime.h>

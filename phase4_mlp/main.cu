@@ -22,21 +22,25 @@
 // h >= 2048 the SIMT products are compute-bound (27 GFLOP/step at h = 8192) while the fp16 path is
 // bound by ~22 bytes of traffic per weight per step, so fp16 should be >= 2x faster there.
 //
-// Measured (H100 80GB HBM3, scripts/bench_mlp.sh; records in profiles/nvidia-h100-80gb-hbm3/):
-//   W1 fp32 417.5 ms per epoch (0.22 ms a step; phase4_mlp__w1-fp32.json), fp16 408.4 ms
-//   (__w1-fp16.json); PyTorch eager 4138 ms in the same run: 9.9x and 10.1x (target >= 10x: at
-//   the edge). The prediction (190-250 ms) missed by ~2x: the GPU work is ~80 us a step, the rest
-//   is the host issuing 27 launches + 3 copies/memsets at ~7 us each on that machine. fp16 gains
-//   nothing at W1, as predicted. Test accuracy after 5 epochs: 97.50% (fp32), 97.63% (fp16).
-//   W2 fp16 vs fp32 (ms a step, 500 steps; __w2-h<h>-fp16/-fp32.json): h 2048 0.347 vs 0.361
-//   (1.04x), 4096 0.676 vs 0.795 (1.18x), 8192 1.821 vs 2.424 (1.33x): the >= 2x target is not
+// Measured (H100 80GB HBM3, scripts/bench_mlp.sh; records in profiles/nvidia-h100-80gb-hbm3/;
+// W1 and W2 records of the re-run at commit 8a592af, bench_mlp.log, unless marked older):
+//   W1 fp32 443.9 ms per epoch (median of 5; 0.24 ms a step; phase4_mlp__w1-fp32.json), fp16
+//   433.9 ms (__w1-fp16.json); PyTorch eager 4241 ms in the same run: 9.6x and 9.8x (target >=
+//   10x: NOT met; the first run, code 450cf86, records overwritten, had 417.5 / 408.4 vs 4138 ms:
+//   9.9x / 10.1x). The prediction (190-250 ms) missed by ~2x: the GPU work is ~77 us a step
+//   (CUPTI, fp32), the rest is the host issuing ~28 launches + 3 copies/memsets at ~7 us each on
+//   that machine. fp16 gains nothing at W1, as predicted. Test accuracy after 5 epochs: 97.50%
+//   (fp32), 97.63% (fp16).
+//   W2 fp16 vs fp32 (ms a step, 500 steps; __w2-h<h>-fp16/-fp32.json): h 2048 0.343 vs 0.358
+//   (1.04x), 4096 0.679 vs 0.796 (1.17x), 8192 1.861 vs 2.418 (1.30x): the >= 2x target is not
 //   met. The optimizer pass (read p and g, write p and the fp16 copy: ~0.7 ms at h = 8192) and the
 //   fp32 weight gradient written by the weight-gradient product are the same bytes in both
-//   precisions, and our fp16 GEMM reaches only 0.41-0.54 of cuBLASLt's speed on these shapes
+//   precisions, and our fp16 GEMM reaches only 0.43-0.57 of cuBLASLt's speed on these shapes
 //   (phase5_batched__gemm-compare-h8192-fp16.json): one k-tile in flight per block, staged through
 //   registers, is too little memory-level parallelism for a 32-row product.
-//   --validate (3 steps vs float64, same batches and dropout masks; __check-w1-*.json): fp32 loss
-//   5.7e-8, gradients 3.9e-7, parameter change 9.5e-6; fp16 loss 1.0e-5, gradients 3.3e-2.
+//   --validate (3 steps vs float64, same batches and dropout masks; __check-w1-*.json, older:
+//   an earlier device call, records without a commit): fp32 loss 5.7e-8, gradients 3.9e-7,
+//   parameter change 9.5e-6; fp16 loss 1.0e-5, gradients 3.3e-2.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

@@ -28,31 +28,41 @@
 // reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
 // (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
 //
-// Measured (H100 80GB HBM3, scripts/bench_mlp.sh; records in profiles/nvidia-h100-80gb-hbm3/):
-//   W1 own fp32 102.5 ms per epoch (55 us a step, 6 launches; code 450cf86, before the latency
-//   trims below, whose run now fills phase5_batched__w1-own.json), own fp16 131.5 ms, cuBLASLt 157.6 ms; PyTorch eager 4138 ms and CUDA-graph twin 448 ms in the same
-//   run: 40x eager and 4.4x the graph twin. Prediction (30-45 ms) missed by 2.3-3.4x, the 25 ms
-//   waypoint and the 10 ms goal (>= 300x eager, >= 45x graph) are not met. Launch gaps are small;
-//   the kernels themselves take 3-16 us each (forward-gather 15.9, update pair 12.2, hidden
-//   forward 9.6, update+backward-data 6.5, softmax-CE 5.2, backward-data 2.9 us): each is a chain
-//   of dependent latencies (a few k-tiles, the split-K fix-up through global memory, the epilogue's
-//   loads) on a grid of 1-56 blocks. What stands between this and 10 ms (5 us a step): one
-//   persistent kernel per epoch that keeps W1's 109k weights and Adam state on chip across all
-//   SMs, with grid-wide barriers between layers (~1 us each) instead of 6 kernel boundaries.
-//   Accuracy with dropout, seeds 1 2 3: 97.63, 97.72, 97.34% (mean 97.56%; __w1-seed<s>-own.json).
+// Measured (H100 80GB HBM3, scripts/bench_mlp.sh re-run at commit 8a592af with the latency trims
+// below, bench_mlp.log; records in profiles/nvidia-h100-80gb-hbm3/). Older records: the W2 twins
+// (pytorch_mlp__w2-*.json) and the --validate records (__check-*.json) come from earlier device
+// calls of the same scripts (records without a commit, or e091e03); the W1 twins are of this run.
+//   W1 own fp32 81.1 ms per epoch (median of 5; 43.3 us a step, 6 launches;
+//   phase5_batched__w1-own.json), own fp16 97.8 ms, cuBLASLt 158.2 ms; PyTorch eager 4241 ms and
+//   CUDA-graph twin 464 ms in the same run: 52x eager and 5.7x the graph twin. Prediction (30-45
+//   ms) missed by 1.8-2.7x, the 25 ms waypoint (3.2x away) and the 10 ms goal (>= 300x eager,
+//   >= 45x graph) are not met. Before the trims (code 450cf86; records committed in e091e03, since
+//   overwritten): 102.5 ms (54.7 us a step), fp16 131.5, cuBLASLt 157.6; eager 4138, graph 448:
+//   40x eager and 4.4x the graph twin. Launch gaps are small; the kernels themselves take 3-12 us
+//   each (update pair 12.1, forward-gather 10.0, hidden forward 6.0, update+backward-data 5.3,
+//   softmax-CE 5.2, backward-data 2.8 us): each is a chain of dependent latencies (a few k-tiles,
+//   the split-K fix-up through global memory, the epilogue's loads) on a grid of 1-56 blocks. What
+//   stands between this and 10 ms (5 us a step): one persistent kernel per epoch that keeps W1's
+//   109k weights and Adam state on chip across all SMs, with grid-wide barriers between layers
+//   (~1 us each) instead of 6 kernel boundaries.
+//   Accuracy with dropout, seeds 1 2 3: 97.72, 97.62, 97.34% (mean 97.56%; __w1-seed<s>-own.json).
 //   Loss matching with dropout 0 (__w1-nodrop-*.json vs pytorch_mlp__w1-nodrop-eager.json): first
 //   20 step losses within 2.3e-7, 100-step means of the first epoch within 3.5e-4, final accuracy
-//   within 0.18 points; W2 fp16 (h 128/1024/8192): first 20 within 1.1e-4, 100-step means 8.6e-6.
-//   W2 (fp16, SGD, ms a step; __w2-h<h>-own.json): 0.100 (h 128), 0.131 (1024), 0.208 (2048),
-//   0.464 (4096), 1.283 (8192): faster than every twin mode at every h (graph twin 0.113 ... 1.739),
-//   but 15.4x eager at h = 128 (target 50x) and 1.48x at h = 8192 (target 2.5x); the cuBLASLt path
-//   0.080 ... 1.227. At h = 8192 the prediction (0.7 ms) is missed by 1.8x: the fused updates move
-//   their compulsory bytes at ~1.8 TB/s, the forward products at ~1.0 TB/s, and our fp16 GEMM runs
-//   at 0.41 (forward) / 0.50 (backward-data) / 0.54 (weight) of cuBLASLt's speed (__gemm-compare-h8192-fp16.json; fp32: 0.83 / 0.85 / 0.57); target 0.7 not met.
-//   Peak device memory (sum of our allocations): W1 60 MB vs 135 (eager) / 265 (graph) MB; W2 at
-//   h = 8192 967 MB vs 2067 / 2197 MB. Batch sweep (W1 model, __batch-sweep-b<B>.json): 5.5e5
-//   samples/s at 32, 3.2e6 at 256, 1.2e7 at 2048, 1.6e7 at 8192: batching stops paying past ~2048.
-//   --validate (3 steps vs float64): fp32 loss 1.6e-7, gradients 3.8e-7; fp16 gradients 3.3e-2.
+//   within 0.11 points (own), 0.02 (cuBLASLt); W2 fp16 (h 128/1024/8192, older twins): first 20
+//   within 1.1e-4, 100-step means 8.6e-6.
+//   W2 (fp16, SGD, ms a step; __w2-h<h>-own.json): 0.058 (h 128), 0.092 (1024), 0.166 (2048),
+//   0.410 (4096), 1.254 (8192): faster than every twin mode at every h (graph twin 0.113 ... 1.739,
+//   older twin records), 26.5x eager at h = 128 (target 50x) and 1.5x at h = 8192 (target 2.5x);
+//   the cuBLASLt path 0.080 ... 1.233. At h = 8192 the prediction (0.7 ms) is missed by 1.8x: the
+//   fused updates move their compulsory bytes at ~1.8 TB/s, the forward products at ~1.1 TB/s, and
+//   our fp16 GEMM runs at 0.43 (forward) / 0.51 (backward-data) / 0.57 (weight) of cuBLASLt's
+//   speed (__gemm-compare-h8192-fp16.json; fp32: 0.85 / 0.87 / 0.58); target 0.7 not met.
+//   Peak device memory (sum of our allocations, MiB): W1 61 vs 135 (eager) / 265 (graph); W2 at
+//   h = 8192 967 vs 2067 / 2197 (older twins). Batch sweep (W1 model, __batch-sweep-b<B>.json):
+//   6.7e5 samples/s at 32, 3.7e6 at 256, 1.2e7 at 2048, 1.55e7 at 8192: batching stops paying
+//   past ~2048.
+//   --validate (3 steps vs float64; __check-w1-own-*.json and __check.json, older, code before
+//   the trims): fp32 loss 1.6e-7, gradients 3.8e-7; fp16 gradients 3.3e-2.
 //
 // Latency trims (after the numbers above; same kernels, same launches, same arithmetic order):
 //   * split-K fix-up (gemm_tile, for phase 5's epilogues only): the partial tiles are written and
@@ -69,22 +79,23 @@
 //   update pair 12.2 -> ~10.5, update + backward-data 6.5 -> ~5, softmax-CE 5.2 -> ~4.5, backward
 //   data 2.9 unchanged: ~35 us a step (30-45), ~65 ms an epoch (55-85): still short of the 25 ms
 //   waypoint, which needs fewer dependent kernels per step rather than faster ones.
-//   Measured (H100, code 0cfaa72, same flags as scripts/bench_mlp.sh; phase5_batched__w1-own.json,
-//   __w1-own-fp16.json, __w1-nodrop-own.json): fp32 81.9 ms an epoch, 43.7 us a step (was 102.5 /
-//   54.7); fp16 98.0 ms (was 131.5); dropout 0 87.6 ms (was 109.4). Per kernel (fp32, us, was ->
-//   now): first-layer forward 15.9 -> 10.0 (grid 26), hidden forward 9.6 -> 5.9 (grid 4), update
-//   pair 12.2 -> 12.1, update + backward-data 6.5 -> 5.4, softmax-CE 5.2 -> 5.2, backward data 2.9
-//   -> 2.9. The prediction (~35 us, ~65 ms) is missed by 1.25x: the update pair did not move, so
-//   the two double pow() were not what it waits for (not yet found: the gathered B operand or the
-//   Adam epilogue's loads), and the first layer kept ~3 us more than predicted. Against the twins of
-//   the earlier run: 51x eager, 5.5x the graph twin; the 25 ms waypoint is still 3.3x away.
-//   --validate (3 steps): fp32 loss 1.6e-7, gradients 4.1e-7, parameter change 9.4e-6; fp16
-//   gradients 3.3e-2. Not bit-identical to the earlier records (the first layer's K now sums in 13
-//   slices, not 9; Adam's step size uses lr in double, as phase 4 and PyTorch do): first-epoch loss
-//   equal to 4 digits, accuracy 97.52% (was 97.63; seeds 1-3 of the earlier code: 97.34-97.72;
-//   the __w1-seed<s>-own.json records are still from code 450cf86); dropout 0 vs the eager twin:
-//   first 20 step losses within 4.8e-7 and first-epoch 100-step means within 5.8e-5 (as before),
-//   accuracy 97.39 vs 97.28%.
+//   Measured (H100; phase 5's code unchanged since 0cfaa72; re-run at 8a592af,
+//   phase5_batched__w1-own.json, __w1-own-fp16.json, __w1-nodrop-own.json): fp32 81.1 ms an epoch,
+//   43.3 us a step (was 102.5 / 54.7); fp16 97.8 ms (was 131.5); dropout 0 89.1 ms (was 109.4).
+//   (The first run of this code, commit b5b3288, records since overwritten: 81.9 / 98.0 / 87.6.)
+//   Per kernel (fp32, us, was -> now): first-layer forward 15.9 -> 10.0 (grid 26), hidden forward
+//   9.6 -> 6.0 (grid 4), update pair 12.2 -> 12.1, update + backward-data 6.5 -> 5.3, softmax-CE
+//   5.2 -> 5.2, backward data 2.9 -> 2.8. The prediction (~35 us, ~65 ms) is missed by 1.25x: the
+//   update pair did not move, so the two double pow() were not what it waits for (not yet found:
+//   the gathered B operand or the Adam epilogue's loads), and the first layer kept ~3 us more than
+//   predicted. Against the twins of the same run: 52x eager, 5.7x the graph twin; the 25 ms
+//   waypoint is still 3.2x away.
+//   --validate (3 steps) of this code, from the b5b3288 device call's output only (its check
+//   records were not committed): fp32 loss 1.6e-7, gradients 4.1e-7, parameter change 9.4e-6;
+//   fp16 gradients 3.3e-2. Not bit-identical to the pre-trim records (the first layer's K now sums
+//   in 13 slices, not 9; Adam's step size uses lr in double, as phase 4 and PyTorch do): accuracy
+//   97.52% (was 97.63); dropout 0 vs the eager twin: first 20 step losses within 2.3e-7 and
+//   first-epoch 100-step means within 3.5e-4, accuracy 97.39 vs 97.28%.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
