@@ -23,7 +23,7 @@ from records import as_list, dget, num, parse_nsys_kern_sum, parse_ncu_details, 
 OURS_ORDER = [
     ("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
     ("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"),
-    ("phase5_batched", "cuda"), ("phase5_batched", "cuda-cublaslt"),
+    ("phase5_batched", "cuda"), ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"),
 ]
 TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph"]
 PHASE_ORDER = ["phase1_naive", "phase2_shared_mem", "phase3_fused_streams", "phase4_mlp", "phase5_batched",
@@ -42,7 +42,7 @@ LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase
                 ("pytorch_linreg", "pytorch-cpu"), ("pytorch_linreg", "pytorch-eager"),
                 ("pytorch_linreg", "pytorch-compile"), ("pytorch_linreg", "pytorch-graph")]
 MLP_IMPLS = [("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"), ("phase5_batched", "cuda"),
-             ("phase5_batched", "cuda-cublaslt"), ("pytorch_mlp", "pytorch-eager"),
+             ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"), ("pytorch_mlp", "pytorch-eager"),
              ("pytorch_mlp", "pytorch-compile"), ("pytorch_mlp", "pytorch-graph")]
 SWEEP_NS = [500, 5000, 50000, 500000, 5000000, 10000000, 50000000, 100000000]
 W2_HS = [128, 256, 512, 1024, 2048, 4096, 8192]
@@ -65,6 +65,8 @@ def label(phase, impl):
     title = PHASE_TITLE.get(phase, phase)
     if impl == "cuda":
         return title + (" own GEMM" if phase == "phase5_batched" else "")
+    if impl == "cuda-fp16" and phase == "phase5_batched":
+        return title + " own GEMM fp16"
     return f"{title} {IMPL_TITLE.get(impl, impl)}"
 
 
@@ -80,7 +82,7 @@ def series_sort_key(key):
     return (1 if is_twin(phase) else 0, oi, ti, "sync-every-epoch" in impl, pi, phase, impl)
 
 
-_COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#54278f"]
+_COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#bcbddc", "#54278f"]
 _COLORS_TWIN = {"pytorch-cpu": "#969696", "pytorch-eager": "#fd8d3c", "pytorch-compile": "#e6550d",
                 "pytorch-compile-max-autotune": "#a63603", "pytorch-graph": "#cb181d"}
 
@@ -106,7 +108,12 @@ def linestyle(key):
 def base_tag(r):
     """The tag without a trailing -<implementation> (e.g. 'headline-eager' -> 'headline')."""
     tag = r.tag
-    cands = sorted({r.impl, r.impl.replace("pytorch-", "", 1), r.impl.replace("cuda-", "", 1)},
+    # the MLP benchmark names our variants in the tag: w1-own, w1-own-fp16, w2-h128-cublaslt, ...
+    # (tried first, so that 'w1-own-fp16' loses 'own-fp16', not just 'fp16')
+    for c in ("own-fp16", "own-fp32", "own", "cublaslt", "lt"):
+        if tag.endswith("-" + c) and len(tag) > len(c) + 1:
+            return tag[: -len(c) - 1]
+    cands = sorted({r.impl, r.impl.replace("pytorch-", "", 1), r.impl.replace("cuda-", "", 1), "fp16", "fp32"},
                    key=lambda s: (-len(s), s))
     for c in cands:
         if c and tag.endswith("-" + c) and len(tag) > len(c) + 1:
@@ -446,7 +453,13 @@ def select_timeline(records, dup_notes):
         # the per-epoch kernel: launched most often; a tie goes to the one with more GPU time
         epoch_kernel = sorted(counts, key=lambda n: (-counts[n], -busy[n], n))[0]
         first = next(e for e in kernels if e["name"] == epoch_kernel)
-        t0 = min(e["ts"] for e in gpu)
+        # the window opens where the GPU activity leading up to that first epoch kernel starts: walk
+        # back from it until a gap of more than 200 µs (warm-up runs and set-up lie before such a gap)
+        t0 = first["ts"]
+        for e in sorted((e for e in gpu if e["ts"] <= first["ts"]), key=lambda e: -(e["ts"] + e["dur"])):
+            if e["ts"] + e["dur"] < t0 - 200.0:
+                break
+            t0 = min(t0, e["ts"])
         t1 = first["ts"] + first["dur"]
         win = [e for e in events if e["ts"] < t1 and e["ts"] + e["dur"] > t0]
         rows = sorted({(e["pid"], e["tid"]) for e in win},
@@ -522,7 +535,8 @@ def select_w1(records, dup_notes):
 
 
 def select_w2(records, dup_notes):
-    cands = [r for r in records if r.workload == "mlp_w2" and hidden_of(r) and step_ms(r) is not None]
+    cands = [r for r in records if r.workload == "mlp_w2" and hidden_of(r) and step_ms(r) is not None
+             and not r.tag.startswith("check")]  # --check runs validate odd shapes; they are not the sweep
     picked = group_pick(cands, lambda r: (r.phase, r.impl, hidden_of(r)),
                         lambda k: f"Figure 6 {label(k[0], k[1])} h={k[2]}", dup_notes)
     series = {}
@@ -546,7 +560,8 @@ def select_w2(records, dup_notes):
         if pts:
             rel[k] = pts
     missing = []
-    for k in MLP_IMPLS:
+    # W2 is fp16 matrix math: phase 5's own GEMMs run it in fp16 only (phase 4 runs both precisions)
+    for k in [k for k in MLP_IMPLS if k != ("phase5_batched", "cuda")]:
         have = {p[0] for p in series.get(k, [])}
         lack = [h for h in W2_HS if h not in have]
         if not have:
@@ -611,7 +626,8 @@ def max_rel_gap(a, b):
 def select_losses(records, dup_notes):
     panels, missing, used = [], [], []
     nodrop = [r for r in records if r.workload == "mlp_w1" and base_tag(r) == "w1-nodrop" and loss_curve(r)]
-    w2 = [r for r in records if r.workload == "mlp_w2" and hidden_of(r) and loss_curve(r)]
+    w2 = [r for r in records if r.workload == "mlp_w2" and hidden_of(r) and loss_curve(r)
+          and not r.tag.startswith("check")]
     w2_h = None
     if w2:
         by_h = {}

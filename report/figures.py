@@ -150,7 +150,7 @@ def fig4_timeline(d, path, device):
         if not A._is_copy(e) and not A._is_host(e, d["pnames"]):
             names_by_time[e["name"]] = names_by_time.get(e["name"], 0.0) + e["dur"]
     top = [n for n, _ in sorted(names_by_time.items(), key=lambda kv: (-kv[1], kv[0]))[:6]]
-    kcols = ["#4292c6", "#756bb1", "#31a354", "#e6550d", "#de2d26", "#fd8d3c"]
+    kcols = ["#4292c6", "#756bb1", "#31a354", "#8c6d31", "#de2d26", "#17becf"]  # no oranges: copies are orange
     colmap = {n: kcols[i] for i, n in enumerate(top)}
     ys = {row: len(rows) - 1 - i for i, row in enumerate(rows)}
     used = {}
@@ -184,7 +184,7 @@ def fig4_timeline(d, path, device):
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_xlabel("time since the first GPU activity of the window (µs; trace clock)" +
                   ("   ▼ marks a kernel too short to see at this scale" if tiny else ""))
-    ax.set_title(f"window: first GPU activity to the end of the first `{_short(d['epoch_kernel'], 40)}` "
+    ax.set_title(f"window: the burst of GPU activity up to the end of the first `{_short(d['epoch_kernel'], 40)}` "
                  f"(the most-launched kernel, {d['epoch_kernel_calls']} launches)", fontsize=9)
     handles = [Patch(color=c, label=l) for l, c in sorted(used.items())]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16 - 0.02 * (4 - min(len(rows), 4))),
@@ -297,7 +297,7 @@ def fig7_losses(d, path, device):
         ax.tick_params(axis="y", which="minor", labelsize=7.5)
         ax.set_ylabel("train loss (cross-entropy, log scale)")
         ax.set_title(p["title"] + " — ours solid, PyTorch dashed", fontsize=9.5)
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper right" if col == 0 else "lower left", fontsize=8)  # W2: the curve falls late
         axd.axhline(0.0, color="black", linewidth=0.8)
         axd.set_xlabel(f"training {unit}" + (f" (each point: mean loss of {p['window']} steps from there)"
                                                 if p.get("window") else ""))

@@ -602,8 +602,8 @@ def method_appendix(md):
         "Figure 2's floor: 8 bytes (float32 x and y) × n_train × epochs / measured copy GB/s, n_train = n − ⌊n/5⌋, "
         "from the device's `ceilings` record (else the newest record carrying `peaks`).",
         "Figure 3's categories (kernel names from CUPTI / torch.profiler): " + "; ".join(A.CATEGORY_RULES) + ".",
-        "Figure 4's window: from the first GPU activity in the trace to the end of the first launch of the most-launched "
-        "kernel (one per epoch in phase 3); copies are events whose category or name says memcpy/memset/HtoD/DtoH; "
+        "Figure 4's window: from the start of the burst of GPU activity (no gap over 200 µs) that leads up to the end "
+        "of the first launch of the most-launched kernel (one per epoch in phase 3); copies are events whose category or name says memcpy/memset/HtoD/DtoH; "
         "host rows are events whose category or process name says nvtx/range/host/cpu. The trace preferred is the one "
         "of a `host-streams<k>` record with the largest k.",
         "Figure 6's relative speed: the fastest PyTorch mode's time at that h / ours.",

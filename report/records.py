@@ -174,6 +174,10 @@ def load_profiles(profiles_dir: str, rel_base: str | None = None):
             r.phase = data["phase"]
             r.workload = data["workload"]
             r.impl = data["implementation"]
+            # phase 5 records its own-GEMM runs as "cuda" whatever the precision: tell fp16 apart
+            prec = (data.get("config") or {}).get("precision") if isinstance(data.get("config"), dict) else None
+            if r.impl == "cuda" and data.get("phase") == "phase5_batched" and prec == "fp16":
+                r.impl = "cuda-fp16"
             dev_slug = dget(data, "device", "slug")
             r.slug = dev_slug if isinstance(dev_slug, str) and dev_slug else slug_dir
             r.device_name = data["device"]["name"]

@@ -144,7 +144,7 @@ def test_scaling_breakdown_and_mlp_tables(built):
     seeds = table_after(sec, "Seed study")
     assert row(seeds, seed="**mean**")["test accuracy"] == "**97.6%**"
     f6 = table_after(sec, "### Figure 6")
-    assert row(f6, implementation="phase 5 own GEMM", h="8192")["time per step"] == "0.6911 ms"
+    assert row(f6, implementation="phase 5 own GEMM fp16", h="8192")["time per step"] == "0.6911 ms"
     f7 = table_after(sec, "### Figure 7")
     assert row(f7, curve="W1 without dropout (tag w1-nodrop)", implementation="phase 5 own GEMM")[
         "largest relative gap vs reference"] == "0.0400% at step 1500"
