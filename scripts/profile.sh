@@ -80,8 +80,10 @@ nsys)
     echo "profile.sh: libdw/libelf from .carry/debs on LD_LIBRARY_PATH"
   fi
   REP="$OUT/phase$N"
-  echo "+ $NSYS_BIN profile -t cuda,nvtx -o $REP $BIN --no-cupti --tag nsys ${args[*]}"
-  "$NSYS_BIN" profile -t cuda,nvtx --force-overwrite true -o "$REP" "$BIN" --no-cupti --tag nsys "${args[@]}"
+  # --cuda-graph-trace=node: phase 3 (and 5) launch their epochs as CUDA graphs; without it nsys
+  # records each graph launch as one range and its kernels never reach the kernel summary.
+  echo "+ $NSYS_BIN profile -t cuda,nvtx --cuda-graph-trace=node -o $REP $BIN --no-cupti --tag nsys ${args[*]}"
+  "$NSYS_BIN" profile -t cuda,nvtx --cuda-graph-trace=node --force-overwrite true -o "$REP" "$BIN" --no-cupti --tag nsys "${args[@]}"
   rc=$?
   [ $rc -eq 0 ] || die 1 "nsys profile (or $NAME under it) failed with exit status $rc"
   [ -f "$REP.nsys-rep" ] || die 1 "nsys wrote no $REP.nsys-rep"

@@ -339,7 +339,7 @@ case "$*" in *query-gpu=name*) echo "NVIDIA H100 80GB HBM3";; *-L*) echo "GPU 0:
 FAKE_NSYS = """#!/bin/bash
 if [ "$1" = profile ]; then
   shift; out=""
-  while [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift 2;; -t|--force-overwrite) shift 2;; *) break;; esac; done
+  while [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift 2;; -t|--force-overwrite) shift 2;; --cuda-graph-trace=*) shift;; *) break;; esac; done
   echo rep > "$out.nsys-rep"; exec "$@"
 elif [ "$1" = stats ]; then
   prefix=""; for a in "$@"; do [ "$prev" = --output ] && prefix="$a"; prev="$a"; done
