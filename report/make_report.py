@@ -478,7 +478,9 @@ def sec_phases(md, ctx, recs, sel, dev_dir, notes_dir):
                 md.append(("Kernel lists match (same kernel names in both). " if same else
                            "Kernel lists differ: only in nsys: " + (", ".join(map(code, cmp_["only_nsys"])) or DASH) +
                            "; only in our summary: " + (", ".join(map(code, cmp_["only_ours"])) or DASH) + ". ") +
-                          "Call counts differ by design when nsys also saw the warm-up runs our tracer drops.\n")
+                          "Our tracer's summary covers only the traced training runs (it is cleared after data "
+                          "generation and warm-up), and nsys sees the whole process: so kernels that run only during "
+                          "set-up appear in nsys alone, and call counts differ by design.\n")
         for s in A.ncu_summaries(dev_dir, pn):
             md.append(f"**Nsight Compute** — {code(s['file'])} (speed-of-light section):\n")
             if s["problem"]:
