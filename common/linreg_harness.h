@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli.h"
+#include "errors.h"
 #include "linreg_data.h"
 #include "record.h"
 #include "reference.h"
@@ -113,6 +115,25 @@ inline std::string linreg_divergence_message(const LinregOutcome& got) {
       return "training diverged: non-finite loss at epoch " + std::to_string(e) + " of " +
              std::to_string(got.loss.size()) + " (try a smaller --lr)";
   return "training diverged: w or b is not finite after the last epoch (try a smaller --lr)";
+}
+
+// The end of every linreg phase: validate against the float64 reference when asked, set the
+// record's status, write the record, and turn divergence (exit 7) or a failed validation (exit 1)
+// into one-line errors that name the record. Returns 0 when the run is good.
+inline int linreg_finish(nlohmann::json& rec, const std::vector<float>& hx, const std::vector<float>& hy,
+                         double lr, int epochs, const LinregOutcome& out, const CommonOptions& opt,
+                         const std::string& device_slug, const char* phase) {
+  bool passed = true;
+  rec["validation"] = opt.validate ? linreg_validate(hx.data(), hy.data(), hx.size(), lr, epochs, out, &passed)
+                                   : linreg_validation_skipped();
+  const bool finite = linreg_finite(out);
+  if (!finite) rec["status"] = "diverged";
+  else if (!passed) rec["status"] = "validation_failed";
+  const std::string path = write_record(rec, opt.out, device_slug, phase, opt.tag);
+  std::printf("record: %s\n", path.c_str());
+  if (!finite) throw Error(kExitDiverged, linreg_divergence_message(out) + "; record: " + path);
+  if (!passed) throw Error(kExitValidation, "validation failed (see the errors above); record: " + path);
+  return 0;
 }
 
 // kernels / memcpy / ranges summaries of our CUPTI tracer (and the Chrome trace when asked),

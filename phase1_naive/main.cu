@@ -346,17 +346,7 @@ int run(int argc, char** argv) {
               kPhase, N, epochs, out.w, out.b, out.loss.back(), out.test_loss, st.median, st.count,
               det ? " [deterministic]" : "");
 
-  bool passed = true;
-  rec["validation"] = opt.validate ? nb::linreg_validate(hx.data(), hy.data(), N, lr, epochs, out, &passed)
-                                   : nb::linreg_validation_skipped();
-  const bool finite = nb::linreg_finite(out);
-  if (!finite) rec["status"] = "diverged";
-  else if (!passed) rec["status"] = "validation_failed";
-  const std::string path = nb::write_record(rec, opt.out, dev.slug, kPhase, opt.tag);
-  std::printf("record: %s\n", path.c_str());
-  if (!finite) throw nb::Error(nb::kExitDiverged, nb::linreg_divergence_message(out) + "; record: " + path);
-  if (!passed) throw nb::Error(nb::kExitValidation, "validation failed (see the errors above); record: " + path);
-  return 0;
+  return nb::linreg_finish(rec, hx, hy, lr, epochs, out, opt, dev.slug, kPhase);
 }
 
 }  // namespace

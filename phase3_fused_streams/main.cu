@@ -909,17 +909,7 @@ int run(int argc, char** argv) {
                 (train_bytes + eval_bytes) / epoch_s * 1e-9,
                 100.0 * (train_bytes + eval_bytes) / epoch_s * 1e-9 / peaks.copy_gbps, peaks.copy_gbps);
 
-  bool passed = true;
-  rec["validation"] = opt.validate ? nb::linreg_validate(hx.data(), hy.data(), N, o.lr, E, out, &passed)
-                                   : nb::linreg_validation_skipped();
-  const bool finite = nb::linreg_finite(out);
-  if (!finite) rec["status"] = "diverged";
-  else if (!passed) rec["status"] = "validation_failed";
-  const std::string path = nb::write_record(rec, opt.out, dev.slug, kPhase, opt.tag);
-  std::printf("record: %s\n", path.c_str());
-  if (!finite) throw nb::Error(nb::kExitDiverged, nb::linreg_divergence_message(out) + "; record: " + path);
-  if (!passed) throw nb::Error(nb::kExitValidation, "validation failed (see the errors above); record: " + path);
-  return 0;
+  return nb::linreg_finish(rec, hx, hy, o.lr, E, out, opt, dev.slug, kPhase);
 }
 
 }  // namespace
