@@ -624,6 +624,7 @@ int run(int argc, char** argv) {
   add_mlp_flags(cli, o, false);
   if (!cli.parse(argc, argv)) return 0;
   check_mlp_options(o);
+  check_output_dir(o.common.out);  // a bad --out fails now (exit 6), not after training
   // Everything that needs no GPU first: bad data, a batch larger than the training set and the
   // hand-over files for the twin are dealt with before the device is touched.
   const Dataset ds = load_dataset(o.data_dir, o.dataset);

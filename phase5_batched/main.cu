@@ -990,6 +990,7 @@ int run(int argc, char** argv) {
   if (!cli.parse(argc, argv)) return 0;
   check_mlp_options(o);
   if (o.layers.back() > kBN) throw Error(kExitUsage, "--layers: the last width must fit one tile");
+  check_output_dir(o.common.out);  // a bad --out fails now (exit 6), not after training
   if (compare) {
     const DeviceInfo dev = require_device();
     return o.fp16() ? gemm_compare<__half>(o, cli, dev) : gemm_compare<float>(o, cli, dev);

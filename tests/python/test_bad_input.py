@@ -39,7 +39,7 @@ MLP = ["phase4_mlp", "phase5_batched"]
 # Phases that do not yet check --out before touching the device: they must call
 # nb::check_output_dir(common.out) (record.h) right after parsing. xfail(strict): the day a phase
 # does it, its XPASS fails here and it must be taken off this list.
-OUTPUT_CHECK_PENDING = {"phase4_mlp", "phase5_batched"}
+OUTPUT_CHECK_PENDING = set()
 
 
 def binary(phase):
