@@ -464,3 +464,29 @@ def profile_run(run, trace_path, setup=None):
             pass
         raise NbError(EXIT_OUTPUT, f"{trace_path}: cannot write the profiler trace: {e}") from None
     return kernel_summary_from_chrome_trace(trace), memcpy_summary_from_chrome_trace(trace)
+
+
+# ---------------------------------------------------------------- command-line value types (argparse)
+def int_list(s):
+    """'784,128,10' -> [784, 128, 10]; every value an integer >= 1."""
+    import argparse
+    try:
+        vals = [int(v) for v in s.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers, got '{s}'") from None
+    if not vals or any(v < 1 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got '{s}'")
+    return vals
+
+
+def choice_list(choices):
+    """An argparse type for a comma-separated, non-empty list drawn from `choices`."""
+    import argparse
+
+    def parse(s):
+        vals = [v.strip() for v in s.split(",") if v.strip()]
+        bad = [v for v in vals if v not in choices]
+        if not vals or bad:
+            raise argparse.ArgumentTypeError(f"expected one or more of {','.join(choices)}, got '{s}'")
+        return vals
+    return parse

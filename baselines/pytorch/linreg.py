@@ -278,22 +278,8 @@ class Trainer:
 
 
 # ----------------------------------------------------------------------------- CLI
-def int_list(s):
-    try:
-        vals = [int(v) for v in s.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers, got '{s}'") from None
-    if not vals or any(v < 1 for v in vals):
-        raise argparse.ArgumentTypeError(f"expected integers >= 1, got '{s}'")
-    return vals
-
-
-def impl_list(s):
-    vals = [v.strip() for v in s.split(",") if v.strip()]
-    bad = [v for v in vals if v not in IMPLS]
-    if not vals or bad:
-        raise argparse.ArgumentTypeError(f"expected one or more of {','.join(IMPLS)}, got '{s}'")
-    return vals
+int_list = nbc.int_list
+impl_list = nbc.choice_list(IMPLS)
 
 
 def positive_float(s):
