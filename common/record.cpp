@@ -286,4 +286,19 @@ std::string write_record(const nlohmann::json& rec, const std::string& out_dir, 
   return path;
 }
 
+std::string float_checksum(const std::vector<float>& values) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bit
+  for (float f : values) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    for (int i = 0; i < 4; ++i) {
+      h ^= (u >> (8 * i)) & 0xffu;
+      h *= 1099511628211ull;
+    }
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 }  // namespace nb

@@ -55,6 +55,11 @@ void check_output_dir(const std::string& out_dir);
 // Atomic write of any text file (same temp+rename scheme). Throws Error(kExitOutput, ...).
 void write_file_atomic(const std::string& path, const std::string& contents);
 
+// A fingerprint of final parameters for run records: "fnv1a64:<16 hex digits>" over the float32
+// values' bytes (little-endian, in the order given). Two runs with bit-identical parameters give
+// the same string; the determinism check compares it.
+std::string float_checksum(const std::vector<float>& values);
+
 // JSON cannot hold NaN/inf: these become null, which the report reads as "not finite".
 nlohmann::json finite_or_null(double v);
 nlohmann::json finite_array(const std::vector<double>& v);

@@ -595,6 +595,11 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                     {"device_memory_delta_bytes", free0 > free1 ? free0 - free1 : 0},
                     {"samples_per_s", st.median > 0 ? samples / (st.median / 1e3) : 0.0},
                     {"steps", static_cast<int64_t>(step_losses.size())}};
+  {  // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
+    std::vector<float> all;
+    for (const auto& p : tr.params()) all.insert(all.end(), p.begin(), p.end());
+    rec["metrics"]["param_checksum"] = float_checksum(all);
+  }
   if (tracer.active()) {
     rec["kernels"] = tracer.kernel_summary();
     rec["memcpy"] = tracer.memcpy_summary();

@@ -841,6 +841,10 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   int64_t launches = 0;
   for (const auto& [k, c] : tr.costs_per_step()) launches += c.calls;
   rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
+  {  // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
+    const std::vector<double> pd = tr.params();  // float32 values widened exactly; narrowing is exact
+    rec["metrics"]["param_checksum"] = float_checksum(std::vector<float>(pd.begin(), pd.end()));
+  }
   if (tracer.active()) {
     rec["kernels"] = tracer.kernel_summary();
     rec["memcpy"] = tracer.memcpy_summary();

@@ -228,3 +228,12 @@ TEST_CASE("record: unwritable target gives exit code 6, names the path, leaves n
   ::chmod((tmp / "ro").c_str(), 0755);
   CHECK(expect_output_error([&] { nb::write_file_atomic("", "{}"); }, &msg) == nb::kExitOutput);
 }
+
+TEST_CASE("float_checksum: FNV-1a over the float32 bytes, as Python's struct.pack('<f') gives them") {
+  // Expected values computed independently in Python (struct.pack('<f', v), FNV-1a 64-bit).
+  CHECK(nb::float_checksum({}) == "fnv1a64:14650fb0739d0383");
+  CHECK(nb::float_checksum({1.0f, -2.5f, 0.1f}) == "fnv1a64:38e3d675c99bd858");
+  // one bit of one value changes the fingerprint; order matters
+  CHECK(nb::float_checksum({1.0f, -2.5f, std::nextafter(0.1f, 1.0f)}) != nb::float_checksum({1.0f, -2.5f, 0.1f}));
+  CHECK(nb::float_checksum({-2.5f, 1.0f, 0.1f}) != nb::float_checksum({1.0f, -2.5f, 0.1f}));
+}
