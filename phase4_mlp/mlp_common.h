@@ -289,6 +289,23 @@ inline void save_init(const std::string& dir, const HostParams& p) {
   }
 }
 
+// What both MLP phases do before touching the GPU: load and check the data, plan the batches,
+// draw the initial weights, and write the twin's hand-over files when asked. Everything here
+// fails with its own exit code on a machine without a GPU.
+struct MlpSetup {
+  Dataset ds;
+  Schedule sc;
+  HostParams init;
+};
+inline MlpSetup prepare_mlp_run(const MlpOptions& o) {
+  MlpSetup s{load_dataset(o.data_dir, o.dataset), {}, {}};
+  s.sc = make_schedule(o, s.ds.train_images.count);
+  s.init = init_params(o.layers, o.common.seed);
+  if (!o.save_init.empty()) save_init(o.save_init, s.init);
+  if (!o.save_order.empty()) save_order(o.save_order, o, s.sc);
+  return s;
+}
+
 // ------------------------------------------------------------------ device memory, counted
 // Every device allocation of the trainers goes through DevBuf, so the record's
 // peak_device_memory_bytes is the sum of what the program itself asked for (cuBLASLt workspace

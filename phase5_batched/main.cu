@@ -999,13 +999,9 @@ int run(int argc, char** argv) {
     const DeviceInfo dev = require_device();
     return o.fp16() ? gemm_compare<__half>(o, cli, dev) : gemm_compare<float>(o, cli, dev);
   }
-  const Dataset ds = load_dataset(o.data_dir, o.dataset);
-  const Schedule sc = make_schedule(o, ds.train_images.count);
-  const HostParams init = init_params(o.layers, o.common.seed);
-  if (!o.save_init.empty()) save_init(o.save_init, init);
-  if (!o.save_order.empty()) save_order(o.save_order, o, sc);
+  const MlpSetup s = prepare_mlp_run(o);
   const DeviceInfo dev = require_device();
-  return o.fp16() ? train<__half>(o, cli, dev, ds, sc, init) : train<float>(o, cli, dev, ds, sc, init);
+  return o.fp16() ? train<__half>(o, cli, dev, s.ds, s.sc, s.init) : train<float>(o, cli, dev, s.ds, s.sc, s.init);
 }
 
 }  // namespace

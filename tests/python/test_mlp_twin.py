@@ -22,15 +22,7 @@ sys.path.insert(0, str(REPO / "baselines" / "pytorch"))
 import common as nbc  # noqa: E402
 import mlp  # noqa: E402
 
-try:
-    import torch  # noqa: F401
-
-    HAVE_TORCH = True
-    HAVE_CUDA = torch.cuda.is_available()
-except ImportError:
-    HAVE_TORCH = HAVE_CUDA = False
-needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed here")
-needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason="no CUDA device (or no PyTorch) here")
+from torch_env import HAVE_CUDA, HAVE_TORCH, needs_cuda, needs_torch  # noqa: E402,F401
 
 
 # ----------------------------------------------------------------------------- synthetic data
