@@ -27,6 +27,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -152,6 +153,8 @@ struct MlpOptions {
   std::string workload = "auto";
   std::string save_init, save_order;
   std::string gemm = "own";  // phase 5 only
+  std::string launch = "graph";  // phase 5 only: graph | persistent
+  int blocks = 0;                // phase 5 only: blocks of the persistent kernel (0 = auto)
   int validate_steps = 3;
   CommonOptions common;
 
@@ -289,17 +292,43 @@ inline void save_init(const std::string& dir, const HostParams& p) {
   }
 }
 
-// What both MLP phases do before touching the GPU: load and check the data, plan the batches,
-// draw the initial weights, and write the twin's hand-over files when asked. Everything here
-// fails with its own exit code on a machine without a GPU.
+// What both MLP phases do before training: load and check the data, plan the batches, refuse a
+// model too large for a visible GPU, draw the initial weights, and write the twin's hand-over
+// files when asked. On a machine without a GPU all of it runs (hand-over files included) and
+// fails, where it fails, with its own exit code.
 struct MlpSetup {
   Dataset ds;
   Schedule sc;
   HostParams init;
 };
+// A model whose parameters and optimizer state alone exceed the free memory of a visible GPU is
+// refused (exit 5) before a single weight is drawn on the host: four hidden layers of 65536 would
+// otherwise spend minutes and tens of GB of host memory on weights the GPU could never hold. With
+// no visible device nothing is checked here (require_device refuses later, with exit 3).
+inline void refuse_model_too_large(const MlpOptions& o) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    return;
+  }
+  double params = 0;
+  for (size_t l = 0; l + 1 < o.layers.size(); ++l)
+    params += static_cast<double>(o.layers[l + 1]) * o.layers[l] + o.layers[l + 1];
+  const double need = params * ((o.adam() ? 12.0 : 4.0) + (o.fp16() ? 2.0 : 0.0));
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (need > static_cast<double>(free_b)) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "the model needs at least %.0f bytes of device memory (%.0f parameters%s), %zu free",
+                  need, params, o.adam() ? " with Adam state" : "", free_b);
+    throw Error(kExitOutOfMemory, buf);
+  }
+}
+
 inline MlpSetup prepare_mlp_run(const MlpOptions& o) {
   MlpSetup s{load_dataset(o.data_dir, o.dataset), {}, {}};
   s.sc = make_schedule(o, s.ds.train_images.count);
+  refuse_model_too_large(o);
   s.init = init_params(o.layers, o.common.seed);
   if (!o.save_init.empty()) save_init(o.save_init, s.init);
   if (!o.save_order.empty()) save_order(o.save_order, o, s.sc);

@@ -115,6 +115,7 @@
 #include "idx.h"
 #include "kernels.cuh"
 #include "lt.h"
+#include "persistent.cuh"
 #include "../phase4_mlp/mlp_common.h"
 #include "../phase4_mlp/mlp_record.h"
 #include "nvtx.h"
@@ -136,7 +137,8 @@ template <class T>
 class Trainer {
  public:
   Trainer(const MlpOptions& o, const Schedule& sc, const DeviceInfo& dev, const Dataset& ds, const HostParams& init)
-      : o_(o), sc_(sc), dev_(dev), ds_(ds), init_(init), L_(o.nlayers()), B_(o.batch), cublas_(o.gemm == "cublas") {
+      : o_(o), sc_(sc), dev_(dev), ds_(ds), init_(init), L_(o.nlayers()), B_(o.batch), cublas_(o.gemm == "cublas"),
+        persistent_(o.launch == "persistent") {
     const auto& w = o.layers;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st_, cudaStreamNonBlocking));
     // Parameters: one flat fp32 buffer W0, b0, W1, b1, ... (the cuBLASLt path's optimizer is one launch).
@@ -198,6 +200,7 @@ class Trainer {
       }
     }
     size_ws();
+    if (persistent_) plan_persistent_kernel();
     reset();
   }
   ~Trainer() {
@@ -268,6 +271,38 @@ class Trainer {
     begin(first);
     CUDA_CHECK(cudaGraphLaunch(graphs_[count], st_));
   }
+
+  // --launch persistent: permutation kernel + one cooperative launch for steps [first, first + count).
+  void run_persistent(int64_t first, int count) {
+    begin(first);
+    PersistParams p = persist_;
+    p.s0 = first, p.i0 = static_cast<int>(first % sc_.steps_per_epoch), p.count = count;
+    p.G = Gdbg_.size() ? Gdbg_.get() : nullptr;
+    launch_persistent(plan_, p, st_);
+  }
+
+  // The timed unit: steps [first, first + count) of one epoch, in the configured launch mode.
+  void run_epoch(int64_t first, int count) {
+    if (persistent_) run_persistent(first, count);
+    else run_graph(first, count);
+  }
+  // Before timing: capture the graphs (graph mode) for a full epoch and a shorter last one.
+  void prepare(int full, int rem) {
+    if (persistent_) return;
+    capture(full);
+    if (rem > 0 && rem != full) capture(rem);
+  }
+  // One step k (< steps per epoch) of the first epoch, on its own (validation, first-call work).
+  void single_step(int k) {
+    if (persistent_) {
+      run_persistent(k, 1);
+    } else {
+      begin(0);
+      enqueue_step(k, nullptr);
+    }
+  }
+  bool persistent() const { return persistent_; }
+  const PersistPlan& persist_plan() const { return plan_; }
 
   // Flops, compulsory bytes and launches per step, per kernel tag (counted while capturing).
   const std::map<std::string, KernelCost>& costs_per_step() const { return costs_per_step_; }
@@ -605,7 +640,29 @@ class Trainer {
   const Dataset& ds_;
   const HostParams& init_;
   const int L_, B_;
-  const bool cublas_;
+  const bool cublas_, persistent_;
+  PersistParams persist_;
+  PersistPlan plan_;
+  void plan_persistent_kernel() {
+    const auto& w = o_.layers;
+    PersistParams& p = persist_;
+    p.images = train_x_.get(), p.labels = train_y_.get(), p.perm = perm_.get();
+    p.D = w[0], p.H1 = w[1], p.H2 = w[2], p.C = w[3], p.B = B_;
+    p.P = P_.get();
+    if (o_.adam()) p.M = M_.get(), p.V = V_.get(), p.hyper = hyper_.get(), p.hyper_n = static_cast<int64_t>(hyper_.size());
+    p.w0 = woff_[0], p.b0 = boff_[0], p.w1 = woff_[1], p.b1 = boff_[1], p.w2 = woff_[2], p.b2 = boff_[2];
+    h1x_.alloc(2 * static_cast<size_t>(B_) * w[1]);
+    h2x_.alloc(2 * static_cast<size_t>(B_) * w[2]);
+    w2x_.alloc(2 * static_cast<size_t>(w[2]) * w[1]);
+    p.h1x = h1x_.get(), p.h2x = h2x_.get(), p.w2x = w2x_.get();
+    p.adam = o_.adam(), p.lr = static_cast<float>(o_.lr);
+    p.dropout = o_.dropout > 0, p.key = dropout_key(o_.common.seed), p.threshold = dropout_threshold(o_.dropout);
+    p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
+    p.step_loss = step_loss_.get(), p.bad_step = bad_step_.get();
+    plan_ = plan_persistent(p, o_.blocks, dev_.index);
+    costs_per_step_["p5_persistent"] = persist_step_cost(p, plan_);
+  }
+  DevBuf<float> h1x_, h2x_, w2x_;
   cudaStream_t st_{};
   size_t nparams_ = 0;
   std::vector<size_t> woff_, boff_;
@@ -668,9 +725,8 @@ ValidationResult validate(Trainer<T>& tr, const MlpOptions& o, const Schedule& s
   double e_loss = 0, e_grad = 0, e_delta = 0;
   tr.keep_gradients(true);
   tr.reset();
-  tr.begin(0);
   for (int k = 0; k < K; ++k) {
-    tr.enqueue_step(k, nullptr);
+    tr.single_step(k);
     CUDA_CHECK(cudaStreamSynchronize(tr.stream()));
     const float loss = tr.losses(k, 1)[0];
     std::vector<double> x(static_cast<size_t>(B) * D);
@@ -726,8 +782,12 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   rec["notes"].push_back(std::string("precision ") + o.precision +
                          (cublas ? "; products by cuBLASLt (compute 32F, no TF32), epilogues/optimizer our kernels"
                                  : "; own fused GEMM kernels"));
-  rec["notes"].push_back("data resident on the GPU as bytes; per-epoch permutation generated on the device; every "
-                         "step of an epoch replayed as one CUDA graph; losses read once per epoch");
+  rec["notes"].push_back(o.launch == "persistent"
+                             ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
+                               "every epoch one cooperative persistent kernel (parameters in shared memory, two "
+                               "grid barriers a step); losses read once per epoch"
+                             : "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
+                               "every step of an epoch replayed as one CUDA graph; losses read once per epoch");
   if (o.common.deterministic) rec["notes"].push_back("--deterministic: no float atomics are used in any case");
 
   size_t free0 = 0, total = 0;
@@ -756,18 +816,16 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   // Capture the graphs (a full epoch, and the shorter last one of a --steps run) before timing.
   const int full = static_cast<int>(std::min<int64_t>(sc.steps_per_epoch, sc.total_steps));
   const int rem = static_cast<int>(sc.total_steps % sc.steps_per_epoch);
-  // One eager step first: modules load and cuBLASLt does its first-call work outside the capture.
-  tr.begin(0);
-  tr.enqueue_step(0, nullptr);
+  // One step first: modules load and cuBLASLt does its first-call work outside the capture.
+  tr.single_step(0);
   CUDA_CHECK(cudaStreamSynchronize(tr.stream()));
   tr.reset();
   HostTimer cap_timer;
-  tr.capture(full);
-  if (rem > 0 && rem != full) tr.capture(rem);
+  tr.prepare(full, rem);
   const double capture_ms = cap_timer.elapsed_ms();
-  // Warm-up: `warmup` replays of the first epoch's graph from the initial state, then back to it.
+  // Warm-up: `warmup` runs of the first epoch from the initial state, then back to it.
   for (int w = 0; w < o.common.warmup; ++w) {
-    tr.run_graph(0, full);
+    tr.run_epoch(0, full);
     CUDA_CHECK(cudaStreamSynchronize(tr.stream()));
     tr.reset();
   }
@@ -779,7 +837,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   std::vector<float> step_losses;
   EventTimer timer(tr.stream());
   std::string diverged;
-  int64_t measured_steps = 0;
+  int64_t measured_steps = 0, timed_launches = 0;
   for (int rep = 0; rep < o.common.repeats && diverged.empty(); ++rep) {
     if (rep > 0) tr.reset();
     per_epoch_ms.clear(), epoch_loss.clear(), test_loss.clear(), test_acc.clear(), step_losses.clear();
@@ -789,12 +847,13 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
       const int64_t s0 = e * sc.steps_per_epoch;
       const int n = static_cast<int>(std::min(sc.steps_per_epoch, sc.total_steps - s0));
       timer.start();
-      tr.run_graph(s0, n);
+      tr.run_epoch(s0, n);
       timer.stop();
       const double ms = timer.elapsed_ms();
       per_epoch_ms.push_back(ms);
       total_ms += ms;
       measured_steps += n;
+      timed_launches += 1;
       const std::vector<float> ls = tr.losses(s0, n);  // the once-per-epoch read-back
       const int64_t bad = tr.bad_step();
       double sum = 0;
@@ -822,7 +881,9 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
 
   const Stats st = summarize(totals);
   rec["timing"] = timing_json("cuda-events",
-                              "per epoch: the permutation kernel and one CUDA-graph replay of all the epoch's steps",
+                              tr.persistent()
+                                  ? "per epoch: the permutation kernel and one cooperative launch of the persistent kernel"
+                                  : "per epoch: the permutation kernel and one CUDA-graph replay of all the epoch's steps",
                               "data upload, graph capture (" + std::to_string(capture_ms) +
                                   " ms host time), validation, warm-up, the per-epoch loss read-back, evaluation",
                               o.common.warmup, st, per_epoch_ms);
@@ -841,6 +902,16 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   int64_t launches = 0;
   for (const auto& [k, c] : tr.costs_per_step()) launches += c.calls;
   rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
+  if (tr.persistent()) {
+    const PersistPlan& pl = tr.persist_plan();
+    rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
+    rec["metrics"]["persistent"] = {{"blocks", pl.blocks},
+                                    {"threads_per_block", kPersistThreads},
+                                    {"first_layer_units_per_block", pl.nc},
+                                    {"second_layer_units_per_block", pl.nj},
+                                    {"shared_memory_bytes_per_block", pl.smem},
+                                    {"grid_barriers_per_step", 2}};
+  }
   {  // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
     const std::vector<double> pd = tr.params();  // float32 values widened exactly; narrowing is exact
     rec["metrics"]["param_checksum"] = float_checksum(std::vector<float>(pd.begin(), pd.end()));
@@ -851,7 +922,8 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
     rec["ranges"] = tracer.range_summary();
     std::map<std::string, KernelCost> costs;
     for (const auto& [k, c] : tr.costs_per_step())
-      costs[k] = KernelCost{c.flops * measured_steps, c.bytes * measured_steps, c.calls * measured_steps};
+      costs[k] = KernelCost{c.flops * measured_steps, c.bytes * measured_steps,
+                            tr.persistent() ? timed_launches : c.calls * measured_steps};
     rec["efficiency"] = efficiency_json(rec["kernels"], costs, o.common.measure_peaks ? &peaks : nullptr);
   }
   rec["trace_file"] = nullptr;
@@ -989,11 +1061,19 @@ int run(int argc, char** argv) {
   bool compare = false;
   Cli cli(kPhase, "MNIST MLP, batched: data on the GPU, fused kernels, one CUDA graph per epoch.");
   add_mlp_flags(cli, o, true);
+  cli.add_string("--launch", &o.launch,
+                 "how an epoch is launched: one CUDA graph of fused kernels, or one persistent cooperative kernel "
+                 "(fp32, two hidden layers, own GEMMs)",
+                 {"graph", "persistent"});
+  cli.add_int("--blocks", &o.blocks, "blocks of the persistent kernel (0 = one per 4 first-layer units)", 0, 4096);
   cli.add_flag("--gemm-compare", &compare,
                "only time our GEMM against cuBLASLt on the largest layer's three products (no training)");
   if (!cli.parse(argc, argv)) return 0;
   check_mlp_options(o);
   if (o.layers.back() > kBN) throw Error(kExitUsage, "--layers: the last width must fit one tile");
+  if (o.launch == "persistent" && (o.nlayers() != 3 || o.fp16() || o.gemm != "own"))
+    throw Error(kExitUsage, "--launch persistent: needs two hidden layers (--layers 784,H1,H2,10), --precision fp32 "
+                            "and --gemm own");
   check_output_dir(o.common.out);  // a bad --out fails now (exit 6), not after training
   if (compare) {
     const DeviceInfo dev = require_device();

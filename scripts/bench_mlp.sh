@@ -22,16 +22,20 @@
 #           ($W2_STEPS steps), phase 4 fp16 and fp32 and the twins ($W2_STEPS_SLOW steps: per-step
 #           time is the measure; the records say how many steps ran).          tags w2-h<h>-*
 #   gemm    phase5 --gemm-compare on the W2 h = 8192 shapes, fp16 (and fp32).  tags gemm-compare-*
+#   persist phase 5 --launch persistent on W1 for --blocks in $PERSIST_BLOCKS (2 epochs each).
+#                                                                               tags w1-persistent-g<G>
 #   sweep   batch-size sweep (phase 5 own, W1 model, $SWEEP_EPOCHS epochs): samples/s for batch in
 #           $SWEEP_BATCHES.                                                      tags batch-sweep-b<B>
 #   seeds   W1 accuracy, phase 5 own and twin graph, seeds 1 2 3.                tags w1-seed<s>-*
 #
+# The w1, match and seeds stages also run phase 5 with --launch persistent (tags *-persistent).
 # Environment: RECORDS_DIR (default profiles/<device-slug> via the programs), DATA (default
 # data/mnist, or .carry/data/mnist when that exists), PYTHON (python3 with torch), DEPS_PREFIX
-# (default .carry/deps when present), JOBS (16), STAGES ("w1 match w2 gemm sweep seeds"),
+# (default .carry/deps when present), JOBS (16), STAGES ("w1 match w2 gemm persist sweep seeds"),
 # W2_HS ("128 256 512 1024 2048 4096 8192"), W2_STEPS (5000), W2_STEPS_SLOW (500),
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
-# ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), W2_TWINS and
+# ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), PERSIST_BLOCKS
+# ("8 16 32 64 128"), W2_TWINS and
 # SEEDS_TWIN (1; 0 skips those twin runs), CHECK_LEVEL (full; quick = kernel tests + W1 validation).
 # Exit status: 0 when every run succeeded (a deliberate divergence in --check must exit 7), else 1.
 set -uo pipefail
@@ -45,7 +49,7 @@ esac
 if [ -z "${DEPS_PREFIX:-}" ] && [ -d .carry/deps ]; then export DEPS_PREFIX=.carry/deps; fi
 PYTHON="${PYTHON:-python3}"
 JOBS="${JOBS:-16}"
-STAGES="${STAGES:-w1 match w2 gemm sweep seeds}"
+STAGES="${STAGES:-w1 match w2 gemm persist sweep seeds}"
 W2_HS="${W2_HS:-128 256 512 1024 2048 4096 8192}"
 W2_STEPS="${W2_STEPS:-5000}"
 W2_STEPS_SLOW="${W2_STEPS_SLOW:-500}"
@@ -53,6 +57,7 @@ TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-128}"
 SWEEP_BATCHES="${SWEEP_BATCHES:-32 64 128 256 512 1024 2048 4096 8192}"
 SWEEP_EPOCHS="${SWEEP_EPOCHS:-2}"
 P5_REPEATS="${P5_REPEATS:-3}"
+PERSIST_BLOCKS="${PERSIST_BLOCKS:-8 16 32 64 128}"
 if [ -z "${DATA:-}" ]; then
   DATA=data/mnist
   [ -d .carry/data/mnist ] && DATA=.carry/data/mnist
@@ -124,6 +129,7 @@ def fmt(v, f="%.2f"):
 print("\n== W1 (784-128-64-10, Adam, dropout 0.2, batch 32, 5 epochs): median epoch time, test accuracy")
 w1 = [("phase4_mlp__w1-fp32", "phase 4 fp32 (SIMT)"), ("phase4_mlp__w1-fp16", "phase 4 fp16 (WMMA)"),
       ("phase5_batched__w1-own", "phase 5 own fp32"), ("phase5_batched__w1-own-fp16", "phase 5 own fp16"),
+      ("phase5_batched__w1-persistent", "phase 5 persistent fp32"),
       ("phase5_batched__w1-cublaslt", "phase 5 cuBLASLt fp32"), ("pytorch_mlp__w1-eager", "PyTorch eager"),
       ("pytorch_mlp__w1-compile", "PyTorch compile"), ("pytorch_mlp__w1-graph", "PyTorch CUDA graph")]
 eager = per_epoch(get("pytorch_mlp__w1-eager"))
@@ -160,6 +166,7 @@ print("%-36s %13s %13s %13s %11s %8s" % ("pair", "first-20 max", "epoch-1 max", 
 pairs = [("phase4_mlp__w1-nodrop-fp32", "pytorch_mlp__w1-nodrop-eager"),
          ("phase5_batched__w1-nodrop-own", "pytorch_mlp__w1-nodrop-eager"),
          ("phase5_batched__w1-nodrop-cublaslt", "pytorch_mlp__w1-nodrop-eager"),
+         ("phase5_batched__w1-nodrop-persistent", "pytorch_mlp__w1-nodrop-eager"),
          ("pytorch_mlp__w1-nodrop-graph", "pytorch_mlp__w1-nodrop-eager")]
 for h in (128, 1024, 8192):
     pairs.append((f"phase5_batched__w2-h{h}-own", f"pytorch_mlp__w2-h{h}-eager"))
@@ -198,7 +205,15 @@ if sw:
         print("  batch %5d  %12s samples/s  %8s ms/epoch  acc %s" % (b, fmt(m.get("samples_per_s"), "%.3g"),
               fmt(per_epoch(recs[k]), "%.2f"), fmt(acc(recs[k]))))
 
-for impl in ("phase5_batched__w1-seed{}-own", "pytorch_mlp__w1-seed{}-graph"):
+pg = sorted((int(k.split("-g")[-1]), k) for k in recs if "__w1-persistent-g" in k)
+if pg:
+    print("\n== phase 5 persistent kernel, blocks sweep (W1): median epoch ms")
+    for g, k in pg:
+        m = (recs[k].get("metrics") or {}).get("persistent") or {}
+        print("  blocks %4d  units/block %s/%s  smem %s B  %10s ms/epoch" % (g, m.get("first_layer_units_per_block"),
+              m.get("second_layer_units_per_block"), m.get("shared_memory_bytes_per_block"), fmt(per_epoch(recs[k]), "%.2f")))
+
+for impl in ("phase5_batched__w1-seed{}-own", "phase5_batched__w1-seed{}-persistent", "pytorch_mlp__w1-seed{}-graph"):
     a = [acc(get(impl.format(s))) for s in (1, 2, 3)]
     a = [v for v in a if v is not None]
     if a:
@@ -242,6 +257,7 @@ if [ "$MODE" = check ]; then
       run "p4-w1-$pr" 0 "$P4" "${R[@]}" --precision "$pr" --steps 100 --validate --tag "check-w1-$pr"
       run "p5-w1-own-$pr" 0 "$P5" "${R[@]}" --precision "$pr" --steps 100 --validate --tag "check-w1-own-$pr"
     done
+    run p5-w1-persistent 0 "$P5" "${R[@]}" --launch persistent --steps 100 --validate --tag check-w1-persistent
   else
   run sanitizer 0 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 99 build/tests/gpu_tests -tc="mlp*"
   # Validation on W1 (with dropout: the reference uses the device's masks) and at awkward shapes.
@@ -254,6 +270,8 @@ if [ "$MODE" = check ]; then
     run "p5-odd-$pr" 0 "$P5" "${R[@]}" --precision "$pr" --layers 784,100,300,10 --batch 33 --optimizer sgd --lr 0.01 --steps 100 --validate --tag "check-odd-$pr"
     run "p5-odd1-$pr" 0 "$P5" "${R[@]}" --precision "$pr" --layers 784,10 --batch 1 --steps 50 --validate --tag "check-odd1-$pr"
   done
+  run p5-w1-persistent 0 "$P5" "${R[@]}" --launch persistent --steps 300 --validate --tag check-w1-persistent
+  run p5-odd-persistent 0 "$P5" "${R[@]}" --launch persistent --layers 784,100,300,10 --batch 33 --optimizer sgd --lr 0.01 --steps 100 --validate --tag check-odd-persistent
   run p5-w2-1000 0 "$P5" "${R[@]}" --precision fp16 --layers 784,1000,1000,1000,10 --optimizer sgd --lr 0.003 --dropout 0 --steps 300 --validate --tag check-w2-h1000
   run p5-w2-1000-lt 0 "$P5" "${R[@]}" --precision fp16 --gemm cublas --layers 784,1000,1000,1000,10 --optimizer sgd --lr 0.003 --dropout 0 --steps 300 --validate --tag check-w2-h1000-lt
   # Divergence: exit 7 and a record with status "diverged". lr 10 overflows fp16 activations (max
@@ -302,6 +320,7 @@ if has w1; then
   run w1-p5-own 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --tag w1-own --save-init "$WORK/w1init5" --save-order "$WORK/w1order5.npy"
   run w1-p5-own16 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --precision fp16 --tag w1-own-fp16
   run w1-p5-lt 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-cublaslt
+  run w1-p5-persist 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-persistent
   run w1-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,compile,graph --tag "w1-{impl}"
 fi
 
@@ -310,6 +329,7 @@ if has match; then
   run m-p4 0 "$P4" "${R[@]}" --dropout 0 --tag w1-nodrop-fp32 --save-init "$WORK/minit" --save-order "$WORK/morder.npy"
   run m-p5 0 "$P5" "${R[@]}" --dropout 0 --tag w1-nodrop-own
   run m-p5-lt 0 "$P5" "${R[@]}" --dropout 0 --gemm cublas --tag w1-nodrop-cublaslt
+  run m-p5-persist 0 "$P5" "${R[@]}" --dropout 0 --launch persistent --tag w1-nodrop-persistent
   run m-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph --tag "w1-nodrop-{impl}"
 fi
 
@@ -334,6 +354,13 @@ if has gemm; then
   run gemm32 0 "$P5" "${R[@]}" --layers 784,8192,8192,8192,10 --precision fp32 --gemm-compare --tag gemm-compare-h8192-fp32
 fi
 
+if has persist; then
+  note "stage persist (W1, persistent kernel, blocks in $PERSIST_BLOCKS, 2 epochs)"
+  for g in $PERSIST_BLOCKS; do
+    run "persist-g$g" 0 "$P5" "${R[@]}" --launch persistent --blocks "$g" --epochs 2 --tag "w1-persistent-g$g"
+  done
+fi
+
 if has sweep; then
   note "stage sweep (batch in $SWEEP_BATCHES, $SWEEP_EPOCHS epochs)"
   for b in $SWEEP_BATCHES; do
@@ -345,6 +372,7 @@ if has seeds; then
   note "stage seeds"
   for s in 1 2 3; do
     run "seed-$s-p5" 0 "$P5" "${R[@]}" --seed "$s" --tag "w1-seed$s-own" --save-init "$WORK/s${s}init" --save-order "$WORK/s${s}order.npy"
+    run "seed-$s-p5p" 0 "$P5" "${R[@]}" --seed "$s" --launch persistent --tag "w1-seed$s-persistent"
     [ "${SEEDS_TWIN:-1}" = 1 ] && run "seed-$s-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --seed "$s" --init "$WORK/s${s}init" --order "$WORK/s${s}order.npy" --impl graph --tag "w1-seed$s-{impl}"
   done
 fi

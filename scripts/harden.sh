@@ -290,7 +290,7 @@ variants() {
     phase1_*|phase2_*) lines=("" "--deterministic") ;;
     phase3_*) lines=("" "--source host --chunk 1000 --streams 3 --eval-every 2" "--deterministic" "--pdl early") ;;
     phase4_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --deterministic") ;;
-    phase5_*) lines=("--precision fp32" "--precision fp16" "--gemm cublas") ;;
+    phase5_*) lines=("--precision fp32" "--precision fp16" "--gemm cublas" "--launch persistent") ;;
     *) lines=("") ;;
   esac
   for v in "${lines[@]}"; do
@@ -362,7 +362,8 @@ mode_sanitize() {
   local slug record
   slug=$(device_slug)
   record=${PROFILES_DIR:-profiles}/$slug/sanitize__all.json
-  # The record keeps the rows of phases not run this time, so phases can be sanitized a few per call.
+  # The record keeps the rows (phase, variant, tool) not run this time, so phases, variants and
+  # tools can be sanitized a few per call.
   write_sanitize_record "$res" "$record" "$slug" "$out/summary.txt"
   echo "== sanitize summary ($out/summary.txt; every phase so far in the record $record)"
   cat "$out/summary.txt"
@@ -445,7 +446,7 @@ for line in open(res):
     p, variant, tool, errs, warns, rc, secs, args = line.rstrip("\n").split("\t")
     rows.append({"phase": p, "variant": variant, "tool": tool, "errors": int(errs), "warnings": int(warns),
                  "exit": int(rc), "seconds": float(secs), "args": args.split()})
-run_now = {r["phase"] for r in rows}
+run_now = {(r["phase"], r["variant"], r["tool"]) for r in rows}
 kept = []
 if os.path.exists(record):
     try:
@@ -453,7 +454,7 @@ if os.path.exists(record):
         if old.get("device", {}).get("slug") == slug:
             keys = ("phase", "variant", "tool", "errors", "warnings", "exit", "seconds", "args")
             kept = [r for r in old.get("sanitize", [])
-                    if all(k in r for k in keys) and r["phase"] not in run_now]
+                    if all(k in r for k in keys) and (r["phase"], r["variant"], r["tool"]) not in run_now]
     except (OSError, ValueError):
         kept = []
 rows = sorted(kept + rows, key=lambda r: r["phase"])  # stable: variants and tools in run order

@@ -1,0 +1,592 @@
+// phase5_batched/persistent.cuh — `--launch persistent`: a whole epoch of the two-hidden-layer MLP
+// (784-H1-H2-10, fp32) as ONE cooperative kernel, instead of one CUDA-graph node per GEMM.
+//
+// Why: the graph path spends ~43 us a step in 6 dependent kernels of 3-12 us each, every one a
+// chain of memory latencies on a grid of 1-56 blocks. Here G blocks stay resident for the epoch and
+// the parameters live in their shared memory; a step costs two grid-wide barriers and the
+// latencies of the few global exchanges between them.
+//
+// Who owns what (block b of G; nc = ceil(H1 / G) first-layer units, nj = ceil(H2 / G) second-layer
+// units per block):
+//   * W1 rows c0 .. c0+nc (the weights into its first-layer units), b1 of those units, and their
+//     Adam state: shared memory, all epoch long;
+//   * W2 rows j0 .. j0+nj (weights into its second-layer units), b2 of those, Adam state: the same;
+//   * W3, b3 (10 x H2, tiny): a replica in every block, updated identically everywhere (same
+//     inputs, same instructions, same order: bit-identical replicas).
+// One step (global step s, batch i of the epoch):
+//   A. the batch's 784-byte images were copied into shared memory by cp.async during the previous
+//      step; first layer for the block's own units (warp-level K split, reduce-scatter through
+//      shuffles), bias, ReLU, dropout -> own columns of h1, published to global memory;
+//   -- grid barrier 1 --
+//   B. read all of h1 (B x H1) and the column slice W2[:, own units] (for the backward pass);
+//      second layer for the own units -> own columns of h2, published;
+//   -- grid barrier 2 --
+//   C. read all of h2; the last layer, softmax cross-entropy, its gradient and dh2 = dz3 W3 in
+//      every block (10 x H2: cheaper to repeat than to exchange); then every block updates what it
+//      owns: W3/b3 replica, W2 own rows (and publishes them for the next step's column slices),
+//      dh1 for its own first-layer units, W1 own rows (weight gradients go straight into Adam).
+// Exchange buffers are double-buffered by step parity, so a block that runs ahead can never
+// overwrite what a slower block is still reading: a buffer written before barrier k of step t is
+// read between barriers of step t and rewritten only after the barriers of step t+1. Loads from
+// them bypass L1 (__ldcg): L1 is not coherent across SMs.
+//
+// Arithmetic is fp32 throughout (the same data conversion x/255 as the graph path; dropout bits
+// from the same Philox counters; Adam's constants from the same host table), so `--validate`
+// compares with the float64 reference to the same tolerances. The order of the sums differs from
+// the graph path's GEMMs, so the two launch modes are not bit-identical to each other; each is
+// bit-reproducible (no atomics except the integer atomicMin of the divergence flag).
+#pragma once
+#include <cooperative_groups.h>
+#include <cooperative_groups/memcpy_async.h>
+#include <cuda/barrier>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "check.cuh"
+#include "errors.h"
+#include "../phase4_mlp/kernels.cuh"
+#include "../phase4_mlp/mlp_common.h"
+
+namespace nb {
+namespace mlp {
+
+constexpr int kPersistThreads = 256;
+
+struct PersistParams {
+  const uint8_t* images = nullptr;  // [n][D] bytes
+  const uint8_t* labels = nullptr;
+  const int* perm = nullptr;        // this epoch's order
+  int D = 784, H1 = 0, H2 = 0, C = 10, B = 0;
+  int nc = 0, nj = 0;               // units per block (first / second hidden layer)
+  // Parameters, flat fp32 (offsets as the Trainer lays them out); M, V null for SGD; G (validation
+  // only) receives the gradients in the same layout.
+  float* P = nullptr;
+  float* M = nullptr;
+  float* V = nullptr;
+  float* G = nullptr;
+  size_t w0 = 0, b0 = 0, w1 = 0, b1 = 0, w2 = 0, b2 = 0;
+  float* h1x = nullptr;  // [2][B][H1]
+  float* h2x = nullptr;  // [2][B][H2]
+  float* w2x = nullptr;  // [2][H2][H1]
+  int64_t s0 = 0;        // global step of the first step of this launch
+  int i0 = 0;            // its batch index in the epoch
+  int count = 0;         // steps in this launch (never past the epoch's end)
+  bool adam = true;
+  float lr = 0;
+  const AdamHyper* hyper = nullptr;  // hyper[t] for t < hyper_n
+  int64_t hyper_n = 0;
+  bool dropout = false;
+  uint64_t key = 0;
+  uint32_t threshold = 0;
+  float scale = 1.f;
+  float* step_loss = nullptr;
+  unsigned long long* bad_step = nullptr;
+};
+
+// Shared-memory layout (bytes from the start of the dynamic buffer), the same on host and device.
+struct PersistLayout {
+  size_t lut, xb, w1, m1, v1, b1, mb1, vb1, h1, h1o, dz1, w2r, m2r, v2r, b2, mb2, vb2, w2c, h2, dz2, w3, m3, v3, b3,
+      mb3, vb3, z3, rloss, part, lab, idx, total;
+  int ks = 1;  // K splits of the first layer
+};
+
+__host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, int NC) {
+  PersistLayout L{};
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off = (off + bytes + 15) / 16 * 16;
+    return at;
+  };
+  const size_t f = sizeof(float);
+  const bool a = p.adam;
+  const int R = 32 / NC, groups = (p.B + R - 1) / R, warps = kPersistThreads / 32;
+  L.ks = groups >= warps ? 1 : warps / groups;
+  L.lut = take(256 * f);
+  L.xb = take(2 * static_cast<size_t>(p.B) * p.D);
+  L.w1 = take(static_cast<size_t>(p.D) * NC * f);
+  L.m1 = take(a ? static_cast<size_t>(p.D) * NC * f : 0);
+  L.v1 = take(a ? static_cast<size_t>(p.D) * NC * f : 0);
+  L.b1 = take(NC * f), L.mb1 = take(NC * f), L.vb1 = take(NC * f);
+  L.h1 = take(static_cast<size_t>(p.B) * p.H1 * f);
+  L.h1o = take(static_cast<size_t>(p.B) * NC * f);
+  L.dz1 = take(static_cast<size_t>(p.B) * NC * f);
+  L.w2r = take(static_cast<size_t>(p.nj) * p.H1 * f);
+  L.m2r = take(a ? static_cast<size_t>(p.nj) * p.H1 * f : 0);
+  L.v2r = take(a ? static_cast<size_t>(p.nj) * p.H1 * f : 0);
+  L.b2 = take(p.nj * f), L.mb2 = take(p.nj * f), L.vb2 = take(p.nj * f);
+  L.w2c = take(static_cast<size_t>(p.H2) * NC * f);
+  L.h2 = take(static_cast<size_t>(p.B) * p.H2 * f);
+  L.dz2 = take(static_cast<size_t>(p.B) * p.H2 * f);
+  L.w3 = take(static_cast<size_t>(p.C) * p.H2 * f);
+  L.m3 = take(a ? static_cast<size_t>(p.C) * p.H2 * f : 0);
+  L.v3 = take(a ? static_cast<size_t>(p.C) * p.H2 * f : 0);
+  L.b3 = take(p.C * f), L.mb3 = take(p.C * f), L.vb3 = take(p.C * f);
+  L.z3 = take(static_cast<size_t>(p.B) * p.C * f);
+  L.rloss = take(p.B * f);
+  const size_t part = static_cast<size_t>(L.ks) * p.B * NC;
+  L.part = take((part > kPersistThreads ? part : kPersistThreads) * f);
+  L.lab = take(2 * p.B * sizeof(int));
+  L.idx = take(2 * p.B * sizeof(int));
+  L.total = off;
+  return L;
+}
+
+// ------------------------------------------------------------------ device helpers
+// Lane l ends with the warp-wide sum of v[l] (32 partials per lane in, one total per lane out):
+// 16 + 8 + 4 + 2 + 1 shuffles. Pairings are fixed, so the sums are reproducible. One stage per
+// template instance, so every index is a compile-time constant (v stays in registers).
+template <int W>
+__device__ __forceinline__ void reduce_scatter_stage(float (&v)[32], int lane) {
+  const bool upper = (lane & W) != 0;
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    const float send = upper ? v[i] : v[i + W];
+    const float keep = upper ? v[i + W] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, W);
+  }
+}
+__device__ __forceinline__ float warp_reduce_scatter32(float (&v)[32]) {
+  const int lane = threadIdx.x & 31;
+  reduce_scatter_stage<16>(v, lane);
+  reduce_scatter_stage<8>(v, lane);
+  reduce_scatter_stage<4>(v, lane);
+  reduce_scatter_stage<2>(v, lane);
+  reduce_scatter_stage<1>(v, lane);
+  return v[0];
+}
+
+// out(m, n) = sum_k a(m, k) b(k, n) for m < M, n < N; fin(m, n, sum) is called once per output.
+// With fewer outputs than threads, K is split into up to 8 slices added in slice order. Every
+// thread of the block must call it (it may synchronise); the caller synchronises after it.
+template <class FA, class FB, class Fin>
+__device__ __forceinline__ void block_gemm(int M, int N, int K, FA a, FB b, Fin fin, float* scratch) {
+  const int MN = M * N;
+  if (MN <= 0) return;
+  int S = MN >= kPersistThreads ? 1 : kPersistThreads / MN;
+  S = min(min(S, 8), max(K, 1));
+  if (S == 1) {
+    for (int o = threadIdx.x; o < MN; o += blockDim.x) {
+      const int m = o / N, n = o % N;
+      float acc = 0.f;
+      for (int k = 0; k < K; ++k) acc = fmaf(a(m, k), b(k, n), acc);
+      fin(m, n, acc);
+    }
+    return;
+  }
+  const int chunk = (K + S - 1) / S;
+  __syncthreads();  // scratch may still be read by the previous call's fin
+  for (int it = threadIdx.x; it < MN * S; it += blockDim.x) {
+    const int o = it % MN, s = it / MN, m = o / N, n = o % N;
+    const int k1 = min(K, (s + 1) * chunk);
+    float acc = 0.f;
+    for (int k = s * chunk; k < k1; ++k) acc = fmaf(a(m, k), b(k, n), acc);
+    scratch[s * MN + o] = acc;
+  }
+  __syncthreads();
+  for (int o = threadIdx.x; o < MN; o += blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < S; ++s) acc += scratch[s * MN + o];
+    fin(o / N, o % N, acc);
+  }
+}
+
+__device__ __forceinline__ void opt_apply(float& w, float g, float* m, float* v, bool adam, float lr,
+                                          const AdamHyper& h) {
+  if (adam) adam_apply(w, g, *m, *v, h);
+  else w -= lr * g;
+}
+
+// Copies the B images of batch `i` (rows perm[i*B + r]) into xb with cp.async and their labels and
+// indices into lab/idx; the caller waits (cg::wait) before reading xb.
+template <class Warp>
+__device__ __forceinline__ void issue_batch(const PersistParams& p, const Warp& warp, int i, uint8_t* xb, int* lab,
+                                            int* idx) {
+  namespace cg = cooperative_groups;
+  const int warps = blockDim.x / 32, w = threadIdx.x / 32;
+  for (int r = w; r < p.B; r += warps) {
+    const int img = __ldg(p.perm + static_cast<size_t>(i) * p.B + r);
+    const uint8_t* src = p.images + static_cast<size_t>(img) * p.D;
+    if (p.D % 16 == 0) {
+      cg::memcpy_async(warp, xb + static_cast<size_t>(r) * p.D, src, cuda::aligned_size_t<16>(p.D));
+    } else {
+      for (int k = warp.thread_rank(); k < p.D; k += 32) xb[static_cast<size_t>(r) * p.D + k] = src[k];
+    }
+    if (warp.thread_rank() == 0) lab[r] = __ldg(p.labels + img), idx[r] = img;
+  }
+}
+
+// ------------------------------------------------------------------ the kernel
+template <int NC>
+__global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(PersistParams p) {
+  namespace cg = cooperative_groups;
+  static_assert(NC == 1 || NC == 2 || NC == 4 || NC == 8, "NC: 1, 2, 4 or 8 first-layer units per block");
+  extern __shared__ __align__(16) unsigned char smem[];
+  const PersistLayout L = persist_layout(p, NC);
+  float* lut = reinterpret_cast<float*>(smem + L.lut);
+  uint8_t* xbuf = smem + L.xb;
+  float* w1 = reinterpret_cast<float*>(smem + L.w1);  // [D][NC]: W1[c0 + c][k] at w1[k * NC + c]
+  float* m1 = reinterpret_cast<float*>(smem + L.m1);
+  float* v1 = reinterpret_cast<float*>(smem + L.v1);
+  float* b1 = reinterpret_cast<float*>(smem + L.b1);
+  float* mb1 = reinterpret_cast<float*>(smem + L.mb1);
+  float* vb1 = reinterpret_cast<float*>(smem + L.vb1);
+  float* h1 = reinterpret_cast<float*>(smem + L.h1);    // [B][H1], all units
+  float* h1o = reinterpret_cast<float*>(smem + L.h1o);  // [B][NC], own units
+  float* dz1 = reinterpret_cast<float*>(smem + L.dz1);  // [B][NC]
+  float* w2r = reinterpret_cast<float*>(smem + L.w2r);  // [nj][H1], own rows of W2
+  float* m2r = reinterpret_cast<float*>(smem + L.m2r);
+  float* v2r = reinterpret_cast<float*>(smem + L.v2r);
+  float* b2 = reinterpret_cast<float*>(smem + L.b2);
+  float* mb2 = reinterpret_cast<float*>(smem + L.mb2);
+  float* vb2 = reinterpret_cast<float*>(smem + L.vb2);
+  float* w2c = reinterpret_cast<float*>(smem + L.w2c);  // [H2][NC]: W2[j][c0 + c]
+  float* h2 = reinterpret_cast<float*>(smem + L.h2);    // [B][H2]
+  float* dz2 = reinterpret_cast<float*>(smem + L.dz2);  // [B][H2]
+  float* w3 = reinterpret_cast<float*>(smem + L.w3);    // [C][H2] replica
+  float* m3 = reinterpret_cast<float*>(smem + L.m3);
+  float* v3 = reinterpret_cast<float*>(smem + L.v3);
+  float* b3 = reinterpret_cast<float*>(smem + L.b3);
+  float* mb3 = reinterpret_cast<float*>(smem + L.mb3);
+  float* vb3 = reinterpret_cast<float*>(smem + L.vb3);
+  float* z3 = reinterpret_cast<float*>(smem + L.z3);  // logits, then dz3
+  float* rloss = reinterpret_cast<float*>(smem + L.rloss);
+  float* part = reinterpret_cast<float*>(smem + L.part);
+  int* lab = reinterpret_cast<int*>(smem + L.lab);  // [2][B]
+  int* idx = reinterpret_cast<int*>(smem + L.idx);  // [2][B]
+
+  cg::grid_group grid = cg::this_grid();
+  cg::thread_block block = cg::this_thread_block();
+  const auto warp = cg::tiled_partition<32>(block);
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, wid = tid / 32, nwarps = nt / 32;
+  const int D = p.D, H1 = p.H1, H2 = p.H2, C = p.C, B = p.B;
+  const int c0 = blockIdx.x * p.nc, ncown = max(0, min(p.nc, H1 - c0));
+  const int j0 = blockIdx.x * p.nj, njown = max(0, min(p.nj, H2 - j0));
+  const bool adam = p.adam && p.M != nullptr;
+  const size_t xbytes = static_cast<size_t>(B) * D;
+
+  // ---- load what this block owns
+  for (int i = tid; i < 256; i += nt) lut[i] = static_cast<float>(i) / 255.0f;  // the graph path's x/255
+  for (int e = tid; e < D * NC; e += nt) {
+    const int k = e / NC, c = e % NC;
+    const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
+    const bool own = c < ncown;
+    w1[e] = own ? p.P[g] : 0.f;
+    if (adam) m1[e] = own ? p.M[g] : 0.f, v1[e] = own ? p.V[g] : 0.f;
+  }
+  for (int c = tid; c < NC; c += nt) {
+    const bool own = c < ncown;
+    b1[c] = own ? p.P[p.b0 + c0 + c] : 0.f;
+    mb1[c] = own && adam ? p.M[p.b0 + c0 + c] : 0.f;
+    vb1[c] = own && adam ? p.V[p.b0 + c0 + c] : 0.f;
+  }
+  for (int e = tid; e < njown * H1; e += nt) {
+    const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
+    w2r[e] = p.P[g];
+    if (adam) m2r[e] = p.M[g], v2r[e] = p.V[g];
+    __stcg(p.w2x + static_cast<size_t>(j0) * H1 + e, w2r[e]);  // parity 0: the launch's first step reads it
+  }
+  for (int j = tid; j < njown; j += nt) {
+    b2[j] = p.P[p.b1 + j0 + j];
+    if (adam) mb2[j] = p.M[p.b1 + j0 + j], vb2[j] = p.V[p.b1 + j0 + j];
+  }
+  for (int e = tid; e < C * H2; e += nt) {
+    w3[e] = p.P[p.w2 + e];
+    if (adam) m3[e] = p.M[p.w2 + e], v3[e] = p.V[p.w2 + e];
+  }
+  for (int j = tid; j < C; j += nt) {
+    b3[j] = p.P[p.b2 + j];
+    if (adam) mb3[j] = p.M[p.b2 + j], vb3[j] = p.V[p.b2 + j];
+  }
+  for (int e = tid; e < B * NC; e += nt) h1o[e] = 0.f, dz1[e] = 0.f;  // units past ncown stay 0
+  issue_batch(p, warp, p.i0, xbuf, lab, idx);
+
+  for (int t = 0; t < p.count; ++t) {
+    const int par = t & 1;
+    const int64_t s = p.s0 + t;
+    const uint8_t* xb = xbuf + par * xbytes;
+    const int* lb = lab + par * B;
+    float* h1x = p.h1x + static_cast<size_t>(par) * B * H1;
+    float* h2x = p.h2x + static_cast<size_t>(par) * B * H2;
+    const float* w2now = p.w2x + static_cast<size_t>(par) * H2 * H1;
+    float* w2next = p.w2x + static_cast<size_t>(par ^ 1) * H2 * H1;
+    AdamHyper hy{};
+    if (adam) hy = (p.hyper != nullptr && s + 1 < p.hyper_n) ? p.hyper[s + 1] : adam_hyper(p.lr, s + 1);
+
+    // ---- A: this batch has landed; start the next one's copy; first layer, own units
+    cg::wait(warp);
+    __syncthreads();
+    if (t + 1 < p.count) issue_batch(p, warp, p.i0 + t + 1, xbuf + (par ^ 1) * xbytes, lab + (par ^ 1) * B,
+                                     idx + (par ^ 1) * B);
+    {
+      constexpr int R = 32 / NC;
+      const int groups = (B + R - 1) / R, units = groups * L.ks, ktiles = (D + 31) / 32;
+      for (int u = wid; u < units; u += nwarps) {
+        const int g = u % groups, q = u / groups;
+        float acc[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+        for (int kt = q; kt < ktiles; kt += L.ks) {
+          const int k = kt * 32 + lane;
+          if (k >= D) continue;
+          float wv[NC];
+#pragma unroll
+          for (int c = 0; c < NC; ++c) wv[c] = w1[k * NC + c];
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const int row = g * R + r;
+            const float x = row < B ? lut[xb[static_cast<size_t>(row) * D + k]] : 0.f;
+#pragma unroll
+            for (int c = 0; c < NC; ++c) acc[r * NC + c] = fmaf(x, wv[c], acc[r * NC + c]);
+          }
+        }
+        const float v = warp_reduce_scatter32(acc);
+        const int row = g * R + lane / NC;
+        if (row < B) part[(q * B + row) * NC + lane % NC] = v;
+      }
+      __syncthreads();
+      for (int o = tid; o < B * ncown; o += nt) {
+        const int r = o / ncown, c = o % ncown;
+        float z = 0.f;
+        for (int q = 0; q < L.ks; ++q) z += part[(q * B + r) * NC + c];
+        float h = fmaxf(z + b1[c], 0.f);
+        if (p.dropout)
+          h = dropout_bits_dev(p.key, 0u, static_cast<uint64_t>(s), static_cast<uint32_t>(r * H1 + c0 + c)) >= p.threshold
+                  ? h * p.scale
+                  : 0.f;
+        h1o[r * NC + c] = h;
+        __stcg(h1x + static_cast<size_t>(r) * H1 + c0 + c, h);
+      }
+    }
+    grid.sync();  // ---- barrier 1: h1 complete; W2 rows of the previous step published
+
+    // ---- B: all of h1, own W2 column slice; second layer, own units
+    for (int e = tid; e < B * H1; e += nt) h1[e] = __ldcg(h1x + e);
+    for (int e = tid; e < H2 * NC; e += nt) {
+      const int j = e / NC, c = e % NC;
+      w2c[e] = c < ncown ? __ldcg(w2now + static_cast<size_t>(j) * H1 + c0 + c) : 0.f;
+    }
+    __syncthreads();
+    block_gemm(
+        B, njown, H1, [&](int m, int k) { return h1[m * H1 + k]; }, [&](int k, int n) { return w2r[n * H1 + k]; },
+        [&](int m, int n, float acc) {
+          float h = fmaxf(acc + b2[n], 0.f);
+          if (p.dropout)
+            h = dropout_bits_dev(p.key, 1u, static_cast<uint64_t>(s), static_cast<uint32_t>(m * H2 + j0 + n)) >=
+                        p.threshold
+                    ? h * p.scale
+                    : 0.f;
+          __stcg(h2x + static_cast<size_t>(m) * H2 + j0 + n, h);
+        },
+        part);
+    grid.sync();  // ---- barrier 2: h2 complete
+
+    // ---- C: last layer and loss (every block), then the updates of what each block owns
+    for (int e = tid; e < B * H2; e += nt) h2[e] = __ldcg(h2x + e);
+    __syncthreads();
+    block_gemm(
+        B, C, H2, [&](int m, int k) { return h2[m * H2 + k]; }, [&](int k, int n) { return w3[n * H2 + k]; },
+        [&](int m, int n, float acc) { z3[m * C + n] = acc + b3[n]; }, part);
+    __syncthreads();
+    for (int r = tid; r < B; r += nt) {
+      float* z = z3 + r * C;
+      float mx = -INFINITY;
+      for (int j = 0; j < C; ++j) mx = fmaxf(mx, z[j]);
+      float se = 0.f;
+      for (int j = 0; j < C; ++j) se += expf(z[j] - mx);
+      const float lse = mx + logf(se);
+      const int y = lb[r];
+      rloss[r] = lse - z[y];
+      const float inv = 1.f / static_cast<float>(B);
+      for (int j = 0; j < C; ++j) z[j] = (expf(z[j] - lse) - (j == y ? 1.f : 0.f)) * inv;  // dz3
+    }
+    __syncthreads();
+    if (tid == 0 && blockIdx.x == 0) {
+      double total = 0;
+      for (int r = 0; r < B; ++r) total += rloss[r];
+      const float mean = static_cast<float>(total / B);
+      p.step_loss[s] = mean;
+      if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
+    }
+    // dz2 = relu'(dz3 W3) (W3 before its update), for all of h2
+    block_gemm(
+        B, H2, C, [&](int m, int k) { return z3[m * C + k]; }, [&](int k, int n) { return w3[k * H2 + n]; },
+        [&](int m, int n, float acc) { dz2[m * H2 + n] = h2[m * H2 + n] > 0.f ? acc * p.scale : 0.f; }, part);
+    __syncthreads();
+    const bool keep_grads = p.G != nullptr;
+    // W3, b3 (replica): dW3 = dz3^T h2
+    block_gemm(
+        C, H2, B, [&](int m, int k) { return z3[k * C + m]; }, [&](int k, int n) { return h2[k * H2 + n]; },
+        [&](int m, int n, float g) {
+          const int e = m * H2 + n;
+          if (keep_grads && blockIdx.x == 0) p.G[p.w2 + e] = g;
+          opt_apply(w3[e], g, m3 + e, v3 + e, adam, p.lr, hy);
+        },
+        part);
+    for (int j = tid; j < C; j += nt) {
+      float g = 0.f;
+      for (int r = 0; r < B; ++r) g += z3[r * C + j];
+      if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
+      opt_apply(b3[j], g, mb3 + j, vb3 + j, adam, p.lr, hy);
+    }
+    // W2 own rows: dW2[j0 + m][n] = sum_r dz2[r][j0 + m] h1[r][n]; published for the next step
+    block_gemm(
+        njown, H1, B, [&](int m, int k) { return dz2[k * H2 + j0 + m]; }, [&](int k, int n) { return h1[k * H1 + n]; },
+        [&](int m, int n, float g) {
+          const int e = m * H1 + n;
+          if (keep_grads) p.G[p.w1 + static_cast<size_t>(j0) * H1 + e] = g;
+          opt_apply(w2r[e], g, m2r + e, v2r + e, adam, p.lr, hy);
+          __stcg(w2next + static_cast<size_t>(j0) * H1 + e, w2r[e]);
+        },
+        part);
+    for (int j = tid; j < njown; j += nt) {
+      float g = 0.f;
+      for (int r = 0; r < B; ++r) g += dz2[r * H2 + j0 + j];
+      if (keep_grads) p.G[p.b1 + j0 + j] = g;
+      opt_apply(b2[j], g, mb2 + j, vb2 + j, adam, p.lr, hy);
+    }
+    // dz1 for the own first-layer units: relu'(dz2 W2[:, own]) (W2 as it was at the step's start)
+    block_gemm(
+        B, ncown, H2, [&](int m, int k) { return dz2[m * H2 + k]; }, [&](int k, int n) { return w2c[k * NC + n]; },
+        [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; }, part);
+    __syncthreads();
+    // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once
+    for (int k = tid; k < D; k += nt) {
+      float g[NC];
+#pragma unroll
+      for (int c = 0; c < NC; ++c) g[c] = 0.f;
+      for (int r = 0; r < B; ++r) {
+        const float x = lut[xb[static_cast<size_t>(r) * D + k]];
+#pragma unroll
+        for (int c = 0; c < NC; ++c) g[c] = fmaf(dz1[r * NC + c], x, g[c]);
+      }
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        if (c >= ncown) break;
+        const int e = k * NC + c;
+        if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + c) * D + k] = g[c];
+        opt_apply(w1[e], g[c], m1 + e, v1 + e, adam, p.lr, hy);
+      }
+    }
+    for (int c = tid; c < ncown; c += nt) {
+      float g = 0.f;
+      for (int r = 0; r < B; ++r) g += dz1[r * NC + c];
+      if (keep_grads) p.G[p.b0 + c0 + c] = g;
+      opt_apply(b1[c], g, mb1 + c, vb1 + c, adam, p.lr, hy);
+    }
+    __syncthreads();
+  }
+
+  // ---- write back what this block owns (block 0 also writes the W3/b3 replica)
+  for (int e = tid; e < D * ncown; e += nt) {
+    const int c = e / D, k = e % D;
+    const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
+    p.P[g] = w1[k * NC + c];
+    if (adam) p.M[g] = m1[k * NC + c], p.V[g] = v1[k * NC + c];
+  }
+  for (int c = tid; c < ncown; c += nt) {
+    p.P[p.b0 + c0 + c] = b1[c];
+    if (adam) p.M[p.b0 + c0 + c] = mb1[c], p.V[p.b0 + c0 + c] = vb1[c];
+  }
+  for (int e = tid; e < njown * H1; e += nt) {
+    const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
+    p.P[g] = w2r[e];
+    if (adam) p.M[g] = m2r[e], p.V[g] = v2r[e];
+  }
+  for (int j = tid; j < njown; j += nt) {
+    p.P[p.b1 + j0 + j] = b2[j];
+    if (adam) p.M[p.b1 + j0 + j] = mb2[j], p.V[p.b1 + j0 + j] = vb2[j];
+  }
+  if (blockIdx.x == 0) {
+    for (int e = tid; e < C * H2; e += nt) {
+      p.P[p.w2 + e] = w3[e];
+      if (adam) p.M[p.w2 + e] = m3[e], p.V[p.w2 + e] = v3[e];
+    }
+    for (int j = tid; j < C; j += nt) {
+      p.P[p.b2 + j] = b3[j];
+      if (adam) p.M[p.b2 + j] = mb3[j], p.V[p.b2 + j] = vb3[j];
+    }
+  }
+}
+
+// ------------------------------------------------------------------ host side
+// How the epoch is split over blocks; refuses (exit 2) what the kernel cannot run.
+struct PersistPlan {
+  int blocks = 0, nc = 0, NC = 0, nj = 0;
+  size_t smem = 0;
+};
+
+inline int persist_nc_template(int nc) { return nc <= 1 ? 1 : nc <= 2 ? 2 : nc <= 4 ? 4 : 8; }
+
+template <int NC>
+inline const void* persist_kernel_ptr() {
+  return reinterpret_cast<const void*>(&p5_persistent_epoch<NC>);
+}
+inline const void* persist_kernel(int NC) {
+  switch (NC) {
+    case 1: return persist_kernel_ptr<1>();
+    case 2: return persist_kernel_ptr<2>();
+    case 4: return persist_kernel_ptr<4>();
+    default: return persist_kernel_ptr<8>();
+  }
+}
+
+// requested_blocks 0: one block per 4 first-layer units (at most one per SM).
+inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int device) {
+  int sms = 0, coop = 0, smem_optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (!coop) throw Error(kExitUsage, "--launch persistent: this GPU cannot launch cooperative kernels (use --launch graph)");
+  PersistPlan pl;
+  int want = requested_blocks > 0 ? requested_blocks : std::min(sms, (p.H1 + 3) / 4);
+  want = std::max(1, std::min(want, p.H1));
+  pl.nc = (p.H1 + want - 1) / want;
+  if (pl.nc > 8)
+    throw Error(kExitUsage, "--launch persistent: " + std::to_string(want) + " blocks would give each " +
+                                std::to_string(pl.nc) + " first-layer units (at most 8; use more --blocks or --launch graph)");
+  pl.blocks = (p.H1 + pl.nc - 1) / pl.nc;  // every block owns at least one first-layer unit
+  pl.NC = persist_nc_template(pl.nc);
+  pl.nj = (p.H2 + pl.blocks - 1) / pl.blocks;
+  p.nc = pl.nc, p.nj = pl.nj;
+  pl.smem = persist_layout(p, pl.NC).total;
+  if (pl.smem > static_cast<size_t>(smem_optin))
+    throw Error(kExitUsage, "--launch persistent: needs " + std::to_string(pl.smem) + " bytes of shared memory per block, the GPU offers " +
+                                std::to_string(smem_optin) + " (smaller --batch or widths, more --blocks, or --launch graph)");
+  const void* k = persist_kernel(pl.NC);
+  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pl.smem)));
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kPersistThreads, pl.smem));
+  if (per_sm * sms < pl.blocks)
+    throw Error(kExitUsage, "--launch persistent: " + std::to_string(pl.blocks) + " blocks cannot all be resident (" +
+                                std::to_string(per_sm) + " per SM x " + std::to_string(sms) + " SMs)");
+  return pl;
+}
+
+inline void launch_persistent(const PersistPlan& pl, PersistParams p, cudaStream_t st) {
+  void* args[] = {&p};
+  CUDA_CHECK(cudaLaunchCooperativeKernel(persist_kernel(pl.NC), dim3(pl.blocks), dim3(kPersistThreads), args, pl.smem, st));
+  CHECK_LAUNCH();
+}
+
+// Flops and global-memory bytes of one step (what the kernel moves between blocks and from the
+// data set; parameters stay on chip).
+inline KernelCost persist_step_cost(const PersistParams& p, const PersistPlan& pl) {
+  const double B = p.B, D = p.D, H1 = p.H1, H2 = p.H2, C = p.C, G = pl.blocks, f = 4;
+  KernelCost c;
+  const double fwd = 2 * B * (D * H1 + H1 * H2 + H2 * C);
+  c.flops = fwd /* forward */ + fwd /* weight gradients */ + 2 * B * (H1 * H2 + H2 * C) /* data gradients */ +
+            2 * B * H2 * C * (G - 1) /* the last layer repeated in every block */;
+  c.bytes = B * D * G /* images, once per block */ + B * H1 * f * (1 + G) + B * H2 * f * (1 + G) /* h1, h2 */ +
+            H1 * H2 * f * 2 /* W2 rows published, column slices read */;
+  c.calls = 0;
+  return c;
+}
+
+struct p5_persistent {};  // tag for the efficiency table (the kernel's name contains it)
+
+}  // namespace mlp
+}  // namespace nb

@@ -1,0 +1,316 @@
+// tests/gpu/test_mlp_persistent.cu — phase 5's persistent epoch kernel (phase5_batched/persistent.cuh)
+// against the float64 reference, step by step: fresh random images, labels, order and weights;
+// awkward shapes (batch 1, 33, 70; widths 10, 30, 100, 300), every block/unit split the kernel has
+// (1, 2, 4, 8 first-layer units per block; blocks that own no second-layer unit), Adam and SGD, with
+// and without dropout. Outputs (losses, gradients) are poisoned with NaN before each run.
+// Tolerances as phase 5's --validate (fp32): loss and gradients 1e-5, parameter change 2e-4
+// (relative, norm-wise). Also: splitting the steps over several launches gives bit-identical
+// parameters (the state written back at the end of a launch is the state the next one loads), and
+// two identical runs are bit-identical.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "../../phase5_batched/persistent.cuh"
+#include "check.cuh"
+#include "gpu_test.cuh"
+#include "reference.h"
+
+namespace nbtest {
+namespace {
+
+using namespace nb::mlp;
+
+std::mt19937_64& prng() {
+  static std::mt19937_64 g(std::random_device{}());
+  return g;
+}
+
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t c) : n(c) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
+  explicit Dev(const std::vector<T>& h) : Dev(h.size()) {
+    if (n) CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  void set(const std::vector<T>& h) { CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
+  void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T))); }
+  std::vector<T> get() const {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(n);
+    if (n) CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+struct Config {
+  int B, H1, H2, blocks;
+  bool adam;
+  double dropout;
+};
+
+// One model + data set on the device, laid out as phase 5's Trainer lays out its parameters.
+struct Setup {
+  Config cfg;
+  int n_images, D = 784, C = 10, steps_per_epoch;
+  std::vector<uint8_t> px, labels;
+  std::vector<int> perm;
+  std::vector<int> layers;
+  std::vector<size_t> woff, boff;
+  size_t nparams = 0;
+  std::vector<float> p0;
+  std::vector<AdamHyper> hyper;
+  uint64_t key = 0x1234567890ABCDEFull;
+  Dev<uint8_t> dpx, dlab;
+  Dev<int> dperm;
+  Dev<float> P, M, V, G, h1x, h2x, w2x, loss;
+  Dev<AdamHyper> dhyper;
+  Dev<unsigned long long> bad;
+
+  explicit Setup(const Config& c, int steps)
+      : cfg(c),
+        n_images(c.B * steps + 5),
+        steps_per_epoch(n_images / c.B),
+        px(static_cast<size_t>(n_images) * 784),
+        labels(n_images),
+        perm(n_images),
+        layers{784, c.H1, c.H2, 10},
+        dpx(px.size()),
+        dlab(labels.size()),
+        dperm(perm.size()),
+        P(count_params(layers)),
+        M(count_params(layers)),
+        V(count_params(layers)),
+        G(count_params(layers)),
+        h1x(2 * static_cast<size_t>(c.B) * c.H1),
+        h2x(2 * static_cast<size_t>(c.B) * c.H2),
+        w2x(2 * static_cast<size_t>(c.H2) * c.H1),
+        loss(static_cast<size_t>(steps)),
+        dhyper(static_cast<size_t>(steps) + 2),
+        bad(1) {
+    for (auto& b : px) b = static_cast<uint8_t>(prng()() % 256);
+    for (auto& l : labels) l = static_cast<uint8_t>(prng()() % 10);
+    for (int i = 0; i < n_images; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), prng());
+    dpx.set(px), dlab.set(labels), dperm.set(perm);
+    size_t off = 0;
+    for (int l = 0; l < 3; ++l) {
+      woff.push_back(off), off = (off + static_cast<size_t>(layers[l + 1]) * layers[l] + 7) / 8 * 8;
+      boff.push_back(off), off = (off + layers[l + 1] + 7) / 8 * 8;
+    }
+    nparams = off;
+    p0.assign(nparams, 0.f);
+    for (int l = 0; l < 3; ++l) {
+      std::uniform_real_distribution<float> u(-1.f / std::sqrt(static_cast<float>(layers[l])),
+                                              1.f / std::sqrt(static_cast<float>(layers[l])));
+      for (size_t i = 0; i < static_cast<size_t>(layers[l + 1]) * layers[l]; ++i) p0[woff[l] + i] = u(prng());
+      for (int i = 0; i < layers[l + 1]; ++i) p0[boff[l] + i] = u(prng());
+    }
+    hyper.resize(static_cast<size_t>(steps) + 2);
+    for (size_t t = 1; t < hyper.size(); ++t) hyper[t] = adam_hyper(lr(), static_cast<int64_t>(t));
+    dhyper.set(hyper);
+    reset();
+  }
+  static size_t count_params(const std::vector<int>& w) {
+    size_t off = 0;
+    for (int l = 0; l < 3; ++l) {
+      off = (off + static_cast<size_t>(w[l + 1]) * w[l] + 7) / 8 * 8;
+      off = (off + w[l + 1] + 7) / 8 * 8;
+    }
+    return off;
+  }
+  double lr() const { return cfg.adam ? 1e-3 : 0.05; }
+  void reset() {
+    P.set(p0);
+    CUDA_CHECK(cudaMemset(M.p, 0, M.n * sizeof(float)));
+    CUDA_CHECK(cudaMemset(V.p, 0, V.n * sizeof(float)));
+    G.poison(), loss.poison(), h1x.poison(), h2x.poison(), w2x.poison();
+    const unsigned long long none = ~0ull;
+    CUDA_CHECK(cudaMemcpy(bad.p, &none, sizeof none, cudaMemcpyHostToDevice));
+  }
+  PersistParams params() {
+    PersistParams p;
+    p.images = dpx.p, p.labels = dlab.p, p.perm = dperm.p;
+    p.D = D, p.H1 = cfg.H1, p.H2 = cfg.H2, p.C = C, p.B = cfg.B;
+    p.P = P.p, p.G = G.p;
+    if (cfg.adam) p.M = M.p, p.V = V.p, p.hyper = dhyper.p, p.hyper_n = static_cast<int64_t>(dhyper.n);
+    p.w0 = woff[0], p.b0 = boff[0], p.w1 = woff[1], p.b1 = boff[1], p.w2 = woff[2], p.b2 = boff[2];
+    p.h1x = h1x.p, p.h2x = h2x.p, p.w2x = w2x.p;
+    p.adam = cfg.adam, p.lr = static_cast<float>(lr());
+    p.dropout = cfg.dropout > 0, p.key = key, p.threshold = dropout_threshold(cfg.dropout);
+    p.scale = static_cast<float>(1.0 / (1.0 - cfg.dropout));
+    p.step_loss = loss.p, p.bad_step = bad.p;
+    return p;
+  }
+  // Runs steps [first, first + count) of epoch 0 in one launch.
+  PersistPlan run(int first, int count) {
+    PersistParams p = params();
+    PersistPlan pl = plan_persistent(p, cfg.blocks, 0);
+    p.s0 = first, p.i0 = first, p.count = count;
+    launch_persistent(pl, p, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return pl;
+  }
+  std::vector<double> packed(const std::vector<float>& flat) const {
+    std::vector<double> out;
+    for (int l = 0; l < 3; ++l) {
+      const size_t nw = static_cast<size_t>(layers[l + 1]) * layers[l];
+      out.insert(out.end(), flat.begin() + woff[l], flat.begin() + woff[l] + nw);
+      out.insert(out.end(), flat.begin() + boff[l], flat.begin() + boff[l] + layers[l + 1]);
+    }
+    return out;
+  }
+  nb::MlpParams ref_params() const {
+    nb::MlpParams r;
+    r.layers = layers;
+    for (int l = 0; l < 3; ++l) {
+      const size_t nw = static_cast<size_t>(layers[l + 1]) * layers[l];
+      r.W.emplace_back(p0.begin() + woff[l], p0.begin() + woff[l] + nw);
+      r.b.emplace_back(p0.begin() + boff[l], p0.begin() + boff[l] + layers[l + 1]);
+    }
+    return r;
+  }
+  std::vector<double> batch(int i, std::vector<int>* y) const {
+    const int B = cfg.B;
+    std::vector<double> x(static_cast<size_t>(B) * D);
+    y->assign(B, 0);
+    for (int r = 0; r < B; ++r) {
+      const int img = perm[static_cast<size_t>(i) * B + r];
+      for (int j = 0; j < D; ++j) x[static_cast<size_t>(r) * D + j] = static_cast<float>(px[static_cast<size_t>(img) * D + j]) / 255.0f;
+      (*y)[r] = labels[img];
+    }
+    return x;
+  }
+};
+
+std::vector<double> flatten(const nb::MlpParams& p) {
+  std::vector<double> out;
+  for (size_t l = 0; l < p.W.size(); ++l) {
+    out.insert(out.end(), p.W[l].begin(), p.W[l].end());
+    out.insert(out.end(), p.b[l].begin(), p.b[l].end());
+  }
+  return out;
+}
+
+void check_against_reference(const Config& c) {
+  const int K = 3;
+  INFO("B=" << c.B << " H1=" << c.H1 << " H2=" << c.H2 << " blocks=" << c.blocks << " adam=" << c.adam
+            << " dropout=" << c.dropout);
+  Setup s(c, K);
+  nb::MlpParams ref = s.ref_params();
+  nb::AdamState adam = nb::adam_init(s.layers);
+  const std::vector<double> start = flatten(ref);
+  double worst_loss = 0, worst_grad = 0;
+  for (int k = 0; k < K; ++k) {
+    s.G.poison();
+    const PersistPlan pl = s.run(k, 1);
+    if (k == 0) INFO("plan: blocks " << pl.blocks << ", units " << pl.nc << "/" << pl.nj << ", smem " << pl.smem);
+    std::vector<int> y;
+    const std::vector<double> x = s.batch(k, &y);
+    std::vector<std::vector<double>> masks;
+    for (int l = 0; l < 2 && c.dropout > 0; ++l) {
+      const int N = s.layers[l + 1];
+      std::vector<double> m(static_cast<size_t>(c.B) * N);
+      for (size_t i = 0; i < m.size(); ++i)
+        m[i] = dropout_bits_host(s.key, static_cast<uint32_t>(l), static_cast<uint64_t>(k), static_cast<uint32_t>(i)) >=
+                       dropout_threshold(c.dropout)
+                   ? 1.0 / (1.0 - c.dropout)
+                   : 0.0;
+      masks.push_back(std::move(m));
+    }
+    const auto* mp = c.dropout > 0 ? &masks : nullptr;
+    nb::MlpForward f = nb::mlp_forward(ref, x.data(), y.data(), c.B, mp);
+    nb::MlpParams g = nb::mlp_backward(ref, f, y.data(), c.B, mp);
+    if (c.adam) nb::mlp_adam_step(ref, g, adam, s.lr());
+    else nb::mlp_sgd_step(ref, g, s.lr());
+    const float loss = s.loss.get()[static_cast<size_t>(k)];
+    worst_loss = std::max(worst_loss, std::fabs(loss - f.loss) / std::fabs(f.loss));
+    const std::vector<double> ours_g = s.packed(s.G.get());
+    worst_grad = std::max(worst_grad, nb::rel_error(ours_g, flatten(g)));
+  }
+  const std::vector<double> ours = s.packed(s.P.get()), theirs = flatten(ref);
+  std::vector<double> d_ours(ours.size()), d_ref(ours.size());
+  for (size_t i = 0; i < ours.size(); ++i) d_ours[i] = ours[i] - start[i], d_ref[i] = theirs[i] - start[i];
+  CHECK(worst_loss <= 1e-5);
+  CHECK(worst_grad <= 1e-5);
+  CHECK(nb::rel_error(d_ours, d_ref) <= 2e-4);
+  unsigned long long bad = 0;
+  CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
+  CHECK(bad == ~0ull);
+}
+
+TEST_CASE("mlp persistent: every step's loss, gradients and update against the float64 reference") {
+  NB_SKIP_WITHOUT_DEVICE();
+  // blocks 0: one per 4 first-layer units; explicit counts give 8, 2 and 1 units per block, blocks
+  // with no second-layer unit (H2 < blocks), and a last block with fewer first-layer units.
+  const Config cases[] = {
+      {33, 100, 30, 0, true, 0.2},  {1, 10, 300, 3, true, 0.0},  {70, 300, 10, 0, false, 0.0},
+      {32, 128, 64, 16, true, 0.2}, {33, 100, 30, 50, true, 0.5}, {33, 100, 30, 100, false, 0.2},
+      {7, 30, 100, 9, true, 0.0},
+  };
+  for (const Config& c : cases) check_against_reference(c);
+}
+
+TEST_CASE("mlp persistent: steps split over launches and repeated runs are bit-identical") {
+  NB_SKIP_WITHOUT_DEVICE();
+  const Config c{33, 100, 30, 0, true, 0.2};
+  Setup s(c, 5);
+  s.run(0, 5);
+  const std::vector<float> one = s.P.get(), m_one = s.M.get(), loss_one = s.loss.get();
+  s.reset();
+  s.run(0, 2);
+  s.run(2, 3);
+  const std::vector<float> two = s.P.get(), m_two = s.M.get(), loss_two = s.loss.get();
+  s.reset();
+  s.run(0, 5);
+  const std::vector<float> again = s.P.get();
+  CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(m_one.data(), m_two.data(), m_one.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(loss_one.data(), loss_two.data(), loss_one.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(one.data(), again.data(), one.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("mlp persistent: a non-finite loss sets the divergence flag at its step") {
+  NB_SKIP_WITHOUT_DEVICE();
+  const Config c{33, 100, 30, 0, false, 0.0};
+  Setup s(c, 4);
+  std::vector<float> p = s.p0;
+  p[s.woff[2] + 3] = NAN;  // a NaN weight in the last layer: the first step's loss is NaN
+  s.P.set(p);
+  s.run(0, 4);
+  unsigned long long bad = 0;
+  CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
+  CHECK(bad == 0ull);
+  CHECK(std::isnan(s.loss.get()[0]));
+}
+
+TEST_CASE("mlp persistent: plans it cannot run are refused with exit code 2") {
+  NB_SKIP_WITHOUT_DEVICE();
+  Setup s(Config{32, 128, 64, 0, true, 0.0}, 1);
+  PersistParams p = s.params();
+  // 2 blocks would need 64 first-layer units each (at most 8).
+  try {
+    plan_persistent(p, 2, 0);
+    FAIL("expected a refusal");
+  } catch (const nb::Error& e) {
+    CHECK(e.code == nb::kExitUsage);
+  }
+  // A batch whose images alone exceed shared memory.
+  p.B = 200;
+  try {
+    plan_persistent(p, 0, 0);
+    FAIL("expected a refusal");
+  } catch (const nb::Error& e) {
+    CHECK(e.code == nb::kExitUsage);
+  }
+}
+
+}  // namespace
+}  // namespace nbtest
