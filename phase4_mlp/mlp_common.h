@@ -155,6 +155,7 @@ struct MlpOptions {
   std::string gemm = "own";  // phase 5 only
   std::string launch = "graph";  // phase 5 only: graph | persistent
   int blocks = 0;                // phase 5 only: blocks of the persistent kernel (0 = auto)
+  bool breakdown = false;        // phase 5 only: time the parts of a persistent step
   int validate_steps = 3;
   CommonOptions common;
 

@@ -278,6 +278,7 @@ class Trainer {
     PersistParams p = persist_;
     p.s0 = first, p.i0 = static_cast<int>(first % sc_.steps_per_epoch), p.count = count;
     p.G = Gdbg_.size() ? Gdbg_.get() : nullptr;
+    p.breakdown = breakdown_.size() ? breakdown_.get() : nullptr;
     launch_persistent(plan_, p, st_);
   }
 
@@ -302,6 +303,17 @@ class Trainer {
     }
   }
   bool persistent() const { return persistent_; }
+  // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
+  void start_breakdown() {
+    breakdown_.alloc(kPersistSegments);
+    CUDA_CHECK(cudaMemsetAsync(breakdown_.get(), 0, breakdown_.bytes(), st_));
+  }
+  std::vector<unsigned long long> take_breakdown() {
+    CUDA_CHECK(cudaStreamSynchronize(st_));
+    std::vector<unsigned long long> h = breakdown_.download();
+    breakdown_.release();
+    return h;
+  }
   const PersistPlan& persist_plan() const { return plan_; }
 
   // Flops, compulsory bytes and launches per step, per kernel tag (counted while capturing).
@@ -663,6 +675,7 @@ class Trainer {
     costs_per_step_["p5_persistent"] = persist_step_cost(p, plan_);
   }
   DevBuf<float> h1x_, h2x_, w2x_;
+  DevBuf<unsigned long long> breakdown_;
   cudaStream_t st_{};
   size_t nparams_ = 0;
   std::vector<size_t> woff_, boff_;
@@ -832,6 +845,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   size_t free1 = 0;
   CUDA_CHECK(cudaMemGetInfo(&free1, &total));
   tracer.clear();
+  if (o.breakdown && tr.persistent()) tr.start_breakdown();
 
   std::vector<double> totals, per_epoch_ms, epoch_loss, test_loss, test_acc;
   std::vector<float> step_losses;
@@ -905,12 +919,29 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   if (tr.persistent()) {
     const PersistPlan& pl = tr.persist_plan();
     rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
+    nlohmann::json parts = nlohmann::json::array();
+    if (o.breakdown) {
+      const std::vector<unsigned long long> cyc = tr.take_breakdown();
+      double sum = 0;
+      for (unsigned long long c : cyc) sum += static_cast<double>(c);
+      const double per_step_ms = step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size());
+      std::printf("persistent step breakdown (block 0, thread 0; share of its cycles):\n");
+      for (int i = 0; i < kPersistSegments; ++i) {
+        const double share = sum > 0 ? cyc[i] / sum : 0.0;
+        parts.push_back({{"part", persist_segment_name(i)},
+                         {"cycles_per_step", measured_steps > 0 ? cyc[i] / static_cast<double>(measured_steps) : 0.0},
+                         {"share", share},
+                         {"us_per_step", share * per_step_ms * 1e3}});
+        std::printf("  %5.1f%%  %6.2f us  %s\n", 100 * share, share * per_step_ms * 1e3, persist_segment_name(i));
+      }
+    }
     rec["metrics"]["persistent"] = {{"blocks", pl.blocks},
                                     {"threads_per_block", kPersistThreads},
                                     {"first_layer_units_per_block", pl.nc},
                                     {"second_layer_units_per_block", pl.nj},
                                     {"shared_memory_bytes_per_block", pl.smem},
                                     {"grid_barriers_per_step", 2}};
+    if (o.breakdown) rec["metrics"]["persistent"]["step_breakdown"] = parts;
   }
   {  // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
     const std::vector<double> pd = tr.params();  // float32 values widened exactly; narrowing is exact
@@ -1066,6 +1097,8 @@ int run(int argc, char** argv) {
                  "(fp32, two hidden layers, own GEMMs)",
                  {"graph", "persistent"});
   cli.add_int("--blocks", &o.blocks, "blocks of the persistent kernel (0 = one per 4 first-layer units)", 0, 4096);
+  cli.add_flag("--breakdown", &o.breakdown,
+               "persistent kernel: time the parts of a step (clock stamps of block 0) into the record");
   cli.add_flag("--gemm-compare", &compare,
                "only time our GEMM against cuBLASLt on the largest layer's three products (no training)");
   if (!cli.parse(argc, argv)) return 0;

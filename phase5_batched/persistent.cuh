@@ -53,7 +53,7 @@
 namespace nb {
 namespace mlp {
 
-constexpr int kPersistThreads = 256;
+constexpr int kPersistThreads = 512;
 
 struct PersistParams {
   const uint8_t* images = nullptr;  // [n][D] bytes
@@ -84,7 +84,25 @@ struct PersistParams {
   float scale = 1.f;
   float* step_loss = nullptr;
   unsigned long long* bad_step = nullptr;
+  // --breakdown: SM clock cycles of block 0's thread 0 spent in each of kPersistSegments parts of
+  // a step, summed over the launch's steps (null: not measured).
+  unsigned long long* breakdown = nullptr;
 };
+
+// The parts of a step that --breakdown times (cycles of block 0, thread 0: from one stamp to the next).
+constexpr int kPersistSegments = 8;
+inline const char* persist_segment_name(int i) {
+  static const char* names[kPersistSegments] = {
+      "A: wait for the batch, first layer (own units), publish h1",
+      "barrier 1",
+      "B: read h1 and the W2 column slice, second layer (own units), publish h2",
+      "barrier 2",
+      "C1: read h2, last layer, softmax cross-entropy, loss",
+      "C2: dz2 = relu'(dz3 W3)",
+      "C3: W3/b3 and own W2 rows updated (published), dz1 for own units",
+      "C4: own W1 rows and b1 updated"};
+  return names[i];
+}
 
 // Shared-memory layout (bytes from the start of the dynamic buffer), the same on host and device.
 struct PersistLayout {
@@ -172,6 +190,7 @@ __device__ __forceinline__ void block_gemm(int M, int N, int K, FA a, FB b, Fin 
     for (int o = threadIdx.x; o < MN; o += blockDim.x) {
       const int m = o / N, n = o % N;
       float acc = 0.f;
+#pragma unroll 8
       for (int k = 0; k < K; ++k) acc = fmaf(a(m, k), b(k, n), acc);
       fin(m, n, acc);
     }
@@ -183,6 +202,7 @@ __device__ __forceinline__ void block_gemm(int M, int N, int K, FA a, FB b, Fin 
     const int o = it % MN, s = it / MN, m = o / N, n = o % N;
     const int k1 = min(K, (s + 1) * chunk);
     float acc = 0.f;
+#pragma unroll 8
     for (int k = s * chunk; k < k1; ++k) acc = fmaf(a(m, k), b(k, n), acc);
     scratch[s * MN + o] = acc;
   }
@@ -191,6 +211,17 @@ __device__ __forceinline__ void block_gemm(int M, int N, int K, FA a, FB b, Fin 
     float acc = 0.f;
     for (int s = 0; s < S; ++s) acc += scratch[s * MN + o];
     fin(o / N, o % N, acc);
+  }
+}
+
+// dst[0, n) = src[0, n) from L2 (bypassing L1: other SMs wrote it), 16 bytes at a time when aligned.
+__device__ __forceinline__ void load_cg(float* dst, const float* src, int n) {
+  if ((n % 4) == 0 && (reinterpret_cast<uintptr_t>(src) % 16) == 0 && (reinterpret_cast<uintptr_t>(dst) % 16) == 0) {
+    const float4* s4 = reinterpret_cast<const float4*>(src);
+    float4* d4 = reinterpret_cast<float4*>(dst);
+    for (int e = threadIdx.x; e < n / 4; e += blockDim.x) d4[e] = __ldcg(s4 + e);
+  } else {
+    for (int e = threadIdx.x; e < n; e += blockDim.x) dst[e] = __ldcg(src + e);
   }
 }
 
@@ -303,6 +334,16 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   }
   for (int e = tid; e < B * NC; e += nt) h1o[e] = 0.f, dz1[e] = 0.f;  // units past ncown stay 0
   issue_batch(p, warp, p.i0, xbuf, lab, idx);
+  const bool timed = p.breakdown != nullptr && blockIdx.x == 0 && tid == 0;
+  unsigned long long seg[kPersistSegments] = {};
+  long long tprev = clock64();
+  auto stamp = [&](int i) {
+    if (timed) {
+      const long long now = clock64();
+      seg[i] += static_cast<unsigned long long>(now - tprev);
+      tprev = now;
+    }
+  };
 
   for (int t = 0; t < p.count; ++t) {
     const int par = t & 1;
@@ -361,10 +402,12 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         __stcg(h1x + static_cast<size_t>(r) * H1 + c0 + c, h);
       }
     }
+    stamp(0);
     grid.sync();  // ---- barrier 1: h1 complete; W2 rows of the previous step published
+    stamp(1);
 
     // ---- B: all of h1, own W2 column slice; second layer, own units
-    for (int e = tid; e < B * H1; e += nt) h1[e] = __ldcg(h1x + e);
+    load_cg(h1, h1x, B * H1);
     for (int e = tid; e < H2 * NC; e += nt) {
       const int j = e / NC, c = e % NC;
       w2c[e] = c < ncown ? __ldcg(w2now + static_cast<size_t>(j) * H1 + c0 + c) : 0.f;
@@ -382,10 +425,12 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
           __stcg(h2x + static_cast<size_t>(m) * H2 + j0 + n, h);
         },
         part);
+    stamp(2);
     grid.sync();  // ---- barrier 2: h2 complete
+    stamp(3);
 
     // ---- C: last layer and loss (every block), then the updates of what each block owns
-    for (int e = tid; e < B * H2; e += nt) h2[e] = __ldcg(h2x + e);
+    load_cg(h2, h2x, B * H2);
     __syncthreads();
     block_gemm(
         B, C, H2, [&](int m, int k) { return h2[m * H2 + k]; }, [&](int k, int n) { return w3[n * H2 + k]; },
@@ -404,18 +449,24 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
       for (int j = 0; j < C; ++j) z[j] = (expf(z[j] - lse) - (j == y ? 1.f : 0.f)) * inv;  // dz3
     }
     __syncthreads();
-    if (tid == 0 && blockIdx.x == 0) {
-      double total = 0;
-      for (int r = 0; r < B; ++r) total += rloss[r];
-      const float mean = static_cast<float>(total / B);
-      p.step_loss[s] = mean;
-      if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
+    if (wid == 0 && blockIdx.x == 0) {  // the batch loss: lane sums, then a fixed shuffle tree
+      float part_sum = 0.f;
+      for (int r = lane; r < B; r += 32) part_sum += rloss[r];
+#pragma unroll
+      for (int w = 16; w >= 1; w >>= 1) part_sum += __shfl_xor_sync(0xffffffffu, part_sum, w);
+      if (lane == 0) {
+        const float mean = part_sum / static_cast<float>(B);
+        p.step_loss[s] = mean;
+        if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
+      }
     }
+    stamp(4);
     // dz2 = relu'(dz3 W3) (W3 before its update), for all of h2
     block_gemm(
         B, H2, C, [&](int m, int k) { return z3[m * C + k]; }, [&](int k, int n) { return w3[k * H2 + n]; },
         [&](int m, int n, float acc) { dz2[m * H2 + n] = h2[m * H2 + n] > 0.f ? acc * p.scale : 0.f; }, part);
     __syncthreads();
+    stamp(5);
     const bool keep_grads = p.G != nullptr;
     // W3, b3 (replica): dW3 = dz3^T h2
     block_gemm(
@@ -453,11 +504,13 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         B, ncown, H2, [&](int m, int k) { return dz2[m * H2 + k]; }, [&](int k, int n) { return w2c[k * NC + n]; },
         [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; }, part);
     __syncthreads();
+    stamp(6);
     // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once
     for (int k = tid; k < D; k += nt) {
       float g[NC];
 #pragma unroll
       for (int c = 0; c < NC; ++c) g[c] = 0.f;
+#pragma unroll 8
       for (int r = 0; r < B; ++r) {
         const float x = lut[xb[static_cast<size_t>(r) * D + k]];
 #pragma unroll
@@ -478,7 +531,10 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
       opt_apply(b1[c], g, mb1 + c, vb1 + c, adam, p.lr, hy);
     }
     __syncthreads();
+    stamp(7);
   }
+  if (timed)
+    for (int i = 0; i < kPersistSegments; ++i) p.breakdown[i] += seg[i];
 
   // ---- write back what this block owns (block 0 also writes the W3/b3 replica)
   for (int e = tid; e < D * ncown; e += nt) {
