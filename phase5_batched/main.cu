@@ -1096,7 +1096,7 @@ int run(int argc, char** argv) {
                  "how an epoch is launched: one CUDA graph of fused kernels, or one persistent cooperative kernel "
                  "(fp32, two hidden layers, own GEMMs)",
                  {"graph", "persistent"});
-  cli.add_int("--blocks", &o.blocks, "blocks of the persistent kernel (0 = one per 4 first-layer units)", 0, 4096);
+  cli.add_int("--blocks", &o.blocks, "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM)", 0, 4096);
   cli.add_flag("--breakdown", &o.breakdown,
                "persistent kernel: time the parts of a step (clock stamps of block 0) into the record");
   cli.add_flag("--gemm-compare", &compare,

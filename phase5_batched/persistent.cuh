@@ -37,8 +37,7 @@
 // bit-reproducible (no atomics except the integer atomicMin of the divergence flag).
 #pragma once
 #include <cooperative_groups.h>
-#include <cooperative_groups/memcpy_async.h>
-#include <cuda/barrier>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -107,9 +106,14 @@ inline const char* persist_segment_name(int i) {
 // Shared-memory layout (bytes from the start of the dynamic buffer), the same on host and device.
 struct PersistLayout {
   size_t lut, xb, w1, m1, v1, b1, mb1, vb1, h1, h1o, dz1, w2r, m2r, v2r, b2, mb2, vb2, w2c, h2, dz2, w3, m3, v3, b3,
-      mb3, vb3, z3, rloss, part, lab, idx, total;
+      mb3, vb3, z3, rloss, part, lab, total;
   int ks = 1;  // K splits of the first layer
 };
+
+// Row strides of the shared-memory matrices whose rows are read by different lanes at once: odd,
+// so that up to 32 rows fall into 32 different banks (a stride of 64 or 128 floats put every row
+// in the same bank: a 10- to 16-way conflict, measured at ~2-4 us a step before the padding).
+__host__ __device__ inline int odd_stride(int n) { return n | 1; }
 
 __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, int NC) {
   PersistLayout L{};
@@ -129,26 +133,26 @@ __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, 
   L.m1 = take(a ? static_cast<size_t>(p.D) * NC * f : 0);
   L.v1 = take(a ? static_cast<size_t>(p.D) * NC * f : 0);
   L.b1 = take(NC * f), L.mb1 = take(NC * f), L.vb1 = take(NC * f);
-  L.h1 = take(static_cast<size_t>(p.B) * p.H1 * f);
+  const size_t l1 = odd_stride(p.H1), l2 = odd_stride(p.H2);
+  L.h1 = take(static_cast<size_t>(p.B) * l1 * f);
   L.h1o = take(static_cast<size_t>(p.B) * NC * f);
   L.dz1 = take(static_cast<size_t>(p.B) * NC * f);
-  L.w2r = take(static_cast<size_t>(p.nj) * p.H1 * f);
-  L.m2r = take(a ? static_cast<size_t>(p.nj) * p.H1 * f : 0);
-  L.v2r = take(a ? static_cast<size_t>(p.nj) * p.H1 * f : 0);
+  L.w2r = take(static_cast<size_t>(p.nj) * l1 * f);
+  L.m2r = take(a ? static_cast<size_t>(p.nj) * l1 * f : 0);
+  L.v2r = take(a ? static_cast<size_t>(p.nj) * l1 * f : 0);
   L.b2 = take(p.nj * f), L.mb2 = take(p.nj * f), L.vb2 = take(p.nj * f);
   L.w2c = take(static_cast<size_t>(p.H2) * NC * f);
-  L.h2 = take(static_cast<size_t>(p.B) * p.H2 * f);
-  L.dz2 = take(static_cast<size_t>(p.B) * p.H2 * f);
-  L.w3 = take(static_cast<size_t>(p.C) * p.H2 * f);
-  L.m3 = take(a ? static_cast<size_t>(p.C) * p.H2 * f : 0);
-  L.v3 = take(a ? static_cast<size_t>(p.C) * p.H2 * f : 0);
+  L.h2 = take(static_cast<size_t>(p.B) * l2 * f);
+  L.dz2 = take(static_cast<size_t>(p.B) * l2 * f);
+  L.w3 = take(static_cast<size_t>(p.C) * l2 * f);
+  L.m3 = take(a ? static_cast<size_t>(p.C) * l2 * f : 0);
+  L.v3 = take(a ? static_cast<size_t>(p.C) * l2 * f : 0);
   L.b3 = take(p.C * f), L.mb3 = take(p.C * f), L.vb3 = take(p.C * f);
   L.z3 = take(static_cast<size_t>(p.B) * p.C * f);
   L.rloss = take(p.B * f);
   const size_t part = static_cast<size_t>(L.ks) * p.B * NC;
   L.part = take((part > kPersistThreads ? part : kPersistThreads) * f);
   L.lab = take(2 * p.B * sizeof(int));
-  L.idx = take(2 * p.B * sizeof(int));
   L.total = off;
   return L;
 }
@@ -214,14 +218,52 @@ __device__ __forceinline__ void block_gemm(int M, int N, int K, FA a, FB b, Fin 
   }
 }
 
-// dst[0, n) = src[0, n) from L2 (bypassing L1: other SMs wrote it), 16 bytes at a time when aligned.
-__device__ __forceinline__ void load_cg(float* dst, const float* src, int n) {
-  if ((n % 4) == 0 && (reinterpret_cast<uintptr_t>(src) % 16) == 0 && (reinterpret_cast<uintptr_t>(dst) % 16) == 0) {
-    const float4* s4 = reinterpret_cast<const float4*>(src);
-    float4* d4 = reinterpret_cast<float4*>(dst);
-    for (int e = threadIdx.x; e < n / 4; e += blockDim.x) d4[e] = __ldcg(s4 + e);
+// rows x cols from global src (row stride cols) into shared dst (row stride ld), read from L2
+// (bypassing L1: other SMs wrote it); every thread issues all its loads before its first store.
+__device__ __forceinline__ void load_rows_cg(float* dst, int ld, const float* src, int rows, int cols) {
+  constexpr int U = 8;
+  const int n = rows * cols;
+  for (int e0 = threadIdx.x; e0 < n; e0 += U * blockDim.x) {
+    float v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int e = e0 + u * blockDim.x;
+      v[u] = e < n ? __ldcg(src + e) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int e = e0 + u * blockDim.x;
+      if (e < n) dst[(e / cols) * ld + e % cols] = v[u];
+    }
+  }
+}
+
+// NC consecutive floats (16-byte aligned when NC >= 4): one vector access instead of NC scalar
+// ones (a warp reading rows k = lane of a [D][NC] array would otherwise meet NC-way conflicts).
+template <int NC>
+__device__ __forceinline__ void ld_units(const float* p, float (&v)[NC]) {
+  if constexpr (NC % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < NC; c += 4) {
+      const float4 t = *reinterpret_cast<const float4*>(p + c);
+      v[c] = t.x, v[c + 1] = t.y, v[c + 2] = t.z, v[c + 3] = t.w;
+    }
+  } else if constexpr (NC == 2) {
+    const float2 t = *reinterpret_cast<const float2*>(p);
+    v[0] = t.x, v[1] = t.y;
   } else {
-    for (int e = threadIdx.x; e < n; e += blockDim.x) dst[e] = __ldcg(src + e);
+    v[0] = p[0];
+  }
+}
+template <int NC>
+__device__ __forceinline__ void st_units(float* p, const float (&v)[NC]) {
+  if constexpr (NC % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < NC; c += 4) *reinterpret_cast<float4*>(p + c) = make_float4(v[c], v[c + 1], v[c + 2], v[c + 3]);
+  } else if constexpr (NC == 2) {
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  } else {
+    p[0] = v[0];
   }
 }
 
@@ -231,22 +273,17 @@ __device__ __forceinline__ void opt_apply(float& w, float g, float* m, float* v,
   else w -= lr * g;
 }
 
-// Copies the B images of batch `i` (rows perm[i*B + r]) into xb with cp.async and their labels and
-// indices into lab/idx; the caller waits (cg::wait) before reading xb.
-template <class Warp>
-__device__ __forceinline__ void issue_batch(const PersistParams& p, const Warp& warp, int i, uint8_t* xb, int* lab,
-                                            int* idx) {
-  namespace cg = cooperative_groups;
-  const int warps = blockDim.x / 32, w = threadIdx.x / 32;
-  for (int r = w; r < p.B; r += warps) {
-    const int img = __ldg(p.perm + static_cast<size_t>(i) * p.B + r);
-    const uint8_t* src = p.images + static_cast<size_t>(img) * p.D;
-    if (p.D % 16 == 0) {
-      cg::memcpy_async(warp, xb + static_cast<size_t>(r) * p.D, src, cuda::aligned_size_t<16>(p.D));
-    } else {
-      for (int k = warp.thread_rank(); k < p.D; k += 32) xb[static_cast<size_t>(r) * p.D + k] = src[k];
-    }
-    if (warp.thread_rank() == 0) lab[r] = __ldg(p.labels + img), idx[r] = img;
+// The batch of step i+1 is fetched in three parts spread over step i, so that no warp stalls on a
+// dependent global load: (1) its image indices into registers (before barrier 1), (2) the images
+// by cp.async into shared memory and the labels into registers (after barrier 1), (3) the labels
+// into shared memory (after barrier 2). Warp w handles rows w + q * warps, q < kRowsPerWarp.
+constexpr int kRowsPerWarp = 4;  // so a batch has at most 4 * 16 = 64 rows
+
+__device__ __forceinline__ void copy_image_async(uint8_t* dst, const uint8_t* src, int D, int lane) {
+  if (D % 16 == 0) {
+    for (int c = lane; c < D / 16; c += 32) __pipeline_memcpy_async(dst + 16 * c, src + 16 * c, 16);
+  } else {
+    for (int k = lane; k < D; k += 32) dst[k] = src[k];
   }
 }
 
@@ -287,17 +324,15 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   float* rloss = reinterpret_cast<float*>(smem + L.rloss);
   float* part = reinterpret_cast<float*>(smem + L.part);
   int* lab = reinterpret_cast<int*>(smem + L.lab);  // [2][B]
-  int* idx = reinterpret_cast<int*>(smem + L.idx);  // [2][B]
 
   cg::grid_group grid = cg::this_grid();
-  cg::thread_block block = cg::this_thread_block();
-  const auto warp = cg::tiled_partition<32>(block);
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, wid = tid / 32, nwarps = nt / 32;
   const int D = p.D, H1 = p.H1, H2 = p.H2, C = p.C, B = p.B;
   const int c0 = blockIdx.x * p.nc, ncown = max(0, min(p.nc, H1 - c0));
   const int j0 = blockIdx.x * p.nj, njown = max(0, min(p.nj, H2 - j0));
   const bool adam = p.adam && p.M != nullptr;
   const size_t xbytes = static_cast<size_t>(B) * D;
+  const int ld1 = odd_stride(H1), ld2 = odd_stride(H2);  // row strides of h1, w2r / h2, dz2, w3
 
   // ---- load what this block owns
   for (int i = tid; i < 256; i += nt) lut[i] = static_cast<float>(i) / 255.0f;  // the graph path's x/255
@@ -316,24 +351,34 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   }
   for (int e = tid; e < njown * H1; e += nt) {
     const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
-    w2r[e] = p.P[g];
-    if (adam) m2r[e] = p.M[g], v2r[e] = p.V[g];
-    __stcg(p.w2x + static_cast<size_t>(j0) * H1 + e, w2r[e]);  // parity 0: the launch's first step reads it
+    const int es = (e / H1) * ld1 + e % H1;
+    w2r[es] = p.P[g];
+    if (adam) m2r[es] = p.M[g], v2r[es] = p.V[g];
+    __stcg(p.w2x + static_cast<size_t>(j0) * H1 + e, p.P[g]);  // parity 0: the launch's first step reads it
   }
   for (int j = tid; j < njown; j += nt) {
     b2[j] = p.P[p.b1 + j0 + j];
     if (adam) mb2[j] = p.M[p.b1 + j0 + j], vb2[j] = p.V[p.b1 + j0 + j];
   }
   for (int e = tid; e < C * H2; e += nt) {
-    w3[e] = p.P[p.w2 + e];
-    if (adam) m3[e] = p.M[p.w2 + e], v3[e] = p.V[p.w2 + e];
+    const int es = (e / H2) * ld2 + e % H2;
+    w3[es] = p.P[p.w2 + e];
+    if (adam) m3[es] = p.M[p.w2 + e], v3[es] = p.V[p.w2 + e];
   }
   for (int j = tid; j < C; j += nt) {
     b3[j] = p.P[p.b2 + j];
     if (adam) mb3[j] = p.M[p.b2 + j], vb3[j] = p.V[p.b2 + j];
   }
   for (int e = tid; e < B * NC; e += nt) h1o[e] = 0.f, dz1[e] = 0.f;  // units past ncown stay 0
-  issue_batch(p, warp, p.i0, xbuf, lab, idx);
+  for (int q = 0; q < kRowsPerWarp; ++q) {  // the first step's batch
+    const int r = wid + q * nwarps;
+    if (r >= B) break;
+    const int img = __ldg(p.perm + static_cast<size_t>(p.i0) * B + r);
+    copy_image_async(xbuf + static_cast<size_t>(r) * D, p.images + static_cast<size_t>(img) * D, D, lane);
+    if (lane == 0) lab[r] = __ldg(p.labels + img);
+  }
+  __pipeline_commit();
+  int nimg[kRowsPerWarp], nlab[kRowsPerWarp];  // the next step's rows of this warp
   const bool timed = p.breakdown != nullptr && blockIdx.x == 0 && tid == 0;
   unsigned long long seg[kPersistSegments] = {};
   long long tprev = clock64();
@@ -357,11 +402,10 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     AdamHyper hy{};
     if (adam) hy = (p.hyper != nullptr && s + 1 < p.hyper_n) ? p.hyper[s + 1] : adam_hyper(p.lr, s + 1);
 
-    // ---- A: this batch has landed; start the next one's copy; first layer, own units
-    cg::wait(warp);
+    const bool more = t + 1 < p.count;
+    // ---- A: this batch has landed; first layer, own units
+    __pipeline_wait_prior(0);
     __syncthreads();
-    if (t + 1 < p.count) issue_batch(p, warp, p.i0 + t + 1, xbuf + (par ^ 1) * xbytes, lab + (par ^ 1) * B,
-                                     idx + (par ^ 1) * B);
     {
       constexpr int R = 32 / NC;
       const int groups = (B + R - 1) / R, units = groups * L.ks, ktiles = (D + 31) / 32;
@@ -374,8 +418,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
           const int k = kt * 32 + lane;
           if (k >= D) continue;
           float wv[NC];
-#pragma unroll
-          for (int c = 0; c < NC; ++c) wv[c] = w1[k * NC + c];
+          ld_units<NC>(w1 + k * NC, wv);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             const int row = g * R + r;
@@ -402,19 +445,34 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         __stcg(h1x + static_cast<size_t>(r) * H1 + c0 + c, h);
       }
     }
+    if (more)  // next batch, part 1: indices
+      for (int q = 0; q < kRowsPerWarp; ++q) {
+        const int r = wid + q * nwarps;
+        if (r < B) nimg[q] = __ldg(p.perm + static_cast<size_t>(p.i0 + t + 1) * B + r);
+      }
     stamp(0);
     grid.sync();  // ---- barrier 1: h1 complete; W2 rows of the previous step published
     stamp(1);
+    if (more) {  // next batch, part 2: images (cp.async) and labels (registers)
+      for (int q = 0; q < kRowsPerWarp; ++q) {
+        const int r = wid + q * nwarps;
+        if (r >= B) break;
+        copy_image_async(xbuf + (par ^ 1) * xbytes + static_cast<size_t>(r) * D,
+                         p.images + static_cast<size_t>(nimg[q]) * D, D, lane);
+        nlab[q] = __ldg(p.labels + nimg[q]);
+      }
+      __pipeline_commit();
+    }
 
     // ---- B: all of h1, own W2 column slice; second layer, own units
-    load_cg(h1, h1x, B * H1);
+    load_rows_cg(h1, ld1, h1x, B, H1);
     for (int e = tid; e < H2 * NC; e += nt) {
       const int j = e / NC, c = e % NC;
       w2c[e] = c < ncown ? __ldcg(w2now + static_cast<size_t>(j) * H1 + c0 + c) : 0.f;
     }
     __syncthreads();
     block_gemm(
-        B, njown, H1, [&](int m, int k) { return h1[m * H1 + k]; }, [&](int k, int n) { return w2r[n * H1 + k]; },
+        B, njown, H1, [&](int m, int k) { return h1[m * ld1 + k]; }, [&](int k, int n) { return w2r[n * ld1 + k]; },
         [&](int m, int n, float acc) {
           float h = fmaxf(acc + b2[n], 0.f);
           if (p.dropout)
@@ -428,12 +486,17 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     stamp(2);
     grid.sync();  // ---- barrier 2: h2 complete
     stamp(3);
+    if (more && lane == 0)  // next batch, part 3: labels
+      for (int q = 0; q < kRowsPerWarp; ++q) {
+        const int r = wid + q * nwarps;
+        if (r < B) lab[(par ^ 1) * B + r] = nlab[q];
+      }
 
     // ---- C: last layer and loss (every block), then the updates of what each block owns
-    load_cg(h2, h2x, B * H2);
+    load_rows_cg(h2, ld2, h2x, B, H2);
     __syncthreads();
     block_gemm(
-        B, C, H2, [&](int m, int k) { return h2[m * H2 + k]; }, [&](int k, int n) { return w3[n * H2 + k]; },
+        B, C, H2, [&](int m, int k) { return h2[m * ld2 + k]; }, [&](int k, int n) { return w3[n * ld2 + k]; },
         [&](int m, int n, float acc) { z3[m * C + n] = acc + b3[n]; }, part);
     __syncthreads();
     for (int r = tid; r < B; r += nt) {
@@ -463,45 +526,48 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     stamp(4);
     // dz2 = relu'(dz3 W3) (W3 before its update), for all of h2
     block_gemm(
-        B, H2, C, [&](int m, int k) { return z3[m * C + k]; }, [&](int k, int n) { return w3[k * H2 + n]; },
-        [&](int m, int n, float acc) { dz2[m * H2 + n] = h2[m * H2 + n] > 0.f ? acc * p.scale : 0.f; }, part);
+        B, H2, C, [&](int m, int k) { return z3[m * C + k]; }, [&](int k, int n) { return w3[k * ld2 + n]; },
+        [&](int m, int n, float acc) { dz2[m * ld2 + n] = h2[m * ld2 + n] > 0.f ? acc * p.scale : 0.f; }, part);
     __syncthreads();
     stamp(5);
     const bool keep_grads = p.G != nullptr;
     // W3, b3 (replica): dW3 = dz3^T h2
     block_gemm(
-        C, H2, B, [&](int m, int k) { return z3[k * C + m]; }, [&](int k, int n) { return h2[k * H2 + n]; },
+        C, H2, B, [&](int m, int k) { return z3[k * C + m]; }, [&](int k, int n) { return h2[k * ld2 + n]; },
         [&](int m, int n, float g) {
-          const int e = m * H2 + n;
-          if (keep_grads && blockIdx.x == 0) p.G[p.w2 + e] = g;
+          const int e = m * ld2 + n;
+          if (keep_grads && blockIdx.x == 0) p.G[p.w2 + m * H2 + n] = g;
           opt_apply(w3[e], g, m3 + e, v3 + e, adam, p.lr, hy);
         },
         part);
     for (int j = tid; j < C; j += nt) {
       float g = 0.f;
+#pragma unroll 8
       for (int r = 0; r < B; ++r) g += z3[r * C + j];
       if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
       opt_apply(b3[j], g, mb3 + j, vb3 + j, adam, p.lr, hy);
     }
     // W2 own rows: dW2[j0 + m][n] = sum_r dz2[r][j0 + m] h1[r][n]; published for the next step
     block_gemm(
-        njown, H1, B, [&](int m, int k) { return dz2[k * H2 + j0 + m]; }, [&](int k, int n) { return h1[k * H1 + n]; },
+        njown, H1, B, [&](int m, int k) { return dz2[k * ld2 + j0 + m]; }, [&](int k, int n) { return h1[k * ld1 + n]; },
         [&](int m, int n, float g) {
-          const int e = m * H1 + n;
-          if (keep_grads) p.G[p.w1 + static_cast<size_t>(j0) * H1 + e] = g;
+          const int e = m * ld1 + n;
+          const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
+          if (keep_grads) p.G[p.w1 + gi] = g;
           opt_apply(w2r[e], g, m2r + e, v2r + e, adam, p.lr, hy);
-          __stcg(w2next + static_cast<size_t>(j0) * H1 + e, w2r[e]);
+          __stcg(w2next + gi, w2r[e]);
         },
         part);
     for (int j = tid; j < njown; j += nt) {
       float g = 0.f;
-      for (int r = 0; r < B; ++r) g += dz2[r * H2 + j0 + j];
+#pragma unroll 8
+      for (int r = 0; r < B; ++r) g += dz2[r * ld2 + j0 + j];
       if (keep_grads) p.G[p.b1 + j0 + j] = g;
       opt_apply(b2[j], g, mb2 + j, vb2 + j, adam, p.lr, hy);
     }
     // dz1 for the own first-layer units: relu'(dz2 W2[:, own]) (W2 as it was at the step's start)
     block_gemm(
-        B, ncown, H2, [&](int m, int k) { return dz2[m * H2 + k]; }, [&](int k, int n) { return w2c[k * NC + n]; },
+        B, ncown, H2, [&](int m, int k) { return dz2[m * ld2 + k]; }, [&](int k, int n) { return w2c[k * NC + n]; },
         [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; }, part);
     __syncthreads();
     stamp(6);
@@ -516,16 +582,21 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
 #pragma unroll
         for (int c = 0; c < NC; ++c) g[c] = fmaf(dz1[r * NC + c], x, g[c]);
       }
+      float w[NC], mm[NC], vv[NC];
+      ld_units<NC>(w1 + k * NC, w);
+      if (adam) ld_units<NC>(m1 + k * NC, mm), ld_units<NC>(v1 + k * NC, vv);
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
-        if (c >= ncown) break;
-        const int e = k * NC + c;
+        if (c >= ncown) continue;  // padding units stay 0
         if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + c) * D + k] = g[c];
-        opt_apply(w1[e], g[c], m1 + e, v1 + e, adam, p.lr, hy);
+        opt_apply(w[c], g[c], mm + c, vv + c, adam, p.lr, hy);
       }
+      st_units<NC>(w1 + k * NC, w);
+      if (adam) st_units<NC>(m1 + k * NC, mm), st_units<NC>(v1 + k * NC, vv);
     }
     for (int c = tid; c < ncown; c += nt) {
       float g = 0.f;
+#pragma unroll 8
       for (int r = 0; r < B; ++r) g += dz1[r * NC + c];
       if (keep_grads) p.G[p.b0 + c0 + c] = g;
       opt_apply(b1[c], g, mb1 + c, vb1 + c, adam, p.lr, hy);
@@ -549,8 +620,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   }
   for (int e = tid; e < njown * H1; e += nt) {
     const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
-    p.P[g] = w2r[e];
-    if (adam) p.M[g] = m2r[e], p.V[g] = v2r[e];
+    const int es = (e / H1) * ld1 + e % H1;
+    p.P[g] = w2r[es];
+    if (adam) p.M[g] = m2r[es], p.V[g] = v2r[es];
   }
   for (int j = tid; j < njown; j += nt) {
     p.P[p.b1 + j0 + j] = b2[j];
@@ -558,8 +630,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   }
   if (blockIdx.x == 0) {
     for (int e = tid; e < C * H2; e += nt) {
-      p.P[p.w2 + e] = w3[e];
-      if (adam) p.M[p.w2 + e] = m3[e], p.V[p.w2 + e] = v3[e];
+      const int es = (e / H2) * ld2 + e % H2;
+      p.P[p.w2 + e] = w3[es];
+      if (adam) p.M[p.w2 + e] = m3[es], p.V[p.w2 + e] = v3[es];
     }
     for (int j = tid; j < C; j += nt) {
       p.P[p.b2 + j] = b3[j];
@@ -590,7 +663,8 @@ inline const void* persist_kernel(int NC) {
   }
 }
 
-// requested_blocks 0: one block per 4 first-layer units (at most one per SM).
+// requested_blocks 0: one block per first-layer unit, at most one per SM (the fastest of the
+// block counts measured for W1: see phase5_batched/main.cu).
 inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int device) {
   int sms = 0, coop = 0, smem_optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -598,7 +672,10 @@ inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int d
   CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (!coop) throw Error(kExitUsage, "--launch persistent: this GPU cannot launch cooperative kernels (use --launch graph)");
   PersistPlan pl;
-  int want = requested_blocks > 0 ? requested_blocks : std::min(sms, (p.H1 + 3) / 4);
+  if (p.B > kRowsPerWarp * (kPersistThreads / 32))
+    throw Error(kExitUsage, "--launch persistent: --batch at most " + std::to_string(kRowsPerWarp * (kPersistThreads / 32)) +
+                                " (use --launch graph)");
+  int want = requested_blocks > 0 ? requested_blocks : std::min(sms, p.H1);
   want = std::max(1, std::min(want, p.H1));
   pl.nc = (p.H1 + want - 1) / want;
   if (pl.nc > 8)

@@ -1,6 +1,6 @@
 // tests/gpu/test_mlp_persistent.cu — phase 5's persistent epoch kernel (phase5_batched/persistent.cuh)
 // against the float64 reference, step by step: fresh random images, labels, order and weights;
-// awkward shapes (batch 1, 33, 70; widths 10, 30, 100, 300), every block/unit split the kernel has
+// awkward shapes (batch 1, 7, 33, 64; widths 10, 30, 100, 300), every block/unit split the kernel has
 // (1, 2, 4, 8 first-layer units per block; blocks that own no second-layer unit), Adam and SGD, with
 // and without dropout. Outputs (losses, gradients) are poisoned with NaN before each run.
 // Tolerances as phase 5's --validate (fp32): loss and gradients 1e-5, parameter change 2e-4
@@ -248,10 +248,11 @@ void check_against_reference(const Config& c) {
 
 TEST_CASE("mlp persistent: every step's loss, gradients and update against the float64 reference") {
   NB_SKIP_WITHOUT_DEVICE();
-  // blocks 0: one per 4 first-layer units; explicit counts give 8, 2 and 1 units per block, blocks
+  // blocks 0: one per first-layer unit (at most one per SM: 300 units give 3 per block); explicit
+  // counts give 8, 4, 2 and 1 units per block, blocks
   // with no second-layer unit (H2 < blocks), and a last block with fewer first-layer units.
   const Config cases[] = {
-      {33, 100, 30, 0, true, 0.2},  {1, 10, 300, 3, true, 0.0},  {70, 300, 10, 0, false, 0.0},
+      {33, 100, 30, 0, true, 0.2},  {1, 10, 300, 3, true, 0.0},  {64, 300, 10, 0, false, 0.0},
       {32, 128, 64, 16, true, 0.2}, {33, 100, 30, 50, true, 0.5}, {33, 100, 30, 100, false, 0.2},
       {7, 30, 100, 9, true, 0.0},
   };
