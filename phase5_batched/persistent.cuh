@@ -267,6 +267,18 @@ __device__ __forceinline__ void st_units(float* p, const float (&v)[NC]) {
   }
 }
 
+// block_gemm's plain form on a slice of the block: thread `me` of `count` (no K split, no barrier).
+template <class FA, class FB, class Fin>
+__device__ __forceinline__ void warp_gemm(int me, int count, int M, int N, int K, FA a, FB b, Fin fin) {
+  for (int o = me; o < M * N; o += count) {
+    const int m = o / N, n = o % N;
+    float acc = 0.f;
+#pragma unroll 8
+    for (int k = 0; k < K; ++k) acc = fmaf(a(m, k), b(k, n), acc);
+    fin(m, n, acc);
+  }
+}
+
 __device__ __forceinline__ void opt_apply(float& w, float g, float* m, float* v, bool adam, float lr,
                                           const AdamHyper& h) {
   if (adam) adam_apply(w, g, *m, *v, h);
@@ -379,6 +391,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   }
   __pipeline_commit();
   int nimg[kRowsPerWarp], nlab[kRowsPerWarp];  // the next step's rows of this warp
+  const bool keep_grads = p.G != nullptr;
   const bool timed = p.breakdown != nullptr && blockIdx.x == 0 && tid == 0;
   unsigned long long seg[kPersistSegments] = {};
   long long tprev = clock64();
@@ -465,10 +478,16 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     }
 
     // ---- B: all of h1, own W2 column slice; second layer, own units
-    load_rows_cg(h1, ld1, h1x, B, H1);
-    for (int e = tid; e < H2 * NC; e += nt) {
-      const int j = e / NC, c = e % NC;
-      w2c[e] = c < ncown ? __ldcg(w2now + static_cast<size_t>(j) * H1 + c0 + c) : 0.f;
+    {
+      // the first W2 column-slice value of this thread is loaded before h1, so both round trips overlap
+      const int j = tid / NC, c = tid % NC;
+      const float w2c0 = tid < H2 * NC && c < ncown ? __ldcg(w2now + static_cast<size_t>(j) * H1 + c0 + c) : 0.f;
+      load_rows_cg(h1, ld1, h1x, B, H1);
+      if (tid < H2 * NC) w2c[tid] = w2c0;
+      for (int e = tid + nt; e < H2 * NC; e += nt) {
+        const int jj = e / NC, cc = e % NC;
+        w2c[e] = cc < ncown ? __ldcg(w2now + static_cast<size_t>(jj) * H1 + c0 + cc) : 0.f;
+      }
     }
     __syncthreads();
     block_gemm(
@@ -530,45 +549,53 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         [&](int m, int n, float acc) { dz2[m * ld2 + n] = h2[m * ld2 + n] > 0.f ? acc * p.scale : 0.f; }, part);
     __syncthreads();
     stamp(5);
-    const bool keep_grads = p.G != nullptr;
-    // W3, b3 (replica): dW3 = dz3^T h2
-    block_gemm(
-        C, H2, B, [&](int m, int k) { return z3[k * C + m]; }, [&](int k, int n) { return h2[k * ld2 + n]; },
-        [&](int m, int n, float g) {
-          const int e = m * ld2 + n;
-          if (keep_grads && blockIdx.x == 0) p.G[p.w2 + m * H2 + n] = g;
-          opt_apply(w3[e], g, m3 + e, v3 + e, adam, p.lr, hy);
-        },
-        part);
-    for (int j = tid; j < C; j += nt) {
-      float g = 0.f;
+    // Three independent jobs at once, on disjoint warps (one after the other they were ~6 us, each
+    // a few dependent shared-memory round trips on a mostly idle block):
+    //   warps 0-7: W3, b3 (replica): dW3 = dz3^T h2;
+    //   warps 8-11: own W2 rows, dW2[j0 + m][n] = sum_r dz2[r][j0 + m] h1[r][n], and b2; published;
+    //   warps 12-15: dz1 for the own first-layer units, relu'(dz2 W2[:, own]) (W2 of the step's start).
+    {
+      const int q1 = nt / 2, q2 = nt * 3 / 4;
+      if (tid < q1) {
+        warp_gemm(
+            tid, q1, C, H2, B, [&](int m, int k) { return z3[k * C + m]; }, [&](int k, int n) { return h2[k * ld2 + n]; },
+            [&](int m, int n, float g) {
+              const int e = m * ld2 + n;
+              if (keep_grads && blockIdx.x == 0) p.G[p.w2 + m * H2 + n] = g;
+              opt_apply(w3[e], g, m3 + e, v3 + e, adam, p.lr, hy);
+            });
+        for (int j = tid; j < C; j += q1) {
+          float g = 0.f;
 #pragma unroll 8
-      for (int r = 0; r < B; ++r) g += z3[r * C + j];
-      if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
-      opt_apply(b3[j], g, mb3 + j, vb3 + j, adam, p.lr, hy);
-    }
-    // W2 own rows: dW2[j0 + m][n] = sum_r dz2[r][j0 + m] h1[r][n]; published for the next step
-    block_gemm(
-        njown, H1, B, [&](int m, int k) { return dz2[k * ld2 + j0 + m]; }, [&](int k, int n) { return h1[k * ld1 + n]; },
-        [&](int m, int n, float g) {
-          const int e = m * ld1 + n;
-          const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
-          if (keep_grads) p.G[p.w1 + gi] = g;
-          opt_apply(w2r[e], g, m2r + e, v2r + e, adam, p.lr, hy);
-          __stcg(w2next + gi, w2r[e]);
-        },
-        part);
-    for (int j = tid; j < njown; j += nt) {
-      float g = 0.f;
+          for (int r = 0; r < B; ++r) g += z3[r * C + j];
+          if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
+          opt_apply(b3[j], g, mb3 + j, vb3 + j, adam, p.lr, hy);
+        }
+      } else if (tid < q2) {
+        warp_gemm(
+            tid - q1, q2 - q1, njown, H1, B, [&](int m, int k) { return dz2[k * ld2 + j0 + m]; },
+            [&](int k, int n) { return h1[k * ld1 + n]; },
+            [&](int m, int n, float g) {
+              const int e = m * ld1 + n;
+              const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
+              if (keep_grads) p.G[p.w1 + gi] = g;
+              opt_apply(w2r[e], g, m2r + e, v2r + e, adam, p.lr, hy);
+              __stcg(w2next + gi, w2r[e]);
+            });
+        for (int j = tid - q1; j < njown; j += q2 - q1) {
+          float g = 0.f;
 #pragma unroll 8
-      for (int r = 0; r < B; ++r) g += dz2[r * ld2 + j0 + j];
-      if (keep_grads) p.G[p.b1 + j0 + j] = g;
-      opt_apply(b2[j], g, mb2 + j, vb2 + j, adam, p.lr, hy);
+          for (int r = 0; r < B; ++r) g += dz2[r * ld2 + j0 + j];
+          if (keep_grads) p.G[p.b1 + j0 + j] = g;
+          opt_apply(b2[j], g, mb2 + j, vb2 + j, adam, p.lr, hy);
+        }
+      } else {
+        warp_gemm(
+            tid - q2, nt - q2, B, ncown, H2, [&](int m, int k) { return dz2[m * ld2 + k]; },
+            [&](int k, int n) { return w2c[k * NC + n]; },
+            [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; });
+      }
     }
-    // dz1 for the own first-layer units: relu'(dz2 W2[:, own]) (W2 as it was at the step's start)
-    block_gemm(
-        B, ncown, H2, [&](int m, int k) { return dz2[m * ld2 + k]; }, [&](int k, int n) { return w2c[k * NC + n]; },
-        [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; }, part);
     __syncthreads();
     stamp(6);
     // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once
