@@ -160,7 +160,10 @@ class Trainer {
       hyper_.upload(hy.data(), hy.size());
     }
     if (kHalf) P16_.alloc(nparams_);
-    if (cublas_) G_.alloc(nparams_);
+    if (cublas_) {  // zeroed: the alignment gaps between tensors are read (never written) by the flat update
+      G_.alloc(nparams_);
+      CUDA_CHECK(cudaMemset(G_.get(), 0, G_.bytes()));
+    }
     // Data, resident as bytes.
     train_x_.alloc(ds.train_images.pixels.size());
     train_x_.upload(ds.train_images.pixels.data(), ds.train_images.pixels.size());

@@ -437,7 +437,9 @@ def test_sigint_stops_cleanly_and_keeps_old_records(phase, tmp_path):
             pytest.skip("MNIST not found (make data, or set DATA_DIR)")
         args = ["--data", data, "--epochs", "50"]
     else:
-        args = ["--n", "50000000", "--epochs", "1000000"]
+        # 100000 epochs of 50M points: seconds of queued GPU work per run (phase 3 queues it as one
+        # graph), so the signal arrives mid-run
+        args = ["--n", "50000000", "--epochs", "100000"]
     p = subprocess.Popen([str(exe)] + args + ["--no-cupti", "--tag", "sigint", "--out", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(4.0)
