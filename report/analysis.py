@@ -24,6 +24,7 @@ OURS_ORDER = [
     ("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
     ("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"),
     ("phase5_batched", "cuda"), ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"),
+    ("phase5_batched", "cuda-persistent"),
 ]
 TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph"]
 PHASE_ORDER = ["phase1_naive", "phase2_shared_mem", "phase3_fused_streams", "phase4_mlp", "phase5_batched",
@@ -36,13 +37,15 @@ TWIN_TITLE = {
     "cpu": "PyTorch CPU", "eager": "PyTorch eager", "compile": "PyTorch compile",
     "compile-max-autotune": "PyTorch compile max-autotune", "graph": "PyTorch CUDA graph",
 }
-IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuBLASLt"}
+IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuBLASLt",
+              "cuda-persistent": "persistent kernel"}
 
 LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
                 ("pytorch_linreg", "pytorch-cpu"), ("pytorch_linreg", "pytorch-eager"),
                 ("pytorch_linreg", "pytorch-compile"), ("pytorch_linreg", "pytorch-graph")]
 MLP_IMPLS = [("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"), ("phase5_batched", "cuda"),
-             ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"), ("pytorch_mlp", "pytorch-eager"),
+             ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"), ("phase5_batched", "cuda-persistent"),
+             ("pytorch_mlp", "pytorch-eager"),
              ("pytorch_mlp", "pytorch-compile"), ("pytorch_mlp", "pytorch-graph")]
 SWEEP_NS = [500, 5000, 50000, 500000, 5000000, 10000000, 50000000, 100000000]
 W2_HS = [128, 256, 512, 1024, 2048, 4096, 8192]
@@ -82,7 +85,7 @@ def series_sort_key(key):
     return (1 if is_twin(phase) else 0, oi, ti, "sync-every-epoch" in impl, pi, phase, impl)
 
 
-_COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#bcbddc", "#54278f"]
+_COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#bcbddc", "#54278f", "#e6550d"]
 _COLORS_TWIN = {"pytorch-cpu": "#969696", "pytorch-eager": "#fd8d3c", "pytorch-compile": "#e6550d",
                 "pytorch-compile-max-autotune": "#a63603", "pytorch-graph": "#cb181d"}
 
@@ -560,8 +563,9 @@ def select_w2(records, dup_notes):
         if pts:
             rel[k] = pts
     missing = []
-    # W2 is fp16 matrix math: phase 5's own GEMMs run it in fp16 only (phase 4 runs both precisions)
-    for k in [k for k in MLP_IMPLS if k != ("phase5_batched", "cuda")]:
+    # W2 is fp16 matrix math: phase 5's own GEMMs run it in fp16 only (phase 4 runs both precisions);
+    # the persistent kernel is fp32 with two hidden layers (W1's shape), never W2's
+    for k in [k for k in MLP_IMPLS if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"))]:
         have = {p[0] for p in series.get(k, [])}
         lack = [h for h in W2_HS if h not in have]
         if not have:

@@ -376,16 +376,20 @@ def phase_targets(phase, sel, recs):
                 out.append((f"W1 {s['label']}: ≥ 97.5% test accuracy (mean of {len(s['accs'])} seeds)", pct(s["mean"]),
                             verdict(s["mean"] >= 97.5), [r for _, _, r in s["accs"]]))
     if phase == "phase5_batched":
-        m = w1.get((phase, "cuda"))
+        # the W1 speed targets are judged on the fastest fp32 phase 5 path (graph of fused kernels or
+        # the persistent kernel)
+        paths = [w1[k] for k in ((phase, "cuda"), (phase, "cuda-persistent")) if k in w1]
+        m = min(paths, key=lambda row: (row["epoch_ms"], row["label"])) if paths else None
         if m:
-            out.append(("W1 epoch ≤ 25 ms (waypoint)", ms(m["epoch_ms"]), verdict(m["epoch_ms"] <= 25), [m["record"]]))
-            out.append(("W1 epoch ≤ 10 ms (goal)", ms(m["epoch_ms"]), verdict(m["epoch_ms"] <= 10), [m["record"]]))
+            who = f" ({m['label']})"
+            out.append(("W1 epoch ≤ 25 ms (waypoint)" + who, ms(m["epoch_ms"]), verdict(m["epoch_ms"] <= 25), [m["record"]]))
+            out.append(("W1 epoch ≤ 10 ms (goal)" + who, ms(m["epoch_ms"]), verdict(m["epoch_ms"] <= 10), [m["record"]]))
             if weager:
-                out.append(("W1: ≥ 300× PyTorch eager", times(m["speedup"]), verdict(m["speedup"] >= 300),
+                out.append(("W1: ≥ 300× PyTorch eager" + who, times(m["speedup"]), verdict(m["speedup"] >= 300),
                             [m["record"], weager["record"]]))
             if wgraph:
                 x = wgraph["epoch_ms"] / m["epoch_ms"]
-                out.append(("W1: ≥ 45× the CUDA-graph twin", times(x), verdict(x >= 45), [m["record"], wgraph["record"]]))
+                out.append(("W1: ≥ 45× the CUDA-graph twin" + who, times(x), verdict(x >= 45), [m["record"], wgraph["record"]]))
             twins = [row for k, row in w1.items() if A.is_twin(k[0]) and row["peak_mem"] is not None]
             if m["peak_mem"] is not None and twins:
                 lo = min(twins, key=lambda row: (row["peak_mem"], row["label"]))

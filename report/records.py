@@ -178,6 +178,10 @@ def load_profiles(profiles_dir: str, rel_base: str | None = None):
             prec = (data.get("config") or {}).get("precision") if isinstance(data.get("config"), dict) else None
             if r.impl == "cuda" and data.get("phase") == "phase5_batched" and prec == "fp16":
                 r.impl = "cuda-fp16"
+            # ... and its --launch persistent runs (one cooperative kernel per epoch) from the graph path
+            launch = (data.get("config") or {}).get("launch") if isinstance(data.get("config"), dict) else None
+            if r.impl == "cuda" and data.get("phase") == "phase5_batched" and launch == "persistent":
+                r.impl = "cuda-persistent"
             dev_slug = dget(data, "device", "slug")
             r.slug = dev_slug if isinstance(dev_slug, str) and dev_slug else slug_dir
             r.device_name = data["device"]["name"]

@@ -170,7 +170,8 @@ def test_phase_sections_check_targets_and_compare_nsys(built):
     assert "Kernel lists match" in p3
     assert "| `fused_epoch_kernel` | Memory Throughput | 88.10 | % |" in p3
     p5 = table_after(sec, "#### Phase 5")
-    assert row(p5, **{"target or comparison": "W1 epoch ≤ 10 ms (goal)"})["verdict"] == "**not met**"
+    # judged on the fastest fp32 phase 5 path, named in the row
+    assert row(p5, **{"target or comparison": "W1 epoch ≤ 10 ms (goal) (phase 5 own GEMM)"})["verdict"] == "**not met**"
 
 
 def test_every_record_is_in_the_appendix_with_its_facts(built):
