@@ -85,7 +85,7 @@ def series_sort_key(key):
     return (1 if is_twin(phase) else 0, oi, ti, "sync-every-epoch" in impl, pi, phase, impl)
 
 
-_COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#bcbddc", "#54278f", "#e6550d"]
+_COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#bcbddc", "#54278f", "#01665e"]
 _COLORS_TWIN = {"pytorch-cpu": "#969696", "pytorch-eager": "#fd8d3c", "pytorch-compile": "#e6550d",
                 "pytorch-compile-max-autotune": "#a63603", "pytorch-graph": "#cb181d"}
 
