@@ -105,7 +105,7 @@ inline const char* persist_segment_name(int i) {
 
 // Shared-memory layout (bytes from the start of the dynamic buffer), the same on host and device.
 struct PersistLayout {
-  size_t xb, w1, m1, v1, b1, mb1, vb1, h1, h1o, dz1, w2r, m2r, v2r, b2, mb2, vb2, w2c, h2, dz2, w3, m3, v3, b3,
+  size_t lut, xb, w1, m1, v1, b1, mb1, vb1, h1, h1o, dz1, w2r, m2r, v2r, b2, mb2, vb2, w2c, h2, dz2, w3, m3, v3, b3,
       mb3, vb3, z3, rloss, part, lab, total;
   int ks = 1;  // K splits of the first layer
 };
@@ -127,6 +127,7 @@ __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, 
   const bool a = p.adam;
   const int R = 32 / NC, groups = (p.B + R - 1) / R, warps = kPersistThreads / 32;
   L.ks = groups >= warps ? 1 : warps / groups;
+  L.lut = take(256 * f);
   L.xb = take(2 * static_cast<size_t>(p.B) * p.D);
   L.w1 = take(static_cast<size_t>(p.D) * NC * f);
   L.m1 = take(a ? static_cast<size_t>(p.D) * NC * f : 0);
@@ -254,21 +255,16 @@ __device__ __forceinline__ void ld_units(const float* p, float (&v)[NC]) {
     v[0] = p[0];
   }
 }
-// Pixel byte -> b / 255 in fp32, correctly rounded, i.e. bit-identical to the graph path's
-// static_cast<float>(b) / 255.0f: a multiply by the reciprocal and one FMA correction step, exact
-// for all 256 byte values (checked exhaustively by tests/gpu/test_mlp_persistent.cu). Three ALU
-// operations instead of a shared-memory table lookup (the first version's table cost one extra,
-// often bank-conflicted, shared-memory load per pixel).
-__device__ __forceinline__ float pixel(uint32_t b) {
-  const float f = static_cast<float>(b), inv = 1.0f / 255.0f;
-  const float q = f * inv;
-  return fmaf(fmaf(-q, 255.0f, f), inv, q);
-}
-// Four pixels from one 32-bit shared-memory load (p 4-byte aligned).
-__device__ __forceinline__ void pixels4(const uint8_t* p, float (&x)[4]) {
-  const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
+template <int NC>
+__device__ __forceinline__ void st_units(float* p, const float (&v)[NC]) {
+  if constexpr (NC % 4 == 0) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) x[i] = pixel((w >> (8 * i)) & 0xFFu);
+    for (int c = 0; c < NC; c += 4) *reinterpret_cast<float4*>(p + c) = make_float4(v[c], v[c + 1], v[c + 2], v[c + 3]);
+  } else if constexpr (NC == 2) {
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  } else {
+    p[0] = v[0];
+  }
 }
 
 // block_gemm's plain form on a slice of the block: thread `me` of `count` (no K split, no barrier).
@@ -310,6 +306,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   static_assert(NC == 1 || NC == 2 || NC == 4 || NC == 8, "NC: 1, 2, 4 or 8 first-layer units per block");
   extern __shared__ __align__(16) unsigned char smem[];
   const PersistLayout L = persist_layout(p, NC);
+  float* lut = reinterpret_cast<float*>(smem + L.lut);
   uint8_t* xbuf = smem + L.xb;
   float* w1 = reinterpret_cast<float*>(smem + L.w1);  // [D][NC]: W1[c0 + c][k] at w1[k * NC + c]
   float* m1 = reinterpret_cast<float*>(smem + L.m1);
@@ -350,6 +347,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   const int ld1 = odd_stride(H1), ld2 = odd_stride(H2);  // row strides of h1, w2r / h2, dz2, w3
 
   // ---- load what this block owns
+  for (int i = tid; i < 256; i += nt) lut[i] = static_cast<float>(i) / 255.0f;  // the graph path's x/255
   for (int e = tid; e < D * NC; e += nt) {
     const int k = e / NC, c = e % NC;
     const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
@@ -423,29 +421,23 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     __syncthreads();
     {
       constexpr int R = 32 / NC;
-      // a k-tile is 128 pixels: lane l takes pixels 4l .. 4l+3 of each row (one 32-bit load)
-      const int groups = (B + R - 1) / R, units = groups * L.ks, ktiles = (D + 127) / 128;
+      const int groups = (B + R - 1) / R, units = groups * L.ks, ktiles = (D + 31) / 32;
       for (int u = wid; u < units; u += nwarps) {
         const int g = u % groups, q = u / groups;
         float acc[32];
 #pragma unroll
         for (int i = 0; i < 32; ++i) acc[i] = 0.f;
         for (int kt = q; kt < ktiles; kt += L.ks) {
-          const int k = kt * 128 + lane * 4;
+          const int k = kt * 32 + lane;
           if (k >= D) continue;
-          float wv[4][NC];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) ld_units<NC>(w1 + (k + i) * NC, wv[i]);
+          float wv[NC];
+          ld_units<NC>(w1 + k * NC, wv);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             const int row = g * R + r;
-            if (row >= B) break;
-            float x[4];
-            pixels4(xb + static_cast<size_t>(row) * D + k, x);
+            const float x = row < B ? lut[xb[static_cast<size_t>(row) * D + k]] : 0.f;
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-#pragma unroll
-              for (int c = 0; c < NC; ++c) acc[r * NC + c] = fmaf(x[i], wv[i][c], acc[r * NC + c]);
+            for (int c = 0; c < NC; ++c) acc[r * NC + c] = fmaf(x, wv[c], acc[r * NC + c]);
           }
         }
         const float v = warp_reduce_scatter32(acc);
@@ -606,25 +598,28 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     }
     __syncthreads();
     stamp(6);
-    // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once. One thread per own
-    // unit c and 4 consecutive pixels k (one 32-bit load a row).
-    for (int it = tid; it < (D / 4) * ncown; it += nt) {
-      const int c = it % ncown, k = 4 * (it / ncown);
-      float g[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
+    // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once
+    for (int k = tid; k < D; k += nt) {
+      float g[NC];
+#pragma unroll
+      for (int c = 0; c < NC; ++c) g[c] = 0.f;
+#pragma unroll 8
       for (int r = 0; r < B; ++r) {
-        float x[4];
-        pixels4(xb + static_cast<size_t>(r) * D + k, x);
-        const float d = dz1[r * NC + c];
+        const float x = lut[xb[static_cast<size_t>(r) * D + k]];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) g[i] = fmaf(d, x[i], g[i]);
+        for (int c = 0; c < NC; ++c) g[c] = fmaf(dz1[r * NC + c], x, g[c]);
       }
+      float w[NC], mm[NC], vv[NC];
+      ld_units<NC>(w1 + k * NC, w);
+      if (adam) ld_units<NC>(m1 + k * NC, mm), ld_units<NC>(v1 + k * NC, vv);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int e = (k + i) * NC + c;
-        if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + c) * D + k + i] = g[i];
-        opt_apply(w1[e], g[i], m1 + e, v1 + e, adam, p.lr, hy);
+      for (int c = 0; c < NC; ++c) {
+        if (c >= ncown) continue;  // padding units stay 0
+        if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + c) * D + k] = g[c];
+        opt_apply(w[c], g[c], mm + c, vv + c, adam, p.lr, hy);
       }
+      st_units<NC>(w1 + k * NC, w);
+      if (adam) st_units<NC>(m1 + k * NC, mm), st_units<NC>(v1 + k * NC, vv);
     }
     for (int c = tid; c < ncown; c += nt) {
       float g = 0.f;
@@ -704,7 +699,6 @@ inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int d
   CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (!coop) throw Error(kExitUsage, "--launch persistent: this GPU cannot launch cooperative kernels (use --launch graph)");
   PersistPlan pl;
-  if (p.D % 4 != 0) throw Error(kExitUsage, "--launch persistent: the input width must be a multiple of 4");
   if (p.B > kRowsPerWarp * (kPersistThreads / 32))
     throw Error(kExitUsage, "--launch persistent: --batch at most " + std::to_string(kRowsPerWarp * (kPersistThreads / 32)) +
                                 " (use --launch graph)");

@@ -292,23 +292,6 @@ TEST_CASE("mlp persistent: a non-finite loss sets the divergence flag at its ste
   CHECK(std::isnan(s.loss.get()[0]));
 }
 
-__global__ void pixel_kernel(float* out) { out[threadIdx.x] = pixel(threadIdx.x); }
-
-TEST_CASE("mlp persistent: the pixel conversion equals b / 255.0f bit for bit for every byte") {
-  NB_SKIP_WITHOUT_DEVICE();
-  Dev<float> out(256);
-  out.poison();
-  pixel_kernel<<<1, 256>>>(out.p);
-  CHECK_LAUNCH();
-  const std::vector<float> got = out.get();
-  int wrong = 0;
-  for (int b = 0; b < 256; ++b) {
-    const float want = static_cast<float>(b) / 255.0f;
-    if (std::memcmp(&got[static_cast<size_t>(b)], &want, sizeof want) != 0) ++wrong;
-  }
-  CHECK(wrong == 0);
-}
-
 TEST_CASE("mlp persistent: plans it cannot run are refused with exit code 2") {
   NB_SKIP_WITHOUT_DEVICE();
   Setup s(Config{32, 128, 64, 0, true, 0.0}, 1);
