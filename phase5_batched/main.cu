@@ -134,6 +134,9 @@
 //     shared-memory bank (10- to 16-way conflicts), and each update ran after the other. Odd
 //     strides, 512 threads, vector access to the [784][units] arrays, the next batch fetched in
 //     three latency-hidden parts and the three update jobs on disjoint warps: 84 -> 53 -> 45 -> 40.5.
+//     Tried and reverted (abb9c89 / 7b3a44f): four pixels per 32-bit load with an exact FMA division
+//     instead of the byte table, the W1 update on 196 threads x 4 pixels: 43.9 ms (first layer
+//     3.65 -> 4.06 us, W1 update 2.81 -> 4.37): fewer busy threads lost more than fewer loads won.
 //   * Correctness: --validate (3 steps vs float64) loss 6.2e-8, gradients 6.0e-7, parameter change
 //     1.4e-5 (__check-w1-persistent.json); awkward shape 784-100-300-10, batch 33, SGD: 8.4e-8 /
 //     2.0e-7 / 5.7e-5 (__check-odd-persistent.json); GPU tests at batch 1, 7, 33, 64 and every unit
