@@ -46,22 +46,22 @@ std::string trim(std::string s) {
 }
 
 nlohmann::json git_info() {
+  // The script that ran the program may say which commit it was, through NB_GIT_COMMIT and
+  // NB_GIT_DIRTY=0|1; it wins over any repository found here: the copy of the working tree sent to
+  // a GPU machine can carry a stale .git (records of 2026-11-22 named the session's first commit
+  // that way, marked dirty).
+  const char* env = std::getenv("NB_GIT_COMMIT");
+  if (env && *env) {
+    const char* env_dirty = std::getenv("NB_GIT_DIRTY");
+    nlohmann::json dirty = nullptr;
+    if (env_dirty && *env_dirty) dirty = std::string(env_dirty) != "0";
+    return {{"commit", std::string(env)}, {"dirty", dirty}};
+  }
   bool ok = false;
   std::string commit = trim(run_command("git rev-parse HEAD 2>/dev/null", &ok));
   bool hex = ok && commit.size() == 40;
   for (char c : commit) hex = hex && std::isxdigit(static_cast<unsigned char>(c));
-  if (!hex) {
-    // No repository here (e.g. a copy of the working tree sent to a GPU machine): the script that
-    // sent it may say which commit it was, through NB_GIT_COMMIT and NB_GIT_DIRTY=0|1.
-    const char* env = std::getenv("NB_GIT_COMMIT");
-    const char* env_dirty = std::getenv("NB_GIT_DIRTY");
-    if (env && *env) {
-      nlohmann::json dirty = nullptr;
-      if (env_dirty && *env_dirty) dirty = std::string(env_dirty) != "0";
-      return {{"commit", std::string(env)}, {"dirty", dirty}};
-    }
-    return {{"commit", "unknown"}, {"dirty", nullptr}};  // null: not known (no git / not a repo)
-  }
+  if (!hex) return {{"commit", "unknown"}, {"dirty", nullptr}};  // null: not known (no git / not a repo)
   bool ok2 = false;
   std::string status = run_command("git status --porcelain 2>/dev/null", &ok2);
   nlohmann::json dirty = ok2 ? nlohmann::json(!trim(status).empty()) : nlohmann::json(nullptr);

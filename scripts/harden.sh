@@ -375,7 +375,7 @@ mode_sanitize() {
 # DIR/nbrec.py so the record writers below can import them.
 write_nbrec_py() {
   cat >"$1/nbrec.py" <<'EOF'
-import subprocess
+import os, subprocess
 def device_json(slug):
     q = "name,compute_cap,memory.total,memory.free,driver_version,clocks.max.sm,clocks.max.mem"
     try:
@@ -390,6 +390,11 @@ def device_json(slug):
     except Exception as e:  # a record still names the device slug
         return {"name": "unknown (%s)" % e, "slug": slug}
 def git_json():
+    # as common/record.cpp: NB_GIT_COMMIT / NB_GIT_DIRTY from the caller win over a repository here
+    env = os.environ.get("NB_GIT_COMMIT", "")
+    if env:
+        dirty = os.environ.get("NB_GIT_DIRTY", "")
+        return {"commit": env, "dirty": (dirty != "0") if dirty else None}
     try:
         c = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
         d = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,

@@ -125,14 +125,15 @@ def _run(cmd):
 
 
 def git_info():
-    """{commit, dirty} of the working directory's repository; 'unknown'/None without git."""
+    """{commit, dirty}: NB_GIT_COMMIT / NB_GIT_DIRTY when the caller sets them (they win over a
+    repository found here: a tree copied to a GPU machine can carry a stale .git), else the working
+    directory's repository; 'unknown'/None without git."""
+    env = os.environ.get("NB_GIT_COMMIT", "")
+    if env:
+        dirty = os.environ.get("NB_GIT_DIRTY", "")
+        return {"commit": env, "dirty": None if dirty == "" else dirty != "0"}
     commit = (_run(["git", "rev-parse", "HEAD"]) or "").strip()
     if len(commit) != 40 or any(c not in "0123456789abcdef" for c in commit.lower()):
-        # No repository (a copy of the tree sent to a GPU machine): the sender may say which commit.
-        env = os.environ.get("NB_GIT_COMMIT", "")
-        if env:
-            dirty = os.environ.get("NB_GIT_DIRTY", "")
-            return {"commit": env, "dirty": None if dirty == "" else dirty != "0"}
         return {"commit": "unknown", "dirty": None}
     status = _run(["git", "status", "--porcelain"])
     return {"commit": commit, "dirty": None if status is None else bool(status.strip())}

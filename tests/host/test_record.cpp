@@ -1,6 +1,8 @@
 // tests/host/test_record.cpp — run records (common/record.h): fields, validation, and the atomic
 // write (a reader sees the old file or the whole new one; failures leave no temporary file).
 #include <doctest/doctest.h>
+
+#include <cstdlib>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -88,7 +90,21 @@ TEST_CASE("record: new_record fills the schema's header fields") {
   CHECK(nb::validate_record(rec) == "");
 }
 
+TEST_CASE("record: NB_GIT_COMMIT / NB_GIT_DIRTY from the caller win over the repository found here") {
+  ::setenv("NB_GIT_COMMIT", "0123456789abcdef0123456789abcdef01234567", 1);
+  ::setenv("NB_GIT_DIRTY", "0", 1);
+  nb::Cli cli("p", "");
+  nlohmann::json rec = nb::new_record("phase1_naive", "linreg", "cuda", cli);
+  CHECK(rec["git"]["commit"] == "0123456789abcdef0123456789abcdef01234567");
+  CHECK(rec["git"]["dirty"] == false);
+  ::setenv("NB_GIT_DIRTY", "1", 1);
+  CHECK(nb::new_record("phase1_naive", "linreg", "cuda", cli)["git"]["dirty"] == true);
+  ::unsetenv("NB_GIT_COMMIT");
+  ::unsetenv("NB_GIT_DIRTY");
+}
+
 TEST_CASE("record: outside a git repository the commit is \"unknown\" and dirty is null") {
+  ::unsetenv("NB_GIT_COMMIT");
   nbtest::TempDir tmp;
   ChangeDir cd(tmp.path);
   nb::Cli cli("p", "");
