@@ -955,8 +955,11 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                               tr.persistent()
                                   ? "per epoch: the permutation kernel and one cooperative launch of the persistent kernel"
                                   : "per epoch: the permutation kernel and one CUDA-graph replay of all the epoch's steps",
-                              "data upload, graph capture (" + std::to_string(capture_ms) +
-                                  " ms host time), validation, warm-up, the per-epoch loss read-back, evaluation",
+                              tr.persistent()
+                                  ? std::string("data upload, validation, warm-up, the per-epoch loss read-back, "
+                                                "evaluation")
+                                  : "data upload, graph capture (" + std::to_string(capture_ms) +
+                                        " ms host time), validation, warm-up, the per-epoch loss read-back, evaluation",
                               o.common.warmup, st, per_epoch_ms);
   rec["timing"]["per_step_ms"] = {{"median", step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size())}};
   rec["loss"] = {{"per_epoch", finite_array(epoch_loss)}, {"test_per_epoch", finite_array(test_loss)},
