@@ -524,6 +524,24 @@ __global__ void dropout_kernel(T* __restrict__ h, uint8_t* __restrict__ keep, in
   }
 }
 
+// One row of softmax cross-entropy: returns the row's loss (logsumexp(z) - z[y]) and writes
+// dz[j] = (softmax(z)_j - [j == y]) * inv as T. dz may be z itself (each z[j] is read before dz[j]
+// is written): phase 5's persistent kernel turns its logits into dz3 in place.
+template <class T>
+__device__ __forceinline__ float softmax_ce_row(const float* z, int cols, int y, float inv, T* dz) {
+  float mx = -INFINITY;
+  for (int j = 0; j < cols; ++j) mx = fmaxf(mx, z[j]);
+  float s = 0.f;
+  for (int j = 0; j < cols; ++j) s += expf(z[j] - mx);
+  const float lse = mx + logf(s);
+  const float loss = lse - z[y];
+  for (int j = 0; j < cols; ++j) {
+    const float pj = expf(z[j] - lse);
+    dz[j] = from_f<T>((pj - (j == y ? 1.f : 0.f)) * inv);
+  }
+  return loss;
+}
+
 // Row-wise softmax cross-entropy on fp32 logits [rows, cols]: row_loss[r] = logsumexp - z[label];
 // dz = (softmax - onehot) / rows (the gradient of the batch mean), stored as T.
 template <class T>
@@ -531,19 +549,8 @@ __global__ void softmax_ce_kernel(const float* __restrict__ logits, const int* _
                                   float* __restrict__ row_loss, T* __restrict__ dz) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  const float* z = logits + static_cast<size_t>(r) * cols;
-  float mx = -INFINITY;
-  for (int j = 0; j < cols; ++j) mx = fmaxf(mx, z[j]);
-  float s = 0.f;
-  for (int j = 0; j < cols; ++j) s += expf(z[j] - mx);
-  const float lse = mx + logf(s);
-  const int y = labels[r];
-  row_loss[r] = lse - z[y];
-  const float inv = 1.f / static_cast<float>(rows);
-  for (int j = 0; j < cols; ++j) {
-    const float pj = expf(z[j] - lse);
-    dz[static_cast<size_t>(r) * cols + j] = from_f<T>((pj - (j == y ? 1.f : 0.f)) * inv);
-  }
+  row_loss[r] = softmax_ce_row(logits + static_cast<size_t>(r) * cols, cols, labels[r],
+                               1.f / static_cast<float>(rows), dz + static_cast<size_t>(r) * cols);
 }
 
 // out[0] = mean(x[0..n)), fixed summation order (one block). flag[0] = 1 if it is not finite.

@@ -181,6 +181,19 @@ __device__ __forceinline__ float warp_reduce_scatter32(float (&v)[32]) {
   return v[0];
 }
 
+// out(m, n) = sum_k a(m, k) b(k, n) on a slice of the block: thread `me` of `count` takes outputs
+// me, me + count, ...; fin(m, n, sum) once per output. No K split, no barrier.
+template <class FA, class FB, class Fin>
+__device__ __forceinline__ void warp_gemm(int me, int count, int M, int N, int K, FA a, FB b, Fin fin) {
+  for (int o = me; o < M * N; o += count) {
+    const int m = o / N, n = o % N;
+    float acc = 0.f;
+#pragma unroll 8
+    for (int k = 0; k < K; ++k) acc = fmaf(a(m, k), b(k, n), acc);
+    fin(m, n, acc);
+  }
+}
+
 // out(m, n) = sum_k a(m, k) b(k, n) for m < M, n < N; fin(m, n, sum) is called once per output.
 // With fewer outputs than threads, K is split into up to 8 slices added in slice order. Every
 // thread of the block must call it (it may synchronise); the caller synchronises after it.
@@ -191,13 +204,7 @@ __device__ __forceinline__ void block_gemm(int M, int N, int K, FA a, FB b, Fin 
   int S = MN >= kPersistThreads ? 1 : kPersistThreads / MN;
   S = min(min(S, 8), max(K, 1));
   if (S == 1) {
-    for (int o = threadIdx.x; o < MN; o += blockDim.x) {
-      const int m = o / N, n = o % N;
-      float acc = 0.f;
-#pragma unroll 8
-      for (int k = 0; k < K; ++k) acc = fmaf(a(m, k), b(k, n), acc);
-      fin(m, n, acc);
-    }
+    warp_gemm(threadIdx.x, blockDim.x, M, N, K, a, b, fin);
     return;
   }
   const int chunk = (K + S - 1) / S;
@@ -264,18 +271,6 @@ __device__ __forceinline__ void st_units(float* p, const float (&v)[NC]) {
     *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
   } else {
     p[0] = v[0];
-  }
-}
-
-// block_gemm's plain form on a slice of the block: thread `me` of `count` (no K split, no barrier).
-template <class FA, class FB, class Fin>
-__device__ __forceinline__ void warp_gemm(int me, int count, int M, int N, int K, FA a, FB b, Fin fin) {
-  for (int o = me; o < M * N; o += count) {
-    const int m = o / N, n = o % N;
-    float acc = 0.f;
-#pragma unroll 8
-    for (int k = 0; k < K; ++k) acc = fmaf(a(m, k), b(k, n), acc);
-    fin(m, n, acc);
   }
 }
 
@@ -518,18 +513,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         B, C, H2, [&](int m, int k) { return h2[m * ld2 + k]; }, [&](int k, int n) { return w3[n * ld2 + k]; },
         [&](int m, int n, float acc) { z3[m * C + n] = acc + b3[n]; }, part);
     __syncthreads();
-    for (int r = tid; r < B; r += nt) {
-      float* z = z3 + r * C;
-      float mx = -INFINITY;
-      for (int j = 0; j < C; ++j) mx = fmaxf(mx, z[j]);
-      float se = 0.f;
-      for (int j = 0; j < C; ++j) se += expf(z[j] - mx);
-      const float lse = mx + logf(se);
-      const int y = lb[r];
-      rloss[r] = lse - z[y];
-      const float inv = 1.f / static_cast<float>(B);
-      for (int j = 0; j < C; ++j) z[j] = (expf(z[j] - lse) - (j == y ? 1.f : 0.f)) * inv;  // dz3
-    }
+    for (int r = tid; r < B; r += nt)  // logits -> dz3 in place
+      rloss[r] = softmax_ce_row(z3 + r * C, C, lb[r], 1.f / static_cast<float>(B), z3 + r * C);
     __syncthreads();
     if (wid == 0 && blockIdx.x == 0) {  // the batch loss: lane sums, then a fixed shuffle tree
       float part_sum = 0.f;

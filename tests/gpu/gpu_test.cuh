@@ -3,9 +3,37 @@
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <vector>
+
+#include "check.cuh"
+
 #include "tracer.h"
 
 namespace nbtest {
+
+// A device copy of n elements (RAII) for the GPU tests: upload, poison (0xFF bytes: NaN for float
+// and half), download.
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t count) : n(count) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
+  explicit Dev(const std::vector<T>& h) : Dev(h.size()) { set(h); }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  void set(const std::vector<T>& h) {
+    if (n) CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T))); }
+  std::vector<T> get() const {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(n);
+    if (n) CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
 
 // cudaGetDeviceCount fails (cudaErrorNoDevice, cudaErrorInsufficientDriver, ...) or returns 0 on
 // machines without a usable GPU; both mean "no device". The error is cleared for later calls.

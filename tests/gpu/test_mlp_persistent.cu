@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "../../phase4_mlp/mlp_record.h"
 #include "../../phase5_batched/persistent.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"
@@ -28,27 +29,6 @@ std::mt19937_64& prng() {
   static std::mt19937_64 g(std::random_device{}());
   return g;
 }
-
-template <class T>
-struct Dev {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit Dev(size_t c) : n(c) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
-  explicit Dev(const std::vector<T>& h) : Dev(h.size()) {
-    if (n) CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~Dev() { cudaFree(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  void set(const std::vector<T>& h) { CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
-  void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T))); }
-  std::vector<T> get() const {
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> h(n);
-    if (n) CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
 struct Config {
   int B, H1, H2, blocks;
@@ -189,15 +169,6 @@ struct Setup {
     return x;
   }
 };
-
-std::vector<double> flatten(const nb::MlpParams& p) {
-  std::vector<double> out;
-  for (size_t l = 0; l < p.W.size(); ++l) {
-    out.insert(out.end(), p.W[l].begin(), p.W[l].end());
-    out.insert(out.end(), p.b[l].begin(), p.b[l].end());
-  }
-  return out;
-}
 
 void check_against_reference(const Config& c) {
   const int K = 3;
