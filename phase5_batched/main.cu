@@ -731,7 +731,7 @@ class Trainer {
     plan_ = plan_persistent(p, o_.blocks, dev_.index);
     costs_per_step_["p5_persistent"] = persist_step_cost(p, plan_);
   }
-  DevBuf<float> h1x_, h2x_, w2x_;
+  DevBuf<xword> h1x_, h2x_, w2x_;
   DevBuf<unsigned long long> breakdown_;
   cudaStream_t st_{};
   size_t nparams_ = 0;

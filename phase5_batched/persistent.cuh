@@ -54,6 +54,11 @@ namespace mlp {
 
 constexpr int kPersistThreads = 512;
 
+// One word of an exchange between blocks: a float and the tag of the step that wrote it. A reader
+// polls the word until the tag is the one it expects, so the value and its readiness travel in a
+// single 64-bit access (single-copy atomic): no grid barrier, no fence, no flag.
+using xword = unsigned long long;
+
 struct PersistParams {
   const uint8_t* images = nullptr;  // [n][D] bytes
   const uint8_t* labels = nullptr;
@@ -67,9 +72,11 @@ struct PersistParams {
   float* V = nullptr;
   float* G = nullptr;
   size_t w0 = 0, b0 = 0, w1 = 0, b1 = 0, w2 = 0, b2 = 0;
-  float* h1x = nullptr;  // [2][B][H1]
-  float* h2x = nullptr;  // [2][B][H2]
-  float* w2x = nullptr;  // [2][H2][H1]
+  // Exchange buffers between blocks, double-buffered by step parity; each word is a tagged value
+  // (xword: the step's tag in the high half, the float's bits in the low half).
+  xword* h1x = nullptr;  // [2][B][H1]
+  xword* h2x = nullptr;  // [2][B][H2]
+  xword* w2x = nullptr;  // [2][H2][H1]
   int64_t s0 = 0;        // global step of the first step of this launch
   int i0 = 0;            // its batch index in the epoch
   int count = 0;         // steps in this launch (never past the epoch's end)
@@ -93,10 +100,10 @@ constexpr int kPersistSegments = 8;
 inline const char* persist_segment_name(int i) {
   static const char* names[kPersistSegments] = {
       "A: wait for the batch, first layer (own units), publish h1",
-      "barrier 1",
-      "B: read h1 and the W2 column slice, second layer (own units), publish h2",
-      "barrier 2",
-      "C1: read h2, last layer, softmax cross-entropy, loss",
+      "X1: wait for and read h1 and the W2 column slice (tagged exchange)",
+      "B: second layer (own units), publish h2",
+      "X2: wait for and read h2 (tagged exchange)",
+      "C1: last layer, softmax cross-entropy, loss",
       "C2: dz2 = relu'(dz3 W3)",
       "C3: W3/b3 and own W2 rows updated (published), dz1 for own units",
       "C4: own W1 rows and b1 updated"};
@@ -225,22 +232,61 @@ __device__ __forceinline__ void block_gemm(int M, int N, int K, FA a, FB b, Fin 
   }
 }
 
-// rows x cols from global src (row stride cols) into shared dst (row stride ld), read from L2
-// (bypassing L1: other SMs wrote it); every thread issues all its loads before its first store.
-__device__ __forceinline__ void load_rows_cg(float* dst, int ld, const float* src, int rows, int cols) {
+// ---- the exchange words. Relaxed gpu-scope accesses: coherent in L2 (never a stale L1 line),
+// and the 64-bit word is read or written whole, so a reader sees either the old tag or the new
+// tag together with its value.
+__device__ __forceinline__ xword xload(const xword* p) {
+  xword w;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
+  return w;
+}
+__device__ __forceinline__ void xstore(xword* p, float v, uint32_t tag) {
+  const xword w = (static_cast<xword>(tag) << 32) | __float_as_uint(v);
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
+}
+__device__ __forceinline__ bool xready(xword w, uint32_t tag) { return static_cast<uint32_t>(w >> 32) == tag; }
+__device__ __forceinline__ float xfloat(xword w) { return __uint_as_float(static_cast<uint32_t>(w)); }
+// Polling round r (r > 0: the previous round found a word not ready yet). A block waits only for
+// blocks at most one step behind it, which all run, so the wait ends; the bound (tens of seconds
+// with the sleeps) turns a defect into a launch error instead of a hang.
+__device__ __forceinline__ void xbackoff(uint32_t r) {
+  if (r > 16) __nanosleep(100);
+  if (r > (1u << 28)) __trap();
+}
+// The float of the word at p (first loaded as w), polled until its tag is `tag`.
+__device__ __forceinline__ float xvalue(const xword* p, xword w, uint32_t tag) {
+  for (uint32_t r = 1; !xready(w, tag); ++r) xbackoff(r), w = xload(p);
+  return xfloat(w);
+}
+
+// rows x cols tagged words from global src (row stride cols) into shared dst (row stride ld),
+// waiting for `tag`. A thread's U words are loaded together and, while any is not ready, the
+// stale ones are reloaded together: one L2 round trip a round, never one per word. The row and
+// column of each element advance by adding (no division per element).
+__device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag) {
   constexpr int U = 8;
-  const int n = rows * cols;
-  for (int e0 = threadIdx.x; e0 < n; e0 += U * blockDim.x) {
-    float v[U];
+  const int n = rows * cols, nt = blockDim.x;
+  const int dr = nt / cols, dc = nt % cols;  // a step of nt elements: dr rows and dc columns
+  int r = threadIdx.x / cols, c = threadIdx.x % cols;
+  for (int e0 = threadIdx.x; e0 < n; e0 += U * nt) {
+    xword w[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int e = e0 + u * blockDim.x;
-      v[u] = e < n ? __ldcg(src + e) : 0.f;
+    for (int u = 0; u < U; ++u) w[u] = e0 + u * nt < n ? xload(src + e0 + u * nt) : static_cast<xword>(tag) << 32;
+    for (uint32_t round = 1;; ++round) {
+      bool all = true;
+#pragma unroll
+      for (int u = 0; u < U; ++u) all = all && xready(w[u], tag);
+      if (all) break;
+      xbackoff(round);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (!xready(w[u], tag)) w[u] = xload(src + e0 + u * nt);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int e = e0 + u * blockDim.x;
-      if (e < n) dst[(e / cols) * ld + e % cols] = v[u];
+      if (e0 + u * nt < n) dst[r * ld + c] = xfloat(w[u]);
+      r += dr, c += dc;
+      if (c >= cols) c -= cols, ++r;
     }
   }
 }
@@ -361,7 +407,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     const int es = (e / H1) * ld1 + e % H1;
     w2r[es] = p.P[g];
     if (adam) m2r[es] = p.M[g], v2r[es] = p.V[g];
-    __stcg(p.w2x + static_cast<size_t>(j0) * H1 + e, p.P[g]);  // parity 0: the launch's first step reads it
+    xstore(p.w2x + static_cast<size_t>(j0) * H1 + e, p.P[g], 1u);  // parity 0, tag 1: the launch's first step reads it
+    xstore(p.w2x + static_cast<size_t>(H2) * H1 + static_cast<size_t>(j0) * H1 + e, 0.f, 0u);
   }
   for (int j = tid; j < njown; j += nt) {
     b2[j] = p.P[p.b1 + j0 + j];
@@ -377,6 +424,17 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     if (adam) mb3[j] = p.M[p.b2 + j], vb3[j] = p.V[p.b2 + j];
   }
   for (int e = tid; e < B * NC; e += nt) h1o[e] = 0.f, dz1[e] = 0.f;  // units past ncown stay 0
+  // Tags count this launch's steps (step t writes tag t + 1), so words left by an earlier launch
+  // must not be mistaken for this one's: every block clears the words it will write, and one grid
+  // barrier (the launch's only one) separates that from the first step.
+  for (int e = tid; e < 2 * B * ncown; e += nt) {
+    const int r = e / ncown, c = e % ncown;  // r runs over both parities' rows
+    xstore(p.h1x + static_cast<size_t>(r) * H1 + c0 + c, 0.f, 0u);
+  }
+  for (int e = tid; e < 2 * B * njown; e += nt) {
+    const int r = e / njown, j = e % njown;
+    xstore(p.h2x + static_cast<size_t>(r) * H2 + j0 + j, 0.f, 0u);
+  }
   for (int q = 0; q < kRowsPerWarp; ++q) {  // the first step's batch
     const int r = wid + q * nwarps;
     if (r >= B) break;
@@ -389,6 +447,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   const bool keep_grads = p.G != nullptr;
   const bool timed = p.breakdown != nullptr && blockIdx.x == 0 && tid == 0;
   unsigned long long seg[kPersistSegments] = {};
+  grid.sync();
   long long tprev = clock64();
   auto stamp = [&](int i) {
     if (timed) {
@@ -401,12 +460,13 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   for (int t = 0; t < p.count; ++t) {
     const int par = t & 1;
     const int64_t s = p.s0 + t;
+    const uint32_t T = static_cast<uint32_t>(t) + 1u;  // this step's exchange tag
     const uint8_t* xb = xbuf + par * xbytes;
     const int* lb = lab + par * B;
-    float* h1x = p.h1x + static_cast<size_t>(par) * B * H1;
-    float* h2x = p.h2x + static_cast<size_t>(par) * B * H2;
-    const float* w2now = p.w2x + static_cast<size_t>(par) * H2 * H1;
-    float* w2next = p.w2x + static_cast<size_t>(par ^ 1) * H2 * H1;
+    xword* h1x = p.h1x + static_cast<size_t>(par) * B * H1;
+    xword* h2x = p.h2x + static_cast<size_t>(par) * B * H2;
+    const xword* w2now = p.w2x + static_cast<size_t>(par) * H2 * H1;
+    xword* w2next = p.w2x + static_cast<size_t>(par ^ 1) * H2 * H1;
     AdamHyper hy{};
     if (adam) hy = (p.hyper != nullptr && s + 1 < p.hyper_n) ? p.hyper[s + 1] : adam_hyper(p.lr, s + 1);
 
@@ -450,7 +510,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
                   ? h * p.scale
                   : 0.f;
         h1o[r * NC + c] = h;
-        __stcg(h1x + static_cast<size_t>(r) * H1 + c0 + c, h);
+        xstore(h1x + static_cast<size_t>(r) * H1 + c0 + c, h, T);
       }
     }
     if (more)  // next batch, part 1: indices
@@ -459,8 +519,21 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         if (r < B) nimg[q] = __ldg(p.perm + static_cast<size_t>(p.i0 + t + 1) * B + r);
       }
     stamp(0);
-    grid.sync();  // ---- barrier 1: h1 complete; W2 rows of the previous step published
-    stamp(1);
+    // ---- B: all of h1, own W2 column slice; second layer, own units
+    {
+      // the first W2 column-slice word of this thread is loaded before h1, so both round trips overlap
+      const int j = tid / NC, c = tid % NC;
+      const bool first = tid < H2 * NC && c < ncown;
+      const xword* wp = w2now + static_cast<size_t>(j) * H1 + c0 + c;
+      const xword w2c0 = first ? xload(wp) : 0;
+      gather_rows(h1, ld1, h1x, B, H1, T);  // waits until every block has published step t's h1
+      if (tid < H2 * NC) w2c[tid] = first ? xvalue(wp, w2c0, T) : 0.f;
+      for (int e = tid + nt; e < H2 * NC; e += nt) {
+        const int jj = e / NC, cc = e % NC;
+        const xword* q = w2now + static_cast<size_t>(jj) * H1 + c0 + cc;
+        w2c[e] = cc < ncown ? xvalue(q, xload(q), T) : 0.f;
+      }
+    }
     if (more) {  // next batch, part 2: images (cp.async) and labels (registers)
       for (int q = 0; q < kRowsPerWarp; ++q) {
         const int r = wid + q * nwarps;
@@ -472,19 +545,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
       __pipeline_commit();
     }
 
-    // ---- B: all of h1, own W2 column slice; second layer, own units
-    {
-      // the first W2 column-slice value of this thread is loaded before h1, so both round trips overlap
-      const int j = tid / NC, c = tid % NC;
-      const float w2c0 = tid < H2 * NC && c < ncown ? __ldcg(w2now + static_cast<size_t>(j) * H1 + c0 + c) : 0.f;
-      load_rows_cg(h1, ld1, h1x, B, H1);
-      if (tid < H2 * NC) w2c[tid] = w2c0;
-      for (int e = tid + nt; e < H2 * NC; e += nt) {
-        const int jj = e / NC, cc = e % NC;
-        w2c[e] = cc < ncown ? __ldcg(w2now + static_cast<size_t>(jj) * H1 + c0 + cc) : 0.f;
-      }
-    }
     __syncthreads();
+    stamp(1);
     block_gemm(
         B, njown, H1, [&](int m, int k) { return h1[m * ld1 + k]; }, [&](int k, int n) { return w2r[n * ld1 + k]; },
         [&](int m, int n, float acc) {
@@ -494,21 +556,21 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
                         p.threshold
                     ? h * p.scale
                     : 0.f;
-          __stcg(h2x + static_cast<size_t>(m) * H2 + j0 + n, h);
+          xstore(h2x + static_cast<size_t>(m) * H2 + j0 + n, h, T);
         },
         part);
     stamp(2);
-    grid.sync();  // ---- barrier 2: h2 complete
-    stamp(3);
     if (more && lane == 0)  // next batch, part 3: labels
       for (int q = 0; q < kRowsPerWarp; ++q) {
         const int r = wid + q * nwarps;
         if (r < B) lab[(par ^ 1) * B + r] = nlab[q];
       }
 
-    // ---- C: last layer and loss (every block), then the updates of what each block owns
-    load_rows_cg(h2, ld2, h2x, B, H2);
+    // ---- C: all of h2 (waits until every block that owns second-layer units has published them),
+    // the last layer and loss (every block), then the updates of what each block owns
+    gather_rows(h2, ld2, h2x, B, H2, T);
     __syncthreads();
+    stamp(3);
     block_gemm(
         B, C, H2, [&](int m, int k) { return h2[m * ld2 + k]; }, [&](int k, int n) { return w3[n * ld2 + k]; },
         [&](int m, int n, float acc) { z3[m * C + n] = acc + b3[n]; }, part);
@@ -565,7 +627,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
               const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
               if (keep_grads) p.G[p.w1 + gi] = g;
               opt_apply(w2r[e], g, m2r + e, v2r + e, adam, p.lr, hy);
-              __stcg(w2next + gi, w2r[e]);
+              xstore(w2next + gi, w2r[e], T + 1u);  // read by the next step
             });
         for (int j = tid - q1; j < njown; j += q2 - q1) {
           float g = 0.f;

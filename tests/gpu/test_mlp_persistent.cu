@@ -50,7 +50,9 @@ struct Setup {
   uint64_t key = 0x1234567890ABCDEFull;
   Dev<uint8_t> dpx, dlab;
   Dev<int> dperm;
-  Dev<float> P, M, V, G, h1x, h2x, w2x, loss;
+  Dev<float> P, M, V, G;
+  Dev<xword> h1x, h2x, w2x;  // poisoned (0xFF: tag 0xFFFFFFFF) before every run
+  Dev<float> loss;
   Dev<AdamHyper> dhyper;
   Dev<unsigned long long> bad;
 
