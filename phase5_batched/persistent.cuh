@@ -100,12 +100,12 @@ constexpr int kPersistSegments = 8;
 inline const char* persist_segment_name(int i) {
   static const char* names[kPersistSegments] = {
       "A: wait for the batch, first layer (own units), publish h1",
-      "X1: wait for and read h1 and the W2 column slice (tagged exchange)",
+      "X1: wait for h1 (meanwhile: the previous step's W3 and own W2 updates)",
       "B: second layer (own units), publish h2",
-      "X2: wait for and read h2 (tagged exchange)",
+      "X2: wait for h2 and the W2 column slice",
       "C1: last layer, softmax cross-entropy, loss",
       "C2: dz2 = relu'(dz3 W3)",
-      "C3: W3/b3 and own W2 rows updated (published), dz1 for own units",
+      "C3: dz1 for own units",
       "C4: own W1 rows and b1 updated"};
   return names[i];
 }
@@ -263,15 +263,20 @@ __device__ __forceinline__ float xvalue(const xword* p, xword w, uint32_t tag) {
 // waiting for `tag`. A thread's U words are loaded together and, while any is not ready, the
 // stale ones are reloaded together: one L2 round trip a round, never one per word. The row and
 // column of each element advance by adding (no division per element).
-__device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag) {
+// `between()` runs once, by every thread, while the first round of loads is in flight (work that
+// hides the wait); a block barrier follows it, so it may still read dst's old contents.
+template <class Between>
+__device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag,
+                                            Between between) {
   constexpr int U = 8;
   const int n = rows * cols, nt = blockDim.x;
   const int dr = nt / cols, dc = nt % cols;  // a step of nt elements: dr rows and dc columns
   int r = threadIdx.x / cols, c = threadIdx.x % cols;
-  for (int e0 = threadIdx.x; e0 < n; e0 += U * nt) {
+  for (int e0 = threadIdx.x, first = 1; first || e0 < n; e0 += U * nt, first = 0) {  // every thread: the first chunk
     xword w[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) w[u] = e0 + u * nt < n ? xload(src + e0 + u * nt) : static_cast<xword>(tag) << 32;
+    if (first) between(), __syncthreads();
     for (uint32_t round = 1;; ++round) {
       bool all = true;
 #pragma unroll
@@ -289,6 +294,9 @@ __device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src
       if (c >= cols) c -= cols, ++r;
     }
   }
+}
+__device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag) {
+  gather_rows(dst, ld, src, rows, cols, tag, [] {});
 }
 
 // NC consecutive floats (16-byte aligned when NC >= 4): one vector access instead of NC scalar
@@ -457,6 +465,50 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     }
   };
 
+  // The updates nothing on a step's critical path waits for, run during the NEXT step's wait for
+  // h1 (step t+1's first layer needs only W1; W3 is next read by step t+1's last layer, the own W2
+  // rows by its second layer, their column slices by its dz1): dW3 = dz3^T h2 -> W3, b3 (the
+  // replica), dW2[j0 + m][n] = sum_r dz2[r][j0 + m] h1[r][n] -> own W2 rows (published with `tag`
+  // into `w2pub` for the column slices), b2. They read step t's h1, h2, dz2 and dz3 in shared
+  // memory, which the next step overwrites only after them.
+  AdamHyper hy_prev{};
+  auto late_updates = [&](const AdamHyper& h, xword* w2pub, uint32_t tag) {
+    const int n3 = C * H2, n2 = njown * H1;
+    for (int o = tid; o < n3 + n2; o += nt) {
+      float g = 0.f;
+      if (o < n3) {
+        const int m = o / H2, n = o % H2, e = m * ld2 + n;
+#pragma unroll 8
+        for (int r = 0; r < B; ++r) g = fmaf(z3[r * C + m], h2[r * ld2 + n], g);
+        if (keep_grads && blockIdx.x == 0) p.G[p.w2 + o] = g;
+        opt_apply(w3[e], g, m3 + e, v3 + e, adam, p.lr, h);
+      } else {
+        const int m = (o - n3) / H1, n = (o - n3) % H1, e = m * ld1 + n;
+        const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
+#pragma unroll 8
+        for (int r = 0; r < B; ++r) g = fmaf(dz2[r * ld2 + j0 + m], h1[r * ld1 + n], g);
+        if (keep_grads) p.G[p.w1 + gi] = g;
+        opt_apply(w2r[e], g, m2r + e, v2r + e, adam, p.lr, h);
+        xstore(w2pub + gi, w2r[e], tag);
+      }
+    }
+    for (int j = tid; j < C + njown; j += nt) {
+      float g = 0.f;
+      if (j < C) {
+#pragma unroll 8
+        for (int r = 0; r < B; ++r) g += z3[r * C + j];
+        if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
+        opt_apply(b3[j], g, mb3 + j, vb3 + j, adam, p.lr, h);
+      } else {
+        const int jj = j - C;
+#pragma unroll 8
+        for (int r = 0; r < B; ++r) g += dz2[r * ld2 + j0 + jj];
+        if (keep_grads) p.G[p.b1 + j0 + jj] = g;
+        opt_apply(b2[jj], g, mb2 + jj, vb2 + jj, adam, p.lr, h);
+      }
+    }
+  };
+
   for (int t = 0; t < p.count; ++t) {
     const int par = t & 1;
     const int64_t s = p.s0 + t;
@@ -465,8 +517,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     const int* lb = lab + par * B;
     xword* h1x = p.h1x + static_cast<size_t>(par) * B * H1;
     xword* h2x = p.h2x + static_cast<size_t>(par) * B * H2;
-    const xword* w2now = p.w2x + static_cast<size_t>(par) * H2 * H1;
-    xword* w2next = p.w2x + static_cast<size_t>(par ^ 1) * H2 * H1;
+    xword* w2now = p.w2x + static_cast<size_t>(par) * H2 * H1;  // step t's W2 (its column slices)
     AdamHyper hy{};
     if (adam) hy = (p.hyper != nullptr && s + 1 < p.hyper_n) ? p.hyper[s + 1] : adam_hyper(p.lr, s + 1);
 
@@ -519,21 +570,10 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         if (r < B) nimg[q] = __ldg(p.perm + static_cast<size_t>(p.i0 + t + 1) * B + r);
       }
     stamp(0);
-    // ---- B: all of h1, own W2 column slice; second layer, own units
-    {
-      // the first W2 column-slice word of this thread is loaded before h1, so both round trips overlap
-      const int j = tid / NC, c = tid % NC;
-      const bool first = tid < H2 * NC && c < ncown;
-      const xword* wp = w2now + static_cast<size_t>(j) * H1 + c0 + c;
-      const xword w2c0 = first ? xload(wp) : 0;
-      gather_rows(h1, ld1, h1x, B, H1, T);  // waits until every block has published step t's h1
-      if (tid < H2 * NC) w2c[tid] = first ? xvalue(wp, w2c0, T) : 0.f;
-      for (int e = tid + nt; e < H2 * NC; e += nt) {
-        const int jj = e / NC, cc = e % NC;
-        const xword* q = w2now + static_cast<size_t>(jj) * H1 + c0 + cc;
-        w2c[e] = cc < ncown ? xvalue(q, xload(q), T) : 0.f;
-      }
-    }
+    // ---- X1: all of h1. While its words travel, the previous step's off-critical-path updates.
+    gather_rows(h1, ld1, h1x, B, H1, T, [&] {
+      if (t > 0) late_updates(hy_prev, w2now, T);
+    });
     if (more) {  // next batch, part 2: images (cp.async) and labels (registers)
       for (int q = 0; q < kRowsPerWarp; ++q) {
         const int r = wid + q * nwarps;
@@ -544,9 +584,10 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
       }
       __pipeline_commit();
     }
-
     __syncthreads();
     stamp(1);
+
+    // ---- B: second layer, own units
     block_gemm(
         B, njown, H1, [&](int m, int k) { return h1[m * ld1 + k]; }, [&](int k, int n) { return w2r[n * ld1 + k]; },
         [&](int m, int n, float acc) {
@@ -566,11 +607,25 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         if (r < B) lab[(par ^ 1) * B + r] = nlab[q];
       }
 
-    // ---- C: all of h2 (waits until every block that owns second-layer units has published them),
-    // the last layer and loss (every block), then the updates of what each block owns
-    gather_rows(h2, ld2, h2x, B, H2, T);
+    // ---- X2: all of h2 (from the blocks that own second-layer units) and the column slice
+    // W2[:, own units] that their owners published during X1 (for dz1)
+    {
+      const int j = tid / NC, c = tid % NC;
+      const bool first = tid < H2 * NC && c < ncown;
+      const xword* wp = w2now + static_cast<size_t>(j) * H1 + c0 + c;
+      const xword w2c0 = first ? xload(wp) : 0;
+      gather_rows(h2, ld2, h2x, B, H2, T);
+      if (tid < H2 * NC) w2c[tid] = first ? xvalue(wp, w2c0, T) : 0.f;
+      for (int e = tid + nt; e < H2 * NC; e += nt) {
+        const int jj = e / NC, cc = e % NC;
+        const xword* q = w2now + static_cast<size_t>(jj) * H1 + c0 + cc;
+        w2c[e] = cc < ncown ? xvalue(q, xload(q), T) : 0.f;
+      }
+    }
     __syncthreads();
     stamp(3);
+
+    // ---- C: the last layer and loss (every block), then the gradients on the critical path
     block_gemm(
         B, C, H2, [&](int m, int k) { return h2[m * ld2 + k]; }, [&](int k, int n) { return w3[n * ld2 + k]; },
         [&](int m, int n, float acc) { z3[m * C + n] = acc + b3[n]; }, part);
@@ -596,53 +651,10 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         [&](int m, int n, float acc) { dz2[m * ld2 + n] = h2[m * ld2 + n] > 0.f ? acc * p.scale : 0.f; }, part);
     __syncthreads();
     stamp(5);
-    // Three independent jobs at once, on disjoint warps (one after the other they were ~6 us, each
-    // a few dependent shared-memory round trips on a mostly idle block):
-    //   warps 0-7: W3, b3 (replica): dW3 = dz3^T h2;
-    //   warps 8-11: own W2 rows, dW2[j0 + m][n] = sum_r dz2[r][j0 + m] h1[r][n], and b2; published;
-    //   warps 12-15: dz1 for the own first-layer units, relu'(dz2 W2[:, own]) (W2 of the step's start).
-    {
-      const int q1 = nt / 2, q2 = nt * 3 / 4;
-      if (tid < q1) {
-        warp_gemm(
-            tid, q1, C, H2, B, [&](int m, int k) { return z3[k * C + m]; }, [&](int k, int n) { return h2[k * ld2 + n]; },
-            [&](int m, int n, float g) {
-              const int e = m * ld2 + n;
-              if (keep_grads && blockIdx.x == 0) p.G[p.w2 + m * H2 + n] = g;
-              opt_apply(w3[e], g, m3 + e, v3 + e, adam, p.lr, hy);
-            });
-        for (int j = tid; j < C; j += q1) {
-          float g = 0.f;
-#pragma unroll 8
-          for (int r = 0; r < B; ++r) g += z3[r * C + j];
-          if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
-          opt_apply(b3[j], g, mb3 + j, vb3 + j, adam, p.lr, hy);
-        }
-      } else if (tid < q2) {
-        warp_gemm(
-            tid - q1, q2 - q1, njown, H1, B, [&](int m, int k) { return dz2[k * ld2 + j0 + m]; },
-            [&](int k, int n) { return h1[k * ld1 + n]; },
-            [&](int m, int n, float g) {
-              const int e = m * ld1 + n;
-              const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
-              if (keep_grads) p.G[p.w1 + gi] = g;
-              opt_apply(w2r[e], g, m2r + e, v2r + e, adam, p.lr, hy);
-              xstore(w2next + gi, w2r[e], T + 1u);  // read by the next step
-            });
-        for (int j = tid - q1; j < njown; j += q2 - q1) {
-          float g = 0.f;
-#pragma unroll 8
-          for (int r = 0; r < B; ++r) g += dz2[r * ld2 + j0 + j];
-          if (keep_grads) p.G[p.b1 + j0 + j] = g;
-          opt_apply(b2[j], g, mb2 + j, vb2 + j, adam, p.lr, hy);
-        }
-      } else {
-        warp_gemm(
-            tid - q2, nt - q2, B, ncown, H2, [&](int m, int k) { return dz2[m * ld2 + k]; },
-            [&](int k, int n) { return w2c[k * NC + n]; },
-            [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; });
-      }
-    }
+    // dz1 for the own first-layer units: relu'(dz2 W2[:, own]) (W2 of the step's start)
+    block_gemm(
+        B, ncown, H2, [&](int m, int k) { return dz2[m * ld2 + k]; }, [&](int k, int n) { return w2c[k * NC + n]; },
+        [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; }, part);
     __syncthreads();
     stamp(6);
     // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once
@@ -677,7 +689,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     }
     __syncthreads();
     stamp(7);
+    hy_prev = hy;
   }
+  // the last step's deferred updates (nothing reads the W2 words they publish)
+  if (p.count > 0) late_updates(hy_prev, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
+  __syncthreads();
   if (timed)
     for (int i = 0; i < kPersistSegments; ++i) p.breakdown[i] += seg[i];
 
