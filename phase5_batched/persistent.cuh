@@ -112,10 +112,16 @@ inline const char* persist_segment_name(int i) {
 
 // Shared-memory layout (bytes from the start of the dynamic buffer), the same on host and device.
 struct PersistLayout {
-  size_t lut, xb, w1, m1, v1, b1, mb1, vb1, h1, h1o, dz1, w2r, m2r, v2r, b2, mb2, vb2, w2c, h2, dz2, w3, m3, v3, b3,
+  size_t xl, w1, m1, v1, b1, mb1, vb1, h1, h1o, dz1, w2r, m2r, v2r, b2, mb2, vb2, w2c, h2, dz2, w3, m3, v3, b3,
       mb3, vb3, z3, rloss, part, lab, total;
-  int ks = 1;  // K splits of the first layer
+  int ks = 1;   // K slices of the first layer (warps per group of 32 batch rows)
+  int xs = 4;   // bytes per image row in shared memory (see image_stride)
 };
+
+// Images sit in shared memory row by row with a stride of an odd number of 32-bit words, so the
+// 32 lanes of a warp, one image row each, read one word apiece from 32 different banks (a stride
+// of 784 bytes, 196 words, put every 8th row in the same bank). D % 4 == 0.
+__host__ __device__ inline int image_stride(int D) { return 4 * ((D / 4) | 1); }
 
 // Row strides of the shared-memory matrices whose rows are read by different lanes at once: odd,
 // so that up to 32 rows fall into 32 different banks (a stride of 64 or 128 floats put every row
@@ -132,10 +138,10 @@ __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, 
   };
   const size_t f = sizeof(float);
   const bool a = p.adam;
-  const int R = 32 / NC, groups = (p.B + R - 1) / R, warps = kPersistThreads / 32;
+  const int groups = (p.B + 31) / 32, warps = kPersistThreads / 32;
   L.ks = groups >= warps ? 1 : warps / groups;
-  L.lut = take(256 * f);
-  L.xb = take(2 * static_cast<size_t>(p.B) * p.D);
+  L.xs = image_stride(p.D);
+  L.xl = take(2 * static_cast<size_t>(p.B) * L.xs);  // the batch, double-buffered by step parity
   L.w1 = take(static_cast<size_t>(p.D) * NC * f);
   L.m1 = take(a ? static_cast<size_t>(p.D) * NC * f : 0);
   L.v1 = take(a ? static_cast<size_t>(p.D) * NC * f : 0);
@@ -143,7 +149,7 @@ __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, 
   const size_t l1 = odd_stride(p.H1), l2 = odd_stride(p.H2);
   L.h1 = take(static_cast<size_t>(p.B) * l1 * f);
   L.h1o = take(static_cast<size_t>(p.B) * NC * f);
-  L.dz1 = take(static_cast<size_t>(p.B) * NC * f);
+  L.dz1 = take(static_cast<size_t>((p.B + 3) / 4 * 4) * NC * f);  // rows past B stay 0
   L.w2r = take(static_cast<size_t>(p.nj) * l1 * f);
   L.m2r = take(a ? static_cast<size_t>(p.nj) * l1 * f : 0);
   L.v2r = take(a ? static_cast<size_t>(p.nj) * l1 * f : 0);
@@ -192,12 +198,16 @@ __device__ __forceinline__ float warp_reduce_scatter32(float (&v)[32]) {
 // me, me + count, ...; fin(m, n, sum) once per output. No K split, no barrier.
 template <class FA, class FB, class Fin>
 __device__ __forceinline__ void warp_gemm(int me, int count, int M, int N, int K, FA a, FB b, Fin fin) {
+  if (N <= 0 || me >= M * N) return;
+  const int dm = count / N, dn = count % N;  // (m, n) advance by adding: no division per output
+  int m = me / N, n = me % N;
   for (int o = me; o < M * N; o += count) {
-    const int m = o / N, n = o % N;
     float acc = 0.f;
 #pragma unroll 8
     for (int k = 0; k < K; ++k) acc = fmaf(a(m, k), b(k, n), acc);
     fin(m, n, acc);
+    m += dm, n += dn;
+    if (n >= N) n -= N, ++m;
   }
 }
 
@@ -328,6 +338,15 @@ __device__ __forceinline__ void st_units(float* p, const float (&v)[NC]) {
   }
 }
 
+// Byte i of w as a float, exactly: the byte becomes the low mantissa bits of 2^23 (one byte
+// permute), then 2^23 is subtracted (one add). Two ALU operations instead of a shared-memory table
+// lookup (the first version's table cost one dependent, often bank-conflicted load per pixel).
+__device__ __forceinline__ float byte_value(uint32_t w, int i) {
+  return __int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7540u | static_cast<unsigned>(i)))) - 8388608.f;
+}
+// A byte already in a register (a shared-memory byte load) as a float: one OR, one add.
+__device__ __forceinline__ float byte_float(uint32_t b) { return __int_as_float(static_cast<int>(0x4B000000u | b)) - 8388608.f; }
+
 __device__ __forceinline__ void opt_apply(float& w, float g, float* m, float* v, bool adam, float lr,
                                           const AdamHyper& h) {
   if (adam) adam_apply(w, g, *m, *v, h);
@@ -341,11 +360,8 @@ __device__ __forceinline__ void opt_apply(float& w, float g, float* m, float* v,
 constexpr int kRowsPerWarp = 4;  // so a batch has at most 4 * 16 = 64 rows
 
 __device__ __forceinline__ void copy_image_async(uint8_t* dst, const uint8_t* src, int D, int lane) {
-  if (D % 16 == 0) {
-    for (int c = lane; c < D / 16; c += 32) __pipeline_memcpy_async(dst + 16 * c, src + 16 * c, 16);
-  } else {
-    for (int k = lane; k < D; k += 32) dst[k] = src[k];
-  }
+  // 4-byte copies: the shared-memory row stride (image_stride) is not a multiple of 16
+  for (int c = lane; c < D / 4; c += 32) __pipeline_memcpy_async(dst + 4 * c, src + 4 * c, 4);
 }
 
 // ------------------------------------------------------------------ the kernel
@@ -355,8 +371,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   static_assert(NC == 1 || NC == 2 || NC == 4 || NC == 8, "NC: 1, 2, 4 or 8 first-layer units per block");
   extern __shared__ __align__(16) unsigned char smem[];
   const PersistLayout L = persist_layout(p, NC);
-  float* lut = reinterpret_cast<float*>(smem + L.lut);
-  uint8_t* xbuf = smem + L.xb;
+  uint8_t* xl = smem + L.xl;  // [2][B][xs]: this step's batch and the next one (cp.async)
   float* w1 = reinterpret_cast<float*>(smem + L.w1);  // [D][NC]: W1[c0 + c][k] at w1[k * NC + c]
   float* m1 = reinterpret_cast<float*>(smem + L.m1);
   float* v1 = reinterpret_cast<float*>(smem + L.v1);
@@ -392,11 +407,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   const int c0 = blockIdx.x * p.nc, ncown = max(0, min(p.nc, H1 - c0));
   const int j0 = blockIdx.x * p.nj, njown = max(0, min(p.nj, H2 - j0));
   const bool adam = p.adam && p.M != nullptr;
-  const size_t xbytes = static_cast<size_t>(B) * D;
+  const int xs = L.xs;
+  const size_t xbytes = static_cast<size_t>(B) * xs;
   const int ld1 = odd_stride(H1), ld2 = odd_stride(H2);  // row strides of h1, w2r / h2, dz2, w3
 
   // ---- load what this block owns
-  for (int i = tid; i < 256; i += nt) lut[i] = static_cast<float>(i) / 255.0f;  // the graph path's x/255
   for (int e = tid; e < D * NC; e += nt) {
     const int k = e / NC, c = e % NC;
     const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
@@ -431,7 +446,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     b3[j] = p.P[p.b2 + j];
     if (adam) mb3[j] = p.M[p.b2 + j], vb3[j] = p.V[p.b2 + j];
   }
-  for (int e = tid; e < B * NC; e += nt) h1o[e] = 0.f, dz1[e] = 0.f;  // units past ncown stay 0
+  for (int e = tid; e < B * NC; e += nt) h1o[e] = 0.f;  // units past ncown stay 0
+  for (int e = tid; e < (B + 3) / 4 * 4 * NC; e += nt) dz1[e] = 0.f;  // and rows past B
   // Tags count this launch's steps (step t writes tag t + 1), so words left by an earlier launch
   // must not be mistaken for this one's: every block clears the words it will write, and one grid
   // barrier (the launch's only one) separates that from the first step.
@@ -447,7 +463,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     const int r = wid + q * nwarps;
     if (r >= B) break;
     const int img = __ldg(p.perm + static_cast<size_t>(p.i0) * B + r);
-    copy_image_async(xbuf + static_cast<size_t>(r) * D, p.images + static_cast<size_t>(img) * D, D, lane);
+    copy_image_async(xl + static_cast<size_t>(r) * xs, p.images + static_cast<size_t>(img) * D, D, lane);
     if (lane == 0) lab[r] = __ldg(p.labels + img);
   }
   __pipeline_commit();
@@ -513,7 +529,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     const int par = t & 1;
     const int64_t s = p.s0 + t;
     const uint32_t T = static_cast<uint32_t>(t) + 1u;  // this step's exchange tag
-    const uint8_t* xb = xbuf + par * xbytes;
+    const uint8_t* xb = xl + par * xbytes;  // this step's batch
     const int* lb = lab + par * B;
     xword* h1x = p.h1x + static_cast<size_t>(par) * B * H1;
     xword* h2x = p.h2x + static_cast<size_t>(par) * B * H2;
@@ -522,40 +538,49 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     if (adam) hy = (p.hyper != nullptr && s + 1 < p.hyper_n) ? p.hyper[s + 1] : adam_hyper(p.lr, s + 1);
 
     const bool more = t + 1 < p.count;
-    // ---- A: this batch has landed; first layer, own units
+    // ---- A: this batch has landed (cp.async issued during the previous step); first layer, own
+    // units. Lane = batch row, warp = (group of 32 rows, slice of the pixels): a lane reads its row
+    // 4 pixels at a time (one word, conflict-free thanks to the odd stride) and the 4 x NC weights
+    // of those pixels (the same for every lane: a broadcast). Sums of byte * weight, per slice into
+    // `part`, added and divided by 255 once per output.
     __pipeline_wait_prior(0);
     __syncthreads();
     {
-      constexpr int R = 32 / NC;
-      const int groups = (B + R - 1) / R, units = groups * L.ks, ktiles = (D + 31) / 32;
-      for (int u = wid; u < units; u += nwarps) {
-        const int g = u % groups, q = u / groups;
-        float acc[32];
+      const int groups = (B + 31) / 32, KW = D / 4, kws = (KW + L.ks - 1) / L.ks;
+      const int g = wid % groups, q = wid / groups, r = g * 32 + lane;
+      if (q < L.ks && r < B) {
+        float acc[4][NC];
 #pragma unroll
-        for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-        for (int kt = q; kt < ktiles; kt += L.ks) {
-          const int k = kt * 32 + lane;
-          if (k >= D) continue;
-          float wv[NC];
-          ld_units<NC>(w1 + k * NC, wv);
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-          for (int r = 0; r < R; ++r) {
-            const int row = g * R + r;
-            const float x = row < B ? lut[xb[static_cast<size_t>(row) * D + k]] : 0.f;
+          for (int c = 0; c < NC; ++c) acc[i][c] = 0.f;
+        const uint32_t* row = reinterpret_cast<const uint32_t*>(xb + static_cast<size_t>(r) * xs);
+        const int kw1 = min(KW, (q + 1) * kws);
+#pragma unroll 4
+        for (int kw = q * kws; kw < kw1; ++kw) {
+          const uint32_t xw = row[kw];
+          float wv[4 * NC];  // W1 of pixels 4kw .. 4kw+3, own units: 4 * NC consecutive floats
 #pragma unroll
-            for (int c = 0; c < NC; ++c) acc[r * NC + c] = fmaf(x, wv[c], acc[r * NC + c]);
+          for (int v = 0; v < NC; ++v) {
+            const float4 t4 = reinterpret_cast<const float4*>(w1 + 4 * kw * NC)[v];
+            wv[4 * v] = t4.x, wv[4 * v + 1] = t4.y, wv[4 * v + 2] = t4.z, wv[4 * v + 3] = t4.w;
+          }
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float x = byte_value(xw, i);
+#pragma unroll
+            for (int c = 0; c < NC; ++c) acc[i][c] = fmaf(x, wv[i * NC + c], acc[i][c]);
           }
         }
-        const float v = warp_reduce_scatter32(acc);
-        const int row = g * R + lane / NC;
-        if (row < B) part[(q * B + row) * NC + lane % NC] = v;
+#pragma unroll
+        for (int c = 0; c < NC; ++c) part[(q * B + r) * NC + c] = (acc[0][c] + acc[1][c]) + (acc[2][c] + acc[3][c]);
       }
       __syncthreads();
       for (int o = tid; o < B * ncown; o += nt) {
         const int r = o / ncown, c = o % ncown;
         float z = 0.f;
         for (int q = 0; q < L.ks; ++q) z += part[(q * B + r) * NC + c];
-        float h = fmaxf(z + b1[c], 0.f);
+        float h = fmaxf(z / 255.f + b1[c], 0.f);
         if (p.dropout)
           h = dropout_bits_dev(p.key, 0u, static_cast<uint64_t>(s), static_cast<uint32_t>(r * H1 + c0 + c)) >= p.threshold
                   ? h * p.scale
@@ -578,7 +603,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
       for (int q = 0; q < kRowsPerWarp; ++q) {
         const int r = wid + q * nwarps;
         if (r >= B) break;
-        copy_image_async(xbuf + (par ^ 1) * xbytes + static_cast<size_t>(r) * D,
+        copy_image_async(xl + (par ^ 1) * xbytes + static_cast<size_t>(r) * xs,
                          p.images + static_cast<size_t>(nimg[q]) * D, D, lane);
         nlab[q] = __ldg(p.labels + nimg[q]);
       }
@@ -630,8 +655,29 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         B, C, H2, [&](int m, int k) { return h2[m * ld2 + k]; }, [&](int k, int n) { return w3[n * ld2 + k]; },
         [&](int m, int n, float acc) { z3[m * C + n] = acc + b3[n]; }, part);
     __syncthreads();
-    for (int r = tid; r < B; r += nt)  // logits -> dz3 in place
-      rloss[r] = softmax_ce_row(z3 + r * C, C, lb[r], 1.f / static_cast<float>(B), z3 + r * C);
+    if (C <= 16) {  // logits -> dz3 in place: two rows a warp, one class a lane, half-warp shuffle trees
+      const int half = lane >> 4, j = lane & 15;
+      const float inv = 1.f / static_cast<float>(B);
+      for (int r0 = 2 * wid; r0 < B; r0 += 2 * nwarps) {
+        const int r = r0 + half;
+        const bool on = r < B && j < C;
+        const float z = on ? z3[r * C + j] : -INFINITY;
+        float mx = z;
+#pragma unroll
+        for (int w = 8; w >= 1; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
+        float sum = on ? expf(z - mx) : 0.f;
+#pragma unroll
+        for (int w = 8; w >= 1; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
+        const float lse = mx + logf(sum);
+        const int y = r < B ? lb[r] : 0;
+        const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
+        if (on) z3[r * C + j] = (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv;
+        if (r < B && j == 0) rloss[r] = lse - zy;
+      }
+    } else {
+      for (int r = tid; r < B; r += nt)
+        rloss[r] = softmax_ce_row(z3 + r * C, C, lb[r], 1.f / static_cast<float>(B), z3 + r * C);
+    }
     __syncthreads();
     if (wid == 0 && blockIdx.x == 0) {  // the batch loss: lane sums, then a fixed shuffle tree
       float part_sum = 0.f;
@@ -657,17 +703,34 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; }, part);
     __syncthreads();
     stamp(6);
-    // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once
+    // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once. Thread k reads its
+    // pixel's byte in every row (a warp: 32 consecutive bytes of one row); dz1's rows past B are 0.
     for (int k = tid; k < D; k += nt) {
       float g[NC];
 #pragma unroll
       for (int c = 0; c < NC; ++c) g[c] = 0.f;
-#pragma unroll 8
-      for (int r = 0; r < B; ++r) {
-        const float x = lut[xb[static_cast<size_t>(r) * D + k]];
+      for (int r0 = 0; r0 < B; r0 += 4) {
+        float x[4];
 #pragma unroll
-        for (int c = 0; c < NC; ++c) g[c] = fmaf(dz1[r * NC + c], x, g[c]);
+        for (int j = 0; j < 4; ++j) x[j] = r0 + j < B ? byte_float(xb[static_cast<size_t>(r0 + j) * xs + k]) : 0.f;
+        if constexpr (NC == 1) {
+          const float4 d = *reinterpret_cast<const float4*>(dz1 + r0);
+          g[0] = fmaf(d.x, x[0], g[0]);
+          g[0] = fmaf(d.y, x[1], g[0]);
+          g[0] = fmaf(d.z, x[2], g[0]);
+          g[0] = fmaf(d.w, x[3], g[0]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            float d[NC];
+            ld_units<NC>(dz1 + (r0 + j) * NC, d);
+#pragma unroll
+            for (int c = 0; c < NC; ++c) g[c] = fmaf(d[c], x[j], g[c]);
+          }
+        }
       }
+#pragma unroll
+      for (int c = 0; c < NC; ++c) g[c] /= 255.f;
       float w[NC], mm[NC], vv[NC];
       ld_units<NC>(w1 + k * NC, w);
       if (adam) ld_units<NC>(m1 + k * NC, mm), ld_units<NC>(v1 + k * NC, vv);
@@ -765,6 +828,9 @@ inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int d
   if (p.B > kRowsPerWarp * (kPersistThreads / 32))
     throw Error(kExitUsage, "--launch persistent: --batch at most " + std::to_string(kRowsPerWarp * (kPersistThreads / 32)) +
                                 " (use --launch graph)");
+  if (p.D % 4 != 0)
+    throw Error(kExitUsage, "--launch persistent: the input width must be a multiple of 4 (it is " + std::to_string(p.D) +
+                                "; use --launch graph)");
   int want = requested_blocks > 0 ? requested_blocks : std::min(sms, p.H1);
   want = std::max(1, std::min(want, p.H1));
   pl.nc = (p.H1 + want - 1) / want;
