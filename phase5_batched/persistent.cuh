@@ -122,6 +122,8 @@ struct PersistLayout {
 // 32 lanes of a warp, one image row each, read one word apiece from 32 different banks (a stride
 // of 784 bytes, 196 words, put every 8th row in the same bank). D % 4 == 0.
 __host__ __device__ inline int image_stride(int D) { return 4 * ((D / 4) | 1); }
+// The W1 update splits the batch rows in two halves of this many rows (a multiple of 4).
+__host__ __device__ inline int persist_half_rows(int B) { return ((B + 1) / 2 + 3) / 4 * 4; }
 
 // Row strides of the shared-memory matrices whose rows are read by different lanes at once: odd,
 // so that up to 32 rows fall into 32 different banks (a stride of 64 or 128 floats put every row
@@ -149,7 +151,7 @@ __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, 
   const size_t l1 = odd_stride(p.H1), l2 = odd_stride(p.H2);
   L.h1 = take(static_cast<size_t>(p.B) * l1 * f);
   L.h1o = take(static_cast<size_t>(p.B) * NC * f);
-  L.dz1 = take(static_cast<size_t>((p.B + 3) / 4 * 4) * NC * f);  // rows past B stay 0
+  L.dz1 = take(static_cast<size_t>(2 * persist_half_rows(p.B)) * NC * f);  // rows past B stay 0
   L.w2r = take(static_cast<size_t>(p.nj) * l1 * f);
   L.m2r = take(a ? static_cast<size_t>(p.nj) * l1 * f : 0);
   L.v2r = take(a ? static_cast<size_t>(p.nj) * l1 * f : 0);
@@ -447,7 +449,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     if (adam) mb3[j] = p.M[p.b2 + j], vb3[j] = p.V[p.b2 + j];
   }
   for (int e = tid; e < B * NC; e += nt) h1o[e] = 0.f;  // units past ncown stay 0
-  for (int e = tid; e < (B + 3) / 4 * 4 * NC; e += nt) dz1[e] = 0.f;  // and rows past B
+  for (int e = tid; e < 2 * persist_half_rows(B) * NC; e += nt) dz1[e] = 0.f;  // and rows past B
   // Tags count this launch's steps (step t writes tag t + 1), so words left by an earlier launch
   // must not be mistaken for this one's: every block clears the words it will write, and one grid
   // barrier (the launch's only one) separates that from the first step.
@@ -489,38 +491,51 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   // memory, which the next step overwrites only after them.
   AdamHyper hy_prev{};
   auto late_updates = [&](const AdamHyper& h, xword* w2pub, uint32_t tag) {
-    const int n3 = C * H2, n2 = njown * H1;
-    for (int o = tid; o < n3 + n2; o += nt) {
-      float g = 0.f;
+    // one round of tasks for W1's shapes (64 * 5 + 128 + 11 = 459 <= 512 threads): W3 in pairs of
+    // rows (m, m + C2) that share each h2 load, own W2 elements, then the biases
+    const int C2 = (C + 1) / 2, n3 = H2 * C2, n2 = njown * H1, nb = C + njown;
+    for (int o = tid; o < n3 + n2 + nb; o += nt) {
       if (o < n3) {
-        const int m = o / H2, n = o % H2, e = m * ld2 + n;
+        const int n = o % H2, m = o / H2;
+        const bool two = m + C2 < C;
+        float g0 = 0.f, g1 = 0.f;
 #pragma unroll 8
-        for (int r = 0; r < B; ++r) g = fmaf(z3[r * C + m], h2[r * ld2 + n], g);
-        if (keep_grads && blockIdx.x == 0) p.G[p.w2 + o] = g;
-        opt_apply(w3[e], g, m3 + e, v3 + e, adam, p.lr, h);
-      } else {
+        for (int r = 0; r < B; ++r) {
+          const float x = h2[r * ld2 + n];
+          g0 = fmaf(z3[r * C + m], x, g0);
+          if (two) g1 = fmaf(z3[r * C + m + C2], x, g1);
+        }
+        if (keep_grads && blockIdx.x == 0) {
+          p.G[p.w2 + m * H2 + n] = g0;
+          if (two) p.G[p.w2 + (m + C2) * H2 + n] = g1;
+        }
+        const int e = m * ld2 + n;
+        opt_apply(w3[e], g0, m3 + e, v3 + e, adam, p.lr, h);
+        if (two) opt_apply(w3[e + C2 * ld2], g1, m3 + e + C2 * ld2, v3 + e + C2 * ld2, adam, p.lr, h);
+      } else if (o < n3 + n2) {
         const int m = (o - n3) / H1, n = (o - n3) % H1, e = m * ld1 + n;
         const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
+        float g = 0.f;
 #pragma unroll 8
         for (int r = 0; r < B; ++r) g = fmaf(dz2[r * ld2 + j0 + m], h1[r * ld1 + n], g);
         if (keep_grads) p.G[p.w1 + gi] = g;
         opt_apply(w2r[e], g, m2r + e, v2r + e, adam, p.lr, h);
         xstore(w2pub + gi, w2r[e], tag);
-      }
-    }
-    for (int j = tid; j < C + njown; j += nt) {
-      float g = 0.f;
-      if (j < C) {
-#pragma unroll 8
-        for (int r = 0; r < B; ++r) g += z3[r * C + j];
-        if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
-        opt_apply(b3[j], g, mb3 + j, vb3 + j, adam, p.lr, h);
       } else {
-        const int jj = j - C;
+        const int j = o - n3 - n2;
+        float g = 0.f;
+        if (j < C) {
 #pragma unroll 8
-        for (int r = 0; r < B; ++r) g += dz2[r * ld2 + j0 + jj];
-        if (keep_grads) p.G[p.b1 + j0 + jj] = g;
-        opt_apply(b2[jj], g, mb2 + jj, vb2 + jj, adam, p.lr, h);
+          for (int r = 0; r < B; ++r) g += z3[r * C + j];
+          if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
+          opt_apply(b3[j], g, mb3 + j, vb3 + j, adam, p.lr, h);
+        } else {
+          const int jj = j - C;
+#pragma unroll 8
+          for (int r = 0; r < B; ++r) g += dz2[r * ld2 + j0 + jj];
+          if (keep_grads) p.G[p.b1 + j0 + jj] = g;
+          opt_apply(b2[jj], g, mb2 + jj, vb2 + jj, adam, p.lr, h);
+        }
       }
     }
   };
@@ -703,45 +718,76 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; }, part);
     __syncthreads();
     stamp(6);
-    // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once. Thread k reads its
-    // pixel's byte in every row (a warp: 32 consecutive bytes of one row); dz1's rows past B are 0.
-    for (int k = tid; k < D; k += nt) {
-      float g[NC];
+    // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once. A pair of lanes takes
+    // 4 pixels (one word a row), each lane half of the rows (the pair's loads fall into different
+    // banks); the halves are added with one shuffle and each lane updates 2 of the 4 pixels.
+    {
+      const int KW = D / 4, RB = persist_half_rows(B);
+      for (int o0 = tid - lane; o0 < 2 * KW; o0 += nt) {  // warp-uniform bound: every lane shuffles
+        const int o = o0 + lane, kw = o >> 1, h = o & 1;
+        const bool on = o < 2 * KW;
+        float g[4][NC];
 #pragma unroll
-      for (int c = 0; c < NC; ++c) g[c] = 0.f;
-      for (int r0 = 0; r0 < B; r0 += 4) {
-        float x[4];
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) x[j] = r0 + j < B ? byte_float(xb[static_cast<size_t>(r0 + j) * xs + k]) : 0.f;
-        if constexpr (NC == 1) {
-          const float4 d = *reinterpret_cast<const float4*>(dz1 + r0);
-          g[0] = fmaf(d.x, x[0], g[0]);
-          g[0] = fmaf(d.y, x[1], g[0]);
-          g[0] = fmaf(d.z, x[2], g[0]);
-          g[0] = fmaf(d.w, x[3], g[0]);
-        } else {
+          for (int c = 0; c < NC; ++c) g[i][c] = 0.f;
+        if (on) {
+          const int r1 = min(B, (h + 1) * RB);
+          for (int r0 = h * RB; r0 < r1; r0 += 4) {
+            uint32_t xw[4];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            float d[NC];
-            ld_units<NC>(dz1 + (r0 + j) * NC, d);
+            for (int j = 0; j < 4; ++j)
+              xw[j] = r0 + j < B ? reinterpret_cast<const uint32_t*>(xb + static_cast<size_t>(r0 + j) * xs)[kw] : 0u;
+            if constexpr (NC == 1) {
+              const float4 d4 = *reinterpret_cast<const float4*>(dz1 + r0);  // rows past B are 0
+              const float d[4] = {d4.x, d4.y, d4.z, d4.w};
 #pragma unroll
-            for (int c = 0; c < NC; ++c) g[c] = fmaf(d[c], x[j], g[c]);
+              for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) g[i][0] = fmaf(d[j], byte_value(xw[j], i), g[i][0]);
+            } else {
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                float d[NC];
+                ld_units<NC>(dz1 + (r0 + j) * NC, d);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                  const float x = byte_value(xw[j], i);
+#pragma unroll
+                  for (int c = 0; c < NC; ++c) g[i][c] = fmaf(d[c], x, g[i][c]);
+                }
+              }
+            }
           }
         }
-      }
+        float tot[2][NC];  // pixels 4kw + 2h + j: first half's sum + second half's
 #pragma unroll
-      for (int c = 0; c < NC; ++c) g[c] /= 255.f;
-      float w[NC], mm[NC], vv[NC];
-      ld_units<NC>(w1 + k * NC, w);
-      if (adam) ld_units<NC>(m1 + k * NC, mm), ld_units<NC>(v1 + k * NC, vv);
+        for (int j = 0; j < 2; ++j)
 #pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        if (c >= ncown) continue;  // padding units stay 0
-        if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + c) * D + k] = g[c];
-        opt_apply(w[c], g[c], mm + c, vv + c, adam, p.lr, hy);
+          for (int c = 0; c < NC; ++c) {
+            const float keep = h ? g[2 + j][c] : g[j][c], send = h ? g[j][c] : g[2 + j][c];
+            const float recv = __shfl_xor_sync(0xffffffffu, send, 1);
+            tot[j][c] = h ? recv + keep : keep + recv;
+          }
+        if (!on) continue;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int k = 4 * kw + 2 * h + j;
+          float w[NC], mm[NC], vv[NC];
+          ld_units<NC>(w1 + k * NC, w);
+          if (adam) ld_units<NC>(m1 + k * NC, mm), ld_units<NC>(v1 + k * NC, vv);
+#pragma unroll
+          for (int c = 0; c < NC; ++c) {
+            if (c >= ncown) continue;  // padding units stay 0
+            float gc = tot[j][c];
+            if (gc != 0.f) gc /= 255.f;  // (0 / 255 would take the division's slow path)
+            if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + c) * D + k] = gc;
+            opt_apply(w[c], gc, mm + c, vv + c, adam, p.lr, hy);
+          }
+          st_units<NC>(w1 + k * NC, w);
+          if (adam) st_units<NC>(m1 + k * NC, mm), st_units<NC>(v1 + k * NC, vv);
+        }
       }
-      st_units<NC>(w1 + k * NC, w);
-      if (adam) st_units<NC>(m1 + k * NC, mm), st_units<NC>(v1 + k * NC, vv);
     }
     for (int c = tid; c < ncown; c += nt) {
       float g = 0.f;
