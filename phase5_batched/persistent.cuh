@@ -213,6 +213,31 @@ __device__ __forceinline__ void warp_gemm(int me, int count, int M, int N, int K
   }
 }
 
+// out(m, n) = sum_k a(m, k) b(k, n) for few outputs with a long K: one warp per output, lanes
+// split K, a butterfly of shuffles adds them (fixed order: reproducible); two outputs per warp at
+// a time, finished by lanes 0 and 1. No shared scratch, no block barrier.
+template <class FA, class FB, class Fin>
+__device__ __forceinline__ void warp_dot_gemm(int M, int N, int K, FA a, FB b, Fin fin) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5, MN = M * N;
+  for (int o = w; o < MN; o += 2 * nw) {
+    const int o2 = o + nw;
+    const bool two = o2 < MN;
+    const int m = o / N, n = o % N, m2 = two ? o2 / N : m, n2 = two ? o2 % N : n;
+    float s1 = 0.f, s2 = 0.f;
+    for (int k = lane; k < K; k += 32) {
+      s1 = fmaf(a(m, k), b(k, n), s1);
+      s2 = fmaf(a(m2, k), b(k, n2), s2);
+    }
+#pragma unroll
+    for (int x = 16; x >= 1; x >>= 1) {
+      s1 += __shfl_xor_sync(0xffffffffu, s1, x);
+      s2 += __shfl_xor_sync(0xffffffffu, s2, x);
+    }
+    if (lane == 0) fin(m, n, s1);
+    if (lane == 1 && two) fin(m2, n2, s2);
+  }
+}
+
 // out(m, n) = sum_k a(m, k) b(k, n) for m < M, n < N; fin(m, n, sum) is called once per output.
 // With fewer outputs than threads, K is split into up to 8 slices added in slice order. Every
 // thread of the block must call it (it may synchronise); the caller synchronises after it.
@@ -628,7 +653,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     stamp(1);
 
     // ---- B: second layer, own units
-    block_gemm(
+    warp_dot_gemm(
         B, njown, H1, [&](int m, int k) { return h1[m * ld1 + k]; }, [&](int k, int n) { return w2r[n * ld1 + k]; },
         [&](int m, int n, float acc) {
           float h = fmaxf(acc + b2[n], 0.f);
@@ -638,8 +663,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
                     ? h * p.scale
                     : 0.f;
           xstore(h2x + static_cast<size_t>(m) * H2 + j0 + n, h, T);
-        },
-        part);
+        });
     stamp(2);
     if (more && lane == 0)  // next batch, part 3: labels
       for (int q = 0; q < kRowsPerWarp; ++q) {
@@ -713,9 +737,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     __syncthreads();
     stamp(5);
     // dz1 for the own first-layer units: relu'(dz2 W2[:, own]) (W2 of the step's start)
-    block_gemm(
+    warp_dot_gemm(
         B, ncown, H2, [&](int m, int k) { return dz2[m * ld2 + k]; }, [&](int k, int n) { return w2c[k * NC + n]; },
-        [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; }, part);
+        [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; });
     __syncthreads();
     stamp(6);
     // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once. A pair of lanes takes
