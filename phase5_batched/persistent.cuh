@@ -204,10 +204,15 @@ __device__ __forceinline__ void warp_gemm(int me, int count, int M, int N, int K
   const int dm = count / N, dn = count % N;  // (m, n) advance by adding: no division per output
   int m = me / N, n = me % N;
   for (int o = me; o < M * N; o += count) {
-    float acc = 0.f;
-#pragma unroll 8
-    for (int k = 0; k < K; ++k) acc = fmaf(a(m, k), b(k, n), acc);
-    fin(m, n, acc);
+    float acc0 = 0.f, acc1 = 0.f;  // even and odd k: two dependent chains of half the length
+    int k = 0;
+#pragma unroll 4
+    for (; k + 1 < K; k += 2) {
+      acc0 = fmaf(a(m, k), b(k, n), acc0);
+      acc1 = fmaf(a(m, k + 1), b(k + 1, n), acc1);
+    }
+    if (k < K) acc0 = fmaf(a(m, k), b(k, n), acc0);
+    fin(m, n, acc0 + acc1);
     m += dm, n += dn;
     if (n >= N) n -= N, ++m;
   }
@@ -324,11 +329,18 @@ __device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src
       for (int u = 0; u < U; ++u)
         if (!xready(w[u], tag)) w[u] = xload(src + e0 + u * nt);
     }
+    if (dc == 0) {  // cols divides the block (W1's shapes): the column never changes
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (e0 + u * nt < n) dst[r * ld + c] = xfloat(w[u]);
-      r += dr, c += dc;
-      if (c >= cols) c -= cols, ++r;
+      for (int u = 0; u < U; ++u)
+        if (e0 + u * nt < n) dst[(r + u * dr) * ld + c] = xfloat(w[u]);
+      r += U * dr;
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (e0 + u * nt < n) dst[r * ld + c] = xfloat(w[u]);
+        r += dr, c += dc;
+        if (c >= cols) c -= cols, ++r;
+      }
     }
   }
 }
@@ -381,9 +393,10 @@ __device__ __forceinline__ void opt_apply(float& w, float g, float* m, float* v,
 }
 
 // The batch of step i+1 is fetched in three parts spread over step i, so that no warp stalls on a
-// dependent global load: (1) its image indices into registers (before barrier 1), (2) the images
-// by cp.async into shared memory and the labels into registers (after barrier 1), (3) the labels
-// into shared memory (after barrier 2). Warp w handles rows w + q * warps, q < kRowsPerWarp.
+// dependent global load: (1) its image indices into registers (at the start of step i), (2) the
+// images by cp.async into shared memory and the labels into registers (while waiting for h1),
+// (3) the labels into shared memory (after the second layer). Warp w handles rows w + q * warps,
+// q < kRowsPerWarp.
 constexpr int kRowsPerWarp = 4;  // so a batch has at most 4 * 16 = 64 rows
 
 __device__ __forceinline__ void copy_image_async(uint8_t* dst, const uint8_t* src, int D, int lane) {
@@ -578,6 +591,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     if (adam) hy = (p.hyper != nullptr && s + 1 < p.hyper_n) ? p.hyper[s + 1] : adam_hyper(p.lr, s + 1);
 
     const bool more = t + 1 < p.count;
+    if (more)  // next batch, part 1: its image indices, issued a whole first layer before their use
+      for (int q = 0; q < kRowsPerWarp; ++q) {
+        const int r = wid + q * nwarps;
+        if (r < B) nimg[q] = __ldg(p.perm + static_cast<size_t>(p.i0 + t + 1) * B + r);
+      }
     // ---- A: this batch has landed (cp.async issued during the previous step); first layer, own
     // units. Lane = batch row, warp = (group of 32 rows, slice of the pixels): a lane reads its row
     // 4 pixels at a time (one word, conflict-free thanks to the odd stride) and the 4 x NC weights
@@ -629,26 +647,22 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         xstore(h1x + static_cast<size_t>(r) * H1 + c0 + c, h, T);
       }
     }
-    if (more)  // next batch, part 1: indices
-      for (int q = 0; q < kRowsPerWarp; ++q) {
-        const int r = wid + q * nwarps;
-        if (r < B) nimg[q] = __ldg(p.perm + static_cast<size_t>(p.i0 + t + 1) * B + r);
-      }
     stamp(0);
-    // ---- X1: all of h1. While its words travel, the previous step's off-critical-path updates.
+    // ---- X1: all of h1. While its words travel: the next batch's fetch (part 2) and the previous
+    // step's off-critical-path updates.
     gather_rows(h1, ld1, h1x, B, H1, T, [&] {
+      if (more) {  // next batch, part 2: images (cp.async) and labels (registers)
+        for (int q = 0; q < kRowsPerWarp; ++q) {
+          const int r = wid + q * nwarps;
+          if (r >= B) break;
+          copy_image_async(xl + (par ^ 1) * xbytes + static_cast<size_t>(r) * xs,
+                           p.images + static_cast<size_t>(nimg[q]) * D, D, lane);
+          nlab[q] = __ldg(p.labels + nimg[q]);
+        }
+        __pipeline_commit();
+      }
       if (t > 0) late_updates(hy_prev, w2now, T);
     });
-    if (more) {  // next batch, part 2: images (cp.async) and labels (registers)
-      for (int q = 0; q < kRowsPerWarp; ++q) {
-        const int r = wid + q * nwarps;
-        if (r >= B) break;
-        copy_image_async(xl + (par ^ 1) * xbytes + static_cast<size_t>(r) * xs,
-                         p.images + static_cast<size_t>(nimg[q]) * D, D, lane);
-        nlab[q] = __ldg(p.labels + nimg[q]);
-      }
-      __pipeline_commit();
-    }
     __syncthreads();
     stamp(1);
 
