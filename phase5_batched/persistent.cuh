@@ -3,8 +3,8 @@
 //
 // Why: the graph path spends ~43 us a step in 6 dependent kernels of 3-12 us each, every one a
 // chain of memory latencies on a grid of 1-56 blocks. Here G blocks stay resident for the epoch and
-// the parameters live in their shared memory; a step costs two grid-wide barriers and the
-// latencies of the few global exchanges between them.
+// the parameters live in their shared memory; a step costs two exchanges between blocks (no grid
+// barrier) and the latencies of the block-local work between them.
 //
 // Who owns what (block b of G; nc = ceil(H1 / G) first-layer units, nj = ceil(H2 / G) second-layer
 // units per block):
@@ -13,28 +13,32 @@
 //   * W2 rows j0 .. j0+nj (weights into its second-layer units), b2 of those, Adam state: the same;
 //   * W3, b3 (10 x H2, tiny): a replica in every block, updated identically everywhere (same
 //     inputs, same instructions, same order: bit-identical replicas).
-// One step (global step s, batch i of the epoch):
-//   A. the batch's 784-byte images were copied into shared memory by cp.async during the previous
-//      step; first layer for the block's own units (warp-level K split, reduce-scatter through
-//      shuffles), bias, ReLU, dropout -> own columns of h1, published to global memory;
-//   -- grid barrier 1 --
-//   B. read all of h1 (B x H1) and the column slice W2[:, own units] (for the backward pass);
-//      second layer for the own units -> own columns of h2, published;
-//   -- grid barrier 2 --
-//   C. read all of h2; the last layer, softmax cross-entropy, its gradient and dh2 = dz3 W3 in
-//      every block (10 x H2: cheaper to repeat than to exchange); then every block updates what it
-//      owns: W3/b3 replica, W2 own rows (and publishes them for the next step's column slices),
-//      dh1 for its own first-layer units, W1 own rows (weight gradients go straight into Adam).
-// Exchange buffers are double-buffered by step parity, so a block that runs ahead can never
-// overwrite what a slower block is still reading: a buffer written before barrier k of step t is
-// read between barriers of step t and rewritten only after the barriers of step t+1. Loads from
-// them bypass L1 (__ldcg): L1 is not coherent across SMs.
+// One step t (global step s, batch i of the epoch):
+//   A.  the batch's images were copied into shared memory by cp.async during step t-1; first layer
+//       for the block's own units (lane = batch row, warp = slice of the pixels, bytes turned into
+//       floats in registers), bias, ReLU, dropout -> own columns of h1, published;
+//   X1. gather all of h1 (B x H1). While its words travel: the next batch's fetch, and step t-1's
+//       updates that nothing on the critical path waited for (W3/b3 replica, own W2 rows and b2,
+//       the W2 rows published for the column slices);
+//   B.  second layer for the own units (warp dot products) -> own columns of h2, published;
+//   X2. gather all of h2 and the column slice W2[:, own units] (for dz1);
+//   C.  in every block: the last layer, softmax cross-entropy, its gradient dz3 and dz2 = relu'(dz3
+//       W3) (10 x H2: cheaper to repeat than to exchange); dz1 for the own first-layer units; the
+//       own W1 rows and b1 updated (weight gradients go straight into Adam).
+// The exchanges: each word is a float and the tag of the step that wrote it, in one 64-bit access
+// (xword, below); a reader polls its words until they carry its step's tag. Nothing else orders the
+// blocks, so the two grid barriers a step of the first version are gone (their cost was ~1.2 us
+// each). Exchange buffers are double-buffered by step parity: a block can run at most one step
+// ahead of any other (each step's h1 comes from every block), so it never overwrites a word that a
+// slower block still has to read. The launch's one grid barrier is at its start, after every block
+// cleared the words it will write (tags count the launch's own steps).
 //
-// Arithmetic is fp32 throughout (the same data conversion x/255 as the graph path; dropout bits
-// from the same Philox counters; Adam's constants from the same host table), so `--validate`
-// compares with the float64 reference to the same tolerances. The order of the sums differs from
-// the graph path's GEMMs, so the two launch modes are not bit-identical to each other; each is
-// bit-reproducible (no atomics except the integer atomicMin of the divergence flag).
+// Arithmetic is fp32 throughout (pixels are the same x/255 as the graph path's, applied as one
+// division per sum of byte * weight; dropout bits from the same Philox counters; Adam's constants
+// from the same host table), so `--validate` compares with the float64 reference to the same
+// tolerances. The order of the sums differs from the graph path's GEMMs, so the two launch modes
+// are not bit-identical to each other; each is bit-reproducible (no atomics except the integer
+// atomicMin of the divergence flag).
 #pragma once
 #include <cooperative_groups.h>
 #include <cuda_pipeline.h>
@@ -176,29 +180,6 @@ __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, 
 }
 
 // ------------------------------------------------------------------ device helpers
-// Lane l ends with the warp-wide sum of v[l] (32 partials per lane in, one total per lane out):
-// 16 + 8 + 4 + 2 + 1 shuffles. Pairings are fixed, so the sums are reproducible. One stage per
-// template instance, so every index is a compile-time constant (v stays in registers).
-template <int W>
-__device__ __forceinline__ void reduce_scatter_stage(float (&v)[32], int lane) {
-  const bool upper = (lane & W) != 0;
-#pragma unroll
-  for (int i = 0; i < W; ++i) {
-    const float send = upper ? v[i] : v[i + W];
-    const float keep = upper ? v[i + W] : v[i];
-    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, W);
-  }
-}
-__device__ __forceinline__ float warp_reduce_scatter32(float (&v)[32]) {
-  const int lane = threadIdx.x & 31;
-  reduce_scatter_stage<16>(v, lane);
-  reduce_scatter_stage<8>(v, lane);
-  reduce_scatter_stage<4>(v, lane);
-  reduce_scatter_stage<2>(v, lane);
-  reduce_scatter_stage<1>(v, lane);
-  return v[0];
-}
-
 // out(m, n) = sum_k a(m, k) b(k, n) on a slice of the block: thread `me` of `count` takes outputs
 // me, me + count, ...; fin(m, n, sum) once per output. No K split, no barrier.
 template <class FA, class FB, class Fin>

@@ -14,7 +14,8 @@
 #                                            loss curves and final metrics must be bit-identical; then the
 #                                            cost of --deterministic against the default path (GPU)
 #   bash scripts/harden.sh profilers [PHASE...]  each phase (small size, our tracer on) under nsys and ncu:
-#                                            it must complete, its tracer stepping aside with one warning (GPU)
+#                                            it must complete, its tracer stepping aside with one warning;
+#                                            phase 5 also with --launch persistent (GPU)
 #
 # Every mode prints a short table last and exits non-zero on any finding. Files:
 #   build/asan/            objects, binary and log of the ASan/UBSan host suite
@@ -654,35 +655,42 @@ mode_profilers() {
   fi
   local res=$out/results.tsv failed=0 p tool args rc warns rec status t0 t1
   : >"$res"
+  local pv extra name
   for p in "${phases[@]}"; do
     "build/$p" --help >"build/help_$p.txt" 2>&1 || true
+    pv=("")
+    # phase 5's persistent kernel is one long cooperative launch: profiled as its own row
+    [ "$p" = phase5_batched ] && pv+=("--launch persistent")
+    for extra in "${pv[@]}"; do
+    name=$p${extra:+-persistent}
     for tool in nsys ncu; do
       local cmd=()
       case $tool in
-        nsys) [ -n "$nsys" ] && cmd=("$nsys" profile --force-overwrite true -o "$out/${p}" --trace "cuda,nvtx") ;;
-        ncu) [ -n "$ncu" ] && cmd=("$ncu" --launch-count 5 --force-overwrite -o "$out/${p}") ;;
+        nsys) [ -n "$nsys" ] && cmd=("$nsys" profile --force-overwrite true -o "$out/${name}" --trace "cuda,nvtx") ;;
+        ncu) [ -n "$ncu" ] && cmd=("$ncu" --launch-count 5 --force-overwrite -o "$out/${name}") ;;
       esac
       if [ ${#cmd[@]} -eq 0 ]; then
         printf '%s\t%s\t-1\t0\tmissing\t0\t-\n' "$p" "$tool" >>"$res"
         echo "profilers: $tool not found" >&2; failed=1; continue
       fi
-      args="$(small_args "$p") --out $out/records/$p-$tool --tag $tool"
+      args="$(small_args "$p")${extra:+ $extra} --out $out/records/$name-$tool --tag $tool"
       echo "== profilers: $tool $p $args"
       t0=$(date +%s.%N); rc=0
       # shellcheck disable=SC2086
-      "${cmd[@]}" "build/$p" $args >"$out/${p}__$tool.out" 2>"$out/${p}__$tool.err" || rc=$?
+      "${cmd[@]}" "build/$p" $args >"$out/${name}__$tool.out" 2>"$out/${name}__$tool.err" || rc=$?
       t1=$(date +%s.%N)
-      warns=$(grep -c '^warning: CUPTI tracer off' "$out/${p}__$tool.err" || true)
-      rec="$out/records/$p-$tool/${p}__$tool.json"
+      warns=$(grep -c '^warning: CUPTI tracer off' "$out/${name}__$tool.err" || true)
+      rec="$out/records/$name-$tool/${p}__$tool.json"
       status=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("status"))' "$rec" 2>/dev/null || echo none)
       if [ "$rc" -ne 0 ] || [ "$warns" -gt 1 ] || [ "$status" != ok ]; then
         failed=1
-        echo "profilers: $p under $tool: exit $rc, $warns tracer warnings, record status $status" \
-             "(stderr: $out/${p}__$tool.err)" >&2
-        grep -m3 -E '^(error|warning):' "$out/${p}__$tool.err" >&2 || true
+        echo "profilers: $name under $tool: exit $rc, $warns tracer warnings, record status $status" \
+             "(stderr: $out/${name}__$tool.err)" >&2
+        grep -m3 -E '^(error|warning):' "$out/${name}__$tool.err" >&2 || true
       fi
       printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$tool" "$rc" "$warns" "$status" \
         "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" "$args" >>"$res"
+    done
     done
   done
   {
@@ -705,7 +713,7 @@ for line in open(res):
                  "tracer_warnings": int(warns), "record_status": status, "seconds": float(secs), "args": args.split()})
 ok = [r for r in rows if r["exit"] == 0 and r["tracer_warnings"] <= 1 and r["record_status"] == "ok"]
 rec = base_record("profilers", "profilers", "nsys+ncu", {"phases": sorted({r["phase"] for r in rows})}, slug,
-                  "each phase once under nsys and once under ncu (--launch-count 5), one after another",
+                  "each phase once under nsys and once under ncu (--launch-count 5), one after another; phase 5 also with --launch persistent",
                   sum(r["seconds"] for r in rows) * 1000.0)
 rec["profilers"] = rows
 rec["metrics"] = {"runs": len(rows), "completed": len(ok)}
