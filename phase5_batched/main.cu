@@ -107,49 +107,66 @@
 // --launch persistent (phase5_batched/persistent.cuh): one cooperative kernel per epoch. G blocks of
 // 512 threads stay resident; each owns some first-layer units (its rows of W1, their bias and Adam
 // state in shared memory, all epoch) and some second-layer units (rows of W2); the 10 x H2 last
-// layer is repeated in every block. A step is: first layer for the own units -> grid barrier ->
-// second layer for the own units -> grid barrier -> last layer, loss, backward and the updates of
-// what each block owns. Exchanges go through double-buffered global arrays read past L1; the next
-// batch's images arrive by cp.async during the current step.
+// layer is repeated in every block. A step is: first layer for the own units -> exchange h1 ->
+// second layer for the own units -> exchange h2 -> last layer, loss, backward and the updates of
+// what each block owns. An exchange is a set of 64-bit words, each a float with the tag of the step
+// that wrote it, polled until the tag is right: no grid barrier. The next batch's images arrive by
+// cp.async during the current step.
 //   Prediction (W1, written before the first run): two barriers ~1 us each plus ~2-4 us of small
 //   latency-bound work: 5-8 us a step, 10-15 ms an epoch (the 25 ms waypoint met, the 10 ms goal
 //   within reach).
-//   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit ccb68a9;
-//   bench log profiles/nvidia-h100-80gb-hbm3/logs/bench_mlp_w1_persistent.log):
-//   * 40.5 ms an epoch (median epoch of 3 x 5; 21.6 us a step; phase5_batched__w1-persistent.json),
-//     128 blocks, one first- and one second-layer unit each, 105 KiB of shared memory per block.
-//     Same run: graph path 82.7 ms, cuBLASLt 163.4, PyTorch eager 3527, compile 4010, CUDA graph
-//     454 ms: 87x eager and 11.2x the graph twin. The 25 ms waypoint (1.6x away), the 10 ms goal,
-//     >= 300x eager and >= 45x graph are NOT met; the prediction missed by 3-4x.
-//   * Blocks (2 epochs each, __w1-persistent-g<G>.json): 16 -> 66.1 ms, 32 -> 50.1, 64 -> 44.2,
-//     128 -> 41.5: fewer units per block shortens the first layer and the W1 update, which no block
-//     can hand off; the repeated last layer and the barriers do not shrink.
+//   First version (grid barriers; commit ccb68a9, records since replaced): 40.5 ms an epoch, 21.6
+//   us a step, 87x eager, 11.2x the graph twin; blocks 16/32/64/128 -> 66.1/50.1/44.2/41.5 ms;
+//   step: first layer 3.65 us, barrier 1.25, h1 read + second layer 4.70, barrier 1.19, h2 read +
+//   last layer + loss 3.39, dz2 1.37, W3/W2 updates + dz1 3.23, W1 update 2.81. (Before it: 84 ms
+//   with 10- to 16-way bank conflicts from row strides of 64 and 128 floats -> 53 -> 45 -> 40.5.)
+//   Then, guided by ncu's per-instruction stall samples (~67k warp instructions a block a step,
+//   a third of the stall samples at __syncthreads waiting for unbalanced warps), one change at a
+//   time on the H100 (epoch ms): tagged exchange words instead of the two grid barriers 40.5 ->
+//   ~39; the first layer with lane = batch row (a word = 4 pixels a load, weights broadcast, no
+//   shuffle reduce-scatter), bytes -> floats by a byte permute and an add instead of a shared-memory
+//   table, the W1 update by lane pairs, the softmax two rows a warp -> ~37; Adam skipping the
+//   exactly-zero step (m == 0: 0 / x took the IEEE division's slow path for whole warps), the W3
+//   update in row pairs in one round of tasks -> ~31; the second layer and dz1 as warp dot
+//   products -> ~30; dense image rows with 16-byte cp.async -> ~29.
+//   Tried and not kept: the off-critical-path updates (W3, own W2) hidden in the wait for h1 gave
+//   nothing by themselves (kept: the wait is where they run now); a pixel-major copy of the batch
+//   (transposed in shared memory each step) moved ~2 us from the first layer into the transpose;
+//   odd image row strides with 4-byte cp.async (no bank conflict) cost ~1 ms more than dense rows;
+//   dropout masks drawn ahead, the loss read one step later, W3's update moved to the wait for h2,
+//   4-way accumulator chains: no gain (29.6-31.3 vs 27.8-30.1 ms in one comparison); blocks
+//   without second-layer units skipping the h1 gather (half the exchange traffic): within noise.
+//   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit 3a4b4c1; bench log
+//   profiles/nvidia-h100-80gb-hbm3/logs/bench_mlp_w1_persistent.log):
+//   * 28.7 ms an epoch (median epoch of 3 x 5; 15.3 us a step; phase5_batched__w1-persistent.json),
+//     128 blocks, one first- and one second-layer unit each (blocks 64-127: none of the second),
+//     104 KiB of shared memory per block. Same run: graph path 81.4 ms, cuBLASLt 156.6, PyTorch
+//     eager 3335.5, compile 4274.3, CUDA graph 443.4 ms: 116x eager (median epochs; the report
+//     divides whole runs by 5 epochs: 119x) and 15.4x the graph twin. The
+//     25 ms waypoint (1.15x away), the 10 ms goal, >= 300x eager and >= 45x graph are NOT met; the
+//     prediction missed by 2-3x.
+//   * Blocks (2 epochs each, __w1-persistent-g<G>.json): 16 -> 75.6 ms, 32 -> 47.2, 64 -> 33.1,
+//     128 -> 30.1 (the lane-per-row first layer carries NC accumulators per lane: many units per
+//     block lost more than one unit per block gained).
 //   * Where a step goes (--breakdown, clock stamps of block 0; __w1-persistent-breakdown.json, us):
-//     A first layer 3.65, barrier 1 1.25, B h1 read + second layer 4.70, barrier 2 1.19, C1 h2 read +
-//     last layer + loss 3.39, C2 dz2 1.37, C3 updates of W3/W2 + dz1 3.23, C4 W1 update 2.81. The
-//     barriers are 2.4 us (11%); the rest is ~10 dependent shared-memory and L2 round trips between
-//     __syncthreads, each on a block with little work to overlap them.
-//   * How it got there (probe runs, records not kept): the first version (256 threads, 32 blocks)
-//     took 84 ms, no faster than the graph: row strides of 64 and 128 floats put whole warps on one
-//     shared-memory bank (10- to 16-way conflicts), and each update ran after the other. Odd
-//     strides, 512 threads, vector access to the [784][units] arrays, the next batch fetched in
-//     three latency-hidden parts and the three update jobs on disjoint warps: 84 -> 53 -> 45 -> 40.5.
-//     Tried and reverted (abb9c89 / 7b3a44f): four pixels per 32-bit load with an exact FMA division
-//     instead of the byte table, the W1 update on 196 threads x 4 pixels: 43.9 ms (first layer
-//     3.65 -> 4.06 us, W1 update 2.81 -> 4.37): fewer busy threads lost more than fewer loads won.
-//   * Correctness: --validate (3 steps vs float64) loss 6.2e-8, gradients 6.0e-7, parameter change
-//     1.4e-5 (__check-w1-persistent.json); awkward shape 784-100-300-10, batch 33, SGD: 8.4e-8 /
-//     2.0e-7 / 5.7e-5 (__check-odd-persistent.json); GPU tests at batch 1, 7, 33, 64 and every unit
-//     split (tests/gpu/test_mlp_persistent.cu). Accuracy, seeds 1 2 3: 97.56, 97.71, 97.34% (mean
-//     97.54; __w1-seed<s>-persistent.json). Dropout 0 vs the eager twin: first 20 step losses within
-//     2.2e-7, first-epoch 100-step means within 3.5e-4, final accuracy 0.28 points apart
-//     (__w1-nodrop-persistent.json). Bit-reproducible (no float atomics); memcheck, racecheck,
-//     initcheck, synccheck: 0 errors (sanitize__all.json).
-//   What stands between 40 ms and 10 ms (5 us a step): the second barrier and phase B (6 us) could
-//   go if every block computed the second layer itself (262k FMA, ~1.5 us on 512 threads) from a W2
-//   read once a step; C1-C3 are ~8 us of round trips that one warp-specialised pipeline (loss and
-//   updates of step t overlapping the first layer of step t+1) would hide; the first layer and the
-//   W1 update want tensor cores (TF32 x3 to keep fp32 accuracy) once the latencies are gone.
+//     A first layer 2.09, X1 h1 wait with the W3/W2 updates 3.71, B second layer 1.45, X2 h2 wait
+//     1.39, C1 last layer + softmax + loss 2.33, C2 dz2 1.26, C3 dz1 0.65, C4 W1 update 2.56.
+//   * Correctness: --validate (3 steps vs float64) loss 6.2e-8, gradients 1.3e-6, parameter change
+//     2.8e-5 (__check-w1-persistent.json); awkward shape 784-100-300-10, batch 33, SGD: 8.4e-8 /
+//     1.5e-7 / 5.7e-5 (__check-odd-persistent.json); GPU tests at batch 1, 7, 33, 64 and every unit
+//     split, also under memcheck (tests/gpu/test_mlp_persistent.cu, logs/test_gpu_persistent*.log).
+//     Accuracy, seeds 1 2 3: 97.65, 97.48, 97.43% (mean 97.52; __w1-seed<s>-persistent.json).
+//     Dropout 0 vs the eager twin: first 20 step losses within 1.1e-7, first-epoch 100-step means
+//     within 9.6e-8, final accuracy 0.14 points apart (__w1-nodrop-persistent.json).
+//     Bit-reproducible (no float atomics); memcheck, racecheck, initcheck, synccheck: 0 errors
+//     (sanitize__all.json); completes under nsys and ncu (profilers__all.json).
+//   What stands between 28.7 ms and 10 ms (5 us a step): every part of the step is a few dependent
+//   shared-memory or L2 round trips on a block that is mostly idle (issue slots ~36% busy); moving
+//   work into the exchange waits did not shorten them, so the chain itself has to shrink: the
+//   last layer, softmax and dz2 (4.8 us, repeated in every block) and the W1 update (2.6 us) want
+//   fewer, wider steps (register tiles, tensor cores with 3xTF32 for fp32 accuracy), and the two
+//   exchanges (~1-1.5 us each of pure latency) could become one if every block computed the 64
+//   second-layer units itself (262k FMA a step, ~1.5 us on 512 threads, plus a replicated W2 update).
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
