@@ -136,7 +136,10 @@
 //   dropout masks drawn ahead, the loss read one step later, W3's update moved to the wait for h2,
 //   4-way accumulator chains, all at once: no gain (epochs 0-1: 29.6 / 31.3 ms against 28.3 / 30.1
 //   for the kept code, separate runs); blocks without second-layer units skipping the h1 gather
-//   (half the exchange's traffic): 27.8 / 29.8, within run-to-run noise.
+//   (half the exchange's traffic): 27.8 / 29.8, within run-to-run noise; pollers sleeping 50 or
+//   250 ns before every retry (less L2 traffic while waiting): unchanged (28.5-29.8 ms, all three
+//   builds in one run). So the waits are not congestion: h1 and h2 arrive when the slowest block
+//   publishes them.
 //   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit 3a4b4c1; bench log
 //   profiles/nvidia-h100-80gb-hbm3/logs/bench_mlp_w1_persistent.log):
 //   * 28.7 ms an epoch (median epoch of 3 x 5; 15.3 us a step; phase5_batched__w1-persistent.json),
