@@ -933,15 +933,16 @@ inline void launch_persistent(const PersistPlan& pl, PersistParams p, cudaStream
 }
 
 // Flops and global-memory bytes of one step (what the kernel moves between blocks and from the
-// data set; parameters stay on chip).
+// data set; parameters stay on chip). Exchange words are 8 bytes (value + tag); every block reads
+// all of h1 and h2.
 inline KernelCost persist_step_cost(const PersistParams& p, const PersistPlan& pl) {
-  const double B = p.B, D = p.D, H1 = p.H1, H2 = p.H2, C = p.C, G = pl.blocks, f = 4;
+  const double B = p.B, D = p.D, H1 = p.H1, H2 = p.H2, C = p.C, G = pl.blocks, w = sizeof(xword);
   KernelCost c;
   const double fwd = 2 * B * (D * H1 + H1 * H2 + H2 * C);
   c.flops = fwd /* forward */ + fwd /* weight gradients */ + 2 * B * (H1 * H2 + H2 * C) /* data gradients */ +
-            2 * B * H2 * C * (G - 1) /* the last layer repeated in every block */;
-  c.bytes = B * D * G /* images, once per block */ + B * H1 * f * (1 + G) + B * H2 * f * (1 + G) /* h1, h2 */ +
-            H1 * H2 * f * 2 /* W2 rows published, column slices read */;
+            3 * 2 * B * H2 * C * (G - 1) /* last layer, dz2 and dW3 repeated in every block */;
+  c.bytes = B * D * G /* images, once per block */ + B * H1 * w * (1 + G) /* h1: written once, read by every block */ +
+            B * H2 * w * (1 + G) /* h2 */ + H1 * H2 * w * 2 /* W2 rows published, column slices read */;
   c.calls = 0;
   return c;
 }
