@@ -367,9 +367,6 @@ __device__ __forceinline__ void st_units(float* p, const float (&v)[NC]) {
 __device__ __forceinline__ float byte_value(uint32_t w, int i) {
   return __int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7540u | static_cast<unsigned>(i)))) - 8388608.f;
 }
-// A byte already in a register (a shared-memory byte load) as a float: one OR, one add.
-__device__ __forceinline__ float byte_float(uint32_t b) { return __int_as_float(static_cast<int>(0x4B000000u | b)) - 8388608.f; }
-
 __device__ __forceinline__ void opt_apply(float& w, float g, float* m, float* v, bool adam, float lr,
                                           const AdamHyper& h) {
   if (adam) adam_apply(w, g, *m, *v, h);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <random>
 #include <vector>
 
 #include "check.cuh"
@@ -13,7 +14,7 @@
 namespace nbtest {
 
 // A device copy of n elements (RAII) for the GPU tests: upload, poison (0xFF bytes: NaN for float
-// and half), download.
+// and half), zero, download.
 template <class T>
 struct Dev {
   T* p = nullptr;
@@ -27,6 +28,7 @@ struct Dev {
     if (n) CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
   }
   void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T))); }
+  void zero() { CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(n, 1) * sizeof(T))); }
   std::vector<T> get() const {
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> h(n);
@@ -34,6 +36,12 @@ struct Dev {
     return h;
   }
 };
+
+// The GPU tests' random source: fresh inputs every run (a failure prints the values it met).
+inline std::mt19937_64& test_rng() {
+  static std::mt19937_64 g(std::random_device{}());
+  return g;
+}
 
 // cudaGetDeviceCount fails (cudaErrorNoDevice, cudaErrorInsufficientDriver, ...) or returns 0 on
 // machines without a usable GPU; both mean "no device". The error is cleared for later calls.

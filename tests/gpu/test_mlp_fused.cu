@@ -20,14 +20,10 @@ namespace {
 
 using namespace nb::mlp;
 
-std::mt19937_64& frng() {
-  static std::mt19937_64 g(std::random_device{}());
-  return g;
-}
 std::vector<float> rvec(size_t n, float lo = -1.f, float hi = 1.f) {
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
-  for (auto& x : v) x = d(frng());
+  for (auto& x : v) x = d(test_rng());
   return v;
 }
 template <class T>
@@ -47,32 +43,14 @@ std::vector<T> cvtv(const std::vector<float>& v) {
   return o;
 }
 
+// A device buffer's contents as floats (half converted).
 template <class T>
-struct D {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit D(size_t c) : n(c) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
-  explicit D(const std::vector<T>& h) : D(h.size()) {
-    if (n) CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~D() { cudaFree(p); }
-  D(const D&) = delete;
-  D& operator=(const D&) = delete;
-  void poison() { CUDA_CHECK(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T))); }
-  void zero() { CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(n, 1) * sizeof(T))); }
-  std::vector<T> get() const {
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> h(n);
-    if (n) CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  std::vector<float> getf() const {
-    auto h = get();
-    std::vector<float> o(h.size());
-    for (size_t i = 0; i < h.size(); ++i) o[i] = back(h[i]);
-    return o;
-  }
-};
+std::vector<float> getf(const Dev<T>& d) {
+  const auto h = d.get();
+  std::vector<float> o(h.size());
+  for (size_t i = 0; i < h.size(); ++i) o[i] = back(h[i]);
+  return o;
+}
 
 double rel(const std::vector<float>& a, const std::vector<double>& b) { return nb::rel_error(a.data(), b.data(), b.size()); }
 
@@ -81,16 +59,16 @@ struct Data {
   int images, dim = 784;
   std::vector<uint8_t> px, labels;
   std::vector<int> perm;
-  D<uint8_t> dpx, dlab;
-  D<int> dperm;
-  D<int64_t> base;
+  Dev<uint8_t> dpx, dlab;
+  Dev<int> dperm;
+  Dev<int64_t> base;
   Data(int n, int64_t step)
       : images(n), px(static_cast<size_t>(n) * 784), labels(n), perm(n), dpx(static_cast<size_t>(n) * 784), dlab(n),
         dperm(n), base(1) {
-    for (auto& b : px) b = static_cast<uint8_t>(frng()() % 256);
-    for (auto& l : labels) l = static_cast<uint8_t>(frng()() % 10);
+    for (auto& b : px) b = static_cast<uint8_t>(test_rng()() % 256);
+    for (auto& l : labels) l = static_cast<uint8_t>(test_rng()() % 10);
     for (int i = 0; i < n; ++i) perm[i] = i;
-    std::shuffle(perm.begin(), perm.end(), frng());
+    std::shuffle(perm.begin(), perm.end(), test_rng());
     CUDA_CHECK(cudaMemcpy(dpx.p, px.data(), px.size(), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dlab.p, labels.data(), labels.size(), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dperm.p, perm.data(), perm.size() * sizeof(int), cudaMemcpyHostToDevice));
@@ -117,8 +95,8 @@ struct Data {
 
 template <class P>
 struct Ws {
-  D<float> ws;
-  D<unsigned> ctr;
+  Dev<float> ws;
+  Dev<unsigned> ctr;
   // Phase 5's plan (down to one k-tile per split: K = 784 gives 13 slices, the fix-up's rounds).
   explicit Ws(P& p, int sm = 132) : ws((plan_splits_p5(p, sm), std::max<size_t>(ws_floats(p), 1))), ctr(p.tiles()) {
     ctr.zero();
@@ -153,15 +131,15 @@ void forward_first_and_hidden() {
         INFO("B=" << B << " N=" << N << " dropout=" << drop);
         Data d(2 * B + 3, step - 1);
         const auto w = rvec(static_cast<size_t>(N) * 784, -0.05f, 0.05f), b = rvec(N);
-        D<T> dw(cvtv<T>(w));
-        D<float> db(b);
-        D<T> out(static_cast<size_t>(B) * N);
+        Dev<T> dw(cvtv<T>(w));
+        Dev<float> db(b);
+        Dev<T> out(static_cast<size_t>(B) * N);
         out.poison();
         GemmProblem<GatherView<T>, MatView<T, false>, FwdHiddenEpi<T>> p;
         p.M = B, p.N = N, p.K = 784;
         p.a.data = d.dpx.p, p.a.ld = 784, p.a.rows = d.rows(B, 1);
         p.b = make_view<T, false>(dw.p, 784);
-        const uint64_t key = dropout_key(frng()());
+        const uint64_t key = dropout_key(test_rng()());
         const double rate = 0.3;
         p.epi.bias = db.p, p.epi.out = out.p, p.epi.dropout = drop, p.epi.key = key, p.epi.layer = 1;
         p.epi.threshold = dropout_threshold(rate), p.epi.scale = static_cast<float>(1 / (1 - rate));
@@ -178,14 +156,14 @@ void forward_first_and_hidden() {
             if (drop)
               v = dropout_bits_host(key, 1, step, static_cast<uint32_t>(m * N + n)) >= dropout_threshold(rate) ? v / (1 - rate) : 0;
           }
-        CHECK(rel(out.getf(), ref) <= tol<T>());
+        CHECK(rel(getf(out), ref) <= tol<T>());
 
         // A hidden layer reading that output (K = N), no dropout.
         const int N2 = 100;
         const auto w2 = rvec(static_cast<size_t>(N2) * N, -0.1f, 0.1f), b2 = rvec(N2);
-        D<T> dw2(cvtv<T>(w2));
-        D<float> db2(b2);
-        D<T> out2(static_cast<size_t>(B) * N2);
+        Dev<T> dw2(cvtv<T>(w2));
+        Dev<float> db2(b2);
+        Dev<T> out2(static_cast<size_t>(B) * N2);
         out2.poison();
         GemmProblem<MatView<T, true>, MatView<T, false>, FwdHiddenEpi<T>> q;
         q.M = B, q.N = N2, q.K = N;
@@ -193,12 +171,12 @@ void forward_first_and_hidden() {
         q.epi.bias = db2.p, q.epi.out = out2.p;
         Ws<decltype(q)> ws2(q);
         launch_gemm<p5_fwd_hidden, T>(q, nullptr);
-        const auto h1 = out.getf();
+        const auto h1 = getf(out);
         auto ref2 = matmul(B, N2, N, [&](int m, int k) { return static_cast<double>(h1[static_cast<size_t>(m) * N + k]); },
                            [&](int k, int n) { return static_cast<double>(back(cvt<T>(w2[static_cast<size_t>(n) * N + k]))); });
         for (int m = 0; m < B; ++m)
           for (int n = 0; n < N2; ++n) ref2[static_cast<size_t>(m) * N2 + n] = std::max(ref2[static_cast<size_t>(m) * N2 + n] + b2[n], 0.0);
-        CHECK(rel(out2.getf(), ref2) <= tol<T>());
+        CHECK(rel(getf(out2), ref2) <= tol<T>());
       }
 }
 
@@ -211,10 +189,10 @@ void softmax_ce_last() {
       Data d(4 * B, step);
       const int N = 10;
       const auto h = rvec(static_cast<size_t>(B) * K, 0.f, 1.f), w = rvec(static_cast<size_t>(N) * K, -0.3f, 0.3f), b = rvec(N);
-      D<T> dh(cvtv<T>(h)), dw(cvtv<T>(w)), dz(static_cast<size_t>(B) * N);
-      D<float> db(b), tile_loss((B + 31) / 32), step_loss(8);
-      D<unsigned> counter(1);
-      D<unsigned long long> bad(1);
+      Dev<T> dh(cvtv<T>(h)), dw(cvtv<T>(w)), dz(static_cast<size_t>(B) * N);
+      Dev<float> db(b), tile_loss((B + 31) / 32), step_loss(8);
+      Dev<unsigned> counter(1);
+      Dev<unsigned long long> bad(1);
       counter.zero(), dz.poison(), step_loss.poison();
       CUDA_CHECK(cudaMemset(bad.p, 0xFF, sizeof(unsigned long long)));
       GemmProblem<MatView<T, true>, MatView<T, false>, SoftmaxCEEpi<T>> p;
@@ -238,7 +216,7 @@ void softmax_ce_last() {
         loss += (lse - (z[m * N + y] + b[y])) / B;
         for (int j = 0; j < N; ++j) g[m * N + j] = (std::exp(z[m * N + j] + b[j] - lse) - (j == y)) / B;
       }
-      CHECK(rel(dz.getf(), g) <= tol<T>());
+      CHECK(rel(getf(dz), g) <= tol<T>());
       const auto sl = step_loss.get();
       CHECK(std::fabs(sl[step] - loss) <= tol<T>() * loss);
       CHECK(counter.get()[0] == 0u);     // reset for the next step
@@ -266,12 +244,12 @@ void backward_and_update(bool adam) {
         // Parameters about as large as a step: p' - p is then not swamped by the rounding of p'.
         const auto w = rvec(static_cast<size_t>(out) * in, -0.01f, 0.01f), b = rvec(out, -0.01f, 0.01f);
         const auto m0 = rvec(w.size() + out, -1e-3f, 1e-3f), v0 = rvec(w.size() + out, 0.f, 1e-4f);
-        D<T> ddz(cvtv<T>(dzv)), dh(cvtv<T>(hv)), dW16(cvtv<T>(w)), dzprev(static_cast<size_t>(B) * in);
-        D<float> dW(w), dB(b), dmW(std::vector<float>(m0.begin(), m0.begin() + w.size())),
+        Dev<T> ddz(cvtv<T>(dzv)), dh(cvtv<T>(hv)), dW16(cvtv<T>(w)), dzprev(static_cast<size_t>(B) * in);
+        Dev<float> dW(w), dB(b), dmW(std::vector<float>(m0.begin(), m0.begin() + w.size())),
             dvW(std::vector<float>(v0.begin(), v0.begin() + w.size())), dmB(std::vector<float>(m0.begin() + w.size(), m0.end())),
             dvB(std::vector<float>(v0.begin() + w.size(), v0.end()));
-        D<__half> w16copy(w.size());
-        D<int64_t> base(1);
+        Dev<__half> w16copy(w.size());
+        Dev<int64_t> base(1);
         CUDA_CHECK(cudaMemcpy(base.p, &step, sizeof step, cudaMemcpyHostToDevice));
         dzprev.poison(), w16copy.poison();
         // Backward data: dZprev = relu'(dZ · W) * 1.25 (W read before the update: same launch, other blocks
@@ -287,7 +265,7 @@ void backward_and_update(bool adam) {
         up.epi.W = dW.p, up.epi.b = dB.p, up.epi.dz = ddz.p, up.epi.batch = B, up.epi.adam = adam;
         up.epi.lr = adam ? 1e-3f : 0.003f, up.epi.step = StepRef{base.p, 1};
         up.epi.W16 = w16copy.p;
-        D<float> gout(w.size()), bgout(static_cast<size_t>(out));
+        Dev<float> gout(w.size()), bgout(static_cast<size_t>(out));
         gout.poison(), bgout.poison();
         up.epi.grad_out = gout.p, up.epi.bgrad_out = bgout.p;
         if (adam) up.epi.mW = dmW.p, up.epi.vW = dvW.p, up.epi.mb = dmB.p, up.epi.vb = dvB.p;
@@ -295,7 +273,7 @@ void backward_and_update(bool adam) {
         // the device for out = 100 (no table) — both must give the reference update.
         std::vector<AdamHyper> hy(static_cast<size_t>(step) + 3);
         for (size_t t = 1; t < hy.size(); ++t) hy[t] = adam_hyper(1e-3, static_cast<int64_t>(t));
-        D<AdamHyper> dhy(hy);
+        Dev<AdamHyper> dhy(hy);
         if (adam && out != 100) up.epi.hyper = dhy.p, up.epi.hyper_n = static_cast<int64_t>(hy.size());
         Ws<decltype(up)> ws1(up);
         Ws<decltype(bd)> ws2(bd);
@@ -305,7 +283,7 @@ void backward_and_update(bool adam) {
         auto hd = [&](int k, int i) { return static_cast<double>(back(cvt<T>(hv[static_cast<size_t>(k) * in + i]))); };
         auto dh_ref = matmul(B, in, out, dzd, [&](int k, int n) { return static_cast<double>(back(cvt<T>(w[static_cast<size_t>(k) * in + n]))); });
         for (size_t i = 0; i < dh_ref.size(); ++i) dh_ref[i] = hd(static_cast<int>(i / in), static_cast<int>(i % in)) > 0 ? dh_ref[i] * 1.25 : 0;
-        CHECK(rel(dzprev.getf(), dh_ref) <= tol<T>());
+        CHECK(rel(getf(dzprev), dh_ref) <= tol<T>());
         auto gW = matmul(out, in, B, [&](int m, int k) { return dzd(k, m); }, hd);
         std::vector<double> gb(out, 0.0);
         for (int k = 0; k < B; ++k)
@@ -367,7 +345,7 @@ TEST_CASE("mlp fused: first-layer update reads the batch through the gather view
       Data d(3 * B, step);
       const auto dzv = rvec(static_cast<size_t>(B) * out, -0.1f, 0.1f), w = rvec(static_cast<size_t>(out) * 784, -0.1f, 0.1f),
                  b = rvec(out);
-      D<float> ddz(dzv), dW(w), dB(b);
+      Dev<float> ddz(dzv), dW(w), dB(b);
       GemmProblem<MatView<float, false>, GatherView<float>, UpdateEpi<float>> up;
       up.M = out, up.N = 784, up.K = B;
       up.a = make_view<float, false>(ddz.p, out);
@@ -394,13 +372,13 @@ TEST_CASE("mlp fused: evaluation epilogue counts correct rows and sums the loss 
     const int K = 100, N = 10;
     const auto h = rvec(static_cast<size_t>(rows) * K), w = rvec(static_cast<size_t>(N) * K), b = rvec(N);
     std::vector<uint8_t> lab(rows + 40);
-    for (auto& l : lab) l = static_cast<uint8_t>(frng()() % 10);
-    D<float> dh(h), dw(w), db(b);
-    D<uint8_t> dl(lab);
+    for (auto& l : lab) l = static_cast<uint8_t>(test_rng()() % 10);
+    Dev<float> dh(h), dw(w), db(b);
+    Dev<uint8_t> dl(lab);
     const int offset = 32;  // a second chunk: tiles counted from row offset / 32
     const int tiles = (offset + rows + 31) / 32;
-    D<int> ok(tiles);
-    D<float> ls(tiles);
+    Dev<int> ok(tiles);
+    Dev<float> ls(tiles);
     ok.poison(), ls.poison();
     GemmProblem<MatView<float, true>, MatView<float, false>, EvalEpi> p;
     p.M = rows, p.N = N, p.K = K, p.a = make_view<float, true>(dh.p, K), p.b = make_view<float, false>(dw.p, K);
@@ -434,10 +412,10 @@ TEST_CASE("mlp fused: evaluation epilogue counts correct rows and sums the loss 
 TEST_CASE("mlp fused: the device permutation equals the host's; the step base is written") {
   NB_SKIP_WITHOUT_DEVICE();
   for (int n : {1, 33, 60000}) {
-    D<int> perm(n);
-    D<int64_t> base(1);
+    Dev<int> perm(n);
+    Dev<int64_t> base(1);
     perm.poison();
-    const Perm p = make_perm(frng()(), 3, static_cast<uint32_t>(n));
+    const Perm p = make_perm(test_rng()(), 3, static_cast<uint32_t>(n));
     epoch_begin_kernel<<<(n + 255) / 256, 256>>>(perm.p, n, p, base.p, int64_t{5625});
     CHECK_LAUNCH();
     const auto d = perm.get();
@@ -457,8 +435,8 @@ void lt_products() {
         lay.plan<T>(h, B, in, out, true);
         const auto x = rvec(static_cast<size_t>(B) * in), w = rvec(static_cast<size_t>(out) * in),
                    dz = rvec(static_cast<size_t>(B) * out);
-        D<T> dx(cvtv<T>(x)), dw(cvtv<T>(w)), ddz(cvtv<T>(dz));
-        D<float> z(static_cast<size_t>(B) * out), dh(static_cast<size_t>(B) * in), gw(static_cast<size_t>(out) * in);
+        Dev<T> dx(cvtv<T>(x)), dw(cvtv<T>(w)), ddz(cvtv<T>(dz));
+        Dev<float> z(static_cast<size_t>(B) * out), dh(static_cast<size_t>(B) * in), gw(static_cast<size_t>(out) * in);
         z.poison(), dh.poison(), gw.poison();
         lay.forward(dx.p, dw.p, z.p, nullptr);
         lay.backward_data(ddz.p, dw.p, dh.p, nullptr);
@@ -484,7 +462,7 @@ TEST_CASE("mlp cuBLASLt path: epilogue kernel, gather kernel, whole-model optimi
     for (int N : {10, 100, 300}) {
       INFO("B=" << B << " N=" << N);
       const auto z = rvec(static_cast<size_t>(B) * N), b = rvec(N);
-      D<float> dz(z), db(b), out(static_cast<size_t>(B) * N);
+      Dev<float> dz(z), db(b), out(static_cast<size_t>(B) * N);
       out.poison();
       FwdHiddenEpi<float> e;
       e.bias = db.p, e.out = out.p;
@@ -494,7 +472,7 @@ TEST_CASE("mlp cuBLASLt path: epilogue kernel, gather kernel, whole-model optimi
       CHECK(rel(out.get(), ref) <= 1e-5);
       // Gather.
       Data d(2 * B + 1, step);
-      D<float> x(static_cast<size_t>(B) * 784);
+      Dev<float> x(static_cast<size_t>(B) * 784);
       x.poison();
       gather_kernel<float><<<64, 256>>>(x.p, d.dpx.p, d.rows(B, 1), B, 784);
       CHECK_LAUNCH();
@@ -503,11 +481,11 @@ TEST_CASE("mlp cuBLASLt path: epilogue kernel, gather kernel, whole-model optimi
   // Whole-model Adam with the step number from device memory.
   const size_t n = 1234;
   const auto p = rvec(n), g = rvec(n, -1e-2f, 1e-2f);
-  D<float> dp(p), dg(g), dm(n), dv(n);
+  Dev<float> dp(p), dg(g), dm(n), dv(n);
   dm.zero(), dv.zero();
-  D<__half> p16(n);
+  Dev<__half> p16(n);
   p16.poison();
-  D<int64_t> base(1);
+  Dev<int64_t> base(1);
   const int64_t s = 0;
   CUDA_CHECK(cudaMemcpy(base.p, &s, sizeof s, cudaMemcpyHostToDevice));
   flat_update_kernel<<<ew_blocks(n), 256>>>(dp.p, dg.p, dm.p, dv.p, p16.p, n, 1e-3f, StepRef{base.p, 0});

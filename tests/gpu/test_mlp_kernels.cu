@@ -23,14 +23,10 @@ namespace {
 
 using namespace nb::mlp;
 
-std::mt19937_64& rng() {
-  static std::mt19937_64 g(std::random_device{}());
-  return g;
-}
 std::vector<float> random_vec(size_t n, float lo = -1.f, float hi = 1.f) {
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
-  for (auto& x : v) x = d(rng());
+  for (auto& x : v) x = d(test_rng());
   return v;
 }
 
@@ -162,7 +158,7 @@ TEST_CASE("mlp: fp16 WMMA GEMM, all three layouts, awkward shapes, split-K") {
 TEST_CASE("mlp: host Philox4x32-10 equals cuRAND's, so reference masks equal device masks") {
   NB_SKIP_WITHOUT_DEVICE();
   const int n = 4099;
-  const uint64_t key = dropout_key(rng()());
+  const uint64_t key = dropout_key(test_rng()());
   const uint64_t step = (uint64_t{7} << 32) + 12345;
   Dev<float> dummy(static_cast<size_t>(n));
   Dev<uint8_t> keep(static_cast<size_t>(n));
@@ -208,7 +204,7 @@ TEST_CASE("mlp: bias + activation, softmax-CE, mean, ReLU/dropout backward, bias
       }
       // Softmax cross-entropy on logits z with random labels.
       std::vector<int> y(rows);
-      for (auto& v : y) v = static_cast<int>(rng()() % cols);
+      for (auto& v : y) v = static_cast<int>(test_rng()() % cols);
       Dev<int> dy(y);
       Dev<float> row_loss(static_cast<size_t>(rows)), grad(n), mean(2);
       row_loss.poison(), grad.poison(), mean.poison();
@@ -239,7 +235,7 @@ TEST_CASE("mlp: bias + activation, softmax-CE, mean, ReLU/dropout backward, bias
       const auto dh = random_vec(n), hpre = random_vec(n);
       std::vector<float> h(n);
       std::vector<uint8_t> keep(n);
-      for (size_t i = 0; i < n; ++i) keep[i] = (rng()() % 5) != 0, h[i] = keep[i] ? std::max(hpre[i], 0.f) * 1.25f : 0.f;
+      for (size_t i = 0; i < n; ++i) keep[i] = (test_rng()() % 5) != 0, h[i] = keep[i] ? std::max(hpre[i], 0.f) * 1.25f : 0.f;
       Dev<float> ddh(dh), dh2(h), dzo(n);
       Dev<uint8_t> dkeep(keep);
       dzo.poison();
@@ -282,7 +278,7 @@ TEST_CASE("mlp: Adam and SGD kernels against the float64 optimizer, fp16 copy") 
     // Small |p| (~ the step): the change p' - p is then not swamped by the rounding of p' itself.
     const auto p = random_vec(n, -1e-3f, 1e-3f), g = random_vec(n, -1e-2f, 1e-2f);
     auto m = random_vec(n, -1e-3f, 1e-3f), v = random_vec(n, 0.f, 1e-4f);
-    const int64_t t = 1 + static_cast<int64_t>(rng()() % 50);
+    const int64_t t = 1 + static_cast<int64_t>(test_rng()() % 50);
     Dev<float> dp(p), dg(g), dm(m), dv(v);
     Dev<__half> p16(n);
     p16.poison();

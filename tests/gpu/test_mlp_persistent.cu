@@ -25,10 +25,6 @@ namespace {
 
 using namespace nb::mlp;
 
-std::mt19937_64& prng() {
-  static std::mt19937_64 g(std::random_device{}());
-  return g;
-}
 
 struct Config {
   int B, H1, H2, blocks;
@@ -77,10 +73,10 @@ struct Setup {
         loss(static_cast<size_t>(steps)),
         dhyper(static_cast<size_t>(steps) + 2),
         bad(1) {
-    for (auto& b : px) b = static_cast<uint8_t>(prng()() % 256);
-    for (auto& l : labels) l = static_cast<uint8_t>(prng()() % 10);
+    for (auto& b : px) b = static_cast<uint8_t>(test_rng()() % 256);
+    for (auto& l : labels) l = static_cast<uint8_t>(test_rng()() % 10);
     for (int i = 0; i < n_images; ++i) perm[i] = i;
-    std::shuffle(perm.begin(), perm.end(), prng());
+    std::shuffle(perm.begin(), perm.end(), test_rng());
     dpx.set(px), dlab.set(labels), dperm.set(perm);
     size_t off = 0;
     for (int l = 0; l < 3; ++l) {
@@ -92,8 +88,8 @@ struct Setup {
     for (int l = 0; l < 3; ++l) {
       std::uniform_real_distribution<float> u(-1.f / std::sqrt(static_cast<float>(layers[l])),
                                               1.f / std::sqrt(static_cast<float>(layers[l])));
-      for (size_t i = 0; i < static_cast<size_t>(layers[l + 1]) * layers[l]; ++i) p0[woff[l] + i] = u(prng());
-      for (int i = 0; i < layers[l + 1]; ++i) p0[boff[l] + i] = u(prng());
+      for (size_t i = 0; i < static_cast<size_t>(layers[l + 1]) * layers[l]; ++i) p0[woff[l] + i] = u(test_rng());
+      for (int i = 0; i < layers[l + 1]; ++i) p0[boff[l] + i] = u(test_rng());
     }
     hyper.resize(static_cast<size_t>(steps) + 2);
     for (size_t t = 1; t < hyper.size(); ++t) hyper[t] = adam_hyper(lr(), static_cast<int64_t>(t));
