@@ -749,7 +749,7 @@ class Trainer {
     p.dropout = o_.dropout > 0, p.key = dropout_key(o_.common.seed), p.threshold = dropout_threshold(o_.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
     p.step_loss = step_loss_.get(), p.bad_step = bad_step_.get();
-    plan_ = plan_persistent(p, o_.blocks, dev_.index);
+    plan_ = plan_persistent(p, o_.blocks, dev_.index, !o_.generic_kernel);
     costs_per_step_["p5_persistent"] = persist_step_cost(p, plan_);
   }
   DevBuf<xword> h1x_, h2x_, w2x_;
@@ -876,7 +876,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   rec["notes"].push_back(o.launch == "persistent"
                              ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
                                "every epoch one cooperative persistent kernel (parameters in shared memory, two "
-                               "grid barriers a step); losses read once per epoch"
+                               "tagged exchanges between blocks a step, no grid barrier); losses read once per epoch"
                              : "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
                                "every step of an epoch replayed as one CUDA graph; losses read once per epoch");
   if (o.common.deterministic) rec["notes"].push_back("--deterministic: no float atomics are used in any case");
@@ -1021,7 +1021,9 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                                     {"first_layer_units_per_block", pl.nc},
                                     {"second_layer_units_per_block", pl.nj},
                                     {"shared_memory_bytes_per_block", pl.smem},
-                                    {"grid_barriers_per_step", 2}};
+                                    {"exchanges_per_step", 2},
+                                    {"grid_barriers_per_step", 0},
+                                    {"shape_compiled_in", pl.specialized}};
     if (o.breakdown) rec["metrics"]["persistent"]["step_breakdown"] = parts;
   }
   {  // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
@@ -1178,6 +1180,9 @@ int run(int argc, char** argv) {
                  "(fp32, two hidden layers, own GEMMs)",
                  {"graph", "persistent"});
   cli.add_int("--blocks", &o.blocks, "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM)", 0, 4096);
+  cli.add_flag("--generic-kernel", &o.generic_kernel,
+               "persistent kernel: its generic instance even for W1's shape (measures what compiling the shape in "
+               "buys)");
   cli.add_flag("--breakdown", &o.breakdown,
                "persistent kernel: time the parts of a step (clock stamps of block 0) into the record");
   cli.add_flag("--gemm-compare", &compare,

@@ -107,8 +107,8 @@ inline const char* persist_segment_name(int i) {
       "X1: wait for h1 (meanwhile: the previous step's W3 and own W2 updates)",
       "B: second layer (own units), publish h2",
       "X2: wait for h2 and the W2 column slice",
-      "C1: last layer, softmax cross-entropy, loss",
-      "C2: dz2 = relu'(dz3 W3)",
+      "C1: last layer (partial logits: rows x slices of H2)",
+      "C2: softmax cross-entropy and dz2 = relu'(dz3 W3), two rows a warp",
       "C3: dz1 for own units",
       "C4: own W1 rows and b1 updated"};
   return names[i];
@@ -136,6 +136,12 @@ __host__ __device__ inline int persist_half_rows(int B) { return ((B + 1) / 2 + 
 // so that up to 32 rows fall into 32 different banks (a stride of 64 or 128 floats put every row
 // in the same bank: a 10- to 16-way conflict, measured at ~2-4 us a step before the padding).
 __host__ __device__ inline int odd_stride(int n) { return n | 1; }
+// W3 (and its Adam state) is stored transposed, [H2][cp]: the last layer and dz2 read the C
+// weights of one hidden unit together, as cp / 4 float4 loads. cp / 4 is odd, so the 8 lanes of a
+// quarter-warp reading 8 consecutive units hit 8 disjoint groups of 4 banks. Padding columns are 0.
+constexpr int kMaxClasses = 12;      // the persistent kernel's limit on the last layer's width
+constexpr int kMaxClassStride = 12;  // class_stride(kMaxClasses)
+__host__ __device__ inline int class_stride(int C) { return 4 * (((C + 3) / 4) | 1); }
 
 __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, int NC) {
   PersistLayout L{};
@@ -146,72 +152,53 @@ __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, 
     return at;
   };
   const size_t f = sizeof(float);
-  const bool a = p.adam;
   const int groups = (p.B + 31) / 32, warps = kPersistThreads / 32;
   L.ks = groups >= warps ? 1 : warps / groups;
   L.xs = image_stride(p.D);
   L.xl = take(2 * static_cast<size_t>(p.B) * L.xs);  // the batch, double-buffered by step parity
   L.w1 = take(static_cast<size_t>(p.D) * NC * f);
-  L.m1 = take(a ? static_cast<size_t>(p.D) * NC * f : 0);
-  L.v1 = take(a ? static_cast<size_t>(p.D) * NC * f : 0);
   L.b1 = take(NC * f), L.mb1 = take(NC * f), L.vb1 = take(NC * f);
   const size_t l1 = odd_stride(p.H1), l2 = odd_stride(p.H2);
   L.h1 = take(static_cast<size_t>(p.B) * l1 * f);
   L.h1o = take(static_cast<size_t>(p.B) * NC * f);
   L.dz1 = take(static_cast<size_t>(2 * persist_half_rows(p.B)) * NC * f);  // rows past B stay 0
   L.w2r = take(static_cast<size_t>(p.nj) * l1 * f);
-  L.m2r = take(a ? static_cast<size_t>(p.nj) * l1 * f : 0);
-  L.v2r = take(a ? static_cast<size_t>(p.nj) * l1 * f : 0);
   L.b2 = take(p.nj * f), L.mb2 = take(p.nj * f), L.vb2 = take(p.nj * f);
   L.w2c = take(static_cast<size_t>(p.H2) * NC * f);
   L.h2 = take(static_cast<size_t>(p.B) * l2 * f);
   L.dz2 = take(static_cast<size_t>(p.B) * l2 * f);
-  L.w3 = take(static_cast<size_t>(p.C) * l2 * f);
-  L.m3 = take(a ? static_cast<size_t>(p.C) * l2 * f : 0);
-  L.v3 = take(a ? static_cast<size_t>(p.C) * l2 * f : 0);
+  const size_t l3 = class_stride(p.C);
+  L.w3 = take(static_cast<size_t>(p.H2) * l3 * f);
   L.b3 = take(p.C * f), L.mb3 = take(p.C * f), L.vb3 = take(p.C * f);
   L.z3 = take(static_cast<size_t>(p.B) * p.C * f);
   L.rloss = take(p.B * f);
-  const size_t part = static_cast<size_t>(L.ks) * p.B * NC;
-  L.part = take((part > kPersistThreads ? part : kPersistThreads) * f);
+  // scratch: the first layer's K slices, or the last layer's slices of H2 (warps / groups of them)
+  const size_t part = std::max(static_cast<size_t>(L.ks) * p.B * NC, static_cast<size_t>(warps / groups) * p.B * odd_stride(p.C));
+  L.part = take(part * f);
   L.lab = take(2 * p.B * sizeof(int));
+  // Adam's state of the weight matrices last: every offset depends on the shape only (constants in
+  // W1's instance), and SGD does not pay for it (it never touches these)
   L.total = off;
+  L.m1 = take(static_cast<size_t>(p.D) * NC * f), L.v1 = take(static_cast<size_t>(p.D) * NC * f);
+  L.m2r = take(static_cast<size_t>(p.nj) * l1 * f), L.v2r = take(static_cast<size_t>(p.nj) * l1 * f);
+  L.m3 = take(static_cast<size_t>(p.H2) * l3 * f), L.v3 = take(static_cast<size_t>(p.H2) * l3 * f);
+  if (p.adam) L.total = off;
   return L;
 }
 
 // ------------------------------------------------------------------ device helpers
-// out(m, n) = sum_k a(m, k) b(k, n) on a slice of the block: thread `me` of `count` takes outputs
-// me, me + count, ...; fin(m, n, sum) once per output. No K split, no barrier.
-template <class FA, class FB, class Fin>
-__device__ __forceinline__ void warp_gemm(int me, int count, int M, int N, int K, FA a, FB b, Fin fin) {
-  if (N <= 0 || me >= M * N) return;
-  const int dm = count / N, dn = count % N;  // (m, n) advance by adding: no division per output
-  int m = me / N, n = me % N;
-  for (int o = me; o < M * N; o += count) {
-    float acc0 = 0.f, acc1 = 0.f;  // even and odd k: two dependent chains of half the length
-    int k = 0;
-#pragma unroll 4
-    for (; k + 1 < K; k += 2) {
-      acc0 = fmaf(a(m, k), b(k, n), acc0);
-      acc1 = fmaf(a(m, k + 1), b(k + 1, n), acc1);
-    }
-    if (k < K) acc0 = fmaf(a(m, k), b(k, n), acc0);
-    fin(m, n, acc0 + acc1);
-    m += dm, n += dn;
-    if (n >= N) n -= N, ++m;
-  }
-}
-
 // out(m, n) = sum_k a(m, k) b(k, n) for few outputs with a long K: one warp per output, lanes
 // split K, a butterfly of shuffles adds them (fixed order: reproducible); two outputs per warp at
 // a time, finished by lanes 0 and 1. No shared scratch, no block barrier.
 template <class FA, class FB, class Fin>
 __device__ __forceinline__ void warp_dot_gemm(int M, int N, int K, FA a, FB b, Fin fin) {
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5, MN = M * N;
+  constexpr int nw = kPersistThreads / 32;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, MN = M * N;
   for (int o = w; o < MN; o += 2 * nw) {
     const int o2 = o + nw;
     const bool two = o2 < MN;
-    const int m = o / N, n = o % N, m2 = two ? o2 / N : m, n2 = two ? o2 % N : n;
+    int m = o, n = 0, m2 = two ? o2 : m, n2 = 0;  // N == 1 (W1's one unit a block): no division
+    if (N > 1) m = o / N, n = o % N, m2 = two ? o2 / N : m, n2 = two ? o2 % N : n;
     float s1 = 0.f, s2 = 0.f;
     for (int k = lane; k < K; k += 32) {
       s1 = fmaf(a(m, k), b(k, n), s1);
@@ -224,37 +211,6 @@ __device__ __forceinline__ void warp_dot_gemm(int M, int N, int K, FA a, FB b, F
     }
     if (lane == 0) fin(m, n, s1);
     if (lane == 1 && two) fin(m2, n2, s2);
-  }
-}
-
-// out(m, n) = sum_k a(m, k) b(k, n) for m < M, n < N; fin(m, n, sum) is called once per output.
-// With fewer outputs than threads, K is split into up to 8 slices added in slice order. Every
-// thread of the block must call it (it may synchronise); the caller synchronises after it.
-template <class FA, class FB, class Fin>
-__device__ __forceinline__ void block_gemm(int M, int N, int K, FA a, FB b, Fin fin, float* scratch) {
-  const int MN = M * N;
-  if (MN <= 0) return;
-  int S = MN >= kPersistThreads ? 1 : kPersistThreads / MN;
-  S = min(min(S, 8), max(K, 1));
-  if (S == 1) {
-    warp_gemm(threadIdx.x, blockDim.x, M, N, K, a, b, fin);
-    return;
-  }
-  const int chunk = (K + S - 1) / S;
-  __syncthreads();  // scratch may still be read by the previous call's fin
-  for (int it = threadIdx.x; it < MN * S; it += blockDim.x) {
-    const int o = it % MN, s = it / MN, m = o / N, n = o % N;
-    const int k1 = min(K, (s + 1) * chunk);
-    float acc = 0.f;
-#pragma unroll 8
-    for (int k = s * chunk; k < k1; ++k) acc = fmaf(a(m, k), b(k, n), acc);
-    scratch[s * MN + o] = acc;
-  }
-  __syncthreads();
-  for (int o = threadIdx.x; o < MN; o += blockDim.x) {
-    float acc = 0.f;
-    for (int s = 0; s < S; ++s) acc += scratch[s * MN + o];
-    fin(o / N, o % N, acc);
   }
 }
 
@@ -295,7 +251,8 @@ template <class Between>
 __device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag,
                                             Between between) {
   constexpr int U = 8;
-  const int n = rows * cols, nt = blockDim.x;
+  constexpr int nt = kPersistThreads;
+  const int n = rows * cols;
   const int dr = nt / cols, dc = nt % cols;  // a step of nt elements: dr rows and dc columns
   int r = threadIdx.x / cols, c = threadIdx.x % cols;
   for (int e0 = threadIdx.x, first = 1; first || e0 < n; e0 += U * nt, first = 0) {  // every thread: the first chunk
@@ -388,12 +345,29 @@ __device__ __forceinline__ void copy_image_async(uint8_t* dst, const uint8_t* sr
   }
 }
 
+// W1's shape (MNIST, 784-128-64-10, batch 32), compiled into one instance of the kernel: every
+// index, division, loop bound and shared-memory offset that depends on the shape becomes a
+// constant. The generic instances read the shape from the parameters (at run time, a step spent
+// ~6k of its ~61k warp instructions a block on that index arithmetic, with integer divisions on
+// the critical path; measured in ncu's source counters). Same code, same order of operations:
+// both instances give bit-identical results on W1 (tests/gpu/test_mlp_persistent.cu).
+struct PersistShape {
+  int B, D, H1, H2, C;
+};
+constexpr PersistShape kPersistW1{32, 784, 128, 64, 10};
+
 // ------------------------------------------------------------------ the kernel
-template <int NC>
-__global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(PersistParams p) {
+template <int NC, bool kW1>
+__global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(PersistParams pin) {
   namespace cg = cooperative_groups;
   static_assert(NC == 1 || NC == 2 || NC == 4 || NC == 8, "NC: 1, 2, 4 or 8 first-layer units per block");
+  static_assert(!kW1 || NC == 1, "W1's instance: one first-layer unit per block");
   extern __shared__ __align__(16) unsigned char smem[];
+  PersistParams p = pin;
+  if constexpr (kW1) {  // the plan chose this instance only for this shape, nc = 1 and nj as below
+    p.B = kPersistW1.B, p.D = kPersistW1.D, p.H1 = kPersistW1.H1, p.H2 = kPersistW1.H2, p.C = kPersistW1.C;
+    p.nc = 1, p.nj = (kPersistW1.H2 + kPersistW1.H1 - 1) / kPersistW1.H1;
+  }
   const PersistLayout L = persist_layout(p, NC);
   uint8_t* xl = smem + L.xl;  // [2][B][xs]: this step's batch and the next one (cp.async)
   float* w1 = reinterpret_cast<float*>(smem + L.w1);  // [D][NC]: W1[c0 + c][k] at w1[k * NC + c]
@@ -414,7 +388,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   float* w2c = reinterpret_cast<float*>(smem + L.w2c);  // [H2][NC]: W2[j][c0 + c]
   float* h2 = reinterpret_cast<float*>(smem + L.h2);    // [B][H2]
   float* dz2 = reinterpret_cast<float*>(smem + L.dz2);  // [B][H2]
-  float* w3 = reinterpret_cast<float*>(smem + L.w3);    // [C][H2] replica
+  float* w3 = reinterpret_cast<float*>(smem + L.w3);    // [H2][cp] replica: W3[m][n] at w3[n * cp + m]
   float* m3 = reinterpret_cast<float*>(smem + L.m3);
   float* v3 = reinterpret_cast<float*>(smem + L.v3);
   float* b3 = reinterpret_cast<float*>(smem + L.b3);
@@ -426,14 +400,17 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   int* lab = reinterpret_cast<int*>(smem + L.lab);  // [2][B]
 
   cg::grid_group grid = cg::this_grid();
-  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, wid = tid / 32, nwarps = nt / 32;
+  constexpr int nt = kPersistThreads, nwarps = kPersistThreads / 32;  // the launch's block size
+  const int tid = threadIdx.x, lane = tid & 31, wid = tid / 32;
   const int D = p.D, H1 = p.H1, H2 = p.H2, C = p.C, B = p.B;
   const int c0 = blockIdx.x * p.nc, ncown = max(0, min(p.nc, H1 - c0));
   const int j0 = blockIdx.x * p.nj, njown = max(0, min(p.nj, H2 - j0));
   const bool adam = p.adam && p.M != nullptr;
   const int xs = L.xs;
   const size_t xbytes = static_cast<size_t>(B) * xs;
-  const int ld1 = odd_stride(H1), ld2 = odd_stride(H2);  // row strides of h1, w2r / h2, dz2, w3
+  const int ld1 = odd_stride(H1), ld2 = odd_stride(H2);  // row strides of h1, w2r / h2, dz2
+  const int cp = class_stride(C);                        // row stride of w3, m3, v3
+  const int ldp = odd_stride(C);                         // row stride of the partial logits in part
 
   // ---- load what this block owns
   for (int e = tid; e < D * NC; e += nt) {
@@ -461,10 +438,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     b2[j] = p.P[p.b1 + j0 + j];
     if (adam) mb2[j] = p.M[p.b1 + j0 + j], vb2[j] = p.V[p.b1 + j0 + j];
   }
-  for (int e = tid; e < C * H2; e += nt) {
-    const int es = (e / H2) * ld2 + e % H2;
-    w3[es] = p.P[p.w2 + e];
-    if (adam) m3[es] = p.M[p.w2 + e], v3[es] = p.V[p.w2 + e];
+  for (int e = tid; e < H2 * cp; e += nt) {
+    const int n = e / cp, m = e % cp;
+    const size_t g = p.w2 + static_cast<size_t>(m) * H2 + n;
+    w3[e] = m < C ? p.P[g] : 0.f;
+    if (adam) m3[e] = m < C ? p.M[g] : 0.f, v3[e] = m < C ? p.V[g] : 0.f;
   }
   for (int j = tid; j < C; j += nt) {
     b3[j] = p.P[p.b2 + j];
@@ -514,11 +492,12 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   AdamHyper hy_prev{};
   auto late_updates = [&](const AdamHyper& h, xword* w2pub, uint32_t tag) {
     // one round of tasks for W1's shapes (64 * 5 + 128 + 11 = 459 <= 512 threads): W3 in pairs of
-    // rows (m, m + C2) that share each h2 load, own W2 elements, then the biases
+    // rows (m, m + C2) that share each h2 load (consecutive tasks: the pairs of one unit n, so a
+    // warp's accesses to the transposed W3 spread over the banks), own W2 elements, the biases
     const int C2 = (C + 1) / 2, n3 = H2 * C2, n2 = njown * H1, nb = C + njown;
     for (int o = tid; o < n3 + n2 + nb; o += nt) {
       if (o < n3) {
-        const int n = o % H2, m = o / H2;
+        const int m = o % C2, n = o / C2;
         const bool two = m + C2 < C;
         float g0 = 0.f, g1 = 0.f;
 #pragma unroll 8
@@ -531,9 +510,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
           p.G[p.w2 + m * H2 + n] = g0;
           if (two) p.G[p.w2 + (m + C2) * H2 + n] = g1;
         }
-        const int e = m * ld2 + n;
+        const int e = n * cp + m;
         opt_apply(w3[e], g0, m3 + e, v3 + e, adam, p.lr, h);
-        if (two) opt_apply(w3[e + C2 * ld2], g1, m3 + e + C2 * ld2, v3 + e + C2 * ld2, adam, p.lr, h);
+        if (two) opt_apply(w3[e + C2], g1, m3 + e + C2, v3 + e + C2, adam, p.lr, h);
       } else if (o < n3 + n2) {
         const int m = (o - n3) / H1, n = (o - n3) % H1, e = m * ld1 + n;
         const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
@@ -687,18 +666,52 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
     __syncthreads();
     stamp(3);
 
-    // ---- C: the last layer and loss (every block), then the gradients on the critical path
-    block_gemm(
-        B, C, H2, [&](int m, int k) { return h2[m * ld2 + k]; }, [&](int k, int n) { return w3[n * ld2 + k]; },
-        [&](int m, int n, float acc) { z3[m * C + n] = acc + b3[n]; }, part);
+    // ---- C: the last layer, softmax cross-entropy and dz2 (every block), then the gradients of
+    // the own first-layer units. C1: partial logits, lane = batch row, warp = (group of 32 rows,
+    // slice of H2): a lane reads its h2 value once per hidden unit and the unit's C weights (one
+    // row of the transposed W3: cp / 4 broadcast float4 loads), C accumulators in registers.
+    {
+      const int groups = (B + 31) / 32, ks = nwarps / groups, kq = (H2 + ks - 1) / ks;
+      const int g = wid % groups, q = wid / groups, r = g * 32 + lane;
+      if (q < ks && r < B) {
+        float acc[kMaxClasses];
+#pragma unroll
+        for (int n = 0; n < kMaxClasses; ++n) acc[n] = 0.f;
+        const int k1 = min(H2, (q + 1) * kq);
+        for (int k = q * kq; k < k1; ++k) {
+          const float x = h2[r * ld2 + k];
+#pragma unroll
+          for (int v = 0; v < kMaxClassStride / 4; ++v)
+            if (4 * v < cp) {  // padding columns are 0: their sums stay 0 and are never read
+              const float4 t4 = reinterpret_cast<const float4*>(w3 + k * cp)[v];
+              acc[4 * v] = fmaf(x, t4.x, acc[4 * v]);
+              acc[4 * v + 1] = fmaf(x, t4.y, acc[4 * v + 1]);
+              acc[4 * v + 2] = fmaf(x, t4.z, acc[4 * v + 2]);
+              acc[4 * v + 3] = fmaf(x, t4.w, acc[4 * v + 3]);
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < kMaxClasses; ++n)
+          if (n < C) part[(q * B + r) * ldp + n] = acc[n];  // lanes: rows ldp (odd) words apart
+      }
+    }
     __syncthreads();
-    if (C <= 16) {  // logits -> dz3 in place: two rows a warp, one class a lane, half-warp shuffle trees
-      const int half = lane >> 4, j = lane & 15;
+    stamp(4);
+    // C2: two rows a warp, one class a lane (half-warp shuffle trees): the slices' sums plus b3
+    // are the logits; softmax cross-entropy -> dz3 (kept in z3 for the deferred W3/b3 update) and
+    // the row's loss; then dz2 = relu'(dz3 W3) for the row (W3 before its update): each lane of
+    // the half-warp gets the row's C values of dz3 by shuffles and takes hidden units j, j + 16, ...
+    {
+      const int half = lane >> 4, j = lane & 15, ks = nwarps / ((B + 31) / 32);
       const float inv = 1.f / static_cast<float>(B);
       for (int r0 = 2 * wid; r0 < B; r0 += 2 * nwarps) {
         const int r = r0 + half;
-        const bool on = r < B && j < C;
-        const float z = on ? z3[r * C + j] : -INFINITY;
+        const bool row = r < B, on = row && j < C;
+        float z = -INFINITY;
+        if (on) {
+          z = b3[j];
+          for (int q = 0; q < ks; ++q) z += part[(q * B + r) * ldp + j];
+        }
         float mx = z;
 #pragma unroll
         for (int w = 8; w >= 1; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
@@ -706,17 +719,36 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
 #pragma unroll
         for (int w = 8; w >= 1; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
         const float lse = mx + logf(sum);
-        const int y = r < B ? lb[r] : 0;
+        const int y = row ? lb[r] : 0;
         const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
-        if (on) z3[r * C + j] = (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv;
-        if (r < B && j == 0) rloss[r] = lse - zy;
+        const float dz = on ? (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv : 0.f;
+        if (on) z3[r * C + j] = dz;
+        if (row && j == 0) rloss[r] = lse - zy;
+        float d[kMaxClassStride];  // 0 past C
+#pragma unroll
+        for (int n = 0; n < kMaxClassStride; ++n) d[n] = __shfl_sync(0xffffffffu, dz, (half << 4) + n);
+        if (row)
+          for (int u = j; u < H2; u += 16) {
+            float acc = 0.f;
+            if (h2[r * ld2 + u] > 0.f) {
+#pragma unroll
+              for (int v = 0; v < kMaxClassStride / 4; ++v)
+                if (4 * v < cp) {
+                  const float4 t4 = reinterpret_cast<const float4*>(w3 + u * cp)[v];
+                  acc = fmaf(d[4 * v], t4.x, acc);  // d and W3's padding columns are 0 past C
+                  acc = fmaf(d[4 * v + 1], t4.y, acc);
+                  acc = fmaf(d[4 * v + 2], t4.z, acc);
+                  acc = fmaf(d[4 * v + 3], t4.w, acc);
+                }
+              acc *= p.scale;
+            }
+            dz2[r * ld2 + u] = acc;
+          }
       }
-    } else {
-      for (int r = tid; r < B; r += nt)
-        rloss[r] = softmax_ce_row(z3 + r * C, C, lb[r], 1.f / static_cast<float>(B), z3 + r * C);
     }
     __syncthreads();
-    if (wid == 0 && blockIdx.x == 0) {  // the batch loss: lane sums, then a fixed shuffle tree
+    stamp(5);
+    if (wid == nwarps - 1 && blockIdx.x == 0) {  // the batch loss: lane sums, then a fixed shuffle tree
       float part_sum = 0.f;
       for (int r = lane; r < B; r += 32) part_sum += rloss[r];
 #pragma unroll
@@ -727,19 +759,22 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
       }
     }
-    stamp(4);
-    // dz2 = relu'(dz3 W3) (W3 before its update), for all of h2
-    block_gemm(
-        B, H2, C, [&](int m, int k) { return z3[m * C + k]; }, [&](int k, int n) { return w3[k * ld2 + n]; },
-        [&](int m, int n, float acc) { dz2[m * ld2 + n] = h2[m * ld2 + n] > 0.f ? acc * p.scale : 0.f; }, part);
-    __syncthreads();
-    stamp(5);
     // dz1 for the own first-layer units: relu'(dz2 W2[:, own]) (W2 of the step's start)
     warp_dot_gemm(
         B, ncown, H2, [&](int m, int k) { return dz2[m * ld2 + k]; }, [&](int k, int n) { return w2c[k * NC + n]; },
         [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; });
     __syncthreads();
     stamp(6);
+    // b1 by the last warp (idle in W1's update below when the pixels' lane pairs fit the other
+    // warps, as MNIST's 392 do)
+    if (wid == nwarps - 1)
+      for (int c = lane; c < ncown; c += 32) {
+        float g = 0.f;
+#pragma unroll 8
+        for (int r = 0; r < B; ++r) g += dz1[r * NC + c];
+        if (keep_grads) p.G[p.b0 + c0 + c] = g;
+        opt_apply(b1[c], g, mb1 + c, vb1 + c, adam, p.lr, hy);
+      }
     // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once. A pair of lanes takes
     // 4 pixels (one word a row), each lane half of the rows (the pair's loads fall into different
     // banks); the halves are added with one shuffle and each lane updates 2 of the 4 pixels.
@@ -811,13 +846,6 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         }
       }
     }
-    for (int c = tid; c < ncown; c += nt) {
-      float g = 0.f;
-#pragma unroll 8
-      for (int r = 0; r < B; ++r) g += dz1[r * NC + c];
-      if (keep_grads) p.G[p.b0 + c0 + c] = g;
-      opt_apply(b1[c], g, mb1 + c, vb1 + c, adam, p.lr, hy);
-    }
     __syncthreads();
     stamp(7);
     hy_prev = hy;
@@ -851,7 +879,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   }
   if (blockIdx.x == 0) {
     for (int e = tid; e < C * H2; e += nt) {
-      const int es = (e / H2) * ld2 + e % H2;
+      const int es = (e % H2) * cp + e / H2;
       p.P[p.w2 + e] = w3[es];
       if (adam) p.M[p.w2 + e] = m3[es], p.V[p.w2 + e] = v3[es];
     }
@@ -867,16 +895,18 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
 struct PersistPlan {
   int blocks = 0, nc = 0, NC = 0, nj = 0;
   size_t smem = 0;
+  bool specialized = false;  // W1's instance (shape compiled in)
 };
 
 inline int persist_nc_template(int nc) { return nc <= 1 ? 1 : nc <= 2 ? 2 : nc <= 4 ? 4 : 8; }
 
-template <int NC>
+template <int NC, bool kW1 = false>
 inline const void* persist_kernel_ptr() {
-  return reinterpret_cast<const void*>(&p5_persistent_epoch<NC>);
+  return reinterpret_cast<const void*>(&p5_persistent_epoch<NC, kW1>);
 }
-inline const void* persist_kernel(int NC) {
-  switch (NC) {
+inline const void* persist_kernel(const PersistPlan& pl) {
+  if (pl.specialized) return persist_kernel_ptr<1, true>();
+  switch (pl.NC) {
     case 1: return persist_kernel_ptr<1>();
     case 2: return persist_kernel_ptr<2>();
     case 4: return persist_kernel_ptr<4>();
@@ -886,7 +916,9 @@ inline const void* persist_kernel(int NC) {
 
 // requested_blocks 0: one block per first-layer unit, at most one per SM (the fastest of the
 // block counts measured for W1: see phase5_batched/main.cu).
-inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int device) {
+// specialize: use W1's instance where the shape and the split match it (false: always the generic
+// instance, to measure what compiling the shape in buys).
+inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int device, bool specialize = true) {
   int sms = 0, coop = 0, smem_optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
@@ -896,6 +928,9 @@ inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int d
   if (p.B > kRowsPerWarp * (kPersistThreads / 32))
     throw Error(kExitUsage, "--launch persistent: --batch at most " + std::to_string(kRowsPerWarp * (kPersistThreads / 32)) +
                                 " (use --launch graph)");
+  if (p.C > kMaxClasses)
+    throw Error(kExitUsage, "--launch persistent: at most " + std::to_string(kMaxClasses) + " classes (the last layer has " +
+                                std::to_string(p.C) + "; use --launch graph)");
   if (p.D % 4 != 0)
     throw Error(kExitUsage, "--launch persistent: the input width must be a multiple of 4 (it is " + std::to_string(p.D) +
                                 "; use --launch graph)");
@@ -910,10 +945,13 @@ inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int d
   pl.nj = (p.H2 + pl.blocks - 1) / pl.blocks;
   p.nc = pl.nc, p.nj = pl.nj;
   pl.smem = persist_layout(p, pl.NC).total;
+  const PersistShape& w = kPersistW1;
+  pl.specialized = specialize && pl.NC == 1 && pl.nc == 1 && p.B == w.B && p.D == w.D && p.H1 == w.H1 && p.H2 == w.H2 &&
+                   p.C == w.C && pl.nj == (w.H2 + w.H1 - 1) / w.H1;
   if (pl.smem > static_cast<size_t>(smem_optin))
     throw Error(kExitUsage, "--launch persistent: needs " + std::to_string(pl.smem) + " bytes of shared memory per block, the GPU offers " +
                                 std::to_string(smem_optin) + " (smaller --batch or widths, more --blocks, or --launch graph)");
-  const void* k = persist_kernel(pl.NC);
+  const void* k = persist_kernel(pl);
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pl.smem)));
   int per_sm = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kPersistThreads, pl.smem));
@@ -925,7 +963,7 @@ inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int d
 
 inline void launch_persistent(const PersistPlan& pl, PersistParams p, cudaStream_t st) {
   void* args[] = {&p};
-  CUDA_CHECK(cudaLaunchCooperativeKernel(persist_kernel(pl.NC), dim3(pl.blocks), dim3(kPersistThreads), args, pl.smem, st));
+  CUDA_CHECK(cudaLaunchCooperativeKernel(persist_kernel(pl), dim3(pl.blocks), dim3(kPersistThreads), args, pl.smem, st));
   CHECK_LAUNCH();
 }
 

@@ -30,12 +30,13 @@ struct Config {
   int B, H1, H2, blocks;
   bool adam;
   double dropout;
+  int classes = 10;  // the last layer's width (the kernel keeps up to kMaxClasses in registers)
 };
 
 // One model + data set on the device, laid out as phase 5's Trainer lays out its parameters.
 struct Setup {
   Config cfg;
-  int n_images, D = 784, C = 10, steps_per_epoch;
+  int n_images, D = 784, C, steps_per_epoch;
   std::vector<uint8_t> px, labels;
   std::vector<int> perm;
   std::vector<int> layers;
@@ -55,11 +56,12 @@ struct Setup {
   explicit Setup(const Config& c, int steps)
       : cfg(c),
         n_images(c.B * steps + 5),
+        C(c.classes),
         steps_per_epoch(n_images / c.B),
         px(static_cast<size_t>(n_images) * 784),
         labels(n_images),
         perm(n_images),
-        layers{784, c.H1, c.H2, 10},
+        layers{784, c.H1, c.H2, c.classes},
         dpx(px.size()),
         dlab(labels.size()),
         dperm(perm.size()),
@@ -74,7 +76,7 @@ struct Setup {
         dhyper(static_cast<size_t>(steps) + 2),
         bad(1) {
     for (auto& b : px) b = static_cast<uint8_t>(test_rng()() % 256);
-    for (auto& l : labels) l = static_cast<uint8_t>(test_rng()() % 10);
+    for (auto& l : labels) l = static_cast<uint8_t>(test_rng()() % static_cast<unsigned>(c.classes));
     for (int i = 0; i < n_images; ++i) perm[i] = i;
     std::shuffle(perm.begin(), perm.end(), test_rng());
     dpx.set(px), dlab.set(labels), dperm.set(perm);
@@ -128,9 +130,9 @@ struct Setup {
     return p;
   }
   // Runs steps [first, first + count) of epoch 0 in one launch.
-  PersistPlan run(int first, int count) {
+  PersistPlan run(int first, int count, bool specialize = true) {
     PersistParams p = params();
-    PersistPlan pl = plan_persistent(p, cfg.blocks, 0);
+    PersistPlan pl = plan_persistent(p, cfg.blocks, 0, specialize);
     p.s0 = first, p.i0 = first, p.count = count;
     launch_persistent(pl, p, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -170,7 +172,7 @@ struct Setup {
 
 void check_against_reference(const Config& c) {
   const int K = 3;
-  INFO("B=" << c.B << " H1=" << c.H1 << " H2=" << c.H2 << " blocks=" << c.blocks << " adam=" << c.adam
+  INFO("B=" << c.B << " H1=" << c.H1 << " H2=" << c.H2 << " C=" << c.classes << " blocks=" << c.blocks << " adam=" << c.adam
             << " dropout=" << c.dropout);
   Setup s(c, K);
   nb::MlpParams ref = s.ref_params();
@@ -224,6 +226,10 @@ TEST_CASE("mlp persistent: every step's loss, gradients and update against the f
       {33, 100, 30, 0, true, 0.2},  {1, 10, 300, 3, true, 0.0},  {64, 300, 10, 0, false, 0.0},
       {32, 128, 64, 16, true, 0.2}, {33, 100, 30, 50, true, 0.5}, {33, 100, 30, 100, false, 0.2},
       {7, 30, 100, 9, true, 0.0},
+      // W1's shape and split: the instance with the shape compiled in
+      {32, 128, 64, 0, true, 0.2},
+      // last layers of 3 and kMaxClasses classes (the transposed W3's row stride: 4 and 12)
+      {33, 100, 30, 0, true, 0.2, 3},  {20, 50, 70, 0, false, 0.0, kMaxClasses},
   };
   for (const Config& c : cases) check_against_reference(c);
 }
@@ -245,6 +251,25 @@ TEST_CASE("mlp persistent: steps split over launches and repeated runs are bit-i
   CHECK(std::memcmp(m_one.data(), m_two.data(), m_one.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(loss_one.data(), loss_two.data(), loss_one.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(one.data(), again.data(), one.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("mlp persistent: W1's compiled-in instance and the generic one give bit-identical steps") {
+  NB_SKIP_WITHOUT_DEVICE();
+  const Config c{32, 128, 64, 0, true, 0.2};
+  Setup s(c, 6);
+  const PersistPlan special = s.run(0, 6, true);
+  if (!special.specialized) {  // W1's split is one block per first-layer unit: 128 SMs needed
+    MESSAGE("skipped: this GPU has fewer than 128 SMs, so W1's split (and its instance) does not apply");
+    return;
+  }
+  const std::vector<float> p1 = s.P.get(), m1 = s.M.get(), loss1 = s.loss.get();
+  s.reset();
+  const PersistPlan generic = s.run(0, 6, false);
+  CHECK_FALSE(generic.specialized);
+  const std::vector<float> p2 = s.P.get(), m2 = s.M.get(), loss2 = s.loss.get();
+  CHECK(std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(m1.data(), m2.data(), m1.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(loss1.data(), loss2.data(), loss1.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("mlp persistent: a non-finite loss sets the divergence flag at its step") {
@@ -272,6 +297,15 @@ TEST_CASE("mlp persistent: plans it cannot run are refused with exit code 2") {
   } catch (const nb::Error& e) {
     CHECK(e.code == nb::kExitUsage);
   }
+  // A last layer wider than the kernel's class registers.
+  p.C = kMaxClasses + 1;
+  try {
+    plan_persistent(p, 0, 0);
+    FAIL("expected a refusal");
+  } catch (const nb::Error& e) {
+    CHECK(e.code == nb::kExitUsage);
+  }
+  p.C = s.C;
   // A batch whose images alone exceed shared memory.
   p.B = 200;
   try {
