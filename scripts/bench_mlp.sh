@@ -22,8 +22,9 @@
 #           ($W2_STEPS steps), phase 4 fp16 and fp32 and the twins ($W2_STEPS_SLOW steps: per-step
 #           time is the measure; the records say how many steps ran).          tags w2-h<h>-*
 #   gemm    phase5 --gemm-compare on the W2 h = 8192 shapes, fp16 (and fp32).  tags gemm-compare-*
-#   persist phase 5 --launch persistent on W1 for --blocks in $PERSIST_BLOCKS (2 epochs each).
-#                                                                               tags w1-persistent-g<G>
+#   persist phase 5 --launch persistent on W1 for --blocks in $PERSIST_BLOCKS (2 epochs each),
+#           and at the default split with --generic-kernel (W1's shape not compiled in).
+#                                                             tags w1-persistent-g<G>, -generic
 #   sweep   batch-size sweep (phase 5 own, W1 model, $SWEEP_EPOCHS epochs): samples/s for batch in
 #           $SWEEP_BATCHES.                                                      tags batch-sweep-b<B>
 #   seeds   W1 accuracy, phase 5 own and twin graph, seeds 1 2 3.                tags w1-seed<s>-*
@@ -212,6 +213,11 @@ if pg:
         m = (recs[k].get("metrics") or {}).get("persistent") or {}
         print("  blocks %4d  units/block %s/%s  smem %s B  %10s ms/epoch" % (g, m.get("first_layer_units_per_block"),
               m.get("second_layer_units_per_block"), m.get("shared_memory_bytes_per_block"), fmt(per_epoch(recs[k]), "%.2f")))
+k = "phase5_batched__w1-persistent-generic"
+if k in recs:
+    m = (recs[k].get("metrics") or {}).get("persistent") or {}
+    print("  default split, generic instance (shape not compiled in; compiled in: %s)  %10s ms/epoch"
+          % (m.get("shape_compiled_in"), fmt(per_epoch(recs[k]), "%.2f")))
 
 for impl in ("phase5_batched__w1-seed{}-own", "phase5_batched__w1-seed{}-persistent", "pytorch_mlp__w1-seed{}-graph"):
     a = [acc(get(impl.format(s))) for s in (1, 2, 3)]
@@ -359,6 +365,7 @@ if has persist; then
   for g in $PERSIST_BLOCKS; do
     run "persist-g$g" 0 "$P5" "${R[@]}" --launch persistent --blocks "$g" --epochs 2 --tag "w1-persistent-g$g"
   done
+  run persist-generic 0 "$P5" "${R[@]}" --launch persistent --generic-kernel --epochs 2 --tag w1-persistent-generic
 fi
 
 if has sweep; then
