@@ -206,7 +206,8 @@ if sw:
         print("  batch %5d  %12s samples/s  %8s ms/epoch  acc %s" % (b, fmt(m.get("samples_per_s"), "%.3g"),
               fmt(per_epoch(recs[k]), "%.2f"), fmt(acc(recs[k]))))
 
-pg = sorted((int(k.split("-g")[-1]), k) for k in recs if "__w1-persistent-g" in k)
+import re
+pg = sorted((int(m.group(1)), k) for k in recs for m in [re.search(r"__w1-persistent-g(\d+)$", k)] if m)
 if pg:
     print("\n== phase 5 persistent kernel, blocks sweep (W1): median epoch ms")
     for g, k in pg:
@@ -223,7 +224,7 @@ for impl in ("phase5_batched__w1-seed{}-own", "phase5_batched__w1-seed{}-persist
     a = [acc(get(impl.format(s))) for s in (1, 2, 3)]
     a = [v for v in a if v is not None]
     if a:
-        print("\n== W1 accuracy over seeds, %s: %s  mean %.2f%%" % (impl.split("__")[0], ", ".join("%.2f" % v for v in a),
+        print("\n== W1 accuracy over seeds, %s: %s  mean %.2f%%" % (impl.replace("{}", "<s>"), ", ".join("%.2f" % v for v in a),
               sum(a) / len(a)))
 
 bad = [k for k, r in recs.items() if r.get("status") != "ok"]
@@ -384,10 +385,9 @@ if has seeds; then
   done
 fi
 
-if [ -n "${RECORDS_DIR:-}" ]; then
-  table "$RECORDS_DIR"
-else
-  table "$(ls -d profiles/*/ 2>/dev/null | head -n 1)"
+if ! table "${RECORDS_DIR:-$(ls -d profiles/*/ 2>/dev/null | head -n 1)}"; then
+  FAILS=$((FAILS + 1))
+  note "FAILED the summary table"
 fi
 note "benchmark finished: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]
