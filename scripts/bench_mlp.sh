@@ -28,6 +28,9 @@
 #   sweep   batch-size sweep (phase 5 own, W1 model, $SWEEP_EPOCHS epochs): samples/s for batch in
 #           $SWEEP_BATCHES.                                                      tags batch-sweep-b<B>
 #   seeds   W1 accuracy, phase 5 own and twin graph, seeds 1 2 3.                tags w1-seed<s>-*
+#   autotune  W1 twin with torch.compile mode="max-autotune" (slow to compile; not in the default
+#           stages), on phase 4's init and order (written afresh if the w1 stage did not run).
+#                                                                tags w1-compile-max-autotune
 #
 # The w1, match and seeds stages also run phase 5 with --launch persistent (tags *-persistent).
 # Environment: RECORDS_DIR (default profiles/<device-slug> via the programs), DATA (default
@@ -132,7 +135,8 @@ w1 = [("phase4_mlp__w1-fp32", "phase 4 fp32 (SIMT)"), ("phase4_mlp__w1-fp16", "p
       ("phase5_batched__w1-own", "phase 5 own fp32"), ("phase5_batched__w1-own-fp16", "phase 5 own fp16"),
       ("phase5_batched__w1-persistent", "phase 5 persistent fp32"),
       ("phase5_batched__w1-cublaslt", "phase 5 cuBLASLt fp32"), ("pytorch_mlp__w1-eager", "PyTorch eager"),
-      ("pytorch_mlp__w1-compile", "PyTorch compile"), ("pytorch_mlp__w1-graph", "PyTorch CUDA graph")]
+      ("pytorch_mlp__w1-compile", "PyTorch compile"),
+      ("pytorch_mlp__w1-compile-max-autotune", "PyTorch compile autotune"), ("pytorch_mlp__w1-graph", "PyTorch CUDA graph")]
 eager = per_epoch(get("pytorch_mlp__w1-eager"))
 graph = per_epoch(get("pytorch_mlp__w1-graph"))
 print("%-24s %12s %10s %10s %9s %12s" % ("implementation", "epoch ms", "x eager", "x graph", "acc %", "peak MB"))
@@ -374,6 +378,15 @@ if has sweep; then
   for b in $SWEEP_BATCHES; do
     run "sweep-$b" 0 "$P5" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" --workload mlp_batch_sweep --tag "batch-sweep-b$b"
   done
+fi
+
+if has autotune; then
+  note "stage autotune (W1 twin, torch.compile max-autotune)"
+  if [ ! -f "$WORK/w1order.npy" ]; then  # phase 4's W1 init and order, its record kept out of the way
+    mkdir -p "$WORK/scratch"
+    run autotune-init 0 "$P4" --data "$DATA" --out "$WORK/scratch" --tag autotune-init --save-init "$WORK/w1init" --save-order "$WORK/w1order.npy"
+  fi
+  run autotune-twin 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl compile-max-autotune --tag "w1-{impl}"
 fi
 
 if has seeds; then
