@@ -30,10 +30,11 @@
 // reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
 // (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
 //
-// Measured (H100 80GB HBM3). Latest W1 run (stages w1 match persist seeds at ccb68a9, with the
-// persistent path; logs/bench_mlp_w1_persistent.log): graph path fp32 82.7 ms an epoch, fp16 97.4,
-// cuBLASLt 163.4; PyTorch eager 3527, CUDA graph 454 ms: these now fill the W1 records
-// (__w1-own.json, __w1-own-fp16.json, __w1-cublaslt.json, __w1-nodrop-*.json, __w1-seed<s>-own.json).
+// Measured (H100 80GB HBM3). Latest W1 run (stages w1 match persist seeds at c160cd9, with the
+// persistent path; logs/bench_mlp_w1_persistent.log): graph path fp32 81.3 ms an epoch, fp16 93.0,
+// cuBLASLt 159.5; PyTorch eager 3805, compile 3910, CUDA graph 454 ms; seeds 1 2 3 of the graph
+// path 97.67 / 97.65 / 97.34% (mean 97.55): these now fill the W1 records (__w1-own.json,
+// __w1-own-fp16.json, __w1-cublaslt.json, __w1-nodrop-*.json, __w1-seed<s>-own.json).
 // The paragraphs below quote the previous run (scripts/bench_mlp.sh at commit 8a592af with the
 // latency trims below, bench_mlp.log), whose W1 records those overwrote; same code, same GPU model,
 // within 2% on phase 5 (eager moved 4241 -> 3527 ms). Older records: the W2 twins
@@ -140,37 +141,63 @@
 //   250 ns before every retry (less L2 traffic while waiting): unchanged (28.5-29.8 ms, all three
 //   builds in one run). So the waits are not congestion: h1 and h2 arrive when the slowest block
 //   publishes them.
-//   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit 3a4b4c1; bench log
+//   Measured at commit 3a4b4c1 (records since replaced): 28.7 ms an epoch (15.3 us a step), 116x
+//   eager, 15.4x the graph twin; step (us): first layer 2.09, h1 wait with the W3/W2 updates 3.71,
+//   second layer 1.45, h2 wait 1.39, last layer + softmax + loss 2.33, dz2 1.26, dz1 0.65, W1
+//   update 2.56.
+//   Then (fourth session, ncu source counters again): the last layer and dz2 were 64- and 10-long
+//   dot products with two shared-memory loads per FMA (~2.5k wavefronts a step); they became
+//   register accumulators with lane = batch row (W3 stored transposed so one unit's 10 weights are
+//   3 broadcast float4 loads), the softmax reading the partial logits and computing dz2 for its two
+//   rows from shuffled dz3. First try: no gain (28.4 vs 29.0 ms): the partial logits were read with
+//   a 10-way bank conflict (row stride 32 words); with an odd stride, and the block size made a
+//   compile-time constant in the index arithmetic: 25.1 ms. The remaining index arithmetic (integer
+//   divisions by the shape, layout offsets recomputed under register pressure, ~6k of a step's
+//   ~61k warp instructions a block) went away by compiling W1's shape into its own instance of the
+//   kernel (persistent.cuh, kPersistW1; --generic-kernel keeps the generic one, bit-identical
+//   results, tested): 21.2 ms, 43k warp instructions a block a step, no register spills (the
+//   generic NC=1 instance spills 64 bytes).
+//   Tried and not kept (fourth session): the batch kept also as floats in shared memory, written by
+//   the first layer and read by the W1 update (16-byte loads instead of a byte permute and an add
+//   per pixel): 21.6 vs 20.2 ms in one run (the stores slowed the first layer by 0.56 us and the
+//   update's 4x shared-memory traffic ate what the conversions saved: W1 update 1.73 vs 1.86 us).
+//   With --dropout 0 the second layer is 0.38 us shorter (its Philox draws are on the critical
+//   path) but the step only ~0.2 us: the time moves into the wait for h1.
+//   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit c160cd9; bench log
 //   profiles/nvidia-h100-80gb-hbm3/logs/bench_mlp_w1_persistent.log):
-//   * 28.7 ms an epoch (median epoch of 3 x 5; 15.3 us a step; phase5_batched__w1-persistent.json),
+//   * 20.9 ms an epoch (median epoch of 3 x 5; 11.1 us a step; phase5_batched__w1-persistent.json),
 //     128 blocks, one first- and one second-layer unit each (blocks 64-127: none of the second),
-//     104 KiB of shared memory per block. Same run: graph path 81.4 ms, cuBLASLt 156.6, PyTorch
-//     eager 3335.5, compile 4274.3, CUDA graph 443.4 ms: 116x eager (median epochs; the report
-//     divides whole runs by 5 epochs: 119x) and 15.4x the graph twin. The
-//     25 ms waypoint (1.15x away), the 10 ms goal, >= 300x eager and >= 45x graph are NOT met; the
-//     prediction missed by 2-3x.
-//   * Blocks (2 epochs each, __w1-persistent-g<G>.json): 16 -> 75.6 ms, 32 -> 47.2, 64 -> 33.1,
-//     128 -> 30.1 (the lane-per-row first layer carries NC accumulators per lane: many units per
-//     block lost more than one unit per block gained).
+//     125 KiB of shared memory per block. Same run: graph path 81.3 ms, cuBLASLt 159.5, PyTorch
+//     eager 3804.9, compile 3909.8, CUDA graph 454.2 ms: 182.5x eager (median epochs) and 21.8x the
+//     graph twin. The 25 ms waypoint is MET; the 10 ms goal, >= 300x eager and >= 45x graph are
+//     NOT (2.1x away); the prediction (10-15 ms) missed by 1.4-2x.
+//   * The generic instance on the same shape (--generic-kernel, __w1-persistent-generic.json):
+//     25.1 ms: compiling the shape in is worth 4.2 ms an epoch (2.2 us a step).
+//   * Blocks (2 epochs each, __w1-persistent-g<G>.json): 16 -> 71.5 ms, 32 -> 43.2, 64 -> 29.7,
+//     128 -> 20.7 (only 128 blocks, one unit each, runs W1's compiled-in instance).
 //   * Where a step goes (--breakdown, clock stamps of block 0; __w1-persistent-breakdown.json, us):
-//     A first layer 2.09, X1 h1 wait with the W3/W2 updates 3.71, B second layer 1.45, X2 h2 wait
-//     1.39, C1 last layer + softmax + loss 2.33, C2 dz2 1.26, C3 dz1 0.65, C4 W1 update 2.56.
-//   * Correctness: --validate (3 steps vs float64) loss 6.2e-8, gradients 1.3e-6, parameter change
-//     2.8e-5 (__check-w1-persistent.json); awkward shape 784-100-300-10, batch 33, SGD: 8.4e-8 /
-//     1.5e-7 / 5.7e-5 (__check-odd-persistent.json); GPU tests at batch 1, 7, 33, 64 and every unit
-//     split, also under memcheck (tests/gpu/test_mlp_persistent.cu, logs/test_gpu_persistent*.log).
-//     Accuracy, seeds 1 2 3: 97.65, 97.48, 97.43% (mean 97.52; __w1-seed<s>-persistent.json).
-//     Dropout 0 vs the eager twin: first 20 step losses within 1.1e-7, first-epoch 100-step means
-//     within 9.6e-8, final accuracy 0.14 points apart (__w1-nodrop-persistent.json).
-//     Bit-reproducible (no float atomics); memcheck, racecheck, initcheck, synccheck: 0 errors
-//     (sanitize__all.json); completes under nsys and ncu (profilers__all.json).
-//   What stands between 28.7 ms and 10 ms (5 us a step): every part of the step is a few dependent
-//   shared-memory or L2 round trips on a block that is mostly idle (issue slots ~36% busy); moving
-//   work into the exchange waits did not shorten them, so the chain itself has to shrink: the
-//   last layer, softmax and dz2 (4.8 us, repeated in every block) and the W1 update (2.6 us) want
-//   fewer, wider steps (register tiles, tensor cores with 3xTF32 for fp32 accuracy), and the two
-//   exchanges (~1-1.5 us each of pure latency) could become one if every block computed the 64
-//   second-layer units itself (262k FMA a step, ~1.5 us on 512 threads, plus a replicated W2 update).
+//     A first layer 1.71, X1 h1 wait with the W3/W2 updates 2.46, B second layer 1.06, X2 h2 wait
+//     1.57, C1 last layer (partial logits) 0.70, C2 softmax + dz2 1.23, C3 dz1 0.32, C4 W1 update
+//     1.92 (generic instance: 2.11, 3.16, 1.10, 1.46, 0.75, 1.65, 0.68, 2.19;
+//     __w1-persistent-generic-breakdown.json).
+//   * Correctness: --validate (3 steps vs float64) loss 6.2e-8, gradients 1.8e-6, parameter change
+//     4.1e-5 (__check-w1-persistent.json); awkward shape 784-100-300-10, batch 33, SGD: 2.3e-8 /
+//     1.6e-7 / 5.7e-5 (__check-odd-persistent.json); GPU tests at batch 1, 7, 20, 33, 64, every unit
+//     split, 3, 10 and 12 classes, and W1's instance bit-identical to the generic one, also under
+//     memcheck (tests/gpu/test_mlp_persistent.cu; logs/test_gpu_all.log: 31/31 cases,
+//     logs/test_gpu_persistent_memcheck.log). Accuracy, seeds 1 2 3: 97.70, 97.63, 97.47% (mean
+//     97.60; __w1-seed<s>-persistent.json). Dropout 0 vs the eager twin: first 20 step losses within
+//     1.1e-7, first-epoch 100-step means within 3.5e-4, final accuracy 0.09 points apart
+//     (__w1-nodrop-persistent.json). Bit-reproducible (no float atomics); memcheck, racecheck,
+//     initcheck, synccheck on the W1 instance, the generic one and 16 blocks: 0 errors
+//     (sanitize__all.json, 08263a1); completes under nsys and ncu (profilers__all.json).
+//   What stands between 20.9 ms and 10 ms (5 us a step): the two exchanges and their waits (X1 +
+//   X2 ~4 us with B between them) and ~7 us of block-local chains of shared-memory and shuffle
+//   latencies (each part 0.3-1.9 us). Replicating the second layer in every block would remove
+//   one exchange, but on the SIMT pipes it costs ~1.4 us (262k FMA a block) plus a replicated W2
+//   update of ~2.9 us (another 262k FMA and 8k Adam steps a block): more than the exchange. Both
+//   want tensor cores (3xTF32 to keep fp32 accuracy); so do the last layer and the W1 update.
+//   Thread-block clusters could turn part of each exchange into distributed shared memory.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -23,8 +23,12 @@
 //   B.  second layer for the own units (warp dot products) -> own columns of h2, published;
 //   X2. gather all of h2 and the column slice W2[:, own units] (for dz1);
 //   C.  in every block: the last layer, softmax cross-entropy, its gradient dz3 and dz2 = relu'(dz3
-//       W3) (10 x H2: cheaper to repeat than to exchange); dz1 for the own first-layer units; the
-//       own W1 rows and b1 updated (weight gradients go straight into Adam).
+//       W3) (10 x H2: cheaper to repeat than to exchange; partial logits in registers with lane =
+//       batch row over a transposed W3, then two rows a warp: softmax, dz3 shared by shuffles, dz2);
+//       dz1 for the own first-layer units; the own W1 rows and b1 updated (weight gradients go
+//       straight into Adam).
+// W1's shape (784-128-64-10, batch 32, one unit a block) runs an instance of the kernel with the
+// shape compiled in (kPersistW1 below): same code and order of operations, constant index math.
 // The exchanges: each word is a float and the tag of the step that wrote it, in one 64-bit access
 // (xword, below); a reader polls its words until they carry its step's tag. Nothing else orders the
 // blocks, so the two grid barriers a step of the first version are gone (their cost was ~1.2 us
