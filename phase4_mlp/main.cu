@@ -23,11 +23,11 @@
 // bound by ~22 bytes of traffic per weight per step, so fp16 should be >= 2x faster there.
 //
 // Measured (H100 80GB HBM3, scripts/bench_mlp.sh; records in profiles/nvidia-h100-80gb-hbm3/):
-//   W1, latest run (stages w1 match persist seeds at commit ccb68a9, the records now in
-//   phase4_mlp__w1-fp32.json / __w1-fp16.json, logs/bench_mlp_w1_persistent.log): fp32 335.4 ms
-//   per epoch (median epoch), fp16 391.1 ms; PyTorch eager 3527 ms in the same run: 10.5x (met)
-//   and 9.0x (NOT met). The earlier runs of the same code path put it on both sides of 10x: at
-//   8a592af fp32 443.9 / fp16 433.9 ms vs eager 4241 ms (9.6x / 9.8x), at 450cf86 417.5 / 408.4 vs
+//   W1, latest run (stages w1 match persist seeds at commit c160cd9, the records now in
+//   phase4_mlp__w1-fp32.json / __w1-fp16.json, logs/bench_mlp_w1_persistent.log): fp32 320.4 ms
+//   per epoch (median epoch), fp16 419.4 ms; PyTorch eager 3805 ms in the same run: 11.9x (met)
+//   and 9.1x (NOT met). The earlier runs of the same code path put it on both sides of 10x: at
+//   ccb68a9 fp32 335.4 / fp16 391.1 ms vs eager 3527 ms (10.5x / 9.0x), at 8a592af fp32 443.9 / fp16 433.9 ms vs eager 4241 ms (9.6x / 9.8x), at 450cf86 417.5 / 408.4 vs
 //   4138 ms (9.9x / 10.1x): the host-bound phase moves by ~25% between machines and runs, and so
 //   does eager PyTorch. The W2 records below are of the 8a592af run (bench_mlp.log). The prediction (190-250 ms) missed by ~2x: the GPU work is ~77 us a step
 //   (CUPTI, fp32), the rest is the host issuing ~28 launches + 3 copies/memsets at ~7 us each on
@@ -39,7 +39,10 @@
 //   fp32 weight gradient written by the weight-gradient product are the same bytes in both
 //   precisions, and our fp16 GEMM reaches only 0.43-0.57 of cuBLASLt's speed on these shapes
 //   (phase5_batched__gemm-compare-h8192-fp16.json): one k-tile in flight per block, staged through
-//   registers, is too little memory-level parallelism for a 32-row product.
+//   registers, is too little memory-level parallelism for a 32-row product. Two k-tiles in flight
+//   through registers (tried at 08263a1, not kept): W2 at h = 8192 took 521 ms for 300 steps
+//   against 377 ms (phase 5, one run): the registers it costs lose more blocks per SM than the
+//   second tile gains; what is left is a cp.async pipeline that stages no tile in registers.
 //   --validate (3 steps vs float64, same batches and dropout masks; __check-w1-*.json, older:
 //   an earlier device call, records without a commit): fp32 loss 5.7e-8, gradients 3.9e-7,
 //   parameter change 9.5e-6; fp16 loss 1.0e-5, gradients 3.3e-2.
