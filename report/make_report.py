@@ -221,6 +221,14 @@ def sec_fig5(md, ctx, d):
             for r in d["rows"]]
     md.append(table(["implementation", "time per epoch", "speed-up vs eager", "final test accuracy",
                      "peak device memory (MiB)", "record"], rows) + "\n")
+    commit = lambda r: str(dget(r["record"].data, "git", "commit", default="unknown"))[:7]
+    eager = next((r for r in d["rows"] if r["label"] == "PyTorch eager"), None)
+    if eager is not None:
+        apart = [f"{r['label']} ({code(commit(r))})" for r in d["rows"] if commit(r) != commit(eager)]
+        if apart:
+            md.append(f"Not from the run of PyTorch eager (commit {code(commit(eager))}): " + ", ".join(apart) +
+                      ". Their speed-ups compare separate runs; host-bound times (phase 4, the PyTorch modes) "
+                      "move by up to ~25% between runs.\n")
     if d["seeds"]:
         md.append("Seed study (W1 with dropout, tags `w1-seed<k>`): test accuracy after the last epoch.\n")
         rows = []
