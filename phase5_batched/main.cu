@@ -30,10 +30,11 @@
 // reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
 // (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
 //
-// Measured (H100 80GB HBM3). Latest W1 run (stages w1 match persist seeds at c160cd9, with the
-// persistent path; logs/bench_mlp_w1_persistent.log): graph path fp32 81.3 ms an epoch, fp16 93.0,
-// cuBLASLt 159.5; PyTorch eager 3805, compile 3910, CUDA graph 454 ms; seeds 1 2 3 of the graph
-// path 97.67 / 97.65 / 97.34% (mean 97.55): these now fill the W1 records (__w1-own.json,
+// Measured (H100 80GB HBM3). Latest W1 run (stages w1 match persist seeds at 755291c, with the
+// persistent path; logs/bench_mlp_w1_persistent.log): graph path fp32 76.6 ms an epoch, fp16 87.3,
+// cuBLASLt 154.8; PyTorch eager 3083, compile 3833, CUDA graph 452 ms; seeds 1 2 3 of the graph
+// path 97.67 / 97.65 / 97.34% (mean 97.55). (The run before, c160cd9, with the same parameters bit
+// for bit: 81.3 / 93.0 / 159.5 ms; eager 3805.) These now fill the W1 records (__w1-own.json,
 // __w1-own-fp16.json, __w1-cublaslt.json, __w1-nodrop-*.json, __w1-seed<s>-own.json).
 // The paragraphs below quote the previous run (scripts/bench_mlp.sh at commit 8a592af with the
 // latency trims below, bench_mlp.log), whose W1 records those overwrote; same code, same GPU model,
@@ -163,22 +164,29 @@
 //   update's 4x shared-memory traffic ate what the conversions saved: W1 update 1.73 vs 1.86 us).
 //   With --dropout 0 the second layer is 0.38 us shorter (its Philox draws are on the critical
 //   path) but the step only ~0.2 us: the time moves into the wait for h1.
-//   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit c160cd9; bench log
+//   Subnormals: built with -ftz=true (a probe only: it changes the arithmetic) the W1 update took
+//   1.41 us instead of 1.86. Most border pixels' gradients are 0 for long stretches, so Adam's first
+//   moment decays into subnormals and m / denom takes the division's slow path. adam_apply now
+//   skips a subnormal m's step when it is below a quarter of the weight's ulp (the weight would
+//   come out unchanged): the same bits (every parameter checksum of the W1 records identical,
+//   755291c against c160cd9), W1 update 1.52 us, 19.3 ms an epoch.
+//   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit 755291c; bench log
 //   profiles/nvidia-h100-80gb-hbm3/logs/bench_mlp_w1_persistent.log):
-//   * 20.9 ms an epoch (median epoch of 3 x 5; 11.1 us a step; phase5_batched__w1-persistent.json),
+//   * 19.3 ms an epoch (median epoch of 3 x 5; 10.3 us a step; phase5_batched__w1-persistent.json),
 //     128 blocks, one first- and one second-layer unit each (blocks 64-127: none of the second),
-//     125 KiB of shared memory per block. Same run: graph path 81.3 ms, cuBLASLt 159.5, PyTorch
-//     eager 3804.9, compile 3909.8, CUDA graph 454.2 ms: 182.5x eager (median epochs) and 21.8x the
-//     graph twin. The 25 ms waypoint is MET; the 10 ms goal, >= 300x eager and >= 45x graph are
-//     NOT (2.1x away); the prediction (10-15 ms) missed by 1.4-2x.
+//     125 KiB of shared memory per block. Same run: graph path 76.6 ms, cuBLASLt 154.8, PyTorch
+//     eager 3082.7, compile 3833.4, CUDA graph 452.1 ms: 159x eager (median epochs; eager ran 19%
+//     faster than in the c160cd9 run, where 20.9 ms made 182x) and 23.4x the graph twin. The 25 ms
+//     waypoint is MET; the 10 ms goal, >= 300x eager and >= 45x graph are NOT (1.9x away); the
+//     prediction (10-15 ms) missed by 1.3-1.9x.
 //   * The generic instance on the same shape (--generic-kernel, __w1-persistent-generic.json):
-//     25.1 ms: compiling the shape in is worth 4.2 ms an epoch (2.2 us a step).
-//   * Blocks (2 epochs each, __w1-persistent-g<G>.json): 16 -> 71.5 ms, 32 -> 43.2, 64 -> 29.7,
-//     128 -> 20.7 (only 128 blocks, one unit each, runs W1's compiled-in instance).
+//     24.1 ms: compiling the shape in is worth 4.8 ms an epoch (2.6 us a step).
+//   * Blocks (2 epochs each, __w1-persistent-g<G>.json): 16 -> 63.8 ms, 32 -> 40.1, 64 -> 28.2,
+//     128 -> 20.4 (only 128 blocks, one unit each, runs W1's compiled-in instance).
 //   * Where a step goes (--breakdown, clock stamps of block 0; __w1-persistent-breakdown.json, us):
-//     A first layer 1.71, X1 h1 wait with the W3/W2 updates 2.46, B second layer 1.06, X2 h2 wait
-//     1.57, C1 last layer (partial logits) 0.70, C2 softmax + dz2 1.23, C3 dz1 0.32, C4 W1 update
-//     1.92 (generic instance: 2.11, 3.16, 1.10, 1.46, 0.75, 1.65, 0.68, 2.19;
+//     A first layer 1.75, X1 h1 wait with the W3/W2 updates 2.37, B second layer 1.10, X2 h2 wait
+//     1.48, C1 last layer (partial logits) 0.76, C2 softmax + dz2 1.22, C3 dz1 0.32, C4 W1 update
+//     1.52 (generic instance: 2.17, 3.17, 1.09, 1.41, 0.80, 1.65, 0.67, 1.76;
 //     __w1-persistent-generic-breakdown.json).
 //   * Correctness: --validate (3 steps vs float64) loss 6.2e-8, gradients 1.8e-6, parameter change
 //     4.1e-5 (__check-w1-persistent.json); awkward shape 784-100-300-10, batch 33, SGD: 2.3e-8 /
@@ -190,10 +198,11 @@
 //     1.1e-7, first-epoch 100-step means within 3.5e-4, final accuracy 0.09 points apart
 //     (__w1-nodrop-persistent.json). Bit-reproducible (no float atomics); memcheck, racecheck,
 //     initcheck, synccheck on the W1 instance, the generic one and 16 blocks: 0 errors
-//     (sanitize__all.json, 08263a1); completes under nsys and ncu (profilers__all.json).
-//   What stands between 20.9 ms and 10 ms (5 us a step): the two exchanges and their waits (X1 +
-//   X2 ~4 us with B between them) and ~7 us of block-local chains of shared-memory and shuffle
-//   latencies (each part 0.3-1.9 us). Replicating the second layer in every block would remove
+//     (sanitize__all.json, 08263a1, before the Adam change); completes under nsys and ncu
+//     (profilers__all.json, 08263a1).
+//   What stands between 19.3 ms and 10 ms (5 us a step): the two exchanges and their waits (X1 +
+//   X2 ~3.9 us with B between them) and ~6.5 us of block-local chains of shared-memory and
+//   shuffle latencies (each part 0.3-1.8 us). Replicating the second layer in every block would remove
 //   one exchange, but on the SIMT pipes it costs ~1.4 us (262k FMA a block) plus a replicated W2
 //   update of ~2.9 us (another 262k FMA and 8k Adam steps a block): more than the exchange. Both
 //   want tensor cores (3xTF32 to keep fp32 accuracy); so do the last layer and the W1 update.
