@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "adam_step.h"
 #include "check.cuh"
 #include "mlp_common.h"
 
@@ -620,12 +621,10 @@ __device__ __forceinline__ float adam_apply(float& p, float g, float& m, float& 
   // division's slow path, and a warp with one such lane runs it for all (measured: ~4k extra
   // instructions a step in phase 5's persistent kernel).
   if (m != 0.f) {
-    // m subnormal (a gradient that has been 0 for hundreds of steps: m shrinks by beta1 each step)
-    // and p not tiny: the step, at most step_size |m| / eps, is below a quarter of p's ulp, so p
-    // would come out unchanged (round to nearest). Skipping it gives the same bits and avoids the
-    // division's slow path for a subnormal operand (measured on phase 5's persistent W1 kernel,
-    // where most border pixels get there: ~0.45 us of its 11 us step, with -ftz=true as the probe).
-    if (fabsf(m) < 0x1p-126f && fabsf(p) >= 0x1p-64f && h.step_size * fabsf(m) < fabsf(p) * (h.eps * 0x1p-26f)) return p;
+    // A subnormal m whose step cannot change p (adam_step.h): skipped, same bits, and no division
+    // slow path for the subnormal operand (measured on phase 5's persistent W1 kernel, where most
+    // border pixels get there: ~0.45 us of its 11 us step, with -ftz=true as the probe).
+    if (adam_step_negligible(p, m, h.step_size, h.eps)) return p;
     const float denom = sqrtf(v) / h.bc2_sqrt + h.eps;
     p = p - h.step_size * (m / denom);
   }
