@@ -616,18 +616,13 @@ __host__ __device__ inline AdamHyper adam_hyper(double lr, int64_t t, double b1 
 __device__ __forceinline__ float adam_apply(float& p, float g, float& m, float& v, const AdamHyper& h) {
   m = m + h.omb1 * (g - m);
   v = v * h.b2 + h.omb2 * g * g;
-  // m == 0 (a weight whose gradient has always been 0, e.g. from a pixel that is 0 in every image
-  // so far): the step is exactly 0, so it is skipped. Same result, but 0 / x would take the IEEE
-  // division's slow path, and a warp with one such lane runs it for all (measured: ~4k extra
-  // instructions a step in phase 5's persistent kernel).
-  if (m != 0.f) {
-    // A subnormal m whose step cannot change p (adam_step.h): skipped, same bits, and no division
-    // slow path for the subnormal operand (measured on phase 5's persistent W1 kernel, where most
-    // border pixels get there: ~0.45 us of its 11 us step, with -ftz=true as the probe).
-    if (adam_step_negligible(p, m, h.step_size, h.eps)) return p;
-    const float denom = sqrtf(v) / h.bc2_sqrt + h.eps;
-    p = p - h.step_size * (m / denom);
-  }
+  // A step that cannot change p (adam_step.h: m zero or subnormal) is skipped: same bits, and no
+  // division slow path, which a warp runs for all its lanes if one needs it (m == 0: ~4k extra
+  // instructions a step in phase 5's persistent kernel; subnormal m, most of MNIST's border
+  // pixels after a while: ~0.45 us of its 11 us W1 step, with -ftz=true as the probe).
+  if (adam_step_negligible(p, m, h.step_size, h.eps)) return p;
+  const float denom = sqrtf(v) / h.bc2_sqrt + h.eps;
+  p = p - h.step_size * (m / denom);
   return p;
 }
 

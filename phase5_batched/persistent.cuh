@@ -780,8 +780,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         opt_apply(b1[c], g, mb1 + c, vb1 + c, adam, p.lr, hy);
       }
     // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once. A pair of lanes takes
-    // 4 pixels (one word a row), each lane half of the rows (the pair's loads fall into different
-    // banks); the halves are added with one shuffle and each lane updates 2 of the 4 pixels.
+    // 4 pixels (one word a row), each lane half of the rows (with MNIST's dense 196-word rows the
+    // pair's rows, 16 apart, share a bank: a 2-way conflict); the halves are added with one
+    // shuffle and each lane updates 2 of the 4 pixels.
     {
       const int KW = D / 4, RB = persist_half_rows(B);
       for (int o0 = tid - lane; o0 < 2 * KW; o0 += nt) {  // warp-uniform bound: every lane shuffles

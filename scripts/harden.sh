@@ -662,35 +662,35 @@ mode_profilers() {
     # phase 5's persistent kernel is one long cooperative launch: profiled as its own row
     [ "$p" = phase5_batched ] && pv+=("--launch persistent")
     for extra in "${pv[@]}"; do
-    name=$p${extra:+-persistent}
-    for tool in nsys ncu; do
-      local cmd=()
-      case $tool in
-        nsys) [ -n "$nsys" ] && cmd=("$nsys" profile --force-overwrite true -o "$out/${name}" --trace "cuda,nvtx") ;;
-        ncu) [ -n "$ncu" ] && cmd=("$ncu" --launch-count 5 --force-overwrite -o "$out/${name}") ;;
-      esac
-      if [ ${#cmd[@]} -eq 0 ]; then
-        printf '%s\t%s\t-1\t0\tmissing\t0\t-\n' "$p" "$tool" >>"$res"
-        echo "profilers: $tool not found" >&2; failed=1; continue
-      fi
-      args="$(small_args "$p")${extra:+ $extra} --out $out/records/$name-$tool --tag $tool"
-      echo "== profilers: $tool $p $args"
-      t0=$(date +%s.%N); rc=0
-      # shellcheck disable=SC2086
-      "${cmd[@]}" "build/$p" $args >"$out/${name}__$tool.out" 2>"$out/${name}__$tool.err" || rc=$?
-      t1=$(date +%s.%N)
-      warns=$(grep -c '^warning: CUPTI tracer off' "$out/${name}__$tool.err" || true)
-      rec="$out/records/$name-$tool/${p}__$tool.json"
-      status=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("status"))' "$rec" 2>/dev/null || echo none)
-      if [ "$rc" -ne 0 ] || [ "$warns" -gt 1 ] || [ "$status" != ok ]; then
-        failed=1
-        echo "profilers: $name under $tool: exit $rc, $warns tracer warnings, record status $status" \
-             "(stderr: $out/${name}__$tool.err)" >&2
-        grep -m3 -E '^(error|warning):' "$out/${name}__$tool.err" >&2 || true
-      fi
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$tool" "$rc" "$warns" "$status" \
-        "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" "$args" >>"$res"
-    done
+      name=$p${extra:+-persistent}
+      for tool in nsys ncu; do
+        local cmd=()
+        case $tool in
+          nsys) [ -n "$nsys" ] && cmd=("$nsys" profile --force-overwrite true -o "$out/${name}" --trace "cuda,nvtx") ;;
+          ncu) [ -n "$ncu" ] && cmd=("$ncu" --launch-count 5 --force-overwrite -o "$out/${name}") ;;
+        esac
+        if [ ${#cmd[@]} -eq 0 ]; then
+          printf '%s\t%s\t-1\t0\tmissing\t0\t-\n' "$p" "$tool" >>"$res"
+          echo "profilers: $tool not found" >&2; failed=1; continue
+        fi
+        args="$(small_args "$p")${extra:+ $extra} --out $out/records/$name-$tool --tag $tool"
+        echo "== profilers: $tool $p $args"
+        t0=$(date +%s.%N); rc=0
+        # shellcheck disable=SC2086
+        "${cmd[@]}" "build/$p" $args >"$out/${name}__$tool.out" 2>"$out/${name}__$tool.err" || rc=$?
+        t1=$(date +%s.%N)
+        warns=$(grep -c '^warning: CUPTI tracer off' "$out/${name}__$tool.err" || true)
+        rec="$out/records/$name-$tool/${p}__$tool.json"
+        status=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("status"))' "$rec" 2>/dev/null || echo none)
+        if [ "$rc" -ne 0 ] || [ "$warns" -gt 1 ] || [ "$status" != ok ]; then
+          failed=1
+          echo "profilers: $name under $tool: exit $rc, $warns tracer warnings, record status $status" \
+               "(stderr: $out/${name}__$tool.err)" >&2
+          grep -m3 -E '^(error|warning):' "$out/${name}__$tool.err" >&2 || true
+        fi
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$tool" "$rc" "$warns" "$status" \
+          "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" "$args" >>"$res"
+      done
     done
   done
   {

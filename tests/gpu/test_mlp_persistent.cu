@@ -25,7 +25,6 @@ namespace {
 
 using namespace nb::mlp;
 
-
 struct Config {
   int B, H1, H2, blocks;
   bool adam;

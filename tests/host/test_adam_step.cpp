@@ -1,6 +1,6 @@
 // tests/host/test_adam_step.cpp — adam_step_negligible (phase4_mlp/adam_step.h): wherever it lets
 // adam_apply skip a step, the IEEE float formula of that step (as the device computes it, with or
-// without a fused multiply-add) leaves the weight's bits unchanged. Fresh random cases every run,
+// without a fused multiply-add) leaves the weight's bits unchanged; m == 0 included. Fresh random cases every run,
 // plus the tightest corner: p a power of two, the step pointing towards 0, the denominator = eps.
 #include <doctest/doctest.h>
 
@@ -95,4 +95,13 @@ TEST_CASE("adam: the tightest skipped steps, and what is never skipped") {
   CHECK_FALSE(nb::mlp::adam_step_negligible(0.f, 0x1p-140f, 1e-3f, 1e-8f));
   CHECK_FALSE(nb::mlp::adam_step_negligible(1.f, std::nanf(""), 1e-3f, 1e-8f));
   CHECK(nb::mlp::adam_step_negligible(1.f, 0x1p-140f, 1e-3f, 1e-8f));
+  // m == 0 (either sign): skipped for any p, and the IEEE step leaves every p's value as it was
+  // (compared as values: for p = -0 and m = -0 IEEE gives -0 - (-0) = +0, the skip keeps -0)
+  for (float p : {0.f, -0.f, 0x1p-149f, -0x1p-70f, 1.f, -3.5f})
+    for (float m : {0.f, -0.f}) {
+      CHECK(nb::mlp::adam_step_negligible(p, m, 1e-3f, 1e-8f));
+      const Step s = ieee_step(p, m, 0.f, 1e-3f, 1.f, 1e-8f);
+      CHECK(s.plain == p);
+      CHECK(s.fused == p);
+    }
 }
