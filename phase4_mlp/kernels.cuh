@@ -28,6 +28,7 @@
 // this header in several translation units.
 #pragma once
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 
@@ -358,6 +359,138 @@ struct VecFixup : std::false_type {};
 template <class E>
 struct VecFixup<E, std::void_t<decltype(E::kVecFixup)>> : std::integral_constant<bool, E::kVecFixup> {};
 
+// ------------------------------------------------------------------ fp16: the cp.async mainloop
+// The register-staged loop above keeps one k-tile in flight per block: it issues the loads of tile
+// t+1, multiplies tile t, then waits for t+1 to land in registers before storing it. A skinny
+// product (a batch of 32 rows against 8192 x 8192 weights) is then bound by that one tile's
+// latency, not by bandwidth. For fp16 operands in plain matrices (not the byte-gathering view) and
+// at least kAsyncMinTiles k-tiles per block, the tiles instead go global -> shared memory directly
+// by cp.async, kAsyncStages deep (3 tiles in flight while one is multiplied), in the layout each
+// operand already has in memory (the WMMA fragments take row- or column-major), with no register
+// staging. Chunks that cross the matrix edge (or operands not 16-byte aligned) are loaded through
+// the view, zero-filled, and stored to the same place. The stages take 30 KB of dynamic shared
+// memory, requested at launch only when the path runs (gemm_dyn_smem).
+constexpr int kAsyncStages = 4;
+constexpr int kAsyncMinTiles = 3;
+constexpr int kAsLd = 40;          // As[m][k] or As[k][m]: 32 + 8 halves
+constexpr int kBsLdN = kBN + 8;    // Bs[k][n] (B contiguous along n)
+constexpr int kBsLdK = 40;         // Bs[n][k] (B contiguous along k)
+constexpr int kAsElems = kBM * kAsLd;                                          // 1280
+constexpr int kBsElems = (kBN * kBsLdK > 32 * kBsLdN) ? kBN * kBsLdK : 32 * kBsLdN;  // 2560
+constexpr int kStageElems = kAsElems + kBsElems;
+constexpr size_t kAsyncSmemBytes = static_cast<size_t>(kAsyncStages) * kStageElems * sizeof(__half);
+
+template <class V>
+struct IsHalfMatView : std::false_type {};
+template <bool C>
+struct IsHalfMatView<MatView<__half, C>> : std::true_type {};
+template <class P>
+struct AsyncEligible
+    : std::integral_constant<bool, IsHalfMatView<typename P::AView>::value && IsHalfMatView<typename P::BView>::value> {};
+
+// Whether problem p runs the cp.async loop: decided the same way on the host (shared memory at
+// launch) and in the kernel (k-tiles per split from kchunk, the same for every block).
+template <class P>
+__host__ __device__ inline bool uses_async(const P& p) {
+  return AsyncEligible<P>::value && p.kchunk / P::kBK >= kAsyncMinTiles;
+}
+template <class P>
+inline size_t gemm_dyn_smem(const P& p) {
+  return uses_async(p) ? kAsyncSmemBytes : 0;
+}
+
+// One 8-half chunk: cp.async when it lies wholly inside the matrix (and the view allows 16-byte
+// access), else through the view (bounds-checked, zeros outside) and a plain shared store.
+template <bool kContig, class V>
+__device__ __forceinline__ void chunk_async(const V& v, int r, int c, int rows, int cols, __half* dst) {
+  const int outer = kContig ? r : c, inner = kContig ? c : r;
+  const int outer_lim = kContig ? rows : cols, inner_lim = kContig ? cols : rows;
+  if (v.vec_ok && outer < outer_lim && inner + 8 <= inner_lim) {
+    __pipeline_memcpy_async(dst, v.p + static_cast<size_t>(outer) * v.ld + inner, 16);
+  } else {
+    __half e[8];
+    v.template load<8>(r, c, rows, cols, e);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) dst[i] = e[i];
+  }
+}
+
+// k-tile [k0, k0 + 32) of A (rows m0..) and B (columns n0..) into one stage.
+template <class P>
+__device__ __forceinline__ void load_tile_async(const P& p, int m0, int n0, int k0, int kend, __half* st) {
+  constexpr int NT = TileCfg<__half>::kThreads, BK = P::kBK;
+  __half* as = st;
+  __half* bs = st + kAsElems;
+  const int t = threadIdx.x;
+  {  // A: 32 x 32 halves, one chunk a thread
+    if (P::AView::kContig) {  // As[m][k]
+      const int r = t / (BK / 8), kk = (t % (BK / 8)) * 8;
+      chunk_async<true>(p.a, m0 + r, k0 + kk, p.M, kend, as + r * kAsLd + kk);
+    } else {                  // As[k][m]
+      const int kk = t / (kBM / 8), r = (t % (kBM / 8)) * 8;
+      chunk_async<false>(p.a, m0 + r, k0 + kk, p.M, kend, as + kk * kAsLd + r);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < BK * kBN / 8 / NT; ++i) {  // B: 32 x 64 halves, two chunks a thread
+    const int c = t + i * NT;
+    if (P::BView::kContig) {  // Bs[k][n]
+      const int kk = c / (kBN / 8), nn = (c % (kBN / 8)) * 8;
+      chunk_async<true>(p.b, k0 + kk, n0 + nn, kend, p.N, bs + kk * kBsLdN + nn);
+    } else {                  // Bs[n][k]
+      const int nn = c / (BK / 8), kk = (c % (BK / 8)) * 8;
+      chunk_async<false>(p.b, k0 + kk, n0 + nn, kend, p.N, bs + nn * kBsLdK + kk);
+    }
+  }
+}
+
+// The product of one stage: warp (wm, wn) owns rows 16wm.. and columns 32wn.. of the tile.
+template <bool kAContig, bool kBContig>
+__device__ __forceinline__ void mma_stage(Accum<__half>& acc, const __half* st) {
+  namespace w = nvcuda::wmma;
+  using ALay = typename std::conditional<kAContig, w::row_major, w::col_major>::type;
+  using BLay = typename std::conditional<kBContig, w::row_major, w::col_major>::type;
+  const __half* as = st;
+  const __half* bs = st + kAsElems;
+  const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+#pragma unroll
+  for (int kk = 0; kk < 32; kk += 16) {
+    w::fragment<w::matrix_a, 16, 16, 16, __half, ALay> a;
+    w::load_matrix_sync(a, kAContig ? as + (wm * 16) * kAsLd + kk : as + kk * kAsLd + wm * 16, kAsLd);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int n = wn * 32 + j * 16;
+      w::fragment<w::matrix_b, 16, 16, 16, __half, BLay> b;
+      if (kBContig) w::load_matrix_sync(b, bs + kk * kBsLdN + n, kBsLdN);
+      else w::load_matrix_sync(b, bs + n * kBsLdK + kk, kBsLdK);
+      w::mma_sync(acc.f[j], a, b, acc.f[j]);
+    }
+  }
+}
+
+template <class P>
+__device__ __forceinline__ void mainloop_async(const P& p, int m0, int n0, int kbeg, int kend, int ntiles,
+                                               Accum<__half>& acc) {
+  extern __shared__ __align__(128) unsigned char gemm_dyn[];
+  __half* stages = reinterpret_cast<__half*>(gemm_dyn);
+  constexpr int S = kAsyncStages, BK = P::kBK;
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < ntiles) load_tile_async(p, m0, n0, kbeg + i * BK, kend, stages + i * kStageElems);
+    __pipeline_commit();
+  }
+  p.epi.prefetch(m0, n0, p.M, p.N);  // under the first tiles' latency
+  for (int t = 0; t < ntiles; ++t) {
+    __pipeline_wait_prior(S - 2);  // tile t has landed (this thread's copies) ...
+    __syncthreads();               // ... and everyone's; every warp is done with tile t - 1
+    if (t + S - 1 < ntiles)
+      load_tile_async(p, m0, n0, kbeg + (t + S - 1) * BK, kend, stages + ((t + S - 1) % S) * kStageElems);
+    __pipeline_commit();
+    mma_stage<P::AView::kContig, P::BView::kContig>(acc, stages + (t % S) * kStageElems);
+  }
+  __pipeline_wait_prior(0);
+}
+
 // Computes one (tile, split) of problem P into sm.c, runs the split-K fix-up and the epilogue.
 template <class T, class P>
 __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
@@ -371,9 +504,16 @@ __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
   const int kend = min(p.K, kbeg + p.kchunk);
   const int ntiles = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
 
-  Regs<T> rg;
   Accum<T> acc;
-
+  bool async_done = false;
+  if constexpr (AsyncEligible<P>::value) {
+    if (uses_async(p)) {
+      mainloop_async(p, m0, n0, kbeg, kend, ntiles, acc);
+      async_done = true;
+    }
+  }
+  if (!async_done) {
+  Regs<T> rg;
   // The epilogue's prefetch runs while the first k-tile's loads are in flight (its own loads and
   // any arithmetic it does overlap their latency).
   if (ntiles > 0) {
@@ -396,6 +536,7 @@ __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
     if (t + 1 < ntiles) store_regs<T, P::AView::kContig, P::BView::kContig>(sm.stage.a[cur ^ 1], sm.stage.b[cur ^ 1], rg);
     __syncthreads();
   }
+  }  // register-staged loop
 
   // Accumulators -> shared fp32 tile (the stage buffers are dead: the loop ended with a barrier).
   acc.store(sm.c);
@@ -484,13 +625,14 @@ __global__ void __launch_bounds__(TileCfg<T>::kThreads) gemm_pair_kernel(P1 p1, 
 template <class Tag, class T, class P>
 inline void launch_gemm(const P& p, cudaStream_t st) {
   if (p.M <= 0 || p.N <= 0) return;
-  gemm_kernel<Tag, T, P><<<p.blocks(), TileCfg<T>::kThreads, 0, st>>>(p);
+  gemm_kernel<Tag, T, P><<<p.blocks(), TileCfg<T>::kThreads, gemm_dyn_smem(p), st>>>(p);
   CHECK_LAUNCH();
 }
 
 template <class Tag, class T, class P1, class P2>
 inline void launch_gemm_pair(const P1& p1, const P2& p2, cudaStream_t st) {
-  gemm_pair_kernel<Tag, T, P1, P2><<<p1.blocks() + p2.blocks(), TileCfg<T>::kThreads, 0, st>>>(p1, p2);
+  const size_t dyn = gemm_dyn_smem(p1) > gemm_dyn_smem(p2) ? gemm_dyn_smem(p1) : gemm_dyn_smem(p2);
+  gemm_pair_kernel<Tag, T, P1, P2><<<p1.blocks() + p2.blocks(), TileCfg<T>::kThreads, dyn, st>>>(p1, p2);
   CHECK_LAUNCH();
 }
 

@@ -224,6 +224,7 @@
 #include "device_info.h"
 #include "errors.h"
 #include "idx.h"
+#include "fused_backward.cuh"
 #include "kernels.cuh"
 #include "lt.h"
 #include "persistent.cuh"
@@ -315,6 +316,7 @@ class Trainer {
     }
     size_ws();
     if (persistent_) plan_persistent_kernel();
+    plan_fused_backward();
     reset();
   }
   ~Trainer() {
@@ -417,6 +419,7 @@ class Trainer {
     }
   }
   bool persistent() const { return persistent_; }
+  bool fused_backward() const { return fused_bwd_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
   void start_breakdown() {
     breakdown_.alloc(kPersistSegments);
@@ -532,6 +535,51 @@ class Trainer {
     if (Gdbg_.size()) e.grad_out = Gdbg_.get() + woff_[l], e.bgrad_out = Gdbg_.get() + boff_[l];
     return e;
   }
+  // The fused backward pass of layer l (fp16 runs): its update and, for l > 0, dZ_[l-1].
+  FusedBwdParams fused_params(int l, const StepRef& sr) const {
+    FusedBwdParams p;
+    if constexpr (kHalf) {
+      const UpdateEpi<T> e = update_epi(l, sr);
+      p.M = o_.layers[l + 1], p.N = o_.layers[l], p.B = B_;
+      p.W = e.W, p.W16 = e.W16, p.mW = e.mW, p.vW = e.vW, p.b = e.b, p.mb = e.mb, p.vb = e.vb;
+      p.grad_out = e.grad_out, p.bgrad_out = e.bgrad_out;
+      p.adam = e.adam, p.lr = e.lr, p.step = sr, p.hyper = e.hyper, p.hyper_n = e.hyper_n;
+      p.dz = dZ_[l].get();
+      if (l == 0) {
+        p.xdata = train_x_.get(), p.rows = train_rows(sr);
+      } else {
+        p.h = H_[l - 1].get(), p.dz_prev = dZ_[l - 1].get();
+        p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
+      }
+      plan_fused_bwd(p, dev_.sm_count);
+      p.ws = fb_ws_.get(), p.counters = fb_counters_.get();
+    }
+    return p;
+  }
+  // Whether the fused backward pass runs (fp16 own kernels, batch <= 32, every width a multiple
+  // of 8, unless --backward paired); sizes its workspace.
+  void plan_fused_backward() {
+    fused_bwd_ = false;
+    if constexpr (kHalf) {
+      if (cublas_ || persistent_ || o_.backward != "fused") return;
+      for (int l = 0; l < L_; ++l)
+        if (!fused_bwd_supported(o_.layers[l], B_)) return;
+      fused_bwd_setup<p5_fused_update_bwd>();
+      fused_bwd_setup<p5_fused_update_first>();
+      size_t ws = 1, tiles = 1;
+      for (int l = 0; l < L_; ++l) {
+        FusedBwdParams p;
+        p.M = o_.layers[l + 1], p.N = o_.layers[l], p.B = B_;
+        plan_fused_bwd(p, dev_.sm_count);
+        ws = std::max(ws, fused_bwd_ws_floats(p));
+        tiles = std::max(tiles, static_cast<size_t>(p.tiles_n()));
+      }
+      fb_ws_.alloc(ws);
+      fb_counters_.alloc(tiles);
+      CUDA_CHECK(cudaMemset(fb_counters_.get(), 0, fb_counters_.bytes()));
+      fused_bwd_ = true;
+    }
+  }
   template <class P>
   void finish(P& p, int slot) const {
     p.ws = ws_[slot].get(), p.counters = counters_[slot].get();
@@ -621,6 +669,21 @@ class Trainer {
       auto q = fwd_last(sr);
       launch_gemm<p5_fwd_softmax_ce, T>(q, st_);
       add_cost(costs, "p5_fwd_softmax_ce", q, static_cast<double>(B_) * w[L_] * ob, true);
+    }
+    if (fused_bwd_) {  // fp16, batch <= 32: one pass over each layer's weights (fused_backward.cuh)
+      for (int l = L_ - 1; l >= 0; --l) {
+        const FusedBwdParams p = fused_params(l, sr);
+        if (l > 0) launch_fused_bwd<p5_fused_update_bwd>(p, st_);
+        else launch_fused_bwd<p5_fused_update_first>(p, st_);
+        if (costs) {
+          KernelCost& c = (*costs)[l > 0 ? "p5_fused_update_bwd" : "p5_fused_update_first"];
+          const double act = static_cast<double>(B_) * (w[l + 1] + (l > 0 ? 2.0 * w[l] : 0.0)) * ob;
+          c.flops += 2.0 * w[l + 1] * w[l] * B_ * (l > 0 ? 2 : 1);
+          c.bytes += update_bytes(l) + act;
+          c.calls += 1;
+        }
+      }
+      return;
     }
     // Backward: dZ_[L-2] first, then (update l, backward-data l-1) pairs, then (update 1, update 0).
     if (L_ == 1) {
@@ -819,6 +882,9 @@ class Trainer {
   int eval_rows_ = 0, eval_tiles_ = 0;
   DevBuf<float> ws_[2];
   DevBuf<unsigned> counters_[2];
+  bool fused_bwd_ = false;
+  DevBuf<float> fb_ws_;
+  DevBuf<unsigned> fb_counters_;
   DevBuf<T> X_;
   DevBuf<float> Z_;
   std::unique_ptr<LtHandle> lt_;
@@ -1033,6 +1099,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   int64_t launches = 0;
   for (const auto& [k, c] : tr.costs_per_step()) launches += c.calls;
   rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
+  rec["metrics"]["backward"] = tr.fused_backward() ? "fused" : "paired";  // own graph path's backward kernels
   if (tr.persistent()) {
     const PersistPlan& pl = tr.persist_plan();
     rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
@@ -1219,6 +1286,10 @@ int run(int argc, char** argv) {
   cli.add_flag("--generic-kernel", &o.generic_kernel,
                "persistent kernel: its generic instance even for W1's shape (measures what compiling the shape in "
                "buys)");
+  cli.add_string("--backward", &o.backward,
+                 "fp16 graph path: each layer's update and backward-data product in one pass over its weights "
+                 "(batch <= 32, widths multiples of 8), or the paired GEMM kernels",
+                 {"fused", "paired"});
   cli.add_flag("--breakdown", &o.breakdown,
                "persistent kernel: time the parts of a step (clock stamps of block 0) into the record");
   cli.add_flag("--gemm-compare", &compare,

@@ -141,6 +141,18 @@ void gemm_sweep(double tol) {
     INFO(kind_name(kind) << " 33x128x784 splits=" << splits);
     CHECK(e <= tol);
   }
+  // Long K slices (fp16: the cp.async mainloop, 4 stages deep, a last k-tile of 8): one split of
+  // 32 k-tiles, and split-K; M, N not multiples of the tile.
+  for (Kind kind : {Kind::Fwd, Kind::Dgrad, Kind::Wgrad})
+    for (int sm : {1, 132}) {
+      int splits = 0;
+      const double e = run_gemm<T>(kind, 33, 104, 1000, sm, &splits);
+      INFO(kind_name(kind) << " 33x104x1000 sm=" << sm << " splits=" << splits);
+      CHECK(e <= tol);
+      const double e2 = run_gemm<T>(kind, 104, 296, 1000, sm, &splits);
+      INFO(kind_name(kind) << " 104x296x1000 sm=" << sm << " splits=" << splits);
+      CHECK(e2 <= tol);
+    }
 }
 
 }  // namespace

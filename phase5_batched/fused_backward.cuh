@@ -1,0 +1,362 @@
+// phase5_batched/fused_backward.cuh — one pass over a layer's weights for its whole backward step
+// (fp16 runs, batch <= 32): the weight update AND the backward-data product through the same
+// weights, reading each fp32 master weight once.
+//
+// Why: at W2's h = 8192 a step is bound by weight traffic. The paired kernels of kernels.cuh read a
+// layer's fp16 copy for its backward-data product (dZ_prev = dZ · W, 2 B a weight) in one launch and
+// read + write its fp32 master and write the fp16 copy in its update (10 B) in the next. The update
+// reads the master anyway, and the fp16 copy is by construction the master rounded to fp16, so the
+// backward-data product can take its operand from the master as it streams past: 10 B a weight
+// instead of 12, and one launch per layer instead of a pair that mixes two layers.
+//
+// A block owns a 64-column tile of W (columns n0 .. n0+63 of the layer's inputs) and a range of
+// rows (output units) cut into 32-row sub-tiles. Per sub-tile:
+//   1. dW (32 x 64) = dZ^T · H    WMMA, K = batch (<= 32, zero-padded), fp32 accumulators -> smem
+//   2. each thread takes 16 of the tile's weights: old w from the staged fp32 tile, written as fp16
+//      into a second tile (the backward-data operand; equal to the fp16 copy's value), then the
+//      optimizer step (SGD, or Adam with its moments read and written here) and the stores of the
+//      new master weight and its fp16 copy
+//   3. dA (batch x 64) += dZ (batch x 32 rows) · W_old (32 rows x 64)   WMMA, accumulated in
+//      registers over all the block's sub-tiles
+// The fp32 weight tiles and dZ's columns arrive by cp.async, kStages sub-tiles ahead, so the
+// block always has ~24 KB of weight reads in flight while it computes; three blocks fit an SM.
+// The row ranges are split over `splits` blocks per column tile: each writes its dA partial to a
+// workspace, the last to finish (atomic counter after a fence) adds them in split order (fixed:
+// deterministic) and applies ReLU'/dropout backward (BwdReluEpi) to give dZ_prev. Blocks of the
+// first column tile also reduce dZ over the batch for the bias and update it.
+// The first layer's update (no backward-data product) uses the same kernel with H gathered from
+// the byte data set (xdata + RowMap instead of h).
+// Any M, N works; N % 8 == 0 and 16-byte aligned buffers are required (the trainer checks, and
+// keeps the paired kernels otherwise); rows/columns past the edge are zero-filled.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_pipeline.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cstdint>
+
+#include "kernels.cuh"
+
+namespace nb {
+namespace mlp {
+
+constexpr int kFbThreads = 128;
+constexpr int kFbStages = 4;
+constexpr int kFbRows = 32;        // rows (output units) per sub-tile
+constexpr int kFbLdZ = kFbRows + 8;  // dZ stage [batch][rows] (fp16)
+constexpr int kFbLdH = kBN + 8;      // H [batch][cols], W_old [rows][cols] (fp16)
+
+struct FusedBwdParams {
+  int M = 0, N = 0, B = 0;         // W is [M][N] (out x in), batch B <= kBM
+  int splits = 1, rows_per_split = kFbRows;
+  float* W = nullptr;              // fp32 master
+  __half* W16 = nullptr;           // its fp16 copy
+  float* mW = nullptr;             // Adam moments (null: SGD)
+  float* vW = nullptr;
+  float* b = nullptr;
+  float* mb = nullptr;
+  float* vb = nullptr;
+  float* grad_out = nullptr;       // validation only: the gradients applied
+  float* bgrad_out = nullptr;
+  const __half* dz = nullptr;      // [B][M] this layer's output gradient
+  const __half* h = nullptr;       // [B][N] this layer's input (after ReLU/dropout); or:
+  const uint8_t* xdata = nullptr;  // first layer: images as bytes, rows chosen by `rows`
+  RowMap rows;
+  __half* dz_prev = nullptr;       // [B][N] gradient at the input layer's output; null: no dgrad
+  float scale = 1.f;               // 1 / (1 - dropout) of the input layer
+  bool adam = false;
+  float lr = 0.f;
+  StepRef step;
+  const AdamHyper* hyper = nullptr;
+  int64_t hyper_n = 0;
+  float* ws = nullptr;             // tiles_n * splits * kBM * kBN floats (splits > 1)
+  unsigned* counters = nullptr;    // one per column tile, zero between launches
+  __host__ __device__ int tiles_n() const { return (N + kBN - 1) / kBN; }
+  __host__ __device__ int blocks() const { return tiles_n() * splits; }
+};
+
+// Shared memory of one block (dynamic; ~60 KB).
+struct FbSmem {
+  float w[kFbStages][kFbRows][kBN];   // staged fp32 master rows
+  __half z[kFbStages][kBM][kFbLdZ];   // staged dZ columns of the same rows
+  __half hs[kBM][kFbLdH];             // H tile (B operand of dW), loaded once
+  __half wo[kFbRows][kFbLdH];         // old weights in fp16 (B operand of dA)
+  float c[kBM * kLdc];                // dW tile, later the dA partial
+};
+
+inline size_t fused_bwd_ws_floats(const FusedBwdParams& p) {
+  return p.splits > 1 ? static_cast<size_t>(p.tiles_n()) * p.splits * kBM * kBN : 0;
+}
+
+// Rows split so that the grid is about 8 blocks per SM (three are resident at a time), at most 16
+// splits (the fix-up's partials), each a whole number of sub-tiles.
+inline void plan_fused_bwd(FusedBwdParams& p, int sm_count) {
+  const int subs = (p.M + kFbRows - 1) / kFbRows;
+  int s = (8 * sm_count + p.tiles_n() - 1) / p.tiles_n();
+  s = s < 16 ? s : 16;
+  s = s < subs ? s : subs;
+  if (s < 1) s = 1;
+  const int per = (subs + s - 1) / s;
+  p.splits = (subs + per - 1) / per;
+  p.rows_per_split = per * kFbRows;
+}
+
+// Whether the fused kernel can run this layer (else the trainer keeps the paired kernels).
+inline bool fused_bwd_supported(int N, int B) { return B >= 1 && B <= kBM && N % 8 == 0; }
+
+namespace fb {
+
+__device__ __forceinline__ bool al16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Sub-tile i of the block's rows into stage s: 32 rows x 64 fp32 weights, dZ[0..B)[those rows].
+// Chunks wholly inside the matrix go by 16-byte cp.async, edge chunks element by element (zeros
+// outside): both are visible after the consumer's wait + barrier.
+__device__ __forceinline__ void load_stage(const FusedBwdParams& p, FbSmem& sm, int s, int m0, int mend, int n0,
+                                           bool vec_w, bool vec_z) {
+  const int t = threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < kFbRows * kBN / 4 / kFbThreads; ++j) {
+    const int c = t + j * kFbThreads, r = c / (kBN / 4), q = (c % (kBN / 4)) * 4;
+    const int m = m0 + r, n = n0 + q;
+    float* dst = &sm.w[s][r][q];
+    const float* src = p.W + static_cast<size_t>(m) * p.N + n;
+    if (vec_w && m < mend && n + 4 <= p.N) {
+      __pipeline_memcpy_async(dst, src, 16);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dst[e] = (m < mend && n + e < p.N) ? src[e] : 0.f;
+    }
+  }
+  {  // kBM x 32 halves: one 8-half chunk per thread
+    const int b = t / (kFbRows / 8), q = (t % (kFbRows / 8)) * 8, m = m0 + q;
+    __half* dst = &sm.z[s][b][q];
+    const __half* src = p.dz + static_cast<size_t>(b) * p.M + m;
+    if (vec_z && b < p.B && m + 8 <= mend) {
+      __pipeline_memcpy_async(dst, src, 16);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dst[e] = (b < p.B && m + e < mend) ? src[e] : __float2half_rn(0.f);
+    }
+  }
+}
+
+// H tile [kBM][64] (fp16): from the previous layer's output, or gathered from the byte images.
+__device__ __forceinline__ void load_h(const FusedBwdParams& p, FbSmem& sm, int n0) {
+  for (int c = threadIdx.x; c < kBM * (kBN / 8); c += kFbThreads) {
+    const int b = c / (kBN / 8), q = (c % (kBN / 8)) * 8, n = n0 + q;
+    __half* dst = &sm.hs[b][q];
+    if (p.xdata != nullptr) {
+      const uint8_t* src = p.xdata + static_cast<size_t>(b < p.B ? p.rows.image(b) : 0) * p.N + n;
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        dst[e] = (b < p.B && n + e < p.N) ? __float2half_rn(static_cast<float>(src[e]) / 255.0f) : __float2half_rn(0.f);
+    } else {
+      const __half* src = p.h + static_cast<size_t>(b) * p.N + n;
+      if (b < p.B && n + 8 <= p.N && al16(src)) {
+        __pipeline_memcpy_async(dst, src, 16);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dst[e] = (b < p.B && n + e < p.N) ? src[e] : __float2half_rn(0.f);
+      }
+    }
+  }
+}
+
+}  // namespace fb
+
+template <class Tag>
+__global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdParams p) {
+  namespace w = nvcuda::wmma;
+  extern __shared__ __align__(128) unsigned char fb_raw[];
+  FbSmem& sm = *reinterpret_cast<FbSmem*>(fb_raw);
+  const int tiles_n = p.tiles_n();
+  const int tn = blockIdx.x % tiles_n, split = blockIdx.x / tiles_n;
+  const int n0 = tn * kBN;
+  const int mbeg = split * p.rows_per_split, mend = min(p.M, mbeg + p.rows_per_split);
+  const int nsub = (mend - mbeg + kFbRows - 1) / kFbRows;
+  const int t = threadIdx.x, warp = t / 32, wm = warp / 2, wn = warp % 2;
+  const bool vec_w = (p.N % 4 == 0) && fb::al16(p.W);
+  const bool vec_z = (p.M % 8 == 0) && fb::al16(p.dz);
+  const bool vec_o = (p.N % 4 == 0) && fb::al16(p.W) && (p.W16 == nullptr || fb::al16(p.W16)) &&
+                     (p.mW == nullptr || (fb::al16(p.mW) && fb::al16(p.vW)));
+  const bool dgrad = p.dz_prev != nullptr;
+
+  if (p.adam && t == 0) {
+    const int64_t st = p.step.get() + 1;
+    smem_adam() = (p.hyper != nullptr && st < p.hyper_n) ? p.hyper[st] : adam_hyper(p.lr, st);
+  }
+  fb::load_h(p, sm, n0);  // in the first cp.async group
+#pragma unroll
+  for (int i = 0; i < kFbStages - 1; ++i) {
+    if (i < nsub) fb::load_stage(p, sm, i, mbeg + i * kFbRows, mend, n0, vec_w, vec_z);
+    __pipeline_commit();
+  }
+
+  w::fragment<w::accumulator, 16, 16, 16, float> da[2];
+  w::fill_fragment(da[0], 0.f), w::fill_fragment(da[1], 0.f);
+  const int q = (t % kQuads) * 4, n = n0 + q, valid = min(4, p.N - n);
+
+  for (int i = 0; i < nsub; ++i) {
+    const int s = i % kFbStages, m0 = mbeg + i * kFbRows;
+    __pipeline_wait_prior(kFbStages - 2);
+    __syncthreads();
+    if (i + kFbStages - 1 < nsub)
+      fb::load_stage(p, sm, (i + kFbStages - 1) % kFbStages, m0 + (kFbStages - 1) * kFbRows, mend, n0, vec_w, vec_z);
+    __pipeline_commit();
+
+    // 1. dW = dZ^T · H: warp (wm, wn) -> rows 16wm.., columns 32wn..
+    {
+      w::fragment<w::accumulator, 16, 16, 16, float> g[2];
+      w::fill_fragment(g[0], 0.f), w::fill_fragment(g[1], 0.f);
+#pragma unroll
+      for (int kk = 0; kk < kBM; kk += 16) {
+        w::fragment<w::matrix_a, 16, 16, 16, __half, w::col_major> a;  // A(m, b) = z[b][m]
+        w::load_matrix_sync(a, &sm.z[s][kk][16 * wm], kFbLdZ);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          w::fragment<w::matrix_b, 16, 16, 16, __half, w::row_major> bf;
+          w::load_matrix_sync(bf, &sm.hs[kk][32 * wn + 16 * j], kFbLdH);
+          w::mma_sync(g[j], a, bf, g[j]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        w::store_matrix_sync(&sm.c[(16 * wm) * kLdc + 32 * wn + 16 * j], g[j], kLdc, w::mem_row_major);
+    }
+    __syncthreads();
+
+    // 2. The optimizer on 4 rows x 4 columns per thread; the old weights into sm.wo as fp16.
+    const AdamHyper hy = p.adam ? smem_adam() : AdamHyper{};
+#pragma unroll
+    for (int k = 0; k < kFbRows / (kFbThreads / kQuads); ++k) {
+      const int r = t / kQuads + k * (kFbThreads / kQuads), m = m0 + r;
+      const float4 wv = *reinterpret_cast<const float4*>(&sm.w[s][r][q]);
+      float wf[4] = {wv.x, wv.y, wv.z, wv.w};
+      if (dgrad) {
+        __half2* wo = reinterpret_cast<__half2*>(&sm.wo[r][q]);
+        wo[0] = __floats2half2_rn(wf[0], wf[1]);
+        wo[1] = __floats2half2_rn(wf[2], wf[3]);
+      }
+      if (m >= mend || valid <= 0) continue;
+      const size_t idx = static_cast<size_t>(m) * p.N + n;
+      float g[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) g[j] = sm.c[r * kLdc + q + j];
+      if (p.adam) {
+        float mm[4], vv[4];
+        load4(p.mW + idx, vec_o, valid, mm);
+        load4(p.vW + idx, vec_o, valid, vv);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) adam_apply(wf[j], g[j], mm[j], vv[j], hy);
+        store4(p.mW + idx, vec_o, valid, mm);
+        store4(p.vW + idx, vec_o, valid, vv);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) wf[j] -= p.lr * g[j];
+      }
+      store4(p.W + idx, vec_o, valid, wf);
+      if (p.W16) store4(p.W16 + idx, vec_o, valid, wf);
+      if (p.grad_out) store4(p.grad_out + idx, false, valid, g);
+    }
+    if (!dgrad) continue;
+    __syncthreads();
+
+    // 3. dA += dZ · W_old: warp (wm, wn) -> batch rows 16wm.., columns 32wn..
+#pragma unroll
+    for (int kk = 0; kk < kFbRows; kk += 16) {
+      w::fragment<w::matrix_a, 16, 16, 16, __half, w::row_major> a;  // A(b, m) = z[b][m]
+      w::load_matrix_sync(a, &sm.z[s][16 * wm][kk], kFbLdZ);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        w::fragment<w::matrix_b, 16, 16, 16, __half, w::row_major> bf;
+        w::load_matrix_sync(bf, &sm.wo[kk][32 * wn + 16 * j], kFbLdH);
+        w::mma_sync(da[j], a, bf, da[j]);
+      }
+    }
+  }
+  __pipeline_wait_prior(0);
+
+  // Bias (blocks of the first column tile): db[m] = sum over the batch of dz[b][m], in batch order.
+  if (tn == 0) {
+    for (int m = mbeg + t; m < mend; m += kFbThreads) {
+      float g = 0.f;
+      for (int b = 0; b < p.B; ++b) g += __half2float(p.dz[static_cast<size_t>(b) * p.M + m]);
+      float pb = p.b[m];
+      if (p.adam) {
+        float mi = p.mb[m], vi = p.vb[m];
+        adam_apply(pb, g, mi, vi, smem_adam());
+        p.mb[m] = mi, p.vb[m] = vi;
+      } else {
+        pb -= p.lr * g;
+      }
+      p.b[m] = pb;
+      if (p.bgrad_out) p.bgrad_out[m] = g;
+    }
+  }
+  if (!dgrad) return;
+
+  // dA partial -> sm.c (free: the last sub-tile's optimizer pass is behind a barrier).
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < 2; ++j) w::store_matrix_sync(&sm.c[(16 * wm) * kLdc + 32 * wn + 16 * j], da[j], kLdc, w::mem_row_major);
+  __syncthreads();
+  if (p.splits > 1) {
+    __shared__ bool s_last;
+    constexpr int kE4 = kBM * kBN / 4 / kFbThreads;  // 4 float4 a thread
+    float4* mine = reinterpret_cast<float4*>(p.ws + (static_cast<size_t>(tn) * p.splits + split) * (kBM * kBN));
+#pragma unroll
+    for (int i = 0; i < kE4; ++i) {
+      const int e = (t + i * kFbThreads) * 4;
+      mine[e / 4] = *reinterpret_cast<const float4*>(&sm.c[(e / kBN) * kLdc + e % kBN]);
+    }
+    __threadfence();
+    __syncthreads();
+    if (t == 0) s_last = atomicAdd(&p.counters[tn], 1u) == static_cast<unsigned>(p.splits - 1);
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    const float4* all = reinterpret_cast<const float4*>(p.ws + static_cast<size_t>(tn) * p.splits * (kBM * kBN));
+    float4 acc[kE4];
+#pragma unroll
+    for (int i = 0; i < kE4; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int z = 0; z < p.splits; ++z) {  // split order: deterministic
+      float4 v[kE4];
+#pragma unroll
+      for (int i = 0; i < kE4; ++i) v[i] = __ldcg(all + static_cast<size_t>(z) * (kBM * kBN / 4) + t + i * kFbThreads);
+#pragma unroll
+      for (int i = 0; i < kE4; ++i) acc[i].x += v[i].x, acc[i].y += v[i].y, acc[i].z += v[i].z, acc[i].w += v[i].w;
+    }
+#pragma unroll
+    for (int i = 0; i < kE4; ++i) {
+      const int e = (t + i * kFbThreads) * 4;
+      *reinterpret_cast<float4*>(&sm.c[(e / kBN) * kLdc + e % kBN]) = acc[i];
+    }
+    if (t == 0) p.counters[tn] = 0u;  // ready for the next launch
+    __syncthreads();
+  }
+  BwdReluEpi<__half> e;
+  e.h = p.h, e.dz = p.dz_prev, e.scale = p.scale;
+  e.run<kFbThreads>(sm.c, 0, n0, p.B, p.N);
+}
+
+// Once per process, before any launch (and before graph capture): the kernel's ~60 KB of
+// dynamic shared memory needs the opt-in.
+template <class Tag>
+inline void fused_bwd_setup() {
+  CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(sizeof(FbSmem))));
+}
+
+template <class Tag>
+inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st) {
+  if (p.M <= 0 || p.N <= 0) return;
+  fused_update_bwd_kernel<Tag><<<p.blocks(), kFbThreads, sizeof(FbSmem), st>>>(p);
+  CHECK_LAUNCH();
+}
+
+struct p5_fused_update_bwd {};
+struct p5_fused_update_first {};
+
+}  // namespace mlp
+}  // namespace nb

@@ -1,0 +1,172 @@
+// tests/gpu/test_mlp_fused_backward.cu — phase 5's one-pass backward kernel
+// (phase5_batched/fused_backward.cuh) against float64 CPU references: the weight update (SGD and
+// Adam, bias included), the gradients it applied, the fp16 copy, and dZ_prev = relu'(dZ · W_old)
+// with dropout scaling. Fresh random inputs, awkward shapes (batch 1, 20, 32; 10, 100 and 1000
+// output units, 8, 104 and 296 inputs: none a multiple of the 64-column tile, 1000 rows cut into
+// 16 row splits whose partials the fix-up adds), outputs poisoned before each run; fp16 operands,
+// so 1e-2 relative (norm-wise) for the products, as the other fp16 kernels.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "../../phase5_batched/fused_backward.cuh"
+#include "check.cuh"
+#include "gpu_test.cuh"
+#include "reference.h"
+
+namespace nbtest {
+namespace {
+
+using namespace nb::mlp;
+
+std::vector<float> uni(size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(test_rng());
+  return v;
+}
+std::vector<__half> to_h(const std::vector<float>& v) {
+  std::vector<__half> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = __float2half_rn(v[i]);
+  return o;
+}
+double hd(float x) { return static_cast<double>(__half2float(__float2half_rn(x))); }
+double rel(const std::vector<float>& a, const std::vector<double>& b) { return nb::rel_error(a.data(), b.data(), b.size()); }
+
+struct Case {
+  int B, out, in;
+  bool adam, first;  // first: H gathered from bytes (no backward-data product)
+};
+
+void run_case(const Case& c) {
+  const int B = c.B, M = c.out, N = c.in;
+  const int64_t step = 3;
+  INFO("B=" << B << " out=" << M << " in=" << N << " adam=" << c.adam << " first=" << c.first);
+  const float scale = 1.25f, lr = c.adam ? 1e-3f : 0.003f;
+  const auto dzv = uni(static_cast<size_t>(B) * M, -0.1f, 0.1f);
+  std::vector<float> hv = uni(static_cast<size_t>(B) * N, -0.5f, 1.f);
+  for (auto& x : hv) x = std::max(x, 0.f) * scale;  // after ReLU / dropout
+  std::vector<uint8_t> px(static_cast<size_t>(3 * B) * N);
+  for (auto& b : px) b = static_cast<uint8_t>(test_rng()() % 256);
+  std::vector<int> perm(3 * B);
+  for (int i = 0; i < 3 * B; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), test_rng());
+  // Parameters about as large as a step, so that p' - p is not swamped by the rounding of p'.
+  const auto w = uni(static_cast<size_t>(M) * N, -0.01f, 0.01f), b = uni(M, -0.01f, 0.01f);
+  const auto m0 = uni(w.size() + M, -1e-3f, 1e-3f), v0 = uni(w.size() + M, 0.f, 1e-4f);
+
+  Dev<__half> ddz(to_h(dzv)), dh(to_h(hv)), w16(w.size()), dzprev(static_cast<size_t>(B) * N);
+  Dev<float> dW(w), dB(b), gout(w.size()), bgout(static_cast<size_t>(M));
+  Dev<float> dmW(std::vector<float>(m0.begin(), m0.begin() + w.size())), dvW(std::vector<float>(v0.begin(), v0.begin() + w.size()));
+  Dev<float> dmB(std::vector<float>(m0.begin() + w.size(), m0.end())), dvB(std::vector<float>(v0.begin() + w.size(), v0.end()));
+  Dev<uint8_t> dpx(px);
+  Dev<int> dperm(perm);
+  Dev<int64_t> base(std::vector<int64_t>{step});
+  w16.poison(), dzprev.poison(), gout.poison(), bgout.poison();
+
+  FusedBwdParams p;
+  p.M = M, p.N = N, p.B = B;
+  p.W = dW.p, p.W16 = w16.p, p.b = dB.p, p.grad_out = gout.p, p.bgrad_out = bgout.p;
+  if (c.adam) p.mW = dmW.p, p.vW = dvW.p, p.mb = dmB.p, p.vb = dvB.p;
+  p.adam = c.adam, p.lr = lr, p.step = StepRef{base.p, 0};
+  p.dz = ddz.p;
+  const int batch_i = 2;  // rows of the 3rd batch of the permutation (first layer)
+  if (c.first) {
+    p.xdata = dpx.p, p.rows.perm = dperm.p, p.rows.i = batch_i, p.rows.batch = B;
+  } else {
+    p.h = dh.p, p.dz_prev = dzprev.p, p.scale = scale;
+  }
+  plan_fused_bwd(p, 132);
+  Dev<float> ws(std::max<size_t>(fused_bwd_ws_floats(p), 1));
+  Dev<unsigned> ctr(static_cast<size_t>(p.tiles_n()));
+  ctr.zero();
+  p.ws = ws.p, p.counters = ctr.p;
+  if (M == 1000) CHECK(p.splits > 1);  // the fix-up is exercised
+  fused_bwd_setup<p5_fused_update_bwd>();
+  launch_fused_bwd<p5_fused_update_bwd>(p, nullptr);
+
+  // Reference (operands rounded to fp16 as the kernel reads them).
+  auto dzd = [&](int k, int o) { return hd(dzv[static_cast<size_t>(k) * M + o]); };
+  auto hin = [&](int k, int i) {
+    if (c.first) return hd(static_cast<float>(px[static_cast<size_t>(perm[batch_i * B + k]) * N + i]) / 255.0f);
+    return hd(hv[static_cast<size_t>(k) * N + i]);
+  };
+  std::vector<double> gW(w.size(), 0.0), gb(M, 0.0);
+  for (int o = 0; o < M; ++o)
+    for (int i = 0; i < N; ++i) {
+      double s = 0;
+      for (int k = 0; k < B; ++k) s += dzd(k, o) * hin(k, i);
+      gW[static_cast<size_t>(o) * N + i] = s;
+    }
+  for (int k = 0; k < B; ++k)
+    for (int o = 0; o < M; ++o) gb[o] += dzd(k, o);
+  CHECK(rel(gout.get(), gW) <= 1e-2);
+  CHECK(rel(bgout.get(), gb) <= 1e-5);  // fp16 dz summed in fp32
+  if (!c.first) {
+    std::vector<double> dref(static_cast<size_t>(B) * N, 0.0);
+    for (int k = 0; k < B; ++k)
+      for (int i = 0; i < N; ++i) {
+        double s = 0;
+        for (int o = 0; o < M; ++o) s += dzd(k, o) * hd(w[static_cast<size_t>(o) * N + i]);
+        dref[static_cast<size_t>(k) * N + i] = hv[static_cast<size_t>(k) * N + i] > 0.f ? s * scale : 0.0;
+      }
+    const auto got = dzprev.get();
+    std::vector<float> gf(got.size());
+    for (size_t i = 0; i < got.size(); ++i) gf[i] = __half2float(got[i]);
+    CHECK(rel(gf, dref) <= 1e-2);
+    CHECK(ctr.get()[0] == 0u);  // reset for the next launch
+  }
+  const double t = static_cast<double>(step + 1);
+  auto upd = [&](double pv, double g, double m, double v) {
+    if (!c.adam) return pv - static_cast<double>(lr) * g;
+    m = 0.9 * m + 0.1 * g;
+    v = 0.999 * v + 0.001 * g * g;
+    return pv - 1e-3 / (1 - std::pow(0.9, t)) * m / (std::sqrt(v) / std::sqrt(1 - std::pow(0.999, t)) + 1e-8);
+  };
+  const auto nw = dW.get(), nb = dB.get();
+  std::vector<double> dwr(w.size()), dbr(M);
+  std::vector<float> dwg(w.size()), dbg(M);
+  for (size_t i = 0; i < w.size(); ++i) dwr[i] = upd(w[i], gW[i], m0[i], v0[i]) - w[i], dwg[i] = nw[i] - w[i];
+  for (int o = 0; o < M; ++o) dbr[o] = upd(b[o], gb[o], m0[w.size() + o], v0[w.size() + o]) - b[o], dbg[o] = nb[o] - b[o];
+  CHECK(rel(dwg, dwr) <= 5e-2);
+  CHECK(rel(dbg, dbr) <= 1e-3);
+  // The fp16 copy is the new master rounded.
+  const auto h16 = w16.get();
+  bool copy_ok = true;
+  for (size_t i = 0; i < w.size(); ++i) copy_ok &= __half2float(h16[i]) == __half2float(__float2half_rn(nw[i]));
+  CHECK(copy_ok);
+}
+
+}  // namespace
+
+TEST_CASE("mlp fused backward: one pass over the weights updates them and gives dZ_prev (fp16)") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (bool adam : {false, true})
+    for (int B : {1, 20, 32})
+      for (int out : {10, 100, 1000})
+        for (int in : {8, 104, 296}) run_case({B, out, in, adam, false});
+}
+
+TEST_CASE("mlp fused backward: the first layer's update gathers its input from the byte images") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (bool adam : {false, true})
+    for (int B : {1, 32})
+      for (int out : {10, 1000}) run_case({B, out, 784, adam, true});
+}
+
+TEST_CASE("mlp fused backward: supported shapes and the row split") {
+  CHECK(fused_bwd_supported(784, 32));
+  CHECK_FALSE(fused_bwd_supported(784, 33));  // batch over one tile: the paired kernels
+  CHECK_FALSE(fused_bwd_supported(100, 32));  // width not a multiple of 8
+  FusedBwdParams p;
+  p.M = 8192, p.N = 8192, p.B = 32;
+  plan_fused_bwd(p, 132);
+  CHECK(p.tiles_n() == 128);
+  CHECK(p.rows_per_split % kFbRows == 0);
+  CHECK(p.splits * p.rows_per_split >= p.M);
+  CHECK((p.splits - 1) * p.rows_per_split < p.M);  // no empty split
+  CHECK(p.blocks() >= 8 * 132);
+}
+}  // namespace nbtest
