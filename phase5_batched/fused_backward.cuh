@@ -86,15 +86,17 @@ struct FbSmem {
 };
 
 inline size_t fused_bwd_ws_floats(const FusedBwdParams& p) {
-  return p.splits > 1 ? static_cast<size_t>(p.tiles_n()) * p.splits * kBM * kBN : 0;
+  return p.splits > 1 && p.dz_prev != nullptr ? static_cast<size_t>(p.tiles_n()) * p.splits * kBM * kBN : 0;
 }
 
-// Rows split so that the grid is about 8 blocks per SM (three are resident at a time), at most 16
-// splits (the fix-up's partials), each a whole number of sub-tiles.
+// Rows split so that the grid is about 8 blocks per SM (three are resident at a time), each a
+// whole number of sub-tiles; at most 16 splits when there is a backward-data product (the
+// fix-up's partials), any number without one (the first layer: 784 columns are only 13 tiles).
+// Set dz_prev before planning.
 inline void plan_fused_bwd(FusedBwdParams& p, int sm_count) {
   const int subs = (p.M + kFbRows - 1) / kFbRows;
   int s = (8 * sm_count + p.tiles_n() - 1) / p.tiles_n();
-  s = s < 16 ? s : 16;
+  if (p.dz_prev != nullptr) s = s < 16 ? s : 16;
   s = s < subs ? s : subs;
   if (s < 1) s = 1;
   const int per = (subs + s - 1) / s;

@@ -570,6 +570,7 @@ class Trainer {
       for (int l = 0; l < L_; ++l) {
         FusedBwdParams p;
         p.M = o_.layers[l + 1], p.N = o_.layers[l], p.B = B_;
+        if (l > 0) p.dz_prev = dZ_[l - 1].get();
         plan_fused_bwd(p, dev_.sm_count);
         ws = std::max(ws, fused_bwd_ws_floats(p));
         tiles = std::max(tiles, static_cast<size_t>(p.tiles_n()));

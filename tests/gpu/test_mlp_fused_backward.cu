@@ -168,5 +168,17 @@ TEST_CASE("mlp fused backward: supported shapes and the row split") {
   CHECK(p.splits * p.rows_per_split >= p.M);
   CHECK((p.splits - 1) * p.rows_per_split < p.M);  // no empty split
   CHECK(p.blocks() >= 8 * 132);
+  // The first layer (784 columns: 13 tiles, no backward-data product, no fix-up) may split its
+  // rows more than 16 ways; with a backward-data product the partials cap it at 16.
+  FusedBwdParams f;
+  f.M = 8192, f.N = 784, f.B = 32;
+  plan_fused_bwd(f, 132);
+  CHECK(f.splits > 16);
+  CHECK(fused_bwd_ws_floats(f) == 0);
+  std::vector<__half> dummy(1);
+  f.dz_prev = dummy.data();  // only tested for null by the planner
+  plan_fused_bwd(f, 132);
+  CHECK(f.splits == 16);
+  CHECK(fused_bwd_ws_floats(f) == static_cast<size_t>(13) * 16 * kBM * kBN);
 }
 }  // namespace nbtest
