@@ -157,7 +157,7 @@ struct MlpOptions {
   int blocks = 0;                // phase 5 only: blocks of the persistent kernel (0 = auto)
   bool breakdown = false;        // phase 5 only: time the parts of a persistent step
   bool generic_kernel = false;   // phase 5 only: the persistent kernel's generic instance even for W1
-  std::string backward = "fused";  // phase 5 only: fused (one pass a layer, fp16) | paired
+  std::string backward = "auto";  // phase 5 only: auto | fused (one pass a layer, fp16) | paired
   int validate_steps = 3;
   CommonOptions common;
 

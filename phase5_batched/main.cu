@@ -561,7 +561,11 @@ class Trainer {
   void plan_fused_backward() {
     fused_bwd_ = false;
     if constexpr (kHalf) {
-      if (cublas_ || persistent_ || o_.backward != "fused") return;
+      // auto: SGD only. The fused kernel reads Adam's moments with plain loads in its optimizer
+      // pass, a serial round trip per 32-row sub-tile, and W1 (Adam, small layers, grids of 1-52
+      // blocks) ran slower with it: 62.2 against 54.5 us a step (H100, dev runs at 340c0c2).
+      if (cublas_ || persistent_ || o_.backward == "paired") return;
+      if (o_.backward == "auto" && o_.adam()) return;
       for (int l = 0; l < L_; ++l)
         if (!fused_bwd_supported(o_.layers[l], B_)) return;
       fused_bwd_setup<p5_fused_update_bwd>();
@@ -1289,8 +1293,8 @@ int run(int argc, char** argv) {
                "buys)");
   cli.add_string("--backward", &o.backward,
                  "fp16 graph path: each layer's update and backward-data product in one pass over its weights "
-                 "(batch <= 32, widths multiples of 8), or the paired GEMM kernels",
-                 {"fused", "paired"});
+                 "(fused; batch <= 32, widths multiples of 8), or the paired GEMM kernels; auto = fused with SGD",
+                 {"auto", "fused", "paired"});
   cli.add_flag("--breakdown", &o.breakdown,
                "persistent kernel: time the parts of a step (clock stamps of block 0) into the record");
   cli.add_flag("--gemm-compare", &compare,
