@@ -365,12 +365,15 @@ struct VecFixup<E, std::void_t<decltype(E::kVecFixup)>> : std::integral_constant
 // product (a batch of 32 rows against 8192 x 8192 weights) is then bound by that one tile's
 // latency, not by bandwidth. For fp16 operands in plain matrices (not the byte-gathering view) and
 // at least kAsyncMinTiles k-tiles per block, the tiles instead go global -> shared memory directly
-// by cp.async, kAsyncStages deep (3 tiles in flight while one is multiplied), in the layout each
+// by cp.async, kAsyncStages deep (the next tiles in flight while one is multiplied), in the layout each
 // operand already has in memory (the WMMA fragments take row- or column-major), with no register
 // staging. Chunks that cross the matrix edge (or operands not 16-byte aligned) are loaded through
-// the view, zero-filled, and stored to the same place. The stages take 30 KB of dynamic shared
+// the view, zero-filled, and stored to the same place. The stages take 23 KB of dynamic shared
 // memory, requested at launch only when the path runs (gemm_dyn_smem).
-constexpr int kAsyncStages = 4;
+// Three stages, not four: with four (31 KB + the 14 KB static tile) only 4 blocks fit an SM and
+// the 640 blocks of W2's hidden forward ran in 1.21 waves (ncu): 90.7 us; with three, 5 blocks an
+// SM, one wave: 81.0 us (H100, same run, phase5_batched at h = 8192).
+constexpr int kAsyncStages = 3;
 constexpr int kAsyncMinTiles = 3;
 constexpr int kAsLd = 40;          // As[m][k] or As[k][m]: 32 + 8 halves
 constexpr int kBsLdN = kBN + 8;    // Bs[k][n] (B contiguous along n)

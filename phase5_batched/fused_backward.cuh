@@ -150,9 +150,15 @@ __device__ __forceinline__ void load_h(const FusedBwdParams& p, FbSmem& sm, int 
     __half* dst = &sm.hs[b][q];
     if (p.xdata != nullptr) {
       const uint8_t* src = p.xdata + static_cast<size_t>(b < p.B ? p.rows.image(b) : 0) * p.N + n;
+      uint8_t px[8];
+      if (b < p.B && n + 8 <= p.N) {  // N % 8 == 0: 8 aligned bytes
+        *reinterpret_cast<uint2*>(px) = __ldg(reinterpret_cast<const uint2*>(src));
+      } else {
 #pragma unroll
-      for (int e = 0; e < 8; ++e)
-        dst[e] = (b < p.B && n + e < p.N) ? __float2half_rn(static_cast<float>(src[e]) / 255.0f) : __float2half_rn(0.f);
+        for (int e = 0; e < 8; ++e) px[e] = (b < p.B && n + e < p.N) ? src[e] : 0;
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dst[e] = __float2half_rn(static_cast<float>(px[e]) / 255.0f);
     } else {
       const __half* src = p.h + static_cast<size_t>(b) * p.N + n;
       if (b < p.B && n + 8 <= p.N && al16(src)) {
