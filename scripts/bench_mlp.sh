@@ -19,8 +19,9 @@
 #   match   W1 with --dropout 0 in fp32 (loss matching): phase 4, phase 5 own and cuBLASLt, twins
 #           eager and graph.                                                     tags w1-nodrop-*
 #   w2      W2 (784-h-h-h-10, SGD 0.003, fp16, batch 32) for h in $W2_HS: phase 5 own/cuBLASLt
-#           ($W2_STEPS steps), phase 4 fp16 and fp32 and the twins ($W2_STEPS_SLOW steps: per-step
-#           time is the measure; the records say how many steps ran).          tags w2-h<h>-*
+#           ($W2_STEPS steps; for h in $W2_PAIRED_HS also own with --backward paired), phase 4 fp16
+#           and fp32 and the twins ($W2_STEPS_SLOW steps: per-step time is the measure; the records
+#           say how many steps ran).                                           tags w2-h<h>-*
 #   gemm    phase5 --gemm-compare on the W2 h = 8192 shapes, fp16 (and fp32).  tags gemm-compare-*
 #   persist phase 5 --launch persistent on W1 for --blocks in $PERSIST_BLOCKS (2 epochs each),
 #           and at the default split with --generic-kernel (W1's shape not compiled in).
@@ -39,7 +40,7 @@
 # W2_HS ("128 256 512 1024 2048 4096 8192"), W2_STEPS (5000), W2_STEPS_SLOW (500),
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
 # ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), PERSIST_BLOCKS
-# ("8 16 32 64 128"), W2_TWINS and
+# ("8 16 32 64 128"), W2_PAIRED_HS ("128 1024 8192"), W2_TWINS and
 # SEEDS_TWIN (1; 0 skips those twin runs), CHECK_LEVEL (full; quick = kernel tests + W1 validation).
 # Exit status: 0 when every run succeeded (a deliberate divergence in --check must exit 7), else 1.
 set -uo pipefail
@@ -62,6 +63,7 @@ SWEEP_BATCHES="${SWEEP_BATCHES:-32 64 128 256 512 1024 2048 4096 8192}"
 SWEEP_EPOCHS="${SWEEP_EPOCHS:-2}"
 P5_REPEATS="${P5_REPEATS:-3}"
 PERSIST_BLOCKS="${PERSIST_BLOCKS:-8 16 32 64 128}"
+W2_PAIRED_HS="${W2_PAIRED_HS:-128 1024 8192}"
 if [ -z "${DATA:-}" ]; then
   DATA=data/mnist
   [ -d .carry/data/mnist ] && DATA=.carry/data/mnist
@@ -184,14 +186,15 @@ for a, b in pairs:
 hs = sorted({int(k.split("-h")[1].split("-")[0]) for k in recs if "__w2-h" in k})
 if hs:
     print("\n== W2 (784-h-h-h-10, SGD 0.003, fp16, batch 32): median ms per step")
-    cols = [("phase5_batched__w2-h{}-own", "p5 own"), ("phase5_batched__w2-h{}-cublaslt", "p5 cuBLASLt"),
+    cols = [("phase5_batched__w2-h{}-own", "p5 own"), ("phase5_batched__w2-h{}-own-paired", "p5 paired"),
+            ("phase5_batched__w2-h{}-cublaslt", "p5 cuBLASLt"),
             ("phase4_mlp__w2-h{}-fp16", "p4 fp16"), ("phase4_mlp__w2-h{}-fp32", "p4 fp32"),
             ("pytorch_mlp__w2-h{}-eager", "eager"), ("pytorch_mlp__w2-h{}-compile", "compile"),
             ("pytorch_mlp__w2-h{}-graph", "graph")]
     print("%6s" % "h" + "".join("%12s" % c[1] for c in cols) + "%10s" % "x eager")
     for h in hs:
         vals = [per_step(get(c[0].format(h))) for c in cols]
-        x = vals[4] / vals[0] if vals[0] and vals[4] else None
+        x = vals[5] / vals[0] if vals[0] and vals[5] else None
         print("%6d" % h + "".join("%12s" % fmt(v, "%.4f") for v in vals) + "%10s" % fmt(x, "%.1f"))
 
 gc = [k for k in recs if "gemm-compare" in k]
@@ -350,6 +353,8 @@ if has w2; then
     W2=(--layers "784,$h,$h,$h,10" --optimizer sgd --lr 0.003 --dropout 0 --precision fp16)
     run "w2-$h-p5" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --tag "w2-h$h-own" --save-init "$WORK/w2init$h" --save-order "$WORK/w2order$h.npy"
     run "w2-$h-p5lt" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --gemm cublas --tag "w2-h$h-cublaslt"
+    # The same trainer with the paired backward kernels (what the fused one-pass backward replaced).
+    [[ " $W2_PAIRED_HS " == *" $h "* ]] && run "w2-$h-p5paired" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --backward paired --tag "w2-h$h-own-paired"
     run "w2-$h-p4" 0 "$P4" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp16"
     run "w2-$h-p4-32" 0 "$P4" "${R[@]}" "${W2[@]}" --precision fp32 --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp32"
     impls=eager,graph
