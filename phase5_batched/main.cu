@@ -17,6 +17,10 @@
 //   * evaluation in chunks of 2048 test images with the same fused kernels, counts read once;
 //   * `--launch persistent` (persistent.cuh; fp32, two hidden layers): the whole epoch as ONE
 //     cooperative kernel instead of a graph of 6 kernels a step; see the last section below;
+//   * fp16 with SGD (W2): the backward pass as ONE pass over each layer's weights
+//     (fused_backward.cuh; `--backward auto|fused|paired`): the update and the backward-data
+//     product through the same weights in one kernel, reading each fp32 master weight once; the
+//     forward products take their tiles by a 3-stage cp.async pipeline (phase4_mlp/kernels.cuh);
 //   * `--gemm cublas` runs the same trainer with cuBLASLt for the products (plus separate epilogue,
 //     bias-gradient and one whole-model optimizer kernel), to show how close the own GEMMs come;
 //     `--gemm-compare` times our plain GEMM against cuBLASLt on the configured layer shapes.
@@ -30,7 +34,40 @@
 // reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
 // (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
 //
-// Measured (H100 80GB HBM3). Latest W1 run (stages w1 match persist seeds at 755291c, with the
+// Latest run (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 211693b,
+// logs/bench_mlp_w2_fused.log; these records replace the W1 and W2 records quoted further down).
+//   The fused backward (fp16, SGD, batch <= 32). Why: at h = 8192 the paired kernels moved the
+//   weights at ~1.8 TB/s, the forward at ~1.1 TB/s, and read each hidden layer twice in the
+//   backward pass (the fp16 copy for backward data, then the fp32 master for the update). Now one
+//   kernel per layer streams the master by cp.async (4 stages, 3 blocks an SM), takes dW = dZ^T H
+//   and dA += dZ W_old on tensor cores per 32-row sub-tile, updates the weights and writes the fp16
+//   copy; row splits add their dA partials in a fixed order (deterministic). 10 B of traffic a
+//   weight instead of 12; four backward launches, as before.
+//   Prediction (before the first run): ~0.70 ms a step (the two hidden layers' passes ~240 us each
+//   at ~2.8 TB/s, the hidden forwards ~60 us each with the cp.async loop, the rest ~60 us): 2.7x
+//   eager.
+//   Measured (W2, ms a step; __w2-h<h>-own.json, twins pytorch_mlp__w2-h<h>-*.json, same run):
+//   0.0574 (h 128), 0.0644 (256), 0.0699 (512), 0.0846 (1024), 0.1296 (2048), 0.2708 (4096),
+//   0.7708 (8192): faster than every twin mode at every h; 2.51x eager at h = 8192 (eager 1.933 ms;
+//   target 2.5x met, with little margin: eager moves by 10-20% between runs) and 37.6x at h = 128
+//   (eager 2.160 ms this run; target 50x not met). The paired kernels in the same run
+//   (__w2-h<h>-own-paired.json): 1.1019 ms at h = 8192 (the fused pass is 1.43x faster), 0.0885
+//   at 1024, 0.0569 at 128 (latency-bound: no gain). cuBLASLt path 1.2284 ms at 8192. The
+//   prediction missed by 10%: per step at h = 8192 the two hidden passes take ~262 us each (2.54
+//   TB/s; ncu: 75% of DRAM peak, 3 blocks an SM), the forwards 81.4 us each (1.66 TB/s; 0.65 of
+//   cuBLASLt's speed), the first layer's update 37.3 us, the gathered first forward 24.5, the
+//   softmax 12.7. Peak device memory at h = 8192: 976 MiB against 2067 (eager) / 2197 (graph).
+//   Tried and not kept: 3 pipeline stages in the fused pass (4 blocks an SM): 0.793 vs 0.779 ms a
+//   step; the fused pass with Adam (W1): 62.2 vs 54.5 us a step for the paired kernels (the
+//   moments are plain loads, a round trip per sub-tile), so `auto` keeps the paired kernels for
+//   Adam; the gathered first-layer forward planned for 16 waves: 32.2 vs 23.8 us.
+//   W1 in the same run (median epochs, ms): graph path fp32 78.1, fp16 94.3 (paired backward:
+//   Adam), cuBLASLt 157.3, persistent 19.9; eager 3482, compile 4211, CUDA graph 452: the graph
+//   path 44.6x eager, the persistent kernel 174.8x eager and 22.7x the graph twin.
+//   --validate: W2 at h = 1000 (fused backward, 3 steps, __check-w2-h1000.json) loss 1.4e-6,
+//   gradients 1.4e-2, parameter change 1.4e-2 (fp16 tolerances 1e-2 / 5e-2); the same errors as
+//   the paired kernels to the digits printed.
+// Measured (H100 80GB HBM3). Earlier W1 run (stages w1 match persist seeds at 755291c, with the
 // persistent path; logs/bench_mlp_w1_persistent.log): graph path fp32 76.6 ms an epoch, fp16 87.3,
 // cuBLASLt 154.8; PyTorch eager 3083, compile 3833, CUDA graph 452 ms; seeds 1 2 3 of the graph
 // path 97.67 / 97.65 / 97.34% (mean 97.55). (The run before, c160cd9, with the same parameters bit
