@@ -494,28 +494,11 @@ __device__ __forceinline__ void mainloop_async(const P& p, int m0, int n0, int k
   __pipeline_wait_prior(0);
 }
 
-// Computes one (tile, split) of problem P into sm.c, runs the split-K fix-up and the epilogue.
+// The register-staged loop: the loads of k-tile t+1 are in flight while tile t is multiplied.
 template <class T, class P>
-__device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
-  using C = TileCfg<T>;
-  constexpr int NT = C::kThreads, BK = C::kBK;
-  const int tiles = p.tiles();
-  const int split = linear_block / tiles, tile = linear_block % tiles;
-  const int bm = tile % p.tiles_m(), bn = tile / p.tiles_m();
-  const int m0 = bm * kBM, n0 = bn * kBN;
-  const int kbeg = split * p.kchunk;
-  const int kend = min(p.K, kbeg + p.kchunk);
-  const int ntiles = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
-
-  Accum<T> acc;
-  bool async_done = false;
-  if constexpr (AsyncEligible<P>::value) {
-    if (uses_async(p)) {
-      mainloop_async(p, m0, n0, kbeg, kend, ntiles, acc);
-      async_done = true;
-    }
-  }
-  if (!async_done) {
+__device__ __forceinline__ void mainloop_regs(const P& p, int m0, int n0, int kbeg, int kend, int ntiles,
+                                              Accum<T>& acc, GemmSmem<T>& sm) {
+  constexpr int BK = TileCfg<T>::kBK;
   Regs<T> rg;
   // The epilogue's prefetch runs while the first k-tile's loads are in flight (its own loads and
   // any arithmetic it does overlap their latency).
@@ -539,71 +522,104 @@ __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
     if (t + 1 < ntiles) store_regs<T, P::AView::kContig, P::BView::kContig>(sm.stage.a[cur ^ 1], sm.stage.b[cur ^ 1], rg);
     __syncthreads();
   }
-  }  // register-staged loop
+}
 
-  // Accumulators -> shared fp32 tile (the stage buffers are dead: the loop ended with a barrier).
+// Split-K fix-up of one kBM x kBN fp32 tile `c` (row stride kLdc, in shared memory) computed by
+// slice `split` of `splits`: the tile goes to its workspace slot (ws: per tile, `splits` slots of
+// kBM * kBN floats), and the last block of the tile to finish (an atomic counter after a fence)
+// adds all slots in slice order into c, resets the counter and returns true; the others return
+// false. kVec: float4 traffic and up to 16 float4 loads a thread issued before they are added
+// (the same order, so the same sums). Every thread of the block (NT of them) must call it.
+template <int NT, bool kVec>
+__device__ bool splitk_fixup(float* c, float* ws, unsigned* counters, int tile, int split, int splits) {
+  __shared__ bool s_last;
+  constexpr int kE4 = kBM * kBN / 4 / NT;  // float4 of the tile per thread: 2 (256 threads), 4 (128)
+  float* mine = ws + (static_cast<size_t>(tile) * splits + split) * (kBM * kBN);
+  if constexpr (kVec) {
+#pragma unroll
+    for (int i = 0; i < kE4; ++i) {
+      const int e = (threadIdx.x + i * NT) * 4;
+      reinterpret_cast<float4*>(mine)[e / 4] = *reinterpret_cast<const float4*>(&c[(e / kBN) * kLdc + e % kBN]);
+    }
+  } else {
+    for (int e = threadIdx.x; e < kBM * kBN; e += NT) mine[e] = c[(e / kBN) * kLdc + e % kBN];
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned prev = atomicAdd(&counters[tile], 1u);
+    s_last = (prev == static_cast<unsigned>(splits - 1));
+  }
+  __syncthreads();
+  if (!s_last) return false;
+  __threadfence();
+  const float* all = ws + static_cast<size_t>(tile) * splits * (kBM * kBN);
+  if constexpr (kVec) {
+    constexpr int kG = 16 / kE4;  // slices loaded per round
+    const float4* all4 = reinterpret_cast<const float4*>(all);
+    float4 s[kE4];
+#pragma unroll
+    for (int i = 0; i < kE4; ++i) s[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int z0 = 0; z0 < splits; z0 += kG) {
+      float4 v[kG][kE4];
+#pragma unroll
+      for (int g = 0; g < kG; ++g)
+#pragma unroll
+        for (int i = 0; i < kE4; ++i)
+          v[g][i] = (z0 + g < splits) ? __ldcg(all4 + static_cast<size_t>(z0 + g) * (kBM * kBN / 4) + threadIdx.x + i * NT)
+                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int g = 0; g < kG; ++g)
+        if (z0 + g < splits)
+#pragma unroll
+          for (int i = 0; i < kE4; ++i) s[i].x += v[g][i].x, s[i].y += v[g][i].y, s[i].z += v[g][i].z, s[i].w += v[g][i].w;
+    }
+#pragma unroll
+    for (int i = 0; i < kE4; ++i) {
+      const int e = (threadIdx.x + i * NT) * 4;
+      *reinterpret_cast<float4*>(&c[(e / kBN) * kLdc + e % kBN]) = s[i];
+    }
+  } else {
+    for (int e = threadIdx.x; e < kBM * kBN; e += NT) {
+      float s = 0.f;
+      for (int z = 0; z < splits; ++z) s += __ldcg(all + static_cast<size_t>(z) * (kBM * kBN) + e);
+      c[(e / kBN) * kLdc + e % kBN] = s;
+    }
+  }
+  if (threadIdx.x == 0) counters[tile] = 0u;  // ready for the next launch
+  __syncthreads();
+  return true;
+}
+
+// Computes one (tile, split) of problem P into sm.c, runs the split-K fix-up and the epilogue.
+template <class T, class P>
+__device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
+  using C = TileCfg<T>;
+  constexpr int BK = C::kBK;
+  const int tiles = p.tiles();
+  const int split = linear_block / tiles, tile = linear_block % tiles;
+  const int bm = tile % p.tiles_m(), bn = tile / p.tiles_m();
+  const int m0 = bm * kBM, n0 = bn * kBN;
+  const int kbeg = split * p.kchunk;
+  const int kend = min(p.K, kbeg + p.kchunk);
+  const int ntiles = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
+
+  Accum<T> acc;
+  if constexpr (AsyncEligible<P>::value) {
+    if (uses_async(p)) mainloop_async(p, m0, n0, kbeg, kend, ntiles, acc);
+    else mainloop_regs(p, m0, n0, kbeg, kend, ntiles, acc, sm);
+  } else {
+    mainloop_regs(p, m0, n0, kbeg, kend, ntiles, acc, sm);
+  }
+
+  // Accumulators -> shared fp32 tile (the stage buffers are dead: both loops end behind a barrier
+  // or in their own shared memory).
   acc.store(sm.c);
   __syncthreads();
 
   if (p.splits > 1) {
-    __shared__ bool s_last;
     using Epi = typename std::decay<decltype(p.epi)>::type;
-    constexpr bool kVec = VecFixup<Epi>::value;
-    constexpr int kE4 = kBM * kBN / 4 / NT;  // float4 of the tile per thread: 2 (fp32), 4 (fp16)
-    float* mine = p.ws + (static_cast<size_t>(tile) * p.splits + split) * (kBM * kBN);
-    if constexpr (kVec) {
-#pragma unroll
-      for (int i = 0; i < kE4; ++i) {
-        const int e = (threadIdx.x + i * NT) * 4;
-        reinterpret_cast<float4*>(mine)[e / 4] = *reinterpret_cast<const float4*>(&sm.c[(e / kBN) * kLdc + e % kBN]);
-      }
-    } else {
-      for (int e = threadIdx.x; e < kBM * kBN; e += NT) mine[e] = sm.c[(e / kBN) * kLdc + e % kBN];
-    }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const unsigned prev = atomicAdd(&p.counters[tile], 1u);
-      s_last = (prev == static_cast<unsigned>(p.splits - 1));
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    const float* all = p.ws + static_cast<size_t>(tile) * p.splits * (kBM * kBN);
-    if constexpr (kVec) {
-      constexpr int kG = 16 / kE4;  // slices loaded per round
-      const float4* all4 = reinterpret_cast<const float4*>(all);
-      float4 s[kE4];
-#pragma unroll
-      for (int i = 0; i < kE4; ++i) s[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int z0 = 0; z0 < p.splits; z0 += kG) {
-        float4 v[kG][kE4];
-#pragma unroll
-        for (int g = 0; g < kG; ++g)
-#pragma unroll
-          for (int i = 0; i < kE4; ++i)
-            v[g][i] = (z0 + g < p.splits) ? __ldcg(all4 + static_cast<size_t>(z0 + g) * (kBM * kBN / 4) + threadIdx.x + i * NT)
-                                          : make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-        for (int g = 0; g < kG; ++g)
-          if (z0 + g < p.splits)
-#pragma unroll
-            for (int i = 0; i < kE4; ++i) s[i].x += v[g][i].x, s[i].y += v[g][i].y, s[i].z += v[g][i].z, s[i].w += v[g][i].w;
-      }
-#pragma unroll
-      for (int i = 0; i < kE4; ++i) {
-        const int e = (threadIdx.x + i * NT) * 4;
-        *reinterpret_cast<float4*>(&sm.c[(e / kBN) * kLdc + e % kBN]) = s[i];
-      }
-    } else {
-      for (int e = threadIdx.x; e < kBM * kBN; e += NT) {
-        float s = 0.f;
-        for (int z = 0; z < p.splits; ++z) s += __ldcg(all + static_cast<size_t>(z) * (kBM * kBN) + e);
-        sm.c[(e / kBN) * kLdc + e % kBN] = s;
-      }
-    }
-    if (threadIdx.x == 0) p.counters[tile] = 0u;  // ready for the next launch
-    __syncthreads();
+    if (!splitk_fixup<C::kThreads, VecFixup<Epi>::value>(sm.c, p.ws, p.counters, tile, split, p.splits)) return;
   }
   p.epi(sm.c, m0, n0, p.M, p.N);
 }

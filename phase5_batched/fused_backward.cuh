@@ -20,9 +20,9 @@
 //      registers over all the block's sub-tiles
 // The fp32 weight tiles and dZ's columns arrive by cp.async, kStages sub-tiles ahead, so the
 // block always has ~24 KB of weight reads in flight while it computes; three blocks fit an SM.
-// The row ranges are split over `splits` blocks per column tile: each writes its dA partial to a
-// workspace, the last to finish (atomic counter after a fence) adds them in split order (fixed:
-// deterministic) and applies ReLU'/dropout backward (BwdReluEpi) to give dZ_prev. Blocks of the
+// The row ranges are split over `splits` blocks per column tile: their dA partials are added by the
+// GEMM's split-K fix-up (splitk_fixup: the last block to finish adds them in split order, so the
+// result is deterministic), which then applies ReLU'/dropout backward (BwdReluEpi) for dZ_prev. Blocks of the
 // first column tile also reduce dZ over the batch for the bias and update it.
 // The first layer's update (no backward-data product) uses the same kernel with H gathered from
 // the byte data set (xdata + RowMap instead of h).
@@ -309,40 +309,7 @@ __global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdPa
 #pragma unroll
   for (int j = 0; j < 2; ++j) w::store_matrix_sync(&sm.c[(16 * wm) * kLdc + 32 * wn + 16 * j], da[j], kLdc, w::mem_row_major);
   __syncthreads();
-  if (p.splits > 1) {
-    __shared__ bool s_last;
-    constexpr int kE4 = kBM * kBN / 4 / kFbThreads;  // 4 float4 a thread
-    float4* mine = reinterpret_cast<float4*>(p.ws + (static_cast<size_t>(tn) * p.splits + split) * (kBM * kBN));
-#pragma unroll
-    for (int i = 0; i < kE4; ++i) {
-      const int e = (t + i * kFbThreads) * 4;
-      mine[e / 4] = *reinterpret_cast<const float4*>(&sm.c[(e / kBN) * kLdc + e % kBN]);
-    }
-    __threadfence();
-    __syncthreads();
-    if (t == 0) s_last = atomicAdd(&p.counters[tn], 1u) == static_cast<unsigned>(p.splits - 1);
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    const float4* all = reinterpret_cast<const float4*>(p.ws + static_cast<size_t>(tn) * p.splits * (kBM * kBN));
-    float4 acc[kE4];
-#pragma unroll
-    for (int i = 0; i < kE4; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int z = 0; z < p.splits; ++z) {  // split order: deterministic
-      float4 v[kE4];
-#pragma unroll
-      for (int i = 0; i < kE4; ++i) v[i] = __ldcg(all + static_cast<size_t>(z) * (kBM * kBN / 4) + t + i * kFbThreads);
-#pragma unroll
-      for (int i = 0; i < kE4; ++i) acc[i].x += v[i].x, acc[i].y += v[i].y, acc[i].z += v[i].z, acc[i].w += v[i].w;
-    }
-#pragma unroll
-    for (int i = 0; i < kE4; ++i) {
-      const int e = (t + i * kFbThreads) * 4;
-      *reinterpret_cast<float4*>(&sm.c[(e / kBN) * kLdc + e % kBN]) = acc[i];
-    }
-    if (t == 0) p.counters[tn] = 0u;  // ready for the next launch
-    __syncthreads();
-  }
+  if (p.splits > 1 && !splitk_fixup<kFbThreads, true>(sm.c, p.ws, p.counters, tn, split, p.splits)) return;
   BwdReluEpi<__half> e;
   e.h = p.h, e.dz = p.dz_prev, e.scale = p.scale;
   e.run<kFbThreads>(sm.c, 0, n0, p.B, p.N);

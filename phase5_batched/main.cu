@@ -594,7 +594,7 @@ class Trainer {
     return p;
   }
   // Whether the fused backward pass runs (fp16 own kernels, batch <= 32, every width a multiple
-  // of 8, unless --backward paired); sizes its workspace.
+  // of 8; --backward fused, or auto with SGD); sizes its workspace.
   void plan_fused_backward() {
     fused_bwd_ = false;
     if constexpr (kHalf) {
@@ -609,10 +609,7 @@ class Trainer {
       fused_bwd_setup<p5_fused_update_first>();
       size_t ws = 1, tiles = 1;
       for (int l = 0; l < L_; ++l) {
-        FusedBwdParams p;
-        p.M = o_.layers[l + 1], p.N = o_.layers[l], p.B = B_;
-        if (l > 0) p.dz_prev = dZ_[l - 1].get();
-        plan_fused_bwd(p, dev_.sm_count);
+        const FusedBwdParams p = fused_params(l, StepRef{nullptr, 0});
         ws = std::max(ws, fused_bwd_ws_floats(p));
         tiles = std::max(tiles, static_cast<size_t>(p.tiles_n()));
       }
