@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "adam_step.h"
 #include "check.cuh"
@@ -54,6 +55,34 @@ __device__ __forceinline__ float from_f<float>(float x) {
 template <>
 __device__ __forceinline__ __half from_f<__half>(float x) {
   return __float2half_rn(x);
+}
+
+// ------------------------------------------------------------------ programmatic dependent launch
+// Phase 5 launches its step kernels with programmatic stream serialization (PDL): a kernel may
+// start while the one before it is still running. It then must not read what that kernel writes,
+// nor write what it reads, before grid_dep_wait() (griddepcontrol.wait: the previous grid has
+// completed and its writes are visible); what older kernels wrote (the weights, written a step
+// earlier) it may fetch before. grid_dep_launch() lets the next kernel start. Both are no-ops in a
+// kernel launched without the attribute (phase 4, tests, evaluation).
+__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+// Launches kernel k, with the PDL attribute when pdl is true. Every launch of the GEMMs and the
+// fused backward kernel goes through here.
+template <class... KArgs, class... Args>
+inline void launch_kernel(void (*k)(KArgs...), int grid, int block, size_t smem, cudaStream_t st, bool pdl,
+                          Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(block));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, args...));
 }
 
 // ------------------------------------------------------------------ tile configuration
@@ -148,11 +177,28 @@ struct StoreEpi {
   // Every epilogue has prefetch(): called when the block starts, before the K loop, so that what
   // the epilogue needs besides the tile (labels, bias, the step number) is loaded under the loop.
   __device__ void prefetch(int, int, int, int) const {}
+  // A whole tile of an unsplit product may be stored from the accumulators (DirectStore).
+  __device__ bool direct_ok(int m0, int n0, int M, int N) const {
+    return m0 + kBM <= M && n0 + kBN <= N && ldc % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 32 == 0;
+  }
+  // Four columns a thread at a time: one 16-byte store where the row allows it (the store is most
+  // of the cost of a weight gradient: K = 32, an 8192 x 8192 fp32 result).
   __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
     const int nt = blockDim.x;
-    for (int e = threadIdx.x; e < kBM * kBN; e += nt) {
+    const bool vec = ldc % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
+    for (int e = threadIdx.x * 4; e < kBM * kBN; e += nt * 4) {
       const int r = e / kBN, col = e % kBN, m = m0 + r, n = n0 + col;
-      if (m < M && n < N) c[static_cast<size_t>(m) * ldc + n] = cs[r * kLdc + col];
+      if (m >= M) continue;
+      const float4 v = *reinterpret_cast<const float4*>(&cs[r * kLdc + col]);
+      float* dst = c + static_cast<size_t>(m) * ldc + n;
+      if (vec && n + 4 <= N) {
+        *reinterpret_cast<float4*>(dst) = v;
+      } else {
+        const float w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (n + j < N) dst[j] = w[j];
+      }
     }
   }
 };
@@ -311,12 +357,13 @@ struct Accum<float> {
       }
     }
   }
-  __device__ __forceinline__ void store(float* c) const {
+  // The 32 x 64 tile into c (row stride ld): the shared tile, or the output itself.
+  __device__ __forceinline__ void store(float* c, int ld) const {
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) c[(ty * 2 + i) * kLdc + tx + 16 * j] = v[i][j];
+      for (int j = 0; j < 4; ++j) c[static_cast<size_t>(ty * 2 + i) * ld + tx + 16 * j] = v[i][j];
   }
 };
 template <>
@@ -342,11 +389,13 @@ struct Accum<__half> {
       }
     }
   }
-  __device__ __forceinline__ void store(float* c) const {
+  // The 32 x 64 tile into c (row stride ld, a multiple of 4; c 32-byte aligned).
+  __device__ __forceinline__ void store(float* c, int ld) const {
     const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
 #pragma unroll
     for (int j = 0; j < 2; ++j)
-      nvcuda::wmma::store_matrix_sync(c + (wm * 16) * kLdc + wn * 32 + j * 16, f[j], kLdc, nvcuda::wmma::mem_row_major);
+      nvcuda::wmma::store_matrix_sync(c + static_cast<size_t>(wm * 16) * ld + wn * 32 + j * 16, f[j], ld,
+                                      nvcuda::wmma::mem_row_major);
   }
 };
 
@@ -368,20 +417,27 @@ struct VecFixup<E, std::void_t<decltype(E::kVecFixup)>> : std::integral_constant
 // by cp.async, kAsyncStages deep (the next tiles in flight while one is multiplied), in the layout each
 // operand already has in memory (the WMMA fragments take row- or column-major), with no register
 // staging. Chunks that cross the matrix edge (or operands not 16-byte aligned) are loaded through
-// the view, zero-filled, and stored to the same place. The stages take 23 KB of dynamic shared
+// the view, zero-filled, and stored to the same place. The stages take 42 KB of dynamic shared
 // memory, requested at launch only when the path runs (gemm_dyn_smem).
 // Three stages, not four: with four (31 KB + the 14 KB static tile) only 4 blocks fit an SM and
 // the 640 blocks of W2's hidden forward ran in 1.21 waves (ncu): 90.7 us; with three, 5 blocks an
 // SM, one wave: 81.0 us (H100, same run, phase5_batched at h = 8192).
+// A stage holds 64 values of k (two of the planner's 32-wide k-tiles): ncu showed 0.30 eligible
+// warps a scheduler on that forward, every 6 KB stage ending in a block barrier; a 12 KB stage
+// halves the barriers per byte and doubles the bytes in flight. Three such stages (42 KB) still fit
+// 5 blocks an SM because the fp32 result tile and the register loop's buffers (GemmSmem) now share
+// the same dynamic shared memory instead of adding 14 KB of static memory.
 constexpr int kAsyncStages = 3;
-constexpr int kAsyncMinTiles = 3;
-constexpr int kAsLd = 40;          // As[m][k] or As[k][m]: 32 + 8 halves
-constexpr int kBsLdN = kBN + 8;    // Bs[k][n] (B contiguous along n)
-constexpr int kBsLdK = 40;         // Bs[n][k] (B contiguous along k)
-constexpr int kAsElems = kBM * kAsLd;                                          // 1280
-constexpr int kBsElems = (kBN * kBsLdK > 32 * kBsLdN) ? kBN * kBsLdK : 32 * kBsLdN;  // 2560
+constexpr int kAsyncBK = 64;       // k values per stage
+constexpr int kAsyncMinTiles = 3;  // 32-wide k-tiles per split for the async loop to run
+constexpr int kAsLdK = kAsyncBK + 8;  // As[m][k] (A contiguous along k): 72 halves
+constexpr int kAsLdM = kBM + 8;       // As[k][m] (A contiguous along m): 40 halves
+constexpr int kBsLdN = kBN + 8;       // Bs[k][n] (B contiguous along n): 72 halves
+constexpr int kBsLdK = kAsyncBK + 8;  // Bs[n][k] (B contiguous along k): 72 halves
+constexpr int kAsElems = (kBM * kAsLdK > kAsyncBK * kAsLdM) ? kBM * kAsLdK : kAsyncBK * kAsLdM;  // 2560
+constexpr int kBsElems = (kBN * kBsLdK > kAsyncBK * kBsLdN) ? kBN * kBsLdK : kAsyncBK * kBsLdN;  // 4608
 constexpr int kStageElems = kAsElems + kBsElems;
-constexpr size_t kAsyncSmemBytes = static_cast<size_t>(kAsyncStages) * kStageElems * sizeof(__half);
+constexpr size_t kAsyncSmemBytes = static_cast<size_t>(kAsyncStages) * kStageElems * sizeof(__half);  // 43008
 
 template <class V>
 struct IsHalfMatView : std::false_type {};
@@ -397,9 +453,12 @@ template <class P>
 __host__ __device__ inline bool uses_async(const P& p) {
   return AsyncEligible<P>::value && p.kchunk / P::kBK >= kAsyncMinTiles;
 }
+// Dynamic shared memory of one GEMM block: GemmSmem (the register loop's buffers and the fp32
+// result tile), or the async loop's stages, which the result tile then overlays.
 template <class P>
 inline size_t gemm_dyn_smem(const P& p) {
-  return uses_async(p) ? kAsyncSmemBytes : 0;
+  const size_t base = sizeof(GemmSmem<typename P::Elem>);
+  return uses_async(p) && kAsyncSmemBytes > base ? kAsyncSmemBytes : base;
 }
 
 // One 8-half chunk: cp.async when it lies wholly inside the matrix (and the view allows 16-byte
@@ -418,25 +477,31 @@ __device__ __forceinline__ void chunk_async(const V& v, int r, int c, int rows, 
   }
 }
 
-// k-tile [k0, k0 + 32) of A (rows m0..) and B (columns n0..) into one stage.
+// k values [k0, k0 + 64) of A (rows m0..) into one stage.
 template <class P>
-__device__ __forceinline__ void load_tile_async(const P& p, int m0, int n0, int k0, int kend, __half* st) {
-  constexpr int NT = TileCfg<__half>::kThreads, BK = P::kBK;
+__device__ __forceinline__ void load_a_async(const P& p, int m0, int k0, int kend, __half* st) {
+  constexpr int NT = TileCfg<__half>::kThreads, BK = kAsyncBK;
   __half* as = st;
-  __half* bs = st + kAsElems;
-  const int t = threadIdx.x;
-  {  // A: 32 x 32 halves, one chunk a thread
+#pragma unroll
+  for (int i = 0; i < kBM * BK / 8 / NT; ++i) {  // 32 x 64 halves, two chunks a thread
+    const int c = threadIdx.x + i * NT;
     if (P::AView::kContig) {  // As[m][k]
-      const int r = t / (BK / 8), kk = (t % (BK / 8)) * 8;
-      chunk_async<true>(p.a, m0 + r, k0 + kk, p.M, kend, as + r * kAsLd + kk);
+      const int r = c / (BK / 8), kk = (c % (BK / 8)) * 8;
+      chunk_async<true>(p.a, m0 + r, k0 + kk, p.M, kend, as + r * kAsLdK + kk);
     } else {                  // As[k][m]
-      const int kk = t / (kBM / 8), r = (t % (kBM / 8)) * 8;
-      chunk_async<false>(p.a, m0 + r, k0 + kk, p.M, kend, as + kk * kAsLd + r);
+      const int kk = c / (kBM / 8), r = (c % (kBM / 8)) * 8;
+      chunk_async<false>(p.a, m0 + r, k0 + kk, p.M, kend, as + kk * kAsLdM + r);
     }
   }
+}
+// ... and of B (columns n0..).
+template <class P>
+__device__ __forceinline__ void load_b_async(const P& p, int n0, int k0, int kend, __half* st) {
+  constexpr int NT = TileCfg<__half>::kThreads, BK = kAsyncBK;
+  __half* bs = st + kAsElems;
 #pragma unroll
-  for (int i = 0; i < BK * kBN / 8 / NT; ++i) {  // B: 32 x 64 halves, two chunks a thread
-    const int c = t + i * NT;
+  for (int i = 0; i < BK * kBN / 8 / NT; ++i) {  // 64 x 64 halves, four chunks a thread
+    const int c = threadIdx.x + i * NT;
     if (P::BView::kContig) {  // Bs[k][n]
       const int kk = c / (kBN / 8), nn = (c % (kBN / 8)) * 8;
       chunk_async<true>(p.b, k0 + kk, n0 + nn, kend, p.N, bs + kk * kBsLdN + nn);
@@ -457,9 +522,10 @@ __device__ __forceinline__ void mma_stage(Accum<__half>& acc, const __half* st) 
   const __half* bs = st + kAsElems;
   const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
 #pragma unroll
-  for (int kk = 0; kk < 32; kk += 16) {
+  for (int kk = 0; kk < kAsyncBK; kk += 16) {
     w::fragment<w::matrix_a, 16, 16, 16, __half, ALay> a;
-    w::load_matrix_sync(a, kAContig ? as + (wm * 16) * kAsLd + kk : as + kk * kAsLd + wm * 16, kAsLd);
+    w::load_matrix_sync(a, kAContig ? as + (wm * 16) * kAsLdK + kk : as + kk * kAsLdM + wm * 16,
+                        kAContig ? kAsLdK : kAsLdM);
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int n = wn * 32 + j * 16;
@@ -471,27 +537,41 @@ __device__ __forceinline__ void mma_stage(Accum<__half>& acc, const __half* st) 
   }
 }
 
+// K range [kbeg, kend) in stages of 64 (the last one zero-filled past kend). Ends behind a block
+// barrier: the caller's result tile overlays the stages.
 template <class P>
-__device__ __forceinline__ void mainloop_async(const P& p, int m0, int n0, int kbeg, int kend, int ntiles,
-                                               Accum<__half>& acc) {
+__device__ __forceinline__ void mainloop_async(const P& p, int m0, int n0, int kbeg, int kend, Accum<__half>& acc) {
   extern __shared__ __align__(128) unsigned char gemm_dyn[];
   __half* stages = reinterpret_cast<__half*>(gemm_dyn);
-  constexpr int S = kAsyncStages, BK = P::kBK;
+  constexpr int S = kAsyncStages, BK = kAsyncBK;
+  const int nst = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
+  // B's first stages go out before the PDL wait: in phase 5's step, B is never written by the
+  // kernel launched just before (it is a weight matrix, or activations of the forward pass); A is
+  // (the previous layer's output or gradient).
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i)
+    if (i < nst) load_b_async(p, n0, kbeg + i * BK, kend, stages + i * kStageElems);
+  grid_dep_wait();
+  grid_dep_launch();
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {
-    if (i < ntiles) load_tile_async(p, m0, n0, kbeg + i * BK, kend, stages + i * kStageElems);
-    __pipeline_commit();
+    if (i < nst) load_a_async(p, m0, kbeg + i * BK, kend, stages + i * kStageElems);
+    __pipeline_commit();  // group i: stage i's A (group 0 also every prologue B)
   }
-  p.epi.prefetch(m0, n0, p.M, p.N);  // under the first tiles' latency
-  for (int t = 0; t < ntiles; ++t) {
-    __pipeline_wait_prior(S - 2);  // tile t has landed (this thread's copies) ...
-    __syncthreads();               // ... and everyone's; every warp is done with tile t - 1
-    if (t + S - 1 < ntiles)
-      load_tile_async(p, m0, n0, kbeg + (t + S - 1) * BK, kend, stages + ((t + S - 1) % S) * kStageElems);
+  p.epi.prefetch(m0, n0, p.M, p.N);  // under the first stages' latency
+  for (int t = 0; t < nst; ++t) {
+    __pipeline_wait_prior(S - 2);  // stage t has landed (this thread's copies) ...
+    __syncthreads();               // ... and everyone's; every warp is done with stage t - 1
+    if (t + S - 1 < nst) {
+      __half* st = stages + ((t + S - 1) % S) * kStageElems;
+      load_a_async(p, m0, kbeg + (t + S - 1) * BK, kend, st);
+      load_b_async(p, n0, kbeg + (t + S - 1) * BK, kend, st);
+    }
     __pipeline_commit();
     mma_stage<P::AView::kContig, P::BView::kContig>(acc, stages + (t % S) * kStageElems);
   }
   __pipeline_wait_prior(0);
+  __syncthreads();
 }
 
 // The register-staged loop: the loads of k-tile t+1 are in flight while tile t is multiplied.
@@ -500,6 +580,8 @@ __device__ __forceinline__ void mainloop_regs(const P& p, int m0, int n0, int kb
                                               Accum<T>& acc, GemmSmem<T>& sm) {
   constexpr int BK = TileCfg<T>::kBK;
   Regs<T> rg;
+  grid_dep_wait();  // (PDL: everything this loop reads may come from the kernel just before)
+  grid_dep_launch();
   // The epilogue's prefetch runs while the first k-tile's loads are in flight (its own loads and
   // any arithmetic it does overlap their latency).
   if (ntiles > 0) {
@@ -591,8 +673,23 @@ __device__ bool splitk_fixup(float* c, float* ws, unsigned* counters, int tile, 
   return true;
 }
 
+// Which mainloop a kernel instance contains: the register loop only, the cp.async loop only, or
+// both with the choice made per problem at run time (gemm_pair_kernel). launch_gemm picks the
+// instance, so a kernel carries only the code (and registers) of the loop it runs.
+enum class Loop { Regs, Async, Either };
+
+// An epilogue with direct_ok() (StoreEpi) may take the accumulators straight to global memory,
+// without the round trip through the shared tile, when the product is not split and the tile is
+// whole: the weight gradient (K = batch, one k-tile per block, 8 KB of fp32 out) is mostly that store.
+template <class E, class = void>
+struct DirectStore : std::false_type {};
+template <class E>
+struct DirectStore<E, std::void_t<decltype(std::declval<const E&>().direct_ok(0, 0, 0, 0))>> : std::true_type {};
+
 // Computes one (tile, split) of problem P into sm.c, runs the split-K fix-up and the epilogue.
-template <class T, class P>
+// kSplit = false: an instance for unsplit problems only, without the fix-up's code (whose 16
+// float4 loads in flight cost registers: 109 instead of ~64 on the fp16 weight gradient).
+template <class T, Loop kLoop, class P, bool kSplit = true>
 __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
   using C = TileCfg<T>;
   constexpr int BK = C::kBK;
@@ -605,54 +702,89 @@ __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
   const int ntiles = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
 
   Accum<T> acc;
-  if constexpr (AsyncEligible<P>::value) {
-    if (uses_async(p)) mainloop_async(p, m0, n0, kbeg, kend, ntiles, acc);
+  if constexpr (kLoop == Loop::Async) {
+    mainloop_async(p, m0, n0, kbeg, kend, acc);
+  } else if constexpr (kLoop == Loop::Either && AsyncEligible<P>::value) {
+    if (uses_async(p)) mainloop_async(p, m0, n0, kbeg, kend, acc);
     else mainloop_regs(p, m0, n0, kbeg, kend, ntiles, acc, sm);
   } else {
     mainloop_regs(p, m0, n0, kbeg, kend, ntiles, acc, sm);
   }
 
-  // Accumulators -> shared fp32 tile (the stage buffers are dead: both loops end behind a barrier
-  // or in their own shared memory).
-  acc.store(sm.c);
+  using Epi = typename std::decay<decltype(p.epi)>::type;
+  if constexpr (DirectStore<Epi>::value) {
+    if (p.splits == 1 && p.epi.direct_ok(m0, n0, p.M, p.N)) {
+      acc.store(p.epi.c + static_cast<size_t>(m0) * p.epi.ldc + n0, p.epi.ldc);
+      return;
+    }
+  }
+
+  // Accumulators -> shared fp32 tile (the stage buffers are dead: both loops end behind a barrier).
+  acc.store(sm.c, kLdc);
   __syncthreads();
 
-  if (p.splits > 1) {
-    using Epi = typename std::decay<decltype(p.epi)>::type;
+  if (kSplit && p.splits > 1) {
     if (!splitk_fixup<C::kThreads, VecFixup<Epi>::value>(sm.c, p.ws, p.counters, tile, split, p.splits)) return;
   }
   p.epi(sm.c, m0, n0, p.M, p.N);
 }
 
-// One problem per launch. Tag only names the kernel (profiles show what each launch was for).
-template <class Tag, class T, class P>
-__global__ void __launch_bounds__(TileCfg<T>::kThreads) gemm_kernel(P p) {
-  __shared__ GemmSmem<T> sm;
-  gemm_tile<T>(p, blockIdx.x, sm);
+// The GemmSmem of a block: at the start of its dynamic shared memory (gemm_dyn_smem bytes).
+template <class T>
+__device__ __forceinline__ GemmSmem<T>& gemm_smem() {
+  extern __shared__ __align__(128) unsigned char gemm_dyn[];
+  return *reinterpret_cast<GemmSmem<T>*>(gemm_dyn);
+}
+
+// One problem per launch, its instance chosen at launch (kAsync = uses_async(p); kSplit = false
+// only for unsplit register-loop problems). Tag only names the kernel (profiles show what each
+// launch was for).
+// With a plain store epilogue (DirectStore: phase 4, --gemm-compare), the unsplit register-loop
+// instance is held to 64 registers a thread (8 blocks an SM in fp16, 4 in fp32): its blocks are
+// short (one or two k-tiles, then the store), so the SM needs many of them resident to keep the
+// stores flowing. (Phase 5's fused epilogues would spill under that bound.)
+template <class T, class P, bool kAsync, bool kSplit>
+constexpr int gemm_min_blocks() {
+  return (!kAsync && !kSplit && DirectStore<typename std::decay<decltype(P::epi)>::type>::value)
+             ? 65536 / (64 * TileCfg<T>::kThreads)
+             : 1;
+}
+template <class Tag, class T, class P, bool kAsync, bool kSplit>
+__global__ void __launch_bounds__(TileCfg<T>::kThreads, (gemm_min_blocks<T, P, kAsync, kSplit>()))
+    gemm_kernel(P p) {
+  gemm_tile<T, kAsync ? Loop::Async : Loop::Regs, P, kSplit>(p, blockIdx.x, gemm_smem<T>());
 }
 
 // Two independent problems in one launch (phase 5 pairs a weight update with the next layer's
 // backward-data product): blocks [0, p1.blocks()) run p1, the rest p2.
 template <class Tag, class T, class P1, class P2>
 __global__ void __launch_bounds__(TileCfg<T>::kThreads) gemm_pair_kernel(P1 p1, P2 p2) {
-  __shared__ GemmSmem<T> sm;
+  GemmSmem<T>& sm = gemm_smem<T>();
   const int b1 = p1.blocks();
-  if (static_cast<int>(blockIdx.x) < b1) gemm_tile<T>(p1, blockIdx.x, sm);
-  else gemm_tile<T>(p2, blockIdx.x - b1, sm);
+  if (static_cast<int>(blockIdx.x) < b1) gemm_tile<T, Loop::Either, P1>(p1, blockIdx.x, sm);
+  else gemm_tile<T, Loop::Either, P2>(p2, blockIdx.x - b1, sm);
 }
 
+// pdl: launch with programmatic stream serialization (phase 5's step; see grid_dep_wait).
 template <class Tag, class T, class P>
-inline void launch_gemm(const P& p, cudaStream_t st) {
+inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;
-  gemm_kernel<Tag, T, P><<<p.blocks(), TileCfg<T>::kThreads, gemm_dyn_smem(p), st>>>(p);
-  CHECK_LAUNCH();
+  constexpr int NT = TileCfg<T>::kThreads;
+  if constexpr (AsyncEligible<P>::value) {
+    if (uses_async(p)) {
+      launch_kernel(gemm_kernel<Tag, T, P, true, true>, p.blocks(), NT, gemm_dyn_smem(p), st, pdl, p);
+      return;
+    }
+  }
+  if (p.splits == 1) launch_kernel(gemm_kernel<Tag, T, P, false, false>, p.blocks(), NT, gemm_dyn_smem(p), st, pdl, p);
+  else launch_kernel(gemm_kernel<Tag, T, P, false, true>, p.blocks(), NT, gemm_dyn_smem(p), st, pdl, p);
 }
 
 template <class Tag, class T, class P1, class P2>
-inline void launch_gemm_pair(const P1& p1, const P2& p2, cudaStream_t st) {
+inline void launch_gemm_pair(const P1& p1, const P2& p2, cudaStream_t st, bool pdl = false) {
   const size_t dyn = gemm_dyn_smem(p1) > gemm_dyn_smem(p2) ? gemm_dyn_smem(p1) : gemm_dyn_smem(p2);
-  gemm_pair_kernel<Tag, T, P1, P2><<<p1.blocks() + p2.blocks(), TileCfg<T>::kThreads, dyn, st>>>(p1, p2);
-  CHECK_LAUNCH();
+  launch_kernel(gemm_pair_kernel<Tag, T, P1, P2>, p1.blocks() + p2.blocks(), TileCfg<T>::kThreads, dyn, st, pdl, p1,
+                p2);
 }
 
 // Kernel-name tags of phase 4 (they show in our traces and in nsys).

@@ -158,6 +158,7 @@ struct MlpOptions {
   bool breakdown = false;        // phase 5 only: time the parts of a persistent step
   bool generic_kernel = false;   // phase 5 only: the persistent kernel's generic instance even for W1
   std::string backward = "auto";  // phase 5 only: auto | fused (one pass a layer, fp16) | paired
+  std::string pdl = "on";         // phase 5 only: programmatic dependent launch of the step's kernels
   int validate_steps = 3;
   CommonOptions common;
 

@@ -111,11 +111,11 @@ namespace fb {
 
 __device__ __forceinline__ bool al16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// Sub-tile i of the block's rows into stage s: 32 rows x 64 fp32 weights, dZ[0..B)[those rows].
-// Chunks wholly inside the matrix go by 16-byte cp.async, edge chunks element by element (zeros
-// outside): both are visible after the consumer's wait + barrier.
-__device__ __forceinline__ void load_stage(const FusedBwdParams& p, FbSmem& sm, int s, int m0, int mend, int n0,
-                                           bool vec_w, bool vec_z) {
+// Sub-tile i of the block's rows into stage s: 32 rows x 64 fp32 weights (load_stage_w), dZ[0..B)
+// [those rows] (load_stage_z). Chunks wholly inside the matrix go by 16-byte cp.async, edge chunks
+// element by element (zeros outside): both are visible after the consumer's wait + barrier.
+__device__ __forceinline__ void load_stage_w(const FusedBwdParams& p, FbSmem& sm, int s, int m0, int mend, int n0,
+                                             bool vec_w) {
   const int t = threadIdx.x;
 #pragma unroll
   for (int j = 0; j < kFbRows * kBN / 4 / kFbThreads; ++j) {
@@ -130,6 +130,9 @@ __device__ __forceinline__ void load_stage(const FusedBwdParams& p, FbSmem& sm, 
       for (int e = 0; e < 4; ++e) dst[e] = (m < mend && n + e < p.N) ? src[e] : 0.f;
     }
   }
+}
+__device__ __forceinline__ void load_stage_z(const FusedBwdParams& p, FbSmem& sm, int s, int m0, int mend, bool vec_z) {
+  const int t = threadIdx.x;
   {  // kBM x 32 halves: one 8-half chunk per thread
     const int b = t / (kFbRows / 8), q = (t % (kFbRows / 8)) * 8, m = m0 + q;
     __half* dst = &sm.z[s][b][q];
@@ -190,6 +193,13 @@ __global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdPa
                      (p.mW == nullptr || (fb::al16(p.mW) && fb::al16(p.vW)));
   const bool dgrad = p.dz_prev != nullptr;
 
+  // The first weight sub-tiles go out before the PDL wait (see grid_dep_wait): only this kernel
+  // writes this layer's master weights, one step earlier. dZ comes from the kernel just before.
+#pragma unroll
+  for (int i = 0; i < kFbStages - 1; ++i)
+    if (i < nsub) fb::load_stage_w(p, sm, i, mbeg + i * kFbRows, mend, n0, vec_w);
+  grid_dep_wait();
+  grid_dep_launch();
   if (p.adam && t == 0) {
     const int64_t st = p.step.get() + 1;
     smem_adam() = (p.hyper != nullptr && st < p.hyper_n) ? p.hyper[st] : adam_hyper(p.lr, st);
@@ -197,8 +207,8 @@ __global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdPa
   fb::load_h(p, sm, n0);  // in the first cp.async group
 #pragma unroll
   for (int i = 0; i < kFbStages - 1; ++i) {
-    if (i < nsub) fb::load_stage(p, sm, i, mbeg + i * kFbRows, mend, n0, vec_w, vec_z);
-    __pipeline_commit();
+    if (i < nsub) fb::load_stage_z(p, sm, i, mbeg + i * kFbRows, mend, vec_z);
+    __pipeline_commit();  // group i: sub-tile i's dZ (group 0 also H and every prologue weight tile)
   }
 
   w::fragment<w::accumulator, 16, 16, 16, float> da[2];
@@ -209,8 +219,11 @@ __global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdPa
     const int s = i % kFbStages, m0 = mbeg + i * kFbRows;
     __pipeline_wait_prior(kFbStages - 2);
     __syncthreads();
-    if (i + kFbStages - 1 < nsub)
-      fb::load_stage(p, sm, (i + kFbStages - 1) % kFbStages, m0 + (kFbStages - 1) * kFbRows, mend, n0, vec_w, vec_z);
+    if (i + kFbStages - 1 < nsub) {
+      const int sn = (i + kFbStages - 1) % kFbStages, mn = m0 + (kFbStages - 1) * kFbRows;
+      fb::load_stage_w(p, sm, sn, mn, mend, n0, vec_w);
+      fb::load_stage_z(p, sm, sn, mn, mend, vec_z);
+    }
     __pipeline_commit();
 
     // 1. dW = dZ^T · H: warp (wm, wn) -> rows 16wm.., columns 32wn..
@@ -324,10 +337,9 @@ inline void fused_bwd_setup() {
 }
 
 template <class Tag>
-inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st) {
+inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;
-  fused_update_bwd_kernel<Tag><<<p.blocks(), kFbThreads, sizeof(FbSmem), st>>>(p);
-  CHECK_LAUNCH();
+  launch_kernel(fused_update_bwd_kernel<Tag>, p.blocks(), kFbThreads, sizeof(FbSmem), st, pdl, p);
 }
 
 struct p5_fused_update_bwd {};

@@ -354,6 +354,7 @@ class Trainer {
     size_ws();
     if (persistent_) plan_persistent_kernel();
     plan_fused_backward();
+    pdl_ = o_.pdl == "on" && !cublas_ && !persistent_;
     reset();
   }
   ~Trainer() {
@@ -457,6 +458,7 @@ class Trainer {
   }
   bool persistent() const { return persistent_; }
   bool fused_backward() const { return fused_bwd_; }
+  bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
   void start_breakdown() {
     breakdown_.alloc(kPersistSegments);
@@ -691,29 +693,29 @@ class Trainer {
       p.M = B_, p.N = w[1], p.K = w[0];
       p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = loss_epi(sr);
       finish(p, 0);
-      launch_gemm<p5_fwd_softmax_ce, T>(p, st_);
+      launch_gemm<p5_fwd_softmax_ce, T>(p, st_, pdl_);
       add_cost(costs, "p5_fwd_softmax_ce", p, B_ * w[1] * ob, true);
     } else {
       FwdFirst p;
       p.M = B_, p.N = w[1], p.K = w[0];
       p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
       finish(p, 0);
-      launch_gemm<p5_fwd_gather, T>(p, st_);
+      launch_gemm<p5_fwd_gather, T>(p, st_, pdl_);
       add_cost(costs, "p5_fwd_gather", p, static_cast<double>(B_) * w[1] * ob, true);
       for (int l = 1; l + 1 < L_; ++l) {
         auto q = fwd_hidden(l, sr);
-        launch_gemm<p5_fwd_hidden, T>(q, st_);
+        launch_gemm<p5_fwd_hidden, T>(q, st_, pdl_);
         add_cost(costs, "p5_fwd_hidden", q, static_cast<double>(B_) * w[l + 1] * ob, true);
       }
       auto q = fwd_last(sr);
-      launch_gemm<p5_fwd_softmax_ce, T>(q, st_);
+      launch_gemm<p5_fwd_softmax_ce, T>(q, st_, pdl_);
       add_cost(costs, "p5_fwd_softmax_ce", q, static_cast<double>(B_) * w[L_] * ob, true);
     }
     if (fused_bwd_) {  // fp16, batch <= 32: one pass over each layer's weights (fused_backward.cuh)
       for (int l = L_ - 1; l >= 0; --l) {
         const FusedBwdParams p = fused_params(l, sr);
-        if (l > 0) launch_fused_bwd<p5_fused_update_bwd>(p, st_);
-        else launch_fused_bwd<p5_fused_update_first>(p, st_);
+        if (l > 0) launch_fused_bwd<p5_fused_update_bwd>(p, st_, pdl_);
+        else launch_fused_bwd<p5_fused_update_first>(p, st_, pdl_);
         if (costs) {
           KernelCost& c = (*costs)[l > 0 ? "p5_fused_update_bwd" : "p5_fused_update_first"];
           const double act = static_cast<double>(B_) * (w[l + 1] + (l > 0 ? 2.0 * w[l] : 0.0)) * ob;
@@ -727,25 +729,25 @@ class Trainer {
     // Backward: dZ_[L-2] first, then (update l, backward-data l-1) pairs, then (update 1, update 0).
     if (L_ == 1) {
       auto u = update0(sr, 0);
-      launch_gemm<p5_update, T>(u, st_);
+      launch_gemm<p5_update, T>(u, st_, pdl_);
       add_cost(costs, "p5_update", u, update_bytes(0), true);
       return;
     }
     {
       auto d = bwd_data(L_ - 1, 0);
-      launch_gemm<p5_bwd_data, T>(d, st_);
+      launch_gemm<p5_bwd_data, T>(d, st_, pdl_);
       add_cost(costs, "p5_bwd_data", d, static_cast<double>(B_) * w[L_ - 1] * 2 * ob, true);
     }
     for (int l = L_ - 1; l >= 2; --l) {
       auto u = update(l, sr, 0);
       auto d = bwd_data(l - 1, 1);
-      launch_gemm_pair<p5_update_and_bwd_data, T>(u, d, st_);
+      launch_gemm_pair<p5_update_and_bwd_data, T>(u, d, st_, pdl_);
       add_cost(costs, "p5_update_and_bwd_data", u, update_bytes(l), true);
       add_cost(costs, "p5_update_and_bwd_data", d, static_cast<double>(B_) * w[l - 1] * 2 * ob, false);
     }
     auto u1 = update(1, sr, 0);
     auto u0 = update0(sr, 1);
-    launch_gemm_pair<p5_update_pair, T>(u1, u0, st_);
+    launch_gemm_pair<p5_update_pair, T>(u1, u0, st_, pdl_);
     add_cost(costs, "p5_update_pair", u1, update_bytes(1), true);
     add_cost(costs, "p5_update_pair", u0, update_bytes(0), false);
   }
@@ -922,6 +924,7 @@ class Trainer {
   DevBuf<float> ws_[2];
   DevBuf<unsigned> counters_[2];
   bool fused_bwd_ = false;
+  bool pdl_ = false;  // own graph path: step kernels launched with PDL (--pdl)
   DevBuf<float> fb_ws_;
   DevBuf<unsigned> fb_counters_;
   DevBuf<T> X_;
@@ -1139,6 +1142,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   for (const auto& [k, c] : tr.costs_per_step()) launches += c.calls;
   rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
   rec["metrics"]["backward"] = tr.fused_backward() ? "fused" : "paired";  // own graph path's backward kernels
+  rec["metrics"]["pdl"] = tr.pdl();  // own graph path: kernels launched with programmatic dependent launch
   if (tr.persistent()) {
     const PersistPlan& pl = tr.persist_plan();
     rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
@@ -1195,15 +1199,21 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   return rc;
 }
 
-// --gemm-compare: our plain GEMM (fp32 tile stored, no fused epilogue) against cuBLASLt on the three
-// products of the configured model's largest layer, fresh random operands, outputs poisoned, 5
-// warm-ups and 30 timed launches each (median).
+// --gemm-compare: our plain GEMM (fp32 tile stored, no fused epilogue; phase 5's split planning and
+// fix-up) against cuBLASLt on the three products of the configured model's largest layer, fresh
+// random operands, outputs poisoned, 5 warm-ups and 30 timed launches each (median).
 template <class Dummy = void>
 __global__ void fill_random_kernel(float* x, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     x[i] = static_cast<float>(static_cast<double>(splitmix64(seed ^ splitmix64(i)) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
 }
+
+// The plain fp32 store, with phase 5's split-K fix-up (float4 partials; see kernels.cuh), which is
+// how the trainer's own GEMMs sum their slices.
+struct CompareStoreEpi : StoreEpi {
+  static constexpr bool kVecFixup = true;
+};
 
 template <class T>
 int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev) {
@@ -1236,16 +1246,16 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev) {
   LtLayer lay;
   lay.plan<T>(lt, B, in, out, true);
 
-  GemmProblem<MatView<T, true>, MatView<T, false>, StoreEpi> fwd;
+  GemmProblem<MatView<T, true>, MatView<T, false>, CompareStoreEpi> fwd;
   fwd.M = B, fwd.N = out, fwd.K = in, fwd.a = make_view<T, true>(X.get(), in), fwd.b = make_view<T, false>(W.get(), in);
   fwd.epi.c = c_own.get(), fwd.epi.ldc = out;
-  GemmProblem<MatView<T, true>, MatView<T, true>, StoreEpi> dgr;
+  GemmProblem<MatView<T, true>, MatView<T, true>, CompareStoreEpi> dgr;
   dgr.M = B, dgr.N = in, dgr.K = out, dgr.a = make_view<T, true>(dZ.get(), out), dgr.b = make_view<T, true>(W.get(), in);
   dgr.epi.c = c_own.get(), dgr.epi.ldc = in;
-  GemmProblem<MatView<T, false>, MatView<T, true>, StoreEpi> wgr;
+  GemmProblem<MatView<T, false>, MatView<T, true>, CompareStoreEpi> wgr;
   wgr.M = out, wgr.N = in, wgr.K = B, wgr.a = make_view<T, false>(dZ.get(), out), wgr.b = make_view<T, true>(X.get(), in);
   wgr.epi.c = c_own.get(), wgr.epi.ldc = in;
-  plan_splits(fwd, dev.sm_count), plan_splits(dgr, dev.sm_count), plan_splits(wgr, dev.sm_count);
+  plan_splits_p5(fwd, dev.sm_count), plan_splits_p5(dgr, dev.sm_count), plan_splits_p5(wgr, dev.sm_count);
   size_t wsn = std::max({ws_floats(fwd), ws_floats(dgr), ws_floats(wgr), size_t{1}});
   size_t tiles = std::max({fwd.tiles(), dgr.tiles(), wgr.tiles()});
   DevBuf<float> ws(wsn);
@@ -1304,7 +1314,8 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev) {
   rec["timing"] = timing_json("cuda-events", "one launch of each product (median of 30 after 5 warm-ups)",
                               "operand generation, planning", 5, summarize(own_total));
   rec["metrics"] = {{"gemm_compare", rows}, {"layer", l}, {"in", in}, {"out", out}, {"batch", B}};
-  rec["notes"].push_back("own = the phase 4/5 GEMM mainloop with a plain fp32 store epilogue (no fusion); timing.total_ms "
+  rec["notes"].push_back("own = the phase 4/5 GEMM mainloop, planned and with the split-K fix-up as phase 5's trainer runs it, "
+                         "and a plain fp32 store epilogue (no fusion); timing.total_ms "
                          "samples are the own medians of forward, dgrad, wgrad");
   rec["validation"] = {{"performed", false}, {"passed", nullptr}};
   const std::string path = write_record(rec, o.common.out, dev.slug, kPhase, o.common.tag);
@@ -1329,6 +1340,10 @@ int run(int argc, char** argv) {
                  "fp16 graph path: each layer's update and backward-data product in one pass over its weights "
                  "(fused; batch <= 32, widths multiples of 8), or the paired GEMM kernels; auto = fused with SGD",
                  {"auto", "fused", "paired"});
+  cli.add_string("--pdl", &o.pdl,
+                 "own graph path: launch each step kernel with programmatic dependent launch, so that it starts (and "
+                 "fetches its weights) while the kernel before it finishes",
+                 {"on", "off"});
   cli.add_flag("--breakdown", &o.breakdown,
                "persistent kernel: time the parts of a step (clock stamps of block 0) into the record");
   cli.add_flag("--gemm-compare", &compare,

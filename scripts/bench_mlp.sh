@@ -15,11 +15,13 @@
 #
 # Stages (default run; each phase run writes --save-init/--save-order first, the twins read them):
 #   w1      W1 (784-128-64-10, Adam 1e-3, dropout 0.2, batch 32, 5 epochs): phase 4 fp32 and fp16,
-#           phase 5 own fp32/fp16 and cuBLASLt fp32, twins eager/compile/graph.   tags w1-*
+#           phase 5 own fp32/fp16 (fp32 also with --pdl off) and cuBLASLt fp32, twins
+#           eager/compile/graph.                                                  tags w1-*
 #   match   W1 with --dropout 0 in fp32 (loss matching): phase 4, phase 5 own and cuBLASLt, twins
 #           eager and graph.                                                     tags w1-nodrop-*
 #   w2      W2 (784-h-h-h-10, SGD 0.003, fp16, batch 32) for h in $W2_HS: phase 5 own/cuBLASLt
-#           ($W2_STEPS steps; for h in $W2_PAIRED_HS also own with --backward paired), phase 4 fp16
+#           ($W2_STEPS steps; for h in $W2_PAIRED_HS also own with --backward paired, for h in
+#           $W2_NOPDL_HS also own with --pdl off), phase 4 fp16
 #           and fp32 and the twins ($W2_STEPS_SLOW steps: per-step time is the measure; the records
 #           say how many steps ran).                                           tags w2-h<h>-*
 #   gemm    phase5 --gemm-compare on the W2 h = 8192 shapes, fp16 (and fp32).  tags gemm-compare-*
@@ -40,7 +42,7 @@
 # W2_HS ("128 256 512 1024 2048 4096 8192"), W2_STEPS (5000), W2_STEPS_SLOW (500),
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
 # ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), PERSIST_BLOCKS
-# ("8 16 32 64 128"), W2_PAIRED_HS ("128 1024 8192"), W2_TWINS and
+# ("8 16 32 64 128"), W2_PAIRED_HS ("128 1024 8192"), W2_NOPDL_HS ("128 1024 8192"), W2_TWINS and
 # SEEDS_TWIN (1; 0 skips those twin runs), CHECK_LEVEL (full; quick = kernel tests + W1 validation).
 # Exit status: 0 when every run succeeded (a deliberate divergence in --check must exit 7), else 1.
 set -uo pipefail
@@ -64,6 +66,7 @@ SWEEP_EPOCHS="${SWEEP_EPOCHS:-2}"
 P5_REPEATS="${P5_REPEATS:-3}"
 PERSIST_BLOCKS="${PERSIST_BLOCKS:-8 16 32 64 128}"
 W2_PAIRED_HS="${W2_PAIRED_HS:-128 1024 8192}"
+W2_NOPDL_HS="${W2_NOPDL_HS:-128 1024 8192}"
 if [ -z "${DATA:-}" ]; then
   DATA=data/mnist
   [ -d .carry/data/mnist ] && DATA=.carry/data/mnist
@@ -134,8 +137,8 @@ def fmt(v, f="%.2f"):
 
 print("\n== W1 (784-128-64-10, Adam, dropout 0.2, batch 32, 5 epochs): median epoch time, test accuracy")
 w1 = [("phase4_mlp__w1-fp32", "phase 4 fp32 (SIMT)"), ("phase4_mlp__w1-fp16", "phase 4 fp16 (WMMA)"),
-      ("phase5_batched__w1-own", "phase 5 own fp32"), ("phase5_batched__w1-own-fp16", "phase 5 own fp16"),
-      ("phase5_batched__w1-persistent", "phase 5 persistent fp32"),
+      ("phase5_batched__w1-own", "phase 5 own fp32"), ("phase5_batched__w1-own-nopdl", "phase 5 own fp32 no PDL"),
+      ("phase5_batched__w1-own-fp16", "phase 5 own fp16"), ("phase5_batched__w1-persistent", "phase 5 persistent fp32"),
       ("phase5_batched__w1-cublaslt", "phase 5 cuBLASLt fp32"), ("pytorch_mlp__w1-eager", "PyTorch eager"),
       ("pytorch_mlp__w1-compile", "PyTorch compile"),
       ("pytorch_mlp__w1-compile-max-autotune", "PyTorch compile autotune"), ("pytorch_mlp__w1-graph", "PyTorch CUDA graph")]
@@ -187,6 +190,7 @@ hs = sorted({int(k.split("-h")[1].split("-")[0]) for k in recs if "__w2-h" in k}
 if hs:
     print("\n== W2 (784-h-h-h-10, SGD 0.003, fp16, batch 32): median ms per step")
     cols = [("phase5_batched__w2-h{}-own", "p5 own"), ("phase5_batched__w2-h{}-own-paired", "p5 paired"),
+            ("phase5_batched__w2-h{}-own-nopdl", "p5 no PDL"),
             ("phase5_batched__w2-h{}-cublaslt", "p5 cuBLASLt"),
             ("phase4_mlp__w2-h{}-fp16", "p4 fp16"), ("phase4_mlp__w2-h{}-fp32", "p4 fp32"),
             ("pytorch_mlp__w2-h{}-eager", "eager"), ("pytorch_mlp__w2-h{}-compile", "compile"),
@@ -194,7 +198,7 @@ if hs:
     print("%6s" % "h" + "".join("%12s" % c[1] for c in cols) + "%10s" % "x eager")
     for h in hs:
         vals = [per_step(get(c[0].format(h))) for c in cols]
-        x = vals[5] / vals[0] if vals[0] and vals[5] else None
+        x = vals[6] / vals[0] if vals[0] and vals[6] else None
         print("%6d" % h + "".join("%12s" % fmt(v, "%.4f") for v in vals) + "%10s" % fmt(x, "%.1f"))
 
 gc = [k for k in recs if "gemm-compare" in k]
@@ -333,6 +337,7 @@ if has w1; then
   run w1-p4-fp16 0 "$P4" "${R[@]}" --precision fp16 --tag w1-fp16
   run w1-p5-own 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --tag w1-own --save-init "$WORK/w1init5" --save-order "$WORK/w1order5.npy"
   run w1-p5-own16 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --precision fp16 --tag w1-own-fp16
+  run w1-p5-nopdl 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --pdl off --tag w1-own-nopdl
   run w1-p5-lt 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-cublaslt
   run w1-p5-persist 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-persistent
   run w1-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,compile,graph --tag "w1-{impl}"
@@ -355,6 +360,8 @@ if has w2; then
     run "w2-$h-p5lt" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --gemm cublas --tag "w2-h$h-cublaslt"
     # The same trainer with the paired backward kernels (what the fused one-pass backward replaced).
     [[ " $W2_PAIRED_HS " == *" $h "* ]] && run "w2-$h-p5paired" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --backward paired --tag "w2-h$h-own-paired"
+    # ... and with every kernel launched after the one before it has finished (no PDL).
+    [[ " $W2_NOPDL_HS " == *" $h "* ]] && run "w2-$h-p5nopdl" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --pdl off --tag "w2-h$h-own-nopdl"
     run "w2-$h-p4" 0 "$P4" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp16"
     run "w2-$h-p4-32" 0 "$P4" "${R[@]}" "${W2[@]}" --precision fp32 --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp32"
     impls=eager,graph

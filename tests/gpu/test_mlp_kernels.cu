@@ -141,11 +141,19 @@ void gemm_sweep(double tol) {
     INFO(kind_name(kind) << " 33x128x784 splits=" << splits);
     CHECK(e <= tol);
   }
-  // Long K slices (fp16: the cp.async mainloop, 4 stages deep, a last k-tile of 8): one split of
-  // 32 k-tiles, and split-K; M, N not multiples of the tile.
+  // Long K slices (fp16: the cp.async mainloop, 3 stages of 64, a last stage of 40): one split of
+  // 32 k-tiles, and split-K; M, N not multiples of the tile. K = 270 on 132 SMs: 3 splits of 96
+  // (a stage half past the slice's end, zero-filled) with a last slice of 78 (or 80); on 1 SM one
+  // slice whose last stage holds 14 (or 16).
   for (Kind kind : {Kind::Fwd, Kind::Dgrad, Kind::Wgrad})
     for (int sm : {1, 132}) {
       int splits = 0;
+      for (int K : {270, 272}) {  // 272: 16-byte rows for every operand
+        const double e0 = run_gemm<T>(kind, 33, 104, K, sm, &splits);
+        INFO(kind_name(kind) << " 33x104x" << K << " sm=" << sm << " splits=" << splits);
+        CHECK(e0 <= tol);
+        CHECK(splits == (sm == 1 ? 1 : 3));
+      }
       const double e = run_gemm<T>(kind, 33, 104, 1000, sm, &splits);
       INFO(kind_name(kind) << " 33x104x1000 sm=" << sm << " splits=" << splits);
       CHECK(e <= tol);
@@ -165,6 +173,101 @@ TEST_CASE("mlp: fp32 SIMT GEMM, all three layouts, awkward shapes, split-K") {
 TEST_CASE("mlp: fp16 WMMA GEMM, all three layouts, awkward shapes, split-K") {
   NB_SKIP_WITHOUT_DEVICE();
   gemm_sweep<__half>(1e-2);
+}
+
+// Programmatic dependent launch (phase 5's step kernels): a chain of three products, each one's
+// fp32 output rounded to T by a conversion kernel (which waits like the GEMM does) and fed to the
+// next as its A operand; every launch carries the PDL attribute, so each kernel starts while the
+// one before it is still running. A kernel that read its A, or wrote, before grid_dep_wait() would
+// meet the poisoned intermediates. The chain must equal the plain launches bit for bit (and the
+// float64 reference within the GEMM tolerance). K = 1000: the fp16 products take the cp.async
+// loop (B prefetched before the wait) with split-K; shared workspace and counters.
+template <class T>
+__global__ void pdl_convert_kernel(const float* c, T* h, int n) {
+  grid_dep_wait();
+  grid_dep_launch();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) h[i] = from_f<T>(c[i]);
+}
+
+template <class T>
+void pdl_chain(double tol) {
+  const int M = 33, D[4] = {1000, 520, 1000, 104};
+  std::vector<std::vector<float>> w(3);
+  std::vector<Dev<T>*> dw;
+  for (int l = 0; l < 3; ++l) {
+    w[l] = random_vec(static_cast<size_t>(D[l + 1]) * D[l]);
+    dw.push_back(new Dev<T>(convert<T>(w[l])));
+  }
+  const std::vector<float> x = random_vec(static_cast<size_t>(M) * D[0]);
+  Dev<T> dx(convert<T>(x)), h1(static_cast<size_t>(M) * D[1]), h2(static_cast<size_t>(M) * D[2]);
+  Dev<float> c1(h1.n), c2(h2.n), c3(static_cast<size_t>(M) * D[3]);
+  using P = GemmProblem<MatView<T, true>, MatView<T, false>, StoreEpi>;
+  P p[3];
+  const T* in[3] = {dx.p, h1.p, h2.p};
+  float* out[3] = {c1.p, c2.p, c3.p};
+  size_t wsn = 1;
+  int max_splits = 1;
+  for (int l = 0; l < 3; ++l) {
+    p[l].M = M, p[l].N = D[l + 1], p[l].K = D[l];
+    p[l].a = make_view<T, true>(in[l], D[l]), p[l].b = make_view<T, false>(dw[l]->p, D[l]);
+    p[l].epi.c = out[l], p[l].epi.ldc = D[l + 1];
+    plan_splits(p[l], 132);
+    wsn = std::max(wsn, ws_floats(p[l]));
+    max_splits = std::max(max_splits, p[l].splits);
+  }
+  CHECK(max_splits > 1);
+  Dev<float> ws(wsn);
+  Dev<unsigned> ctr(64);
+  ctr.zero();
+  for (auto& q : p) q.ws = ws.p, q.counters = ctr.p;
+  cudaStream_t st{};
+  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  auto run = [&](bool pdl) {
+    for (Dev<float>* b : {&c1, &c2, &c3}) CUDA_CHECK(cudaMemsetAsync(b->p, 0xFF, b->n * sizeof(float), st));
+    for (Dev<T>* b : {&h1, &h2}) CUDA_CHECK(cudaMemsetAsync(b->p, 0xFF, b->n * sizeof(T), st));
+    for (int l = 0; l < 3; ++l) {
+      launch_gemm<p4_gemm_fwd, T>(p[l], st, pdl);
+      if (l < 2) {
+        const int n = M * D[l + 1];
+        launch_kernel(pdl_convert_kernel<T>, (n + 255) / 256, 256, 0, st, pdl, static_cast<const float*>(out[l]),
+                      l == 0 ? h1.p : h2.p, n);
+      }
+    }
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    return c3.get();
+  };
+  const std::vector<float> plain = run(false);
+  for (int rep = 0; rep < 3; ++rep) {
+    const std::vector<float> chained = run(true);
+    INFO("repetition " << rep);
+    CHECK(std::memcmp(chained.data(), plain.data(), plain.size() * sizeof(float)) == 0);
+  }
+  CUDA_CHECK(cudaStreamDestroy(st));
+  // float64 reference of the same chain, intermediates rounded to T as the conversion kernel does.
+  auto round_t = [](double v) { return static_cast<double>(static_cast<float>(to_t<T>(static_cast<float>(v)))); };
+  std::vector<double> a(x.begin(), x.end());
+  for (auto& v : a) v = round_t(v);
+  for (int l = 0; l < 3; ++l) {
+    std::vector<double> z(static_cast<size_t>(M) * D[l + 1], 0.0);
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < D[l + 1]; ++n) {
+        double s = 0;
+        for (int k = 0; k < D[l]; ++k)
+          s += a[static_cast<size_t>(m) * D[l] + k] * round_t(w[l][static_cast<size_t>(n) * D[l] + k]);
+        z[static_cast<size_t>(m) * D[l + 1] + n] = s;
+      }
+    if (l < 2)
+      for (auto& v : z) v = round_t(v);
+    a = z;
+  }
+  CHECK(rel(plain, a) <= tol);
+  for (auto* d : dw) delete d;
+}
+
+TEST_CASE("mlp: GEMMs chained by programmatic dependent launch equal the plain launches bit for bit") {
+  NB_SKIP_WITHOUT_DEVICE();
+  SUBCASE("fp32") { pdl_chain<float>(1e-5); }
+  SUBCASE("fp16") { pdl_chain<__half>(1e-2); }
 }
 
 TEST_CASE("mlp: host Philox4x32-10 equals cuRAND's, so reference masks equal device masks") {
