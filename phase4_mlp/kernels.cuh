@@ -86,9 +86,10 @@ inline void launch_kernel(void (*k)(KArgs...), int grid, int block, size_t smem,
 }
 
 // ------------------------------------------------------------------ tile configuration
-// Block tile 32 x 64, k-tile 32. (A k-tile of 64 for fp16 was measured slower on an H100: 120
-// registers allow 4 blocks per SM, so the 640 blocks of a 32x8192x8192 product no longer fit one
-// wave: forward 0.151 vs 0.139 ms, backward-data 0.186 vs 0.114 ms.)
+// Block tile 32 x 64, k-tile 32. (A k-tile of 64 in the register loop for fp16 was measured
+// slower on an H100: 120 registers allow 4 blocks per SM, so the 640 blocks of a 32x8192x8192
+// product no longer fit one wave: forward 0.151 vs 0.139 ms, backward-data 0.186 vs 0.114 ms. The
+// cp.async loop below, which holds no tile in registers, does use stages of 64.)
 constexpr int kBM = 32, kBN = 64;
 constexpr int kLdc = kBN + 4;  // fp32 result tile in shared memory (padded rows)
 
@@ -695,7 +696,10 @@ __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
   constexpr int BK = C::kBK;
   const int tiles = p.tiles();
   const int split = linear_block / tiles, tile = linear_block % tiles;
-  const int bm = tile % p.tiles_m(), bn = tile / p.tiles_m();
+  // Consecutive blocks take consecutive column tiles of the same rows: a tall output (the weight
+  // gradient, 8192 x 8192 fp32) is then written row by row, whole DRAM pages at a time, not in
+  // narrow column strips 32 KB apart.
+  const int bn = tile % p.tiles_n(), bm = tile / p.tiles_n();
   const int m0 = bm * kBM, n0 = bn * kBN;
   const int kbeg = split * p.kchunk;
   const int kend = min(p.K, kbeg + p.kchunk);
