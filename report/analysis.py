@@ -108,9 +108,28 @@ def linestyle(key):
     return "--" if "sync-every-epoch" in key[1] else "-"
 
 
+# Ablation runs of the MLP benchmark: the default trainer with one optimisation switched off
+# (--backward paired: tag suffix -paired; --pdl off: -nopdl). They share their default run's slot:
+# figures of time take the default run; figures of kernels (breakdown, efficiency) take a run
+# without programmatic dependent launch where there is one, because under PDL a kernel starts
+# before the one ahead of it has finished and CUPTI's duration then includes that wait.
+ABLATIONS = ("-paired", "-nopdl")
+
+
+def is_ablation(r):
+    return any(r.tag.endswith(s) for s in ABLATIONS)
+
+
+def pdl_on(r):
+    return dget(r.data, "metrics", "pdl") is True
+
+
 def base_tag(r):
     """The tag without a trailing -<implementation> (e.g. 'headline-eager' -> 'headline')."""
     tag = r.tag
+    for s in ABLATIONS:
+        if tag.endswith(s) and len(tag) > len(s):
+            tag = tag[: -len(s)]
     # the MLP benchmark names our variants in the tag: w1-own, w1-own-fp16, w2-h128-cublaslt, ...
     # (tried first, so that 'w1-own-fp16' loses 'own-fp16', not just 'fp16')
     for c in ("own-fp16", "own-fp32", "own", "cublaslt", "lt"):
@@ -128,23 +147,28 @@ def newest_first(records):
     return sorted(records, key=lambda r: (r.utc_time, r.path), reverse=True)
 
 
-def pick_one(records, slot_name, dup_notes):
-    """Newest of several records filling one slot; notes the choice."""
-    rs = newest_first(records)
+def pick_one(records, slot_name, dup_notes, prefer=is_ablation):
+    """Of several records filling one slot, the newest of those `prefer` ranks first (False before
+    True: by default the default run before its ablations); notes the choice."""
+    rs = sorted(newest_first(records), key=prefer)
     if len(rs) > 1:
-        dup_notes.append(f"{slot_name}: {len(rs)} records; used `{rs[0].file}` (newest), "
+        why = "newest"
+        if prefer(rs[0]) != prefer(rs[-1]):
+            why = "newest run without PDL" if prefer is pdl_on else "newest default run, not an ablation"
+        dup_notes.append(f"{slot_name}: {len(rs)} records; used `{rs[0].file}` ({why}), "
                          f"not {', '.join('`' + r.file + '`' for r in rs[1:])}")
     return rs[0]
 
 
-def group_pick(records, keyf, slot_namef, dup_notes):
+def group_pick(records, keyf, slot_namef, dup_notes, prefer=is_ablation):
     groups = {}
     for r in records:
         k = keyf(r)
         if k is None:
             continue
         groups.setdefault(k, []).append(r)
-    return {k: pick_one(v, slot_namef(k), dup_notes) for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))}
+    return {k: pick_one(v, slot_namef(k), dup_notes, prefer)
+            for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))}
 
 
 def date_range(records):
@@ -363,7 +387,8 @@ def select_breakdown(records, dup_notes):
     used = []
     for wl, title, pred, expected in specs:
         cands = [r for r in records if r.workload == wl and pred(r) and epoch_breakdown(r) is not None]
-        picked = group_pick(cands, lambda r: (r.phase, r.impl), lambda k: f"Figure 3 {title} {label(*k)}", dup_notes)
+        picked = group_pick(cands, lambda r: (r.phase, r.impl), lambda k: f"Figure 3 {title} {label(*k)}", dup_notes,
+                            prefer=pdl_on)
         keys = sorted(picked, key=series_sort_key)
         bars = [{"key": k, "label": label(*k), "record": picked[k], **epoch_breakdown(picked[k]),
                  "ranges": range_breakdown(picked[k])} for k in keys]
@@ -702,15 +727,15 @@ def select_efficiency(records, dup_notes):
     cands = [r for r in records if isinstance(r.data.get("efficiency"), dict) and r.data["efficiency"]
              and r.phase not in ("ceilings", "tracer_overhead")]
 
-    def rank(r):
+    def rank(r):  # a run without PDL first (its kernel durations are the kernels' own)
         bt = base_tag(r)
         if bt.startswith("headline"):
-            return (0, 0)
+            return (pdl_on(r), 0, 0)
         if r.workload == "mlp_w2":
-            return (1, -(hidden_of(r) or 0))
+            return (pdl_on(r), 1, -(hidden_of(r) or 0))
         if bt == "w1":
-            return (2, 0)
-        return (3, 0)
+            return (pdl_on(r), 2, 0)
+        return (pdl_on(r), 3, 0)
     groups = {}
     for r in cands:
         groups.setdefault((r.phase, r.impl), []).append(r)

@@ -321,6 +321,28 @@ def test_kernel_categories_and_base_tags():
     assert M.sig(0.000123456) == "0.0001235" and M.sig(12345.6) == "12,346" and M.sig(None) == "—"
 
 
+def test_ablation_runs_lose_time_slots_and_pdl_runs_lose_kernel_slots():
+    class R:
+        def __init__(self, tag, utc, pdl):
+            self.tag, self.impl, self.utc_time, self.path = tag, "cuda-fp16", utc, tag
+            self.file = tag + ".json"
+            self.data = {"metrics": {"pdl": pdl}}
+    own = R("w2-h128-own", "2026-11-22T10:00:00Z", True)
+    paired = R("w2-h128-own-paired", "2026-11-22T10:01:00Z", True)
+    nopdl = R("w2-h128-own-nopdl", "2026-11-22T10:02:00Z", False)
+    assert [A.base_tag(r) for r in (own, paired, nopdl)] == ["w2-h128"] * 3
+    notes = []
+    # figures of time: the default run, though both ablations are newer
+    assert A.pick_one([nopdl, own, paired], "slot", notes) is own
+    assert "not an ablation" in notes[-1]
+    # figures of kernels: the run without PDL (its CUPTI durations exclude the wait for the kernel before)
+    assert A.pick_one([own, paired, nopdl], "slot", notes, prefer=A.pdl_on) is nopdl
+    assert "without PDL" in notes[-1]
+    # among equals, the newest
+    older = R("w2-h128-own", "2026-11-21T10:00:00Z", True)
+    assert A.pick_one([older, own], "slot", notes) is own and notes[-1].endswith("(newest), not `w2-h128-own.json`")
+
+
 def test_command_line_entry_point(tmp_path):
     profiles, _ = _copy_device(tmp_path, ["phase1_naive__headline.json"])
     p = subprocess.run([sys.executable, os.path.join(REPORT_DIR, "make_report.py"), "--profiles", str(profiles),
