@@ -743,15 +743,21 @@ __device__ __forceinline__ GemmSmem<T>& gemm_smem() {
 // One problem per launch, its instance chosen at launch (kAsync = uses_async(p); kSplit = false
 // only for unsplit register-loop problems). Tag only names the kernel (profiles show what each
 // launch was for).
-// With a plain store epilogue (DirectStore: phase 4, --gemm-compare), the unsplit register-loop
-// instance is held to 64 registers a thread (8 blocks an SM in fp16, 4 in fp32): its blocks are
-// short (one or two k-tiles, then the store), so the SM needs many of them resident to keep the
-// stores flowing. (Phase 5's fused epilogues would spill under that bound.)
+// Blocks an SM that each instance is compiled for (its register budget):
+//   * with a plain store epilogue (DirectStore: phase 4, --gemm-compare), the unsplit register-loop
+//     instance: 64 registers a thread (8 blocks an SM in fp16, 4 in fp32). Its blocks are short (one
+//     or two k-tiles, then the store), so the SM needs many resident to keep the stores flowing.
+//     (Phase 5's fused epilogues would spill under that bound.)
+//   * every other fp16 instance: 5 blocks (at most 96 registers), the count the 42 KB of cp.async
+//     stages allow, so that 640 blocks (a 32 x 8192 output in 5 splits) run in one wave. Without
+//     the bound the gathered first layer's split instance took 100 registers, 4 blocks an SM, and
+//     ran its 640 blocks at h = 8192 in two waves: 36.6 us against 24.5 (H100, records of 2275dbb
+//     against 211693b).
 template <class T, class P, bool kAsync, bool kSplit>
 constexpr int gemm_min_blocks() {
-  return (!kAsync && !kSplit && DirectStore<typename std::decay<decltype(P::epi)>::type>::value)
-             ? 65536 / (64 * TileCfg<T>::kThreads)
-             : 1;
+  if (!kAsync && !kSplit && DirectStore<typename std::decay<decltype(P::epi)>::type>::value)
+    return 65536 / (64 * TileCfg<T>::kThreads);
+  return std::is_same<T, __half>::value ? 5 : 1;
 }
 template <class Tag, class T, class P, bool kAsync, bool kSplit>
 __global__ void __launch_bounds__(TileCfg<T>::kThreads, (gemm_min_blocks<T, P, kAsync, kSplit>()))
