@@ -146,16 +146,18 @@ struct Setup {
     }
     return out;
   }
-  nb::MlpParams ref_params() const {
+  // The float64 reference's parameters from a flat fp32 parameter buffer (default: the start).
+  nb::MlpParams ref_params(const std::vector<float>& flat) const {
     nb::MlpParams r;
     r.layers = layers;
     for (int l = 0; l < 3; ++l) {
       const size_t nw = static_cast<size_t>(layers[l + 1]) * layers[l];
-      r.W.emplace_back(p0.begin() + woff[l], p0.begin() + woff[l] + nw);
-      r.b.emplace_back(p0.begin() + boff[l], p0.begin() + boff[l] + layers[l + 1]);
+      r.W.emplace_back(flat.begin() + woff[l], flat.begin() + woff[l] + nw);
+      r.b.emplace_back(flat.begin() + boff[l], flat.begin() + boff[l] + layers[l + 1]);
     }
     return r;
   }
+  nb::MlpParams ref_params() const { return ref_params(p0); }
   std::vector<double> batch(int i, std::vector<int>* y) const {
     const int B = cfg.B;
     std::vector<double> x(static_cast<size_t>(B) * D);
@@ -179,6 +181,12 @@ void check_against_reference(const Config& c) {
   const std::vector<double> start = flatten(ref);
   double worst_loss = 0, worst_grad = 0;
   for (int k = 0; k < K; ++k) {
+    // Step k's loss and gradients are checked against float64 at the kernel's own parameters of
+    // step k, not at the reference's: after an Adam step the two trajectories differ by up to ~lr in
+    // the elements whose gradient is near zero (Adam normalises it), and the next gradients of two
+    // such trajectories differ by ~1e-5 (1.5e-5 seen once on an H100). The parameters themselves
+    // are compared after the K steps, trajectory against trajectory, with the looser tolerance.
+    const nb::MlpParams at_k = s.ref_params(s.P.get());
     s.G.poison();
     const PersistPlan pl = s.run(k, 1);
     if (k == 0) INFO("plan: blocks " << pl.blocks << ", units " << pl.nc << "/" << pl.nj << ", smem " << pl.smem);
@@ -196,14 +204,17 @@ void check_against_reference(const Config& c) {
       masks.push_back(std::move(m));
     }
     const auto* mp = c.dropout > 0 ? &masks : nullptr;
+    const nb::MlpForward fk = nb::mlp_forward(at_k, x.data(), y.data(), c.B, mp);
+    const nb::MlpParams gk = nb::mlp_backward(at_k, fk, y.data(), c.B, mp);
+    const float loss = s.loss.get()[static_cast<size_t>(k)];
+    worst_loss = std::max(worst_loss, std::fabs(loss - fk.loss) / std::fabs(fk.loss));
+    const std::vector<double> ours_g = s.packed(s.G.get());
+    worst_grad = std::max(worst_grad, nb::rel_error(ours_g, flatten(gk)));
+    // the reference trajectory, for the parameter check below
     nb::MlpForward f = nb::mlp_forward(ref, x.data(), y.data(), c.B, mp);
     nb::MlpParams g = nb::mlp_backward(ref, f, y.data(), c.B, mp);
     if (c.adam) nb::mlp_adam_step(ref, g, adam, s.lr());
     else nb::mlp_sgd_step(ref, g, s.lr());
-    const float loss = s.loss.get()[static_cast<size_t>(k)];
-    worst_loss = std::max(worst_loss, std::fabs(loss - f.loss) / std::fabs(f.loss));
-    const std::vector<double> ours_g = s.packed(s.G.get());
-    worst_grad = std::max(worst_grad, nb::rel_error(ours_g, flatten(g)));
   }
   const std::vector<double> ours = s.packed(s.P.get()), theirs = flatten(ref);
   std::vector<double> d_ours(ours.size()), d_ref(ours.size());
