@@ -23,9 +23,27 @@
 // bound by ~22 bytes of traffic per weight per step, so fp16 should be >= 2x faster there.
 //
 // Measured (H100 80GB HBM3, scripts/bench_mlp.sh; records in profiles/nvidia-h100-80gb-hbm3/):
-//   Latest run (stages w1 w2 gemm at commit 211693b, logs/bench_mlp_w2_fused.log; the records
-//   now in phase4_mlp__w1-*.json and __w2-h<h>-*.json), with the fp16 GEMM's cp.async loop
-//   (kernels.cuh: long K slices take their tiles 3 stages deep, no register staging):
+//   Latest run (stages w1 w2 gemm at commit 3dfe5ec, logs/bench_mlp_pdl.log; the records now in
+//   phase4_mlp__w1-*.json and __w2-h<h>-*.json). The GEMM gained stages of 64 in its cp.async
+//   loop, per-loop kernel instances, direct stores of whole unsplit tiles and a row-by-row block
+//   order (kernels.cuh); the arithmetic is unchanged (parameter checksums equal the 211693b
+//   records').
+//   W2 fp16 vs fp32 (ms a step, 500 steps): h 2048 0.303 vs 0.407 (1.34x), 4096 0.660 vs 0.749
+//   (1.13x), 8192 1.536 vs 2.269 (1.48x; was 1.51x): the >= 2x target is not met.
+//   At h = 8192 the fp16 step's kernels (CUPTI, __w2-h8192-fp16.json) are the optimizer pass,
+//   0.73 ms at ~2.7 TB/s (read p and g, write p and the fp16 copy: 14 B a weight), the weight
+//   gradients 0.30 ms (4 B a weight written; 0.75 of cuBLASLt), the forwards 0.30 and the
+//   backward-data products 0.15 ms. The fp32 path moves 24 B a weight against fp16's 22, so with both near the
+//   bandwidth roof fp16 cannot reach 2x with one kernel per operation: a floor of ~1.1 ms (22 B x
+//   141 M weights at ~2.9 TB/s) against fp32's 2.27 ms is 2.1x at best. Our fp16 GEMM: 0.90
+//   (forward) / 0.92 (backward data) / 0.75 (weight gradient) of cuBLASLt's speed
+//   (phase5_batched__gemm-compare-h8192-fp16.json): >= 0.7 on all three.
+//   W1: fp32 370.8 ms per epoch, fp16 306.3 ms; eager 2795 ms: 7.5x and 9.1x, the >= 10x target
+//   NOT met in this run (eager ran ~35% faster than in the run before, where fp32 381.0 / fp16
+//   490.8 ms against eager 4349 ms gave 11.4x / 8.9x). The host-driven phase and eager PyTorch
+//   both move by 25-40% between runs of the same code.
+//   Previous run (stages w1 w2 gemm at commit 211693b, logs/bench_mlp_w2_fused.log; records
+//   since replaced), with the fp16 GEMM's first cp.async loop (3 stages of 32):
 //   W1 fp32 387.8 ms per epoch, fp16 388.7 ms; eager 3482 ms: 9.0x and 9.0x, the >= 10x target
 //   NOT met in this run. The fp32 path's code did not change and its kernels took the same GPU
 //   time as in the 755291c run (707 ms over the 5 epochs, CUPTI); its epochs drifted from 286 ms

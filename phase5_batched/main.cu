@@ -20,7 +20,11 @@
 //   * fp16 with SGD (W2): the backward pass as ONE pass over each layer's weights
 //     (fused_backward.cuh; `--backward auto|fused|paired`): the update and the backward-data
 //     product through the same weights in one kernel, reading each fp32 master weight once; the
-//     forward products take their tiles by a 3-stage cp.async pipeline (phase4_mlp/kernels.cuh);
+//     forward products take their tiles by a cp.async pipeline, 3 stages of 64 (phase4_mlp/kernels.cuh);
+//   * programmatic dependent launch (`--pdl on|off`, default on): every kernel of the step is
+//     launched with the PDL attribute, so it starts while the one before it finishes; it fetches
+//     its first weight tiles (written a step earlier) before griddepcontrol.wait and everything
+//     the previous kernel wrote after it, and lets the next one start right after its own wait;
 //   * `--gemm cublas` runs the same trainer with cuBLASLt for the products (plus separate epilogue,
 //     bias-gradient and one whole-model optimizer kernel), to show how close the own GEMMs come;
 //     `--gemm-compare` times our plain GEMM against cuBLASLt on the configured layer shapes.
@@ -34,8 +38,46 @@
 // reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
 // (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
 //
-// Latest run (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 211693b,
-// logs/bench_mlp_w2_fused.log; these records replace the W1 and W2 records quoted further down).
+// Latest run (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 3dfe5ec,
+// logs/bench_mlp_pdl.log; its records replace the W1 and W2 records of every run quoted below).
+//   What changed: the GEMM's cp.async loop takes stages of 64 values of k (12 KB) instead of 32,
+//   with its result tile overlaying the stages in dynamic shared memory so that 5 blocks still fit
+//   an SM; kernel instances per mainloop (fp16 ones compiled for 5 blocks an SM); whole unsplit
+//   tiles stored straight from the accumulators; blocks walk the output row by row; and the step's
+//   kernels launched with PDL. None of it changes the arithmetic: every parameter checksum equals
+//   the 211693b records' (logs/checksums_vs_committed.log), with PDL on and off.
+//   Prediction: the hidden forward at h = 8192 81 -> ~68 us (half the barriers per byte, twice the
+//   bytes in flight): ~0.74 ms a step; PDL ~1-2 us saved at each of the 8 kernel boundaries: h = 128
+//   ~57 -> ~45 us a step, W1 ~78 -> ~65 ms an epoch.
+//   Measured (W2, ms a step; __w2-h<h>-own.json, twins of the same run): 0.0573 (h 128), 0.0573
+//   (256), 0.0641 (512), 0.0797 (1024), 0.1257 (2048), 0.2659 (4096), 0.7380 (8192): faster than
+//   every twin mode at every h; 2.54x eager at h = 8192 (eager 1.874 ms; target 2.5x met) and
+//   30.8x at h = 128 (eager 1.765 ms; target 50x not met). The hidden forward at h = 8192: 64.4 us
+//   (was 81.4; __w2-h8192-own-nopdl.json, whose kernel times are the kernels' own), 2.1 TB/s.
+//   PDL (same run, __w2-h<h>-own-nopdl.json, __w1-own-nopdl.json): h = 128 0.0573 vs 0.0574 ms,
+//   1024 0.0797 vs 0.0816, 8192 0.7380 vs 0.7401; W1 72.7 vs 75.3 ms an epoch. The two runs before
+//   on the same code path (2275dbb, 7ef83a0; records replaced) gave 0.0556 vs 0.0584 and 0.0557
+//   vs 0.0600 at h = 128, 76.6 vs 77.7 and 72.1 vs 76.3 ms at W1: PDL saves 0-7%, not the ~20%
+//   predicted. A graph already launches a dependent kernel within ~1 us; what a step waits for
+//   is the chains of dependent memory accesses inside each small kernel (split-K fix-ups, the
+//   gathered operand, the epilogue's loads), which PDL does not shorten. Under PDL a kernel's CUPTI
+//   duration includes its wait for the kernel before it; per-kernel times and the report's
+//   kernel figures come from the --pdl off records.
+//   Own GEMM vs cuBLASLt on the h = 8192 shapes (__gemm-compare-h8192-fp16.json, now planned and
+//   fixed up as the trainer runs it): forward 0.90, backward data 0.92, weight gradient 0.75 (was
+//   0.65 / 0.75 / 0.64): target 0.7 met on all three; fp32 0.85 / 0.86 / 0.72. The weight gradient
+//   (K = 32: one k-tile, then an 8192 x 8192 fp32 store) went 0.170 -> 0.157 ms with float4 and
+//   direct stores and 64-register instances (7ef83a0), then -> 0.144 with the row-by-row block
+//   order (a probe on the same machine); 0.142 ms in the run.
+//   W1 (same run, median epochs, ms): graph path fp32 72.7, fp16 90.6, cuBLASLt 155.6, persistent
+//   20.3; eager 2795, compile 3784, CUDA graph 448: the persistent kernel 137x eager and 22.0x
+//   the graph twin (eager ran ~35% faster than in the run before, where the same kernel was 218x).
+//   A regression found and fixed on the way: at 7ef83a0 the gathered first layer's split instance
+//   took 100 registers (4 blocks an SM), and its 640 blocks at h = 8192 ran in two waves: 36.6 us
+//   instead of 24.5; the fp16 instances are now compiled for 5 blocks an SM (24.7 us).
+//
+// Previous run (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 211693b,
+// logs/bench_mlp_w2_fused.log; its W1, W2 and GEMM records since replaced by the run above).
 //   The fused backward (fp16, SGD, batch <= 32). Why: at h = 8192 the paired kernels moved the
 //   weights at ~1.8 TB/s, the forward at ~1.1 TB/s, and read each hidden layer twice in the
 //   backward pass (the fp16 copy for backward data, then the fp32 master for the update). Now one
