@@ -6,7 +6,11 @@
 //               thread owns a 2x4 micro-tile; tiles are double-buffered in shared memory and the
 //               next tile is fetched into registers while the current one is multiplied.
 //   T = half  : tensor-core GEMM (WMMA 16x16x16, fp16 operands, fp32 accumulators). Same block
-//               tile, 4 warps each owning a 16x32 piece (two accumulator fragments).
+//               tile, 4 warps each owning a 16x32 piece (two accumulator fragments). Long K
+//               slices of plain fp16 matrices skip the registers: their tiles go global -> shared
+//               memory by cp.async, 3 stages of 64 values of k (see "the cp.async mainloop").
+// Each launch picks a kernel instance that contains only the mainloop it runs (and no split-K
+// code when the product is not split); blocks walk the output tiles row by row.
 // Operands are *views*: a view maps a logical element (row, col) to memory and loads V consecutive
 // elements along its contiguous axis (16-byte vector loads when the leading dimension and the base
 // pointer allow it, element by element with bounds checks otherwise). The three products of an MLP
