@@ -572,6 +572,13 @@ def sec_threats(md, ctx, recs, all_dev):
     if cpu:
         bullets.append("PyTorch CPU runs ran on " + ", ".join(sorted({code(r.device_name) for r in cpu})) +
                        " and sit in this GPU's section because they are compared with it.")
+    pdl = [r for r in recs if A.pdl_on(r)]
+    if pdl:
+        bullets.append(f"{len(pdl)} phase 5 record(s) ran with programmatic dependent launch (`metrics.pdl`): a kernel "
+                       "starts before the one ahead of it has finished and waits inside, so its CUPTI duration "
+                       "includes that wait and the kernel summaries add up to more than the step. Step and epoch "
+                       "times are unaffected; the kernel figures (3, 8) and profile tables use `--pdl off` runs "
+                       "where one exists.")
     to = [r for r in recs if r.phase == "tracer_overhead" or r.workload == "tracer_overhead"]
     for r in A.newest_first(to)[:1]:
         mets = r.data.get("metrics") or {}
