@@ -107,6 +107,7 @@
 #include "linreg_data.h"
 #include "linreg_harness.h"
 #include "nvtx.h"
+#include "pdl.cuh"
 #include "record.h"
 #include "stats.h"
 #include "timing.cuh"
@@ -132,17 +133,9 @@ __host__ __device__ inline VecSplit vec_split(size_t lo, size_t len) {
   return {head, nvec, tail_start, len - tail_start};
 }
 
-// Hopper programmatic dependent launch (no-ops where the grid was launched without it).
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+// Hopper programmatic dependent launch: nb::pdl_wait, nb::pdl_launch_dependents (common/pdl.cuh).
+using nb::pdl_launch_dependents;
+using nb::pdl_wait;
 
 __device__ inline double warp_sum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);

@@ -43,6 +43,7 @@
 #include "adam_step.h"
 #include "check.cuh"
 #include "mlp_common.h"
+#include "pdl.cuh"
 
 namespace nb {
 namespace mlp {
@@ -62,14 +63,12 @@ __device__ __forceinline__ __half from_f<__half>(float x) {
 }
 
 // ------------------------------------------------------------------ programmatic dependent launch
-// Phase 5 launches its step kernels with programmatic stream serialization (PDL): a kernel may
-// start while the one before it is still running. It then must not read what that kernel writes,
-// nor write what it reads, before grid_dep_wait() (griddepcontrol.wait: the previous grid has
-// completed and its writes are visible); what older kernels wrote (the weights, written a step
-// earlier) it may fetch before. grid_dep_launch() lets the next kernel start. Both are no-ops in a
-// kernel launched without the attribute (phase 4, tests, evaluation).
-__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// Phase 5 launches its step kernels with programmatic stream serialization (PDL, common/pdl.cuh):
+// a kernel may start while the one before it is still running. It then must not read what that
+// kernel writes, nor write what it reads, before pdl_wait() (the previous grid has completed and
+// its writes are visible); what older kernels wrote (the weights, written a step earlier) it may
+// fetch before. pdl_launch_dependents() lets the next kernel start. Both are no-ops in a kernel
+// launched without the attribute (phase 4, tests, evaluation).
 
 // Launches kernel k, with the PDL attribute when pdl is true. Every launch of the GEMMs and the
 // fused backward kernel goes through here.
@@ -424,9 +423,10 @@ struct VecFixup<E, std::void_t<decltype(E::kVecFixup)>> : std::integral_constant
 // staging. Chunks that cross the matrix edge (or operands not 16-byte aligned) are loaded through
 // the view, zero-filled, and stored to the same place. The stages take 42 KB of dynamic shared
 // memory, requested at launch only when the path runs (gemm_dyn_smem).
-// Three stages, not four: with four (31 KB + the 14 KB static tile) only 4 blocks fit an SM and
-// the 640 blocks of W2's hidden forward ran in 1.21 waves (ncu): 90.7 us; with three, 5 blocks an
-// SM, one wave: 81.0 us (H100, same run, phase5_batched at h = 8192).
+// Three stages, not four (measured when a stage held 32 values of k and the result tile was static
+// shared memory): with four (31 KB + the 14 KB static tile) only 4 blocks fit an SM and the 640
+// blocks of W2's hidden forward ran in 1.21 waves (ncu): 90.7 us; with three, 5 blocks an SM, one
+// wave: 81.0 us (H100, same run, phase5_batched at h = 8192).
 // A stage holds 64 values of k (two of the planner's 32-wide k-tiles): ncu showed 0.30 eligible
 // warps a scheduler on that forward, every 6 KB stage ending in a block barrier; a 12 KB stage
 // halves the barriers per byte and doubles the bytes in flight. Three such stages (42 KB) still fit
@@ -556,8 +556,8 @@ __device__ __forceinline__ void mainloop_async(const P& p, int m0, int n0, int k
 #pragma unroll
   for (int i = 0; i < S - 1; ++i)
     if (i < nst) load_b_async(p, n0, kbeg + i * BK, kend, stages + i * kStageElems);
-  grid_dep_wait();
-  grid_dep_launch();
+  pdl_wait();
+  pdl_launch_dependents();
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {
     if (i < nst) load_a_async(p, m0, kbeg + i * BK, kend, stages + i * kStageElems);
@@ -585,8 +585,8 @@ __device__ __forceinline__ void mainloop_regs(const P& p, int m0, int n0, int kb
                                               Accum<T>& acc, GemmSmem<T>& sm) {
   constexpr int BK = TileCfg<T>::kBK;
   Regs<T> rg;
-  grid_dep_wait();  // (PDL: everything this loop reads may come from the kernel just before)
-  grid_dep_launch();
+  pdl_wait();  // (PDL: everything this loop reads may come from the kernel just before)
+  pdl_launch_dependents();
   // The epilogue's prefetch runs while the first k-tile's loads are in flight (its own loads and
   // any arithmetic it does overlap their latency).
   if (ntiles > 0) {
@@ -731,8 +731,9 @@ __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
   acc.store(sm.c, kLdc);
   __syncthreads();
 
-  if (kSplit && p.splits > 1) {
-    if (!splitk_fixup<C::kThreads, VecFixup<Epi>::value>(sm.c, p.ws, p.counters, tile, split, p.splits)) return;
+  if constexpr (kSplit) {
+    if (p.splits > 1 && !splitk_fixup<C::kThreads, VecFixup<Epi>::value>(sm.c, p.ws, p.counters, tile, split, p.splits))
+      return;
   }
   p.epi(sm.c, m0, n0, p.M, p.N);
 }
@@ -779,7 +780,7 @@ __global__ void __launch_bounds__(TileCfg<T>::kThreads) gemm_pair_kernel(P1 p1, 
   else gemm_tile<T, Loop::Either, P2>(p2, blockIdx.x - b1, sm);
 }
 
-// pdl: launch with programmatic stream serialization (phase 5's step; see grid_dep_wait).
+// pdl: launch with programmatic stream serialization (phase 5's step; see pdl_wait).
 template <class Tag, class T, class P>
 inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;

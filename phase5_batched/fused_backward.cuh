@@ -193,13 +193,13 @@ __global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdPa
                      (p.mW == nullptr || (fb::al16(p.mW) && fb::al16(p.vW)));
   const bool dgrad = p.dz_prev != nullptr;
 
-  // The first weight sub-tiles go out before the PDL wait (see grid_dep_wait): only this kernel
+  // The first weight sub-tiles go out before the PDL wait (see pdl_wait): only this kernel
   // writes this layer's master weights, one step earlier. dZ comes from the kernel just before.
 #pragma unroll
   for (int i = 0; i < kFbStages - 1; ++i)
     if (i < nsub) fb::load_stage_w(p, sm, i, mbeg + i * kFbRows, mend, n0, vec_w);
-  grid_dep_wait();
-  grid_dep_launch();
+  pdl_wait();
+  pdl_launch_dependents();
   if (p.adam && t == 0) {
     const int64_t st = p.step.get() + 1;
     smem_adam() = (p.hyper != nullptr && st < p.hyper_n) ? p.hyper[st] : adam_hyper(p.lr, st);

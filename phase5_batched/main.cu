@@ -396,7 +396,7 @@ class Trainer {
     size_ws();
     if (persistent_) plan_persistent_kernel();
     plan_fused_backward();
-    pdl_ = o_.pdl == "on" && !cublas_ && !persistent_;
+    pdl_ = o_.pdl == "on" && !cublas_ && !persistent_ && dev_.cc_major >= 9;  // PDL is Hopper's
     reset();
   }
   ~Trainer() {
@@ -1384,7 +1384,7 @@ int run(int argc, char** argv) {
                  {"auto", "fused", "paired"});
   cli.add_string("--pdl", &o.pdl,
                  "own graph path: launch each step kernel with programmatic dependent launch, so that it starts (and "
-                 "fetches its weights) while the kernel before it finishes",
+                 "fetches its weights) while the kernel before it finishes (compute capability 9.0 and up; off below)",
                  {"on", "off"});
   cli.add_flag("--breakdown", &o.breakdown,
                "persistent kernel: time the parts of a step (clock stamps of block 0) into the record");

@@ -178,14 +178,14 @@ TEST_CASE("mlp: fp16 WMMA GEMM, all three layouts, awkward shapes, split-K") {
 // Programmatic dependent launch (phase 5's step kernels): a chain of three products, each one's
 // fp32 output rounded to T by a conversion kernel (which waits like the GEMM does) and fed to the
 // next as its A operand; every launch carries the PDL attribute, so each kernel starts while the
-// one before it is still running. A kernel that read its A, or wrote, before grid_dep_wait() would
+// one before it is still running. A kernel that read its A, or wrote, before pdl_wait() would
 // meet the poisoned intermediates. The chain must equal the plain launches bit for bit (and the
 // float64 reference within the GEMM tolerance). K = 1000: the fp16 products take the cp.async
 // loop (B prefetched before the wait) with split-K; shared workspace and counters.
 template <class T>
 __global__ void pdl_convert_kernel(const float* c, T* h, int n) {
-  grid_dep_wait();
-  grid_dep_launch();
+  nb::pdl_wait();
+  nb::pdl_launch_dependents();
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) h[i] = from_f<T>(c[i]);
 }
 
