@@ -153,7 +153,7 @@ struct MlpOptions {
   std::string workload = "auto";
   std::string save_init, save_order;
   std::string gemm = "own";  // phase 5 only
-  std::string launch = "graph";  // phase 5 only: graph | persistent
+  std::string launch = "graph";  // phase 5 only: graph | persistent | cluster
   int blocks = 0;                // phase 5 only: blocks of the persistent kernel (0 = auto)
   bool breakdown = false;        // phase 5 only: time the parts of a persistent step
   bool generic_kernel = false;   // phase 5 only: the persistent kernel's generic instance even for W1

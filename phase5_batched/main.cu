@@ -307,6 +307,7 @@
 #include "kernels.cuh"
 #include "lt.h"
 #include "persistent.cuh"
+#include "cluster.cuh"
 #include "../phase4_mlp/mlp_common.h"
 #include "../phase4_mlp/mlp_record.h"
 #include "nvtx.h"
@@ -329,7 +330,7 @@ class Trainer {
  public:
   Trainer(const MlpOptions& o, const Schedule& sc, const DeviceInfo& dev, const Dataset& ds, const HostParams& init)
       : o_(o), sc_(sc), dev_(dev), ds_(ds), init_(init), L_(o.nlayers()), B_(o.batch), cublas_(o.gemm == "cublas"),
-        persistent_(o.launch == "persistent") {
+        persistent_(o.launch == "persistent"), cluster_(o.launch == "cluster") {
     const auto& w = o.layers;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st_, cudaStreamNonBlocking));
     // Parameters: one flat fp32 buffer W0, b0, W1, b1, ... (the cuBLASLt path's optimizer is one launch).
@@ -395,8 +396,9 @@ class Trainer {
     }
     size_ws();
     if (persistent_) plan_persistent_kernel();
+    if (cluster_) plan_cluster_kernel();
     plan_fused_backward();
-    pdl_ = o_.pdl == "on" && !cublas_ && !persistent_ && dev_.cc_major >= 9;  // PDL is Hopper's
+    pdl_ = o_.pdl == "on" && !cublas_ && !persistent_ && !cluster_ && dev_.cc_major >= 9;  // PDL is Hopper's
     reset();
   }
   ~Trainer() {
@@ -478,14 +480,24 @@ class Trainer {
     launch_persistent(plan_, p, st_);
   }
 
+  // --launch cluster: permutation kernel + one cluster launch for steps [first, first + count).
+  void run_cluster(int64_t first, int count) {
+    begin(first);
+    ClusterParams p = cl_;
+    p.s0 = first, p.i0 = static_cast<int>(first % sc_.steps_per_epoch), p.count = count;
+    p.G = Gdbg_.size() ? Gdbg_.get() : nullptr;
+    launch_cluster(cl_plan_, p, st_);
+  }
+
   // The timed unit: steps [first, first + count) of one epoch, in the configured launch mode.
   void run_epoch(int64_t first, int count) {
     if (persistent_) run_persistent(first, count);
+    else if (cluster_) run_cluster(first, count);
     else run_graph(first, count);
   }
   // Before timing: capture the graphs (graph mode) for a full epoch and a shorter last one.
   void prepare(int full, int rem) {
-    if (persistent_) return;
+    if (persistent_ || cluster_) return;
     capture(full);
     if (rem > 0 && rem != full) capture(rem);
   }
@@ -493,12 +505,16 @@ class Trainer {
   void single_step(int k) {
     if (persistent_) {
       run_persistent(k, 1);
+    } else if (cluster_) {
+      run_cluster(k, 1);
     } else {
       begin(0);
       enqueue_step(k, nullptr);
     }
   }
   bool persistent() const { return persistent_; }
+  bool cluster() const { return cluster_; }
+  const ClusterPlan& cluster_plan() const { return cl_plan_; }
   bool fused_backward() const { return fused_bwd_; }
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
@@ -912,9 +928,26 @@ class Trainer {
   const Dataset& ds_;
   const HostParams& init_;
   const int L_, B_;
-  const bool cublas_, persistent_;
+  const bool cublas_, persistent_, cluster_;
   PersistParams persist_;
   PersistPlan plan_;
+  ClusterParams cl_;
+  ClusterPlan cl_plan_;
+  void plan_cluster_kernel() {
+    if constexpr (kHalf) {
+      const auto& w = o_.layers;
+      ClusterParams& p = cl_;
+      p.images = train_x_.get(), p.labels = train_y_.get(), p.perm = perm_.get();
+      p.L = L_, p.B = B_;
+      for (int l = 0; l <= L_; ++l) p.w[l] = w[l];
+      for (int l = 0; l < L_; ++l) p.woff[l] = woff_[l], p.boff[l] = boff_[l];
+      p.P = P_.get(), p.P16 = P16_.get();
+      p.lr = static_cast<float>(o_.lr);
+      p.step_loss = step_loss_.get(), p.bad_step = bad_step_.get();
+      cl_plan_ = plan_cluster(p, o_.blocks, dev_.index);
+      costs_per_step_["p5_cluster"] = cluster_step_cost(p, cl_plan_);
+    }
+  }
   void plan_persistent_kernel() {
     const auto& w = o_.layers;
     PersistParams& p = persist_;
@@ -1063,6 +1096,11 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                              ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
                                "every epoch one cooperative persistent kernel (parameters in shared memory, two "
                                "tagged exchanges between blocks a step, no grid barrier); losses read once per epoch"
+                         : o.launch == "cluster"
+                             ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
+                               "every epoch one thread-block cluster kernel (parameters in the blocks' shared memory, "
+                               "activations exchanged through distributed shared memory, a cluster barrier per "
+                               "dependency between blocks); losses read once per epoch"
                              : "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
                                "every step of an epoch replayed as one CUDA graph; losses read once per epoch");
   if (o.common.deterministic) rec["notes"].push_back("--deterministic: no float atomics are used in any case");
@@ -1110,6 +1148,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   CUDA_CHECK(cudaMemGetInfo(&free1, &total));
   tracer.clear();
   if (o.breakdown && tr.persistent()) tr.start_breakdown();
+  const bool one_launch = tr.persistent() || tr.cluster();  // one kernel launch per epoch
 
   std::vector<double> totals, per_epoch_ms, epoch_loss, test_loss, test_acc;
   std::vector<float> step_losses;
@@ -1161,8 +1200,10 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   rec["timing"] = timing_json("cuda-events",
                               tr.persistent()
                                   ? "per epoch: the permutation kernel and one cooperative launch of the persistent kernel"
+                              : tr.cluster()
+                                  ? "per epoch: the permutation kernel and one launch of the cluster kernel"
                                   : "per epoch: the permutation kernel and one CUDA-graph replay of all the epoch's steps",
-                              tr.persistent()
+                              one_launch
                                   ? std::string("data upload, validation, warm-up, the per-epoch loss read-back, "
                                                 "evaluation")
                                   : "data upload, graph capture (" + std::to_string(capture_ms) +
@@ -1214,6 +1255,14 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                                     {"shape_compiled_in", pl.specialized}};
     if (o.breakdown) rec["metrics"]["persistent"]["step_breakdown"] = parts;
   }
+  if (tr.cluster()) {
+    const ClusterPlan& pl = tr.cluster_plan();
+    rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
+    rec["metrics"]["cluster"] = {{"blocks", pl.blocks},
+                                 {"threads_per_block", kClThreads},
+                                 {"shared_memory_bytes_per_block", pl.smem},
+                                 {"cluster_barriers_per_step", 2 * o.nlayers() - 3}};
+  }
   {  // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
     const std::vector<double> pd = tr.params();  // float32 values widened exactly; narrowing is exact
     rec["metrics"]["param_checksum"] = float_checksum(std::vector<float>(pd.begin(), pd.end()));
@@ -1225,7 +1274,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
     std::map<std::string, KernelCost> costs;
     for (const auto& [k, c] : tr.costs_per_step())
       costs[k] = KernelCost{c.flops * measured_steps, c.bytes * measured_steps,
-                            tr.persistent() ? timed_launches : c.calls * measured_steps};
+                            one_launch ? timed_launches : c.calls * measured_steps};
     rec["efficiency"] = efficiency_json(rec["kernels"], costs, o.common.measure_peaks ? &peaks : nullptr);
   }
   rec["trace_file"] = nullptr;
@@ -1371,10 +1420,14 @@ int run(int argc, char** argv) {
   Cli cli(kPhase, "MNIST MLP, batched: data on the GPU, fused kernels, one CUDA graph per epoch.");
   add_mlp_flags(cli, o, true);
   cli.add_string("--launch", &o.launch,
-                 "how an epoch is launched: one CUDA graph of fused kernels, or one persistent cooperative kernel "
-                 "(fp32, two hidden layers, own GEMMs)",
-                 {"graph", "persistent"});
-  cli.add_int("--blocks", &o.blocks, "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM)", 0, 4096);
+                 "how an epoch is launched: one CUDA graph of fused kernels, one persistent cooperative kernel "
+                 "(fp32, two hidden layers, own GEMMs), or one thread-block cluster kernel (fp16, SGD, no dropout, "
+                 "batch <= 32, a model that fits the cluster's shared memory: W2 at h = 128)",
+                 {"graph", "persistent", "cluster"});
+  cli.add_int("--blocks", &o.blocks,
+              "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM) or of the cluster "
+              "(0 = the largest that fits, at most 16)",
+              0, 4096);
   cli.add_flag("--generic-kernel", &o.generic_kernel,
                "persistent kernel: its generic instance even for W1's shape (measures what compiling the shape in "
                "buys)");
@@ -1396,6 +1449,8 @@ int run(int argc, char** argv) {
   if (o.launch == "persistent" && (o.nlayers() != 3 || o.fp16() || o.gemm != "own"))
     throw Error(kExitUsage, "--launch persistent: needs two hidden layers (--layers 784,H1,H2,10), --precision fp32 "
                             "and --gemm own");
+  if (o.launch == "cluster" && (!o.fp16() || o.adam() || o.dropout > 0 || o.gemm != "own"))
+    throw Error(kExitUsage, "--launch cluster: needs --precision fp16, --optimizer sgd, --dropout 0 and --gemm own");
   check_output_dir(o.common.out);  // a bad --out fails now (exit 6), not after training
   if (compare) {
     const DeviceInfo dev = require_device();

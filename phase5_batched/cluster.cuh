@@ -1,0 +1,580 @@
+// phase5_batched/cluster.cuh — `--launch cluster`: a whole epoch of W2's MLP (fp16 operands, fp32
+// accumulation and master weights, plain SGD, no dropout) as ONE thread-block cluster: up to 16
+// blocks on 16 SMs that keep every parameter in their shared memory and exchange activations through
+// distributed shared memory, with a hardware cluster barrier between dependent layers.
+//
+// Why: at W2's h = 128 the graph path's step is 8 dependent kernels of 5-10 us each (~57 us a step)
+// on grids of 2-52 blocks: each kernel is a chain of global-memory latencies (weights, activations,
+// split-K fix-ups) plus its launch. The whole model is ~0.8 MB (fp32 masters and fp16 copies), so a
+// cluster of 16 SMs holds it on chip. A step then costs the block-local work of each layer and one
+// cluster barrier per dependency between blocks: L-1 in the forward pass (every block needs all of
+// the previous layer's outputs) and L-2 in the backward pass.
+//
+// Who holds what (block r of NB; layer l maps in_l -> out_l; hidden layer l's units are split in
+// ceil(out_l / NB) per block, block r owning units u0 = r * U .. ):
+//   * row copy of layer l: the rows W_l[u0 .. u0+U) (the weights into its own units), fp32 master
+//     + fp16 copy, and their biases. The last layer (out = classes) is replicated: every block holds
+//     all of its rows, updated identically everywhere.
+//   * column copy of layer l >= 1: the columns W_l[:, c0 .. c0+U_{l-1}) for the block's own units of
+//     layer l-1 (fp32 + fp16), so the backward-data product dZ_{l-1}[:, own] = dZ_l · W_l[:, own]
+//     needs no reduction between blocks. Both copies are updated from the same operands in the same
+//     order (fp32 FMAs over the batch, b = 0 .. B-1), so they stay bit-identical.
+//   * the full activations H_l (B x out_l, fp16) and the full output gradients dZ_l of the hidden
+//     layers above the first: every block writes its own columns into every block's copy (DSMEM
+//     stores), then the cluster barrier. Only the first hidden layer's H is double-buffered (by step
+//     parity): it is the one write of step t+1 that can come before the first barrier of t+1, while a
+//     slower block still reads H_0 of step t in its updates. Every other write comes after that
+//     barrier, which no block passes before all have finished step t.
+// One step (batch i):
+//   forward, l = 0 .. L-2: Z = A · W_l[own]^T (WMMA m32n8k16, warps split over units and K), bias,
+//     ReLU, fp16 -> own columns of H_l, pushed to every block; cluster barrier.
+//   last layer (every block): logits, softmax cross-entropy, dZ = (p - onehot)/B in fp16.
+//   backward, l = L-1 .. 1: dZ_{l-1}[:, own] = (dZ_l · W_l[:, own]) * relu'(H_{l-1}) (WMMA), pushed
+//     (l-1 >= 1) or kept (l-1 = 0); layer l's rows, columns and biases updated (SIMT, fixed order);
+//     cluster barrier (l-1 >= 1).
+//   first layer: dW_0[own] = dZ_0[:, own]^T · X (WMMA m8n32k16), SGD straight from the accumulators.
+//   The next batch's bytes were loaded into registers at the start of the step; they become the
+//   fp16 X (x / 255, the graph path's rounding) after the update.
+// Arithmetic as the graph path's: fp16 operands, fp32 accumulation (in a different order), fp32
+// bias/softmax/loss, fp32 SGD `w -= lr * g`, the fp16 copy = the master rounded. Not bit-identical
+// to the graph path (sum order); bit-reproducible itself (no atomics but the divergence flag).
+#pragma once
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "check.cuh"
+#include "errors.h"
+#include "../phase4_mlp/kernels.cuh"
+#include "../phase4_mlp/mlp_common.h"
+
+namespace nb {
+namespace mlp {
+
+constexpr int kClThreads = 512;
+constexpr int kClWarps = kClThreads / 32;
+constexpr int kClMaxLayers = 5;   // weight matrices: at most 4 hidden layers
+constexpr int kClRows = 32;       // the batch, padded to one m32 tile (so --batch <= 32)
+constexpr int kClMaxChunks = 4;   // next batch in registers: 16-byte chunks per thread (B * D <= 32 KiB)
+constexpr int kClMaxBlocks = 16;  // the largest cluster an H100 runs (non-portable size)
+constexpr int kClLdT = kClRows + 8;  // row stride (halves) of the transposed first-layer dZ
+
+// Shapes and shared-memory offsets (bytes) of one layer, the same in every block.
+struct ClusterLayer {
+  int in = 0, out = 0;
+  bool rep = false;       // the last layer: every block holds all rows
+  int U = 0, Upad = 0;    // rows held per block (own units, or all), padded to 8
+  int Kpad = 0, ldr = 0;  // in padded to 16; row stride (halves) of the fp16 rows and of this layer's input H
+  int Uc = 0, Ucpad = 0;  // column copy (l >= 1): the previous layer's units per block, padded to 8
+  int Npad = 0, ldc = 0;  // out padded to 16; row stride (halves) of the fp16 columns and of dZ_l
+  size_t wr16 = 0, wr32 = 0, bias = 0, wc16 = 0, wc32 = 0;
+  size_t act = 0;         // this layer's input H_{l-1}: [32][ldr] halves (l >= 1; two of them, by step parity, for l = 1)
+  size_t dz = 0;          // dZ_l: [32][ldc] (l >= 1), [Upad][kClLdT] transposed (l = 0)
+};
+
+struct ClusterParams {
+  const uint8_t* images = nullptr;  // [n][D] bytes
+  const uint8_t* labels = nullptr;
+  const int* perm = nullptr;        // this epoch's order
+  int L = 0;                        // weight matrices (layers)
+  int w[kClMaxLayers + 1] = {};     // widths: w[0] = D, w[L] = classes
+  int B = 0, NB = 0;                // batch, blocks in the cluster
+  float* P = nullptr;               // flat fp32 masters (the Trainer's layout)
+  __half* P16 = nullptr;            // their fp16 copies (written back at the end of a launch)
+  float* G = nullptr;               // validation only: the gradients of the last step run
+  size_t woff[kClMaxLayers] = {}, boff[kClMaxLayers] = {};
+  int64_t s0 = 0;                   // global step of the launch's first step
+  int i0 = 0;                       // its batch index in the epoch
+  int count = 0;                    // steps in this launch (never past the epoch's end)
+  float lr = 0;
+  float* step_loss = nullptr;
+  unsigned long long* bad_step = nullptr;
+  // shared-memory layout (cluster_layout)
+  ClusterLayer ly[kClMaxLayers];
+  int ldx = 0, xcols = 0;           // X: [32][ldx] halves, columns padded to 32 (xcols)
+  size_t x16 = 0, xtab = 0, scratch = 0, logits = 0, lab = 0, rloss = 0, total = 0;
+};
+
+__host__ __device__ inline int cl_round(int x, int m) { return (x + m - 1) / m * m; }
+
+// Units of layer y that block r owns (all of them for the replicated last layer).
+__host__ __device__ inline int cl_own(const ClusterLayer& y, int r) {
+  const int left = y.out - r * y.U;
+  return y.rep ? y.out : left < 0 ? 0 : left < y.U ? left : y.U;
+}
+
+// The shared-memory layout for NB blocks; returns the bytes a block needs.
+inline size_t cluster_layout(ClusterParams& p) {
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off = (off + bytes + 127) / 128 * 128;
+    return at;
+  };
+  const int L = p.L, NB = p.NB;
+  int scratch_floats = kClWarps * 8 * 32;  // the first layer's update: one 8 x 32 tile per warp
+  auto mm_scratch = [](int ntiles, int ksteps) {
+    const int kcn = std::max(1, std::min(kClWarps / std::max(1, ntiles), ksteps));
+    return kcn * kClRows * ntiles * 8;
+  };
+  p.xcols = cl_round(p.w[0], 32);
+  p.ldx = p.xcols + 8;
+  p.x16 = take(sizeof(__half) * kClRows * p.ldx);
+  p.xtab = take(sizeof(__half) * 256);
+  for (int l = 0; l < L; ++l) {
+    ClusterLayer& y = p.ly[l];
+    y.in = p.w[l], y.out = p.w[l + 1], y.rep = l == L - 1;
+    y.U = y.rep ? y.out : (y.out + NB - 1) / NB;
+    y.Upad = cl_round(y.U, 8);
+    y.Kpad = cl_round(y.in, 16);
+    y.ldr = y.Kpad + 8;
+    y.Npad = cl_round(y.out, 16);
+    y.ldc = y.Npad + 8;
+    y.wr16 = take(sizeof(__half) * y.Upad * y.ldr);
+    y.wr32 = take(sizeof(float) * y.U * y.in);
+    y.bias = take(sizeof(float) * y.U);
+    scratch_floats = std::max(scratch_floats, mm_scratch(y.Upad / 8, y.Kpad / 16));
+    if (l >= 1) {
+      const ClusterLayer& yp = p.ly[l - 1];
+      y.Uc = yp.U, y.Ucpad = yp.Upad;
+      y.wc16 = take(sizeof(__half) * y.Ucpad * y.ldc);
+      y.wc32 = take(sizeof(float) * y.Uc * y.out);
+      y.act = take(sizeof(__half) * (l == 1 ? 2 : 1) * kClRows * y.ldr);
+      scratch_floats = std::max(scratch_floats, mm_scratch(y.Ucpad / 8, y.Npad / 16));
+    }
+    y.dz = l == 0 ? take(sizeof(__half) * y.Upad * kClLdT) : take(sizeof(__half) * kClRows * y.ldc);
+  }
+  p.scratch = take(sizeof(float) * scratch_floats);
+  p.logits = take(sizeof(float) * kClRows * p.ly[L - 1].Npad);
+  p.lab = take(sizeof(int) * kClRows);
+  p.rloss = take(sizeof(float) * kClRows);
+  p.total = off;
+  return off;
+}
+
+namespace cl {
+
+namespace wm = nvcuda::wmma;
+
+// out[32][8 * ntiles] = A[32][16 * ksteps] · B, B given as Bt[n][k] (column-major B, row stride
+// ldb): warps split over the column tiles and chunks of K; each stores its fp32 partial to
+// scratch[kc][32][8 * ntiles]. Returns the number of chunks (the caller sums them in order).
+// Ends with a block barrier: A and Bt may be overwritten after it.
+__device__ __forceinline__ int mm32(const __half* A, int lda, int ksteps, const __half* Bt, int ldb, int ntiles,
+                                    float* scratch) {
+  const int wid = threadIdx.x >> 5;
+  const int kcn = max(1, min(kClWarps / ntiles, ksteps));
+  const int per = (ksteps + kcn - 1) / kcn, ld = ntiles * 8;
+  for (int task = wid; task < ntiles * kcn; task += kClWarps) {
+    const int nt = task % ntiles, kc = task / ntiles;
+    wm::fragment<wm::accumulator, 32, 8, 16, float> acc;
+    wm::fill_fragment(acc, 0.f);
+    const int k1 = min(ksteps, (kc + 1) * per);
+    for (int ks = kc * per; ks < k1; ++ks) {
+      wm::fragment<wm::matrix_a, 32, 8, 16, __half, wm::row_major> a;
+      wm::fragment<wm::matrix_b, 32, 8, 16, __half, wm::col_major> b;
+      wm::load_matrix_sync(a, A + ks * 16, lda);
+      wm::load_matrix_sync(b, Bt + static_cast<size_t>(nt) * 8 * ldb + ks * 16, ldb);
+      wm::mma_sync(acc, a, b, acc);
+    }
+    wm::store_matrix_sync(scratch + static_cast<size_t>(kc) * kClRows * ld + nt * 8, acc, ld, wm::mem_row_major);
+  }
+  __syncthreads();
+  return kcn;
+}
+
+__device__ __forceinline__ float part_sum(const float* scratch, int kcn, int ld, int b, int n) {
+  float z = 0.f;
+  for (int kc = 0; kc < kcn; ++kc) z += scratch[static_cast<size_t>(kc) * kClRows * ld + b * ld + n];
+  return z;
+}
+
+// One weight's gradient over the batch: sum_b dz[b] * h[b], fp32 FMAs in batch order. The row and
+// column copies both call this with the same operands, so their updates are bit-identical.
+__device__ __forceinline__ float grad_dot(const __half* dz, int lddz, const __half* h, int ldh, int B) {
+  float g = 0.f;
+  for (int b = 0; b < B; ++b) g = fmaf(__half2float(dz[b * lddz]), __half2float(h[b * ldh]), g);
+  return g;
+}
+
+}  // namespace cl
+
+__global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_constant__ ClusterParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters are compute capability 9.0's; plan_cluster refuses older GPUs before a launch
+#else
+  namespace cg = cooperative_groups;
+  namespace wm = nvcuda::wmma;
+  extern __shared__ __align__(128) unsigned char sm[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int r = static_cast<int>(cluster.block_rank());
+  const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+  const int L = p.L, B = p.B, D = p.w[0], NB = p.NB;
+  const bool keep_grads = p.G != nullptr;
+
+  auto H16 = [&](size_t o) { return reinterpret_cast<__half*>(sm + o); };
+  // the input H_{l-1} of layer l >= 1 in step parity par
+  auto act = [&](int l, int par) {
+    return H16(p.ly[l].act) + (l == 1 ? static_cast<size_t>(par) * kClRows * p.ly[l].ldr : 0);
+  };
+  auto F32 = [&](size_t o) { return reinterpret_cast<float*>(sm + o); };
+  __half* x16 = H16(p.x16);
+  __half* xtab = H16(p.xtab);
+  float* scratch = F32(p.scratch);
+  float* logits = F32(p.logits);
+  int* lab = reinterpret_cast<int*>(sm + p.lab);
+
+  // ---- zero everything (the pads of every tile stay 0), then load what this block holds
+  for (size_t o = static_cast<size_t>(tid) * 16; o < p.total; o += 16 * kClThreads)
+    *reinterpret_cast<uint4*>(sm + o) = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+  if (tid < 256) xtab[tid] = __float2half_rn(static_cast<float>(tid) / 255.0f);
+  for (int l = 0; l < L; ++l) {
+    const ClusterLayer& y = p.ly[l];
+    const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U;
+    __half* wr16 = H16(y.wr16);
+    float* wr32 = F32(y.wr32);
+    for (int e = tid; e < own * y.in; e += kClThreads) {
+      const int u = e / y.in, k = e - u * y.in;
+      const float v = p.P[p.woff[l] + static_cast<size_t>(u0 + u) * y.in + k];
+      wr32[e] = v, wr16[u * y.ldr + k] = __float2half_rn(v);
+    }
+    for (int u = tid; u < own; u += kClThreads) F32(y.bias)[u] = p.P[p.boff[l] + u0 + u];
+    if (l >= 1) {
+      const int ownp = cl_own(p.ly[l - 1], r), c0 = r * p.ly[l - 1].U;
+      __half* wc16 = H16(y.wc16);
+      float* wc32 = F32(y.wc32);
+      for (int e = tid; e < ownp * y.out; e += kClThreads) {
+        const int k = e / y.out, i = e - k * y.out;
+        const float v = p.P[p.woff[l] + static_cast<size_t>(i) * y.in + c0 + k];
+        wc32[e] = v, wc16[k * y.ldc + i] = __float2half_rn(v);
+      }
+    }
+  }
+  // The batch as 16-byte chunks: chunk q is row q / (D / 16), bytes 16 * (q % (D / 16)).
+  const int cpr = D / 16, nchunks = B * cpr;
+  uint4 nx[kClMaxChunks];
+  auto fetch = [&](int batch) {
+#pragma unroll
+    for (int j = 0; j < kClMaxChunks; ++j) {
+      const int q = tid + j * kClThreads;
+      if (q < nchunks) {
+        const int row = q / cpr, c = q - row * cpr;
+        const int img = __ldg(p.perm + static_cast<size_t>(batch) * B + row);
+        nx[j] = __ldg(reinterpret_cast<const uint4*>(p.images + static_cast<size_t>(img) * D) + c);
+      }
+    }
+  };
+  auto store_x = [&]() {
+#pragma unroll
+    for (int j = 0; j < kClMaxChunks; ++j) {
+      const int q = tid + j * kClThreads;
+      if (q < nchunks) {
+        const int row = q / cpr, c = q - row * cpr;
+        const uint32_t w4[4] = {nx[j].x, nx[j].y, nx[j].z, nx[j].w};
+        uint32_t o[8];  // pixel bytes -> fp16 pairs through the table
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const uint32_t word = w4[e >> 1], sh = 16 * (e & 1);
+          const uint32_t lo = __half_as_ushort(xtab[(word >> sh) & 0xFFu]);
+          const uint32_t hi = __half_as_ushort(xtab[(word >> (sh + 8)) & 0xFFu]);
+          o[e] = lo | (hi << 16);
+        }
+        uint4* dst = reinterpret_cast<uint4*>(x16 + row * p.ldx + 16 * c);
+        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+      }
+    }
+  };
+  if (p.count > 0) fetch(p.i0);
+  __syncthreads();  // xtab
+  if (p.count > 0) store_x();
+  // Every block's shared memory is set before any block writes into another's.
+  cluster.sync();
+
+  for (int t = 0; t < p.count; ++t) {
+    const int64_t s = p.s0 + t;
+    const int i = p.i0 + t, par = t & 1;
+    const bool more = t + 1 < p.count;
+    if (tid < B) lab[tid] = __ldg(p.labels + __ldg(p.perm + static_cast<size_t>(i) * B + tid));
+    if (more) fetch(i + 1);  // consumed at the end of the step
+
+    // ---- forward: hidden layers (own units, pushed to every block), then the last layer everywhere
+    for (int l = 0; l < L; ++l) {
+      const ClusterLayer& y = p.ly[l];
+      const __half* A = l == 0 ? x16 : act(l, par);
+      const int lda = l == 0 ? p.ldx : y.ldr;
+      const int nt = y.Upad / 8, ld = y.Upad;
+      const int kcn = cl::mm32(A, lda, y.Kpad / 16, H16(y.wr16), y.ldr, nt, scratch);
+      const float* bias = F32(y.bias);
+      if (!y.rep) {
+        const ClusterLayer& yn = p.ly[l + 1];
+        const int own = cl_own(y, r), u0 = r * y.U;
+        __half* dst = act(l + 1, par);
+        for (int e = tid; e < kClRows * own; e += kClThreads) {
+          const int b = e / own, u = e - b * own;
+          const float z = cl::part_sum(scratch, kcn, ld, b, u) + bias[u];
+          const __half h = __float2half_rn(b < B ? fmaxf(z, 0.f) : 0.f);
+          __half* at = dst + b * yn.ldr + u0 + u;
+          for (int q = 0; q < NB; ++q) *cluster.map_shared_rank(at, q) = h;
+        }
+        cluster.sync();
+      } else {
+        const int C = y.out, ldl = y.Npad;
+        for (int e = tid; e < B * C; e += kClThreads) {
+          const int b = e / C, c = e - b * C;
+          logits[b * ldl + c] = cl::part_sum(scratch, kcn, ld, b, c);
+        }
+        __syncthreads();
+        // softmax cross-entropy and dZ, one thread a row (the graph path's SoftmaxCEEpi arithmetic)
+        __half* dz = H16(y.dz);
+        float* rloss = F32(p.rloss);
+        if (tid < kClRows) {
+          float loss = 0.f;
+          if (tid < B) {
+            const float* z = logits + tid * ldl;
+            float mx = -INFINITY;
+            for (int j = 0; j < C; ++j) mx = fmaxf(mx, z[j] + bias[j]);
+            float se = 0.f;
+            for (int j = 0; j < C; ++j) se += expf(z[j] + bias[j] - mx);
+            const float lse = mx + logf(se);
+            const int yl = lab[tid];
+            loss = lse - (z[yl] + bias[yl]);
+            const float inv = 1.f / static_cast<float>(B);
+            for (int j = 0; j < C; ++j) {
+              const float pj = expf(z[j] + bias[j] - lse);
+              dz[tid * y.ldc + j] = __float2half_rn((pj - (j == yl ? 1.f : 0.f)) * inv);
+            }
+          }
+          rloss[tid] = loss;
+        }
+        __syncthreads();
+        if (tid == 0 && r == 0) {
+          float sum = 0.f;
+          for (int b = 0; b < kClRows; ++b) sum += rloss[b];
+          const float mean = static_cast<float>(static_cast<double>(sum) / B);
+          p.step_loss[s] = mean;
+          if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
+        }
+      }
+    }
+
+    // ---- backward, l = L-1 .. 1: dZ_{l-1} for the own units of layer l-1, then layer l's updates
+    for (int l = L - 1; l >= 1; --l) {
+      const ClusterLayer& y = p.ly[l];
+      const ClusterLayer& yp = p.ly[l - 1];
+      const __half* dz = H16(y.dz);
+      const __half* hin = act(l, par);  // H_{l-1}, all units
+      const int ownp = cl_own(yp, r), c0 = r * yp.U;
+      const int nt = y.Ucpad / 8, ld = y.Ucpad;
+      const int kcn = cl::mm32(dz, y.ldc, y.Npad / 16, H16(y.wc16), y.ldc, nt, scratch);
+      for (int e = tid; e < kClRows * ownp; e += kClThreads) {
+        const int b = e / ownp, k = e - b * ownp;
+        const float v = cl::part_sum(scratch, kcn, ld, b, k);
+        const bool on = b < B && __half2float(hin[b * y.ldr + c0 + k]) > 0.f;
+        const __half d = __float2half_rn(on ? v : 0.f);
+        if (l - 1 >= 1) {
+          __half* at = H16(yp.dz) + b * yp.ldc + c0 + k;
+          for (int q = 0; q < NB; ++q) *cluster.map_shared_rank(at, q) = d;
+        } else {
+          H16(yp.dz)[k * kClLdT + b] = d;
+        }
+      }
+      // layer l's updates: rows (own units; all of them for the last layer), columns (own inputs), biases
+      {
+        const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U, in = y.in, out = y.out;
+        float* wr32 = F32(y.wr32);
+        __half* wr16 = H16(y.wr16);
+        for (int e = tid; e < own * in; e += kClThreads) {
+          const int u = e / in, k = e - u * in;
+          const float g = cl::grad_dot(dz + u0 + u, y.ldc, hin + k, y.ldr, B);
+          if (keep_grads && (!y.rep || r == 0)) p.G[p.woff[l] + static_cast<size_t>(u0 + u) * in + k] = g;
+          float w = wr32[e];
+          w -= p.lr * g;
+          wr32[e] = w, wr16[u * y.ldr + k] = __float2half_rn(w);
+        }
+        float* wc32 = F32(y.wc32);
+        __half* wc16 = H16(y.wc16);
+        for (int e = tid; e < ownp * out; e += kClThreads) {
+          const int k = e / out, i2 = e - k * out;
+          const float g = cl::grad_dot(dz + i2, y.ldc, hin + c0 + k, y.ldr, B);
+          float w = wc32[e];
+          w -= p.lr * g;
+          wc32[e] = w, wc16[k * y.ldc + i2] = __float2half_rn(w);
+        }
+        float* bias = F32(y.bias);
+        for (int u = tid; u < own; u += kClThreads) {
+          float g = 0.f;
+          for (int b = 0; b < B; ++b) g += __half2float(dz[b * y.ldc + u0 + u]);
+          if (keep_grads && (!y.rep || r == 0)) p.G[p.boff[l] + u0 + u] = g;
+          bias[u] -= p.lr * g;
+        }
+      }
+      if (l - 1 >= 1) cluster.sync();
+      else __syncthreads();
+    }
+
+    // ---- first layer: dW0[own] = dZ0[:, own]^T · X (8 x 32 tiles), SGD from the accumulators
+    {
+      const ClusterLayer& y = p.ly[0];
+      const int own = cl_own(y, r), u0 = r * y.U;
+      const __half* dzt = H16(y.dz);  // [Upad][kClLdT]: dZ0 transposed
+      float* wr32 = F32(y.wr32);
+      __half* wr16 = H16(y.wr16);
+      float* stg = scratch + wid * 8 * 32;
+      const int mtn = y.Upad / 8, ntn = p.xcols / 32;
+      for (int task = wid; task < mtn * ntn; task += kClWarps) {
+        const int mt = task % mtn, n0 = (task / mtn) * 32;
+        wm::fragment<wm::accumulator, 8, 32, 16, float> acc;
+        wm::fill_fragment(acc, 0.f);
+#pragma unroll
+        for (int ks = 0; ks < kClRows / 16; ++ks) {
+          wm::fragment<wm::matrix_a, 8, 32, 16, __half, wm::row_major> a;
+          wm::fragment<wm::matrix_b, 8, 32, 16, __half, wm::row_major> b;
+          wm::load_matrix_sync(a, dzt + mt * 8 * kClLdT + ks * 16, kClLdT);
+          wm::load_matrix_sync(b, x16 + ks * 16 * p.ldx + n0, p.ldx);
+          wm::mma_sync(acc, a, b, acc);
+        }
+        wm::store_matrix_sync(stg, acc, 32, wm::mem_row_major);
+        __syncwarp();
+        const int k = n0 + lane;
+        for (int m = 0; m < 8; ++m) {
+          const int u = mt * 8 + m;
+          if (u < own && k < D) {
+            const float g = stg[m * 32 + lane];
+            if (keep_grads) p.G[p.woff[0] + static_cast<size_t>(u0 + u) * D + k] = g;
+            float w = wr32[u * D + k];
+            w -= p.lr * g;
+            wr32[u * D + k] = w, wr16[u * y.ldr + k] = __float2half_rn(w);
+          }
+        }
+        __syncwarp();
+      }
+      float* bias = F32(y.bias);
+      for (int u = tid; u < own; u += kClThreads) {
+        float g = 0.f;
+        for (int b = 0; b < B; ++b) g += __half2float(dzt[u * kClLdT + b]);
+        if (keep_grads) p.G[p.boff[0] + u0 + u] = g;
+        bias[u] -= p.lr * g;
+      }
+    }
+    __syncthreads();  // X of this step is consumed
+    if (more) store_x();
+    __syncthreads();
+  }
+
+  // ---- write back what this block owns (block 0 also the replicated last layer)
+  for (int l = 0; l < L; ++l) {
+    const ClusterLayer& y = p.ly[l];
+    if (y.rep && r != 0) continue;
+    const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U;
+    const float* wr32 = F32(y.wr32);
+    for (int e = tid; e < own * y.in; e += kClThreads) {
+      const int u = e / y.in, k = e - u * y.in;
+      const size_t g = p.woff[l] + static_cast<size_t>(u0 + u) * y.in + k;
+      p.P[g] = wr32[e];
+      p.P16[g] = __float2half_rn(wr32[e]);
+    }
+    for (int u = tid; u < own; u += kClThreads) {
+      const float v = F32(y.bias)[u];
+      p.P[p.boff[l] + u0 + u] = v;
+      p.P16[p.boff[l] + u0 + u] = __float2half_rn(v);
+    }
+  }
+  cluster.sync();  // no block leaves while another could still address its shared memory
+#endif
+}
+
+// ------------------------------------------------------------------ host side
+struct ClusterPlan {
+  int blocks = 0;
+  size_t smem = 0;
+};
+
+// Checks what the kernel can run (exit 2 otherwise) and picks the cluster size: requested_blocks
+// (1 .. 16), or 0 = the largest the GPU runs with the layout fitting (16 on an H100).
+inline ClusterPlan plan_cluster(ClusterParams& p, int requested_blocks, int device) {
+  const auto refuse = [](const std::string& why) { throw Error(kExitUsage, "--launch cluster: " + why + " (use --launch graph)"); };
+  int cc = 0, smem_optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (cc < 9) refuse("thread-block clusters need compute capability 9.0");
+  if (p.L < 2 || p.L > kClMaxLayers) refuse("needs 1 to " + std::to_string(kClMaxLayers - 1) + " hidden layers");
+  if (p.B < 1 || p.B > kClRows) refuse("--batch at most " + std::to_string(kClRows));
+  if (p.w[0] % 16 != 0) refuse("the input width must be a multiple of 16 (it is " + std::to_string(p.w[0]) + ")");
+  if (p.B * p.w[0] > kClMaxChunks * kClThreads * 16) refuse("a batch of at most " + std::to_string(kClMaxChunks * kClThreads * 16) + " bytes");
+  if (p.w[p.L] > 8 * kClWarps) refuse("at most " + std::to_string(8 * kClWarps) + " classes");
+  if (requested_blocks < 0 || requested_blocks > kClMaxBlocks)
+    refuse("--blocks between 1 and " + std::to_string(kClMaxBlocks) + " (the cluster's size)");
+  const void* k = reinterpret_cast<const void*>(&p5_cluster_epoch);
+  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  ClusterPlan pl;
+  const int lo = requested_blocks > 0 ? requested_blocks : 1, hi = requested_blocks > 0 ? requested_blocks : kClMaxBlocks;
+  std::string last = "no cluster size fits";
+  for (int nb = hi; nb >= lo; --nb) {
+    ClusterParams q = p;
+    q.NB = nb;
+    const size_t smem = cluster_layout(q);
+    if (smem > static_cast<size_t>(smem_optin)) {
+      last = "needs " + std::to_string(smem) + " bytes of shared memory per block with " + std::to_string(nb) +
+             " blocks, the GPU offers " + std::to_string(smem_optin);
+      continue;
+    }
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = nb, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(nb), cfg.blockDim = dim3(kClThreads), cfg.dynamicSmemBytes = smem;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    int clusters = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));
+    if (clusters < 1) {
+      last = "a cluster of " + std::to_string(nb) + " blocks with " + std::to_string(smem) + " bytes each cannot run";
+      continue;
+    }
+    p = q;
+    pl.blocks = nb, pl.smem = smem;
+    return pl;
+  }
+  refuse(last);
+  return pl;
+}
+
+inline void launch_cluster(const ClusterPlan& pl, const ClusterParams& p, cudaStream_t st) {
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = pl.blocks, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(pl.blocks), cfg.blockDim = dim3(kClThreads), cfg.dynamicSmemBytes = pl.smem, cfg.stream = st;
+  cfg.attrs = at, cfg.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, p5_cluster_epoch, p));
+  CHECK_LAUNCH();
+}
+
+// Flops and global-memory bytes of one step: the batch's bytes, read by every block, and the labels;
+// parameters and activations stay on chip (the DSMEM traffic is not counted as memory bytes).
+inline KernelCost cluster_step_cost(const ClusterParams& p, const ClusterPlan& pl) {
+  double fwd = 0, bwd = 0;
+  for (int l = 0; l < p.L; ++l) {
+    const double mac = static_cast<double>(p.B) * p.w[l] * p.w[l + 1];
+    fwd += 2 * mac;
+    bwd += 2 * mac * (l >= 1 ? 3 : 1);  // weight gradient twice (rows and columns) + data gradient; first layer: weights only
+  }
+  const double rep = 2.0 * p.B * p.w[p.L - 1] * p.w[p.L] * 2 * (pl.blocks - 1);  // last layer + its update in every block
+  KernelCost c;
+  c.flops = fwd + bwd + rep;
+  c.bytes = static_cast<double>(p.B) * p.w[0] * pl.blocks + p.B * (1 + sizeof(int));
+  c.calls = 0;
+  return c;
+}
+
+struct p5_cluster {};  // tag for the efficiency table (the kernel's name contains it)
+
+}  // namespace mlp
+}  // namespace nb

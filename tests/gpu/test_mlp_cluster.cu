@@ -1,0 +1,359 @@
+// tests/gpu/test_mlp_cluster.cu — phase 5's thread-block cluster epoch kernel
+// (phase5_batched/cluster.cuh) step by step against two float64 references:
+//   * one that rounds where the kernel rounds (pixels x/255, weights, activations and output
+//     gradients to fp16; sums, softmax and SGD in float64): the gradients must agree to 2e-3 and the
+//     loss to 1e-4 (relative, norm-wise). What is left is fp32 against float64 summation and the odd
+//     fp16 rounding that lands on the other side of a tie;
+//   * the plain float64 reference (no rounding), to phase 5's --validate tolerances for fp16.
+// Fresh random images, labels, order and weights; awkward shapes (batch 1, 7, 20, 32; widths 10,
+// 30, 100, 300; 1 to 4 hidden layers; 10 and 12 classes) and cluster sizes (1, 3, 8, 16: units
+// split unevenly, blocks that own none). Losses and gradients are poisoned before every run. Also:
+// steps split over launches and repeated runs are bit-identical, the fp16 copies written back are
+// the masters rounded, a NaN loss sets the divergence flag, and what the kernel cannot run is refused.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "../../phase4_mlp/mlp_record.h"
+#include "../../phase5_batched/cluster.cuh"
+#include "check.cuh"
+#include "gpu_test.cuh"
+#include "reference.h"
+
+namespace nbtest {
+namespace {
+
+using namespace nb::mlp;
+
+struct CConfig {
+  int B;
+  std::vector<int> layers;  // 784, hidden..., classes
+  int blocks;               // cluster size (0: the largest that fits)
+};
+
+double h16(double v) { return static_cast<double>(__half2float(__float2half_rn(static_cast<float>(v)))); }
+
+struct CSetup {
+  CConfig cfg;
+  int L, D, C, n_images;
+  std::vector<uint8_t> px, labels;
+  std::vector<int> perm;
+  std::vector<size_t> woff, boff;
+  size_t nparams = 0;
+  std::vector<float> p0;
+  Dev<uint8_t> dpx, dlab;
+  Dev<int> dperm;
+  Dev<float> P, G, loss;
+  Dev<__half> P16;
+  Dev<unsigned long long> bad;
+  float lr = 0.05f;
+
+  static size_t count(const std::vector<int>& w, std::vector<size_t>* wo, std::vector<size_t>* bo) {
+    size_t off = 0;
+    for (size_t l = 0; l + 1 < w.size(); ++l) {
+      if (wo) wo->push_back(off);
+      off = (off + static_cast<size_t>(w[l + 1]) * w[l] + 7) / 8 * 8;
+      if (bo) bo->push_back(off);
+      off = (off + w[l + 1] + 7) / 8 * 8;
+    }
+    return off;
+  }
+  CSetup(const CConfig& c, int steps)
+      : cfg(c),
+        L(static_cast<int>(c.layers.size()) - 1),
+        D(c.layers[0]),
+        C(c.layers.back()),
+        n_images(c.B * steps + 3),
+        px(static_cast<size_t>(n_images) * c.layers[0]),
+        labels(n_images),
+        perm(n_images),
+        dpx(px.size()),
+        dlab(labels.size()),
+        dperm(perm.size()),
+        P(count(c.layers, nullptr, nullptr)),
+        G(count(c.layers, nullptr, nullptr)),
+        loss(static_cast<size_t>(steps)),
+        P16(count(c.layers, nullptr, nullptr)),
+        bad(1) {
+    for (auto& b : px) b = static_cast<uint8_t>(test_rng()() % 256);
+    for (auto& l : labels) l = static_cast<uint8_t>(test_rng()() % static_cast<unsigned>(C));
+    for (int i = 0; i < n_images; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), test_rng());
+    dpx.set(px), dlab.set(labels), dperm.set(perm);
+    nparams = count(c.layers, &woff, &boff);
+    p0.assign(nparams, 0.f);
+    for (int l = 0; l < L; ++l) {
+      const float a = 1.f / std::sqrt(static_cast<float>(c.layers[l]));
+      std::uniform_real_distribution<float> u(-a, a);
+      for (size_t i = 0; i < static_cast<size_t>(c.layers[l + 1]) * c.layers[l]; ++i) p0[woff[l] + i] = u(test_rng());
+      for (int i = 0; i < c.layers[l + 1]; ++i) p0[boff[l] + i] = u(test_rng());
+    }
+    reset();
+  }
+  void reset() {
+    P.set(p0);
+    G.poison(), loss.poison(), P16.poison();
+    const unsigned long long none = ~0ull;
+    CUDA_CHECK(cudaMemcpy(bad.p, &none, sizeof none, cudaMemcpyHostToDevice));
+  }
+  ClusterParams params() const {
+    ClusterParams p;
+    p.images = dpx.p, p.labels = dlab.p, p.perm = dperm.p;
+    p.L = L, p.B = cfg.B;
+    for (int l = 0; l <= L; ++l) p.w[l] = cfg.layers[l];
+    for (int l = 0; l < L; ++l) p.woff[l] = woff[l], p.boff[l] = boff[l];
+    p.P = P.p, p.P16 = P16.p, p.G = G.p, p.lr = lr;
+    p.step_loss = loss.p, p.bad_step = bad.p;
+    return p;
+  }
+  ClusterPlan run(int first, int count) {
+    ClusterParams p = params();
+    const ClusterPlan pl = plan_cluster(p, cfg.blocks, 0);
+    p.s0 = first, p.i0 = first, p.count = count;
+    launch_cluster(pl, p, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return pl;
+  }
+  std::vector<double> packed(const std::vector<float>& flat) const {
+    std::vector<double> out;
+    for (int l = 0; l < L; ++l) {
+      const size_t nw = static_cast<size_t>(cfg.layers[l + 1]) * cfg.layers[l];
+      out.insert(out.end(), flat.begin() + woff[l], flat.begin() + woff[l] + nw);
+      out.insert(out.end(), flat.begin() + boff[l], flat.begin() + boff[l] + cfg.layers[l + 1]);
+    }
+    return out;
+  }
+  nb::MlpParams ref_params(const std::vector<float>& flat) const {
+    nb::MlpParams r;
+    r.layers = cfg.layers;
+    for (int l = 0; l < L; ++l) {
+      const size_t nw = static_cast<size_t>(cfg.layers[l + 1]) * cfg.layers[l];
+      r.W.emplace_back(flat.begin() + woff[l], flat.begin() + woff[l] + nw);
+      r.b.emplace_back(flat.begin() + boff[l], flat.begin() + boff[l] + cfg.layers[l + 1]);
+    }
+    return r;
+  }
+  std::vector<double> batch(int i, std::vector<int>* y) const {
+    const int B = cfg.B;
+    std::vector<double> x(static_cast<size_t>(B) * D);
+    y->assign(B, 0);
+    for (int r = 0; r < B; ++r) {
+      const int img = perm[static_cast<size_t>(i) * B + r];
+      for (int j = 0; j < D; ++j) x[static_cast<size_t>(r) * D + j] = static_cast<float>(px[static_cast<size_t>(img) * D + j]) / 255.0f;
+      (*y)[r] = labels[img];
+    }
+    return x;
+  }
+};
+
+// The float64 reference that rounds where the kernel rounds. Returns the loss; g gets the gradients
+// in the packed layout (W0, b0, W1, b1, ...).
+double rounded_step(const nb::MlpParams& m, const std::vector<double>& x, const std::vector<int>& y, int B,
+                    std::vector<double>* g) {
+  const int L = static_cast<int>(m.layers.size()) - 1;
+  std::vector<std::vector<double>> a(L + 1), w16(L);
+  a[0].resize(x.size());
+  for (size_t i = 0; i < x.size(); ++i) a[0][i] = h16(x[i]);
+  for (int l = 0; l < L; ++l) {
+    w16[l].resize(m.W[l].size());
+    for (size_t i = 0; i < w16[l].size(); ++i) w16[l][i] = h16(m.W[l][i]);
+  }
+  std::vector<double> logits;
+  for (int l = 0; l < L; ++l) {
+    const int in = m.layers[l], out = m.layers[l + 1];
+    std::vector<double> z(static_cast<size_t>(B) * out);
+    for (int b = 0; b < B; ++b)
+      for (int u = 0; u < out; ++u) {
+        double s = 0;
+        for (int k = 0; k < in; ++k) s += a[l][static_cast<size_t>(b) * in + k] * w16[l][static_cast<size_t>(u) * in + k];
+        z[static_cast<size_t>(b) * out + u] = s + m.b[l][u];
+      }
+    if (l + 1 < L) {
+      a[l + 1].resize(z.size());
+      for (size_t i = 0; i < z.size(); ++i) a[l + 1][i] = h16(std::max(z[i], 0.0));
+    } else {
+      logits = z;
+    }
+  }
+  const int C = m.layers[L];
+  std::vector<double> dz(static_cast<size_t>(B) * C);
+  double loss = 0;
+  for (int b = 0; b < B; ++b) {
+    const double* z = &logits[static_cast<size_t>(b) * C];
+    double mx = z[0];
+    for (int c = 1; c < C; ++c) mx = std::max(mx, z[c]);
+    double se = 0;
+    for (int c = 0; c < C; ++c) se += std::exp(z[c] - mx);
+    const double lse = mx + std::log(se);
+    loss += lse - z[y[b]];
+    for (int c = 0; c < C; ++c) dz[static_cast<size_t>(b) * C + c] = h16((std::exp(z[c] - lse) - (c == y[b] ? 1.0 : 0.0)) / B);
+  }
+  std::vector<std::vector<double>> gw(L), gb(L);
+  for (int l = L - 1; l >= 0; --l) {
+    const int in = m.layers[l], out = m.layers[l + 1];
+    gw[l].assign(static_cast<size_t>(out) * in, 0.0);
+    gb[l].assign(out, 0.0);
+    for (int u = 0; u < out; ++u)
+      for (int b = 0; b < B; ++b) {
+        const double d = dz[static_cast<size_t>(b) * out + u];
+        gb[l][u] += d;
+        for (int k = 0; k < in; ++k) gw[l][static_cast<size_t>(u) * in + k] += d * a[l][static_cast<size_t>(b) * in + k];
+      }
+    if (l == 0) break;
+    std::vector<double> dp(static_cast<size_t>(B) * in);
+    for (int b = 0; b < B; ++b)
+      for (int k = 0; k < in; ++k) {
+        double s = 0;
+        for (int u = 0; u < out; ++u) s += dz[static_cast<size_t>(b) * out + u] * w16[l][static_cast<size_t>(u) * in + k];
+        dp[static_cast<size_t>(b) * in + k] = a[l][static_cast<size_t>(b) * in + k] > 0 ? h16(s) : 0.0;
+      }
+    dz = std::move(dp);
+  }
+  g->clear();
+  for (int l = 0; l < L; ++l) g->insert(g->end(), gw[l].begin(), gw[l].end()), g->insert(g->end(), gb[l].begin(), gb[l].end());
+  return loss / B;
+}
+
+void check_against_references(const CConfig& c) {
+  const int K = 3;
+  std::string shape;
+  for (int w : c.layers) shape += std::to_string(w) + " ";
+  INFO("B=" << c.B << " layers " << shape << "blocks=" << c.blocks);
+  CSetup s(c, K);
+  nb::MlpParams ref = s.ref_params(s.p0);
+  const std::vector<double> start = flatten(ref);
+  double worst_loss = 0, worst_grad = 0, worst_loss64 = 0, worst_grad64 = 0;
+  for (int k = 0; k < K; ++k) {
+    const nb::MlpParams at_k = s.ref_params(s.P.get());  // checked at the kernel's own parameters of step k
+    s.G.poison();
+    const ClusterPlan pl = s.run(k, 1);
+    if (k == 0) INFO("plan: blocks " << pl.blocks << ", smem " << pl.smem);
+    std::vector<int> y;
+    const std::vector<double> x = s.batch(k, &y);
+    std::vector<double> gr;
+    const double lr16 = rounded_step(at_k, x, y, c.B, &gr);
+    const nb::MlpForward fk = nb::mlp_forward(at_k, x.data(), y.data(), c.B, nullptr);
+    const nb::MlpParams gk = nb::mlp_backward(at_k, fk, y.data(), c.B, nullptr);
+    const float loss = s.loss.get()[static_cast<size_t>(k)];
+    const std::vector<double> ours_g = s.packed(s.G.get());
+    worst_loss = std::max(worst_loss, std::fabs(loss - lr16) / std::fabs(lr16));
+    worst_grad = std::max(worst_grad, nb::rel_error(ours_g, gr));
+    worst_loss64 = std::max(worst_loss64, std::fabs(loss - fk.loss) / std::fabs(fk.loss));
+    worst_grad64 = std::max(worst_grad64, nb::rel_error(ours_g, flatten(gk)));
+    nb::MlpForward f = nb::mlp_forward(ref, x.data(), y.data(), c.B, nullptr);
+    nb::MlpParams g = nb::mlp_backward(ref, f, y.data(), c.B, nullptr);
+    nb::mlp_sgd_step(ref, g, s.lr);
+  }
+  CHECK(worst_loss <= 1e-4);
+  CHECK(worst_grad <= 2e-3);
+  CHECK(worst_loss64 <= 1e-2);  // phase 5's --validate tolerances for fp16
+  CHECK(worst_grad64 <= 5e-2);
+  const std::vector<float> pf = s.P.get();
+  const std::vector<double> ours = s.packed(pf), theirs = flatten(ref);
+  std::vector<double> d_ours(ours.size()), d_ref(ours.size());
+  for (size_t i = 0; i < ours.size(); ++i) d_ours[i] = ours[i] - start[i], d_ref[i] = theirs[i] - start[i];
+  CHECK(nb::rel_error(d_ours, d_ref) <= 5e-2);
+  // the fp16 copies written back are the masters rounded (every parameter, no gap)
+  const std::vector<__half> p16 = s.P16.get();
+  size_t mismatched = 0;
+  for (int l = 0; l < s.L; ++l) {
+    const size_t nw = static_cast<size_t>(c.layers[l + 1]) * c.layers[l];
+    for (size_t i = 0; i < nw; ++i)
+      mismatched += __half_as_ushort(p16[s.woff[l] + i]) != __half_as_ushort(__float2half_rn(pf[s.woff[l] + i]));
+    for (int i = 0; i < c.layers[l + 1]; ++i)
+      mismatched += __half_as_ushort(p16[s.boff[l] + i]) != __half_as_ushort(__float2half_rn(pf[s.boff[l] + i]));
+  }
+  CHECK(mismatched == 0);
+  unsigned long long bad = 0;
+  CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
+  CHECK(bad == ~0ull);
+}
+
+bool clusters_supported() {
+  int cc = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, 0));
+  return cc >= 9;
+}
+
+#define NB_SKIP_WITHOUT_CLUSTERS()                                                    \
+  NB_SKIP_WITHOUT_DEVICE();                                                           \
+  if (!clusters_supported()) {                                                        \
+    MESSAGE("skipped: thread-block clusters need compute capability 9.0 or newer"); \
+    return;                                                                           \
+  }
+
+TEST_CASE("mlp cluster: every step's loss, gradients and update against the float64 references") {
+  NB_SKIP_WITHOUT_CLUSTERS();
+  const CConfig cases[] = {
+      {32, {784, 128, 128, 128, 10}, 0},       // W2 at h = 128
+      {7, {784, 100, 300, 10}, 16},            // 7 and 19 units a block, the last ones fewer
+      {1, {784, 10, 10}, 16},                  // one hidden layer; blocks 10..15 own nothing
+      {20, {784, 30, 50, 70, 20, 12}, 3},      // four hidden layers, 12 classes, uneven splits
+      {32, {784, 24, 10}, 1},                  // a cluster of one
+      {13, {784, 100, 30, 10}, 8},
+  };
+  for (const CConfig& c : cases) check_against_references(c);
+}
+
+TEST_CASE("mlp cluster: steps split over launches and repeated runs are bit-identical") {
+  NB_SKIP_WITHOUT_CLUSTERS();
+  CSetup s(CConfig{29, {784, 100, 60, 40, 10}, 16}, 5);
+  s.run(0, 5);
+  const std::vector<float> one = s.P.get(), loss_one = s.loss.get();
+  s.reset();
+  s.run(0, 2);
+  s.run(2, 3);
+  const std::vector<float> two = s.P.get(), loss_two = s.loss.get();
+  s.reset();
+  s.run(0, 5);
+  const std::vector<float> again = s.P.get();
+  CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(loss_one.data(), loss_two.data(), loss_one.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(one.data(), again.data(), one.size() * sizeof(float)) == 0);
+  for (float l : loss_one) CHECK(std::isfinite(l));
+}
+
+TEST_CASE("mlp cluster: a non-finite loss sets the divergence flag at its step") {
+  NB_SKIP_WITHOUT_CLUSTERS();
+  CSetup s(CConfig{32, {784, 128, 128, 128, 10}, 0}, 4);
+  std::vector<float> p = s.p0;
+  p[s.woff[3] + 3] = NAN;  // a NaN weight in the last layer: the first step's loss is NaN
+  s.P.set(p);
+  s.run(0, 4);
+  unsigned long long bad = 0;
+  CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
+  CHECK(bad == 0ull);
+  CHECK(std::isnan(s.loss.get()[0]));
+}
+
+TEST_CASE("mlp cluster: what the kernel cannot run is refused with exit code 2") {
+  NB_SKIP_WITHOUT_CLUSTERS();
+  CSetup s(CConfig{32, {784, 128, 128, 128, 10}, 0}, 1);
+  auto refused = [](ClusterParams p, int blocks) {
+    try {
+      plan_cluster(p, blocks, 0);
+    } catch (const nb::Error& e) {
+      return e.code == nb::kExitUsage;
+    }
+    return false;
+  };
+  ClusterParams p = s.params();
+  CHECK_FALSE(refused(p, 0));
+  CHECK(refused(p, 17));  // larger than a cluster can be
+  CHECK(refused(p, 1));   // the whole model in one block's shared memory: too large
+  ClusterParams q = p;
+  q.B = 33;  // more than one m32 tile of rows
+  CHECK(refused(q, 0));
+  q = p;
+  q.w[0] = 780;  // input rows not whole 16-byte chunks
+  CHECK(refused(q, 0));
+  q = p;
+  for (int l = 1; l < 4; ++l) q.w[l] = 2048;  // W2 at h = 2048: far beyond 16 blocks' shared memory
+  CHECK(refused(q, 0));
+}
+
+}  // namespace
+}  // namespace nbtest
