@@ -94,13 +94,32 @@ struct ClusterParams {
   float lr = 0;
   float* step_loss = nullptr;
   unsigned long long* bad_step = nullptr;
+  // --breakdown: SM clock cycles of block 0's thread 0 in each of kClSegments kinds of work, summed
+  // over the launch's steps (null: not measured).
+  unsigned long long* breakdown = nullptr;
   // shared-memory layout (cluster_layout)
   ClusterLayer ly[kClMaxLayers];
   int ldx = 0, xcols = 0;           // X: [32][ldx] halves, columns padded to 32 (xcols)
-  size_t x16 = 0, xtab = 0, scratch = 0, logits = 0, lab = 0, rloss = 0, total = 0;
+  size_t x16 = 0, xtab = 0, scratch = 0, logits = 0, lab = 0, rloss = 0, own16 = 0, total = 0;
+  int ldo = 0;                      // own16: [32][ldo] halves, the block's own columns before they are pushed
 };
 
 __host__ __device__ inline int cl_round(int x, int m) { return (x + m - 1) / m * m; }
+
+// The kinds of work --breakdown times (cycles of block 0, thread 0: from one stamp to the next).
+constexpr int kClSegments = 8;
+inline const char* cluster_segment_name(int i) {
+  static const char* names[kClSegments] = {
+      "forward products, hidden layers (own units) and their epilogues",
+      "forward pushes into every block and the cluster barriers after them",
+      "last layer in every block: logits, softmax cross-entropy, dZ",
+      "backward-data products (own units) and their epilogues",
+      "backward pushes and the cluster barriers after them",
+      "row and column updates of layers 1 .. L-1 (fp32 FMAs over the batch)",
+      "first layer's update (tensor cores) and its bias",
+      "the next batch's bytes to fp16 (and the step's labels)"};
+  return names[i];
+}
 
 // Units of layer y that block r owns (all of them for the replicated last layer).
 __host__ __device__ inline int cl_own(const ClusterLayer& y, int r) {
@@ -153,6 +172,10 @@ inline size_t cluster_layout(ClusterParams& p) {
   p.logits = take(sizeof(float) * kClRows * p.ly[L - 1].Npad);
   p.lab = take(sizeof(int) * kClRows);
   p.rloss = take(sizeof(float) * kClRows);
+  int maxu = 8;
+  for (int l = 0; l + 1 < L; ++l) maxu = std::max(maxu, p.ly[l].Upad);
+  p.ldo = maxu + 8;
+  p.own16 = take(sizeof(__half) * kClRows * p.ldo);
   p.total = off;
   return off;
 }
@@ -194,12 +217,59 @@ __device__ __forceinline__ float part_sum(const float* scratch, int kcn, int ld,
   return z;
 }
 
-// One weight's gradient over the batch: sum_b dz[b] * h[b], fp32 FMAs in batch order. The row and
-// column copies both call this with the same operands, so their updates are bit-identical.
-__device__ __forceinline__ float grad_dot(const __half* dz, int lddz, const __half* h, int ldh, int B) {
-  float g = 0.f;
-  for (int b = 0; b < B; ++b) g = fmaf(__half2float(dz[b * lddz]), __half2float(h[b * ldh]), g);
-  return g;
+// Weight gradients over the batch, g = sum_b dz[b][i] * h[b][k] as fp32 FMAs in batch order, four
+// weights at a time: a row of the row copy (one dz column, four consecutive h columns) or of the
+// column copy (four consecutive dz columns, one h column). Per weight both do the same FMAs with
+// the same operands in the same order, so the two copies stay bit-identical. The four columns
+// are read as one 8-byte load (columns past the matrix are the tile's zero padding).
+__device__ __forceinline__ void h4(const __half* p, float (&v)[4]) {
+  const uint2 w = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w.x));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
+  v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+}
+__device__ __forceinline__ void grad_dot4_rows(const __half* dz, int lddz, const __half* h, int ldh, int B, float (&g)[4]) {
+  g[0] = g[1] = g[2] = g[3] = 0.f;
+  for (int b = 0; b < B; ++b) {
+    const float d = __half2float(dz[b * lddz]);
+    float hv[4];
+    h4(h + b * ldh, hv);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) g[j] = fmaf(d, hv[j], g[j]);
+  }
+}
+__device__ __forceinline__ void grad_dot4_cols(const __half* dz, int lddz, const __half* h, int ldh, int B, float (&g)[4]) {
+  g[0] = g[1] = g[2] = g[3] = 0.f;
+  for (int b = 0; b < B; ++b) {
+    const float hv = __half2float(h[b * ldh]);
+    float d[4];
+    h4(dz + b * lddz, d);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) g[j] = fmaf(d[j], hv, g[j]);
+  }
+}
+
+// Pushes the block's own columns (own16[b][0 .. own), b < 32) to columns u0 .. u0+own of the
+// [32][ld] buffer `dst` in every block of the cluster: 16-byte DSMEM stores where the columns are
+// whole 8-column chunks (u0 and own multiples of 8), 2-byte ones otherwise. Starts with a block barrier.
+template <class Cluster>
+__device__ __forceinline__ void push_own(Cluster& cluster, const __half* own16, int ldo, int own, __half* dst, int ld,
+                                         int u0, int NB) {
+  __syncthreads();
+  if (own % 8 == 0 && u0 % 8 == 0) {
+    const int ch = own / 8, n = NB * kClRows * ch;
+    for (int e = threadIdx.x; e < n; e += kClThreads) {
+      const int q = e / (kClRows * ch), rest = e - q * kClRows * ch, b = rest / ch, c = rest - b * ch;
+      const uint4 v = *reinterpret_cast<const uint4*>(own16 + b * ldo + 8 * c);
+      *reinterpret_cast<uint4*>(cluster.map_shared_rank(dst + b * ld + u0 + 8 * c, q)) = v;
+    }
+  } else {
+    const int n = NB * kClRows * own;
+    for (int e = threadIdx.x; e < n; e += kClThreads) {
+      const int q = e / (kClRows * own), rest = e - q * kClRows * own, b = rest / own, u = rest - b * own;
+      *cluster.map_shared_rank(dst + b * ld + u0 + u, q) = own16[b * ldo + u];
+    }
+  }
 }
 
 }  // namespace cl
@@ -227,6 +297,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
   __half* xtab = H16(p.xtab);
   float* scratch = F32(p.scratch);
   float* logits = F32(p.logits);
+  __half* own16 = H16(p.own16);
   int* lab = reinterpret_cast<int*>(sm + p.lab);
 
   // ---- zero everything (the pads of every tile stay 0), then load what this block holds
@@ -296,6 +367,17 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
   if (p.count > 0) store_x();
   // Every block's shared memory is set before any block writes into another's.
   cluster.sync();
+  // --breakdown: block 0's thread 0 adds the cycles since its previous stamp to segment k
+  const bool timed = p.breakdown != nullptr && r == 0 && tid == 0;
+  unsigned long long seg[kClSegments] = {};
+  long long t_prev = timed ? clock64() : 0;
+  auto stamp = [&](int k) {
+    if (timed) {
+      const long long now = clock64();
+      seg[k] += static_cast<unsigned long long>(now - t_prev);
+      t_prev = now;
+    }
+  };
 
   for (int t = 0; t < p.count; ++t) {
     const int64_t s = p.s0 + t;
@@ -319,11 +401,12 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         for (int e = tid; e < kClRows * own; e += kClThreads) {
           const int b = e / own, u = e - b * own;
           const float z = cl::part_sum(scratch, kcn, ld, b, u) + bias[u];
-          const __half h = __float2half_rn(b < B ? fmaxf(z, 0.f) : 0.f);
-          __half* at = dst + b * yn.ldr + u0 + u;
-          for (int q = 0; q < NB; ++q) *cluster.map_shared_rank(at, q) = h;
+          own16[b * p.ldo + u] = __float2half_rn(b < B ? fmaxf(z, 0.f) : 0.f);
         }
+        stamp(0);
+        cl::push_own(cluster, own16, p.ldo, own, dst, yn.ldr, u0, NB);
         cluster.sync();
+        stamp(1);
       } else {
         const int C = y.out, ldl = y.Npad;
         for (int e = tid; e < B * C; e += kClThreads) {
@@ -361,6 +444,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
           p.step_loss[s] = mean;
           if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
         }
+        stamp(2);
       }
     }
 
@@ -378,34 +462,49 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         const float v = cl::part_sum(scratch, kcn, ld, b, k);
         const bool on = b < B && __half2float(hin[b * y.ldr + c0 + k]) > 0.f;
         const __half d = __float2half_rn(on ? v : 0.f);
-        if (l - 1 >= 1) {
-          __half* at = H16(yp.dz) + b * yp.ldc + c0 + k;
-          for (int q = 0; q < NB; ++q) *cluster.map_shared_rank(at, q) = d;
-        } else {
-          H16(yp.dz)[k * kClLdT + b] = d;
-        }
+        if (l - 1 >= 1) own16[b * p.ldo + k] = d;
+        else H16(yp.dz)[k * kClLdT + b] = d;
       }
+      stamp(3);
+      if (l - 1 >= 1) cl::push_own(cluster, own16, p.ldo, ownp, H16(yp.dz), yp.ldc, c0, NB);
+      stamp(4);
       // layer l's updates: rows (own units; all of them for the last layer), columns (own inputs), biases
       {
         const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U, in = y.in, out = y.out;
         float* wr32 = F32(y.wr32);
         __half* wr16 = H16(y.wr16);
-        for (int e = tid; e < own * in; e += kClThreads) {
-          const int u = e / in, k = e - u * in;
-          const float g = cl::grad_dot(dz + u0 + u, y.ldc, hin + k, y.ldr, B);
-          if (keep_grads && (!y.rep || r == 0)) p.G[p.woff[l] + static_cast<size_t>(u0 + u) * in + k] = g;
-          float w = wr32[e];
-          w -= p.lr * g;
-          wr32[e] = w, wr16[u * y.ldr + k] = __float2half_rn(w);
+        // four weights a thread (four independent FMA chains); per weight the same operation
+        // sequence in both copies: g = fmaf(dz[b][i], h[b][k], g) for b = 0 .. B-1
+        const int nqr = (in + 3) / 4;
+        for (int e = tid; e < own * nqr; e += kClThreads) {
+          const int u = e / nqr, k0 = 4 * (e - u * nqr);
+          float g[4];
+          cl::grad_dot4_rows(dz + u0 + u, y.ldc, hin + k0, y.ldr, B, g);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int k = k0 + j;
+            if (k >= in) break;
+            if (keep_grads && (!y.rep || r == 0)) p.G[p.woff[l] + static_cast<size_t>(u0 + u) * in + k] = g[j];
+            float w = wr32[u * in + k];
+            w -= p.lr * g[j];
+            wr32[u * in + k] = w, wr16[u * y.ldr + k] = __float2half_rn(w);
+          }
         }
         float* wc32 = F32(y.wc32);
         __half* wc16 = H16(y.wc16);
-        for (int e = tid; e < ownp * out; e += kClThreads) {
-          const int k = e / out, i2 = e - k * out;
-          const float g = cl::grad_dot(dz + i2, y.ldc, hin + c0 + k, y.ldr, B);
-          float w = wc32[e];
-          w -= p.lr * g;
-          wc32[e] = w, wc16[k * y.ldc + i2] = __float2half_rn(w);
+        const int nqc = (out + 3) / 4;
+        for (int e = tid; e < ownp * nqc; e += kClThreads) {
+          const int k = e / nqc, i0 = 4 * (e - k * nqc);
+          float g[4];
+          cl::grad_dot4_cols(dz + i0, y.ldc, hin + c0 + k, y.ldr, B, g);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int i2 = i0 + j;
+            if (i2 >= out) break;
+            float w = wc32[k * out + i2];
+            w -= p.lr * g[j];
+            wc32[k * out + i2] = w, wc16[k * y.ldc + i2] = __float2half_rn(w);
+          }
         }
         float* bias = F32(y.bias);
         for (int u = tid; u < own; u += kClThreads) {
@@ -415,8 +514,10 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
           bias[u] -= p.lr * g;
         }
       }
+      stamp(5);
       if (l - 1 >= 1) cluster.sync();
       else __syncthreads();
+      stamp(4);
     }
 
     // ---- first layer: dW0[own] = dZ0[:, own]^T · X (8 x 32 tiles), SGD from the accumulators
@@ -464,9 +565,13 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
       }
     }
     __syncthreads();  // X of this step is consumed
+    stamp(6);
     if (more) store_x();
     __syncthreads();
+    stamp(7);
   }
+  if (timed)
+    for (int k = 0; k < kClSegments; ++k) p.breakdown[k] += seg[k];
 
   // ---- write back what this block owns (block 0 also the replicated last layer)
   for (int l = 0; l < L; ++l) {

@@ -486,6 +486,7 @@ class Trainer {
     ClusterParams p = cl_;
     p.s0 = first, p.i0 = static_cast<int>(first % sc_.steps_per_epoch), p.count = count;
     p.G = Gdbg_.size() ? Gdbg_.get() : nullptr;
+    p.breakdown = breakdown_.size() ? breakdown_.get() : nullptr;
     launch_cluster(cl_plan_, p, st_);
   }
 
@@ -518,6 +519,7 @@ class Trainer {
   bool fused_backward() const { return fused_bwd_; }
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
+  static_assert(kPersistSegments == kClSegments, "one breakdown buffer serves both one-launch kernels");
   void start_breakdown() {
     breakdown_.alloc(kPersistSegments);
     CUDA_CHECK(cudaMemsetAsync(breakdown_.get(), 0, breakdown_.bytes(), st_));
@@ -1147,7 +1149,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   size_t free1 = 0;
   CUDA_CHECK(cudaMemGetInfo(&free1, &total));
   tracer.clear();
-  if (o.breakdown && tr.persistent()) tr.start_breakdown();
+  if (o.breakdown && (tr.persistent() || tr.cluster())) tr.start_breakdown();
   const bool one_launch = tr.persistent() || tr.cluster();  // one kernel launch per epoch
 
   std::vector<double> totals, per_epoch_ms, epoch_loss, test_loss, test_acc;
@@ -1226,25 +1228,29 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
   rec["metrics"]["backward"] = tr.fused_backward() ? "fused" : "paired";  // own graph path's backward kernels
   rec["metrics"]["pdl"] = tr.pdl();  // own graph path: kernels launched with programmatic dependent launch
+  // --breakdown of a one-launch kernel: block 0's cycles per part, as shares of the median step
+  auto breakdown_parts = [&](const char* (*name)(int), int n) {
+    nlohmann::json parts = nlohmann::json::array();
+    const std::vector<unsigned long long> cyc = tr.take_breakdown();
+    double sum = 0;
+    for (unsigned long long c : cyc) sum += static_cast<double>(c);
+    const double per_step_ms = step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size());
+    std::printf("%s step breakdown (block 0, thread 0; share of its cycles):\n", o.launch.c_str());
+    for (int i = 0; i < n; ++i) {
+      const double share = sum > 0 ? cyc[i] / sum : 0.0;
+      parts.push_back({{"part", name(i)},
+                       {"cycles_per_step", measured_steps > 0 ? cyc[i] / static_cast<double>(measured_steps) : 0.0},
+                       {"share", share},
+                       {"us_per_step", share * per_step_ms * 1e3}});
+      std::printf("  %5.1f%%  %6.2f us  %s\n", 100 * share, share * per_step_ms * 1e3, name(i));
+    }
+    return parts;
+  };
   if (tr.persistent()) {
     const PersistPlan& pl = tr.persist_plan();
     rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
-    nlohmann::json parts = nlohmann::json::array();
-    if (o.breakdown) {
-      const std::vector<unsigned long long> cyc = tr.take_breakdown();
-      double sum = 0;
-      for (unsigned long long c : cyc) sum += static_cast<double>(c);
-      const double per_step_ms = step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size());
-      std::printf("persistent step breakdown (block 0, thread 0; share of its cycles):\n");
-      for (int i = 0; i < kPersistSegments; ++i) {
-        const double share = sum > 0 ? cyc[i] / sum : 0.0;
-        parts.push_back({{"part", persist_segment_name(i)},
-                         {"cycles_per_step", measured_steps > 0 ? cyc[i] / static_cast<double>(measured_steps) : 0.0},
-                         {"share", share},
-                         {"us_per_step", share * per_step_ms * 1e3}});
-        std::printf("  %5.1f%%  %6.2f us  %s\n", 100 * share, share * per_step_ms * 1e3, persist_segment_name(i));
-      }
-    }
+    nlohmann::json parts;
+    if (o.breakdown) parts = breakdown_parts(persist_segment_name, kPersistSegments);
     rec["metrics"]["persistent"] = {{"blocks", pl.blocks},
                                     {"threads_per_block", kPersistThreads},
                                     {"first_layer_units_per_block", pl.nc},
@@ -1262,6 +1268,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                                  {"threads_per_block", kClThreads},
                                  {"shared_memory_bytes_per_block", pl.smem},
                                  {"cluster_barriers_per_step", 2 * o.nlayers() - 3}};
+    if (o.breakdown) rec["metrics"]["cluster"]["step_breakdown"] = breakdown_parts(cluster_segment_name, kClSegments);
   }
   {  // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
     const std::vector<double> pd = tr.params();  // float32 values widened exactly; narrowing is exact
@@ -1440,7 +1447,7 @@ int run(int argc, char** argv) {
                  "fetches its weights) while the kernel before it finishes (compute capability 9.0 and up; off below)",
                  {"on", "off"});
   cli.add_flag("--breakdown", &o.breakdown,
-               "persistent kernel: time the parts of a step (clock stamps of block 0) into the record");
+               "persistent and cluster kernels: time the parts of a step (clock stamps of block 0) into the record");
   cli.add_flag("--gemm-compare", &compare,
                "only time our GEMM against cuBLASLt on the largest layer's three products (no training)");
   if (!cli.parse(argc, argv)) return 0;

@@ -225,7 +225,7 @@ void check_against_references(const CConfig& c) {
   CSetup s(c, K);
   nb::MlpParams ref = s.ref_params(s.p0);
   const std::vector<double> start = flatten(ref);
-  double worst_loss = 0, worst_grad = 0, worst_loss64 = 0, worst_grad64 = 0;
+  double worst_loss = 0, worst_grad = 0, worst_loss64 = 0, worst_grad64 = 0, worst_grad_r64 = 0;
   for (int k = 0; k < K; ++k) {
     const nb::MlpParams at_k = s.ref_params(s.P.get());  // checked at the kernel's own parameters of step k
     s.G.poison();
@@ -243,14 +243,18 @@ void check_against_references(const CConfig& c) {
     worst_grad = std::max(worst_grad, nb::rel_error(ours_g, gr));
     worst_loss64 = std::max(worst_loss64, std::fabs(loss - fk.loss) / std::fabs(fk.loss));
     worst_grad64 = std::max(worst_grad64, nb::rel_error(ours_g, flatten(gk)));
+    worst_grad_r64 = std::max(worst_grad_r64, nb::rel_error(gr, flatten(gk)));
     nb::MlpForward f = nb::mlp_forward(ref, x.data(), y.data(), c.B, nullptr);
     nb::MlpParams g = nb::mlp_backward(ref, f, y.data(), c.B, nullptr);
     nb::mlp_sgd_step(ref, g, s.lr);
   }
   CHECK(worst_loss <= 1e-4);
   CHECK(worst_grad <= 2e-3);
-  CHECK(worst_loss64 <= 1e-2);  // phase 5's --validate tolerances for fp16
-  CHECK(worst_grad64 <= 5e-2);
+  // Against plain float64 the distance is fp16's own: the kernel may be no farther from it than the
+  // rounding-aware reference is, plus 5e-3. (On these random-byte images at batch 7 both are ~5e-2
+  // away, past --validate's 5e-2, which phase 5 checks on MNIST: 5.2e-2 was seen once.)
+  CHECK(worst_loss64 <= 1e-2);
+  CHECK(worst_grad64 <= worst_grad_r64 + 5e-3);
   const std::vector<float> pf = s.P.get();
   const std::vector<double> ours = s.packed(pf), theirs = flatten(ref);
   std::vector<double> d_ours(ours.size()), d_ref(ours.size());
