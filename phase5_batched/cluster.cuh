@@ -211,10 +211,27 @@ __device__ __forceinline__ int mm32(const __half* A, int lda, int ksteps, const 
   return kcn;
 }
 
+// The sum of the kcn <= kClWarps partials of output (b, n), in chunk order; all loads issued first.
 __device__ __forceinline__ float part_sum(const float* scratch, int kcn, int ld, int b, int n) {
-  float z = 0.f;
-  for (int kc = 0; kc < kcn; ++kc) z += scratch[static_cast<size_t>(kc) * kClRows * ld + b * ld + n];
+  float v[kClWarps];
+#pragma unroll
+  for (int kc = 0; kc < kClWarps; ++kc) v[kc] = kc < kcn ? scratch[kc * kClRows * ld + b * ld + n] : 0.f;
+  float z = v[0];
+#pragma unroll
+  for (int kc = 1; kc < kClWarps; ++kc) z += v[kc];  // + 0 past kcn: the same value
   return z;
+}
+
+// Sum over the batch of a column of dZ (a bias gradient): all 32 rows (rows past the batch are
+// zero), loads first, added in row order.
+__device__ __forceinline__ float col_sum(const __half* dz, int ld) {
+  float v[kClRows];
+#pragma unroll
+  for (int b = 0; b < kClRows; ++b) v[b] = __half2float(dz[b * ld]);
+  float g = v[0];
+#pragma unroll
+  for (int b = 1; b < kClRows; ++b) g += v[b];
+  return g;
 }
 
 // Weight gradients over the batch, g = sum_b dz[b][i] * h[b][k] as fp32 FMAs in batch order, four
@@ -228,9 +245,12 @@ __device__ __forceinline__ void h4(const __half* p, float (&v)[4]) {
   const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
   v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
 }
-__device__ __forceinline__ void grad_dot4_rows(const __half* dz, int lddz, const __half* h, int ldh, int B, float (&g)[4]) {
+// All 32 rows (a compile-time count, so the loads go ahead of the FMA chains): rows past the batch
+// are zero in both operands and add exact zeros.
+__device__ __forceinline__ void grad_dot4_rows(const __half* dz, int lddz, const __half* h, int ldh, float (&g)[4]) {
   g[0] = g[1] = g[2] = g[3] = 0.f;
-  for (int b = 0; b < B; ++b) {
+#pragma unroll
+  for (int b = 0; b < kClRows; ++b) {
     const float d = __half2float(dz[b * lddz]);
     float hv[4];
     h4(h + b * ldh, hv);
@@ -238,9 +258,10 @@ __device__ __forceinline__ void grad_dot4_rows(const __half* dz, int lddz, const
     for (int j = 0; j < 4; ++j) g[j] = fmaf(d, hv[j], g[j]);
   }
 }
-__device__ __forceinline__ void grad_dot4_cols(const __half* dz, int lddz, const __half* h, int ldh, int B, float (&g)[4]) {
+__device__ __forceinline__ void grad_dot4_cols(const __half* dz, int lddz, const __half* h, int ldh, float (&g)[4]) {
   g[0] = g[1] = g[2] = g[3] = 0.f;
-  for (int b = 0; b < B; ++b) {
+#pragma unroll
+  for (int b = 0; b < kClRows; ++b) {
     const float hv = __half2float(h[b * ldh]);
     float d[4];
     h4(dz + b * lddz, d);
@@ -414,35 +435,43 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
           logits[b * ldl + c] = cl::part_sum(scratch, kcn, ld, b, c);
         }
         __syncthreads();
-        // softmax cross-entropy and dZ, one thread a row (the graph path's SoftmaxCEEpi arithmetic)
+        // softmax cross-entropy and dZ = (p - onehot) / B: a warp a row, lanes over the classes
+        // (the graph path's SoftmaxCEEpi arithmetic per element; max and sum by shuffle trees)
         __half* dz = H16(y.dz);
         float* rloss = F32(p.rloss);
-        if (tid < kClRows) {
+        for (int b = wid; b < kClRows; b += kClWarps) {
           float loss = 0.f;
-          if (tid < B) {
-            const float* z = logits + tid * ldl;
+          if (b < B) {
+            const float* z = logits + b * ldl;
             float mx = -INFINITY;
-            for (int j = 0; j < C; ++j) mx = fmaxf(mx, z[j] + bias[j]);
+            for (int j = lane; j < C; j += 32) mx = fmaxf(mx, z[j] + bias[j]);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
             float se = 0.f;
-            for (int j = 0; j < C; ++j) se += expf(z[j] + bias[j] - mx);
+            for (int j = lane; j < C; j += 32) se += expf(z[j] + bias[j] - mx);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) se += __shfl_xor_sync(0xffffffffu, se, o);
             const float lse = mx + logf(se);
-            const int yl = lab[tid];
+            const int yl = lab[b];
             loss = lse - (z[yl] + bias[yl]);
             const float inv = 1.f / static_cast<float>(B);
-            for (int j = 0; j < C; ++j) {
+            for (int j = lane; j < C; j += 32) {
               const float pj = expf(z[j] + bias[j] - lse);
-              dz[tid * y.ldc + j] = __float2half_rn((pj - (j == yl ? 1.f : 0.f)) * inv);
+              dz[b * y.ldc + j] = __float2half_rn((pj - (j == yl ? 1.f : 0.f)) * inv);
             }
           }
-          rloss[tid] = loss;
+          if (lane == 0) rloss[b] = loss;
         }
         __syncthreads();
-        if (tid == 0 && r == 0) {
-          float sum = 0.f;
-          for (int b = 0; b < kClRows; ++b) sum += rloss[b];
+        if (wid == 0 && r == 0) {
+          float sum = rloss[lane];  // rows past the batch: 0
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
           const float mean = static_cast<float>(static_cast<double>(sum) / B);
-          p.step_loss[s] = mean;
-          if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
+          if (lane == 0) {  // (each lane's butterfly adds in its own order: lane 0's is the value)
+            p.step_loss[s] = mean;
+            if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
+          }
         }
         stamp(2);
       }
@@ -479,7 +508,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         for (int e = tid; e < own * nqr; e += kClThreads) {
           const int u = e / nqr, k0 = 4 * (e - u * nqr);
           float g[4];
-          cl::grad_dot4_rows(dz + u0 + u, y.ldc, hin + k0, y.ldr, B, g);
+          cl::grad_dot4_rows(dz + u0 + u, y.ldc, hin + k0, y.ldr, g);
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int k = k0 + j;
@@ -496,7 +525,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         for (int e = tid; e < ownp * nqc; e += kClThreads) {
           const int k = e / nqc, i0 = 4 * (e - k * nqc);
           float g[4];
-          cl::grad_dot4_cols(dz + i0, y.ldc, hin + c0 + k, y.ldr, B, g);
+          cl::grad_dot4_cols(dz + i0, y.ldc, hin + c0 + k, y.ldr, g);
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int i2 = i0 + j;
@@ -508,8 +537,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         }
         float* bias = F32(y.bias);
         for (int u = tid; u < own; u += kClThreads) {
-          float g = 0.f;
-          for (int b = 0; b < B; ++b) g += __half2float(dz[b * y.ldc + u0 + u]);
+          const float g = cl::col_sum(dz + u0 + u, y.ldc);
           if (keep_grads && (!y.rep || r == 0)) p.G[p.boff[l] + u0 + u] = g;
           bias[u] -= p.lr * g;
         }
@@ -558,8 +586,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
       }
       float* bias = F32(y.bias);
       for (int u = tid; u < own; u += kClThreads) {
-        float g = 0.f;
-        for (int b = 0; b < B; ++b) g += __half2float(dzt[u * kClLdT + b]);
+        const float g = cl::col_sum(dzt + u * kClLdT, 1);
         if (keep_grads) p.G[p.boff[0] + u0 + u] = g;
         bias[u] -= p.lr * g;
       }
