@@ -30,8 +30,8 @@
 //     ReLU, fp16 -> own columns of H_l, pushed to every block; cluster barrier.
 //   last layer (every block): logits, softmax cross-entropy, dZ = (p - onehot)/B in fp16.
 //   backward, l = L-1 .. 1: dZ_{l-1}[:, own] = (dZ_l · W_l[:, own]) * relu'(H_{l-1}) (WMMA), pushed
-//     (l-1 >= 1) or kept (l-1 = 0); layer l's rows, columns and biases updated (SIMT, fixed order);
-//     cluster barrier (l-1 >= 1).
+//     (l-1 >= 1) or kept (l-1 = 0); arrive at the cluster barrier (l-1 >= 1); layer l's rows,
+//     columns and biases updated (SIMT, fixed order) while the others arrive; wait.
 //   first layer: dW_0[own] = dZ_0[:, own]^T · X (WMMA m8n32k16), SGD straight from the accumulators.
 //   The next batch's bytes were loaded into registers at the start of the step; they become the
 //   fp16 X (x / 255, the graph path's rounding) after the update.
@@ -495,7 +495,12 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         else H16(yp.dz)[k * kClLdT + b] = d;
       }
       stamp(3);
-      if (l - 1 >= 1) cl::push_own(cluster, own16, p.ldo, ownp, H16(yp.dz), yp.ldc, c0, NB);
+      // Split barrier: arrive right after the pushes, do layer l's updates (nothing another block
+      // writes meanwhile: only dZ_{l-1}, which they do not read), then wait.
+      if (l - 1 >= 1) {
+        cl::push_own(cluster, own16, p.ldo, ownp, H16(yp.dz), yp.ldc, c0, NB);
+        cluster.barrier_arrive();
+      }
       stamp(4);
       // layer l's updates: rows (own units; all of them for the last layer), columns (own inputs), biases
       {
@@ -543,7 +548,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         }
       }
       stamp(5);
-      if (l - 1 >= 1) cluster.sync();
+      if (l - 1 >= 1) cluster.barrier_wait();
       else __syncthreads();
       stamp(4);
     }
