@@ -17,8 +17,8 @@
 //     all of its rows, updated identically everywhere.
 //   * column copy of layer l >= 1: the columns W_l[:, c0 .. c0+U_{l-1}) for the block's own units of
 //     layer l-1 (fp32 + fp16), so the backward-data product dZ_{l-1}[:, own] = dZ_l · W_l[:, own]
-//     needs no reduction between blocks. Both copies are updated from the same operands in the same
-//     order (fp32 FMAs over the batch, b = 0 .. B-1), so they stay bit-identical.
+//     needs no reduction between blocks. Both copies are updated from the same fp16 operands in the
+//     same tensor-core k-steps, so they stay bit-identical (the GPU tests count mismatches).
 //   * the full activations H_l (B x out_l, fp16) and the full output gradients dZ_l of the hidden
 //     layers above the first: every block writes its own columns into every block's copy (DSMEM
 //     stores), then the cluster barrier. Only the first hidden layer's H is double-buffered (by step
@@ -31,7 +31,8 @@
 //   last layer (every block): logits, softmax cross-entropy, dZ = (p - onehot)/B in fp16.
 //   backward, l = L-1 .. 1: dZ_{l-1}[:, own] = (dZ_l · W_l[:, own]) * relu'(H_{l-1}) (WMMA), pushed
 //     (l-1 >= 1) or kept (l-1 = 0); arrive at the cluster barrier (l-1 >= 1); layer l's rows,
-//     columns and biases updated (SIMT, fixed order) while the others arrive; wait.
+//     columns and biases updated (WMMA m16n16k16 weight gradients, SGD from the accumulators)
+//     while the others arrive; wait.
 //   first layer: dW_0[own] = dZ_0[:, own]^T · X (WMMA m8n32k16), SGD straight from the accumulators.
 //   The next batch's bytes were loaded into registers at the start of the step; they become the
 //   fp16 X (x / 255, the graph path's rounding) after the update.
@@ -75,6 +76,9 @@ struct ClusterLayer {
   size_t wr16 = 0, wr32 = 0, bias = 0, wc16 = 0, wc32 = 0;
   size_t act = 0;         // this layer's input H_{l-1}: [32][ldr] halves (l >= 1; two of them, by step parity, for l = 1)
   size_t dz = 0;          // dZ_l: [32][ldc] (l >= 1), [Upad][kClLdT] transposed (l = 0)
+  int U16 = 0;            // U padded to 16 (the updates' m16n16k16 tiles)
+  size_t hown = 0;        // hidden l: the block's own columns of H_l [32][ldo], zero past them (pushed from here)
+  size_t dzt = 0;         // hidden l >= 1: the own columns of dZ_l transposed [U16][kClLdT], zero past them
 };
 
 struct ClusterParams {
@@ -97,11 +101,14 @@ struct ClusterParams {
   // --breakdown: SM clock cycles of block 0's thread 0 in each of kClSegments kinds of work, summed
   // over the launch's steps (null: not measured).
   unsigned long long* breakdown = nullptr;
+  // Tests only: mismatches between the column copies and the row copies they mirror, counted at
+  // the end of the launch (null: not checked).
+  unsigned* copy_mismatches = nullptr;
   // shared-memory layout (cluster_layout)
   ClusterLayer ly[kClMaxLayers];
   int ldx = 0, xcols = 0;           // X: [32][ldx] halves, columns padded to 32 (xcols)
   size_t x16 = 0, xtab = 0, scratch = 0, logits = 0, lab = 0, rloss = 0, own16 = 0, total = 0;
-  int ldo = 0;                      // own16: [32][ldo] halves, the block's own columns before they are pushed
+  int ldo = 0;                      // own tiles ([32][ldo] halves: hown, own16): whole 16-column tiles + 8
 };
 
 __host__ __device__ inline int cl_round(int x, int m) { return (x + m - 1) / m * m; }
@@ -167,15 +174,18 @@ inline size_t cluster_layout(ClusterParams& p) {
       scratch_floats = std::max(scratch_floats, mm_scratch(y.Ucpad / 8, y.Npad / 16));
     }
     y.dz = l == 0 ? take(sizeof(__half) * y.Upad * kClLdT) : take(sizeof(__half) * kClRows * y.ldc);
+    y.U16 = cl_round(y.U, 16);
+    if (!y.rep && l >= 1) y.dzt = take(sizeof(__half) * y.U16 * kClLdT);
   }
   p.scratch = take(sizeof(float) * scratch_floats);
   p.logits = take(sizeof(float) * kClRows * p.ly[L - 1].Npad);
   p.lab = take(sizeof(int) * kClRows);
   p.rloss = take(sizeof(float) * kClRows);
-  int maxu = 8;
-  for (int l = 0; l + 1 < L; ++l) maxu = std::max(maxu, p.ly[l].Upad);
+  int maxu = 16;
+  for (int l = 0; l + 1 < L; ++l) maxu = std::max(maxu, p.ly[l].U16);
   p.ldo = maxu + 8;
   p.own16 = take(sizeof(__half) * kClRows * p.ldo);
+  for (int l = 0; l + 1 < L; ++l) p.ly[l].hown = take(sizeof(__half) * kClRows * p.ldo);
   p.total = off;
   return off;
 }
@@ -232,42 +242,6 @@ __device__ __forceinline__ float col_sum(const __half* dz, int ld) {
 #pragma unroll
   for (int b = 1; b < kClRows; ++b) g += v[b];
   return g;
-}
-
-// Weight gradients over the batch, g = sum_b dz[b][i] * h[b][k] as fp32 FMAs in batch order, four
-// weights at a time: a row of the row copy (one dz column, four consecutive h columns) or of the
-// column copy (four consecutive dz columns, one h column). Per weight both do the same FMAs with
-// the same operands in the same order, so the two copies stay bit-identical. The four columns
-// are read as one 8-byte load (columns past the matrix are the tile's zero padding).
-__device__ __forceinline__ void h4(const __half* p, float (&v)[4]) {
-  const uint2 w = *reinterpret_cast<const uint2*>(p);
-  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w.x));
-  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
-  v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
-}
-// All 32 rows (a compile-time count, so the loads go ahead of the FMA chains): rows past the batch
-// are zero in both operands and add exact zeros.
-__device__ __forceinline__ void grad_dot4_rows(const __half* dz, int lddz, const __half* h, int ldh, float (&g)[4]) {
-  g[0] = g[1] = g[2] = g[3] = 0.f;
-#pragma unroll
-  for (int b = 0; b < kClRows; ++b) {
-    const float d = __half2float(dz[b * lddz]);
-    float hv[4];
-    h4(h + b * ldh, hv);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) g[j] = fmaf(d, hv[j], g[j]);
-  }
-}
-__device__ __forceinline__ void grad_dot4_cols(const __half* dz, int lddz, const __half* h, int ldh, float (&g)[4]) {
-  g[0] = g[1] = g[2] = g[3] = 0.f;
-#pragma unroll
-  for (int b = 0; b < kClRows; ++b) {
-    const float hv = __half2float(h[b * ldh]);
-    float d[4];
-    h4(dz + b * lddz, d);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) g[j] = fmaf(d[j], hv, g[j]);
-  }
 }
 
 // Pushes the block's own columns (own16[b][0 .. own), b < 32) to columns u0 .. u0+own of the
@@ -419,13 +393,14 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         const ClusterLayer& yn = p.ly[l + 1];
         const int own = cl_own(y, r), u0 = r * y.U;
         __half* dst = act(l + 1, par);
+        __half* hown = H16(y.hown);  // kept: the column copy's update of layer l+1 reads it
         for (int e = tid; e < kClRows * own; e += kClThreads) {
           const int b = e / own, u = e - b * own;
           const float z = cl::part_sum(scratch, kcn, ld, b, u) + bias[u];
-          own16[b * p.ldo + u] = __float2half_rn(b < B ? fmaxf(z, 0.f) : 0.f);
+          hown[b * p.ldo + u] = __float2half_rn(b < B ? fmaxf(z, 0.f) : 0.f);
         }
         stamp(0);
-        cl::push_own(cluster, own16, p.ldo, own, dst, yn.ldr, u0, NB);
+        cl::push_own(cluster, hown, p.ldo, own, dst, yn.ldr, u0, NB);
         cluster.sync();
         stamp(1);
       } else {
@@ -491,7 +466,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         const float v = cl::part_sum(scratch, kcn, ld, b, k);
         const bool on = b < B && __half2float(hin[b * y.ldr + c0 + k]) > 0.f;
         const __half d = __float2half_rn(on ? v : 0.f);
-        if (l - 1 >= 1) own16[b * p.ldo + k] = d;
+        if (l - 1 >= 1) own16[b * p.ldo + k] = d, H16(yp.dzt)[k * kClLdT + b] = d;
         else H16(yp.dz)[k * kClLdT + b] = d;
       }
       stamp(3);
@@ -502,43 +477,65 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         cluster.barrier_arrive();
       }
       stamp(4);
-      // layer l's updates: rows (own units; all of them for the last layer), columns (own inputs), biases
+      // layer l's updates: rows (own units; all of them for the last layer), columns (own inputs),
+      // biases. dW = dZ_l^T · H_{l-1} in 16 x 16 tiles (m = unit of layer l, n = its input, K = the
+      // 32 batch rows, WMMA m16n16k16 in two k-steps), SGD from each warp's staged tile. A weight's
+      // tile in the row copy and in the column copy multiplies the same fp16 operands at the same
+      // k positions in the same k-step order, so both copies get the same gradient bits (tests
+      // count mismatches between them: copy_mismatches).
       {
+        if (l - 1 == 0) __syncthreads();  // the epilogue's reads of scratch (no push barrier here)
         const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U, in = y.in, out = y.out;
         float* wr32 = F32(y.wr32);
         __half* wr16 = H16(y.wr16);
-        // four weights a thread (four independent FMA chains); per weight the same operation
-        // sequence in both copies: g = fmaf(dz[b][i], h[b][k], g) for b = 0 .. B-1
-        const int nqr = (in + 3) / 4;
-        for (int e = tid; e < own * nqr; e += kClThreads) {
-          const int u = e / nqr, k0 = 4 * (e - u * nqr);
-          float g[4];
-          cl::grad_dot4_rows(dz + u0 + u, y.ldc, hin + k0, y.ldr, g);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int k = k0 + j;
-            if (k >= in) break;
-            if (keep_grads && (!y.rep || r == 0)) p.G[p.woff[l] + static_cast<size_t>(u0 + u) * in + k] = g[j];
-            float w = wr32[u * in + k];
-            w -= p.lr * g[j];
-            wr32[u * in + k] = w, wr16[u * y.ldr + k] = __float2half_rn(w);
-          }
-        }
         float* wc32 = F32(y.wc32);
         __half* wc16 = H16(y.wc16);
-        const int nqc = (out + 3) / 4;
-        for (int e = tid; e < ownp * nqc; e += kClThreads) {
-          const int k = e / nqc, i0 = 4 * (e - k * nqc);
-          float g[4];
-          cl::grad_dot4_cols(dz + i0, y.ldc, hin + c0 + k, y.ldr, g);
+        const __half* hown = H16(yp.hown);
+        const __half* dzt = y.rep ? nullptr : H16(y.dzt);
+        const int rmt = y.rep ? y.Npad / 16 : y.U16 / 16, rnt = y.Kpad / 16;  // row tiles
+        const int cmt = y.Npad / 16, cnt = cl_round(ownp, 16) / 16;          // column tiles
+        const int rtasks = own > 0 ? rmt * rnt : 0, tasks = rtasks + cmt * cnt;
+        float* stg = scratch + wid * 256;
+        for (int task = wid; task < tasks; task += kClWarps) {
+          const bool row = task < rtasks;
+          const int tt = row ? task : task - rtasks;
+          const int mt = row ? tt % rmt : tt % cmt, nt2 = row ? tt / rmt : tt / cmt;
+          wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+          wm::fill_fragment(acc, 0.f);
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int i2 = i0 + j;
-            if (i2 >= out) break;
-            float w = wc32[k * out + i2];
-            w -= p.lr * g[j];
-            wc32[k * out + i2] = w, wc16[k * y.ldc + i2] = __float2half_rn(w);
+          for (int ks = 0; ks < kClRows / 16; ++ks) {
+            wm::fragment<wm::matrix_b, 16, 16, 16, __half, wm::row_major> bf;
+            if (row) wm::load_matrix_sync(bf, hin + ks * 16 * y.ldr + nt2 * 16, y.ldr);
+            else wm::load_matrix_sync(bf, hown + ks * 16 * p.ldo + nt2 * 16, p.ldo);
+            if (row && !y.rep) {
+              wm::fragment<wm::matrix_a, 16, 16, 16, __half, wm::row_major> a;
+              wm::load_matrix_sync(a, dzt + mt * 16 * kClLdT + ks * 16, kClLdT);
+              wm::mma_sync(acc, a, bf, acc);
+            } else {  // dZ_l [b][i] read as A (m = i, k = b), column-major
+              wm::fragment<wm::matrix_a, 16, 16, 16, __half, wm::col_major> a;
+              wm::load_matrix_sync(a, dz + ks * 16 * y.ldc + mt * 16, y.ldc);
+              wm::mma_sync(acc, a, bf, acc);
+            }
           }
+          wm::store_matrix_sync(stg, acc, 16, wm::mem_row_major);
+          __syncwarp();
+          for (int e = lane; e < 256; e += 32) {
+            const int m = mt * 16 + e / 16, n = nt2 * 16 + (e & 15);
+            const float g = stg[e];
+            if (row) {
+              if (m >= own || n >= in) continue;
+              if (keep_grads && (!y.rep || r == 0)) p.G[p.woff[l] + static_cast<size_t>(u0 + m) * in + n] = g;
+              float w = wr32[m * in + n];
+              w -= p.lr * g;
+              wr32[m * in + n] = w, wr16[m * y.ldr + n] = __float2half_rn(w);
+            } else {
+              if (m >= out || n >= ownp) continue;
+              float w = wc32[n * out + m];
+              w -= p.lr * g;
+              wc32[n * out + m] = w, wc16[n * y.ldc + m] = __float2half_rn(w);
+            }
+          }
+          __syncwarp();
         }
         float* bias = F32(y.bias);
         for (int u = tid; u < own; u += kClThreads) {
@@ -604,6 +601,25 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
   }
   if (timed)
     for (int k = 0; k < kClSegments; ++k) p.breakdown[k] += seg[k];
+
+  // ---- tests: every column copy against the row copy it mirrors (in the owner's shared memory)
+  if (p.copy_mismatches != nullptr) {
+    cluster.sync();  // every block's last updates are done
+    unsigned bad = 0;
+    for (int l = 1; l < L; ++l) {
+      const ClusterLayer& y = p.ly[l];
+      const int ownp = cl_own(p.ly[l - 1], r), c0 = r * p.ly[l - 1].U;
+      for (int e = tid; e < ownp * y.out; e += kClThreads) {
+        const int k = e / y.out, i = e - k * y.out;
+        const int q = y.rep ? r : i / y.U, ui = y.rep ? i : i - q * y.U;
+        const float* rw32 = cluster.map_shared_rank(F32(y.wr32), q);
+        const __half* rw16 = cluster.map_shared_rank(H16(y.wr16), q);
+        bad += __float_as_uint(F32(y.wc32)[e]) != __float_as_uint(rw32[ui * y.in + c0 + k]);
+        bad += __half_as_ushort(H16(y.wc16)[k * y.ldc + i]) != __half_as_ushort(rw16[ui * y.ldr + c0 + k]);
+      }
+    }
+    if (bad) atomicAdd(p.copy_mismatches, bad);
+  }
 
   // ---- write back what this block owns (block 0 also the replicated last layer)
   for (int l = 0; l < L; ++l) {

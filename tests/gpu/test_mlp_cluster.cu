@@ -9,7 +9,8 @@
 // (5e-3).
 // Fresh random images, labels, order and weights; awkward shapes (batch 1, 7, 20, 32; widths 10,
 // 30, 100, 300; 1 to 4 hidden layers; 10 and 12 classes) and cluster sizes (1, 3, 8, 16: units
-// split unevenly, blocks that own none). Losses and gradients are poisoned before every run. Also:
+// split unevenly, blocks that own none). Losses and gradients are poisoned before every run; the
+// kernel counts mismatches between its column copies and the row copies they mirror (must be 0). Also:
 // steps split over launches and repeated runs are bit-identical, the fp16 copies written back are
 // the masters rounded, a NaN loss sets the divergence flag, and what the kernel cannot run is refused.
 #include <doctest/doctest.h>
@@ -51,6 +52,7 @@ struct CSetup {
   Dev<float> P, G, loss;
   Dev<__half> P16;
   Dev<unsigned long long> bad;
+  Dev<unsigned> mismatches;  // column copies against row copies, counted by the kernel
   float lr = 0.05f;
 
   static size_t count(const std::vector<int>& w, std::vector<size_t>* wo, std::vector<size_t>* bo) {
@@ -79,7 +81,8 @@ struct CSetup {
         G(count(c.layers, nullptr, nullptr)),
         loss(static_cast<size_t>(steps)),
         P16(count(c.layers, nullptr, nullptr)),
-        bad(1) {
+        bad(1),
+        mismatches(1) {
     for (auto& b : px) b = static_cast<uint8_t>(test_rng()() % 256);
     for (auto& l : labels) l = static_cast<uint8_t>(test_rng()() % static_cast<unsigned>(C));
     for (int i = 0; i < n_images; ++i) perm[i] = i;
@@ -97,7 +100,7 @@ struct CSetup {
   }
   void reset() {
     P.set(p0);
-    G.poison(), loss.poison(), P16.poison();
+    G.poison(), loss.poison(), P16.poison(), mismatches.zero();
     const unsigned long long none = ~0ull;
     CUDA_CHECK(cudaMemcpy(bad.p, &none, sizeof none, cudaMemcpyHostToDevice));
   }
@@ -109,6 +112,7 @@ struct CSetup {
     for (int l = 0; l < L; ++l) p.woff[l] = woff[l], p.boff[l] = boff[l];
     p.P = P.p, p.P16 = P16.p, p.G = G.p, p.lr = lr;
     p.step_loss = loss.p, p.bad_step = bad.p;
+    p.copy_mismatches = mismatches.p;
     return p;
   }
   ClusterPlan run(int first, int count) {
@@ -278,6 +282,7 @@ void check_against_references(const CConfig& c) {
       mismatched += __half_as_ushort(p16[s.boff[l] + i]) != __half_as_ushort(__float2half_rn(pf[s.boff[l] + i]));
   }
   CHECK(mismatched == 0);
+  CHECK(s.mismatches.get()[0] == 0u);  // every column copy equals the row copy it mirrors
   unsigned long long bad = 0;
   CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
   CHECK(bad == ~0ull);
@@ -325,6 +330,7 @@ TEST_CASE("mlp cluster: steps split over launches and repeated runs are bit-iden
   CHECK(std::memcmp(loss_one.data(), loss_two.data(), loss_one.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(one.data(), again.data(), one.size() * sizeof(float)) == 0);
   for (float l : loss_one) CHECK(std::isfinite(l));
+  CHECK(s.mismatches.get()[0] == 0u);
 }
 
 TEST_CASE("mlp cluster: a non-finite loss sets the divergence flag at its step") {
