@@ -122,7 +122,7 @@ inline const char* cluster_segment_name(int i) {
       "last layer in every block: logits, softmax cross-entropy, dZ",
       "backward-data products (own units) and their epilogues",
       "backward pushes and the cluster barriers after them",
-      "row and column updates of layers 1 .. L-1 (fp32 FMAs over the batch)",
+      "row and column updates of layers 1 .. L-1 (tensor-core weight gradients, SGD) and biases",
       "first layer's update (tensor cores) and its bias",
       "the next batch's bytes to fp16 (and the step's labels)"};
   return names[i];
