@@ -545,8 +545,11 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         }
       }
       stamp(5);
+      // The block barrier first: the cluster barrier's arrivals came before the updates, so its wait
+      // alone would let a warp start the next product (which writes scratch) while another still
+      // reads its staged tile there.
+      __syncthreads();
       if (l - 1 >= 1) cluster.barrier_wait();
-      else __syncthreads();
       stamp(4);
     }
 

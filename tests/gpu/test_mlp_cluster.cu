@@ -333,6 +333,17 @@ TEST_CASE("mlp cluster: steps split over launches and repeated runs are bit-iden
   CHECK(s.mismatches.get()[0] == 0u);
 }
 
+// Small enough for racecheck (which slows the kernel ~1000x): two launches of two steps, units split
+// unevenly over four blocks, four hidden layers.
+TEST_CASE("mlp cluster: a short run for the sanitizers") {
+  NB_SKIP_WITHOUT_CLUSTERS();
+  CSetup s(CConfig{5, {784, 20, 13, 27, 9, 10}, 4}, 4);
+  s.run(0, 2);
+  s.run(2, 2);
+  for (float l : s.loss.get()) CHECK(std::isfinite(l));
+  CHECK(s.mismatches.get()[0] == 0u);
+}
+
 TEST_CASE("mlp cluster: a non-finite loss sets the divergence flag at its step") {
   NB_SKIP_WITHOUT_CLUSTERS();
   CSetup s(CConfig{32, {784, 128, 128, 128, 10}, 0}, 4);
