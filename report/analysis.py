@@ -24,7 +24,7 @@ OURS_ORDER = [
     ("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
     ("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"),
     ("phase5_batched", "cuda"), ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"),
-    ("phase5_batched", "cuda-persistent"),
+    ("phase5_batched", "cuda-persistent"), ("phase5_batched", "cuda-cluster"),
 ]
 TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph"]
 PHASE_ORDER = ["phase1_naive", "phase2_shared_mem", "phase3_fused_streams", "phase4_mlp", "phase5_batched",
@@ -38,7 +38,7 @@ TWIN_TITLE = {
     "compile-max-autotune": "PyTorch compile max-autotune", "graph": "PyTorch CUDA graph",
 }
 IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuBLASLt",
-              "cuda-persistent": "persistent kernel"}
+              "cuda-persistent": "persistent kernel", "cuda-cluster": "cluster kernel"}
 
 LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
                 ("pytorch_linreg", "pytorch-cpu"), ("pytorch_linreg", "pytorch-eager"),
@@ -85,7 +85,8 @@ def series_sort_key(key):
     return (1 if is_twin(phase) else 0, oi, ti, "sync-every-epoch" in impl, pi, phase, impl)
 
 
-_COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#bcbddc", "#54278f", "#01665e"]
+_COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#bcbddc", "#54278f", "#01665e",
+                "#c51b7d"]
 _COLORS_TWIN = {"pytorch-cpu": "#969696", "pytorch-eager": "#fd8d3c", "pytorch-compile": "#e6550d",
                 "pytorch-compile-max-autotune": "#a63603", "pytorch-graph": "#cb181d"}
 
@@ -113,7 +114,7 @@ def linestyle(key):
 # figures of time take the default run; figures of kernels (breakdown, efficiency) take a run
 # without programmatic dependent launch where there is one, because under PDL a kernel starts
 # before the one ahead of it has finished and CUPTI's duration then includes that wait.
-ABLATIONS = ("-paired", "-nopdl")
+ABLATIONS = ("-paired", "-nopdl", "-breakdown")  # --breakdown runs time themselves with clock stamps
 
 
 def is_ablation(r):
@@ -589,10 +590,13 @@ def select_w2(records, dup_notes):
             rel[k] = pts
     missing = []
     # W2 is fp16 matrix math: phase 5's own GEMMs run it in fp16 only (phase 4 runs both precisions);
-    # the persistent kernel is fp32 with two hidden layers (W1's shape), never W2's
-    for k in [k for k in MLP_IMPLS if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"))]:
+    # the persistent kernel is fp32 with two hidden layers (W1's shape), never W2's; the cluster
+    # kernel holds the model in 16 blocks' shared memory, which only h = 128 fits
+    expect = {("phase5_batched", "cuda-cluster"): [128]}
+    for k in [k for k in MLP_IMPLS if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"))] + \
+            list(expect):
         have = {p[0] for p in series.get(k, [])}
-        lack = [h for h in W2_HS if h not in have]
+        lack = [h for h in expect.get(k, W2_HS) if h not in have]
         if not have:
             missing.append(f"{label(*k)}: no records")
         elif lack:

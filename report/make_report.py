@@ -403,21 +403,33 @@ def phase_targets(phase, sel, recs):
                 lo = min(twins, key=lambda row: (row["peak_mem"], row["label"]))
                 out.append(("W1 peak device memory ≤ the twin's", f"{sig(m['peak_mem'] / 2**20)} MiB vs {sig(lo['peak_mem'] / 2**20)} MiB ({lo['label']})",
                             verdict(m["peak_mem"] <= lo["peak_mem"]), [m["record"], lo["record"]]))
-        # W2 is fp16 matrix math: phase 5's own-GEMM W2 runs are its "cuda-fp16" series
+        # W2 is fp16 matrix math: phase 5's own-GEMM W2 runs are its "cuda-fp16" series, its cluster
+        # kernel's (h = 128 only) the "cuda-cluster" series; the speed targets are judged on the
+        # fastest phase 5 path at each width (named in the row)
         own = {h: (t, r) for h, t, r in sel[6]["series"].get((phase, "cuda-fp16"), [])}
+        best = dict(own)
+        for h, t, r in sel[6]["series"].get((phase, "cuda-cluster"), []):
+            if h not in best or t < best[h][0]:
+                best[h] = (t, r)
+        who = {h: A.label(best[h][1].phase, best[h][1].impl) for h in best}
         tb = sel[6]["twin_best"]
-        if own and tb:
-            common = sorted(set(own) & set(tb))
+        if best and tb:
+            common = sorted(set(best) & set(tb))
             if common:
-                bad = [h for h in common if own[h][0] >= tb[h][0]]
-                out.append(("W2: faster than every twin mode at every h",
+                bad = [h for h in common if best[h][0] >= tb[h][0]]
+                out.append(("W2: faster than every twin mode at every h (fastest phase 5 path)",
                             f"{len(common) - len(bad)} of {len(common)} widths" + (f" (not at h = {', '.join(map(str, bad))})" if bad else ""),
-                            verdict(not bad), [own[h][1] for h in common] + [tb[h][2] for h in common]))
+                            verdict(not bad), [best[h][1] for h in common] + [tb[h][2] for h in common]))
         ew = {h: (t, r) for h, t, r in sel[6]["series"].get(("pytorch_mlp", "pytorch-eager"), [])}
         for h, goal in ((128, 50), (8192, 2.5)):
-            if h in own and h in ew:
+            if h in best and h in ew:
+                x = ew[h][0] / best[h][0]
+                out.append((f"W2 h = {h}: ≥ {goal}× PyTorch eager ({who[h]})", times(x), verdict(x >= goal),
+                            [best[h][1], ew[h][1]]))
+            if h in own and h in best and best[h][1] is not own[h][1] and h in ew:
                 x = ew[h][0] / own[h][0]
-                out.append((f"W2 h = {h}: ≥ {goal}× PyTorch eager", times(x), verdict(x >= goal), [own[h][1], ew[h][1]]))
+                out.append((f"W2 h = {h}: the graph path (own GEMMs fp16) against PyTorch eager", times(x), DASH,
+                            [own[h][1], ew[h][1]]))
         # the GEMM target, product by product, from --gemm-compare (own plain GEMM vs cuBLASLt on the
         # h = 8192 shapes); the whole trainer's step against the cuBLASLt trainer's as a second view
         gc = A.newest_first([r for r in recs if r.phase == phase and r.tag == "gemm-compare-h8192-fp16"])

@@ -174,14 +174,18 @@ def load_profiles(profiles_dir: str, rel_base: str | None = None):
             r.phase = data["phase"]
             r.workload = data["workload"]
             r.impl = data["implementation"]
-            # phase 5 records its own-GEMM runs as "cuda" whatever the precision: tell fp16 apart
+            # phase 5 records its own-kernel runs as "cuda" whatever the launch and precision: tell its
+            # --launch persistent runs (one cooperative kernel per epoch) and --launch cluster runs (one
+            # thread-block cluster kernel per epoch, fp16) from the graph path, and fp16 from fp32
             prec = (data.get("config") or {}).get("precision") if isinstance(data.get("config"), dict) else None
-            if r.impl == "cuda" and data.get("phase") == "phase5_batched" and prec == "fp16":
-                r.impl = "cuda-fp16"
-            # ... and its --launch persistent runs (one cooperative kernel per epoch) from the graph path
             launch = (data.get("config") or {}).get("launch") if isinstance(data.get("config"), dict) else None
-            if r.impl == "cuda" and data.get("phase") == "phase5_batched" and launch == "persistent":
-                r.impl = "cuda-persistent"
+            if r.impl == "cuda" and data.get("phase") == "phase5_batched":
+                if launch == "persistent":
+                    r.impl = "cuda-persistent"
+                elif launch == "cluster":
+                    r.impl = "cuda-cluster"
+                elif prec == "fp16":
+                    r.impl = "cuda-fp16"
             dev_slug = dget(data, "device", "slug")
             r.slug = dev_slug if isinstance(dev_slug, str) and dev_slug else slug_dir
             r.device_name = data["device"]["name"]

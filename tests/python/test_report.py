@@ -172,11 +172,15 @@ def test_phase_sections_check_targets_and_compare_nsys(built):
     p5 = table_after(sec, "#### Phase 5")
     # judged on the fastest fp32 phase 5 path, named in the row
     assert row(p5, **{"target or comparison": "W1 epoch ≤ 10 ms (goal) (phase 5 own GEMM)"})["verdict"] == "**not met**"
-    # W2's targets are judged on phase 5's fp16 own-GEMM series (the fixture: 0.0202 vs 1.650 ms at
-    # h = 128, 0.691 vs 3.328 ms at h = 8192)
-    assert row(p5, **{"target or comparison": "W2 h = 128: ≥ 50× PyTorch eager"})["measured"] == "81.8×"
-    assert row(p5, **{"target or comparison": "W2 h = 8192: ≥ 2.5× PyTorch eager"})["verdict"] == "met"
-    assert row(p5, **{"target or comparison": "W2: faster than every twin mode at every h"})["verdict"] == "met"
+    # W2's targets are judged on the fastest of phase 5's fp16 paths at each width, named in the row:
+    # the cluster kernel at h = 128 (the fixture: 0.0150 vs 1.650 ms), the own-GEMM graph path at
+    # h = 8192 (0.691 vs 3.328 ms); the graph path's own ratio at h = 128 (0.0202 ms) as a comparison
+    assert row(p5, **{"target or comparison": "W2 h = 128: ≥ 50× PyTorch eager (phase 5 cluster kernel)"})["measured"] == "110×"
+    assert row(p5, **{"target or comparison": "W2 h = 128: the graph path (own GEMMs fp16) against PyTorch eager"})[
+        "measured"] == "81.8×"
+    assert row(p5, **{"target or comparison": "W2 h = 8192: ≥ 2.5× PyTorch eager (phase 5 own GEMM fp16)"})["verdict"] == "met"
+    assert row(p5, **{"target or comparison": "W2: faster than every twin mode at every h (fastest phase 5 path)"})[
+        "verdict"] == "met"
 
 
 def test_every_record_is_in_the_appendix_with_its_facts(built):
