@@ -16,7 +16,10 @@
 //     epoch, with a non-finite-loss flag (divergence stops the run with exit code 7);
 //   * evaluation in chunks of 2048 test images with the same fused kernels, counts read once;
 //   * `--launch persistent` (persistent.cuh; fp32, two hidden layers): the whole epoch as ONE
-//     cooperative kernel instead of a graph of 6 kernels a step; see the last section below;
+//     cooperative kernel instead of a graph of 6 kernels a step; see the section near the end;
+//   * `--launch cluster` (cluster.cuh; fp16, SGD, no dropout, batch <= 32: W2 at h = 128): the whole
+//     epoch as ONE thread-block cluster of 16 blocks that hold the model in their shared memory and
+//     exchange activations through distributed shared memory; see the last section;
 //   * fp16 with SGD (W2): the backward pass as ONE pass over each layer's weights
 //     (fused_backward.cuh; `--backward auto|fused|paired`): the update and the backward-data
 //     product through the same weights in one kernel, reading each fp32 master weight once; the
@@ -38,8 +41,9 @@
 // reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
 // (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
 //
-// Latest run (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 3dfe5ec,
-// logs/bench_mlp_pdl.log; its records replace the W1 and W2 records of every run quoted below).
+// Latest full run (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 3dfe5ec,
+// logs/bench_mlp_pdl.log; its records replace the W1 and W2 records of every run quoted below; its
+// h = 128 records were replaced in turn by the 4fa483d run of the last section).
 //   What changed: the GEMM's cp.async loop takes stages of 64 values of k (12 KB) instead of 32,
 //   with its result tile overlaying the stages in dynamic shared memory so that 5 blocks still fit
 //   an SM; kernel instances per mainloop (fp16 ones compiled for 5 blocks an SM); whole unsplit
@@ -286,6 +290,56 @@
 //   update of ~2.9 us (another 262k FMA and 8k Adam steps a block): more than the exchange. Both
 //   want tensor cores (3xTF32 to keep fp32 accuracy); so do the last layer and the W1 update.
 //   Thread-block clusters could turn part of each exchange into distributed shared memory.
+//
+// --launch cluster (phase5_batched/cluster.cuh): one thread-block cluster kernel per epoch for W2's
+// small widths. 16 blocks of 512 threads (a non-portable cluster size; --blocks picks 1-16) on 16
+// SMs; each owns 1/16 of every hidden layer's units: the rows of W into them (fp32 master + fp16
+// copy) and, for the backward-data product, the columns of the layer above that leave them (a
+// second copy, updated from the same operands in the same tensor-core k-steps: bit-identical, which
+// the GPU tests check). The last layer is replicated. A step: each hidden layer's own units by WMMA
+// (m32n8k16), pushed by 16-byte DSMEM stores into every block, then a cluster barrier (3); the last
+// layer, softmax cross-entropy and dZ in every block; the backward-data products for own units,
+// pushed, a split cluster barrier (2) with the layer's updates (m16n16k16 weight gradients, SGD
+// from the accumulators) between arrive and wait; the first layer's update (m8n32k16 over the
+// fp16 batch); the next batch's bytes, loaded into registers at the start of the step, turned into
+// fp16 for the next. The model at h = 128 is ~0.8 MB: 199 KB of shared memory a block.
+//   Prediction (written before the first run): ~8-10 us a step (5 barriers ~0.3-0.5 us each, the
+//   rest short tensor-core products), 150-200x eager.
+//   Measured (H100; bench_mlp.sh stage w2 at h = 128 at commit 4fa483d, with every path and twin of
+//   that width in the same run; logs/bench_mlp_w2_h128_cluster.log): 0.0273 ms a step
+//   (__w2-h128-cluster.json), against the graph path's 0.0548 (2.0x), cuBLASLt's 0.0942, PyTorch
+//   eager 1.9148 (70.2x: the 50x target MET), compile 2.5762, CUDA graph 0.1136 (4.2x). The
+//   prediction missed by ~3x. How it got there (the second epoch of 1875 steps, ms, one run each;
+//   device-call output, records not kept): SIMT updates and 2-byte pushes 56.1; 16-byte pushes and
+//   four weights a thread 54.1; batch loops unrolled over 32 rows, softmax a warp a row 51.1; split
+//   backward barriers 51.9 (a --breakdown run); tensor-core updates 49.4 (--breakdown); the race fix
+//   below, in the recorded run: 51.2 (0.0273 ms x 1875).
+//   Where a step goes (--breakdown, block 0; __w2-h128-cluster-breakdown.json, us): forward
+//   products 5.35, forward pushes + barriers 5.02, last layer 3.00, backward-data products 2.88,
+//   backward pushes + barriers 3.44, updates of layers 1-3 4.23, first layer's update 2.14, next
+//   batch 1.13. Nsight Compute on a 300-step launch (an earlier build, logs not committed: the report
+//   exceeded what a device call returns): 0.40 instructions issued per scheduler cycle, ~93k warp
+//   instructions per SM a step spread over index arithmetic, partial sums, fp16 conversions and
+//   the WMMA loads; ~20-40% of stall samples at the cluster barriers. The step is a chain of ~15
+//   short phases, each a few hundred instructions a warp plus a barrier: fewer phases (fewer
+//   layers per barrier) or leaner ones (constant shapes, as W1's persistent instance) is what is left.
+//   Correctness: --validate (3 steps vs float64): loss 4.9e-7, gradients 2.1e-2, parameter change
+//   2.4e-2 (__check-w2-h128-cluster.json); 784-100-300-10, batch 31: 5.6e-7 / 2.2e-2 / 2.1e-2
+//   (__check-odd-cluster.json); the same tolerances as the graph path's fp16. GPU tests
+//   (tests/gpu/test_mlp_cluster.cu) against a float64 reference that rounds where the kernel rounds
+//   (gradients within 2e-3) at batch 1-32, 1-4 hidden layers, widths 10-300, clusters of 1, 3, 4, 8,
+//   16; column copies bit-identical to the rows they mirror; split launches and repeats
+//   bit-identical; memcheck, synccheck, initcheck (all cluster cases) and racecheck (a short run): 0
+//   errors (logs/test_gpu_cluster_*.log). The racecheck-sized case exists because the first
+//   tensor-core update code had a race (a warp could pass the split barrier's wait and overwrite
+//   another warp's staged tile): the GPU tests caught it under compute-sanitizer's timing, and a
+//   block barrier before the wait fixed it. Loss curve vs the eager twin (same init and order):
+//   first 20 step losses within 1.1e-4, 100-step means within 6.2e-6, final test accuracy 72.82%
+//   (graph path 72.84%). Not bit-identical to the graph path (sums in another order); itself
+//   bit-reproducible.
+//   Limits: fp16 with SGD and no dropout (W2's recipe), batch <= 32, input width a multiple of 16,
+//   1-4 hidden layers, and a model that fits 16 blocks' shared memory (h = 256 would need ~370 KB a
+//   block): other shapes are refused with exit code 2.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -149,9 +149,24 @@ MLP_FLAG_CASES = [
 ]
 
 
+# phase 5's one-launch kernels refuse a recipe they do not implement before touching the device
+P5_FLAG_CASES = [
+    ("launch-unknown", ["--launch", "warp"], ["--launch", "warp"]),
+    ("launch-persistent-fp16", ["--launch", "persistent", "--precision", "fp16"], ["--launch persistent", "fp32"]),
+    ("launch-cluster-fp32", ["--launch", "cluster"], ["--launch cluster", "fp16"]),
+    ("launch-cluster-adam", ["--launch", "cluster", "--precision", "fp16", "--dropout", "0"], ["--launch cluster", "sgd"]),
+    ("launch-cluster-dropout", ["--launch", "cluster", "--precision", "fp16", "--optimizer", "sgd"],
+     ["--launch cluster", "--dropout 0"]),
+    ("launch-cluster-cublas", ["--launch", "cluster", "--precision", "fp16", "--optimizer", "sgd", "--dropout", "0",
+                               "--gemm", "cublas"], ["--launch cluster", "--gemm own"]),
+]
+
+
 def flag_cases():
     for phase in LINREG + MLP:
         own = LINREG_FLAG_CASES if phase in LINREG else MLP_FLAG_CASES
+        if phase == "phase5_batched":
+            own = own + P5_FLAG_CASES
         for cid, args, words in COMMON_FLAG_CASES + own:
             yield pytest.param(phase, args, words, id=f"{phase}-{cid}")
 
