@@ -37,7 +37,7 @@
 //   The next batch's bytes were loaded into registers at the start of the step; they become the
 //   fp16 X (x / 255, the graph path's rounding) after the update.
 // Arithmetic as the graph path's: fp16 operands, fp32 accumulation (in a different order), fp32
-// bias/softmax/loss, fp32 SGD `w -= lr * g`, the fp16 copy = the master rounded. Not bit-identical
+// bias/softmax/loss, fp32 SGD w - lr * g (one fused multiply-add), the fp16 copy = the master rounded. Not bit-identical
 // to the graph path (sum order); bit-reproducible itself (no atomics but the divergence flag).
 #pragma once
 #include <cooperative_groups.h>
@@ -243,6 +243,10 @@ __device__ __forceinline__ float col_sum(const __half* dz, int ld) {
   for (int b = 1; b < kClRows; ++b) g += v[b];
   return g;
 }
+
+// The SGD step w - lr * g as one explicit fused multiply-add: both weight copies must round it the
+// same way, which `w -= lr * g` leaves to the compiler's contraction choice at each site.
+__device__ __forceinline__ float sgd(float w, float g, float lr) { return __fmaf_rn(-lr, g, w); }
 
 // Pushes the block's own columns (own16[b][0 .. own), b < 32) to columns u0 .. u0+own of the
 // [32][ld] buffer `dst` in every block of the cluster: 16-byte DSMEM stores where the columns are
@@ -526,12 +530,12 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
               if (m >= own || n >= in) continue;
               if (keep_grads && (!y.rep || r == 0)) p.G[p.woff[l] + static_cast<size_t>(u0 + m) * in + n] = g;
               float w = wr32[m * in + n];
-              w -= p.lr * g;
+              w = cl::sgd(w, g, p.lr);
               wr32[m * in + n] = w, wr16[m * y.ldr + n] = __float2half_rn(w);
             } else {
               if (m >= out || n >= ownp) continue;
               float w = wc32[n * out + m];
-              w -= p.lr * g;
+              w = cl::sgd(w, g, p.lr);
               wc32[n * out + m] = w, wc16[n * y.ldc + m] = __float2half_rn(w);
             }
           }
@@ -541,7 +545,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         for (int u = tid; u < own; u += kClThreads) {
           const float g = cl::col_sum(dz + u0 + u, y.ldc);
           if (keep_grads && (!y.rep || r == 0)) p.G[p.boff[l] + u0 + u] = g;
-          bias[u] -= p.lr * g;
+          bias[u] = cl::sgd(bias[u], g, p.lr);
         }
       }
       stamp(5);
@@ -583,7 +587,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
             const float g = stg[m * 32 + lane];
             if (keep_grads) p.G[p.woff[0] + static_cast<size_t>(u0 + u) * D + k] = g;
             float w = wr32[u * D + k];
-            w -= p.lr * g;
+            w = cl::sgd(w, g, p.lr);
             wr32[u * D + k] = w, wr16[u * y.ldr + k] = __float2half_rn(w);
           }
         }
@@ -593,7 +597,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
       for (int u = tid; u < own; u += kClThreads) {
         const float g = cl::col_sum(dzt + u * kClLdT, 1);
         if (keep_grads) p.G[p.boff[0] + u0 + u] = g;
-        bias[u] -= p.lr * g;
+        bias[u] = cl::sgd(bias[u], g, p.lr);
       }
     }
     __syncthreads();  // X of this step is consumed
@@ -605,7 +609,8 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
   if (timed)
     for (int k = 0; k < kClSegments; ++k) p.breakdown[k] += seg[k];
 
-  // ---- tests: every column copy against the row copy it mirrors (in the owner's shared memory)
+  // ---- tests: every column copy against the row copy it mirrors (in the owner's shared memory),
+  // and every block's replica of the last layer against block 0's
   if (p.copy_mismatches != nullptr) {
     cluster.sync();  // every block's last updates are done
     unsigned bad = 0;
@@ -621,6 +626,17 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         bad += __half_as_ushort(H16(y.wc16)[k * y.ldc + i]) != __half_as_ushort(rw16[ui * y.ldr + c0 + k]);
       }
     }
+    // the replicated last layer: every block's rows against block 0's
+    const ClusterLayer& yl = p.ly[L - 1];
+    const float* r32 = cluster.map_shared_rank(F32(yl.wr32), 0);
+    const __half* r16 = cluster.map_shared_rank(H16(yl.wr16), 0);
+    for (int e = tid; e < yl.out * yl.in; e += kClThreads) {
+      const int u = e / yl.in, k = e - u * yl.in;
+      bad += __float_as_uint(F32(yl.wr32)[e]) != __float_as_uint(r32[e]);
+      bad += __half_as_ushort(H16(yl.wr16)[u * yl.ldr + k]) != __half_as_ushort(r16[u * yl.ldr + k]);
+    }
+    const float* rb = cluster.map_shared_rank(F32(yl.bias), 0);
+    for (int c = tid; c < yl.out; c += kClThreads) bad += __float_as_uint(F32(yl.bias)[c]) != __float_as_uint(rb[c]);
     if (bad) atomicAdd(p.copy_mismatches, bad);
   }
 

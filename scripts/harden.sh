@@ -291,7 +291,7 @@ variants() {
     phase1_*|phase2_*) lines=("" "--deterministic") ;;
     phase3_*) lines=("" "--source host --chunk 1000 --streams 3 --eval-every 2" "--deterministic" "--pdl early") ;;
     phase4_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --deterministic") ;;
-    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16") ;;
+    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch cluster --precision fp16 --optimizer sgd --dropout 0") ;;
     *) lines=("") ;;
   esac
   for v in "${lines[@]}"; do
