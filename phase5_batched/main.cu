@@ -337,6 +337,9 @@
 //   first 20 step losses within 1.1e-4, 100-step means within 6.2e-6, final test accuracy 72.82%
 //   (graph path 72.84%). Not bit-identical to the graph path (sums in another order); itself
 //   bit-reproducible.
+//   After a review (0b16a9d): the SGD step is one explicit fused multiply-add in both copies (it had
+//   been `w -= lr * g`, contracted or not at each site by the compiler's choice); the W2 h = 128 run
+//   gives the same parameter checksum as the 4fa483d record (logs/cluster_checksum_after_review.log).
 //   Limits: fp16 with SGD and no dropout (W2's recipe), batch <= 32, input width a multiple of 16,
 //   1-4 hidden layers, and a model that fits 16 blocks' shared memory (h = 256 would need ~370 KB a
 //   block): other shapes are refused with exit code 2.
