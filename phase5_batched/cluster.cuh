@@ -124,7 +124,7 @@ inline const char* cluster_segment_name(int i) {
       "backward pushes and the cluster barriers after them",
       "row and column updates of layers 1 .. L-1 (tensor-core weight gradients, SGD) and biases",
       "first layer's update (tensor cores) and its bias",
-      "the next batch's bytes to fp16, and its labels"};
+      "the next batch's bytes to fp16 (and the step's labels)"};
   return names[i];
 }
 
@@ -327,30 +327,18 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
     }
   }
   // The batch as 16-byte chunks: chunk q is row q / (D / 16), bytes 16 * (q % (D / 16)).
-  // Indices run two steps ahead: at step t the image indices of step t+2 are loaded (pimg, plab), the
-  // bytes and labels of step t+1 by the indices loaded a step earlier, so no load waits on another
-  // inside a step; the bytes are consumed at the step's end (store_x), the labels too (nlab -> lab).
   const int cpr = D / 16, nchunks = B * cpr;
   uint4 nx[kClMaxChunks];
-  int pimg[kClMaxChunks], plab = 0, nlab = 0;
-  auto load_index = [&](int batch) {
-#pragma unroll
-    for (int j = 0; j < kClMaxChunks; ++j) {
-      const int q = tid + j * kClThreads;
-      if (q < nchunks) pimg[j] = __ldg(p.perm + static_cast<size_t>(batch) * B + q / cpr);
-    }
-    if (tid < B) plab = __ldg(p.perm + static_cast<size_t>(batch) * B + tid);
-  };
-  auto fetch = [&]() {  // the batch whose indices load_index loaded
+  auto fetch = [&](int batch) {
 #pragma unroll
     for (int j = 0; j < kClMaxChunks; ++j) {
       const int q = tid + j * kClThreads;
       if (q < nchunks) {
-        const int c = q - (q / cpr) * cpr;
-        nx[j] = __ldg(reinterpret_cast<const uint4*>(p.images + static_cast<size_t>(pimg[j]) * D) + c);
+        const int row = q / cpr, c = q - row * cpr;
+        const int img = __ldg(p.perm + static_cast<size_t>(batch) * B + row);
+        nx[j] = __ldg(reinterpret_cast<const uint4*>(p.images + static_cast<size_t>(img) * D) + c);
       }
     }
-    if (tid < B) nlab = __ldg(p.labels + plab);
   };
   auto store_x = [&]() {
 #pragma unroll
@@ -373,12 +361,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
       }
     }
   };
-  if (p.count > 0) {
-    load_index(p.i0);
-    fetch();
-    if (tid < B) lab[tid] = nlab;
-    if (p.count > 1) load_index(p.i0 + 1);
-  }
+  if (p.count > 0) fetch(p.i0);
   __syncthreads();  // xtab
   if (p.count > 0) store_x();
   // Every block's shared memory is set before any block writes into another's.
@@ -399,8 +382,8 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
     const int64_t s = p.s0 + t;
     const int i = p.i0 + t, par = t & 1;
     const bool more = t + 1 < p.count;
-    if (more) fetch();                            // step t+1's bytes and labels (indices loaded at t-1)
-    if (t + 2 < p.count) load_index(i + 2);        // step t+2's indices
+    if (tid < B) lab[tid] = __ldg(p.labels + __ldg(p.perm + static_cast<size_t>(i) * B + tid));
+    if (more) fetch(i + 1);  // consumed at the end of the step
 
     // ---- forward: hidden layers (own units, pushed to every block), then the last layer everywhere
     for (int l = 0; l < L; ++l) {
@@ -617,12 +600,9 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         bias[u] = cl::sgd(bias[u], g, p.lr);
       }
     }
-    __syncthreads();  // X and the labels of this step are consumed
+    __syncthreads();  // X of this step is consumed
     stamp(6);
-    if (more) {
-      store_x();
-      if (tid < B) lab[tid] = nlab;
-    }
+    if (more) store_x();
     __syncthreads();
     stamp(7);
   }
