@@ -337,6 +337,9 @@
 //   first 20 step losses within 1.1e-4, 100-step means within 6.2e-6, final test accuracy 72.82%
 //   (graph path 72.84%). Not bit-identical to the graph path (sums in another order); itself
 //   bit-reproducible.
+//   Tried and not kept: the image indices and labels loaded two steps ahead, so that no global
+//   load inside a step waits on another (the step starts with perm -> image and perm -> label
+//   chains): 0.0279 ms a step against 0.0278 for the kept code a call earlier, same checksum.
 //   After a review (0b16a9d): the SGD step is one explicit fused multiply-add in both copies (it had
 //   been `w -= lr * g`, contracted or not at each site by the compiler's choice); the W2 h = 128 run
 //   gives the same parameter checksum as the 4fa483d record (logs/cluster_checksum_after_review.log).
