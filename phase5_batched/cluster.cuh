@@ -248,6 +248,12 @@ __device__ __forceinline__ float col_sum(const __half* dz, int ld) {
 // same way, which `w -= lr * g` leaves to the compiler's contraction choice at each site.
 __device__ __forceinline__ float sgd(float w, float g, float lr) { return __fmaf_rn(-lr, g, w); }
 
+// One weight's step: its fp32 master in w32, the fp16 copy (the master rounded) in w16.
+__device__ __forceinline__ void sgd_store(float* w32, __half* w16, float g, float lr) {
+  const float w = sgd(*w32, g, lr);
+  *w32 = w, *w16 = __float2half_rn(w);
+}
+
 // Pushes the block's own columns (own16[b][0 .. own), b < 32) to columns u0 .. u0+own of the
 // [32][ld] buffer `dst` in every block of the cluster: 16-byte DSMEM stores where the columns are
 // whole 8-column chunks (u0 and own multiples of 8), 2-byte ones otherwise. Starts with a block barrier.
@@ -529,14 +535,10 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
             if (row) {
               if (m >= own || n >= in) continue;
               if (keep_grads && (!y.rep || r == 0)) p.G[p.woff[l] + static_cast<size_t>(u0 + m) * in + n] = g;
-              float w = wr32[m * in + n];
-              w = cl::sgd(w, g, p.lr);
-              wr32[m * in + n] = w, wr16[m * y.ldr + n] = __float2half_rn(w);
+              cl::sgd_store(wr32 + m * in + n, wr16 + m * y.ldr + n, g, p.lr);
             } else {
               if (m >= out || n >= ownp) continue;
-              float w = wc32[n * out + m];
-              w = cl::sgd(w, g, p.lr);
-              wc32[n * out + m] = w, wc16[n * y.ldc + m] = __float2half_rn(w);
+              cl::sgd_store(wc32 + n * out + m, wc16 + n * y.ldc + m, g, p.lr);
             }
           }
           __syncwarp();
@@ -586,9 +588,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
           if (u < own && k < D) {
             const float g = stg[m * 32 + lane];
             if (keep_grads) p.G[p.woff[0] + static_cast<size_t>(u0 + u) * D + k] = g;
-            float w = wr32[u * D + k];
-            w = cl::sgd(w, g, p.lr);
-            wr32[u * D + k] = w, wr16[u * y.ldr + k] = __float2half_rn(w);
+            cl::sgd_store(wr32 + u * D + k, wr16 + u * y.ldr + k, g, p.lr);
           }
         }
         __syncwarp();

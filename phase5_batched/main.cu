@@ -530,24 +530,23 @@ class Trainer {
     CUDA_CHECK(cudaGraphLaunch(graphs_[count], st_));
   }
 
+  // A one-launch kernel's parameters for steps [first, first + count) (PersistParams, ClusterParams).
+  template <class Params>
+  Params launch_params(Params p, int64_t first, int count) const {
+    p.s0 = first, p.i0 = static_cast<int>(first % sc_.steps_per_epoch), p.count = count;
+    p.G = Gdbg_.size() ? Gdbg_.get() : nullptr;
+    p.breakdown = breakdown_.size() ? breakdown_.get() : nullptr;
+    return p;
+  }
   // --launch persistent: permutation kernel + one cooperative launch for steps [first, first + count).
   void run_persistent(int64_t first, int count) {
     begin(first);
-    PersistParams p = persist_;
-    p.s0 = first, p.i0 = static_cast<int>(first % sc_.steps_per_epoch), p.count = count;
-    p.G = Gdbg_.size() ? Gdbg_.get() : nullptr;
-    p.breakdown = breakdown_.size() ? breakdown_.get() : nullptr;
-    launch_persistent(plan_, p, st_);
+    launch_persistent(plan_, launch_params(persist_, first, count), st_);
   }
-
   // --launch cluster: permutation kernel + one cluster launch for steps [first, first + count).
   void run_cluster(int64_t first, int count) {
     begin(first);
-    ClusterParams p = cl_;
-    p.s0 = first, p.i0 = static_cast<int>(first % sc_.steps_per_epoch), p.count = count;
-    p.G = Gdbg_.size() ? Gdbg_.get() : nullptr;
-    p.breakdown = breakdown_.size() ? breakdown_.get() : nullptr;
-    launch_cluster(cl_plan_, p, st_);
+    launch_cluster(cl_plan_, launch_params(cl_, first, count), st_);
   }
 
   // The timed unit: steps [first, first + count) of one epoch, in the configured launch mode.
