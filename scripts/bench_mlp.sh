@@ -21,14 +21,15 @@
 #           eager and graph.                                                     tags w1-nodrop-*
 #   w2      W2 (784-h-h-h-10, SGD 0.003, fp16, batch 32) for h in $W2_HS: phase 5 own/cuBLASLt
 #           ($W2_STEPS steps; for h in $W2_PAIRED_HS also own with --backward paired, for h in
-#           $W2_NOPDL_HS also own with --pdl off, for h in $W2_CLUSTER_HS also --launch cluster),
-#           phase 4 fp16
-#           and fp32 and the twins ($W2_STEPS_SLOW steps: per-step time is the measure; the records
-#           say how many steps ran).                                           tags w2-h<h>-*
+#           $W2_NOPDL_HS also own with --pdl off, for h in $W2_CLUSTER_HS also --launch cluster,
+#           plainly and with --breakdown), phase 4 fp16 and fp32 and the twins ($W2_STEPS_SLOW
+#           steps: per-step time is the measure; the records say how many steps ran).
+#                                                                                tags w2-h<h>-*
 #   gemm    phase5 --gemm-compare on the W2 h = 8192 shapes, fp16 (and fp32).  tags gemm-compare-*
 #   persist phase 5 --launch persistent on W1 for --blocks in $PERSIST_BLOCKS (2 epochs each),
-#           and at the default split with --generic-kernel (W1's shape not compiled in).
-#                                                             tags w1-persistent-g<G>, -generic
+#           and at the default split with --generic-kernel (W1's shape not compiled in); then
+#           both instances with --breakdown (5 epochs).
+#                                     tags w1-persistent-g<G>, -generic, -breakdown, -generic-breakdown
 #   sweep   batch-size sweep (phase 5 own, W1 model, $SWEEP_EPOCHS epochs): samples/s for batch in
 #           $SWEEP_BATCHES.                                                      tags batch-sweep-b<B>
 #   seeds   W1 accuracy, phase 5 own and twin graph, seeds 1 2 3.                tags w1-seed<s>-*
@@ -43,7 +44,7 @@
 # W2_HS ("128 256 512 1024 2048 4096 8192"), W2_STEPS (5000), W2_STEPS_SLOW (500),
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
 # ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), PERSIST_BLOCKS
-# ("8 16 32 64 128"), W2_PAIRED_HS ("128 1024 8192"), W2_NOPDL_HS ("128 1024 8192"), W2_CLUSTER_HS
+# ("16 32 64 128": fewer than 16 blocks would give a block more than the kernel's 8 units), W2_PAIRED_HS ("128 1024 8192"), W2_NOPDL_HS ("128 1024 8192"), W2_CLUSTER_HS
 # ("128"), W2_TWINS and
 # SEEDS_TWIN (1; 0 skips those twin runs), CHECK_LEVEL (full; quick = kernel tests + W1 validation).
 # Exit status: 0 when every run succeeded (a deliberate divergence in --check must exit 7), else 1.
@@ -66,7 +67,7 @@ TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-128}"
 SWEEP_BATCHES="${SWEEP_BATCHES:-32 64 128 256 512 1024 2048 4096 8192}"
 SWEEP_EPOCHS="${SWEEP_EPOCHS:-2}"
 P5_REPEATS="${P5_REPEATS:-3}"
-PERSIST_BLOCKS="${PERSIST_BLOCKS:-8 16 32 64 128}"
+PERSIST_BLOCKS="${PERSIST_BLOCKS:-16 32 64 128}"
 W2_PAIRED_HS="${W2_PAIRED_HS:-128 1024 8192}"
 W2_NOPDL_HS="${W2_NOPDL_HS:-128 1024 8192}"
 W2_CLUSTER_HS="${W2_CLUSTER_HS:-128}"
@@ -369,7 +370,11 @@ if has w2; then
     [[ " $W2_PAIRED_HS " == *" $h "* ]] && run "w2-$h-p5paired" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --backward paired --tag "w2-h$h-own-paired"
     # ... and with every kernel launched after the one before it has finished (no PDL).
     [[ " $W2_NOPDL_HS " == *" $h "* ]] && run "w2-$h-p5nopdl" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --pdl off --tag "w2-h$h-own-nopdl"
-    [[ " $W2_CLUSTER_HS " == *" $h "* ]] && run "w2-$h-p5cluster" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --launch cluster --tag "w2-h$h-cluster"
+    if [[ " $W2_CLUSTER_HS " == *" $h "* ]]; then
+      run "w2-$h-p5cluster" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --launch cluster --tag "w2-h$h-cluster"
+      # where its step goes (clock stamps inside the kernel: an ablation, not the timed run)
+      run "w2-$h-p5cluster-bd" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --launch cluster --breakdown --tag "w2-h$h-cluster-breakdown"
+    fi
     run "w2-$h-p4" 0 "$P4" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp16"
     run "w2-$h-p4-32" 0 "$P4" "${R[@]}" "${W2[@]}" --precision fp32 --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp32"
     impls=eager,graph
@@ -391,6 +396,9 @@ if has persist; then
     run "persist-g$g" 0 "$P5" "${R[@]}" --launch persistent --blocks "$g" --epochs 2 --tag "w1-persistent-g$g"
   done
   run persist-generic 0 "$P5" "${R[@]}" --launch persistent --generic-kernel --epochs 2 --tag w1-persistent-generic
+  # where a step goes, W1's instance and the generic one (clock stamps of block 0: ablations)
+  run persist-bd 0 "$P5" "${R[@]}" --launch persistent --breakdown --tag w1-persistent-breakdown
+  run persist-generic-bd 0 "$P5" "${R[@]}" --launch persistent --generic-kernel --breakdown --tag w1-persistent-generic-breakdown
 fi
 
 if has sweep; then

@@ -15,7 +15,7 @@
 #                                            cost of --deterministic against the default path (GPU)
 #   bash scripts/harden.sh profilers [PHASE...]  each phase (small size, our tracer on) under nsys and ncu:
 #                                            it must complete, its tracer stepping aside with one warning;
-#                                            phase 5 also with --launch persistent (GPU)
+#                                            phase 5 also with --launch persistent and cluster (GPU)
 #
 # Every mode prints a short table last and exits non-zero on any finding. Files:
 #   build/asan/            objects, binary and log of the ASan/UBSan host suite
@@ -283,7 +283,9 @@ small_args() {
 
 # The code paths of one phase worth sanitizing separately, one line of extra flags each ("" is the
 # default path); a line naming a flag the phase does not have is dropped. SANITIZE_QUICK=1: the
-# default path only.
+# default path only. The cluster kernel's line asks for 4 steps instead of 20 (the last value of a
+# flag wins): racecheck follows its shared and distributed shared memory traffic and ran past 120 s
+# at 20 steps.
 variants() {
   local p=$1 v w ok lines=()
   if [ "${SANITIZE_QUICK:-0}" = 1 ]; then echo ""; return; fi
@@ -291,7 +293,7 @@ variants() {
     phase1_*|phase2_*) lines=("" "--deterministic") ;;
     phase3_*) lines=("" "--source host --chunk 1000 --streams 3 --eval-every 2" "--deterministic" "--pdl early") ;;
     phase4_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --deterministic") ;;
-    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch cluster --precision fp16 --optimizer sgd --dropout 0") ;;
+    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch cluster --precision fp16 --optimizer sgd --dropout 0 --steps 4") ;;
     *) lines=("") ;;
   esac
   for v in "${lines[@]}"; do
@@ -323,9 +325,11 @@ mode_sanitize() {
   mkdir -p "$out"
   local res=$out/results.tsv failed=0 p v vs vi tool args log rc errs rerrs warns t0 t1 extra n=0
   : >"$res"
+  : >"$out/variants.tsv"  # every phase's current variant list: rows of variants no longer in it are dropped
   for p in "${phases[@]}"; do
     "build/$p" --help >"build/help_$p.txt" 2>&1 || true
     rm -rf "${out:?}/records/$p" "${out:?}/$p"; mkdir -p "$out/$p"
+    SANITIZE_QUICK=0 variants "$p" | awk -v p="$p" '{print p "\t" ($0 == "" ? "default" : $0)}' >>"$out/variants.tsv"
     mapfile -t vs < <(variants "$p")
     vi=0
     for v in "${vs[@]}"; do
@@ -445,22 +449,31 @@ write_sanitize_record() {
   python3 - "$res" "$record" "$slug" "$ver" "$summary" <<'EOF'
 import json, os, sys
 sys.path.insert(0, "build/sanitize")
-from nbrec import base_record, write_atomic
+from nbrec import base_record, git_json, write_atomic
 res, record, slug, ver, summary = sys.argv[1:6]
+# Each row names the commit its binary was built from: rows kept from an earlier call keep theirs
+# (or, written before rows had one, the commit of the record they were kept from).
+commit = git_json()["commit"]
 rows = []
 for line in open(res):
     p, variant, tool, errs, warns, rc, secs, args = line.rstrip("\n").split("\t")
     rows.append({"phase": p, "variant": variant, "tool": tool, "errors": int(errs), "warnings": int(warns),
-                 "exit": int(rc), "seconds": float(secs), "args": args.split()})
+                 "exit": int(rc), "seconds": float(secs), "args": args.split(), "commit": commit})
 run_now = {(r["phase"], r["variant"], r["tool"]) for r in rows}
+current = {}  # phase -> its variants today (phases of this call only)
+for line in open(os.path.join(os.path.dirname(res), "variants.tsv")):
+    ph, v = line.rstrip("\n").split("\t")
+    current.setdefault(ph, set()).add(v)
 kept = []
 if os.path.exists(record):
     try:
         old = json.load(open(record))
         if old.get("device", {}).get("slug") == slug:
             keys = ("phase", "variant", "tool", "errors", "warnings", "exit", "seconds", "args")
-            kept = [r for r in old.get("sanitize", [])
-                    if all(k in r for k in keys) and (r["phase"], r["variant"], r["tool"]) not in run_now]
+            old_commit = old.get("git", {}).get("commit", "unknown")
+            kept = [dict(r, commit=r.get("commit", old_commit)) for r in old.get("sanitize", [])
+                    if all(k in r for k in keys) and (r["phase"], r["variant"], r["tool"]) not in run_now
+                    and r["variant"] in current.get(r["phase"], {r["variant"]})]
     except (OSError, ValueError):
         kept = []
 rows = sorted(kept + rows, key=lambda r: r["phase"])  # stable: variants and tools in run order
@@ -482,7 +495,8 @@ if bad:
     rec["notes"].append("failing runs: " + ", ".join("%s [%s] %s (exit %d, %d errors)" % (
         r["phase"], r["variant"], r["tool"], r["exit"], r["errors"]) for r in bad))
 if kept:
-    rec["notes"].append("rows of %s kept from an earlier call" % ", ".join(sorted({r["phase"] for r in kept})))
+    rec["notes"].append("rows of %s kept from an earlier call (commits %s: see each row's commit)" % (
+        ", ".join(sorted({r["phase"] for r in kept})), ", ".join(sorted({r["commit"][:7] for r in kept}))))
 rec["notes"].append("errors = -1: the tool printed no ERROR SUMMARY (the run did not finish). The phases ran "
                     "with --no-cupti (one CUPTI subscriber per process) at small sizes (see args)")
 write_atomic(record, rec)
@@ -659,10 +673,11 @@ mode_profilers() {
   for p in "${phases[@]}"; do
     "build/$p" --help >"build/help_$p.txt" 2>&1 || true
     pv=("")
-    # phase 5's persistent kernel is one long cooperative launch: profiled as its own row
-    [ "$p" = phase5_batched ] && pv+=("--launch persistent")
+    # phase 5's persistent and cluster kernels are one long launch each: profiled as rows of their own
+    [ "$p" = phase5_batched ] && pv+=("--launch persistent" "--launch cluster --precision fp16 --optimizer sgd --dropout 0")
     for extra in "${pv[@]}"; do
-      name=$p${extra:+-persistent}
+      name=$p
+      [ -n "$extra" ] && name+=-$(echo "$extra" | awk '{print $2}')
       for tool in nsys ncu; do
         local cmd=()
         case $tool in
@@ -713,7 +728,7 @@ for line in open(res):
                  "tracer_warnings": int(warns), "record_status": status, "seconds": float(secs), "args": args.split()})
 ok = [r for r in rows if r["exit"] == 0 and r["tracer_warnings"] <= 1 and r["record_status"] == "ok"]
 rec = base_record("profilers", "profilers", "nsys+ncu", {"phases": sorted({r["phase"] for r in rows})}, slug,
-                  "each phase once under nsys and once under ncu (--launch-count 5), one after another; phase 5 also with --launch persistent",
+                  "each phase once under nsys and once under ncu (--launch-count 5), one after another; phase 5 also with --launch persistent and --launch cluster",
                   sum(r["seconds"] for r in rows) * 1000.0)
 rec["profilers"] = rows
 rec["metrics"] = {"runs": len(rows), "completed": len(ok)}
