@@ -41,9 +41,29 @@
 // reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
 // (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
 //
-// Latest full run (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 3dfe5ec,
-// logs/bench_mlp_pdl.log; its records replace the W1 and W2 records of every run quoted below; its
-// h = 128 records were replaced in turn by the 4fa483d run of the last section).
+// Latest full run (H100 80GB HBM3; scripts/bench_mlp.sh with every default stage at commit c1ddd67,
+// logs/bench_mlp_full.log, and its seeds stage, which the device call's time limit cut off, rerun
+// at the same commit, logs/bench_mlp_full_seeds.log). Every MLP record in profiles/ (both phases,
+// the twins, the --check validations, sanitize, profilers, determinism) is now of this commit.
+// The kernels are those of the runs quoted below: every one of the 82 records that replaced a
+// record with a parameter checksum has the same checksum (the 3dfe5ec W1/W2 runs, the 4fa483d
+// h = 128 run, the 755291c persistent/seeds/match runs, the c2083fb checks).
+//   W1 (median epochs, ms): graph path fp32 75.4 (--pdl off 80.2), fp16 92.1, cuBLASLt 158.5,
+//   persistent 20.1 (blocks 16/32/64/128: 69.4/40.8/28.7/20.6; generic instance 24.3); eager 4286,
+//   compile 5583, CUDA graph 445: the persistent kernel 213x eager and 22.1x the graph twin. Eager
+//   took 53% longer an epoch than in the 3dfe5ec run (2795 ms), so "x eager" moved from 137 to
+//   213 with the kernel's time unchanged; against the graph twin (448 -> 445 ms) it is stable.
+//   W2 (ms a step, phase 5 own): 0.0564 (h 128), 0.0598 (256), 0.0643 (512), 0.0793 (1024), 0.1276
+//   (2048), 0.2673 (4096), 0.7377 (8192); --launch cluster at h = 128 0.0278: faster than every
+//   twin mode at every h; 85.1x eager at h = 128 (the cluster kernel; eager 2.366 ms) and 2.85x at
+//   h = 8192 (eager 2.100 ms). Own GEMM vs cuBLASLt on the h = 8192 shapes, fp16: 0.89 / 0.90 /
+//   0.76. Every phase 5 time is within 4.4% of the runs below; eager moved by up to 53%.
+//   Accuracy over seeds 1 2 3 (W1, dropout): graph path 97.67 / 97.65 / 97.34 (mean 97.55%),
+//   persistent 97.70 / 97.63 / 97.47 (97.60%), graph twin 97.42 / 97.76 / 97.51 (97.56%).
+//
+// The run before (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 3dfe5ec,
+// logs/bench_mlp_pdl.log; its records replaced the W1 and W2 records of every run quoted below and
+// were replaced in turn, with the same parameter checksums, by the c1ddd67 run above).
 //   What changed: the GEMM's cp.async loop takes stages of 64 values of k (12 KB) instead of 32,
 //   with its result tile overlaying the stages in dynamic shared memory so that 5 blocks still fit
 //   an SM; kernel instances per mainloop (fp16 ones compiled for 5 blocks an SM); whole unsplit
@@ -253,6 +273,12 @@
 //   skips a subnormal m's step when it is below a quarter of the weight's ulp (the weight would
 //   come out unchanged): the same bits (every parameter checksum of the W1 records identical,
 //   755291c against c160cd9), W1 update 1.52 us, 19.3 ms an epoch.
+//   Re-measured in the full run at c1ddd67 (the records named below now hold its numbers; same
+//   parameter checksums as the 755291c records they replaced): 20.1 ms an epoch (median epoch of
+//   3 x 5), 213x eager (4286 ms) and 22.1x the graph twin (445 ms); generic instance 24.3 ms;
+//   blocks 16/32/64/128: 69.4/40.8/28.7/20.6 ms; step (us) A 1.76, X1 2.36, B 1.06, X2 1.64, C1
+//   0.64, C2 1.23, C3 0.32, C4 1.58 (generic: 2.15, 3.17, 1.09, 1.35, 0.74, 1.62, 0.67, 1.78).
+//   The bullets below are the 755291c run's.
 //   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit 755291c; bench log
 //   profiles/nvidia-h100-80gb-hbm3/logs/bench_mlp_w1_persistent.log):
 //   * 19.3 ms an epoch (median epoch of 3 x 5; 10.3 us a step; phase5_batched__w1-persistent.json),
@@ -281,8 +307,7 @@
 //     1.1e-7, first-epoch 100-step means within 3.5e-4, final accuracy 0.09 points apart
 //     (__w1-nodrop-persistent.json). Bit-reproducible (no float atomics); memcheck, racecheck,
 //     initcheck, synccheck on the W1 instance, the generic one and 16 blocks: 0 errors
-//     (sanitize__all.json, 08263a1, before the Adam change); completes under nsys and ncu
-//     (profilers__all.json, 08263a1).
+//     (sanitize__all.json, c1ddd67); completes under nsys and ncu (profilers__all.json, c1ddd67).
 //   What stands between 19.3 ms and 10 ms (5 us a step): the two exchanges and their waits (X1 +
 //   X2 ~3.9 us with B between them) and ~6.5 us of block-local chains of shared-memory and
 //   shuffle latencies (each part 0.3-1.8 us). Replicating the second layer in every block would remove
@@ -314,6 +339,10 @@
 //   four weights a thread 54.1; batch loops unrolled over 32 rows, softmax a warp a row 51.1; split
 //   backward barriers 51.9 (a --breakdown run); tensor-core updates 49.4 (--breakdown); the race fix
 //   below, in the recorded run: 51.2 (0.0273 ms x 1875).
+//   Re-measured in the full run at c1ddd67 (the records named here now hold its numbers, with the
+//   4fa483d records' parameter checksums): 0.0278 ms a step against the graph path's 0.0564 and
+//   PyTorch eager's 2.366 (85.1x) and CUDA graph's 0.1123 (4.0x); breakdown (us) 5.43, 4.98, 3.04,
+//   3.17, 3.41, 4.33, 2.21, 1.11 in the order of the paragraph below (which quotes the 4fa483d run).
 //   Where a step goes (--breakdown, block 0; __w2-h128-cluster-breakdown.json, us): forward
 //   products 5.35, forward pushes + barriers 5.02, last layer 3.00, backward-data products 2.88,
 //   backward pushes + barriers 3.44, updates of layers 1-3 4.23, first layer's update 2.14, next
