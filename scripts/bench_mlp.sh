@@ -126,9 +126,12 @@ def med(r):
     return ((r or {}).get("timing", {}).get("total_ms", {}) or {}).get("median")
 
 def per_epoch(r):
+    # as the report: the median over repeats of a run's total, divided by its epochs (per_epoch_ms
+    # holds the last repeat's epochs only)
     t = (r or {}).get("timing", {})
     pe = t.get("per_epoch_ms") or []
-    return sorted(pe)[len(pe) // 2] if pe else None
+    tot = (t.get("total_ms") or {}).get("median")
+    return tot / len(pe) if pe and tot is not None else None
 
 def per_step(r):
     return ((r or {}).get("timing", {}).get("per_step_ms") or {}).get("median")
@@ -139,7 +142,7 @@ def acc(r):
 def fmt(v, f="%.2f"):
     return "-" if v is None else f % v
 
-print("\n== W1 (784-128-64-10, Adam, dropout 0.2, batch 32, 5 epochs): median epoch time, test accuracy")
+print("\n== W1 (784-128-64-10, Adam, dropout 0.2, batch 32, 5 epochs): epoch time (median run / epochs), test accuracy")
 w1 = [("phase4_mlp__w1-fp32", "phase 4 fp32 (SIMT)"), ("phase4_mlp__w1-fp16", "phase 4 fp16 (WMMA)"),
       ("phase5_batched__w1-own", "phase 5 own fp32"), ("phase5_batched__w1-own-nopdl", "phase 5 own fp32 no PDL"),
       ("phase5_batched__w1-own-fp16", "phase 5 own fp16"), ("phase5_batched__w1-persistent", "phase 5 persistent fp32"),
@@ -226,7 +229,7 @@ if sw:
 import re
 pg = sorted((int(m.group(1)), k) for k in recs for m in [re.search(r"__w1-persistent-g(\d+)$", k)] if m)
 if pg:
-    print("\n== phase 5 persistent kernel, blocks sweep (W1): median epoch ms")
+    print("\n== phase 5 persistent kernel, blocks sweep (W1): epoch ms (median run / epochs)")
     for g, k in pg:
         m = (recs[k].get("metrics") or {}).get("persistent") or {}
         print("  blocks %4d  units/block %s/%s  smem %s B  %10s ms/epoch" % (g, m.get("first_layer_units_per_block"),
