@@ -286,7 +286,8 @@
 //   The bullets below are the 755291c run's.
 //   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit 755291c; bench log
 //   profiles/nvidia-h100-80gb-hbm3/logs/bench_mlp_w1_persistent.log):
-//   * 19.3 ms an epoch (median epoch of the last of 3 runs; 10.3 us a step; phase5_batched__w1-persistent.json),
+//   * 19.3 ms an epoch (median epoch of the last of 3 runs; 10.3 us a step;
+//     phase5_batched__w1-persistent.json),
 //     128 blocks, one first- and one second-layer unit each (blocks 64-127: none of the second),
 //     125 KiB of shared memory per block. Same run: graph path 76.6 ms, cuBLASLt 154.8, PyTorch
 //     eager 3082.7, compile 3833.4, CUDA graph 452.1 ms: 159x eager (median epochs; eager ran 19%
