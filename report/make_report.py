@@ -480,8 +480,9 @@ def sec_phases(md, ctx, recs, sel, dev_dir, notes_dir):
         # profile: our CUPTI summary of the most representative record
         with_k = [r for r in mine if as_list(r.data.get("kernels"))]
         if with_k:
-            # a run without PDL: under PDL a kernel's CUPTI duration includes its wait for the one before
-            pref = sorted(with_k, key=lambda r: (A.pdl_on(r),
+            # not a --breakdown run (its kernel carries clock stamps: an ablation), and a run without
+            # PDL: under PDL a kernel's CUPTI duration includes its wait for the one before
+            pref = sorted(with_k, key=lambda r: (r.tag.endswith("-breakdown"), A.pdl_on(r),
                                                  0 if A.base_tag(r).startswith("headline") or A.base_tag(r) == "w1" else 1,
                                                  tuple(-ord(c) for c in r.utc_time), r.path))[0]
             rows = [[code(A.short(nm)), count(c), sig(mn / 1e3 if mn is not None else None, 4), pct(sh),

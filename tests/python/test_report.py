@@ -170,6 +170,12 @@ def test_phase_sections_check_targets_and_compare_nsys(built):
     assert "Kernel lists match" in p3
     assert "| `fused_epoch_kernel` | Memory Throughput | 88.10 | % |" in p3
     p5 = table_after(sec, "#### Phase 5")
+    # the phase's profile: the newest record is a --breakdown ablation (its kernel carries clock
+    # stamps), so the profile is the plain w1 run's kernel list
+    p5_text = sec[sec.index("#### Phase 5"):]
+    prof = p5_text[p5_text.index("**What the profile shows**"):]
+    prof = prof[:prof.index("\n")]
+    assert "phase5_batched__w1.json" in prof and "breakdown" not in prof
     # judged on the fastest fp32 phase 5 path, named in the row
     assert row(p5, **{"target or comparison": "W1 epoch ≤ 10 ms (goal) (phase 5 own GEMM)"})["verdict"] == "**not met**"
     # W2's targets are judged on the fastest of phase 5's fp16 paths at each width, named in the row:
