@@ -685,7 +685,7 @@ mode_profilers() {
           ncu) [ -n "$ncu" ] && cmd=("$ncu" --launch-count 5 --force-overwrite -o "$out/${name}") ;;
         esac
         if [ ${#cmd[@]} -eq 0 ]; then
-          printf '%s\t%s\t-1\t0\tmissing\t0\t-\n' "$p" "$tool" >>"$res"
+          printf '%s\t%s\t-1\t0\tmissing\t0\t-\t%s\n' "$p" "$tool" "${extra:-default}" >>"$res"
           echo "profilers: $tool not found" >&2; failed=1; continue
         fi
         args="$(small_args "$p")${extra:+ $extra} --out $out/records/$name-$tool --tag $tool"
@@ -703,14 +703,14 @@ mode_profilers() {
                "(stderr: $out/${name}__$tool.err)" >&2
           grep -m3 -E '^(error|warning):' "$out/${name}__$tool.err" >&2 || true
         fi
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$tool" "$rc" "$warns" "$status" \
-          "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" "$args" >>"$res"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$tool" "$rc" "$warns" "$status" \
+          "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" "$args" "${extra:-default}" >>"$res"
       done
     done
   done
   {
-    printf '%-22s %-5s %5s %15s %8s %8s\n' phase tool exit tracer-warnings record seconds
-    awk -F'\t' '{printf "%-22s %-5s %5s %15s %8s %8s\n", $1, $2, $3, $4, $5, $6}' "$res"
+    printf '%-22s %-24s %-5s %5s %15s %8s %8s\n' phase variant tool exit tracer-warnings record seconds
+    awk -F'\t' '{printf "%-22s %-24s %-5s %5s %15s %8s %8s\n", $1, substr($8, 1, 24), $2, $3, $4, $5, $6}' "$res"
   } >"$out/summary.txt"
   local slug record
   slug=$(device_slug)
@@ -723,8 +723,8 @@ from nbrec import base_record, write_atomic
 res, record, slug = sys.argv[1:4]
 rows = []
 for line in open(res):
-    p, tool, rc, warns, status, secs, args = line.rstrip("\n").split("\t")
-    rows.append({"phase": p, "tool": tool, "exit": int(rc) if rc.lstrip("-").isdigit() else None,
+    p, tool, rc, warns, status, secs, args, variant = line.rstrip("\n").split("\t")
+    rows.append({"phase": p, "variant": variant, "tool": tool, "exit": int(rc) if rc.lstrip("-").isdigit() else None,
                  "tracer_warnings": int(warns), "record_status": status, "seconds": float(secs), "args": args.split()})
 ok = [r for r in rows if r["exit"] == 0 and r["tracer_warnings"] <= 1 and r["record_status"] == "ok"]
 rec = base_record("profilers", "profilers", "nsys+ncu", {"phases": sorted({r["phase"] for r in rows})}, slug,
