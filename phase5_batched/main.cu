@@ -313,7 +313,7 @@
 //     1.1e-7, first-epoch 100-step means within 3.5e-4, final accuracy 0.09 points apart
 //     (__w1-nodrop-persistent.json). Bit-reproducible (no float atomics); memcheck, racecheck,
 //     initcheck, synccheck on the W1 instance, the generic one and 16 blocks: 0 errors
-//     (sanitize__all.json, c1ddd67); completes under nsys and ncu (profilers__all.json, c1ddd67).
+//     (sanitize__all.json, c1ddd67); completes under nsys and ncu (profilers__all.json, 08e97f3).
 //   What stands between 19.3 ms and 10 ms (5 us a step): the two exchanges and their waits (X1 +
 //   X2 ~3.9 us with B between them) and ~6.5 us of block-local chains of shared-memory and
 //   shuffle latencies (each part 0.3-1.8 us). Replicating the second layer in every block would remove
