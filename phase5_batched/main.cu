@@ -44,7 +44,8 @@
 // Latest full run (H100 80GB HBM3; scripts/bench_mlp.sh with every default stage at commit c1ddd67,
 // logs/bench_mlp_full.log, and its seeds stage, which the device call's time limit cut off, rerun
 // at the same commit, logs/bench_mlp_full_seeds.log). Every MLP record in profiles/ (both phases,
-// the twins, the --check validations, sanitize, profilers, determinism) is now of this commit.
+// the twins, the --check validations, sanitize, determinism) is now of this commit (profilers: of
+// 08e97f3, the same code).
 // The kernels are those of the runs quoted below: every one of the 82 records that replaced a
 // record with a parameter checksum has the same checksum (the 3dfe5ec W1/W2 runs, the 4fa483d
 // h = 128 run, the 755291c persistent/seeds/match runs, the c2083fb checks).
