@@ -44,8 +44,8 @@
 # W2_HS ("128 256 512 1024 2048 4096 8192"), W2_STEPS (5000), W2_STEPS_SLOW (500),
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
 # ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), PERSIST_BLOCKS
-# ("16 32 64 128": fewer than 16 blocks would give a block more than the kernel's 8 units), W2_PAIRED_HS ("128 1024 8192"), W2_NOPDL_HS ("128 1024 8192"), W2_CLUSTER_HS
-# ("128"), W2_TWINS and
+# ("16 32 64 128": fewer than 16 blocks would give a block more than the kernel's 8 units),
+# W2_PAIRED_HS ("128 1024 8192"), W2_NOPDL_HS ("128 1024 8192"), W2_CLUSTER_HS ("128"), W2_TWINS and
 # SEEDS_TWIN (1; 0 skips those twin runs), CHECK_LEVEL (full; quick = kernel tests + W1 validation).
 # Exit status: 0 when every run succeeded (a deliberate divergence in --check must exit 7), else 1.
 set -uo pipefail
