@@ -357,8 +357,29 @@ def epoch_breakdown(r):
 
 
 def summary_runs(r):
-    """How many training runs a record's kernel/range summary covers (see epoch_breakdown)."""
+    """How many training runs a record's kernel/range summary covers (see epoch_breakdown): its
+    trace_runs where it says (runs traced after the timed ones, or the timed runs themselves), else
+    1 for a twin (torch.profiler watches one extra untimed run), else the timed repeats."""
+    t = num(r.data.get("trace_runs"))
+    if t is not None and t >= 1:
+        return int(t)
     return 1 if is_twin(r.phase) else repeats_of(r)
+
+
+def tracer_cost(records):
+    """Records that time their runs without our CUPTI tracer and then trace one more run
+    (timing.traced_run_ms): what the tracer cost, as the traced run's time over the median timed
+    run's. Rows sorted by that ratio, largest first."""
+    rows = []
+    for r in records:
+        traced = num(dget(r.data, "timing", "traced_run_ms"))
+        timed = r.total_ms()
+        runs = num(r.data.get("trace_runs"))
+        if traced is None or not timed or runs != 1:
+            continue
+        rows.append({"record": r, "label": label(r.phase, r.impl), "tag": base_tag(r), "timed_ms": timed,
+                     "traced_ms": traced, "ratio": traced / timed})
+    return sorted(rows, key=lambda x: (-x["ratio"], x["record"].path))
 
 
 def range_breakdown(r):

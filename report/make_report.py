@@ -597,8 +597,11 @@ def sec_threats(md, ctx, recs, all_dev):
         mets = r.data.get("metrics") or {}
         vals = ", ".join(f"{k} = {sig(num(v), 4)}" for k, v in sorted(mets.items()) if num(v) is not None)
         bullets.append(f"Our CUPTI tracer perturbs what it measures; its overhead on small launches was measured "
-                       f"in {ctx.link(r)}: {vals or 'no numeric metrics'}. Timed runs of the phases use CUDA events, "
-                       "which do not depend on the tracer.")
+                       f"in {ctx.link(r)}: {vals or 'no numeric metrics'}. Events time the device, but a launch-bound run "
+                       "waits for the host, so the tracer's cost per launch shows in its time: records with "
+                       "`timing.traced` false ran their timed runs without the tracer (the summaries come from "
+                       "separate traced runs, `trace_runs`); phase 1's timed runs were traced (under 0.1% of its "
+                       "epoch, its records note).")
     if not to:
         bullets.append("The tracer's overhead has no record on this device (tool `tracer_overhead`), so its effect "
                        "on traced runs is not quantified here.")
@@ -612,6 +615,17 @@ def sec_threats(md, ctx, recs, all_dev):
         bullets.append("Notes the records carry: " + "; ".join(f"{code(f)}: {esc(n)}" for f, n in notes[:30]) +
                        (" …" if len(notes) > 30 else "") + ".")
     md.append("\n".join("- " + b for b in bullets) + "\n")
+    tc = A.tracer_cost(recs)
+    if tc:
+        ratios = sorted(x["ratio"] for x in tc)
+        md.append(f"**What our tracer costs a run** — {len(tc)} record(s) time their runs without our CUPTI tracer "
+                  "and then run the same training once more with it on (that run feeds the kernel summaries; "
+                  "`timing.traced_run_ms`). The traced run against the median timed run: "
+                  f"{times(ratios[0])} to {times(ratios[-1])} (median {times(ratios[len(ratios) // 2])}). "
+                  "The largest:\n")
+        rows = [[x["label"], code(x["tag"]), ms(x["timed_ms"]), ms(x["traced_ms"]), times(x["ratio"]), ctx.link(x["record"])]
+                for x in tc[:10]]
+        md.append(table(["implementation", "tag", "timed (median)", "traced run", "traced / timed", "record"], rows) + "\n")
 
 
 def appendix(md, ctx, devices):

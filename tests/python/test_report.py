@@ -156,6 +156,29 @@ def test_scaling_breakdown_and_mlp_tables(built):
     assert row(f9, implementation="phase 5 own GEMM", batch="8,192")["samples/s"] == "8,581,006"
 
 
+def test_traced_runs_divide_the_summaries_and_their_cost_is_shown(built):
+    sec = device_section(built["md"], H100)
+    # phase 5's W1 record was timed without the tracer and traced once: its summary covers one
+    # run (trace_runs), not the 5 timed repeats
+    recs = {os.path.basename(r.path): r for r in A_records(H100)}
+    r5 = recs["phase5_batched__w1.json"]
+    assert A.summary_runs(r5) == 1 and A.repeats_of(r5) == 5
+    assert A.epoch_breakdown(r5)["divisor"] == 5                       # 1 run x 5 epochs
+    assert A.summary_runs(recs["phase1_naive__headline.json"]) == 5    # no trace_runs: the repeats
+    assert A.summary_runs(recs["pytorch_mlp__w1-eager.json"]) == 1     # torch.profiler's extra run
+    rows = table_after(sec, "**What our tracer costs a run**")
+    assert [r["tag"] for r in rows] == ["`w1`", "`w1`"]
+    p4 = row(rows, implementation="phase 4 fp32")
+    assert (p4["timed (median)"], p4["traced run"], p4["traced / timed"]) == ("1,500 ms", "1,950 ms", "1.30×")
+    assert row(rows, implementation="phase 5 own GEMM")["traced / timed"] == "1.25×"
+    assert "1.25× to 1.30×" in sec
+
+
+def A_records(slug):
+    import records as R
+    return [r for r in R.load_profiles(FIXTURES)[0] if r.slug == slug]
+
+
 def test_phase_sections_check_targets_and_compare_nsys(built):
     sec = device_section(built["md"], H100)
     p2 = table_after(sec, "#### Phase 2")
