@@ -776,10 +776,19 @@ class Trainer {
       fused_bwd_ = true;
     }
   }
+  // Plans a product's split-K and points it at workspace slot `slot`. size_ws() sized the slots
+  // for every product shape; a shape it missed would write past the workspace (as the last,
+  // shorter evaluation chunk did at h = 2048 on the cuBLASLt path before size_ws counted it), so
+  // refuse it here instead (exit 9).
   template <class P>
   void finish(P& p, int slot) const {
     p.ws = ws_[slot].get(), p.counters = counters_[slot].get();
     plan_splits_p5(p, dev_.sm_count);
+    if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)
+    if (ws_floats(p) > ws_[slot].size() || (p.splits > 1 && static_cast<size_t>(p.tiles()) > counters_[slot].size()))
+      throw Error(kExitInternal, "split-K workspace " + std::to_string(slot) + " too small for a " + std::to_string(p.M) +
+                                     " x " + std::to_string(p.N) + " x " + std::to_string(p.K) + " product in " +
+                                     std::to_string(p.splits) + " splits (internal error: size_ws missed its shape)");
   }
   template <class P>
   void add_cost(std::map<std::string, KernelCost>* costs, const std::string& tag, const P& p, double extra_bytes,
@@ -1005,13 +1014,16 @@ class Trainer {
       for (int l = 1; l < L_; ++l) note(update(l, sr, 0), 0);
       note(update0(sr, 0), 0), note(update0(sr, 1), 1);
     }
-    // Evaluation shapes (slot 0).
-    for (int l = 0; l < L_; ++l) {
-      GemmProblem<MatView<T, true>, WView, StoreEpi> p;
-      p.M = eval_rows_, p.N = w[l + 1], p.K = w[l];
-      plan_splits_p5(p, dev_.sm_count);
-      note(p, 0);
-    }
+    // Evaluation shapes (slot 0): full chunks of eval_rows_ and the last, shorter one (fewer row
+    // tiles can mean more splits, so it may need more workspace than a full chunk).
+    const int n_test = static_cast<int>(ds_.test_images.count);
+    for (int rows : {eval_rows_, n_test % eval_rows_})
+      for (int l = 0; l < L_ && rows > 0; ++l) {
+        GemmProblem<MatView<T, true>, WView, StoreEpi> p;
+        p.M = rows, p.N = w[l + 1], p.K = w[l];
+        plan_splits_p5(p, dev_.sm_count);
+        note(p, 0);
+      }
     for (int s = 0; s < 2; ++s) {
       ws_[s].alloc(ws[s]);
       counters_[s].alloc(tiles[s]);

@@ -471,3 +471,20 @@ def test_sigint_stops_cleanly_and_keeps_old_records(phase, tmp_path):
     text = old.read_text()
     if text != '{"kept": true}\n':  # replaced: then by a whole record that says it was interrupted
         assert json.loads(text)["status"] == "interrupted"
+
+
+@gpu
+def test_phase5_evaluation_chunks_fit_the_split_k_workspace(tmp_path):
+    """Regression: phase 5 evaluates the test set in chunks of 2048 rows. A shorter last chunk has
+    fewer row tiles and can be planned with more K splits than a full one, so it may need more
+    split-K workspace. At h = 2048 on the cuBLASLt path (whose workspace only the evaluation
+    products size) the last chunk of MNIST's 10,000 rows (1,808) wrote ~350 KB past the workspace:
+    an illegal address, exit 8, every run at ed45d9b (earlier runs overwrote whatever lay beyond).
+    3,856 test rows give the same two chunk sizes."""
+    exe = binary("phase5_batched")
+    data = tiny_mnist(tmp_path / "data", n_train=64, n_test=2048 + 1808)
+    for gemm in ("cublas", "own"):
+        r = run([exe, "--data", data, "--layers", "784,2048,2048,2048,10", "--precision", "fp16", "--optimizer",
+                 "sgd", "--dropout", "0", "--steps", "2", "--gemm", gemm, "--warmup", "0", "--repeats", "1",
+                 "--no-cupti", "--tag", f"evalchunks-{gemm}"], out_dir=tmp_path / "out", gpu=True, timeout=300)
+        assert r.returncode == 0, f"--gemm {gemm}: exit {r.returncode}; stderr: {r.stderr!r}"
