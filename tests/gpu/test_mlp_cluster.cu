@@ -229,11 +229,10 @@ void check_against_references(const CConfig& c) {
   for (int w : c.layers) shape += std::to_string(w) + " ";
   INFO("B=" << c.B << " layers " << shape << "blocks=" << c.blocks);
   CSetup s(c, K);
-  nb::MlpParams ref = s.ref_params(s.p0);  // the rounding-aware reference's trajectory
-  const std::vector<double> start = flatten(ref);
-  double worst_loss = 0, worst_grad = 0, worst_loss64 = 0, worst_grad64 = 0, worst_grad_r64 = 0;
+  double worst_loss = 0, worst_grad = 0, worst_loss64 = 0, worst_grad64 = 0, worst_grad_r64 = 0, worst_step = 0;
   for (int k = 0; k < K; ++k) {
-    const nb::MlpParams at_k = s.ref_params(s.P.get());  // checked at the kernel's own parameters of step k
+    const std::vector<float> before = s.P.get();
+    const nb::MlpParams at_k = s.ref_params(before);  // checked at the kernel's own parameters of step k
     s.G.poison();
     const ClusterPlan pl = s.run(k, 1);
     if (k == 0) INFO("plan: blocks " << pl.blocks << ", smem " << pl.smem);
@@ -250,14 +249,14 @@ void check_against_references(const CConfig& c) {
     worst_loss64 = std::max(worst_loss64, std::fabs(loss - fk.loss) / std::fabs(fk.loss));
     worst_grad64 = std::max(worst_grad64, nb::rel_error(ours_g, flatten(gk)));
     worst_grad_r64 = std::max(worst_grad_r64, nb::rel_error(gr, flatten(gk)));
-    // the rounding-aware reference's own trajectory, for the parameter check below
-    std::vector<double> gt;
-    rounded_step(ref, x, y, c.B, &gt);
-    size_t at = 0;
-    for (int l = 0; l < s.L; ++l) {
-      for (double& w : ref.W[l]) w -= static_cast<double>(s.lr) * gt[at++];
-      for (double& b : ref.b[l]) b -= static_cast<double>(s.lr) * gt[at++];
-    }
+    // The step's parameter change against SGD's with the rounding-aware gradient, from the same
+    // (the kernel's own) parameters. Checked step by step: along a 3-step trajectory of its own the
+    // reference drifts from the kernel's (a parameter a hair apart rounds to another fp16 copy),
+    // and that drift compounded to 5.8e-3 once in a memcheck run (fresh random inputs; 5e-3 bound).
+    const std::vector<double> b0 = s.packed(before), b1 = s.packed(s.P.get());
+    std::vector<double> d_ours(b0.size()), d_ref(b0.size());
+    for (size_t i = 0; i < b0.size(); ++i) d_ours[i] = b1[i] - b0[i], d_ref[i] = -static_cast<double>(s.lr) * gr[i];
+    worst_step = std::max(worst_step, nb::rel_error(d_ours, d_ref));
   }
   CHECK(worst_loss <= 1e-4);
   CHECK(worst_grad <= 2e-3);
@@ -266,11 +265,8 @@ void check_against_references(const CConfig& c) {
   // away, past --validate's 5e-2, which phase 5 checks on MNIST: 5.2e-2 was seen once.)
   CHECK(worst_loss64 <= 1e-2);
   CHECK(worst_grad64 <= worst_grad_r64 + 5e-3);
+  CHECK(worst_step <= 5e-3);
   const std::vector<float> pf = s.P.get();
-  const std::vector<double> ours = s.packed(pf), theirs = flatten(ref);
-  std::vector<double> d_ours(ours.size()), d_ref(ours.size());
-  for (size_t i = 0; i < ours.size(); ++i) d_ours[i] = ours[i] - start[i], d_ref[i] = theirs[i] - start[i];
-  CHECK(nb::rel_error(d_ours, d_ref) <= 5e-3);
   // the fp16 copies written back are the masters rounded (every parameter, no gap)
   const std::vector<__half> p16 = s.P16.get();
   size_t mismatched = 0;
