@@ -41,31 +41,45 @@
 // reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
 // (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
 //
-// Latest full run (H100 80GB HBM3; scripts/bench_mlp.sh with every default stage at commit c1ddd67,
-// logs/bench_mlp_full.log, and its seeds stage, which the device call's time limit cut off, rerun
-// at the same commit, logs/bench_mlp_full_seeds.log). Every MLP record in profiles/ (both phases,
-// the twins, the --check validations, sanitize, determinism) is now of this commit (profilers: of
-// 08e97f3, the same code).
-// The kernels are those of the runs quoted below: every one of the 82 records that replaced a
-// record with a parameter checksum has the same checksum (the 3dfe5ec W1/W2 runs, the 4fa483d
-// h = 128 run, the 755291c persistent/seeds/match runs, the c2083fb checks).
-//   W1 (ms an epoch: the median of the repeats' totals over the 5 epochs, as the report and, since
-//   this run, bench_mlp.sh's table compute it; the runs quoted below took the median of the last
-//   repeat's epochs, which for the graph path picked its fastest repeat): graph path fp32 85.1
-//   (--pdl off 87.0), fp16 101.5, cuBLASLt 160.2, persistent 20.0 (blocks 16/32/64/128:
-//   66.9/40.6/28.5/20.5; generic instance 24.0); eager 4100, compile 5637, CUDA graph 443: the
-//   persistent kernel 205x eager and 22.2x the graph twin. By the same measure the 3dfe5ec records
-//   gave persistent 20.0, graph path 80.7, eager 2846, graph twin 444: the kernels' times held, eager
-//   took 44% longer, so "x eager" moved from 142 to 205; against the graph twin it is stable.
-//   Not met: 10 ms, >= 300x eager, >= 45x graph.
-//   W2 (ms a step, phase 5 own): 0.0564 (h 128), 0.0598 (256), 0.0643 (512), 0.0793 (1024), 0.1276
-//   (2048), 0.2673 (4096), 0.7377 (8192); --launch cluster at h = 128 0.0278: faster than every
-//   twin mode at every h; 85.1x eager at h = 128 (the cluster kernel; eager 2.366 ms) and 2.85x at
-//   h = 8192 (eager 2.100 ms). Own GEMM vs cuBLASLt on the h = 8192 shapes, fp16: 0.89 / 0.90 /
-//   0.76. Every W2 phase 5 step time is within 4.4% of the runs below; eager moved by up to 112%
-//   (h = 512: 1.30 -> 2.77 ms).
+// Latest full run (H100 80GB HBM3; scripts/bench_mlp.sh with every default stage at commit a975929,
+// in two device calls: logs/bench_mlp_full.log (w1 match w2) and bench_mlp_full_rest.log (gemm
+// persist sweep seeds); --check and determinism at 4abec9a, gpu_check, profilers and the
+// max-autotune twin at c7240b7, sanitize at a0fd89b: the same phase code). Two things changed:
+//   * The timed runs run WITHOUT our CUPTI tracer; one more run with it feeds the kernel summaries
+//     (trace_runs = 1, timing.traced_run_ms). Every earlier run below was timed with it on, at ~2 us
+//     a launch it watches, graph nodes included: the traced run took 1.08x the timed one on the
+//     graph path, 1.11x on cuBLASLt, 1.01x for the persistent kernel (one launch an epoch).
+//   * The split-K workspace holds the last, shorter evaluation chunk (1,808 of 10,000 rows): at
+//     h = 2048 it planned more splits than a full chunk of 2,048 rows and wrote ~350 KB past the
+//     workspace. With the tracer no longer started early the address was unmapped and the
+//     cuBLASLt run died (illegal address, every run: logs/w2_h2048_cublaslt_repeat.log and
+//     _memcheck.log at ed45d9b); before, the write went unnoticed. finish() now refuses a product
+//     the workspace cannot hold (exit 9); tests/python/test_bad_input.py has the regression case.
+//   Every one of the 93 records that replaced one with a parameter checksum has the same checksum.
+//   W1 (ms an epoch: the median of the repeats' totals over the 5 epochs): graph path fp32 70.2
+//   (--pdl off 71.9), fp16 89.2, cuBLASLt 141.4, persistent 20.1 (blocks 16/32/64/128:
+//   64.2/40.3/28.0/19.7; generic instance 23.9); eager 3861, compile 4547, max-autotune 3584, CUDA
+//   graph 448: the graph path 55.0x eager, the persistent kernel 192x eager and 22.3x the graph
+//   twin. Not met: 10 ms, >= 300x eager, >= 45x graph. The persistent kernel's time did not move
+//   (c1ddd67: 20.0); the graph path's fell from 85.1 (tracer on) to 70.2 ms.
+//   Where a persistent step goes (--breakdown, block 0; __w1-persistent-breakdown.json, us): first
+//   layer 1.76, wait for h1 2.33, second layer 1.06, wait for h2 1.59, last layer 0.71, softmax and
+//   dz2 1.22, dz1 0.32, W1 update 1.57 (10.6 us a step).
+//   W2 (ms a step, phase 5 own): 0.0500 (h 128), 0.0542 (256), 0.0597 (512), 0.0743 (1024), 0.1226
+//   (2048), 0.2602 (4096), 0.7346 (8192); --launch cluster at h = 128 0.0276: faster than every
+//   twin mode at every h; 87.8x eager at h = 128 (the cluster kernel; eager 2.425 ms) and 3.1x at
+//   h = 8192 (eager 2.267 ms). Own GEMM vs cuBLASLt on the h = 8192 shapes, fp16: 0.91 / 0.90 /
+//   0.76.
 //   Accuracy over seeds 1 2 3 (W1, dropout): graph path 97.67 / 97.65 / 97.34 (mean 97.55%),
 //   persistent 97.70 / 97.63 / 97.47 (97.60%), graph twin 97.42 / 97.76 / 97.51 (97.56%).
+//
+// The run before (every default stage at commit c1ddd67, tracer on while timing; its records
+// replaced by the a975929 run's, same checksums). W1: graph path fp32 85.1 (--pdl off 87.0), fp16
+// 101.5, cuBLASLt 160.2, persistent 20.0 (blocks 16/32/64/128: 66.9/40.6/28.5/20.5; generic 24.0);
+// eager 4100, compile 5637, CUDA graph 443: the persistent kernel 205x eager and 22.2x the graph
+// twin. W2 (phase 5 own, ms a step): 0.0564 (h 128) ... 0.7377 (8192); cluster at h = 128 0.0278
+// (85.1x eager 2.366 ms); 2.85x eager at h = 8192. By the same measure the 3dfe5ec records gave
+// persistent 20.0, graph path 80.7, eager 2846, graph twin 444.
 //
 // The run before (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 3dfe5ec,
 // logs/bench_mlp_pdl.log; its records replaced the W1 and W2 records of every run quoted below and
@@ -279,11 +293,12 @@
 //   skips a subnormal m's step when it is below a quarter of the weight's ulp (the weight would
 //   come out unchanged): the same bits (every parameter checksum of the W1 records identical,
 //   755291c against c160cd9), W1 update 1.52 us, 19.3 ms an epoch.
-//   Re-measured in the full run at c1ddd67 (the records named below now hold its numbers; same
-//   parameter checksums as the 755291c records they replaced): 20.0 ms an epoch (median of 3
-//   runs' totals / 5), 205x eager (4100 ms) and 22.2x the graph twin (443 ms); generic instance
-//   24.0 ms; blocks 16/32/64/128: 66.9/40.6/28.5/20.5 ms; step (us) A 1.76, X1 2.36, B 1.06, X2 1.64, C1
-//   0.64, C2 1.23, C3 0.32, C4 1.58 (generic: 2.15, 3.17, 1.09, 1.35, 0.74, 1.62, 0.67, 1.78).
+//   Re-measured in the full run at a975929 (the records named below now hold its numbers; same
+//   parameter checksums as the 755291c records they replaced): 20.1 ms an epoch (median of 3
+//   runs' totals / 5), 192x eager (3861 ms) and 22.3x the graph twin (448 ms); generic instance
+//   23.9 ms; blocks 16/32/64/128: 64.2/40.3/28.0/19.7 ms; step (us) A 1.76, X1 2.33, B 1.06, X2 1.59, C1
+//   0.71, C2 1.22, C3 0.32, C4 1.57 (generic: 2.14, 3.16, 1.09, 1.54, 0.71, 1.61, 0.67, 1.78). The
+//   c1ddd67 run gave 20.0 ms, 205x eager (4100 ms), 22.2x the graph twin.
 //   The bullets below are the 755291c run's.
 //   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit 755291c; bench log
 //   profiles/nvidia-h100-80gb-hbm3/logs/bench_mlp_w1_persistent.log):
@@ -314,7 +329,7 @@
 //     1.1e-7, first-epoch 100-step means within 3.5e-4, final accuracy 0.09 points apart
 //     (__w1-nodrop-persistent.json). Bit-reproducible (no float atomics); memcheck, racecheck,
 //     initcheck, synccheck on the W1 instance, the generic one and 16 blocks: 0 errors
-//     (sanitize__all.json, c1ddd67); completes under nsys and ncu (profilers__all.json, 08e97f3).
+//     (sanitize__all.json, a0fd89b); completes under nsys and ncu (profilers__all.json, c7240b7).
 //   What stands between 19.3 ms and 10 ms (5 us a step): the two exchanges and their waits (X1 +
 //   X2 ~3.9 us with B between them) and ~6.5 us of block-local chains of shared-memory and
 //   shuffle latencies (each part 0.3-1.8 us). Replicating the second layer in every block would remove
@@ -346,10 +361,11 @@
 //   four weights a thread 54.1; batch loops unrolled over 32 rows, softmax a warp a row 51.1; split
 //   backward barriers 51.9 (a --breakdown run); tensor-core updates 49.4 (--breakdown); the race fix
 //   below, in the recorded run: 51.2 (0.0273 ms x 1875).
-//   Re-measured in the full run at c1ddd67 (the records named here now hold its numbers, with the
-//   4fa483d records' parameter checksums): 0.0278 ms a step against the graph path's 0.0564 and
-//   PyTorch eager's 2.366 (85.1x) and CUDA graph's 0.1123 (4.0x); breakdown (us) 5.43, 4.98, 3.04,
-//   3.17, 3.41, 4.33, 2.21, 1.11 in the order of the paragraph below (which quotes the 4fa483d run).
+//   Re-measured in the full run at a975929 (the records named here now hold its numbers, with the
+//   4fa483d records' parameter checksums): 0.0276 ms a step against the graph path's 0.0500 and
+//   PyTorch eager's 2.425 (87.8x) and CUDA graph's 0.1132 (4.1x); breakdown (us) 5.42, 4.97, 3.04,
+//   3.17, 3.41, 4.32, 2.21, 1.11 in the order of the paragraph below (which quotes the 4fa483d run).
+//   (At c1ddd67: 0.0278 ms, 85.1x eager's 2.366.)
 //   Where a step goes (--breakdown, block 0; __w2-h128-cluster-breakdown.json, us): forward
 //   products 5.35, forward pushes + barriers 5.02, last layer 3.00, backward-data products 2.88,
 //   backward pushes + barriers 3.44, updates of layers 1-3 4.23, first layer's update 2.14, next
