@@ -644,26 +644,12 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   }
   std::vector<float> final_params;  // the timed run's result (the traced run below repeats it)
   for (const auto& p : tr.params()) final_params.insert(final_params.end(), p.begin(), p.end());
-  // Then one more run, untimed, with the tracer on: the kernel/memcpy/range summaries, the
-  // efficiency table, and what the tracer costs (its events time beside the timed runs').
-  Tracer& tracer = Tracer::instance();
+  // Then one more run, untimed, with the tracer on: the kernel/memcpy/range summaries and the
+  // efficiency table (costs counted over that run, as the tracer's totals are).
   std::map<std::string, KernelCost> costs;
-  int trace_runs = 0;
-  double traced_ms = 0;
-  if (last.diverged.empty() && !o.common.no_cupti && tracer.start(true)) {
-    std::printf("traced run (our CUPTI tracer on; not timed):\n");
-    traced_ms = one_run(&costs).total_ms;
-    trace_runs = 1;
-    tracer.flush();
-  }
-  if (!tracer.active())
-    rec["notes"].push_back(last.diverged.empty() ? "our CUPTI tracer was off: no kernel summary or efficiency"
-                                                 : "no traced run after a diverged one: no kernel summary or efficiency");
+  const std::optional<double> traced_ms =
+      traced_run(rec, !last.diverged.empty(), o.common.no_cupti, [&] { return one_run(&costs).total_ms; });
   const std::string& diverged = last.diverged;
-  const std::vector<double>& per_epoch_ms = last.per_epoch_ms;
-  const std::vector<double>& epoch_loss = last.epoch_loss;
-  const std::vector<double>& test_loss = last.test_loss;
-  const std::vector<double>& test_acc = last.test_acc;
   const std::vector<float>& step_losses = last.step_losses;
 
   const Stats st = summarize(totals);
@@ -671,35 +657,30 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                               "training steps of every epoch: host gather, two cudaMemcpy per step, all kernels, the "
                               "per-step loss read-back",
                               "data loading, initialisation, validation, warm-up, test-set evaluation", o.common.warmup,
-                              st, per_epoch_ms);
+                              st, last.per_epoch_ms);
   rec["timing"]["per_step_ms"] = {{"median", step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size())}};
-  rec["timing"]["traced"] = false;  // the timed runs ran without our tracer
-  rec["timing"]["traced_run_ms"] = trace_runs > 0 ? nlohmann::json(traced_ms) : nlohmann::json(nullptr);
-  rec["loss"] = {{"per_epoch", finite_array(epoch_loss)}, {"test_per_epoch", finite_array(test_loss)},
+  traced_run_fields(rec, traced_ms);
+  rec["loss"] = {{"per_epoch", finite_array(last.epoch_loss)}, {"test_per_epoch", finite_array(last.test_loss)},
                  {"per_step", per_step_json(step_losses)}};
   const double samples = static_cast<double>(step_losses.size()) * o.batch;
-  rec["metrics"] = {{"test_accuracy", test_acc.empty() ? nlohmann::json(nullptr) : nlohmann::json(test_acc.back())},
-                    {"test_accuracy_per_epoch", test_acc},
-                    {"train_loss", epoch_loss.empty() ? nlohmann::json(nullptr) : finite_or_null(epoch_loss.back())},
+  rec["metrics"] = {{"test_accuracy", last.test_acc.empty() ? nlohmann::json(nullptr) : nlohmann::json(last.test_acc.back())},
+                    {"test_accuracy_per_epoch", last.test_acc},
+                    {"train_loss", last.epoch_loss.empty() ? nlohmann::json(nullptr) : finite_or_null(last.epoch_loss.back())},
                     {"peak_device_memory_bytes", DeviceMemoryCounter::get().peak},
                     {"device_memory_delta_bytes", free0 > free1 ? free0 - free1 : 0},
                     {"samples_per_s", st.median > 0 ? samples / (st.median / 1e3) : 0.0},
                     {"steps", static_cast<int64_t>(step_losses.size())}};
   // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
   rec["metrics"]["param_checksum"] = float_checksum(final_params);
-  rec["trace_runs"] = trace_runs;
-  if (tracer.active()) {
+  Tracer& tracer = Tracer::instance();
+  if (traced_ms) {
     rec["kernels"] = tracer.kernel_summary();
     rec["memcpy"] = tracer.memcpy_summary();
     rec["ranges"] = tracer.range_summary();
-    // costs were counted over the traced run, as the tracer's totals were.
     rec["efficiency"] = efficiency_json(rec["kernels"], costs, o.common.measure_peaks ? &peaks : nullptr);
-    rec["notes"].push_back(
-        "kernels/memcpy/ranges: from trace_runs extra untimed runs after the timed ones, with our CUPTI tracer on "
-        "(the timed runs ran without it; timing.traced_run_ms is the traced run's time)");
   }
   rec["trace_file"] = nullptr;
-  if (!o.common.trace.empty() && tracer.active()) {
+  if (!o.common.trace.empty() && traced_ms) {
     tracer.write_chrome_trace(o.common.trace);
     rec["trace_file"] = o.common.trace;
   }

@@ -1,5 +1,6 @@
 // phase4_mlp/mlp_record.h — the parts of an MLP run record that phase 4 and phase 5 fill the same
-// way: step-loss logging, per-kernel efficiency from the tracer's summary, validation errors.
+// way: step-loss logging, the traced run and per-kernel efficiency from the tracer's summary,
+// validation errors.
 //
 // loss.per_step (decided for both sides, the twin writes the same shape):
 //   {"every": 100, "reduce": "mean", "first_exact": [losses of steps 0..19],
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "mlp_common.h"
 #include "record.h"
 #include "reference.h"
+#include "tracer.h"
 
 namespace nb {
 namespace mlp {
@@ -35,6 +38,36 @@ inline nlohmann::json per_step_json(const std::vector<float>& losses) {
     means.push_back(s / static_cast<double>(n));
   }
   return {{"every", kLossWindow}, {"reduce", "mean"}, {"first_exact", finite_array(first)}, {"values", finite_array(means)}};
+}
+
+// The timed runs run without our CUPTI tracer (it adds ~2 us to every launch it watches: the
+// tracer_overhead record). After them, one more training run, untimed, with the tracer on feeds
+// the kernel/memcpy/range summaries: `run()` performs it and returns its events time. Returns that
+// time, or nothing (and a note in rec saying why) when there is no traced run: after a diverged
+// run, with --no-cupti, or when a profiler or sanitizer holds CUPTI.
+template <class RunFn>
+std::optional<double> traced_run(nlohmann::json& rec, bool diverged, bool no_cupti, RunFn run) {
+  Tracer& tracer = Tracer::instance();
+  if (!diverged && !no_cupti && tracer.start(true)) {
+    std::printf("traced run (our CUPTI tracer on; not timed):\n");
+    const double ms = run();
+    tracer.flush();
+    return ms;
+  }
+  rec["notes"].push_back(diverged ? "no traced run after a diverged one: no kernel summary or efficiency"
+                                  : "our CUPTI tracer was off: no kernel summary or efficiency");
+  return std::nullopt;
+}
+// The record's account of it (after rec["timing"] is set): trace_runs, timing.traced (false: the
+// timed runs ran without the tracer), timing.traced_run_ms (what the tracer costs, beside total_ms).
+inline void traced_run_fields(nlohmann::json& rec, const std::optional<double>& traced_ms) {
+  rec["timing"]["traced"] = false;
+  rec["timing"]["traced_run_ms"] = traced_ms ? nlohmann::json(*traced_ms) : nlohmann::json(nullptr);
+  rec["trace_runs"] = traced_ms ? 1 : 0;
+  if (traced_ms)
+    rec["notes"].push_back(
+        "kernels/memcpy/ranges: from trace_runs extra untimed runs after the timed ones, with our CUPTI tracer on "
+        "(the timed runs ran without it; timing.traced_run_ms is the traced run's time)");
 }
 
 // Efficiency of the kernels whose (demangled) name contains each tag: total flops and compulsory
