@@ -34,20 +34,22 @@
 //   i.e. ~1.4 s for 200 epochs: the atomics, not the memory, set the time (~190× the byte
 //   floor). The per-epoch host sync (~10 µs) is noise next to that.
 //
-// MEASURED (H100 80GB HBM3; records in profiles/nvidia-h100-80gb-hbm3/)
-//   Headline 5M x 200 (re-run at commit e7ae993, bench_linreg_headline_rerun.log): 4237 ms median
-//   of 5 (4231-4243), 21.2 ms per epoch (phase1_naive__headline.json). Per epoch (CUPTI):
+// MEASURED (H100 80GB HBM3; records in profiles/nvidia-h100-80gb-hbm3/, all from one run of
+// scripts/bench_linreg.sh and one of its --check at commit 0b401a6, logs/bench_linreg_s10.log and
+// logs/bench_linreg_check_s10.log)
+//   Headline 5M x 200: 4237 ms median of 5 (4232-4246), 21.2 ms per epoch
+//   (phase1_naive__headline.json). Per epoch (CUPTI, on during the timed runs: < 0.1%):
 //   gradients 14.0 ms, loss 7.0 ms, forward 12 us, update 1.4 us. So the atomics are the whole
 //   story, as predicted, but 3x slower than predicted: 12M same-address double atomics in 21 ms is
-//   ~1.77 ns each (~0.57 G/s), about three L2 clocks per atomic, not one. 409x slower than phase 2
-//   (10.37 ms), 49x slower than the PyTorch eager twin (86.8 ms, pytorch_linreg__headline-eager.json)
-//   measured in the same re-run (the first run had 4230 ms vs eager 133 ms; its headline records
-//   were overwritten).
-//   Sweep (phase1_naive__sweep-n<N>.json, validated at every size; older: the first bench_linreg.sh
-//   run, bench_linreg.log, records without a commit): 6.1 ms at n = 500 (30 us per epoch of
-//   launches and syncs), then linear in n: 430 ms at 500K, 8.4 s at 10M, 84.4 s at 100M (422 ms
-//   per epoch). Validation: w_rel <= 1e-7, b_rel <= 5e-7, worst loss_rel 1.02e-5 (n = 1) at n = 1, 7,
-//   999983, 5000001 (--check, phase1_naive__n<N>.json, same older run) and up to 100M.
+//   ~1.77 ns each (~0.57 G/s), about three L2 clocks per atomic, not one. 420x slower than phase 2
+//   (10.10 ms), 37x slower than the PyTorch eager twin of the same run (114.7 ms median; its five
+//   runs spread 94-142 ms; pytorch_linreg__headline-eager.json). The e7ae993 run these records
+//   replace gave the same 4237 ms (eager then: 86.8 ms).
+//   Sweep (phase1_naive__sweep-n<N>.json, validated at every size): 6.2 ms at n = 500 (31 us per
+//   epoch of launches and syncs), then linear in n: 427 ms at 500K, 8.4 s at 10M, 84.4 s at 100M
+//   (422 ms per epoch). Validation against the float64 reference at n = 1, 7, 999983, 5000001
+//   (phase1_naive__n<N>.json) and every sweep size up to 100M: w_rel <= 7.1e-8, b_rel <= 4.3e-7,
+//   worst loss_rel 1.02e-5 (n = 1).
 //
 // Flags: --n --epochs --lr --save-data FILE.npy + the common flags (--help lists them).
 #include <cuda_runtime.h>

@@ -14,12 +14,13 @@
 //        so that nothing is zeroed while still in use; a one-thread kernel takes the last step.
 //      * last-block: the "last block done" pattern (counter + __threadfence): the block that
 //        finishes last sees every block's sums and updates w, b. It costs a serial tail of
-//        fences and atomics at the end of every epoch: 1.763 vs 1.468 ms (5M x 200, pre-flight
-//        of bench_linreg_headline_rerun.log; the first run's pre-flight: 1.738 vs 1.479).
+//        fences and atomics at the end of every epoch: 1.714 vs 1.475 ms (5M x 200, the
+//        pre-flight of logs/bench_linreg_s10.log; earlier pre-flights: 1.763 vs 1.468 and 1.738
+//        vs 1.479).
 //      Each thread keeps two register tiles of 4 float4s of x and of y in flight (the next
 //      tile's loads are issued before the current one is used), 2 blocks of 256 per SM by
-//      default (the headline re-run used --blocks-per-sm 1, the pre-flight's faster: 1.468 vs
-//      1.477 ms, i.e. equal within noise; the sweep and host-streams records used 2).
+//      default (the pre-flight measures 1 and 2 every run; they are equal within noise: 1.497 vs
+//      1.475 ms in the run the records are of, 1.468 vs 1.477 in an earlier one).
 //   2. A CUDA graph. The 200 launches are captured once (and uploaded) and replayed with one
 //      cudaGraphLaunch. Tried and kept as options, off by default because they did not pay:
 //      --pdl early|late (Hopper's programmatic dependent launch: the next epoch's blocks launch
@@ -54,35 +55,38 @@
 //   shows: first epoch ≈ upload + a few µs. One stream serializes every chunk's compute with the
 //   copies: ~Σ compute ≈ 15-25 µs more — small (the copy engine is the bottleneck either way).
 //
-// MEASURED (H100 80GB HBM3; records in profiles/nvidia-h100-80gb-hbm3/)
-//   Headline 5M x 200 (re-run at commit e7ae993, bench_linreg_headline_rerun.log, --blocks-per-sm
-//   1): 1.475 ms median of 5 (1.470-1.479), 7.38 µs per epoch (phase3_fused_streams__headline.json):
-//   7.0× phase 2, 58.8× the PyTorch eager twin measured in the same re-run (86.8 ms,
-//   pytorch_linreg__headline-eager.json; its 5 runs spread 86.2-136.3 ms). Target ≥ 90×: NOT met
-//   (the first run, whose headline records were overwritten, had eager at 133.3 ms: 90.8×; the
-//   older sweep record's eager at 5M, 109.8 ms, gives 74.4× against the sweep's 1.476 ms).
-//   Target ≤ 1.0 ms: NOT met. The epoch kernel runs back to back (CUPTI mean 7.42 µs ≈ the epoch
-//   time; host enqueue of the whole graph 10.9 µs, median), reading 32.8 MB at an effective
-//   4.4 TB/s (L2 reuse; 149% of the 2983 GB/s copy ceiling measured in the same process). The
-//   re-run's kernel summary holds only the epoch kernels (the first run's also held
-//   --measure-peaks' GEMM and copies, a bug since fixed). Sizes say what is left (older sweep
-//   records, first bench_linreg.sh run, bench_linreg.log, 2 blocks/SM): 0.36 ms at n = 500
-//   (1.8 µs per epoch: launch and latency), 0.74 ms at 500K (3.7 µs for 3.2 MB), 1.48 ms at 5M
-//   (7.4 µs for 32 MB): ~3.3 µs fixed per epoch (launch, first-load latency, block reduction,
-//   drain) plus ~0.13 µs per MB (7.8 TB/s marginal, from L2). ≤ 1.0 ms means 5 µs per epoch, of
-//   which the 32 MB alone take ~4 µs at that rate: the fixed cost would have to fall under ~1 µs.
-//   --deterministic: 1.846 ms (phase3_fused_streams__det-n5000000.json, same re-run; the first
-//   run had 1.959 ms).
-//   Large n (phase3_fused_streams__sweep-n<N>.json, older sweep records, validated at every size):
-//   50M 21.5 ms = 107.5 µs per epoch = 3.05 TB/s, 102% of the copy ceiling measured in the same
-//   process (2987 GB/s); 100M 42.5 ms = 3.09 TB/s, 104% (target ≥ 85%: met; a read-only stream
-//   beats a copy's read+write).
-//   --source host, 5M (host-streams1/4 records, older: first bench_linreg.sh run): pure upload
-//   0.76 ms (52.5 GB/s); first epoch done at 0.783 ms with 4 streams (1.029× the upload; target
-//   within 10%: met) and 0.792 ms with one (1.043×). Upload + 200 epochs: 2.318 ms with 4 streams
-//   vs 2.259 ms with 1: NOT faster (target not met). Epoch 0 hides behind the copies either way
-//   (its chunk kernels take 4 µs each against ~150 µs of copy per chunk), and the remaining 199
-//   epochs dominate the total and varied more in the 4-stream runs (2.236-2.335 ms vs 2.253-2.271).
+// MEASURED (H100 80GB HBM3; records in profiles/nvidia-h100-80gb-hbm3/, all from one run of
+// scripts/bench_linreg.sh and one of its --check at commit 0b401a6, logs/bench_linreg_s10.log and
+// logs/bench_linreg_check_s10.log)
+//   The benchmark's pre-flight (5M x 200, median of 5, no tracer) picked --update next-epoch
+//   --blocks-per-sm 2: 1.475 ms, against 1.497 with 1 block per SM and 1.714 with --update
+//   last-block; every candidate validated and ran memcheck-clean.
+//   Headline 5M x 200: 1.479 ms median of 5 (1.461-1.482), 7.39 µs per epoch
+//   (phase3_fused_streams__headline.json): 6.8× phase 2, 77.5× the PyTorch eager twin of the same
+//   run (114.7 ms median, pytorch_linreg__headline-eager.json; its five runs spread 94-142 ms, so
+//   64-96× by run). Target ≥ 90×: NOT met. (The e7ae993 run these records replace: 1.475 ms
+//   against eager's 86.8 ms, 58.8×; the eager median moves from run to run, phase 3 does not.)
+//   Target ≤ 1.0 ms: NOT met. The epoch kernel runs back to back (CUPTI mean 7.31 µs ≈ the epoch
+//   time), reading 32.8 MB at an effective 4.4 TB/s (L2 reuse; 148% of the 2989 GB/s copy ceiling
+//   measured in the same process). Sizes say what is left (sweep records, same run): 0.37 ms at
+//   n = 500 (1.8 µs per epoch: launch and latency), 0.73 ms at 500K (3.7 µs for 3.2 MB), 1.49 ms
+//   at 5M (7.4 µs for 32 MB): ~3.2 µs fixed per epoch (launch, first-load latency, block
+//   reduction, drain) plus ~0.13 µs per MB (7.6 TB/s marginal, from L2). ≤ 1.0 ms means 5 µs per
+//   epoch, of which the 32 MB alone take ~4.2 µs at that rate: the fixed cost would have to fall
+//   under ~1 µs.
+//   --deterministic: 1.960 ms (phase3_fused_streams__det-n5000000.json; 1.846 ms in the e7ae993
+//   run).
+//   Large n (phase3_fused_streams__sweep-n<N>.json, validated at every size): 50M 21.5 ms =
+//   107.6 µs per epoch = 3.05 TB/s, 102% of the copy ceiling measured in the same process
+//   (2996 GB/s); 100M 42.7 ms = 3.08 TB/s, 103% (target ≥ 85%: met; a read-only stream beats a
+//   copy's read+write).
+//   --source host, 5M (host-streams1/4 records): pure upload 0.755 ms (53 GB/s); first epoch done
+//   at 0.781 ms with 4 streams (1.034× the upload; target within 10%: met) and 0.786 ms with one
+//   (1.034× its 0.760 ms upload). Upload + 200 epochs: 2.315 ms with 4 streams vs 2.262 ms with
+//   1: NOT faster (target not met; the same order as in the earlier run, 2.318 vs 2.259). Epoch 0
+//   hides behind the copies either way (its chunk kernels take a few µs each against ~150 µs of
+//   copy per chunk), and the remaining 199 epochs dominate the total and varied more in the
+//   4-stream runs (2.250-2.330 ms vs 2.244-2.273).
 //
 // Flags: --n --epochs --lr --source device|host --streams K --chunk POINTS --eval-every E
 //        --update next-epoch|last-block --pdl off|early|late --blocks-per-sm B --l2-persist

@@ -463,11 +463,14 @@ def trace_path(r):
     tf = r.data.get("trace_file")
     if not isinstance(tf, str) or not tf:
         return None
-    if os.path.isabs(tf):
-        return tf
+    # The trace sits next to its record (profiles/README.md). A record written with --out on
+    # another machine names the path it had there (e.g. /root/out/profiles/...): the file of that
+    # name beside the record is the one that travelled with it.
     beside = os.path.join(os.path.dirname(r.abspath), os.path.basename(tf))
     if os.path.exists(beside):
         return beside
+    if os.path.isabs(tf):
+        return tf
     # a path relative to the repository root (the profiles folder's parent)
     root = os.path.dirname(os.path.dirname(os.path.dirname(r.abspath)))
     return os.path.join(root, tf)

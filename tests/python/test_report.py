@@ -319,6 +319,27 @@ def test_odd_records_never_crash(tmp_path):
     assert [r["implementation"] for r in f1] == ["phase 1 naive", "PyTorch eager"]   # null median: not drawn
 
 
+def test_a_trace_named_by_another_machines_path_is_found_beside_its_record(tmp_path):
+    # Records written with --out on the GPU machine name the trace by the path it had there; the
+    # trace travelled next to the record, so the timeline must be drawn from that file.
+    names = ["phase3_fused_streams__host-streams4.json", "phase3_fused_streams__host-streams4.trace.json"]
+    profiles, dst = _copy_device(tmp_path, names)
+    rec = json.load(open(dst / names[0]))
+    rec["trace_file"] = "/root/out/profiles/" + H100 + "/" + names[1]
+    (dst / names[0]).write_text(json.dumps(rec))
+    out = tmp_path / "out"
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    md = (out / "REPORT.md").read_text()
+    assert os.path.exists(out / "figures" / f"{H100}__fig4_phase3_timeline.png")
+    assert "which is not there" not in md
+    # and a trace that is neither there nor beside the record is still named as missing
+    (dst / names[1]).unlink()
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    md = (out / "REPORT.md").read_text()
+    assert f"names trace `/root/out/profiles/{H100}/{names[1]}`, which is not there" in md
+    assert not os.path.exists(out / "figures" / f"{H100}__fig4_phase3_timeline.png")
+
+
 def test_stale_figures_are_removed(tmp_path):
     profiles, _ = _copy_device(tmp_path, ["phase1_naive__headline.json"])
     out = tmp_path / "out"
