@@ -556,9 +556,11 @@ def step_ms(r):
     return num(dget(r.data, "timing", "per_step_ms", "median"))
 
 
-def select_w1(records, dup_notes):
-    cands = [r for r in records if r.workload == "mlp_w1" and base_tag(r) == "w1" and epoch_ms(r) is not None]
-    picked = group_pick(cands, lambda r: (r.phase, r.impl), lambda k: f"Figure 5 {label(*k)}", dup_notes)
+def w1_rows(records, tag, slot, dup_notes):
+    """One row per implementation of the W1 runs whose base tag is `tag` (newest record of each),
+    sorted as the figures are; the speed-up is against PyTorch eager of the same tag."""
+    cands = [r for r in records if r.workload == "mlp_w1" and base_tag(r) == tag and epoch_ms(r) is not None]
+    picked = group_pick(cands, lambda r: (r.phase, r.impl), lambda k: f"{slot} {label(*k)}", dup_notes)
     keys = sorted(picked, key=series_sort_key)
     eager = picked.get(("pytorch_mlp", "pytorch-eager"))
     rows = []
@@ -570,6 +572,13 @@ def select_w1(records, dup_notes):
                      "final_acc": (fa * 100 if fa is not None and fa <= 1.0 else fa),
                      "speedup": (epoch_ms(eager) / epoch_ms(r)) if eager else None,
                      "peak_mem": r.metric("peak_device_memory_bytes"), "record": r})
+    return picked, keys, rows
+
+
+def select_w1(records, dup_notes):
+    picked, keys, rows = w1_rows(records, "w1", "Figure 5", dup_notes)
+    # the same model and flags on Fashion-MNIST (tags w1-fashion-*): a table, not drawn
+    _, _, fashion = w1_rows(records, "w1-fashion", "Fashion-MNIST", dup_notes)
     # the seed study: accuracy per seed (tags w1-seed<k>)
     seeds = {}
     for r in records:
@@ -583,7 +592,7 @@ def select_w1(records, dup_notes):
         seed_rows.append({"key": k, "label": label(*k), "accs": accs,
                           "mean": statistics.fmean(a for _, a, _ in accs)})
     missing = [label(*k) for k in MLP_IMPLS if k not in picked]
-    return {"rows": rows, "missing": missing, "seeds": seed_rows,
+    return {"rows": rows, "missing": missing, "seeds": seed_rows, "fashion": fashion,
             "records": [picked[k] for k in keys] + [r for s in seed_rows for _, _, r in s["accs"]]}
 
 

@@ -215,12 +215,16 @@ def sec_fig4(md, ctx, d):
               f"[{code(os.path.basename(d['trace']))}]({ctx.rel(d['trace'])}) — open it in Perfetto for the whole run.\n")
 
 
-def sec_fig5(md, ctx, d):
+def w1_table(ctx, rows):
     rows = [[r["label"], ms(r["epoch_ms"]), times(r["speedup"]), pct(r["final_acc"]),
              sig(r["peak_mem"] / 2 ** 20, 4) if r["peak_mem"] is not None else DASH, ctx.link(r["record"])]
-            for r in d["rows"]]
-    md.append(table(["implementation", "time per epoch", "speed-up vs eager", "final test accuracy",
-                     "peak device memory (MiB)", "record"], rows) + "\n")
+            for r in rows]
+    return table(["implementation", "time per epoch", "speed-up vs eager", "final test accuracy",
+                  "peak device memory (MiB)", "record"], rows) + "\n"
+
+
+def sec_fig5(md, ctx, d):
+    md.append(w1_table(ctx, d["rows"]))
     commit = lambda r: str(dget(r["record"].data, "git", "commit", default="unknown"))[:7]
     eager = next((r for r in d["rows"] if r["label"] == "PyTorch eager"), None)
     if eager is not None:
@@ -237,6 +241,10 @@ def sec_fig5(md, ctx, d):
                 rows.append([s["label"], str(seed), pct(acc), ctx.link(r)])
             rows.append([s["label"], "**mean**", "**" + pct(s["mean"]) + "**", ctx.links([r for _, _, r in s["accs"]])])
         md.append(table(["implementation", "seed", "test accuracy", "record"], rows) + "\n")
+    if d.get("fashion"):
+        md.append("The same model, flags and epochs on Fashion-MNIST (`--dataset fashion-mnist`, tags `w1-fashion-*`; "
+                  "speed-up against PyTorch eager on the same data):\n")
+        md.append(w1_table(ctx, d["fashion"]))
 
 
 def sec_fig6(md, ctx, d):

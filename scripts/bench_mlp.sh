@@ -33,14 +33,18 @@
 #   sweep   batch-size sweep (phase 5 own, W1 model, $SWEEP_EPOCHS epochs): samples/s for batch in
 #           $SWEEP_BATCHES.                                                      tags batch-sweep-b<B>
 #   seeds   W1 accuracy, phase 5 own and twin graph, seeds 1 2 3.                tags w1-seed<s>-*
+#   fashion W1 as the w1 stage, on Fashion-MNIST (--dataset fashion-mnist, $FASHION_DATA): phase 4
+#           fp32 and fp16, phase 5 own fp32, persistent and cuBLASLt, twins eager/compile/graph on
+#           phase 4's init and order.                                            tags w1-fashion-*
 #   autotune  W1 twin with torch.compile mode="max-autotune" (slow to compile; not in the default
 #           stages), on phase 4's init and order (written afresh if the w1 stage did not run).
 #                                                                tags w1-compile-max-autotune
 #
 # The w1, match and seeds stages also run phase 5 with --launch persistent (tags *-persistent).
 # Environment: RECORDS_DIR (default profiles/<device-slug> via the programs), DATA (default
-# data/mnist, or .carry/data/mnist when that exists), PYTHON (python3 with torch), DEPS_PREFIX
-# (default .carry/deps when present), JOBS (16), STAGES ("w1 match w2 gemm persist sweep seeds"),
+# data/mnist, or .carry/data/mnist when that exists), FASHION_DATA (the same for fashion-mnist),
+# PYTHON (python3 with torch), DEPS_PREFIX (default .carry/deps when present), JOBS (16), STAGES
+# ("w1 match w2 gemm persist sweep seeds fashion"),
 # W2_HS ("128 256 512 1024 2048 4096 8192"), W2_STEPS (5000), W2_STEPS_SLOW (500),
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
 # ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), PERSIST_BLOCKS
@@ -59,7 +63,7 @@ esac
 if [ -z "${DEPS_PREFIX:-}" ] && [ -d .carry/deps ]; then export DEPS_PREFIX=.carry/deps; fi
 PYTHON="${PYTHON:-python3}"
 JOBS="${JOBS:-16}"
-STAGES="${STAGES:-w1 match w2 gemm persist sweep seeds}"
+STAGES="${STAGES:-w1 match w2 gemm persist sweep seeds fashion}"
 W2_HS="${W2_HS:-128 256 512 1024 2048 4096 8192}"
 W2_STEPS="${W2_STEPS:-5000}"
 W2_STEPS_SLOW="${W2_STEPS_SLOW:-500}"
@@ -74,6 +78,10 @@ W2_CLUSTER_HS="${W2_CLUSTER_HS:-128}"
 if [ -z "${DATA:-}" ]; then
   DATA=data/mnist
   [ -d .carry/data/mnist ] && DATA=.carry/data/mnist
+fi
+if [ -z "${FASHION_DATA:-}" ]; then
+  FASHION_DATA=data/fashion-mnist
+  [ -d .carry/data/fashion-mnist ] && FASHION_DATA=.carry/data/fashion-mnist
 fi
 P4=build/phase4_mlp
 P5=build/phase5_batched
@@ -165,6 +173,19 @@ for k, label in w1:
     print("%-24s %12s %10s %10s %9s %12s %9s" % (label, fmt(e, "%.1f"), fmt(eager / e if e and eager else None, "%.1f"),
           fmt(graph / e if e and graph else None, "%.2f"), fmt(acc(r)), fmt(mem / 2**20 if mem else None, "%.0f"),
           fmt(traced / med(r) if traced and med(r) else None, "%.2f")))
+
+fashion = [(k.replace("__w1-", "__w1-fashion-"), label) for k, label in w1 if "nopdl" not in k and "own-fp16" not in k
+           and "autotune" not in k]
+if any(get(k) for k, _ in fashion):
+    print("\n== W1 on Fashion-MNIST (the same model and flags; x eager: against eager on Fashion-MNIST)")
+    feager = per_epoch(get("pytorch_mlp__w1-fashion-eager"))
+    print("%-24s %12s %10s %9s" % ("implementation", "epoch ms", "x eager", "acc %"))
+    for k, label in fashion:
+        r = get(k)
+        if r:
+            e = per_epoch(r)
+            print("%-24s %12s %10s %9s" % (label, fmt(e, "%.1f"), fmt(feager / e if e and feager else None, "%.1f"),
+                  fmt(acc(r))))
 
 def loss_match(a, b):
     ra, rb = get(a), get(b)
@@ -432,6 +453,17 @@ if has seeds; then
     run "seed-$s-p5p" 0 "$P5" "${R[@]}" --seed "$s" --launch persistent --tag "w1-seed$s-persistent"
     [ "${SEEDS_TWIN:-1}" = 1 ] && run "seed-$s-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --seed "$s" --init "$WORK/s${s}init" --order "$WORK/s${s}order.npy" --impl graph --tag "w1-seed$s-{impl}"
   done
+fi
+
+if has fashion; then
+  note "stage fashion (W1 on Fashion-MNIST)"
+  F=("${O[@]}" --data "$FASHION_DATA" --dataset fashion-mnist)
+  run f-p4-fp32 0 "$P4" "${F[@]}" --tag w1-fashion-fp32 --save-init "$WORK/finit" --save-order "$WORK/forder.npy"
+  run f-p4-fp16 0 "$P4" "${F[@]}" --precision fp16 --tag w1-fashion-fp16
+  run f-p5-own 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --tag w1-fashion-own
+  run f-p5-persist 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-fashion-persistent
+  run f-p5-lt 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-fashion-cublaslt
+  run f-twins 0 "$PYTHON" "$TWIN" "${F[@]}" --init "$WORK/finit" --order "$WORK/forder.npy" --impl eager,compile,graph --tag "w1-fashion-{impl}"
 fi
 
 if ! table "${RECORDS_DIR:-$(ls -d profiles/*/ 2>/dev/null | head -n 1)}"; then

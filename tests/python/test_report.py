@@ -143,6 +143,12 @@ def test_scaling_breakdown_and_mlp_tables(built):
     assert row(f5, implementation="phase 4 fp16 TC")["speed-up vs eager"] == "12.0×"
     seeds = table_after(sec, "Seed study")
     assert row(seeds, seed="**mean**")["test accuracy"] == "**97.6%**"
+    fashion = table_after(sec, "The same model, flags and epochs on Fashion-MNIST")
+    assert [r["implementation"] for r in fashion] == ["phase 4 fp32", "phase 5 own GEMM", "PyTorch eager"]
+    f = row(fashion, implementation="phase 5 own GEMM")
+    assert (f["time per epoch"], f["speed-up vs eager"], f["final test accuracy"]) == ("12.30 ms", "246×", "88.2%")
+    assert "phase5_batched__w1-fashion.json" in f["record"]
+    assert "w1-fashion" not in str(table_after(sec, "### Figure 5"))   # not mixed into the MNIST table
     f6 = table_after(sec, "### Figure 6")
     assert row(f6, implementation="phase 5 own GEMM fp16", h="8192")["time per step"] == "0.6911 ms"
     f7 = table_after(sec, "### Figure 7")
