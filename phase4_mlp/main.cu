@@ -61,7 +61,12 @@
 //   gradients 0.30 ms (4 B a weight written; 0.75 of cuBLASLt), the forwards 0.30 and the
 //   backward-data products 0.15 ms. The fp32 path moves 24 B a weight against fp16's 22, so with both near the
 //   bandwidth roof fp16 cannot reach 2x with one kernel per operation: a floor of ~1.1 ms (22 B x
-//   141 M weights at ~2.9 TB/s) against fp32's 2.27 ms is 2.1x at best. Our fp16 GEMM: 0.90
+//   141 M weights at ~2.9 TB/s) against fp32's 2.27 ms is 2.1x at best. At the smaller widths the
+//   host-driven step sets the floor (a975929 records): at h = 128 a step takes 0.179 ms (fp32) /
+//   0.191 ms (fp16), mostly launches and the loss read-back. For 2x, fp16 would need 0.163 ms at
+//   h = 2048 (fp32 0.325), under that floor, and 0.370 ms at h = 4096 (fp32 0.739), against
+//   ~0.27 ms of fp16 traffic alone (36.8 M weights x 22 B at ~2.9 TB/s) plus that overhead. The
+//   target asks more than one kernel per operation with fp32 master weights can give. Our fp16 GEMM: 0.90
 //   (forward) / 0.92 (backward data) / 0.75 (weight gradient) of cuBLASLt's speed
 //   (phase5_batched__gemm-compare-h8192-fp16.json): >= 0.7 on all three.
 //   W1: fp32 370.8 ms per epoch, fp16 306.3 ms; eager 2795 ms: 7.5x and 9.1x, the >= 10x target
