@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # scripts/run_all.sh — `make run`: the whole notebook, ending with the report.
 #
-# With a GPU (nvidia-smi -L lists one): build everything, measure the tracer's overhead
+# With a GPU (nvidia-smi -L lists one): fetch and verify the data (`make data`: MNIST and
+# Fashion-MNIST from DATA_SRC or the mirrors; phases 4-5 need it), build everything, measure the tracer's overhead
 # (tools/tracer_overhead), run the benchmark scripts that exist — scripts/bench_linreg.sh
 # (phases 1-3 + their PyTorch twin; it also measures the ceilings) and scripts/bench_mlp.sh
 # (phases 4-5 + twin) — which write run records under profiles/<device-slug>/, then `make report`.
 # Without a GPU: one line saying so, then `make report` from the committed profiles/.
 #
 # Environment: JOBS (parallel build jobs, default: nproc), DEPS_PREFIX (default .carry/deps when
-# present), anything the bench scripts read (REPEATS, PYTHON, ...).
+# present), DATA_SRC (as for make data), anything the bench scripts read (REPEATS, PYTHON, ...).
 # Exit status: 0 when every step succeeded; 1 when a build or benchmark step failed (the report is
 # still rebuilt from whatever records exist, and says which are missing); the report's own status
 # when only the report was built.
@@ -30,6 +31,7 @@ step() {  # step NAME COMMAND...
   if "$@"; then echo "run_all.sh: == $name: ok"; else echo "run_all.sh: == $name: FAILED (exit $?)"; status=1; failed+=("$name"); fi
 }
 
+step data make data
 step build make -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} all
 if [ -x build/tools/tracer_overhead ]; then step tracer_overhead build/tools/tracer_overhead; fi
 for b in bench_linreg bench_mlp; do

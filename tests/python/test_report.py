@@ -526,3 +526,25 @@ def test_run_all_without_gpu_only_rebuilds_the_report(sandbox):
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.startswith("run_all.sh: no GPU visible")
     assert (root / "make.log").read_text() == "make report\n"
+
+
+def test_run_all_with_a_gpu_fetches_the_data_first_and_goes_on_after_a_failure(sandbox):
+    # The order the README promises for `make run`: data, build, tracer overhead, both benchmarks,
+    # report. A failed step is named and makes the exit status 1, and the steps after it still run.
+    root, fake, run = sandbox
+    (fake / "make").write_text('#!/bin/bash\necho "make $*" >> "$PWD/steps.log"\n[ "$1" != data ] || exit "${FAKE_DATA_RC:-0}"\n')
+    (fake / "make").chmod(0o755)
+    for b in ("bench_linreg", "bench_mlp"):
+        (root / "scripts" / f"{b}.sh").write_text(f'echo "{b}" >> "$PWD/steps.log"\n')
+    (root / "build" / "tools").mkdir()
+    (root / "build" / "tools" / "tracer_overhead").write_text('#!/bin/bash\necho tracer_overhead >> "$PWD/steps.log"\n')
+    (root / "build" / "tools" / "tracer_overhead").chmod(0o755)
+    p = run("run_all.sh", JOBS="3")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (root / "steps.log").read_text().splitlines() == [
+        "make data", "make -j3 all", "tracer_overhead", "bench_linreg", "bench_mlp", "make report"]
+    (root / "steps.log").unlink()
+    p = run("run_all.sh", JOBS="3", FAKE_DATA_RC="4")
+    assert p.returncode == 1
+    assert "run_all.sh: == data: FAILED (exit 4)" in p.stdout
+    assert (root / "steps.log").read_text().splitlines()[-1] == "make report"
