@@ -134,7 +134,6 @@
 #include "reference.h"
 #include "stats.h"
 #include "timing.cuh"
-#include "tracer.h"
 
 namespace nb {
 namespace {
@@ -668,7 +667,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                               "data loading, initialisation, validation, warm-up, test-set evaluation", o.common.warmup,
                               st, last.per_epoch_ms);
   rec["timing"]["per_step_ms"] = {{"median", step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size())}};
-  traced_run_fields(rec, traced_ms);
+  traced_run_fields(rec, traced_ms, o.common.trace);
   rec["loss"] = {{"per_epoch", finite_array(last.epoch_loss)}, {"test_per_epoch", finite_array(last.test_loss)},
                  {"per_step", per_step_json(step_losses)}};
   const double samples = static_cast<double>(step_losses.size()) * o.batch;
@@ -681,18 +680,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                     {"steps", static_cast<int64_t>(step_losses.size())}};
   // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
   rec["metrics"]["param_checksum"] = float_checksum(final_params);
-  Tracer& tracer = Tracer::instance();
-  if (traced_ms) {
-    rec["kernels"] = tracer.kernel_summary();
-    rec["memcpy"] = tracer.memcpy_summary();
-    rec["ranges"] = tracer.range_summary();
-    rec["efficiency"] = efficiency_json(rec["kernels"], costs, o.common.measure_peaks ? &peaks : nullptr);
-  }
-  rec["trace_file"] = nullptr;
-  if (!o.common.trace.empty() && traced_ms) {
-    tracer.write_chrome_trace(o.common.trace);
-    rec["trace_file"] = o.common.trace;
-  }
+  if (traced_ms) rec["efficiency"] = efficiency_json(rec["kernels"], costs, o.common.measure_peaks ? &peaks : nullptr);
   if (!diverged.empty()) {
     rec["status"] = "diverged";
     rec["notes"].push_back(diverged);

@@ -60,14 +60,27 @@ std::optional<double> traced_run(nlohmann::json& rec, bool diverged, bool no_cup
 }
 // The record's account of it (after rec["timing"] is set): trace_runs, timing.traced (false: the
 // timed runs ran without the tracer), timing.traced_run_ms (what the tracer costs, beside total_ms).
-inline void traced_run_fields(nlohmann::json& rec, const std::optional<double>& traced_ms) {
+// What the traced run gives the record: timing.traced (false: the timed runs ran without our
+// tracer), timing.traced_run_ms, trace_runs, and, from the tracer, the kernel/memcpy/range
+// summaries and the Chrome trace (written when trace_path is set). Without a traced run the
+// summaries stay as new_record left them and trace_file is null.
+inline void traced_run_fields(nlohmann::json& rec, const std::optional<double>& traced_ms, const std::string& trace_path) {
   rec["timing"]["traced"] = false;
   rec["timing"]["traced_run_ms"] = traced_ms ? nlohmann::json(*traced_ms) : nlohmann::json(nullptr);
   rec["trace_runs"] = traced_ms ? 1 : 0;
-  if (traced_ms)
-    rec["notes"].push_back(
-        "kernels/memcpy/ranges: from trace_runs extra untimed runs after the timed ones, with our CUPTI tracer on "
-        "(the timed runs ran without it; timing.traced_run_ms is the traced run's time)");
+  rec["trace_file"] = nullptr;
+  if (!traced_ms) return;
+  rec["notes"].push_back(
+      "kernels/memcpy/ranges: from trace_runs extra untimed runs after the timed ones, with our CUPTI tracer on "
+      "(the timed runs ran without it; timing.traced_run_ms is the traced run's time)");
+  Tracer& tracer = Tracer::instance();
+  rec["kernels"] = tracer.kernel_summary();
+  rec["memcpy"] = tracer.memcpy_summary();
+  rec["ranges"] = tracer.range_summary();
+  if (!trace_path.empty()) {
+    tracer.write_chrome_trace(trace_path);
+    rec["trace_file"] = trace_path;
+  }
 }
 
 // Efficiency of the kernels whose (demangled) name contains each tag: total flops and compulsory

@@ -432,7 +432,6 @@
 #include "reference.h"
 #include "stats.h"
 #include "timing.cuh"
-#include "tracer.h"
 
 namespace nb {
 namespace {
@@ -1364,7 +1363,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                                         " ms host time), validation, warm-up, the per-epoch loss read-back, evaluation",
                               o.common.warmup, st, last.per_epoch_ms);
   rec["timing"]["per_step_ms"] = {{"median", step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size())}};
-  traced_run_fields(rec, traced_ms);
+  traced_run_fields(rec, traced_ms, o.common.trace);
   rec["loss"] = {{"per_epoch", finite_array(last.epoch_loss)}, {"test_per_epoch", finite_array(last.test_loss)},
                  {"per_step", per_step_json(step_losses)}};
   const double samples = static_cast<double>(step_losses.size()) * o.batch;
@@ -1426,21 +1425,12 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
   // (float32 values widened exactly; narrowing is exact)
   rec["metrics"]["param_checksum"] = float_checksum(std::vector<float>(final_params.begin(), final_params.end()));
-  Tracer& tracer = Tracer::instance();
   if (traced_ms) {
-    rec["kernels"] = tracer.kernel_summary();
-    rec["memcpy"] = tracer.memcpy_summary();
-    rec["ranges"] = tracer.range_summary();
     std::map<std::string, KernelCost> costs;  // over the traced run, as the tracer's totals are
     for (const auto& [k, c] : tr.costs_per_step())
       costs[k] = KernelCost{c.flops * traced.steps, c.bytes * traced.steps,
                             one_launch ? traced.launches : c.calls * traced.steps};
     rec["efficiency"] = efficiency_json(rec["kernels"], costs, o.common.measure_peaks ? &peaks : nullptr);
-  }
-  rec["trace_file"] = nullptr;
-  if (!o.common.trace.empty() && traced_ms) {
-    tracer.write_chrome_trace(o.common.trace);
-    rec["trace_file"] = o.common.trace;
   }
   if (!diverged.empty()) rec["status"] = "diverged", rec["notes"].push_back(diverged);
   const std::string path = write_record(rec, o.common.out, dev.slug, kPhase, o.common.tag);
