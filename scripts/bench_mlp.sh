@@ -115,7 +115,7 @@ run() {
 
 table() {
   "$PYTHON" - "$1" <<'PYEOF'
-import glob, json, math, os, sys
+import glob, json, math, os, re, sys
 d = sys.argv[1]
 recs = {}
 for f in sorted(glob.glob(os.path.join(d, "*.json"))):
@@ -156,12 +156,18 @@ w1 = [("phase4_mlp__w1-fp32", "phase 4 fp32 (SIMT)"), ("phase4_mlp__w1-fp16", "p
       ("phase5_batched__w1-own-fp16", "phase 5 own fp16"), ("phase5_batched__w1-persistent", "phase 5 persistent fp32"),
       ("phase5_batched__w1-cublaslt", "phase 5 cuBLASLt fp32"), ("pytorch_mlp__w1-eager", "PyTorch eager"),
       ("pytorch_mlp__w1-compile", "PyTorch compile"),
-      ("pytorch_mlp__w1-compile-max-autotune", "PyTorch compile autotune"), ("pytorch_mlp__w1-graph", "PyTorch CUDA graph")]
+      ("pytorch_mlp__w1-compile-max-autotune", "PyTorch compile autotune"), ("pytorch_mlp__w1-graph", "PyTorch CUDA graph"),
+      ("pytorch_mlp__w1-compiled-graph", "PyTorch compiled-graph"),
+      ("libtorch_mlp__w1-libtorch-eager", "libtorch eager"), ("libtorch_mlp__w1-libtorch-graph", "libtorch CUDA graph")]
 eager = per_epoch(get("pytorch_mlp__w1-eager"))
-graph = per_epoch(get("pytorch_mlp__w1-graph"))
+# "x fastest": against the fastest PyTorch mode of this run (Python or C++), named in the heading
+fastest = min(((per_epoch(get(k)), label) for k, label in w1 if k.split("__")[0] in ("pytorch_mlp", "libtorch_mlp")
+               and per_epoch(get(k))), default=(None, "-"))
+graph = fastest[0]
+print("(x fastest: against %s, %s ms an epoch)" % (fastest[1], fmt(fastest[0], "%.1f")))
 # traced: our CUDA phases time their runs without our CUPTI tracer and then trace one more run;
 # its time over the median timed run's is what the tracer costs (the twins: -)
-print("%-24s %12s %10s %10s %9s %12s %9s" % ("implementation", "epoch ms", "x eager", "x graph", "acc %", "peak MB",
+print("%-24s %12s %10s %10s %9s %12s %9s" % ("implementation", "epoch ms", "x eager", "x fastest", "acc %", "peak MB",
       "traced x"))
 for k, label in w1:
     r = get(k)
@@ -210,7 +216,8 @@ pairs = [("phase4_mlp__w1-nodrop-fp32", "pytorch_mlp__w1-nodrop-eager"),
          ("phase5_batched__w1-nodrop-own", "pytorch_mlp__w1-nodrop-eager"),
          ("phase5_batched__w1-nodrop-cublaslt", "pytorch_mlp__w1-nodrop-eager"),
          ("phase5_batched__w1-nodrop-persistent", "pytorch_mlp__w1-nodrop-eager"),
-         ("pytorch_mlp__w1-nodrop-graph", "pytorch_mlp__w1-nodrop-eager")]
+         ("pytorch_mlp__w1-nodrop-graph", "pytorch_mlp__w1-nodrop-eager"),
+         ("pytorch_mlp__w1-nodrop-compiled-graph", "pytorch_mlp__w1-nodrop-eager")]
 for h in (128, 1024, 8192):
     pairs.append((f"phase5_batched__w2-h{h}-own", f"pytorch_mlp__w2-h{h}-eager"))
 pairs.append(("phase5_batched__w2-h128-cluster", "pytorch_mlp__w2-h128-eager"))
@@ -228,13 +235,16 @@ if hs:
             ("phase5_batched__w2-h{}-cublaslt", "p5 cuBLASLt"),
             ("phase4_mlp__w2-h{}-fp16", "p4 fp16"), ("phase4_mlp__w2-h{}-fp32", "p4 fp32"),
             ("pytorch_mlp__w2-h{}-eager", "eager"), ("pytorch_mlp__w2-h{}-compile", "compile"),
-            ("pytorch_mlp__w2-h{}-graph", "graph")]
-    print("%6s" % "h" + "".join("%12s" % c[1] for c in cols) + "%10s" % "x eager")  # best phase 5 path
+            ("pytorch_mlp__w2-h{}-compile-max-autotune", "autotune"),
+            ("pytorch_mlp__w2-h{}-graph", "graph"), ("pytorch_mlp__w2-h{}-compiled-graph", "comp-graph")]
+    print("%6s" % "h" + "".join("%12s" % c[1] for c in cols) + "%10s%10s" % ("x eager", "x fastest"))  # best phase 5 path
     for h in hs:
         vals = [per_step(get(c[0].format(h))) for c in cols]
         best = min((v for v in vals[:5] if v), default=None)  # the fastest phase 5 path
         x = vals[7] / best if best and vals[7] else None
-        print("%6d" % h + "".join("%12s" % fmt(v, "%.4f") for v in vals) + "%10s" % fmt(x, "%.1f"))
+        fast = min((v for v in vals[7:] if v), default=None)  # the fastest PyTorch mode
+        xf = fast / best if best and fast else None
+        print("%6d" % h + "".join("%12s" % fmt(v, "%.4f") for v in vals) + "%10s%10s" % (fmt(x, "%.1f"), fmt(xf, "%.2f")))
 
 gc = [k for k in recs if "gemm-compare" in k]
 for k in sorted(gc):
@@ -244,13 +254,17 @@ for k in sorted(gc):
             row["product"], row["M"], row["N"], row["K"], row["own_ms"], row["own_tflops"], row["own_gbps"],
             row["cublaslt_ms"], row["own_over_cublaslt_speed"]))
 
-sw = sorted((int(k.split("-b")[-1]), k) for k in recs if "__batch-sweep-b" in k)
+sw = sorted((int(m.group(1)), k) for k in recs for m in [re.search(r"^phase5_batched__batch-sweep-b(\d+)$", k)] if m)
 if sw:
-    print("\n== batch sweep (phase 5 own, W1 model): samples/s")
+    print("\n== batch sweep (phase 5 own vs the PyTorch compiled-graph twin, W1 model): samples/s")
     for b, k in sw:
         m = recs[k].get("metrics") or {}
-        print("  batch %5d  %12s samples/s  %8s ms/epoch  acc %s" % (b, fmt(m.get("samples_per_s"), "%.3g"),
-              fmt(per_epoch(recs[k]), "%.2f"), fmt(acc(recs[k]))))
+        t = get("pytorch_mlp__batch-sweep-b%d-compiled-graph" % b)
+        tm = (t or {}).get("metrics") or {}
+        print("  batch %5d  %12s samples/s  %8s ms/epoch  acc %s   twin %12s samples/s  x %s" % (
+              b, fmt(m.get("samples_per_s"), "%.3g"), fmt(per_epoch(recs[k]), "%.2f"), fmt(acc(recs[k])),
+              fmt(tm.get("samples_per_s"), "%.3g"),
+              fmt(m["samples_per_s"] / tm["samples_per_s"] if m.get("samples_per_s") and tm.get("samples_per_s") else None)))
 
 import re
 pg = sorted((int(m.group(1)), k) for k in recs for m in [re.search(r"__w1-persistent-g(\d+)$", k)] if m)
@@ -266,7 +280,8 @@ if k in recs:
     print("  default split, generic instance (shape not compiled in; compiled in: %s)  %10s ms/epoch"
           % (m.get("shape_compiled_in"), fmt(per_epoch(recs[k]), "%.2f")))
 
-for impl in ("phase5_batched__w1-seed{}-own", "phase5_batched__w1-seed{}-persistent", "pytorch_mlp__w1-seed{}-graph"):
+for impl in ("phase5_batched__w1-seed{}-own", "phase5_batched__w1-seed{}-persistent", "pytorch_mlp__w1-seed{}-graph",
+             "pytorch_mlp__w1-seed{}-compiled-graph"):
     a = [acc(get(impl.format(s))) for s in (1, 2, 3)]
     a = [v for v in a if v is not None]
     if a:
@@ -377,7 +392,7 @@ if has w1; then
   run w1-p5-nopdl 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --pdl off --tag w1-own-nopdl
   run w1-p5-lt 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-cublaslt
   run w1-p5-persist 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-persistent
-  run w1-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,compile,graph --tag "w1-{impl}"
+  run w1-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,compile,graph,compiled-graph --tag "w1-{impl}"
 fi
 
 if has match; then
@@ -386,7 +401,7 @@ if has match; then
   run m-p5 0 "$P5" "${R[@]}" --dropout 0 --tag w1-nodrop-own
   run m-p5-lt 0 "$P5" "${R[@]}" --dropout 0 --gemm cublas --tag w1-nodrop-cublaslt
   run m-p5-persist 0 "$P5" "${R[@]}" --dropout 0 --launch persistent --tag w1-nodrop-persistent
-  run m-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph --tag "w1-nodrop-{impl}"
+  run m-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph,compiled-graph --tag "w1-nodrop-{impl}"
 fi
 
 if has w2; then
@@ -406,8 +421,8 @@ if has w2; then
     fi
     run "w2-$h-p4" 0 "$P4" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp16"
     run "w2-$h-p4-32" 0 "$P4" "${R[@]}" "${W2[@]}" --precision fp32 --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp32"
-    impls=eager,graph
-    [[ " $TWIN_COMPILE_W2 " == *" $h "* ]] && impls=eager,compile,graph
+    impls=eager,graph,compiled-graph,compile-max-autotune
+    [[ " $TWIN_COMPILE_W2 " == *" $h "* ]] && impls=eager,compile,graph,compiled-graph,compile-max-autotune
     # The twin reads phase 5's --steps order (which covers $W2_STEPS >= $W2_STEPS_SLOW steps).
     [ "${W2_TWINS:-1}" = 1 ] && run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --tag "w2-h$h-{impl}"
   done
@@ -433,7 +448,11 @@ fi
 if has sweep; then
   note "stage sweep (batch in $SWEEP_BATCHES, $SWEEP_EPOCHS epochs)"
   for b in $SWEEP_BATCHES; do
-    run "sweep-$b" 0 "$P5" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" --workload mlp_batch_sweep --tag "batch-sweep-b$b"
+    run "sweep-$b" 0 "$P5" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" --workload mlp_batch_sweep --tag "batch-sweep-b$b" \
+      --save-init "$WORK/sw${b}init" --save-order "$WORK/sw${b}order.npy"
+    # the fastest PyTorch at the same batch, on phase 5's init and order
+    [ "${SWEEP_TWIN:-1}" = 1 ] && run "sweep-$b-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" \
+      --workload mlp_batch_sweep --init "$WORK/sw${b}init" --order "$WORK/sw${b}order.npy" --impl compiled-graph --tag "batch-sweep-b$b-{impl}"
   done
 fi
 
@@ -451,7 +470,7 @@ if has seeds; then
   for s in 1 2 3; do
     run "seed-$s-p5" 0 "$P5" "${R[@]}" --seed "$s" --tag "w1-seed$s-own" --save-init "$WORK/s${s}init" --save-order "$WORK/s${s}order.npy"
     run "seed-$s-p5p" 0 "$P5" "${R[@]}" --seed "$s" --launch persistent --tag "w1-seed$s-persistent"
-    [ "${SEEDS_TWIN:-1}" = 1 ] && run "seed-$s-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --seed "$s" --init "$WORK/s${s}init" --order "$WORK/s${s}order.npy" --impl graph --tag "w1-seed$s-{impl}"
+    [ "${SEEDS_TWIN:-1}" = 1 ] && run "seed-$s-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --seed "$s" --init "$WORK/s${s}init" --order "$WORK/s${s}order.npy" --impl graph,compiled-graph --tag "w1-seed$s-{impl}"
   done
 fi
 
@@ -463,7 +482,7 @@ if has fashion; then
   run f-p5-own 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --tag w1-fashion-own
   run f-p5-persist 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-fashion-persistent
   run f-p5-lt 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-fashion-cublaslt
-  run f-twins 0 "$PYTHON" "$TWIN" "${F[@]}" --init "$WORK/finit" --order "$WORK/forder.npy" --impl eager,compile,graph --tag "w1-fashion-{impl}"
+  run f-twins 0 "$PYTHON" "$TWIN" "${F[@]}" --init "$WORK/finit" --order "$WORK/forder.npy" --impl eager,compile,graph,compiled-graph --tag "w1-fashion-{impl}"
 fi
 
 if ! table "${RECORDS_DIR:-$(ls -d profiles/*/ 2>/dev/null | head -n 1)}"; then

@@ -20,6 +20,15 @@ Implementations (--impl, comma-separated for several in one process):
            backward too); the first call, which compiles, happens before the warm-up runs
   graph    CUDA, one whole epoch (forward, backward, SGD step, loss into its slot through a
            device-side epoch counter) captured once with torch.cuda.graph and replayed per epoch
+  compiled-graph  the fastest PyTorch we can write for this model: one epoch's math (residual,
+           loss, both gradient sums written out as an expert would for a two-parameter model, the
+           in-place w, b update) through torch.compile(fullgraph=True, dynamic=False), and ALL
+           epochs captured into ONE CUDA graph (the 200 losses stacked into their buffer by one
+           kernel at the end): one replay trains the whole run. --compile-mode picks inductor's
+           mode (default | max-autotune-no-cudagraphs); auto (the default) compiles both, times
+           three replays of each and keeps the faster (config.compile_mode, timing.mode_trial_ms).
+           Compilation, warm-up and capture are outside the timed region (timing.compile_ms,
+           timing.capture_ms).
 Timing as the CUDA phases: data resident on the device before the clock starts, warm-up runs
 excluded, CUDA events around the training loop only (host clock for cpu), median of --repeats;
 each run re-initialises w and b.
@@ -54,7 +63,8 @@ import common as nbc  # noqa: E402
 PHASE = "pytorch_linreg"
 INIT_W, INIT_B = 0.83, 0.7645
 PARAM_TOL, LOSS_TOL = 1e-4, 1e-3
-IMPLS = ("cpu", "eager", "compile", "graph")
+IMPLS = ("cpu", "eager", "compile", "graph", "compiled-graph")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 
 
 # ----------------------------------------------------------------------------- data layout
@@ -164,7 +174,7 @@ class Trainer:
     """One implementation on one data set. run() = one training run (E epochs) from w0, b0;
     reset() = untimed re-initialisation before it."""
 
-    def __init__(self, torch, impl, points, lr, epochs, sync_every_epoch):
+    def __init__(self, torch, impl, points, lr, epochs, sync_every_epoch, compile_mode="auto"):
         self.torch, self.impl, self.lr, self.epochs, self.sync = torch, impl, lr, epochs, sync_every_epoch
         dev = torch.device("cpu" if impl == "cpu" else "cuda")
         self.device = dev
@@ -176,13 +186,16 @@ class Trainer:
         self.y = pts[:nt, 1].contiguous().to(dev)
         self.xt = pts[nt:, 0].contiguous().to(dev)
         self.yt = pts[nt:, 1].contiguous().to(dev)
-        self.w = torch.tensor(INIT_W, dtype=torch.float32, device=dev, requires_grad=True)
-        self.b = torch.tensor(INIT_B, dtype=torch.float32, device=dev, requires_grad=True)
+        # compiled-graph updates w, b in place inside the compiled function: plain tensors there.
+        self.w = torch.tensor(INIT_W, dtype=torch.float32, device=dev, requires_grad=impl != "compiled-graph")
+        self.b = torch.tensor(INIT_B, dtype=torch.float32, device=dev, requires_grad=impl != "compiled-graph")
         self.opt = torch.optim.SGD([self.w, self.b], lr=lr)
         self.loss_buf = torch.zeros(epochs, dtype=torch.float32, device=dev)
         self.synced = []
         self.compile_ms = None
         self.capture_ms = None
+        self.compile_mode = None
+        self.mode_trial_ms = None
         self.loss_fn = self._loss
         if impl == "compile":
             # Static shapes, compiled afresh for each data set: in one process that sees several
@@ -194,15 +207,86 @@ class Trainer:
             self._prime()
         if impl == "graph":
             self._capture()
+        if impl == "compiled-graph":
+            self._capture_compiled(compile_mode)
 
     @staticmethod
     def _loss(w, b, x, y):
         return ((w * x + b - y) ** 2).mean()
 
-    def reset(self):
+    @staticmethod
+    def _epoch_math(w, b, x, y, lr):
+        """One epoch of full-batch gradient descent, written out: loss at the starting (w, b),
+        dL/dw = 2 mean(r x), dL/db = 2 mean(r), then the in-place SGD step. Inductor fuses the
+        three sums into one pass over x and y and the update into its epilogue."""
+        r = w * x + b - y
+        loss = (r * r).mean()
+        gw = 2.0 * (r * x).mean()
+        gb = 2.0 * r.mean()
+        w.sub_(lr * gw)
+        b.sub_(lr * gb)
+        return loss
+
+    def _capture_compiled(self, compile_mode):
+        """compile (each mode on its own copy of the function's code object, so the two modes and
+        the sizes of a sweep never share dynamo's cache), warm up, capture every epoch into one
+        graph; with compile_mode "auto" both modes, keeping the faster replay."""
+        import time  # noqa: PLC0415
+        import types  # noqa: PLC0415
+
+        torch = self.torch
+        modes = COMPILE_MODES if compile_mode == "auto" else (compile_mode,)
+        built, trial = {}, {}
+        self.compile_ms = self.capture_ms = 0.0
+        for mode in modes:
+            f = self._epoch_math
+            fresh = types.FunctionType(f.__code__.replace(co_name=f"linreg_epoch_{mode.replace('-', '_')}"),
+                                       f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+            fn = torch.compile(fresh, fullgraph=True, dynamic=False, mode=mode)
+            t0 = time.perf_counter()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):  # the first call compiles
+                    fn(self.w, self.b, self.x, self.y, self.lr)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+            self.reset_params()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                losses = [fn(self.w, self.b, self.x, self.y, self.lr) for _ in range(self.epochs)]
+                torch.stack(losses, out=self.loss_buf)
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            self.compile_ms += (t1 - t0) * 1e3
+            self.capture_ms += (t2 - t1) * 1e3
+            built[mode] = (fn, graph, losses)
+            if len(modes) > 1:
+                times = []
+                for _ in range(3):
+                    self.reset_params()
+                    a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    graph.replay()
+                    z.record()
+                    z.synchronize()
+                    times.append(a.elapsed_time(z))
+                trial[mode] = sorted(times)[1]
+        best = min(trial, key=trial.get) if trial else modes[0]
+        self.compile_mode = best
+        self.mode_trial_ms = trial or None
+        self.cg_fn, self.graph, self.cg_losses = built[best]  # the loser's graph is freed
+        self.reset_params()
+
+    def reset_params(self):
         with self.torch.no_grad():
             self.w.fill_(INIT_W)
             self.b.fill_(INIT_B)
+
+    def reset(self):
+        self.reset_params()
+        with self.torch.no_grad():
             self.loss_buf.fill_(math.nan)
         if self.impl == "graph":
             self.ctr.zero_()
@@ -256,7 +340,9 @@ class Trainer:
         self.capture_ms = (time.perf_counter() - t0) * 1e3
 
     def run(self):
-        if self.impl == "graph":
+        if self.impl == "compiled-graph":
+            self.graph.replay()  # every epoch
+        elif self.impl == "graph":
             for _ in range(self.epochs):
                 self.graph.replay()
                 if self.sync:
@@ -316,7 +402,9 @@ def parser():
     p.add_argument("--epochs", type=int_list, default=[200], help="full-batch gradient-descent epochs (default 200)")
     p.add_argument("--lr", type=positive_float, default=0.01, help="learning rate (default 0.01)")
     p.add_argument("--seed", type=int, default=42, help="recorded only: the points come from --data (default 42)")
-    p.add_argument("--impl", type=impl_list, default=["eager"], help="cpu|eager|compile|graph, comma-separated")
+    p.add_argument("--impl", type=impl_list, default=["eager"], help="cpu|eager|compile|graph|compiled-graph, comma-separated")
+    p.add_argument("--compile-mode", choices=("auto",) + COMPILE_MODES, default="auto",
+                   help="compiled-graph: inductor mode; auto compiles both and keeps the faster (default auto)")
     p.add_argument("--sync-every-epoch", action="store_true", help="loss.item() every epoch (the seed study's habit)")
     p.add_argument("--validate", action="store_true", help="compare with the float64 reference; exit 1 on failure")
     p.add_argument("--out", default="", help="record directory (default profiles/<gpu-slug>)")
@@ -356,6 +444,9 @@ def run_one(torch, args, points, n, impl, gpu_slug):
     }
     if impl == "compile":
         config["compile_dynamic"] = False  # see Trainer.__init__
+    if impl == "compiled-graph":
+        config["compile_dynamic"] = False
+        config["compile_mode_requested"] = args.compile_mode
     rec = nbc.new_record(PHASE, "linreg", implementation, config)
     if impl == "cpu":
         torch.set_num_threads(os.cpu_count() or 1)
@@ -372,7 +463,9 @@ def run_one(torch, args, points, n, impl, gpu_slug):
             )
     slug = rec["device"]["slug"]
 
-    tr = Trainer(torch, impl, points, args.lr, epochs, args.sync_every_epoch)
+    tr = Trainer(torch, impl, points, args.lr, epochs, args.sync_every_epoch, args.compile_mode)
+    if impl == "compiled-graph":
+        rec["config"]["compile_mode"] = tr.compile_mode  # the mode kept
     if impl == "cpu":
         samples = nbc.host_times(tr.run, args.warmup, repeats, setup=tr.reset)
         method = "host-steady-clock"
@@ -396,6 +489,8 @@ def run_one(torch, args, points, n, impl, gpu_slug):
         rec["timing"]["compile_ms"] = tr.compile_ms
     if tr.capture_ms is not None:
         rec["timing"]["capture_ms"] = tr.capture_ms
+    if tr.mode_trial_ms is not None:
+        rec["timing"]["mode_trial_ms"] = tr.mode_trial_ms
     nt = linreg_train_count(n)
     rec["data"] = {"n": n, "train": nt, "test": n - nt, "file": config["data"]}
     rec["metrics"] = {
@@ -409,7 +504,8 @@ def run_one(torch, args, points, n, impl, gpu_slug):
     if args.profile and impl != "cpu":  # the GPU implementations: their kernels are the point
         out_dir = args.out if args.out else os.path.join("profiles", slug)
         trace = os.path.join(out_dir, f"{PHASE}__{tag}.trace.json")
-        rec["kernels"], rec["memcpy"] = nbc.profile_run(tr.run, trace, setup=tr.reset)
+        rec["kernels"], rec["memcpy"] = nbc.profile_run(tr.run, trace, setup=tr.reset, record=rec, unit="epoch",
+                                                        units=epochs, unit_ms=rec["timing"]["per_epoch_ms_median"])
         rec["trace_file"] = os.path.basename(trace)
         rec["notes"].append(f"kernels/memcpy: torch.profiler over one extra untimed run of {epochs} epochs")
     if args.validate:
@@ -441,6 +537,8 @@ def main(argv=None):
     for name in ("epochs", "repeats"):
         if len(getattr(args, name)) != 1:
             raise nbc.NbError(nbc.EXIT_USAGE, f"--{name}: expected one integer")
+    if args.sync_every_epoch and "compiled-graph" in args.impl:
+        raise nbc.NbError(nbc.EXIT_USAGE, "--sync-every-epoch: not with compiled-graph (the whole training is one graph replay)")
     ns = args.n or [None]
     if len(ns) > 1 and ("{n}" not in args.data or "{n}" not in args.tag):
         raise nbc.NbError(nbc.EXIT_USAGE, "--n: several sizes need {n} in both --data and --tag")

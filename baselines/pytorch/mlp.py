@@ -23,6 +23,19 @@ Implementations (--impl, comma-separated to run several in one process):
   graph                  the whole step (batch gather from the order on the device, forward,
                          backward, capturable Adam/SGD, loss into its slot, step counter += 1)
                          captured once with torch.cuda.graph and replayed every step
+  compiled-graph         the fastest PyTorch we can write for this model: the step's forward (the
+                         batch gathered from the order by a device-side step counter, bytes to
+                         x/255, the model, dropout, autocast to fp16 where --precision says, the
+                         loss into its slot, counter += 1) through torch.compile(fullgraph=True,
+                         dynamic=False), its backward compiled by AOTAutograd, the fused
+                         optimizer (Adam or SGD, fused=True, capturable), gradients set to None
+                         each step (no zeroing kernels: the backward writes them afresh), and
+                         --graph-steps K steps captured into one CUDA graph (default: the whole
+                         epoch, up to 2000 steps; a shorter remainder gets its own graph).
+                         --compile-mode picks inductor's mode (default | max-autotune-no-cudagraphs);
+                         auto (the default) compiles both, times replays of each and keeps the
+                         faster (config.compile_mode, timing.mode_trial_ms). Compilation, warm-up
+                         and capture are outside the timed region (timing.compile_ms, capture_ms).
 Data preloaded on the GPU (images as bytes, converted per batch), warm-up excluded (--warmup N:
 N x 50 untimed steps, then parameters and optimizer state are restored), CUDA events around each
 epoch's steps; evaluation and the once-per-epoch loss read-back are not timed. Step losses stay on
@@ -49,7 +62,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as nbc  # noqa: E402
 
 PHASE = "pytorch_mlp"
-IMPLS = ("eager", "compile", "compile-max-autotune", "graph")
+IMPLS = ("eager", "compile", "compile-max-autotune", "graph", "compiled-graph")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+MAX_GRAPH_STEPS = 2000
+PROFILE_STEPS = 200
 EXACT_STEPS, LOSS_WINDOW = 20, 100
 EVAL_ROWS = 2048
 WARMUP_STEPS = 50
@@ -284,20 +300,23 @@ class Trainer:
         self.init = [(lin.weight.detach().clone(), lin.bias.detach().clone()) for lin in self.linears]
         self.fp16 = args.precision == "fp16"
         self.loss_buf = torch.full((self.total,), math.nan, dtype=torch.float32, device=dev)
-        capturable = impl == "graph"
+        capturable = impl in ("graph", "compiled-graph")
+        fused = {"fused": True} if impl == "compiled-graph" else {"foreach": True}
         if args.optimizer == "adam":
             self.opt = torch.optim.Adam(self.model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8,
-                                        capturable=capturable, foreach=True)
+                                        capturable=capturable, **fused)
         else:
-            self.opt = torch.optim.SGD(self.model.parameters(), lr=args.lr, foreach=True)
+            self.opt = torch.optim.SGD(self.model.parameters(), lr=args.lr, **fused)
         self.fwd = self.model
         self.compile_ms = self.capture_ms = None
-        if impl.startswith("compile"):
+        self.compile_mode = self.mode_trial_ms = None
+        self.graph_steps = None
+        if impl in ("compile", "compile-max-autotune"):
             mode = "max-autotune" if impl == "compile-max-autotune" else "default"
             self.fwd = torch.compile(self.model, mode=mode)
         self.ctr = torch.zeros(1, dtype=torch.int64, device=dev)
         self.arange = torch.arange(self.B, device=dev)
-        if impl.startswith("compile"):
+        if impl in ("compile", "compile-max-autotune"):
             t0 = time.perf_counter()
             self.reset()
             for s in range(3):
@@ -306,6 +325,8 @@ class Trainer:
             self.compile_ms = (time.perf_counter() - t0) * 1e3
         if impl == "graph":
             self._capture()
+        if impl == "compiled-graph":
+            self._capture_compiled(args.compile_mode, args.graph_steps)
         self.reset()
 
     # -- one eager/compiled step: s is a Python int
@@ -356,6 +377,91 @@ class Trainer:
         torch.cuda.synchronize()
         self.capture_ms = (time.perf_counter() - t0) * 1e3
 
+    # -- compiled-graph: the compiled forward (gather, model, loss, slot, counter) and K-step graphs
+    def _compiled_forward(self):
+        """Loss of the batch at the device-side step counter; writes it into its slot and advances
+        the counter (both are inputs inductor mutates in place)."""
+        torch = self.torch
+        F = torch.nn.functional
+        idx = self.order.index_select(0, self.ctr * self.B + self.arange)
+        xb = self.x.index_select(0, idx).float() / 255.0
+        yb = self.y.index_select(0, idx)
+        if self.fp16:
+            with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):
+                loss = F.cross_entropy(self.model(xb), yb)
+        else:
+            loss = F.cross_entropy(self.model(xb), yb)
+        self.loss_buf.index_copy_(0, self.ctr, loss.detach().float().view(1))
+        self.ctr.add_(1)
+        return loss
+
+    def _compiled_step(self, fn):
+        self.opt.zero_grad(set_to_none=True)
+        fn().backward()
+        self.opt.step()
+
+    def _chunk_lengths(self):
+        """Every run_steps length this trainer will see: each epoch's steps and the warm-up's."""
+        lens = {min(self.total, (e + 1) * self.spe) - e * self.spe for e in range(self.n_epochs)}
+        lens.add(min(WARMUP_STEPS, self.total))
+        if self.args.profile:
+            lens.add(min(PROFILE_STEPS, self.total))
+        return lens
+
+    def _capture_compiled(self, compile_mode, graph_steps):
+        import types  # noqa: PLC0415
+
+        torch = self.torch
+        k = graph_steps if graph_steps > 0 else min(self.spe, MAX_GRAPH_STEPS)
+        k = max(1, min(k, self.total))
+        self.graph_steps = k
+        sizes = {k} | {n % k for n in self._chunk_lengths() if n % k}
+        modes = COMPILE_MODES if compile_mode == "auto" else (compile_mode,)
+        built, trial = {}, {}
+        self.compile_ms = self.capture_ms = 0.0
+        for mode in modes:
+            f = Trainer._compiled_forward
+            fresh = types.FunctionType(f.__code__.replace(co_name=f"mlp_forward_{mode.replace('-', '_')}"),
+                                       f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+            fn = torch.compile(types.MethodType(fresh, self), fullgraph=True, dynamic=False, mode=mode)
+            t0 = time.perf_counter()
+            self.reset()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):  # the first call compiles forward and backward
+                    self._compiled_step(fn)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+            graphs = {}
+            for n in sorted(sizes, reverse=True):
+                self.reset()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    for _ in range(n):
+                        self._compiled_step(fn)
+                graphs[n] = g
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            self.compile_ms += (t1 - t0) * 1e3
+            self.capture_ms += (t2 - t1) * 1e3
+            built[mode] = (fn, graphs)
+            if len(modes) > 1:
+                times = []
+                for _ in range(3):
+                    self.reset()
+                    a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    graphs[k].replay()
+                    z.record()
+                    z.synchronize()
+                    times.append(a.elapsed_time(z) / k)
+                trial[mode] = sorted(times)[1]  # ms per step
+        best = min(trial, key=trial.get) if trial else modes[0]
+        self.compile_mode, self.mode_trial_ms = best, (trial or None)
+        self.cg_fn, self.cg_graphs = built[best]  # the other mode's graphs are freed
+
     def reset(self):
         """Initial parameters, zero optimizer state, step 0: in place (graph-safe)."""
         torch = self.torch
@@ -372,7 +478,13 @@ class Trainer:
         self.model.train()
 
     def run_steps(self, s0, s1):
-        if self.impl == "graph":
+        if self.impl == "compiled-graph":  # the counter is at s0: every replay advances it
+            q, r = divmod(s1 - s0, self.graph_steps)
+            for _ in range(q):
+                self.cg_graphs[self.graph_steps].replay()
+            if r:
+                self.cg_graphs[r].replay()
+        elif self.impl == "graph":
             for _ in range(s0, s1):
                 self.graph.replay()
         else:
@@ -507,7 +619,11 @@ def parser():
     p.add_argument("--workload", choices=("auto", "mlp_w1", "mlp_w2", "mlp_batch_sweep"), default="auto")
     p.add_argument("--init", default="", help="initial weights from phase4_mlp/phase5_batched --save-init DIR")
     p.add_argument("--order", default="", help="batch order from --save-order FILE")
-    p.add_argument("--impl", type=impl_list, default=["eager"], help="eager|compile|compile-max-autotune|graph, comma-separated")
+    p.add_argument("--impl", type=impl_list, default=["eager"], help="eager|compile|compile-max-autotune|graph|compiled-graph, comma-separated")
+    p.add_argument("--compile-mode", choices=("auto",) + COMPILE_MODES, default="auto",
+                   help="compiled-graph: inductor mode; auto compiles both and keeps the faster (default auto)")
+    p.add_argument("--graph-steps", type=integer(0), default=0,
+                   help=f"compiled-graph: steps per CUDA graph (0 = the whole epoch, at most {MAX_GRAPH_STEPS})")
     p.add_argument("--seed", type=int, default=42, help="torch seed (dropout masks; fallback init/order)")
     p.add_argument("--validate", action="store_true", help="3 steps against the float64 reference (dropout off)")
     p.add_argument("--out", default="", help="record directory (default profiles/<gpu-slug>)")
@@ -546,6 +662,10 @@ def run_impl(torch, args, impl, data, init, order, own_inputs):
     rec["notes"] += own_inputs
     torch.cuda.reset_peak_memory_stats()
     tr = Trainer(torch, impl, args, data, init, order)
+    if impl == "compiled-graph":
+        rec["config"]["compile_mode_requested"] = args.compile_mode
+        rec["config"]["compile_mode"] = tr.compile_mode  # the mode kept
+        rec["config"]["graph_steps"] = tr.graph_steps
     spe, total = tr.spe, tr.total
     # Warm-up, then back to the initial state.
     for _ in range(args.warmup):
@@ -586,7 +706,8 @@ def run_impl(torch, args, impl, data, init, order, own_inputs):
     rec["timing"] = nbc.timing_json(
         "cuda-events",
         "per epoch: every training step (batch gathered on the device from the order, forward, backward, "
-        "optimizer step, loss into its device slot)" + ("; one CUDA-graph replay per step" if impl == "graph" else ""),
+        "optimizer step, loss into its device slot)" + ("; one CUDA-graph replay per step" if impl == "graph" else "")
+        + ("; one CUDA-graph replay per --graph-steps steps" if impl == "compiled-graph" else ""),
         "data loading and upload, model construction, torch.compile's compilation, graph capture, warm-up, "
         "the per-epoch loss read-back, evaluation",
         args.warmup, totals, per_epoch)
@@ -596,6 +717,8 @@ def run_impl(torch, args, impl, data, init, order, own_inputs):
         rec["timing"]["compile_ms"] = tr.compile_ms
     if tr.capture_ms is not None:
         rec["timing"]["capture_ms"] = tr.capture_ms
+    if tr.mode_trial_ms is not None:
+        rec["timing"]["mode_trial_ms"] = tr.mode_trial_ms  # ms per step of each mode's replay
     rec["loss"] = {"per_epoch": nbc.finite_array(epoch_loss), "test_per_epoch": nbc.finite_array(test_loss),
                    "per_step": per_step_json(step_losses)}
     rec["metrics"] = {
@@ -610,10 +733,11 @@ def run_impl(torch, args, impl, data, init, order, own_inputs):
     if args.profile and not diverged:
         import tempfile  # noqa: PLC0415
 
-        n = min(200, total)
+        n = min(PROFILE_STEPS, total)
         with tempfile.TemporaryDirectory() as td:
             rec["kernels"], rec["memcpy"] = nbc.profile_run(lambda: tr.run_steps(0, n), os.path.join(td, "t.json"),
-                                                            setup=tr.reset)
+                                                            setup=tr.reset, record=rec, unit="step", units=n,
+                                                            unit_ms=rec["timing"]["per_step_ms"]["median"])
         rec["notes"].append(f"kernels/memcpy: torch.profiler over {n} extra untimed steps (trace not kept)")
     if args.validate:
         rec["validation"], ok = validate(torch, args, data, init, order)

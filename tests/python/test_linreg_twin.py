@@ -250,6 +250,21 @@ def test_record_tags_and_usage_errors(tmp_path):
     assert rc == nbc.EXIT_USAGE
 
 
+def test_compiled_graph_flags():
+    p = linreg.parser()
+    a = p.parse_args(["--data", "f", "--impl", "eager,compiled-graph"])
+    assert a.impl == ["eager", "compiled-graph"] and a.compile_mode == "auto"
+    a = p.parse_args(["--data", "f", "--impl", "compiled-graph", "--compile-mode", "max-autotune-no-cudagraphs"])
+    assert a.compile_mode == "max-autotune-no-cudagraphs"
+    for bad in (["--data", "f", "--compile-mode", "reduce-overhead"], ["--data", "f", "--impl", "compiled_graph"]):
+        with pytest.raises(SystemExit) as e:
+            p.parse_args(bad)
+        assert e.value.code == nbc.EXIT_USAGE
+    # One replay trains every epoch: no loss.item() between epochs (refused before torch is needed).
+    rc = nbc.guarded_main(linreg.main, ["--data", "f.npy", "--impl", "compiled-graph", "--sync-every-epoch"])
+    assert rc == nbc.EXIT_USAGE
+
+
 # ----------------------------------------------------------------------------- training (torch)
 @needs_torch
 def test_cpu_twin_trains_validates_and_writes_its_record(tmp_path):
@@ -298,13 +313,18 @@ def test_diverging_run_is_recorded_and_exits_7(tmp_path):
 
 
 @needs_cuda
-@pytest.mark.parametrize("impl", ["eager", "graph", "compile"])
+@pytest.mark.parametrize("impl", ["eager", "graph", "compile", "compiled-graph"])
 def test_gpu_twins_match_the_float64_reference(tmp_path, impl):
     np.save(tmp_path / "d.npy", make_points(100003))
     rc = nbc.guarded_main(
         linreg.main,
-        ["--data", str(tmp_path / "d.npy"), "--impl", impl, "--validate", "--out", str(tmp_path), "--tag", "g"],
+        ["--data", str(tmp_path / "d.npy"), "--impl", impl, "--validate", "--out", str(tmp_path), "--tag", "g",
+         "--compile-mode", "default"],
     )
     assert rc == 0
     rec = json.loads((tmp_path / f"pytorch_linreg__g-{impl}.json").read_text())
     assert rec["validation"]["passed"] is True and rec["timing"]["method"] == "cuda-events"
+    assert len(rec["loss"]["per_epoch"]) == 200 and all(math.isfinite(v) for v in rec["loss"]["per_epoch"])
+    if impl == "compiled-graph":
+        assert rec["config"]["compile_mode"] == "default"
+        assert rec["timing"]["compile_ms"] > 0 and rec["timing"]["capture_ms"] > 0

@@ -215,8 +215,18 @@ def test_usage_and_data_errors_need_no_gpu(tmp_path):
     assert code_of(["--data", str(tmp_path / "nothing")]) == nbc.EXIT_DATA
     assert code_of(["--data", str(d), "--init", str(tmp_path / "noinit")]) == nbc.EXIT_DATA
     assert code_of(["--data", str(d), "--order", str(tmp_path / "no.npy")]) == nbc.EXIT_DATA
+    assert code_of(["--data", str(d), "--impl", "compiled-graph", "--graph-steps", "-1"]) == nbc.EXIT_USAGE
+    assert code_of(["--data", str(d), "--impl", "compiled-graph", "--compile-mode", "fast"]) == nbc.EXIT_USAGE
     if not HAVE_TORCH:
         assert code_of(["--data", str(d), "--out", str(tmp_path / "rec")]) == nbc.EXIT_NO_DEVICE
+        assert code_of(["--data", str(d), "--impl", "compiled-graph"]) == nbc.EXIT_NO_DEVICE
+
+
+def test_compiled_graph_flags():
+    a = mlp.parser().parse_args(["--impl", "graph,compiled-graph", "--graph-steps", "75"])
+    assert a.impl == ["graph", "compiled-graph"] and a.graph_steps == 75 and a.compile_mode == "auto"
+    a = mlp.parser().parse_args(["--impl", "compiled-graph", "--compile-mode", "default"])
+    assert a.graph_steps == 0 and a.compile_mode == "default"
 
 
 # ----------------------------------------------------------------------------- the reference
@@ -310,3 +320,14 @@ def test_every_mode_trains_and_writes_a_valid_record(tmp_path):
         recs[impl] = rec
     a, b = recs["eager"]["loss"]["per_step"]["first_exact"], recs["graph"]["loss"]["per_step"]["first_exact"]
     assert max(abs(x - y) / abs(y) for x, y in zip(a, b)) <= 1e-5  # same init, order, no dropout
+    # compiled-graph with 5 steps per graph: 16 steps an epoch = 3 replays + a 1-step remainder graph.
+    rc = code_of(["--data", str(d), "--layers", "784,32,16,10", "--batch", "16", "--epochs", "2", "--dropout", "0",
+                  "--init", str(init_dir), "--order", str(tmp_path / "order.npy"), "--impl", "compiled-graph",
+                  "--graph-steps", "5", "--compile-mode", "default", "--out", str(out), "--tag", "t", "--warmup", "1"])
+    assert rc == 0
+    rec = json.loads((out / "pytorch_mlp__t-compiled-graph.json").read_text())
+    assert nbc.validate_record(rec) == "" and rec["implementation"] == "pytorch-compiled-graph"
+    assert rec["config"]["graph_steps"] == 5 and rec["config"]["compile_mode"] == "default"
+    assert rec["timing"]["compile_ms"] > 0 and rec["timing"]["capture_ms"] > 0 and rec["metrics"]["steps"] == 32
+    c = rec["loss"]["per_step"]["first_exact"]
+    assert max(abs(x - y) / abs(y) for x, y in zip(c, a)) <= 1e-4  # inductor's sums differ from eager's in rounding
