@@ -888,3 +888,183 @@ def short(s, n=60):
     """A long (templated) kernel name cut to n characters for tables."""
     s = str(s)
     return s if len(s) <= n else s[: n - 1] + "…"
+
+
+# ------------------------------------------------------------------ where the time goes: the per-step account
+# One account per implementation of a workload: the time of a step (linear regression: an epoch) from
+# the timed runs, the device time its kernels and copies take, grouped by what they do, and the gap
+# between the two. The kernel classes and the summary arithmetic are those the PyTorch twins use to
+# write their records' `account` (baselines/pytorch/common.py: kernel_class, summary_account), so both
+# sides are classified by one set of rules.
+
+def _twin_common():
+    mod = globals().get("_NBC")
+    if mod is None:
+        import importlib.util  # noqa: PLC0415
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "baselines", "pytorch",
+                            "common.py")
+        spec = importlib.util.spec_from_file_location("nb_twin_common", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        globals()["_NBC"] = mod
+    return mod
+
+
+ACCOUNT_CATEGORIES = list(_twin_common().KERNEL_CLASSES)
+ACCOUNT_RULES = list(_twin_common().KERNEL_CLASS_DOC)
+
+
+def account_class(name):
+    """The class (gemm, elementwise, optimizer, reduction, copy, other) of a kernel name."""
+    return _twin_common().kernel_class(name)
+
+
+def account_unit(r):
+    return "epoch" if r.workload == "linreg" else "step"
+
+
+def account_unit_ms(r):
+    """The timed median time of one unit: linear regression total / epochs, MLP total / steps."""
+    if r.workload == "linreg":
+        e, t = r.cfg_num("epochs"), r.total_ms()
+        return t / e if e and t is not None else None
+    return step_ms(r)
+
+
+def _steps_per_run(r):
+    s = r.metric("steps")
+    if s is None or s <= 0:
+        s = r.cfg_num("steps")
+    return s if s and s > 0 else None
+
+
+def _trace_overlap(r):
+    """(union of device intervals / summed device time) from a Chrome trace beside our record:
+    below 1 where kernels or copies ran concurrently. None without a readable trace."""
+    p = trace_path(r)
+    if not p or not os.path.exists(p):
+        return None
+    events, _, pnames, problem = read_chrome_trace(p)
+    if problem:
+        return None
+    dev = [(e["ts"], e["ts"] + e["dur"]) for e in events if not _is_host(e, pnames)]
+    tot = sum(b - a for a, b in dev)
+    if tot <= 0:
+        return None
+    return _twin_common().union_length(dev) / tot
+
+
+def time_account(r):
+    """The per-unit account of one record, or None when it has neither a kernel summary nor an
+    `account`. Keys: unit, unit_ms (timed), host_ms (twins: host wall of the profiled loop before its
+    final synchronize), launches (kernel executions), kernel_ms, device_ms (kernels + copies), busy_ms
+    (union of device intervals), idle_ms (unit_ms - busy_ms), cats (ms by class), source, busy_source,
+    skipped_ms (our MLP runs: evaluation kernels left out), steps (units the summary covers).
+    Twins: the record's `account` (torch.profiler over one extra run); classes, launches and kernel
+    time recomputed from its kernel summary with the current rules. Ours: CUPTI summary / (trace_runs
+    x units per run); busy = the summed device time, times the overlap a trace beside the record shows."""
+    nbc = _twin_common()
+    unit, unit_ms = account_unit(r), account_unit_ms(r)
+    kernels, memcpy = as_list(r.data.get("kernels")), as_list(r.data.get("memcpy"))
+    has_summary = any(isinstance(k, dict) for k in kernels)
+    acc = r.data.get("account") if isinstance(r.data.get("account"), dict) else None
+    out = {"unit": unit, "unit_ms": unit_ms, "host_ms": None, "host_ops_ms": None, "launch_calls": None,
+           "skipped_ms": 0.0, "record": r}
+    if is_twin(r.phase):
+        steps = num(acc.get("steps")) if acc else None
+        if steps is None and not acc and unit == "epoch":
+            steps = r.cfg_num("epochs")  # older linreg records: the profiler watched one run of `epochs` epochs
+        s = nbc.summary_account(kernels, memcpy, steps) if (has_summary and steps) else None
+        if s is None and acc and isinstance(acc.get("by_category_ms_per_unit"), dict):
+            s = {k: num(acc.get(k)) for k in ("launches_per_unit", "kernel_ms_per_unit", "device_ms_per_unit")}
+            s["by_category_ms_per_unit"] = {c: num(acc["by_category_ms_per_unit"].get(c)) or 0.0
+                                           for c in ACCOUNT_CATEGORIES}
+        if s is None:
+            return None
+        out.update(steps=steps, source="torch.profiler, one extra untimed run of " +
+                   (f"{int(steps)} {unit}s" if steps else "the training"))
+        if acc:
+            out.update(host_ms=num(acc.get("host_ms_per_unit")), host_ops_ms=num(acc.get("host_ops_ms_per_unit")),
+                       launch_calls=num(acc.get("launch_calls_per_unit")))
+        busy = num(acc.get("busy_ms_per_unit")) if acc else None
+        busy_source = "union of the profiled run's device intervals"
+        if busy is None:
+            busy = num(s.get("device_ms_per_unit"))
+            busy_source = "summed device time (record without `account`: kernels and copies taken not to overlap)"
+    else:
+        if not has_summary:
+            return None
+        per_run = r.cfg_num("epochs") if unit == "epoch" else _steps_per_run(r)
+        if not per_run:
+            return None
+        steps = summary_runs(r) * per_run
+        skip = (lambda n: "eval" in n.lower()) if unit == "step" else None  # MLP timing excludes evaluation
+        s = nbc.summary_account(kernels, memcpy, steps, skip=skip)
+        out.update(steps=steps, skipped_ms=s["skipped_ms_per_unit"],
+                   source=f"our CUPTI summary over {summary_runs(r)} run(s) of {int(per_run)} {unit}s")
+        ov = _trace_overlap(r)
+        if ov is not None:
+            busy, busy_source = s["device_ms_per_unit"] * ov, "summed device time x the overlap in the trace beside the record"
+        else:
+            busy, busy_source = s["device_ms_per_unit"], "summed device time (no trace: kernels and copies taken not to overlap)"
+    out.update(launches=s["launches_per_unit"], kernel_ms=s["kernel_ms_per_unit"], device_ms=s["device_ms_per_unit"],
+               cats=dict(s["by_category_ms_per_unit"]), busy_ms=busy, busy_source=busy_source)
+    out["idle_ms"] = (unit_ms - busy) if (unit_ms is not None and busy is not None) else None
+    return out
+
+
+ACCOUNT_PANELS = [
+    ("linreg", "linear regression, 5M points × 200 epochs (headline)", "an epoch"),
+    ("mlp_w1", "MLP W1 (784-128-64-10, tag w1)", "a W1 step"),
+    ("mlp_w2", "MLP W2 at h = 128", "a W2 h = 128 step"),
+]
+
+
+def _account_member(wl, r):
+    if r.workload != wl or r.impl == "pytorch-cpu" or r.tag.endswith("-breakdown"):
+        return False
+    if wl == "linreg":
+        return base_tag(r).startswith("headline") and not is_host_source(r)
+    if wl == "mlp_w1":
+        return base_tag(r) == "w1"
+    return hidden_of(r) == 128 and not r.tag.startswith("check")
+
+
+def select_time_account(records, dup_notes):
+    """Per workload (ACCOUNT_PANELS): one row per implementation with its time_account; the run
+    without programmatic dependent launch where there is one (under PDL a kernel's CUPTI duration
+    includes its wait for the kernel ahead, so summed kernel time would overstate the busy time)."""
+    panels, missing, used = [], [], []
+    for wl, title, what in ACCOUNT_PANELS:
+        cands = [r for r in records if _account_member(wl, r) and time_account(r) is not None]
+        picked = group_pick(cands, lambda r: (r.phase, r.impl), lambda k: f"Where the time goes, {title}: {label(*k)}",
+                            dup_notes, prefer=pdl_on)
+        keys = sorted(picked, key=series_sort_key)
+        rows = []
+        for k in keys:
+            r = picked[k]
+            a = time_account(r)
+            lab = label(*k) + (" (run with --pdl off)" if r.tag.endswith("-nopdl") else "")
+            rows.append({"key": k, "label": lab, "record": r, **a})
+        if rows:
+            spe = None
+            if wl == "mlp_w1":
+                rs = [row["record"] for row in rows if _steps_per_run(row["record"]) and row["record"].cfg_num("epochs")]
+                if rs:
+                    spe = _steps_per_run(rs[0]) / rs[0].cfg_num("epochs")
+            panels.append({"workload": wl, "title": title, "what": what, "rows": rows, "steps_per_epoch": spe})
+            used += [row["record"] for row in rows]
+        have = {row["key"] for row in rows}
+        twin = "pytorch_linreg" if wl == "linreg" else "pytorch_mlp"
+        modes = ["pytorch-compiled-graph"] + (["pytorch-compile-max-autotune"] if wl != "linreg" else [])
+        expected = [k for k in (LINREG_IMPLS if wl == "linreg" else MLP_IMPLS) if k[1] != "pytorch-cpu"] + \
+            [(twin, m) for m in modes if (twin, m) not in (LINREG_IMPLS + MLP_IMPLS)]
+        if wl == "mlp_w2":
+            expected = [k for k in expected if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"))]
+        lack = [label(*k) for k in expected if k not in have]
+        if lack:
+            missing.append(f"{title}: no kernel summary or account from " + ", ".join(lack))
+        nohost = [row["label"] for row in rows if is_twin(row["key"][0]) and row["host_ms"] is None]
+        if nohost:
+            missing.append(f"{title}: no host time (record without `account`) for " + ", ".join(nohost))
+    return {"panels": panels, "missing": missing, "records": used}

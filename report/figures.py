@@ -359,3 +359,60 @@ def fig9_batch(d, path, device):
     _pow2_ticks(ax, [p[0] for pts in d["series"].values() for p in pts])
     ax.legend(loc="upper left")
     _finish(fig, path, "Figure 9 — phase 5 batch-size sweep", device, d["records"])
+
+
+ACCOUNT_COLORS = {"gemm": "#2171b5", "elementwise": "#6baed6", "optimizer": "#31a354", "reduction": "#fd8d3c",
+                  "copy": "#969696", "other": "#9e9ac8"}
+ACCOUNT_IDLE = "#f0f0f0"
+
+
+def account_shares(row):
+    """(segments [(class, % of the bar)], idle %, denominator ms) of one where-the-time-goes row: the
+    bar is the step (unit) time, or the busy time where that is longer; the classes share the busy
+    time in proportion to their device time (equal to it where nothing overlapped)."""
+    unit, busy, dev = row["unit_ms"], row["busy_ms"], row["device_ms"]
+    denom = max(unit or 0.0, busy or 0.0)
+    if not denom:
+        return [], 0.0, 0.0
+    scale = (busy / dev) if (busy is not None and dev) else 1.0
+    segs = [(c, row["cats"][c] * scale / denom * 100) for c in A.ACCOUNT_CATEGORIES if row["cats"].get(c)]
+    idle = max(0.0, (unit or 0.0) - (busy or 0.0)) / denom * 100
+    return segs, idle, denom
+
+
+def fig_time_account(panel, path, device, title):
+    _setup()
+    rows = panel["rows"]
+    fig, ax = plt.subplots(figsize=(11, 0.5 * len(rows) + 2.3))
+    ys = list(range(len(rows)))[::-1]
+    for y, row in zip(ys, rows):
+        segs, idle, _ = account_shares(row)
+        left = 0.0
+        for c, w in segs:
+            ax.barh(y, w, left=left, color=ACCOUNT_COLORS[c], edgecolor="white", linewidth=0.4)
+            if w >= 8:
+                ax.text(left + w / 2, y, f"{w:.0f}%", ha="center", va="center", fontsize=7.5)
+            left += w
+        if idle > 0:
+            ax.barh(y, idle, left=left, color=ACCOUNT_IDLE, edgecolor="#999999", linewidth=0.4, hatch="//")
+            if idle >= 8:
+                ax.text(left + idle / 2, y, f"{idle:.0f}%", ha="center", va="center", fontsize=7.5, color="#444444")
+        txt = _fmt_ms(row["unit_ms"]) if row["unit_ms"] is not None else "—"
+        if row["busy_ms"] is not None and row["unit_ms"]:
+            share = row["busy_ms"] / row["unit_ms"] * 100
+            txt += f" · GPU busy {share:.0f}%" if share < 100 else " · GPU busy ≥ 100%"
+        ax.text(101.5, y, txt, va="center", fontsize=8.5)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([_short(row["label"], 44) for row in rows])
+    ax.set_xlim(0, 132)
+    ax.set_xticks([0, 20, 40, 60, 80, 100])
+    unit = rows[0]["unit"] if rows else "step"
+    ax.set_xlabel(f"share of the {unit}'s time (%): device time by kind of kernel, then the gap where the GPU "
+                  f"waits  ·  right: time per {unit}")
+    ax.set_title("kernels classified by name (see report); hatched: step time minus device-busy time "
+                 "(host, framework, launch gaps)", fontsize=9)
+    handles = [Patch(color=ACCOUNT_COLORS[c], label=c) for c in A.ACCOUNT_CATEGORIES] + \
+        [Patch(facecolor=ACCOUNT_IDLE, edgecolor="#999999", hatch="//", label="GPU idle")]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.28 if len(rows) < 5 else -0.16),
+              ncol=len(handles), frameon=False)
+    _finish(fig, path, title, device, [row["record"] for row in rows], "timed medians; device time from profiler runs")

@@ -311,6 +311,97 @@ def sec_fig9(md, ctx, d):
     md.append(long_table(["implementation", "batch", "samples/s", "record"], rows, "Every point of the figure") + "\n")
 
 
+# ------------------------------------------------------------------ where the time goes (per-step account)
+
+ACCOUNT_FIG_FIRST = 10  # figures 10, 11, 12: one per workload of analysis.ACCOUNT_PANELS
+
+
+def us(x_ms):
+    return DASH if x_ms is None else sig(x_ms * 1e3) + " µs"
+
+
+def account_sentence(panel, row):
+    """One sentence per implementation from its numbers, e.g. 'PyTorch eager: a W1 step takes X µs,
+    of which the GPU computes Y µs (Z%); the rest, W µs, is the framework ...'."""
+    u, what, unit_ms, busy = row["unit"], panel["what"], row["unit_ms"], row["busy_ms"]
+    if unit_ms is None or busy is None:
+        return None
+    twin = A.is_twin(row["key"][0])
+    s = f"{row['label']}: {what} takes {us(unit_ms)}"
+    if panel.get("steps_per_epoch"):
+        s += f" (an epoch of {count(panel['steps_per_epoch'])} steps: {ms(unit_ms * panel['steps_per_epoch'])})"
+    if busy > 1.05 * unit_ms:
+        s += f"; its summed device time per {u}, {us(busy)}, is longer than that"
+        if A.pdl_on(row["record"]):
+            s += (": under programmatic dependent launch a kernel's duration includes its wait for the kernel "
+                  "ahead, so kernel times overlap")
+        return s + "."
+    if busy >= unit_ms:
+        return s + (f"; the GPU is busy for all of it (device time per {u}: {us(busy)}, from the "
+                    f"{'profiled' if A.is_twin(row['key'][0]) else 'traced'} run)") + "."
+    s += f", of which the GPU computes {us(busy)} ({pct(busy / unit_ms * 100)})"
+    gap = unit_ms - busy
+    if twin:
+        s += f"; the rest, {us(gap)}, is the framework"
+        extra = []
+        if row["launches"] is not None:
+            extra.append(f"{sig(row['launches'], 3)} kernels")
+        if row["host_ms"] is not None:
+            extra.append(f"{us(row['host_ms'])} of host time issuing them (profiled run)")
+        if extra:
+            s += f" ({' and '.join(extra)} per {u})"
+    else:
+        s += f"; for the other {us(gap)} the GPU waits (launches, copies, synchronisation)"
+    return s + "."
+
+
+def sec_time_account(md, ctx, d, slug, device, figdir, written):
+    md.append("### Where the time goes\n")
+    md.append("Per step (linear regression: per epoch) and implementation: the timed median time of the unit "
+              "(`timing`), the device time of its kernels and copies (twins: `account`, from one extra untimed "
+              "torch.profiler run; ours: the CUPTI summary of the traced run(s)), grouped by what the kernels do, "
+              "and the gap — the part of the step in which the GPU computes nothing, waiting for the host "
+              "(framework, launches, synchronisation). Kernel classes come from kernel names (rules in Appendix B). "
+              "Host time: the host wall time of the profiled loop before its final synchronize, per unit "
+              "(twins only; the profiler adds its own cost to it).\n")
+    if not d["panels"]:
+        md.append("_Not drawn: no record of the three workloads carries a kernel summary or an `account`._\n")
+        return
+    for i, (wl, title, _) in enumerate(A.ACCOUNT_PANELS):
+        p = next((p for p in d["panels"] if p["workload"] == wl), None)
+        n_ = ACCOUNT_FIG_FIRST + i
+        md.append(f"#### Figure {n_} — where the time goes: {title}\n")
+        if p is None:
+            md.append("_Not drawn: no record of this workload carries a kernel summary or an `account`._\n")
+            continue
+        fname = f"{slug}__fig{n_}_time_account_{wl}.png"
+        F.fig_time_account(p, os.path.join(figdir, fname), device, f"Figure {n_} — where the time goes: {title}")
+        written.add(fname)
+        md.append(f"![Figure {n_}: where the time goes, {title}, on {device}]({ctx.rel(os.path.join(figdir, fname))})\n")
+        u = p["rows"][0]["unit"]
+        rows = []
+        for row in p["rows"]:
+            share = pct(row["busy_ms"] / row["unit_ms"] * 100) if row["busy_ms"] is not None and row["unit_ms"] else DASH
+            rows.append([row["label"], us(row["unit_ms"]), us(row["host_ms"]),
+                         sig(row["launches"], 3) if row["launches"] is not None else DASH,
+                         us(row["kernel_ms"]), us(row["busy_ms"]), us(row["idle_ms"]), share] +
+                        [sig(row["cats"].get(c, 0.0) * 1e3, 4) for c in A.ACCOUNT_CATEGORIES] + [ctx.link(row["record"])])
+        md.append(table([f"implementation", f"time per {u} (timed)", "host time issuing", f"kernels per {u}",
+                         "kernel time", "device busy", "GPU idle (time − busy)", "busy share"] +
+                        [f"{c} (µs)" for c in A.ACCOUNT_CATEGORIES] + ["record"], rows) + "\n")
+        sents = [x for x in (account_sentence(p, row) for row in p["rows"]) if x]
+        if sents:
+            md.append("\n".join("- " + x for x in sents) + "\n")
+        srcs = sorted({row["busy_source"] for row in p["rows"] if row["busy_source"]})
+        notes = [f"busy time: {s_} — " + ", ".join(row["label"] for row in p["rows"] if row["busy_source"] == s_)
+                 for s_ in srcs]
+        skipped = [row for row in p["rows"] if row["skipped_ms"]]
+        if skipped:
+            notes.append("evaluation kernels (names with `eval`) left out of our summaries, as the timed step excludes "
+                         "evaluation: " + ", ".join(f"{row['label']} {us(row['skipped_ms'])} per {u}" for row in skipped))
+        md.append("Sources: " + "; ".join(notes) + ".\n")
+
+
 # ------------------------------------------------------------------ phases: predicted vs measured
 
 def verdict(ok):
@@ -675,6 +766,10 @@ def method_appendix(md):
         "host rows are events whose category or process name says nvtx/range/host/cpu. The trace preferred is the one "
         "of a `host-streams<k>` record with the largest k.",
         "Figure 6's relative speed: the fastest PyTorch mode's time at that h / ours.",
+        "Figures 10–12 (where the time goes): per unit = summary total / units the summary covers (twins: "
+        "`account.steps`, else config.epochs for linear regression; ours: trace_runs × epochs or steps); idle = "
+        "timed median per unit − device-busy time; the run without programmatic dependent launch where there is "
+        "one. Kernel classes, first rule that matches the lower-case name: " + "; ".join(A.ACCOUNT_RULES) + ".",
         "Figure 8: each implementation's most representative record with an `efficiency` object (headline, else W2 at the "
         "largest h, else W1); arithmetic intensity = flops / bytes.",
         "Numbers are printed with 4 significant digits (3 for ratios and percentages); — means absent or not finite.",
@@ -759,6 +854,10 @@ def build(profiles, out, notes_dir):
                                      (" Expected: " + "; ".join(miss) + "." if miss and n_ != 4 else ""))
             elif miss:
                 missing_lines.append(f"Figure {n_} ({title}): drawn without " + "; ".join(miss) + ".")
+        acc = A.select_time_account(rs, dups)
+        sec_time_account(md, ctx, acc, slug, name, figdir, written)
+        for m in acc["missing"]:
+            missing_lines.append(f"Where the time goes (figures {ACCOUNT_FIG_FIRST}–{ACCOUNT_FIG_FIRST + 2}): " + m + ".")
         fig_dups = sorted(set(dups))
         md.append("### Missing figures and records on this device\n")
         md.append(("\n".join("- " + m for m in missing_lines) if missing_lines else "Every figure is drawn with every "

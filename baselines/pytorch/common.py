@@ -432,9 +432,174 @@ def memcpy_summary_from_chrome_trace(trace):
     return out
 
 
-def profile_run(run, trace_path, setup=None):
+# ----------------------------------------------------------------------------- where the time goes
+# The per-step (per-epoch) account of a run: kernels grouped by what they do, from their names alone.
+# The report uses the same rules for our CUPTI summaries (report/analysis.py imports this module), so
+# both sides are classified alike. Rules, in order; the first that matches wins (lower-case name):
+KERNEL_CLASSES = ["gemm", "elementwise", "optimizer", "reduction", "copy", "other"]
+KERNEL_CLASS_PREFIXES = [  # torch.compile (inductor) names say what a Triton kernel is
+    ("gemm", ("triton_tem", "triton_mm")),
+    ("reduction", ("triton_red", "triton_per")),
+    ("elementwise", ("triton_poi",)),
+]
+KERNEL_CLASS_RULES = [
+    # cuBLAS / cuBLASLt / CUTLASS kernels (split-K reduce and epilogue kernels included) and ours; our
+    # fused_update_bwd is the backward-data and weight-gradient GEMMs with the update folded in
+    ("gemm", ("gemm", "gemv", "nvjet", "xmma", "cutlass", "cublas", "matmul", "fused_update_bwd", "dot_kernel")),
+    # torch's foreach / fused optimizers run as multi_tensor_apply kernels (zero_grad's foreach too)
+    ("optimizer", ("multi_tensor_apply", "adam", "sgd", "optim", "update")),
+    # data movement and conversion: copies, casts (direct_copy), fills, gathers / index, concatenation
+    ("copy", ("memcpy", "memset", "copy", "fill", "gather", "scatter", "index", "catarray", "to_half",
+              "bytes_to_batch", "transpose")),
+    ("reduction", ("reduce", "softmax", "nll_loss", "cross_entropy", "sum", "mean", "loss", "grad", "fused_epoch",
+                   "fused_chunk_epoch", "eval", "pairwise", "argmax")),
+    ("elementwise", ("elementwise", "forward_kernel", "terms_kernel", "bias_act", "relu", "dropout", "epilogue",
+                     "philox", "bernoulli", "threshold", "pointwise", "activation")),
+]
+# anything else is "other": e.g. parameter initialisation, our epoch-begin kernel, and a kernel that
+# runs a whole epoch (phase 5's persistent and cluster kernels: every category in one launch)
+KERNEL_CLASS_DOC = (
+    ["memcpy/memset activity (not kernels) -> copy"]
+    + [f"name starts with {' or '.join(ps)} -> {c}" for c, ps in KERNEL_CLASS_PREFIXES]
+    + [f"name contains {', '.join(ks)} -> {c}" for c, ks in KERNEL_CLASS_RULES]
+    + ["anything else -> other (initialisation kernels, whole-epoch kernels)"]
+)
+# host API calls that put work on the GPU (torch.profiler's cuda_runtime / cuda_driver events)
+LAUNCH_CALL_PREFIXES = ("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cuGraphLaunch", "cudaMemcpy", "cuMemcpy",
+                        "cudaMemset", "cuMemset")
+
+
+def kernel_class(name):
+    """One of KERNEL_CLASSES for a kernel name (see KERNEL_CLASS_RULES)."""
+    low = str(name).lower()
+    for c, prefixes in KERNEL_CLASS_PREFIXES:
+        if low.startswith(prefixes):
+            return c
+    for c, keys in KERNEL_CLASS_RULES:
+        if any(k in low for k in keys):
+            return c
+    return "other"
+
+
+def summary_account(kernels, memcpy, units, skip=None):
+    """Per-unit numbers from a kernel summary and a memcpy summary (the record's `kernels` and
+    `memcpy` shapes) that cover `units` steps or epochs: kernel executions, summed kernel time,
+    memcpy/memset time and time by class (ms). skip(name) -> True leaves a kernel out (it is
+    counted in skipped_ms_per_unit). None when units is not positive."""
+    if not units or units <= 0:
+        return None
+    cats = {c: 0.0 for c in KERNEL_CLASSES}
+    launches = kern_ns = copy_ns = copies = skipped_ns = 0.0
+    for k in kernels or []:
+        if not isinstance(k, dict) or not isinstance(k.get("name"), str):
+            continue
+        t, n = k.get("total_ns"), k.get("calls")
+        if not isinstance(t, (int, float)) or isinstance(t, bool):
+            continue
+        if skip is not None and skip(k["name"]):
+            skipped_ns += t
+            continue
+        cats[kernel_class(k["name"])] += t / 1e6
+        kern_ns += t
+        launches += n if isinstance(n, (int, float)) and not isinstance(n, bool) else 0
+    for m in memcpy or []:
+        if not isinstance(m, dict):
+            continue
+        t, n = m.get("total_ns"), m.get("calls")
+        if not isinstance(t, (int, float)) or isinstance(t, bool):
+            continue
+        cats["copy"] += t / 1e6
+        copy_ns += t
+        copies += n if isinstance(n, (int, float)) and not isinstance(n, bool) else 0
+    return {
+        "launches_per_unit": launches / units,
+        "copies_per_unit": copies / units,
+        "kernel_ms_per_unit": kern_ns / 1e6 / units,
+        "copy_ms_per_unit": copy_ns / 1e6 / units,
+        "device_ms_per_unit": (kern_ns + copy_ns) / 1e6 / units,
+        "skipped_ms_per_unit": skipped_ns / 1e6 / units,
+        "by_category_ms_per_unit": {c: v / units for c, v in cats.items()},
+    }
+
+
+def union_length(intervals):
+    """Total length covered by a set of (start, end) intervals."""
+    tot, cur_a, cur_b = 0.0, None, None
+    for a, b in sorted(intervals):
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                tot += cur_b - cur_a
+            cur_a, cur_b = a, b
+        elif b > cur_b:
+            cur_b = b
+    if cur_b is not None:
+        tot += cur_b - cur_a
+    return tot
+
+
+def _trace_events(trace):
+    if isinstance(trace, str):
+        with open(trace, encoding="utf-8") as f:
+            trace = json.load(f)
+    return trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+
+
+def _num(v):
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def account_from_chrome_trace(trace, unit, units, unit_ms=None, host_ms=None, profiled_ms=None):
+    """The record's `account` from a torch.profiler Chrome trace (dict, event list or path) of a run
+    of `units` steps (unit "step") or epochs (unit "epoch"). unit_ms: the timed median per unit (the
+    idle gap is unit_ms - busy); host_ms: host wall time of the profiled loop before its final
+    synchronize; profiled_ms: the same including the synchronize. Trace times are microseconds."""
+    events = _trace_events(trace)
+    dev, host = [], []
+    launch_calls = 0
+    for ev in events:
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
+        if ts is None or dur is None:
+            continue
+        cat = str(ev.get("cat", "")).lower()
+        name = str(ev.get("name", ""))
+        if cat in ("kernel", "gpu_memcpy", "gpu_memset"):
+            dev.append((ts, ts + dur))
+        elif cat in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function"):
+            if "synchronize" in name.lower():
+                continue  # waiting for the device, not issuing work
+            host.append((ts, ts + dur))
+            if cat in ("cuda_runtime", "cuda_driver") and name.startswith(LAUNCH_CALL_PREFIXES):
+                launch_calls += 1
+    acc = summary_account(kernel_summary_from_chrome_trace(events), memcpy_summary_from_chrome_trace(events), units)
+    if acc is None:
+        return None
+    busy = union_length(dev) / 1e3 / units
+    out = {
+        "unit": unit,
+        "steps": units,
+        "source": f"torch.profiler (CPU + CUDA activities) over one extra untimed run of {units} {unit}s",
+        "unit_ms": finite_or_null(unit_ms),
+        "host_ms_per_unit": None if host_ms is None else finite_or_null(host_ms / units),
+        "profiled_ms_per_unit": None if profiled_ms is None else finite_or_null(profiled_ms / units),
+        "host_ops_ms_per_unit": union_length(host) / 1e3 / units,
+        "launch_calls_per_unit": launch_calls / units,
+        **{k: v for k, v in acc.items() if k != "skipped_ms_per_unit"},
+        "busy_ms_per_unit": busy,
+        "idle_ms_per_unit": None if unit_ms is None else finite_or_null(unit_ms - busy),
+    }
+    return out
+
+
+def profile_run(run, trace_path, setup=None, record=None, unit=None, units=None, unit_ms=None):
     """One extra, untimed run under torch.profiler (CPU + CUDA activities); writes the Chrome
-    trace to trace_path and returns (kernels, memcpy) summaries from it."""
+    trace to trace_path and returns (kernels, memcpy) summaries from it. With record, unit
+    ("step"/"epoch"), units (how many the run does) and unit_ms (the timed median per unit), also
+    sets record["account"] (account_from_chrome_trace), with the host wall time of run() before
+    the final synchronize."""
+    import time  # noqa: PLC0415
+
     import torch  # noqa: PLC0415
     from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
 
@@ -445,9 +610,12 @@ def profile_run(run, trace_path, setup=None):
         acts.append(ProfilerActivity.CUDA)
         torch.cuda.synchronize()
     with profile(activities=acts) as prof:
+        t0 = time.perf_counter()
         run()
+        t1 = time.perf_counter()
         if torch.cuda.is_available():
             torch.cuda.synchronize()
+        t2 = time.perf_counter()
     d = os.path.dirname(trace_path) or "."
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(trace_path) + ".tmp.", suffix=".json", dir=d)
@@ -464,6 +632,9 @@ def profile_run(run, trace_path, setup=None):
         except OSError:
             pass
         raise NbError(EXIT_OUTPUT, f"{trace_path}: cannot write the profiler trace: {e}") from None
+    if record is not None and unit and units:
+        record["account"] = account_from_chrome_trace(trace, unit, int(units), unit_ms=unit_ms,
+                                                      host_ms=(t1 - t0) * 1e3, profiled_ms=(t2 - t0) * 1e3)
     return kernel_summary_from_chrome_trace(trace), memcpy_summary_from_chrome_trace(trace)
 
 

@@ -103,7 +103,7 @@ def test_every_figure_is_produced_for_the_full_device(built):
 
 
 def test_figures_never_mix_devices_and_name_theirs(built):
-    assert len(built["calls"]) == 11
+    assert len(built["calls"]) == 14  # H100: the nine figures and three of where the time goes; A100: two
     for c in built["calls"]:
         slug = os.path.basename(c["path"]).split("__")[0]
         assert c["slugs"] == [slug], c
@@ -353,9 +353,60 @@ def test_stale_figures_are_removed(tmp_path):
     (out / "figures" / f"{H100}__fig9_batch_sweep.png").write_bytes(b"old")
     (out / "figures" / "keep.png").write_bytes(b"not ours")
     assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
-    # the one record draws figure 1 and (it has a kernel summary) figure 3; figure 9 is gone
+    # the one record draws figure 1 and (it has a kernel summary) figures 3 and 10; figure 9 is gone
     assert sorted(os.listdir(out / "figures")) == sorted([f"{H100}__fig1_linreg_ladder.png",
-                                                          f"{H100}__fig3_epoch_breakdown.png", "keep.png"])
+                                                          f"{H100}__fig3_epoch_breakdown.png",
+                                                          f"{H100}__fig10_time_account_linreg.png", "keep.png"])
+
+
+def test_where_the_time_goes(built):
+    figs = os.listdir(os.path.join(built["a"], "figures"))
+    for i, (wl, _, _) in enumerate(A.ACCOUNT_PANELS):
+        assert f"{H100}__fig{10 + i}_time_account_{wl}.png" in figs
+    assert not any("time_account" in f for f in figs if f.startswith(A100))  # no kernel summaries there
+    sec = device_section(built["md"], H100)
+    # W1: the eager twin's record has `account` and a kernel summary of 200 profiled steps
+    w1 = table_after(sec, "#### Figure 11")
+    e = row(w1, implementation="PyTorch eager")
+    assert e["time per step (timed)"] == "1,600 µs" and e["host time issuing"] == "1,550 µs"
+    assert e["device busy"] == "118.0 µs" and e["GPU idle (time − busy)"] == "1,482 µs"
+    assert e["kernel time"] == "120.0 µs" and e["kernels per step"] == "17.0"
+    # classes recomputed from the kernel names: nvjet -> gemm, Fill -> copy, FusedAdam -> optimizer
+    assert (e["gemm (µs)"], e["elementwise (µs)"], e["optimizer (µs)"], e["reduction (µs)"], e["copy (µs)"],
+            e["other (µs)"]) == ("50.00", "30.00", "20.00", "15.00", "5.000", "0")
+    assert ("PyTorch eager: a W1 step takes 1,600 µs (an epoch of 1,875 steps: 3,000 ms), of which the GPU "
+            "computes 118.0 µs (7.38%); the rest, 1,482 µs, is the framework (17.0 kernels and 1,550 µs of host "
+            "time issuing them (profiled run) per step).") in sec
+    # ours from the CUPTI summary: phase 5's traced run covers 5 epochs of 1875 steps (config.epochs x 1875 = 9375)
+    p5 = row(w1, implementation="phase 5 own GEMM")
+    assert p5["host time issuing"] == "—" and p5["kernels per step"] == "8.00"
+    assert p5["gemm (µs)"] == "9.400" and p5["optimizer (µs)"] == "0.9000" and p5["copy (µs)"] == "0.3000"
+    # the compile twin has neither kernels nor account: named as missing, not drawn
+    assert "PyTorch compile" not in [r["implementation"] for r in w1]
+    assert "no kernel summary or account from" in sec and "PyTorch compile" in sec
+    # W2 h = 128: a twin record with `account` but no kernel summary draws the account's own classes
+    w2 = table_after(sec, "#### Figure 12")
+    g = row(w2, implementation="PyTorch CUDA graph")
+    assert g["device busy"] == "80.00 µs" and g["gemm (µs)"] == "50.00" and g["host time issuing"] == "21.00 µs"
+    # linear regression: an older twin record (kernels, no `account`) still renders, busy = summed device time
+    lr = table_after(sec, "#### Figure 10")
+    le = row(lr, implementation="PyTorch eager")
+    assert le["host time issuing"] == "—" and le["kernel time"] == "65.00 µs" and le["device busy"] == "65.00 µs"
+    assert le["time per epoch (timed)"] == "471.2 µs"
+    assert "record without `account`" in sec
+    # the rules are written out
+    assert "Kernel classes, first rule that matches" in built["md"] and "multi_tensor_apply" in built["md"]
+
+
+def test_account_shares_fill_the_bar():
+    row_ = {"unit_ms": 0.2, "busy_ms": 0.05, "device_ms": 0.1,
+            "cats": {"gemm": 0.06, "elementwise": 0.04, "optimizer": 0.0, "reduction": 0.0, "copy": 0.0, "other": 0.0}}
+    segs, idle, denom = F.account_shares(row_)
+    assert denom == 0.2 and idle == pytest.approx(75.0)
+    assert dict(segs) == pytest.approx({"gemm": 15.0, "elementwise": 10.0})  # the busy 25% shared 6:4
+    # busy longer than the timed step: the bar is the busy time, no idle part
+    segs, idle, denom = F.account_shares(dict(row_, busy_ms=0.4, device_ms=0.4, unit_ms=0.2))
+    assert denom == 0.4 and idle == 0 and sum(w for _, w in segs) == pytest.approx(25.0)
 
 
 def test_no_records_and_bad_command_line(tmp_path, capsys):
@@ -413,7 +464,7 @@ def test_command_line_entry_point(tmp_path):
     p = subprocess.run([sys.executable, os.path.join(REPORT_DIR, "make_report.py"), "--profiles", str(profiles),
                         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "REPORT.md from 1 record(s), 0 skipped, 2 figure(s)" in p.stdout
+    assert "REPORT.md from 1 record(s), 0 skipped, 3 figure(s)" in p.stdout
 
 
 # ------------------------------------------------------------------ scripts/profile.sh, scripts/run_all.sh
