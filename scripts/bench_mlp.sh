@@ -392,7 +392,7 @@ if has w1; then
   run w1-p5-nopdl 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --pdl off --tag w1-own-nopdl
   run w1-p5-lt 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-cublaslt
   run w1-p5-persist 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-persistent
-  run w1-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,compile,graph,compiled-graph --tag "w1-{impl}"
+  run w1-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,compile,graph,compiled-graph --profile --tag "w1-{impl}"
 fi
 
 if has match; then
@@ -424,7 +424,7 @@ if has w2; then
     impls=eager,graph,compiled-graph,compile-max-autotune
     [[ " $TWIN_COMPILE_W2 " == *" $h "* ]] && impls=eager,compile,graph,compiled-graph,compile-max-autotune
     # The twin reads phase 5's --steps order (which covers $W2_STEPS >= $W2_STEPS_SLOW steps).
-    [ "${W2_TWINS:-1}" = 1 ] && run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --tag "w2-h$h-{impl}"
+    [ "${W2_TWINS:-1}" = 1 ] && run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --profile --tag "w2-h$h-{impl}"
   done
 fi
 
