@@ -26,9 +26,10 @@ OURS_ORDER = [
     ("phase5_batched", "cuda"), ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"),
     ("phase5_batched", "cuda-persistent"), ("phase5_batched", "cuda-cluster"),
 ]
-TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph"]
+TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph",
+              "pytorch-compiled-graph", "libtorch-eager", "libtorch-graph"]
 PHASE_ORDER = ["phase1_naive", "phase2_shared_mem", "phase3_fused_streams", "phase4_mlp", "phase5_batched",
-               "pytorch_linreg", "pytorch_mlp", "ceilings", "tracer_overhead"]
+               "pytorch_linreg", "pytorch_mlp", "libtorch_linreg", "libtorch_mlp", "ceilings", "tracer_overhead"]
 PHASE_TITLE = {
     "phase1_naive": "phase 1 naive", "phase2_shared_mem": "phase 2 shared mem",
     "phase3_fused_streams": "phase 3 fused+streams", "phase4_mlp": "phase 4", "phase5_batched": "phase 5",
@@ -36,30 +37,36 @@ PHASE_TITLE = {
 TWIN_TITLE = {
     "cpu": "PyTorch CPU", "eager": "PyTorch eager", "compile": "PyTorch compile",
     "compile-max-autotune": "PyTorch compile max-autotune", "graph": "PyTorch CUDA graph",
+    "compiled-graph": "PyTorch compiled-graph", "libtorch-eager": "libtorch eager (C++)",
+    "libtorch-graph": "libtorch CUDA graph (C++)",
 }
 IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuBLASLt",
               "cuda-persistent": "persistent kernel", "cuda-cluster": "cluster kernel"}
 
 LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
                 ("pytorch_linreg", "pytorch-cpu"), ("pytorch_linreg", "pytorch-eager"),
-                ("pytorch_linreg", "pytorch-compile"), ("pytorch_linreg", "pytorch-graph")]
+                ("pytorch_linreg", "pytorch-compile"), ("pytorch_linreg", "pytorch-graph"),
+                ("pytorch_linreg", "pytorch-compiled-graph"), ("libtorch_linreg", "libtorch-eager"),
+                ("libtorch_linreg", "libtorch-graph")]
 MLP_IMPLS = [("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"), ("phase5_batched", "cuda"),
              ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"), ("phase5_batched", "cuda-persistent"),
              ("pytorch_mlp", "pytorch-eager"),
-             ("pytorch_mlp", "pytorch-compile"), ("pytorch_mlp", "pytorch-graph")]
+             ("pytorch_mlp", "pytorch-compile"), ("pytorch_mlp", "pytorch-graph"),
+             ("pytorch_mlp", "pytorch-compiled-graph"), ("libtorch_mlp", "libtorch-eager"), ("libtorch_mlp", "libtorch-graph")]
 SWEEP_NS = [500, 5000, 50000, 500000, 5000000, 10000000, 50000000, 100000000]
 W2_HS = [128, 256, 512, 1024, 2048, 4096, 8192]
-BATCH_IMPLS = [("phase5_batched", "cuda"), ("pytorch_mlp", "pytorch-graph")]
+BATCH_IMPLS = [("phase5_batched", "cuda"), ("pytorch_mlp", "pytorch-compiled-graph")]
 
 
 def is_twin(phase):
-    return phase.startswith("pytorch")
+    """PyTorch from Python (pytorch_*) or from C++ (libtorch_*)."""
+    return phase.startswith("pytorch") or phase.startswith("libtorch")
 
 
 def label(phase, impl):
     """Human name of a series, e.g. 'phase 2 shared mem', 'PyTorch eager (sync every epoch)'."""
     if is_twin(phase):
-        base = impl[len("pytorch-"):] if impl.startswith("pytorch-") else impl
+        base = impl[len("pytorch-"):] if impl.startswith("pytorch-") else impl  # libtorch-*: kept whole
         sync = base.endswith("-sync-every-epoch")
         if sync:
             base = base[: -len("-sync-every-epoch")]
@@ -88,7 +95,8 @@ def series_sort_key(key):
 _COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#bcbddc", "#54278f", "#01665e",
                 "#c51b7d"]
 _COLORS_TWIN = {"pytorch-cpu": "#969696", "pytorch-eager": "#fd8d3c", "pytorch-compile": "#e6550d",
-                "pytorch-compile-max-autotune": "#a63603", "pytorch-graph": "#cb181d"}
+                "pytorch-compile-max-autotune": "#a63603", "pytorch-graph": "#cb181d",
+                "pytorch-compiled-graph": "#67000d", "libtorch-eager": "#fdae6b", "libtorch-graph": "#f16913"}
 
 
 def color(key):
@@ -626,8 +634,9 @@ def select_w2(records, dup_notes):
     # the persistent kernel is fp32 with two hidden layers (W1's shape), never W2's; the cluster
     # kernel holds the model in 16 blocks' shared memory, which only h = 128 fits
     expect = {("phase5_batched", "cuda-cluster"): [128]}
-    for k in [k for k in MLP_IMPLS if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"))] + \
-            list(expect):
+    # the libtorch twin trains W1 only
+    for k in [k for k in MLP_IMPLS if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"))
+              and k[0] != "libtorch_mlp"] + list(expect):
         have = {p[0] for p in series.get(k, [])}
         lack = [h for h in expect.get(k, W2_HS) if h not in have]
         if not have:
@@ -1060,7 +1069,8 @@ def select_time_account(records, dup_notes):
         expected = [k for k in (LINREG_IMPLS if wl == "linreg" else MLP_IMPLS) if k[1] != "pytorch-cpu"] + \
             [(twin, m) for m in modes if (twin, m) not in (LINREG_IMPLS + MLP_IMPLS)]
         if wl == "mlp_w2":
-            expected = [k for k in expected if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"))]
+            expected = [k for k in expected if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"))
+                        and k[0] != "libtorch_mlp"]
         lack = [label(*k) for k in expected if k not in have]
         if lack:
             missing.append(f"{title}: no kernel summary or account from " + ", ".join(lack))

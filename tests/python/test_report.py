@@ -276,11 +276,11 @@ def test_missing_section_lists_what_is_absent(built):
     for n in range(3, 10):
         assert re.search(rf"^- Figure {n} \(.*\): \*\*not drawn\*\*", miss, re.M), n
     assert "Figure 1 (The linear-regression ladder (5M × 200 epochs)): drawn without phase 2 shared mem; " \
-           "PyTorch compile; PyTorch CUDA graph." in miss
+           "PyTorch compile; PyTorch CUDA graph; PyTorch compiled-graph; libtorch eager (C++); libtorch CUDA graph (C++)." in miss
     h = device_section(built["md"], H100)
     hmiss = h[h.index("### Missing figures and records on this device"):h.index("### The phases")]
     assert "not drawn" not in hmiss
-    assert "Figure 6 (MLP W2 width sweep): drawn without PyTorch compile: no records." in hmiss
+    assert "Figure 6 (MLP W2 width sweep): drawn without PyTorch compile: no records; PyTorch compiled-graph: no records." in hmiss
     assert "#### Phase 2 — `phase2_shared_mem`\n" in a and "not yet measured" in a
 
 
