@@ -112,6 +112,7 @@
 #include "linreg_harness.h"
 #include "nvtx.h"
 #include "pdl.cuh"
+#include "persistent.cuh"
 #include "record.h"
 #include "stats.h"
 #include "timing.cuh"
@@ -459,6 +460,10 @@ struct Options {
   std::string update = "next-epoch";
   int blocks_per_sm = 2;
   bool l2_persist = false;
+  std::string path = "auto";
+  int persist_blocks = 0;
+  bool print_fit = false;
+  std::string exchange = "poll";
   nb::CommonOptions common;
 };
 
@@ -606,6 +611,10 @@ int run(int argc, char** argv) {
   cli.add_string("--pdl", &o.pdl, "programmatic dependent launch of the next epoch: off, early (trigger at kernel start) or late (after the block's sums)", {"off", "early", "late"});
   cli.add_int("--blocks-per-sm", &o.blocks_per_sm, "resident blocks of 256 threads per SM for the epoch kernel", 1, 8);
   cli.add_flag("--l2-persist", &o.l2_persist, "mark the data set as persisting in L2 (access policy window)");
+  cli.add_string("--path", &o.path, "auto: one persistent kernel for all epochs with the data on chip when it fits, else the per-epoch CUDA graph; persistent or graph force one (persistent refuses data that does not fit, exit 2)", {"auto", "persistent", "graph"});
+  cli.add_int("--persist-blocks", &o.persist_blocks, "persistent path: blocks of the cooperative kernel (0: chosen from n and the device)", 0, 100000);
+  cli.add_string("--exchange", &o.exchange, "persistent path, how blocks meet each epoch: poll (every block polls the tagged partial sums in L2), grid-sync (cooperative_groups grid.sync, then one read) or counter (one atomic arrive per block, one thread spins, then one read)", {"poll", "grid-sync", "counter"});
+  cli.add_flag("--print-fit", &o.print_fit, "print the largest --n whose data fits on chip (persistent path) and exit");
   cli.add_common(&o.common);
   if (!cli.parse(argc, argv)) return 0;
   const nb::CommonOptions& opt = o.common;
@@ -617,6 +626,32 @@ int run(int argc, char** argv) {
   const bool host_src = o.source == "host", det = opt.deterministic;
   const int E = o.epochs;
   const bool pdl = o.pdl != "off" && dev.cc_major >= 9;
+
+  // ---- which path: the persistent kernel when the data fits on chip (computed from the device)
+  const p3::Fit fit = p3::query_fit(dev.index, dev.sm_count);
+  const size_t fit_n = p3::largest_fit_n(fit, nb::linreg_train_count);
+  if (o.print_fit) {
+    std::printf("%zu\n", fit_n);
+    std::fprintf(stderr, "on chip: %d blocks (%d per SM x %d SMs, at most %d) x (%zu points in registers + %zu B shared "
+                 "memory, 16 B per 2 points); %d registers per thread; largest n that fits: %zu\n",
+                 fit.grid, fit.blocks_per_sm, dev.sm_count, p3::kMaxGrid, fit.reg_points, fit.smem_optin,
+                 fit.regs_per_thread, fit_n);
+    return 0;
+  }
+  int pgrid = o.persist_blocks > 0 ? o.persist_blocks : p3::auto_grid(fit, nt, ntest);
+  const char* why_not = fit.why_not;
+  const bool fits_chip = p3::fits(fit, nt, ntest, pgrid, &why_not);
+  const bool persistent = o.path == "persistent" || (o.path == "auto" && fits_chip);
+  if (persistent && !fits_chip)
+    throw nb::Error(nb::kExitUsage, std::string("--path persistent: ") + (why_not ? why_not : "does not fit") +
+                                        " (n = " + std::to_string(N) + ", " + std::to_string(pgrid) +
+                                        " blocks; largest n that fits: " + std::to_string(fit_n) + ")");
+  std::string path_note = persistent ? "persistent: one cooperative kernel runs every epoch, the data on chip"
+                                     : o.path == "graph" ? "graph: per-epoch kernels in a CUDA graph (--path graph)"
+                                                         : std::string("graph: the data does not fit on chip (") +
+                                                               (why_not ? why_not : "?") + "; largest n that fits: " +
+                                                               std::to_string(fit_n) + ")";
+  std::printf("%s: path %s\n", kPhase, path_note.c_str());
 
   // ---- launch geometry and buffers
   const int per_sm = o.blocks_per_sm;
@@ -645,6 +680,7 @@ int run(int argc, char** argv) {
   DevBuf<double> partials(3 * size_t(grid)), eval_partials(static_cast<size_t>(eval_grid));
   DevBuf<double> chunk_partials(host_src ? 3 * chunk_parts : 1);
   DevBuf<unsigned> counters(2);
+  DevBuf<unsigned long long> slots(persistent ? p3::slot_words(pgrid) : 1);
   Streams st(std::max(o.streams, 1));
   Streams ev(1);
   cudaStream_t s0 = st.s[0], s_eval = ev.s[0];
@@ -697,7 +733,7 @@ int run(int argc, char** argv) {
   Graph G;
   const int e0 = host_src ? 1 : 0;
   // (--source host with one epoch and last-block updates leaves nothing for a graph to do)
-  const bool has_graph = E > e0 || next_epoch || !eval_epochs.empty();
+  const bool has_graph = !persistent && (E > e0 || next_epoch || !eval_epochs.empty());
   if (has_graph) {
     NB_NVTX_RANGE(nb::Cat::Init, "capture graph");
     capture_epochs(G, L, ta, ea, eval_grid, eval_epochs, e0, E, !host_src, s0, s_eval, fork.e, join.e);
@@ -709,6 +745,22 @@ int run(int argc, char** argv) {
     CHECK_LAUNCH();
     CUDA_CHECK(cudaMemsetAsync(loss.p, 0xff, size_t(E) * sizeof(double), s0));  // poison: NaN until written
     CUDA_CHECK(cudaMemsetAsync(test_out.p, 0xff, (eval_epochs.size() + 1) * sizeof(double), s0));
+    if (persistent) {  // tagged words poisoned, the counter word zeroed
+      CUDA_CHECK(cudaMemsetAsync(slots.p, 0xff, (p3::slot_words(pgrid) - 1) * sizeof(unsigned long long), s0));
+      CUDA_CHECK(cudaMemsetAsync(slots.p + p3::slot_words(pgrid) - 1, 0, sizeof(unsigned long long), s0));
+    }
+  };
+  // The persistent path: every epoch (or `epochs` of them) in one cooperative launch.
+  const size_t psmem = persistent ? p3::smem_bytes(nt, ntest, pgrid) : 0;
+  p3::PersistArgs pa{d_x, d_y, nt, ntest, E, o.eval_every, o.lr, 1.0 / double(nt),
+                     ntest ? 1.0 / double(ntest) : 0.0, nb::linreg_init_w(), nb::linreg_init_b(), o.exchange == "grid-sync" ? p3::kGridSync : o.exchange == "counter" ? p3::kCounter : p3::kPoll, slots.p, loss.p,
+                     test_out.p, params.p, hist.p};
+  auto launch_persistent = [&](int epochs) {
+    p3::PersistArgs a = pa;
+    a.epochs = epochs;
+    void* args[] = {&a};
+    CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(p3::persistent_epochs_kernel), dim3(pgrid),
+                                           dim3(p3::kThreads), args, psmem, s0));
   };
 
   // --source host: chunk c goes to stream c % K; epoch 0 runs on it right after its copy.
@@ -749,6 +801,22 @@ int run(int argc, char** argv) {
     if (r >= opt.warmup) upload_ms.push_back(ms);
   }
 
+  // ---- persistent path, --source host: the kernel needs every point before its first epoch's
+  // exchange, so it starts once the chunks have landed; "first epoch done" is measured by runs
+  // of upload + a one-epoch launch (same chunks and streams).
+  for (int r = 0; persistent && host_src && r < opt.warmup + opt.repeats; ++r) {
+    CUDA_CHECK(cudaMemsetAsync(xy.p, 0xff, 2 * Npad * sizeof(float), s0));
+    reset();
+    CUDA_CHECK(cudaEventRecord(t_start.e, s0));
+    upload(false);
+    launch_persistent(1);
+    CUDA_CHECK(cudaEventRecord(t_stop.e, s0));
+    CUDA_CHECK(cudaEventSynchronize(t_stop.e));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, t_start.e, t_stop.e));
+    if (r >= opt.warmup) first_ms.push_back(ms);
+  }
+
   // ---- one training run from w0, b0: its time (ms) and, for --source host, the first epoch's.
   std::vector<double> launch_ms;  // host time of cudaGraphLaunch (the enqueue of 200 nodes)
   auto one_run = [&](double* first) -> double {
@@ -756,14 +824,20 @@ int run(int argc, char** argv) {
     if (host_src) CUDA_CHECK(cudaMemsetAsync(xy.p, 0xff, 2 * Npad * sizeof(float), s0));
     reset();
     CUDA_CHECK(cudaEventRecord(t_start.e, s0));
-    if (host_src) {
+    if (persistent) {
+      NB_NVTX_RANGE(nb::Cat::Forward, "persistent kernel (all epochs)");
+      if (host_src) upload(false);
+      nb::HostTimer ht;
+      launch_persistent(E);
+      launch_ms.push_back(ht.elapsed_ms());
+    } else if (host_src) {
       upload(true);
       chunk_finalize_update_kernel<<<1, kBlock, 0, s0>>>(ta, chunk_partials.p, static_cast<int>(chunk_parts),
                                                          next_epoch ? 1 : 0);
       CHECK_LAUNCH();
       CUDA_CHECK(cudaEventRecord(t_first.e, s0));
     }
-    {
+    if (!persistent) {
       NB_NVTX_RANGE(nb::Cat::Forward, "fused epochs (graph launch)");
       nb::HostTimer ht;
       if (has_graph) CUDA_CHECK(cudaGraphLaunch(G.exec, s0));
@@ -785,7 +859,7 @@ int run(int argc, char** argv) {
     }
     float ms = 0, fms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, t_start.e, t_stop.e));
-    if (host_src) CUDA_CHECK(cudaEventElapsedTime(&fms, t_start.e, t_first.e));
+    if (host_src && !persistent) CUDA_CHECK(cudaEventElapsedTime(&fms, t_start.e, t_first.e));
     *first = fms;
     nb::throw_if_interrupted("training");
     return ms;
@@ -798,7 +872,7 @@ int run(int argc, char** argv) {
     const double ms = one_run(&f);
     if (r < opt.warmup) continue;
     samples.push_back(ms);
-    if (host_src) first_ms.push_back(f);
+    if (host_src && !persistent) first_ms.push_back(f);
   }
   const nb::Stats launch_st = nb::summarize(std::vector<double>(launch_ms.end() - opt.repeats, launch_ms.end()));
   // ---- as many runs again, untimed, with the tracer on: the kernel/memcpy/range summaries.
@@ -842,14 +916,20 @@ int run(int argc, char** argv) {
   const nb::Stats stt = nb::summarize(samples);
 
   // ---- the record
-  nlohmann::json rec = nb::new_record(kPhase, "linreg", "cuda", cli);
+  // impl "cuda" is the default (auto) path whichever path it took; "cuda-graph" an explicit --path graph
+  nlohmann::json rec = nb::new_record(kPhase, "linreg", o.path == "graph" ? "cuda-graph" : "cuda", cli);
   rec["device"] = nb::to_json(dev);
   const std::string evals = o.eval_every > 0 ? "test-loss evaluations every " + std::to_string(o.eval_every) +
                                                    " epochs on a second stream (concurrent)"
                                              : "no evaluations";
   rec["timing"] = nb::timing_json(
       "cuda-events",
-      host_src ? "upload of the data set from pinned host memory (chunked over " + std::to_string(o.streams) +
+      persistent ? (host_src ? "upload of the data set from pinned host memory (chunked over " + std::to_string(o.streams) +
+                                   " streams) + one cooperative kernel running all " + std::to_string(E) + " epochs (" +
+                                   evals + " inside it)"
+                             : "one cooperative kernel running all " + std::to_string(E) +
+                                   " epochs with the data on chip (" + evals + " inside it); data resident on the device")
+      : host_src ? "upload of the data set from pinned host memory (chunked over " + std::to_string(o.streams) +
                      " streams, epoch 0 computed per chunk) + the remaining epochs as one CUDA graph (" + evals + ")"
                : std::to_string(E) + " epochs as one CUDA graph of fused epoch kernels (" + evals +
                      "); data resident on the device",
@@ -858,6 +938,7 @@ int run(int argc, char** argv) {
   rec["timing"]["source"] = o.source;
   rec["timing"]["traced"] = false;
   rec["timing"]["graph_launch_host_ms"] = nb::to_json(launch_st);
+  if (persistent) rec["timing"]["first_epoch_note"] = "first_epoch_ms: runs of upload + a one-epoch launch of the persistent kernel";
   if (host_src) {
     const nb::Stats up = nb::summarize(upload_ms), fe = nb::summarize(first_ms);
     rec["timing"]["upload_ms"] = nb::to_json(up);
@@ -871,7 +952,23 @@ int run(int argc, char** argv) {
     rec["loss"]["test_eval"] = {{"every", o.eval_every}, {"epochs", eval_epochs}, {"values", nb::finite_array(vals)}};
   }
   rec["data"] = {{"n", N}, {"train", nt}, {"test", ntest}, {"seed", opt.seed}};
-  rec["launch"] = {{"block", kBlock},
+  rec["launch"] = {{"path", persistent ? "persistent" : "graph"},
+                   {"path_note", path_note},
+                   {"on_chip",
+                    {{"fits", fits_chip},
+                     {"largest_n_that_fits", fit_n},
+                     {"grid", pgrid},
+                     {"max_grid", fit.grid},
+                     {"threads", p3::kThreads},
+                     {"register_points_per_thread", p3::kRegPts},
+                     {"registers_per_thread", fit.regs_per_thread},
+                     {"smem_optin_bytes", fit.smem_optin},
+                     {"smem_bytes", psmem},
+                     {"exchange", o.exchange},
+                     {"derivation", "blocks = co-resident blocks (occupancy at the opt-in shared memory) x SMs; a block "
+                                    "holds threads x register_points_per_thread train points in registers and the rest "
+                                    "(train + test) in shared memory, 16 B per 2 points"}}},
+                   {"block", kBlock},
                    {"grid", grid},
                    {"eval_grid", eval_grid},
                    {"pdl", pdl ? o.pdl : std::string("off")},
@@ -881,9 +978,12 @@ int run(int argc, char** argv) {
                    {"l2_persist_hit_ratio", L.persist ? L.window.hitRatio : 0.0f},
                    {"persisting_l2_max_bytes", prop.persistingL2CacheMaxSize},
                    {"update", next_epoch ? "next-epoch" : "last-block"},
-                   {"graph_kernel_nodes", E - e0 + static_cast<int>(eval_epochs.size()) + (next_epoch ? 1 : 0)}};
+                   {"graph_kernel_nodes", persistent ? 0 : E - e0 + static_cast<int>(eval_epochs.size()) + (next_epoch ? 1 : 0)}};
   if (host_src) rec["launch"]["chunks"] = {{"points", chunk}, {"count", nchunks}, {"streams", o.streams}, {"grid", chunk_grid}};
-  rec["accumulation"] = det ? "float within a float4, double per thread, block tree; block partials added by the last "
+  rec["accumulation"] = persistent ? "float per thread (registers + shared memory), fp32 warp trees, float64 block sums; "
+                                     "every block adds the blocks' tagged float64 words in block order (fixed: bit-identical "
+                                     "runs, --deterministic costs nothing)"
+                      : det ? "float within a float4, double per thread, block tree; block partials added by the last "
                               "block in a fixed order"
                             : "float within a float4, double per thread, block tree; three double atomicAdds per "
                               "block, the last block reads them";
@@ -910,14 +1010,16 @@ int run(int argc, char** argv) {
   if (peaks.copy_gbps > 0)
     eff["pct_copy_peak"] = nb::finite_or_null(100.0 * (train_bytes + eval_bytes) / epoch_s * 1e-9 / peaks.copy_gbps);
   eff["note"] = host_src ? "time per epoch includes the upload (source host)"
+               : persistent ? "time per epoch = kernel time / epochs; the data is read from HBM once, then from registers "
+                              "and shared memory (gbps: the bytes an epoch uses, not bytes moved from memory)"
                          : "time per epoch = graph time / epochs (launch gaps and evaluations included); "
                            "copy peak counts bytes read + written";
   rec["efficiency"] = {{"fused_epoch_kernel", eff}};
 
   std::printf("%s: n=%zu epochs=%d source=%s w=%.7f b=%.7f train_loss=%.7f test_loss=%.7f time median %.3f ms "
-              "(%.2f us/epoch, %d runs)%s%s\n",
+              "(%.2f us/epoch, %d runs, path %s)%s%s\n",
               kPhase, N, E, o.source.c_str(), out.w, out.b, out.loss.back(), out.test_loss, stt.median,
-              1e3 * stt.median / E, stt.count, det ? " [deterministic]" : "", pdl ? (o.pdl == "early" ? " [pdl early]" : " [pdl late]") : "");
+              1e3 * stt.median / E, stt.count, persistent ? "persistent" : "graph", det ? " [deterministic]" : "", pdl ? (o.pdl == "early" ? " [pdl early]" : " [pdl late]") : "");
   if (host_src)
     std::printf("  upload only %.3f ms, first epoch done at %.3f ms (%.3f x upload), %d streams, %zu chunks\n",
                 rec["timing"]["upload_ms"]["median"].get<double>(), rec["timing"]["first_epoch_ms"]["median"].get<double>(),

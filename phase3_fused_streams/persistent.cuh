@@ -1,0 +1,327 @@
+// phase3_fused_streams/persistent.cuh — phase 3's default rung: every epoch in ONE cooperative
+// kernel, the data set held on chip (registers + shared memory), read from HBM once.
+//
+// Layout. Block b of G owns train points [nt·b/G, nt·(b+1)/G) and test points [ntest·b/G, ...).
+// Its first kThreads·kRegPts train points live in registers (thread t: points t + k·kThreads,
+// k < kRegPts, as fp32 x and y: 2·kRegPts registers), the rest of its train points and all its
+// test points in dynamic shared memory as float4 {x0, y0, x1, y1} pairs.
+//
+// One epoch, per block: residual, loss and both gradient sums per thread in fp32 (each thread
+// sums ~30-60 points), a warp-shuffle tree (fp32), the warps' sums as float64 through shared
+// memory; then warp k (k < 3, or < 4 on an evaluation epoch: the test loss at the parameters
+// the epoch starts with) reduces value k of the block in float64 and publishes it as ONE tagged
+// 64-bit word: the double with its 12 low mantissa bits replaced by the epoch number mod 2048
+// (2^-40 relative: far below fp32). Every block then reads all G words of every value straight
+// from L2 (lane i: blocks i, i+32, ...), re-reading the ones whose tag is not yet this epoch's:
+// the data carries its own arrival flag, so there is no counter, no fence and no second round
+// trip. Words alternate between two slots by epoch parity: a block writes epoch e+2's word into
+// a slot only after it has read every block's epoch e+1 word, which each block wrote after
+// reading epoch e's — so nobody can still be waiting for the word it overwrites. Each lane adds
+// its words in block order, then a butterfly (xor) shuffle tree: IEEE addition is commutative,
+// so both lanes of every pair, every lane, every block and every run get the same bits. Every
+// thread then takes the step itself in float64 and rounds to fp32, exactly as the graph path
+// and the reference do. Two __syncthreads and one L2 exchange per epoch; bit-identical runs by
+// construction.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include <cooperative_groups.h>
+
+#include "check.cuh"
+
+namespace p3 {
+
+constexpr int kThreads = 512;       // one block per SM: 512 threads x <= 128 registers fill the register file
+constexpr int kRegPts = 40;         // train points per thread held in registers (80 registers of data)
+constexpr int kWarpsP = kThreads / 32;
+constexpr int kMaxPerLane = 5;      // exchange: words per lane per value -> grid <= 160 blocks
+constexpr int kMaxGrid = 32 * kMaxPerLane;
+constexpr int kValues = 4;          // loss, Σr·x, Σr, test loss
+constexpr unsigned long long kTagMask = 0xFFFull;
+// How blocks meet each epoch. kPoll: every block polls the tagged words themselves (no barrier).
+// kGridSync: publish, cooperative_groups grid.sync(), read the words once. kCounter: publish,
+// __threadfence + one atomicAdd per block on a counter that grows by G each epoch, one thread
+// spins on it (acquire load), then the words are read once.
+enum Exchange : int { kPoll = 0, kGridSync = 1, kCounter = 2 };
+inline size_t slot_words(int G) { return 2 * size_t(kValues) * size_t(G) + 1; }
+
+struct PersistArgs {
+  const float* x;       // train [0, nt), test [nt, nt + ntest) (the phase's storage order)
+  const float* y;
+  size_t nt, ntest;
+  int epochs, eval_every;
+  double lr, inv_nt, inv_ntest;
+  float w0, b0;
+  int exchange;               // kPoll, kGridSync or kCounter (see below)
+  unsigned long long* slots;  // 2 × kValues × gridDim.x tagged words, 0xFF-poisoned before the launch,
+                              // then one counter word (kCounter), zeroed before the launch
+  double* loss;               // [epochs]: train loss at the start of each epoch
+  double* test_out;           // [ceil(epochs / eval_every)]: test loss of evaluation epochs e = 0, E, 2E, ...
+  float* params;              // {w, b} after the last epoch
+  float* hist;                // 2 × (epochs + 1): parameters each epoch starts with (and the final ones)
+};
+
+__host__ __device__ inline size_t part_lo(size_t n, int b, int G) { return n * size_t(b) / size_t(G); }
+__host__ __device__ inline size_t train_smem_pts(size_t cnt) {
+  return cnt > size_t(kThreads) * kRegPts ? cnt - size_t(kThreads) * kRegPts : 0;
+}
+// Dynamic shared memory of a grid of G blocks (train overflow + test, float4 pairs).
+inline size_t smem_bytes(size_t nt, size_t ntest, int G) {
+  const size_t tr = train_smem_pts((nt + G - 1) / G), te = (ntest + G - 1) / G;
+  return ((tr + 1) / 2 + (te + 1) / 2) * 16;
+}
+
+__device__ inline void st_relaxed(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ inline unsigned long long ld_relaxed(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ inline unsigned long long tag_word(double v, int e) {
+  return (static_cast<unsigned long long>(__double_as_longlong(v)) & ~kTagMask) | (unsigned(e) & 0x7FFu);
+}
+__device__ inline bool tag_ok(unsigned long long w, int e) { return (w & kTagMask) == (unsigned(e) & 0x7FFu); }
+__device__ inline double tag_value(unsigned long long w) {
+  return __longlong_as_double(static_cast<long long>(w & ~kTagMask));
+}
+
+__device__ inline void term(float w, float b, float x, float y, float& l, float& gx, float& g) {
+  const float r = fmaf(w, x, b) - y;
+  l = fmaf(r, r, l);
+  gx = fmaf(r, x, gx);
+  g += r;
+}
+__device__ inline void lterm(float w, float b, float x, float y, float& l) {  // loss only (test points)
+  const float r = fmaf(w, x, b) - y;
+  l = fmaf(r, r, l);
+}
+
+// One launch = all `a.epochs` epochs. Launched cooperatively (all blocks co-resident) with
+// kThreads threads and smem_bytes(nt, ntest, gridDim.x) bytes of dynamic shared memory.
+__global__ void __launch_bounds__(kThreads, 1) persistent_epochs_kernel(PersistArgs a) {
+  extern __shared__ float4 sdata[];
+  __shared__ double red[kValues][kWarpsP];
+  __shared__ double tot[kValues];
+  const int G = gridDim.x, t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const size_t tlo = part_lo(a.nt, blockIdx.x, G), tcnt = part_lo(a.nt, blockIdx.x + 1, G) - tlo;
+  const size_t elo = a.nt + part_lo(a.ntest, blockIdx.x, G);
+  const size_t ecnt = a.nt + part_lo(a.ntest, blockIdx.x + 1, G) - elo;
+  // (per-block counts fit 32 bits: a block holds at most a few 10^4 points)
+  const unsigned reg_n = unsigned(tcnt - train_smem_pts(tcnt)), sm_n = unsigned(tcnt) - reg_n;
+  const unsigned sm_pairs = sm_n / 2, te_pairs = unsigned(ecnt) / 2, te0 = (sm_n + 1) / 2, te_odd = unsigned(ecnt) & 1;
+
+  // ---- the one read of the data from global memory
+  float xr[kRegPts], yr[kRegPts];
+  const unsigned kv_all = reg_n > unsigned(t) ? (reg_n - t + kThreads - 1) / kThreads : 0;
+  const int kv = kv_all < unsigned(kRegPts) ? int(kv_all) : kRegPts;
+#pragma unroll
+  for (int k = 0; k < kRegPts; ++k) {
+    const size_t i = tlo + t + size_t(k) * kThreads;
+    xr[k] = k < kv ? __ldcs(a.x + i) : 0.f;
+    yr[k] = k < kv ? __ldcs(a.y + i) : 0.f;
+  }
+  auto fill = [&](unsigned dst, size_t src, unsigned cnt) {
+    for (unsigned j = t; j < (cnt + 1) / 2; j += kThreads) {
+      const size_t i = src + 2 * size_t(j);
+      const bool two = 2 * j + 1 < cnt;
+      sdata[dst + j] = make_float4(__ldcs(a.x + i), __ldcs(a.y + i), two ? __ldcs(a.x + i + 1) : 0.f,
+                                   two ? __ldcs(a.y + i + 1) : 0.f);
+    }
+  };
+  fill(0, tlo + reg_n, sm_n);
+  fill(te0, elo, unsigned(ecnt));
+  __syncthreads();
+
+  float w = a.w0, b = a.b0;
+  for (int e = 0; e < a.epochs; ++e) {
+    const bool ev = a.eval_every > 0 && a.ntest > 0 && e % a.eval_every == 0;
+    const int nv = ev ? 4 : 3;
+    // ---- this thread's sums: registers, then shared memory (two accumulator sets)
+    float l0 = 0.f, gx0 = 0.f, g0 = 0.f, l1 = 0.f, gx1 = 0.f, g1 = 0.f;
+    if (kv == kRegPts) {
+#pragma unroll
+      for (int k = 0; k < kRegPts; k += 2) {
+        term(w, b, xr[k], yr[k], l0, gx0, g0);
+        term(w, b, xr[k + 1], yr[k + 1], l1, gx1, g1);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kRegPts; ++k)
+        if (k < kv) term(w, b, xr[k], yr[k], l0, gx0, g0);
+    }
+#pragma unroll 4
+    for (unsigned j = t; j < sm_pairs; j += kThreads) {
+      const float4 p = sdata[j];
+      term(w, b, p.x, p.y, l0, gx0, g0);
+      term(w, b, p.z, p.w, l1, gx1, g1);
+    }
+    if ((sm_n & 1) && t == kThreads - 1) term(w, b, sdata[sm_pairs].x, sdata[sm_pairs].y, l1, gx1, g1);
+    float v[kValues] = {l0 + l1, gx0 + gx1, g0 + g1, 0.f};
+    if (ev) {
+      float q0 = 0.f, q1 = 0.f;
+#pragma unroll 4
+      for (unsigned j = t; j < te_pairs; j += kThreads) {
+        const float4 p = sdata[te0 + j];
+        lterm(w, b, p.x, p.y, q0);
+        lterm(w, b, p.z, p.w, q1);
+      }
+      if (te_odd && t == kThreads - 1) lterm(w, b, sdata[te0 + te_pairs].x, sdata[te0 + te_pairs].y, q1);
+      v[3] = q0 + q1;
+    }
+    // ---- block: warp trees (fp32), the warps' sums in float64 through shared memory
+#pragma unroll
+    for (int k = 0; k < kValues; ++k)
+      for (int o = 16; o > 0; o >>= 1) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
+    if (lane == 0)
+#pragma unroll
+      for (int k = 0; k < kValues; ++k) red[k][warp] = double(v[k]);
+    __syncthreads();
+    // ---- warp k: value k of this block -> one tagged word; then value k of every block
+    if (warp < nv) {
+      const int k = warp;
+      double s = lane < kWarpsP ? red[k][lane] : 0.0;
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
+      if (lane == 0) st_relaxed(slot + blockIdx.x, tag_word(s, e));
+    }
+    if (a.exchange == kGridSync) {
+      cooperative_groups::this_grid().sync();  // (every thread of the grid)
+    } else if (a.exchange == kCounter) {
+      __syncthreads();  // this block's words are stored
+      if (t == 0) {
+        unsigned* counter = reinterpret_cast<unsigned*>(a.slots + 2 * size_t(kValues) * G);
+        __threadfence();
+        atomicAdd(counter, 1u);
+        const unsigned want = unsigned(G) * unsigned(e + 1);
+        unsigned seen;
+        do {
+          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+        } while (int(seen - want) < 0);
+      }
+      __syncthreads();
+    }
+    if (warp < nv) {
+      const int k = warp;
+      const unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
+      unsigned long long got[kMaxPerLane];
+#pragma unroll
+      for (int i = 0; i < kMaxPerLane; ++i) {
+        const int j = lane + 32 * i;
+        got[i] = j < G ? ld_relaxed(slot + j) : 0ull;
+      }
+      for (;;) {
+        bool done = true;
+#pragma unroll
+        for (int i = 0; i < kMaxPerLane; ++i) {
+          const int j = lane + 32 * i;
+          if (j < G && !tag_ok(got[i], e)) {
+            got[i] = ld_relaxed(slot + j);
+            done = false;
+          }
+        }
+        if (__all_sync(0xffffffffu, done)) break;
+      }
+      double sum = 0.0;
+#pragma unroll
+      for (int i = 0; i < kMaxPerLane; ++i)
+        if (lane + 32 * i < G) sum += tag_value(got[i]);
+      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (lane == 0) tot[k] = sum;
+    }
+    __syncthreads();
+    // ---- the step, in every thread (the same float64 arithmetic everywhere: the same floats)
+    const double s0 = tot[0], s1 = tot[1], s2 = tot[2];
+    const float wn = static_cast<float>(double(w) - a.lr * (2.0 * s1 * a.inv_nt));
+    const float bn = static_cast<float>(double(b) - a.lr * (2.0 * s2 * a.inv_nt));
+    if (blockIdx.x == 0 && t == 0) {
+      a.loss[e] = s0 * a.inv_nt;
+      if (ev) a.test_out[e / a.eval_every] = tot[3] * a.inv_ntest;
+      a.hist[2 * e] = w;
+      a.hist[2 * e + 1] = b;
+    }
+    w = wn;
+    b = bn;
+  }
+  if (blockIdx.x == 0 && t == 0) {
+    a.hist[2 * a.epochs] = a.params[0] = w;
+    a.hist[2 * a.epochs + 1] = a.params[1] = b;
+  }
+}
+
+// What fits on chip, from the device's properties and the compiled kernel's resources.
+struct Fit {
+  int grid = 0;              // blocks (co-resident, <= kMaxGrid)
+  int blocks_per_sm = 0;
+  size_t smem_optin = 0;     // dynamic shared memory a block may have
+  size_t reg_points = 0;     // train points per block in registers
+  int regs_per_thread = 0;
+  bool cooperative = false;
+  const char* why_not = nullptr;  // set when nothing can run on this device
+};
+
+// The device's limits for this kernel: co-resident blocks (occupancy at the largest dynamic
+// shared memory a block may opt in to), that shared memory, the registers the kernel compiled to.
+inline Fit query_fit(int device, int sm_count) {
+  Fit f;
+  int coop = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
+  f.cooperative = coop != 0;
+  int optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  cudaFuncAttributes fa{};
+  CUDA_CHECK(cudaFuncGetAttributes(&fa, persistent_epochs_kernel));
+  f.regs_per_thread = fa.numRegs;
+  f.smem_optin = size_t(optin) > fa.sharedSizeBytes ? size_t(optin) - fa.sharedSizeBytes : 0;
+  CUDA_CHECK(cudaFuncSetAttribute(persistent_epochs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(f.smem_optin)));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.blocks_per_sm, persistent_epochs_kernel, kThreads,
+                                                           f.smem_optin));
+  f.grid = std::min(f.blocks_per_sm * sm_count, kMaxGrid);
+  f.reg_points = size_t(kThreads) * kRegPts;
+  if (!f.cooperative) f.why_not = "this GPU cannot launch cooperative kernels";
+  else if (f.grid < 1) f.why_not = "the kernel cannot be resident on this GPU";
+  return f;
+}
+
+inline bool fits(const Fit& f, size_t nt, size_t ntest, int G, const char** why) {
+  if (G < 1 || G > f.grid) {
+    if (why) *why = "grid larger than the co-resident blocks";
+    return false;
+  }
+  if (smem_bytes(nt, ntest, G) > f.smem_optin) {
+    if (why) *why = "the points do not fit in registers + shared memory";
+    return false;
+  }
+  return !f.why_not;
+}
+
+// Blocks for nt train points: ~10 points per thread (fewer blocks: a cheaper exchange at small n),
+// all co-resident blocks once the data needs them.
+inline int auto_grid(const Fit& f, size_t nt, size_t ntest) {
+  const size_t per = size_t(kThreads) * (kRegPts / 4);
+  int G = static_cast<int>(std::min<size_t>(size_t(std::max(f.grid, 1)), std::max<size_t>(1, (nt + per - 1) / per)));
+  if (!fits(f, nt, ntest, G, nullptr)) G = std::max(f.grid, 1);
+  return G;
+}
+
+// The largest n (total points, train + test as linreg_data.h splits them) whose data fits on chip.
+inline size_t largest_fit_n(const Fit& f, size_t (*train_count)(size_t)) {
+  if (f.why_not) return 0;
+  auto ok = [&](size_t n) { const size_t nt = train_count(n); return fits(f, nt, n - nt, f.grid, nullptr); };
+  size_t lo = 1, hi = 1;
+  if (!ok(lo)) return 0;
+  while (ok(hi)) hi *= 2;
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    (ok(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace p3

@@ -1,0 +1,169 @@
+// tests/gpu/test_phase3_persistent.cu — phase 3's persistent kernel (phase3_fused_streams/persistent.cuh)
+// against the float64 reference: fresh random points every run, awkward sizes (1, 7, 4095, a block
+// exactly full of register points and one more, points that spill into shared memory, odd test
+// splits) and grid shapes (1 block, 3, 7, 67, every co-resident block), evaluation periods that do
+// and do not divide the epochs. Outputs are poisoned (NaN) before each launch. Tolerances: the
+// kernel sums each thread's ~1-60 points in fp32 (relative error <= ~60 * 2^-24 ~ 4e-6 of the sum
+// of magnitudes) and everything above that in float64, so every epoch's train loss, the test
+// losses and the final w, b must agree with the reference to 2e-5 relative; a lost block, point
+// or epoch moves them by >= 1/(number of points) — far more at these sizes. Also: two runs are
+// bit-identical (fixed reduction order).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "../../phase3_fused_streams/persistent.cuh"
+#include "check.cuh"
+#include "gpu_test.cuh"
+#include "reference.h"
+
+namespace nbtest {
+namespace {
+
+struct Run {
+  std::vector<double> loss, test;
+  std::vector<float> hist;
+  float w = NAN, b = NAN;
+};
+
+Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t nt, int G, int epochs, int eval_every,
+               double lr, float w0, float b0, int grid_sync = 0) {
+  const size_t n = x.size(), ntest = n - nt;
+  Dev<float> dx(x), dy(y);
+  const size_t nevals = eval_every > 0 ? size_t((epochs + eval_every - 1) / eval_every) : 0;
+  std::vector<unsigned long long> s0(p3::slot_words(G), ~0ull);
+  s0.back() = 0;  // the counter word
+  Dev<unsigned long long> slots(s0);
+  Dev<double> loss(epochs), test(std::max<size_t>(nevals, 1));
+  Dev<float> params(2), hist(2 * size_t(epochs + 1));
+  loss.poison();
+  test.poison();
+  params.poison();
+  hist.poison();
+  p3::PersistArgs a{dx.p, dy.p, nt, ntest, epochs, eval_every, lr, 1.0 / double(nt),
+                    ntest ? 1.0 / double(ntest) : 0.0, w0, b0, grid_sync, slots.p, loss.p, test.p, params.p, hist.p};
+  void* args[] = {&a};
+  const size_t smem = p3::smem_bytes(nt, ntest, G);
+  CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(p3::persistent_epochs_kernel), dim3(G),
+                                         dim3(p3::kThreads), args, smem, nullptr));
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  Run r;
+  r.loss = loss.get();
+  r.test = test.get();
+  r.test.resize(ntest ? nevals : 0);
+  r.hist = hist.get();
+  const std::vector<float> p = params.get();
+  r.w = p[0];
+  r.b = p[1];
+  return r;
+}
+
+double rel(double a, double r) { return std::fabs(a - r) / std::max(std::fabs(r), 1e-30); }
+
+void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, double lr, int grid_sync) {
+  auto& g = test_rng();
+  std::uniform_real_distribution<float> ux(-2.f, 3.f);
+  std::normal_distribution<float> noise(0.f, 0.5f);
+  const size_t n = nt + ntest;
+  std::vector<float> x(n), y(n);
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = ux(g);
+    y[i] = 2.5f * x[i] - 1.25f + noise(g);
+  }
+  const float w0 = 0.3f, b0 = -0.2f;
+  CAPTURE(nt);
+  CAPTURE(ntest);
+  CAPTURE(G);
+  CAPTURE(epochs);
+  CAPTURE(eval_every);
+  CAPTURE(lr);
+  CAPTURE(grid_sync);
+  const Run r = run_kernel(x, y, nt, G, epochs, eval_every, lr, w0, b0, grid_sync);
+  const nb::LinregSums tr = nb::linreg_sums(x.data(), y.data(), nt);
+  const nb::LinregTrace ref = nb::linreg_reference(tr, w0, b0, lr, epochs);
+  constexpr double tol = 2e-5;
+  CHECK(rel(r.w, ref.w) <= tol);
+  CHECK(rel(r.b, ref.b) <= tol);
+  REQUIRE(r.loss.size() == ref.loss.size());
+  double worst = 0;
+  for (size_t e = 0; e < r.loss.size(); ++e) worst = std::max(worst, std::isfinite(r.loss[e]) ? rel(r.loss[e], ref.loss[e]) : INFINITY);
+  CHECK(worst <= tol);
+  // the parameters the kernel records for each epoch follow the reference's trajectory too
+  CHECK(r.hist[2 * size_t(epochs)] == r.w);
+  CHECK(r.hist[2 * size_t(epochs) + 1] == r.b);
+  if (ntest && eval_every > 0) {
+    const nb::LinregSums te = nb::linreg_sums(x.data() + nt, y.data() + nt, ntest);
+    for (size_t k = 0; k < r.test.size(); ++k) {
+      const int e = int(k) * eval_every;
+      const nb::LinregTrace at = nb::linreg_reference(tr, w0, b0, lr, e);
+      CAPTURE(e);
+      CHECK(rel(r.test[k], nb::linreg_loss(te, at.w, at.b)) <= tol);
+    }
+  }
+}
+
+p3::Fit device_fit() {
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return p3::query_fit(dev, sms);
+}
+int max_grid() { return device_fit().grid; }
+
+}  // namespace
+
+TEST_CASE("phase 3 persistent kernel: awkward sizes and grid shapes against the float64 reference") {
+  if (!has_device()) return;
+  const int Gmax = max_grid();
+  REQUIRE(Gmax >= 1);
+  const size_t full = size_t(p3::kThreads) * p3::kRegPts;  // one block's register points
+  struct Case {
+    size_t nt, ntest;
+    int G, epochs, eval_every;
+    double lr;
+  };
+  const Case cases[] = {
+      {1, 0, 1, 7, 3, 0.01},                // one point, one block, no test split
+      {6, 1, 1, 20, 10, 0.025},
+      {4095, 1023, 1, 30, 7, 0.01},
+      {full, 1, 1, 12, 5, 0.01},            // exactly the registers of one block
+      {full + 1, 3, 1, 12, 5, 0.025},       // one point into shared memory
+      {3 * full + 12345, 20001, 3, 25, 10, 0.01},  // most in shared memory, odd counts
+      {100003, 25001, 7, 40, 9, 0.025},
+      {999983 - 999983 / 5, 999983 / 5, 67, 20, 10, 0.01},  // odd blocks; blocks per SM not whole
+      {4000001, 1000000, Gmax, 16, 4, 0.01},
+  };
+  for (const Case& c : cases) {
+    if (c.G > Gmax) continue;
+    if (!p3::fits(device_fit(), c.nt, c.ntest, c.G, nullptr)) {
+      MESSAGE("case does not fit on this device: skipped");
+      continue;
+    }
+    for (int gs : {p3::kPoll, p3::kGridSync, p3::kCounter}) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, gs);
+  }
+}
+
+TEST_CASE("phase 3 persistent kernel: two runs are bit-identical") {
+  if (!has_device()) return;
+  const int G = std::min(max_grid(), 13);
+  const size_t nt = 300007, ntest = 75001;
+  auto& g = test_rng();
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> x(nt + ntest), y(nt + ntest);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = u(g);
+    y[i] = 0.7f * x[i] + 0.1f * u(g);
+  }
+  const Run a = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f);
+  const Run b = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f);
+  CHECK(std::memcmp(a.loss.data(), b.loss.data(), a.loss.size() * sizeof(double)) == 0);
+  CHECK(std::memcmp(a.test.data(), b.test.data(), a.test.size() * sizeof(double)) == 0);
+  CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
+  CHECK(std::memcmp(&a.b, &b.b, sizeof(float)) == 0);
+}
+
+}  // namespace nbtest
