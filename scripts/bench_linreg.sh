@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # scripts/bench_linreg.sh — the linear-regression benchmark of issue 3, on one GPU, in one run:
-# phases 1-3 and the PyTorch twin (cpu, eager, compile, graph), every number into a run record.
+# phases 1-3 and the PyTorch twin (cpu, eager, compile, graph, compiled-graph), every number into a
+# run record. Phase 3 runs its default path (one persistent kernel with the data on chip where it
+# fits, else the per-epoch CUDA graph) under the usual tags, and the graph path (--path graph) under
+# the same tags with the suffix -graph (implementation cuda-graph), so the sweep shows both paths
+# and the cliff where the data stops fitting (two extra sizes: the largest n that fits and one past).
 #
 #   scripts/bench_linreg.sh            build; headline; size sweep; --source host 1 vs 4 streams;
 #                                      summary table last
 #   scripts/bench_linreg.sh --summary  only the summary table, from the records already there
 #   scripts/bench_linreg.sh --check    correctness instead of speed: every phase with --validate at
-#                                      n = 1, 7, 999983, 5000001 and 100M, --source host, the
+#                                      n = 1, 7, 4095, 999983, 5000001 and 100M (phase 3 also at the
+#                                      largest n that fits on chip and one past it, lr 0.01 and 0.025,
+#                                      odd grids, --path graph; lr 0.05 must exit 7), --source host, the
 #                                      deterministic paths run twice (bit-identical?), the twins'
 #                                      GPU implementations, and compute-sanitizer memcheck on small n
+#                                      (phase 3's persistent kernel also racecheck and synccheck, and
+#                                      the GPU test cases of tests/gpu/test_phase3_persistent.cu)
 #                                      (records go to build/linreg_check/, not profiles/)
 #
 # Stages (default run):
@@ -76,6 +84,8 @@ if [ "$MODE" != summary ]; then
 note "building phases 1-3 (make -j$JOBS${DEPS_PREFIX:+ DEPS_PREFIX=$DEPS_PREFIX})"
 BUILD_TARGETS=("$P1" "$P2" "$P3")
 [ -f tools/ceilings.cu ] && [ "$MODE" = bench ] && BUILD_TARGETS+=(build/tools/ceilings)
+[ -f tools/grid_barrier.cu ] && [ "$MODE" = bench ] && BUILD_TARGETS+=(build/tools/grid_barrier)
+[ "$MODE" = check ] && BUILD_TARGETS+=(build/tests/gpu_tests)
 if ! make -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} "${BUILD_TARGETS[@]}" >build/bench_linreg_make.log 2>&1; then
   tail -n 30 build/bench_linreg_make.log
   note "build failed"
@@ -91,7 +101,9 @@ if [ "$MODE" = check ]; then
   rm -rf "$OUTD"
   mkdir -p "$OUTD"
   C=(--validate --warmup 0 --repeats 1 --out "$OUTD")
-  for n in 1 7 999983 5000001; do
+  FIT=$("$P3" --print-fit 2>"$LOGS/check-fit.log")
+  note "phase 3: largest n that fits on chip: ${FIT:-?} ($(cat "$LOGS/check-fit.log"))"
+  for n in 1 7 4095 999983 5000001; do
     for p in "$P1" "$P2" "$P3"; do
       b=$(basename "$p")
       run "$LOGS/check-$b-$n.log" "$p" --n "$n" "${C[@]}" --tag "n$n" && note "$b n=$n: $(grep -h '^validate' "$LOGS/check-$b-$n.log")"
@@ -99,18 +111,46 @@ if [ "$MODE" = check ]; then
     run "$LOGS/check-p3host-$n.log" "$P3" --n "$n" "${C[@]}" --tag "host-n$n" --source host --streams 3 --chunk 333331 &&
       note "phase3 --source host n=$n: $(grep -h '^validate' "$LOGS/check-p3host-$n.log")"
   done
+  # Phase 3's two paths: the persistent kernel (default where the data fits) at the sizes above,
+  # the largest that fits and one past it (the default then takes the graph), lr 0.01 and 0.025;
+  # the graph path at the same sizes; odd grids of the persistent kernel.
+  for lr in 0.01 0.025; do
+    for n in 1 7 4095 999983 5000001 ${FIT:+$FIT $((FIT + 1))}; do
+      for path in auto graph; do
+        t="p3-$path-n$n-lr$lr"
+        run "$LOGS/check-$t.log" "$P3" --n "$n" --lr "$lr" --path "$path" "${C[@]}" --tag "$t" --no-cupti &&
+          note "phase3 --path $path n=$n lr=$lr ($(grep -ho 'path [a-z]*' "$LOGS/check-$t.log" | head -1)): $(grep -h '^validate' "$LOGS/check-$t.log")"
+      done
+    done
+  done
+  for g in 1 7 67; do
+    run "$LOGS/check-p3-blocks$g.log" "$P3" --n 999983 --path persistent --persist-blocks "$g" "${C[@]}" --tag "p3-blocks$g" --no-cupti &&
+      note "phase3 persistent, $g blocks: $(grep -h '^validate' "$LOGS/check-p3-blocks$g.log")"
+  done
+  for path in auto graph; do  # a divergent rate must stop with exit 7
+    "$P3" --n 999983 --lr 0.05 --path "$path" "${C[@]}" --tag "p3-diverge-$path" --no-cupti >"$LOGS/check-p3-diverge-$path.log" 2>&1
+    rc=$?
+    if [ $rc -eq 7 ]; then note "phase3 --path $path lr 0.05: exit 7 (diverged), as it must"
+    else FAILS=$((FAILS + 1)); note "phase3 --path $path lr 0.05: exit $rc, expected 7"; fi
+  done
   for p in "$P2" "$P3"; do
     b=$(basename "$p")
     run "$LOGS/check-$b-100M.log" "$p" --n 100000000 "${C[@]}" --tag n100M && note "$b n=100M: $(grep -h '^validate' "$LOGS/check-$b-100M.log")"
   done
   # (phase 1 at 100M takes ~10^1 s: the benchmark's sweep validates it there.)
-  # Deterministic paths: two runs, identical loss curves and parameters?
-  for p in "$P1" "$P2" "$P3"; do
+  # Deterministic paths: two runs, identical loss curves and parameters? (phase 3: both paths;
+  # its persistent kernel is deterministic with or without the flag: checked without it)
+  # variant: name|program|extra flags (tag det<k> for a phase's default, det<k>-<name> otherwise)
+  for pv in "|$P1|--deterministic" "|$P2|--deterministic" "|$P3|--deterministic" "graph|$P3|--deterministic --path graph" \
+            "persistent-nodet|$P3|--path persistent"; do
+    IFS='|' read -r vname p vflags <<<"$pv"
+    read -r -a vf <<<"$vflags"
     b=$(basename "$p")
+    sfx=${vname:+-$vname}
     for k in 1 2; do
-      run "$LOGS/det-$b-$k.log" "$p" --n 999983 --deterministic "${C[@]}" --tag "det$k"
+      run "$LOGS/det-$b$sfx-$k.log" "$p" --n 999983 "${vf[@]}" "${C[@]}" --tag "det$k$sfx"
     done
-    "$PYTHON" - "$OUTD/${b}__det1.json" "$OUTD/${b}__det2.json" <<'EOF' && note "$b --deterministic: two runs bit-identical" || { FAILS=$((FAILS + 1)); note "$b --deterministic: runs DIFFER"; }
+    "$PYTHON" - "$OUTD/${b}__det1$sfx.json" "$OUTD/${b}__det2$sfx.json" <<'EOF' && note "$b $vflags: two runs bit-identical" || { FAILS=$((FAILS + 1)); note "$b $vflags: runs DIFFER"; }
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 same = a["loss"]["per_epoch"] == b["loss"]["per_epoch"] and a["metrics"] == b["metrics"]
@@ -120,12 +160,13 @@ EOF
   # The twins on the GPU, on points phase 1 wrote.
   run "$LOGS/check-save.log" "$P1" --n 999983 --warmup 0 --repeats 1 --out "$OUTD" --tag save --no-cupti \
     --save-data "$DATA_DIR/linreg_check_n999983.npy"
-  run "$LOGS/check-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_check_n999983.npy" --impl cpu,eager,compile,graph \
+  run "$LOGS/check-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_check_n999983.npy" --impl cpu,eager,compile,graph,compiled-graph \
     --validate --warmup 1 --repeats 1 --out "$OUTD" --tag check && grep -h "^validate\|^pytorch" "$LOGS/check-twin.log"
   # compute-sanitizer memcheck (our tracer steps aside under the sanitizer).
   if command -v compute-sanitizer >/dev/null; then
-    for args in "$P1 --n 1001" "$P2 --n 1003 --deterministic" "$P3 --n 1001" \
-                "$P3 --n 1003 --deterministic --source host --streams 2 --chunk 301"; do
+    for args in "$P1 --n 1001" "$P2 --n 1003 --deterministic" "$P3 --n 1001" "$P3 --n 1001 --path graph" \
+                "$P3 --n 1003 --deterministic --source host --streams 2 --chunk 301" \
+                "$P3 --n 1003 --deterministic --source host --streams 2 --chunk 301 --path graph"; do
       set -- $args
       b=$(basename "$1")
       if run "$LOGS/memcheck-$b-$#.log" compute-sanitizer --tool memcheck --error-exitcode 99 "$@" --epochs 5 --warmup 1 \
@@ -133,9 +174,19 @@ EOF
         note "memcheck $args: $(grep -h 'ERROR SUMMARY' "$LOGS/memcheck-$b-$#.log")"
       fi
     done
+    # phase 3's persistent kernel: shared-memory races and barrier misuse too (3 blocks, points
+    # in registers and shared memory, evaluations), and its GPU test cases under memcheck
+    for tool in memcheck racecheck synccheck; do
+      run "$LOGS/san-p3-$tool.log" compute-sanitizer --tool "$tool" --error-exitcode 99 "$P3" --n 60001 --path persistent \
+        --persist-blocks 3 --epochs 5 --eval-every 2 --warmup 0 --repeats 1 --validate --no-cupti --out "$OUTD" --tag "san-$tool" &&
+        note "$tool phase 3 persistent: $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$LOGS/san-p3-$tool.log" | head -1)"
+    done
+    run "$LOGS/san-p3-tests.log" compute-sanitizer --tool memcheck --error-exitcode 99 build/tests/gpu_tests -tc="*phase 3*" &&
+      note "memcheck phase 3 GPU tests: $(grep -h 'ERROR SUMMARY' "$LOGS/san-p3-tests.log" | head -1)"
   else
     note "compute-sanitizer not found: memcheck skipped"
   fi
+  run "$LOGS/check-p3-tests.log" build/tests/gpu_tests -tc="*phase 3*" && note "phase 3 GPU tests: $(grep -h 'test cases' "$LOGS/check-p3-tests.log" | tail -1)"
   note "check done, $FAILS failure(s)"
   [ "$FAILS" -eq 0 ]
   exit
@@ -152,10 +203,17 @@ note "records: $RDIR"
 if [ -x build/tools/ceilings ] && [ -n "$STAGES" ]; then
   run "$LOGS/ceilings.log" build/tools/ceilings --tag bench-linreg "${OUTARGS[@]}" && note "ceilings: $(tail -n 1 "$LOGS/ceilings.log")"
 fi
+# phase 3's on-chip floor: bare grid barriers and the L2 read bandwidth (the report draws both)
+if [ -x build/tools/grid_barrier ] && [ -n "$STAGES" ]; then
+  run "$LOGS/grid_barrier.log" build/tools/grid_barrier --tag bench-linreg "${OUTARGS[@]}" &&
+    grep -h "per round\|L2 read\|floor" "$LOGS/grid_barrier.log" | sed 's/^/    /'
+fi
 
-# Phase 3 pre-flight: each candidate configuration must pass --validate (odd sizes, both
-# sources) and compute-sanitizer memcheck; the fastest at 5M (median of 5, no tracer) is used
-# for every phase-3 run below (its flags are in each record's config). P3_CANDIDATES overrides.
+# Phase 3 pre-flight: each candidate configuration of the per-epoch graph path (run with --path
+# graph) must pass --validate (odd sizes, both sources) and compute-sanitizer memcheck; the
+# fastest at 5M (median of 5, no tracer) is used for every phase-3 run below (its flags are in
+# each record's config; they only concern the graph path: the default runs pass them too, for the
+# sizes where the data does not fit on chip). P3_CANDIDATES overrides.
 SCRATCH=build/bench_linreg_scratch
 mkdir -p "$SCRATCH"
 P3FLAGS=""
@@ -166,18 +224,18 @@ if [[ " $STAGES " == *" headline "* || " $STAGES " == *" sweep "* || " $STAGES "
     ok=1
     for v in "--n 7" "--n 999983" "--n 5000001 --source host --streams 4 --chunk 333331" "--n 1 --source host --epochs 1"; do
       # shellcheck disable=SC2086
-      "$P3" $c $v --validate --warmup 0 --repeats 1 --no-cupti --out "$SCRATCH" --tag pre >"$LOGS/pre.log" 2>&1 || { ok=0; note "pre-flight [$c] $v: FAILED"; tail -n 5 "$LOGS/pre.log" | sed 's/^/    | /'; }
+      "$P3" $c --path graph $v --validate --warmup 0 --repeats 1 --no-cupti --out "$SCRATCH" --tag pre >"$LOGS/pre.log" 2>&1 || { ok=0; note "pre-flight [$c] $v: FAILED"; tail -n 5 "$LOGS/pre.log" | sed 's/^/    | /'; }
     done
     mode=$(echo "$c" | grep -o 'last-block\|next-epoch' || echo default)
     if command -v compute-sanitizer >/dev/null && [[ " ${MEMCHECKED:-} " != *" $mode "* ]]; then
       MEMCHECKED="${MEMCHECKED:-} $mode"
       # shellcheck disable=SC2086
-      compute-sanitizer --tool memcheck --error-exitcode 99 "$P3" $c --n 1003 --epochs 12 --warmup 1 --repeats 1 --validate \
+      compute-sanitizer --tool memcheck --error-exitcode 99 "$P3" $c --path graph --n 1003 --epochs 12 --warmup 1 --repeats 1 --validate \
         --out "$SCRATCH" --tag pre >"$LOGS/pre-memcheck.log" 2>&1 || { ok=0; note "pre-flight [$c] memcheck: FAILED"; grep -m3 "ERROR\|error" "$LOGS/pre-memcheck.log" | sed 's/^/    | /'; }
     fi
     [ $ok -eq 1 ] || continue
     # shellcheck disable=SC2086
-    ms=$("$P3" $c --n 5000000 --warmup 1 --repeats 5 --no-cupti --out "$SCRATCH" --tag pre | sed -n 's/.*time median \([0-9.]*\) ms.*/\1/p')
+    ms=$("$P3" $c --path graph --n 5000000 --warmup 1 --repeats 5 --no-cupti --out "$SCRATCH" --tag pre | sed -n 's/.*time median \([0-9.]*\) ms.*/\1/p')
     note "pre-flight [$c]: validates, memcheck clean, 5M x 200 median ${ms:-?} ms"
     if [ -n "$ms" ] && { [ -z "$best_ms" ] || awk -v a="$ms" -v b="$best_ms" 'BEGIN{exit !(a < b)}'; }; then best="$c"; best_ms="$ms"; fi
   done
@@ -190,6 +248,7 @@ if [[ " $STAGES " == *" headline "* || " $STAGES " == *" sweep "* || " $STAGES "
   fi
 fi
 read -r -a P3F <<<"$P3FLAGS"
+P3G=("${P3F[@]}" --path graph)  # the graph path (records: tag suffix -graph, implementation cuda-graph)
 
 if [[ " $STAGES " == *" headline "* ]]; then
   n=5000000
@@ -202,7 +261,11 @@ if [[ " $STAGES " == *" headline "* ]]; then
   # (not tagged headline*: the report takes the newest headline record of each implementation)
   run "$LOGS/headline-p3det.log" "$P3" "${P3F[@]}" --n $n --warmup 1 --repeats "$REPEATS" --tag det-n$n --deterministic "${OUTARGS[@]}" &&
     note "  $(grep -h '^phase3' "$LOGS/headline-p3det.log")"
-  run "$LOGS/headline-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl eager,graph,compile,cpu \
+  run "$LOGS/headline-p3graph.log" "$P3" "${P3G[@]}" "${H[@]/headline/headline-graph}" &&
+    note "  $(grep -h '^phase3' "$LOGS/headline-p3graph.log")"
+  run "$LOGS/headline-p3det-graph.log" "$P3" "${P3G[@]}" --n $n --warmup 1 --repeats "$REPEATS" --tag det-n$n-graph --deterministic \
+    "${OUTARGS[@]}" && note "  $(grep -h '^phase3' "$LOGS/headline-p3det-graph.log")"
+  run "$LOGS/headline-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl eager,graph,compile,compiled-graph,cpu \
     --validate --warmup 1 --repeats "$REPEATS" --tag headline --profile "${OUTARGS[@]}"
   grep -h "^pytorch_linreg\|^validate" "$LOGS/headline-twin.log" | sed 's/^/    /'
   run "$LOGS/headline-twin-sync.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl eager --sync-every-epoch \
@@ -217,12 +280,24 @@ if [[ " $STAGES " == *" host "* ]]; then
     [ $k -gt 1 ] && tr=(--trace "$RDIR/phase3_fused_streams__host-streams$k.trace.json")
     run "$LOGS/host-$k.log" "$P3" "${P3F[@]}" --n 5000000 --source host --streams $k --warmup 1 --repeats "$REPEATS" --validate \
       --tag "host-streams$k" "${tr[@]}" "${OUTARGS[@]}" && grep -h "upload only" "$LOGS/host-$k.log" | sed "s/^/    streams=$k:/"
+    run "$LOGS/host-$k-graph.log" "$P3" "${P3G[@]}" --n 5000000 --source host --streams $k --warmup 1 --repeats "$REPEATS" --validate \
+      --tag "host-streams$k-graph" "${OUTARGS[@]}" && grep -h "upload only" "$LOGS/host-$k-graph.log" | sed "s/^/    graph path, streams=$k:/"
   done
 fi
 
 if [[ " $STAGES " == *" sweep "* ]]; then
   note "sweep: n = $SWEEP_NS"
   IFS=, read -r -a NS <<<"$SWEEP_NS"
+  # phase 3's cliff: the largest n whose data fits on chip, and one past it (phase 3 only, both paths)
+  FIT=$("$P3" --print-fit 2>"$LOGS/sweep-fit.log")
+  note "  phase 3: largest n that fits on chip: ${FIT:-?} ($(cat "$LOGS/sweep-fit.log"))"
+  if has_part p3 && [ -n "$FIT" ] && [ "$FIT" -gt 0 ]; then
+    for n in "$FIT" $((FIT + 1)); do
+      S=(--n "$n" --tag "sweep-n$n" --validate --warmup 1 --repeats "$REPEATS" --no-cupti "${OUTARGS[@]}")
+      run "$LOGS/sweep-p3-$n.log" "$P3" "${P3F[@]}" "${S[@]}" && run "$LOGS/sweep-p3g-$n.log" "$P3" "${P3G[@]}" "${S[@]/sweep-n$n/sweep-n$n-graph}" &&
+        note "  n=$n (cliff): phase3 $(grep -h '^phase3' "$LOGS/sweep-p3-$n.log" | sed 's/.*time median/median/'); graph path $(grep -h '^phase3' "$LOGS/sweep-p3g-$n.log" | sed 's/.*time median/median/')"
+    done
+  fi
   CPU_NS=()
   for n in "${NS[@]}"; do
     if [ "$n" -ge 50000000 ]; then wu=1; rp=3
@@ -239,13 +314,14 @@ if [[ " $STAGES " == *" sweep "* ]]; then
     has_part p2 && run "$LOGS/sweep-p2-$n.log" "$P2" "${S[@]}" --warmup $wu --repeats $rp --no-cupti
     has_part p3 && run "$LOGS/sweep-p3-$n.log" "$P3" "${P3F[@]}" "${S[@]}" --warmup $wu --repeats $rp --no-cupti \
       $([ "$n" -ge 50000000 ] && echo --measure-peaks)
+    has_part p3 && run "$LOGS/sweep-p3g-$n.log" "$P3" "${P3G[@]}" "${S[@]/sweep-n$n/sweep-n$n-graph}" --warmup $wu --repeats $rp --no-cupti
     [ "$n" -le 10000000 ] && CPU_NS+=("$n")
     med() { "$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.3f" % r["timing"]["total_ms"]["median"])' "$1" 2>/dev/null || echo "-"; }
-    note "  n=$n: phase1 $(med "$RDIR/phase1_naive__sweep-n$n.json") ms, phase2 $(med "$RDIR/phase2_shared_mem__sweep-n$n.json") ms, phase3 $(med "$RDIR/phase3_fused_streams__sweep-n$n.json") ms"
+    note "  n=$n: phase1 $(med "$RDIR/phase1_naive__sweep-n$n.json") ms, phase2 $(med "$RDIR/phase2_shared_mem__sweep-n$n.json") ms, phase3 $(med "$RDIR/phase3_fused_streams__sweep-n$n.json") ms (graph path $(med "$RDIR/phase3_fused_streams__sweep-n$n-graph.json") ms)"
   done
   if has_part twin-gpu; then
-  note "sweep: PyTorch twin eager, graph, compile"
-  run "$LOGS/sweep-twin-gpu.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n{n}.npy" --n "$SWEEP_NS" --impl eager,graph,compile \
+  note "sweep: PyTorch twin eager, graph, compile, compiled-graph"
+  run "$LOGS/sweep-twin-gpu.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n{n}.npy" --n "$SWEEP_NS" --impl eager,graph,compile,compiled-graph \
     --warmup 1 --repeats 3 --tag "sweep-n{n}" "${OUTARGS[@]}"
   grep -h "^pytorch_linreg" "$LOGS/sweep-twin-gpu.log" | sed 's/ -> .*//; s/^/    /'
   fi
@@ -276,8 +352,10 @@ def med(r):
     return r["timing"]["total_ms"]["median"] if r else None
 rows = [("phase1_naive", "phase1_naive__headline.json"), ("phase2_shared_mem", "phase2_shared_mem__headline.json"),
         ("phase3_fused_streams", "phase3_fused_streams__headline.json"),
-        ("phase3 --deterministic", "phase3_fused_streams__det-n5000000.json")]
-rows += [(f"pytorch {i}", f"pytorch_linreg__headline-{i}.json") for i in ("cpu", "eager", "compile", "graph", "eager-sync-every-epoch")]
+        ("phase3 --deterministic", "phase3_fused_streams__det-n5000000.json"),
+        ("phase3 graph path", "phase3_fused_streams__headline-graph.json"),
+        ("phase3 graph --deterministic", "phase3_fused_streams__det-n5000000-graph.json")]
+rows += [(f"pytorch {i}", f"pytorch_linreg__headline-{i}.json") for i in ("cpu", "eager", "compile", "graph", "compiled-graph", "eager-sync-every-epoch")]
 recs = [(lab, load(f), f) for lab, f in rows]
 eager = med(load("pytorch_linreg__headline-eager.json"))
 p3 = load("phase3_fused_streams__headline.json")
@@ -309,8 +387,9 @@ if p3 and eager:
 print("\nSWEEP (median total ms, 200 epochs)")
 ns = sorted({int(os.path.basename(f).split("sweep-n")[1].split("-")[0].split(".")[0]) for f in glob.glob(os.path.join(d, "*__sweep-n*.json"))})
 impls = [("phase1", "phase1_naive__sweep-n{}.json"), ("phase2", "phase2_shared_mem__sweep-n{}.json"),
-         ("phase3", "phase3_fused_streams__sweep-n{}.json")] + [(i, "pytorch_linreg__sweep-n{}-" + i + ".json") for i in ("cpu", "eager", "compile", "graph")]
-print(f"{'n':>11s} " + " ".join(f"{lab:>10s}" for lab, _ in impls) + "  phase3 GB/s (% copy)")
+         ("phase3", "phase3_fused_streams__sweep-n{}.json"), ("p3 graph", "phase3_fused_streams__sweep-n{}-graph.json")] + \
+        [(i, "pytorch_linreg__sweep-n{}-" + i + ".json") for i in ("cpu", "eager", "compile", "graph", "compiled-graph")]
+print(f"{'n':>11s} " + " ".join(f"{lab:>10s}" for lab, _ in impls) + "  phase3 path, GB/s (% copy)")
 for n in ns:
     cells = []
     for lab, pat in impls:
@@ -319,6 +398,7 @@ for n in ns:
     r3 = load(f"phase3_fused_streams__sweep-n{n}.json")
     e = next(iter(((r3 or {}).get("efficiency") or {}).values()), {})
     extra = f"{e.get('gbps', 0):8.0f}" + (f" ({e['pct_copy_peak']:.0f}%)" if e.get("pct_copy_peak") else "") if e else ""
+    extra = f"{((r3 or {}).get('launch') or {}).get('path', '-'):>10s} " + extra
     print(f"{n:11d} " + " ".join(cells) + "  " + extra)
 print("\n--source host, 5M (medians, ms)")
 for k in (1, 4):
