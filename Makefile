@@ -150,7 +150,7 @@ venv: $(VENV_PY)
 
 .PHONY: test test-host test-python build-cuda test-gpu
 ## test: host doctest suite, every .cu compiled, pytest (twins and report); no GPU needed
-test: test-host build-cuda test-python
+test: test-host build-cuda test-libtorch test-python
 test-host: $(HOST_TESTS)
 	DATA_DIR=$(DATA_SRC) $(HOST_TESTS)
 build-cuda: all $(GPU_TESTS)
@@ -160,6 +160,51 @@ test-python: $(VENV_PY)
 test-gpu: $(GPU_TESTS)
 	$(GPU_TESTS)
 	compute-sanitizer --tool memcheck --error-exitcode 99 $(GPU_TESTS)
+
+# ---------------------------------------------------------------- libtorch twins (baselines/libtorch)
+# Built against the libtorch inside the torch package that $(PYTHON) imports (its include/ and lib/,
+# _GLIBCXX_USE_CXX11_ABI as torch._C says). Where torch is not importable `make libtorch` prints one
+# line saying so and succeeds. Not part of `all`; `make test` runs it (test-libtorch), so CI builds
+# the twins where torch is importable and prints the one skip line elsewhere.
+# LIBTORCH_LDFLAGS: extra link flags (e.g. -Wl,--allow-shlib-undefined to link-check on a machine
+# without the CUDA libraries torch_cuda needs).
+LIBTORCH_LDFLAGS ?=
+LT_BUILD := $(BUILD)/libtorch
+LT_COMMON := cli errors record stats npy idx reference device_info_host
+LT_COMMON_OBJ := $(LT_COMMON:%=$(LT_BUILD)/common/%.o)
+LT_BINS := $(BUILD)/libtorch_linreg $(BUILD)/libtorch_mlp
+LT_CXXFLAGS = -std=c++17 $(OPT) $(WARN) -Icommon -Ibaselines/libtorch -isystem $(TORCH_DIR)/include \
+              -isystem $(TORCH_DIR)/include/torch/csrc/api/include -isystem $(CUDA_HOME)/include \
+              $(if $(DEPS_PREFIX),-I$(DEPS_PREFIX)/include) -D_GLIBCXX_USE_CXX11_ABI=$(TORCH_ABI) -MMD -MP
+LT_LDFLAGS = -L$(TORCH_DIR)/lib -Wl,-rpath,$(TORCH_DIR)/lib -Wl,--no-as-needed -ltorch -ltorch_cpu -ltorch_cuda \
+             -lc10 -lc10_cuda -Wl,--as-needed -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart \
+             $(if $(DEPS_PREFIX),-L$(DEPS_PREFIX)/lib) -lz $(LIBTORCH_LDFLAGS)
+.PHONY: libtorch libtorch-build test-libtorch
+## libtorch: build/libtorch_linreg and build/libtorch_mlp, the libtorch twins (where torch is importable)
+libtorch:
+	@info=$$($(PYTHON) -c 'import os, torch; print(os.path.dirname(torch.__file__)); print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null) \
+	  || { echo "libtorch twins not built: torch is not importable by $(PYTHON)"; exit 0; }; \
+	dir=$$(printf '%s\n' "$$info" | tail -n 2 | head -n 1); abi=$$(printf '%s\n' "$$info" | tail -n 1); \
+	[ -f "$$dir/include/ATen/cuda/CUDAGraph.h" ] && [ -f "$$dir/lib/libtorch_cuda.so" ] \
+	  || { echo "libtorch twins not built: the torch at $$dir has no CUDA headers or libtorch_cuda.so (a CPU-only build)"; exit 0; }; \
+	$(MAKE) --no-print-directory libtorch-build TORCH_DIR="$$dir" TORCH_ABI="$$abi"
+test-libtorch:
+	@$(MAKE) --no-print-directory libtorch
+libtorch-build: $(LT_BINS)
+.SECONDARY: $(LT_COMMON_OBJ) $(LT_BUILD)/linreg.o $(LT_BUILD)/mlp.o
+# The flags the objects were built with (another torch or ABI rebuilds them).
+$(LT_BUILD)/flags: FORCE
+	@mkdir -p $(@D); echo '$(LT_CXXFLAGS)' | cmp -s - $@ || echo '$(LT_CXXFLAGS)' > $@
+$(LT_BUILD)/common/%.o: common/%.cpp $(LT_BUILD)/flags
+	@mkdir -p $(@D)
+	$(CXX) $(LT_CXXFLAGS) -c $< -o $@
+$(LT_BUILD)/%.o: baselines/libtorch/%.cpp $(LT_BUILD)/flags
+	@mkdir -p $(@D)
+	$(CXX) $(LT_CXXFLAGS) -c $< -o $@
+$(BUILD)/libtorch_%: $(LT_BUILD)/%.o $(LT_COMMON_OBJ)
+	$(CXX) -o $@ $(LT_BUILD)/$*.o $(LT_COMMON_OBJ) $(LT_LDFLAGS)
+.PHONY: FORCE
+FORCE:
 
 # ---------------------------------------------------------------- hardening (scripts/harden.sh)
 .PHONY: test-asan fuzz sanitize
