@@ -16,26 +16,30 @@
 # Stages (default run; each phase run writes --save-init/--save-order first, the twins read them):
 #   w1      W1 (784-128-64-10, Adam 1e-3, dropout 0.2, batch 32, 5 epochs): phase 4 fp32 and fp16,
 #           phase 5 own fp32/fp16 (fp32 also with --pdl off) and cuBLASLt fp32, twins
-#           eager/compile/graph.                                                  tags w1-*
+#           eager/compile/graph/compiled-graph (with --profile: kernels and the per-step account)
+#           and the libtorch twin (build/libtorch_mlp, eager and graph, when built).  tags w1-*
 #   match   W1 with --dropout 0 in fp32 (loss matching): phase 4, phase 5 own and cuBLASLt, twins
-#           eager and graph.                                                     tags w1-nodrop-*
+#           eager, graph and compiled-graph, libtorch eager and graph.           tags w1-nodrop-*
 #   w2      W2 (784-h-h-h-10, SGD 0.003, fp16, batch 32) for h in $W2_HS: phase 5 own/cuBLASLt
 #           ($W2_STEPS steps; for h in $W2_PAIRED_HS also own with --backward paired, for h in
 #           $W2_NOPDL_HS also own with --pdl off, for h in $W2_CLUSTER_HS also --launch cluster,
-#           plainly and with --breakdown), phase 4 fp16 and fp32 and the twins ($W2_STEPS_SLOW
-#           steps: per-step time is the measure; the records say how many steps ran).
+#           plainly and with --breakdown), phase 4 fp16 and fp32 and the twins eager, graph,
+#           compiled-graph and compile-max-autotune, with --profile ($W2_STEPS_SLOW steps: per-step
+#           time is the measure; the records say how many steps ran).
 #                                                                                tags w2-h<h>-*
 #   gemm    phase5 --gemm-compare on the W2 h = 8192 shapes, fp16 (and fp32).  tags gemm-compare-*
 #   persist phase 5 --launch persistent on W1 for --blocks in $PERSIST_BLOCKS (2 epochs each),
 #           and at the default split with --generic-kernel (W1's shape not compiled in); then
 #           both instances with --breakdown (5 epochs).
 #                                     tags w1-persistent-g<G>, -generic, -breakdown, -generic-breakdown
-#   sweep   batch-size sweep (phase 5 own, W1 model, $SWEEP_EPOCHS epochs): samples/s for batch in
-#           $SWEEP_BATCHES.                                                      tags batch-sweep-b<B>
-#   seeds   W1 accuracy, phase 5 own and twin graph, seeds 1 2 3.                tags w1-seed<s>-*
+#   sweep   batch-size sweep (phase 5 own and the compiled-graph twin on its init and order, W1
+#           model, $SWEEP_EPOCHS epochs): samples/s for batch in $SWEEP_BATCHES (SWEEP_TWIN=0: no
+#           twin).                                                     tags batch-sweep-b<B>[-compiled-graph]
+#   seeds   W1 accuracy, phase 5 own and persistent, twins graph and compiled-graph, seeds 1 2 3.
+#                                                                                tags w1-seed<s>-*
 #   fashion W1 as the w1 stage, on Fashion-MNIST (--dataset fashion-mnist, $FASHION_DATA): phase 4
-#           fp32 and fp16, phase 5 own fp32, persistent and cuBLASLt, twins eager/compile/graph on
-#           phase 4's init and order.                                            tags w1-fashion-*
+#           fp32 and fp16, phase 5 own fp32, persistent and cuBLASLt, twins eager/compile/graph/
+#           compiled-graph on phase 4's init and order.                          tags w1-fashion-*
 #   autotune  W1 twin with torch.compile mode="max-autotune" (slow to compile; not in the default
 #           stages), on phase 4's init and order (written afresh if the w1 stage did not run).
 #                                                                tags w1-compile-max-autotune
@@ -86,6 +90,7 @@ fi
 P4=build/phase4_mlp
 P5=build/phase5_batched
 TWIN=baselines/pytorch/mlp.py
+LT_MLP=build/libtorch_mlp
 WORK=build/bench_mlp
 LOGS=$WORK/logs
 FAILS=0
@@ -158,7 +163,7 @@ w1 = [("phase4_mlp__w1-fp32", "phase 4 fp32 (SIMT)"), ("phase4_mlp__w1-fp16", "p
       ("pytorch_mlp__w1-compile", "PyTorch compile"),
       ("pytorch_mlp__w1-compile-max-autotune", "PyTorch compile autotune"), ("pytorch_mlp__w1-graph", "PyTorch CUDA graph"),
       ("pytorch_mlp__w1-compiled-graph", "PyTorch compiled-graph"),
-      ("libtorch_mlp__w1-libtorch-eager", "libtorch eager"), ("libtorch_mlp__w1-libtorch-graph", "libtorch CUDA graph")]
+      ("libtorch_mlp__w1-eager", "libtorch eager (C++)"), ("libtorch_mlp__w1-graph", "libtorch CUDA graph (C++)")]
 eager = per_epoch(get("pytorch_mlp__w1-eager"))
 # "x fastest": against the fastest PyTorch mode of this run (Python or C++), named in the heading
 fastest = min(((per_epoch(get(k)), label) for k, label in w1 if k.split("__")[0] in ("pytorch_mlp", "libtorch_mlp")
@@ -217,7 +222,9 @@ pairs = [("phase4_mlp__w1-nodrop-fp32", "pytorch_mlp__w1-nodrop-eager"),
          ("phase5_batched__w1-nodrop-cublaslt", "pytorch_mlp__w1-nodrop-eager"),
          ("phase5_batched__w1-nodrop-persistent", "pytorch_mlp__w1-nodrop-eager"),
          ("pytorch_mlp__w1-nodrop-graph", "pytorch_mlp__w1-nodrop-eager"),
-         ("pytorch_mlp__w1-nodrop-compiled-graph", "pytorch_mlp__w1-nodrop-eager")]
+         ("pytorch_mlp__w1-nodrop-compiled-graph", "pytorch_mlp__w1-nodrop-eager"),
+         ("libtorch_mlp__w1-nodrop-eager", "pytorch_mlp__w1-nodrop-eager"),
+         ("libtorch_mlp__w1-nodrop-graph", "pytorch_mlp__w1-nodrop-eager")]
 for h in (128, 1024, 8192):
     pairs.append((f"phase5_batched__w2-h{h}-own", f"pytorch_mlp__w2-h{h}-eager"))
 pairs.append(("phase5_batched__w2-h128-cluster", "pytorch_mlp__w2-h128-eager"))
@@ -393,6 +400,12 @@ if has w1; then
   run w1-p5-lt 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-cublaslt
   run w1-p5-persist 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-persistent
   run w1-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,compile,graph,compiled-graph --profile --tag "w1-{impl}"
+  # the same twin in C++ (libtorch): is the per-step cost Python's or the framework's?
+  if [ -x "$LT_MLP" ]; then
+    run w1-libtorch 0 "$LT_MLP" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,graph --tag w1
+  else
+    note "libtorch twin not built (make libtorch): W1 without it"
+  fi
 fi
 
 if has match; then
@@ -402,6 +415,7 @@ if has match; then
   run m-p5-lt 0 "$P5" "${R[@]}" --dropout 0 --gemm cublas --tag w1-nodrop-cublaslt
   run m-p5-persist 0 "$P5" "${R[@]}" --dropout 0 --launch persistent --tag w1-nodrop-persistent
   run m-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph,compiled-graph --tag "w1-nodrop-{impl}"
+  [ -x "$LT_MLP" ] && run m-libtorch 0 "$LT_MLP" "${R[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph --tag w1-nodrop
 fi
 
 if has w2; then
