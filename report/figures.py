@@ -77,10 +77,17 @@ def fig1_ladder(d, path, device):
     ax.set_yticklabels([r["label"] for r in rows])
     ax.set_xscale("log")
     lo, hi = min(vals), max(vals)
+    floors = (d.get("floors") or {}).get("lines", [])
+    for f, ls in zip(floors, ("--", ":", "-.")):
+        ax.axvline(f["ms"], color="black", linestyle=ls, linewidth=1.1, label=f"{f['label']}: {_fmt_ms(f['ms'])}")
+        lo = min(lo, f["ms"])
     ax.set_xlim(lo / 3, hi * 60)
+    if floors:
+        ax.legend(loc="lower right", fontsize=8)
     ax.set_xlabel("training time, 5M points × 200 epochs (ms, median of repeats, log scale)")
     ax.set_title("lower is better; label: median time and speed-up over the PyTorch eager twin", fontsize=9.5)
-    _finish(fig, path, "Figure 1 — linear regression ladder (5M × 200 epochs)", device, d["records"])
+    note = "algebraic limit (not a training loop): Σx, Σy, Σx², Σxy in one pass" if floors else ""
+    _finish(fig, path, "Figure 1 — linear regression ladder (5M × 200 epochs)", device, d["records"], note)
 
 
 def fig2_scaling(d, path, device):
