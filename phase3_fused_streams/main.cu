@@ -1,95 +1,46 @@
-// phase3_fused_streams — linear regression: one fused kernel per epoch, a CUDA graph, streams.
+// phase3_fused_streams — linear regression: every epoch in ONE persistent kernel, the data on chip.
 //
-// WHAT THIS CHAPTER ADDS OVER phase2_shared_mem
-//   1. Fusion. One kernel per epoch reads x and y once and computes the residual, the loss and
-//      both gradient sums in registers (float within a float4, double per thread, warp shuffles
-//      + one shared-memory step per block). No predictions in global memory, no update kernel,
-//      no host round trip: 8 B/pt instead of 28, one launch instead of five. The loss curve
-//      stays in a device buffer, copied to the host once after the last epoch.
-//      Who takes the gradient step, on the device (--update):
-//      * next-epoch (default): each block adds its three sums with double atomics and exits;
-//        epoch e+1's kernel starts by finishing epoch e's step: every block reads the three sums
-//        and w_e, b_e and computes w_{e+1}, b_{e+1} itself (identical float64 arithmetic, so
-//        identical floats); block 0 records them and the loss. Sums rotate through three slots
-//        so that nothing is zeroed while still in use; a one-thread kernel takes the last step.
-//      * last-block: the "last block done" pattern (counter + __threadfence): the block that
-//        finishes last sees every block's sums and updates w, b. It costs a serial tail of
-//        fences and atomics at the end of every epoch: 1.714 vs 1.475 ms (5M x 200, the
-//        pre-flight of logs/bench_linreg_s10.log; earlier pre-flights: 1.763 vs 1.468 and 1.738
-//        vs 1.479).
-//      Each thread keeps two register tiles of 4 float4s of x and of y in flight (the next
-//      tile's loads are issued before the current one is used), 2 blocks of 256 per SM by
-//      default (the pre-flight measures 1 and 2 every run; they are equal within noise: 1.497 vs
-//      1.475 ms in the run the records are of, 1.468 vs 1.477 in an earlier one).
-//   2. A CUDA graph. The 200 launches are captured once (and uploaded) and replayed with one
-//      cudaGraphLaunch. Tried and kept as options, off by default because they did not pay:
-//      --pdl early|late (Hopper's programmatic dependent launch: the next epoch's blocks launch
-//      while this one drains; "early" measured 2.98 vs 1.90 ms, "late" no gain) and
-//      --l2-persist (an L2 access-policy window over the data: no gain at 5M, +6% at 50M; it
-//      helped at 10M, 19.7 vs 25.8 us per epoch) — measured with the earlier last-block kernel
-//      (phase3_tuning.log: stdout only, its records were not kept).
-//   3. Streams doing real work.
-//      * Test evaluation on its own stream: every --eval-every (10) epochs a small kernel
-//        computes the test loss at the parameters that epoch starts with (from a per-epoch
-//        parameter history, so it never races with the update) on a second stream, concurrently
-//        with training; the graph forks to it and joins back at the end.
-//      * --source host: the data set lives in pinned host memory, as a user's own data would.
-//        It is uploaded in --chunk-point chunks round-robin over --streams K streams; epoch 0
-//        runs chunk by chunk on the chunk's own stream right after the chunk lands (per-block
-//        partial sums), so the first epoch's arithmetic hides behind the remaining copies; a
-//        one-block kernel combines the partials (fixed order); the graph runs the other epochs.
-//   --deterministic: the per-block sums go to a partials buffer that the last block adds in a
-//   fixed order (implies --update last-block): bit-identical runs (checked: two runs, same bits).
+// WHAT THIS CHAPTER ADDS OVER phase2_shared_mem (five kernels an epoch, x and y read every epoch)
+//   1. Default path (persistent.cuh). Where the data set fits in the registers and shared memory of
+//      one co-resident block per SM (computed from the device: --print-fit), one cooperative kernel
+//      runs all epochs: x, y are read from HBM once; an epoch is fp32 arithmetic on registers and
+//      shared memory, float64 block sums and one exchange between blocks, after which every block
+//      takes the step itself. The kernel writes each epoch's loss and, every --eval-every epochs, the
+//      test loss (test points on chip too): no launch and no host round trip per epoch.
+//   2. The previous rung, kept: one fused kernel per epoch in a CUDA graph, the test evaluation on a
+//      second stream, --source host uploads chunked over streams with epoch 0 run per chunk. It runs
+//      with --path graph and, automatically, where the data does not fit (output and record's
+//      launch.path / path_note say which path ran and why).
+//   --source host on the persistent path: the chunks are uploaded over the streams, then the kernel
+//   starts. It needs every point before epoch 0's exchange, so the overlap given up is one epoch's
+//   arithmetic (~1 µs) against the upload (~0.75 ms at 5M); first_epoch_ms = upload + 1-epoch runs.
 //
-// PREDICTION (two numbers, headline n = 5M → nt = 4M train points, H100), made before measuring
-//   Bytes: 8 B/pt × 4M = 32 MB per epoch (+ 8 MB of test data every 10th epoch, 2.5%), 6.4 GB
-//   for 200 epochs → 2.1 ms at ~3 TB/s from HBM. 32 MB fits in the 50 MB L2, so part of it may
-//   be served from L2 across epochs; the ≤ 1.0 ms target needs ≥ 6.4 TB/s, i.e. nearly all of
-//   it from L2 with per-epoch overhead under ~1 µs. I predicted ~1.5-2.5 ms: ~10× phase 2 and
-//   ~40-60× the PyTorch eager twin, the ≤ 1.0 ms target out of reach.
-//   Flops: ~8 per point → 32 MFLOP per epoch, nothing next to the bytes.
-//   Large n (50M, 100M: 320-640 MB per epoch, no L2 reuse): per-epoch overhead ~2 µs of
-//   ~110-215 µs, so ≥ 90% of the copy bandwidth.
-//   --source host (5M, 40 MB over PCIe at ~25-50 GB/s: ~1-1.6 ms): epoch 0's compute is ~60×
-//   faster than the copy of the same bytes, so with K streams only the last chunk's compute
-//   shows: first epoch ≈ upload + a few µs. One stream serializes every chunk's compute with the
-//   copies: ~Σ compute ≈ 15-25 µs more — small (the copy engine is the bottleneck either way).
+// THE DESIGN DECISION: how blocks meet each epoch. Each block publishes its three float64 sums as
+//   tagged 64-bit words (epoch number in the 12 low mantissa bits), and every block polls all
+//   blocks' words in L2 itself: the data is its own arrival flag — no counter, no fence, no second
+//   round trip, no second barrier (two slots by epoch parity). Every block adds the words in block
+//   order: the same bits in every block and every run, so --deterministic costs nothing.
+//   --exchange grid-sync|counter (a barrier, then one read) are kept to measure against it.
 //
-// MEASURED (H100 80GB HBM3; records in profiles/nvidia-h100-80gb-hbm3/, all from one run of
-// scripts/bench_linreg.sh and one of its --check at commit 0b401a6, logs/bench_linreg_s10.log and
-// logs/bench_linreg_check_s10.log)
-//   The benchmark's pre-flight (5M x 200, median of 5, no tracer) picked --update next-epoch
-//   --blocks-per-sm 2: 1.475 ms, against 1.497 with 1 block per SM and 1.714 with --update
-//   last-block; every candidate validated and ran memcheck-clean.
-//   Headline 5M x 200: 1.479 ms median of 5 (1.461-1.482), 7.39 µs per epoch
-//   (phase3_fused_streams__headline.json): 6.8× phase 2, 77.5× the PyTorch eager twin of the same
-//   run (114.7 ms median, pytorch_linreg__headline-eager.json; its five runs spread 94-142 ms, so
-//   64-96× by run). Target ≥ 90×: NOT met. (The e7ae993 run these records replace: 1.475 ms
-//   against eager's 86.8 ms, 58.8×; the eager median moves from run to run, phase 3 does not.)
-//   Target ≤ 1.0 ms: NOT met. The epoch kernel runs back to back (CUPTI mean 7.31 µs ≈ the epoch
-//   time), reading 32.8 MB at an effective 4.4 TB/s (L2 reuse; 148% of the 2989 GB/s copy ceiling
-//   measured in the same process). Sizes say what is left (sweep records, same run): 0.37 ms at
-//   n = 500 (1.8 µs per epoch: launch and latency), 0.73 ms at 500K (3.7 µs for 3.2 MB), 1.49 ms
-//   at 5M (7.4 µs for 32 MB): ~3.2 µs fixed per epoch (launch, first-load latency, block
-//   reduction, drain) plus ~0.13 µs per MB (7.6 TB/s marginal, from L2). ≤ 1.0 ms means 5 µs per
-//   epoch, of which the 32 MB alone take ~4.2 µs at that rate: the fixed cost would have to fall
-//   under ~1 µs.
-//   --deterministic: 1.960 ms (phase3_fused_streams__det-n5000000.json; 1.846 ms in the e7ae993
-//   run).
-//   Large n (phase3_fused_streams__sweep-n<N>.json, validated at every size): 50M 21.5 ms =
-//   107.6 µs per epoch = 3.05 TB/s, 102% of the copy ceiling measured in the same process
-//   (2996 GB/s); 100M 42.7 ms = 3.08 TB/s, 103% (target ≥ 85%: met; a read-only stream beats a
-//   copy's read+write).
-//   --source host, 5M (host-streams1/4 records): pure upload 0.755 ms (53 GB/s); first epoch done
-//   at 0.781 ms with 4 streams (1.034× the upload; target within 10%: met) and 0.786 ms with one
-//   (1.034× its 0.760 ms upload). Upload + 200 epochs: 2.315 ms with 4 streams vs 2.262 ms with
-//   1: NOT faster (target not met; the same order as in the earlier run, 2.318 vs 2.259). Epoch 0
-//   hides behind the copies either way (its chunk kernels take a few µs each against ~150 µs of
-//   copy per chunk), and the remaining 199 epochs dominate the total and varied more in the
-//   4-stream runs (2.250-2.330 ms vs 2.244-2.273).
+// PREDICTION (made before measuring; headline n = 5M: 4M train + 1M test points; H100, 132 SMs)
+//   HBM: 40 MB read once, ~13 µs at ~3 TB/s: nothing next to 200 epochs.
+//   Arithmetic: 5 fp32 ops a point (residual: FMA + subtract; loss, Σr·x: FMAs; Σr: add): 30.3K train
+//   points an SM × 5 / 128 lanes = ~1,200 cycles = ~0.6 µs an epoch at ~1.9 GHz.
+//   Exchange: an L2 round trip to publish, one to see the last block's word, block trees: ~0.8 µs.
+//   So ~1.4 µs an epoch, ~0.3 ms for 200 epochs: under the 0.5 ms target. The floors the report
+//   draws: HBM (32 MB an epoch at the copy ceiling), L2 (same bytes at the measured L2 read rate),
+//   on chip (200 bare grid barriers, tools/grid_barrier); the algebraic limit (Σx, Σy, Σx², Σxy in
+//   one pass) is no training loop.
 //
-// Flags: --n --epochs --lr --source device|host --streams K --chunk POINTS --eval-every E
-//        --update next-epoch|last-block --pdl off|early|late --blocks-per-sm B --l2-persist
+// MEASURED: pending the bench run (scripts/bench_linreg.sh: phase3_fused_streams__headline.json,
+//   __headline-graph.json, __sweep-n<N>[-graph].json; grid_barrier__bench-linreg.json).
+//
+// History — the graph rung's tuning and measurements, options tried and dropped:
+//   report/phase_notes/phase3_fused_streams.md.
+//
+// Flags: --n --epochs --lr --path auto|persistent|graph --exchange poll|grid-sync|counter --poll-ns
+//        --persist-blocks --print-fit --eval-every --source device|host --streams --chunk
+//        (graph path: --update next-epoch|last-block --pdl off|early|late --blocks-per-sm --l2-persist)
 //        + the common flags (--help lists them).
 #include <cuda_runtime.h>
 
@@ -464,6 +415,7 @@ struct Options {
   int persist_blocks = 0;
   bool print_fit = false;
   std::string exchange = "poll";
+  int poll_ns = 400;  // the fastest of 0, 20, 50, 100, 200, 400 in a probe on an H100; bench_linreg.sh re-picks it
   nb::CommonOptions common;
 };
 
@@ -614,6 +566,7 @@ int run(int argc, char** argv) {
   cli.add_string("--path", &o.path, "auto: one persistent kernel for all epochs with the data on chip when it fits, else the per-epoch CUDA graph; persistent or graph force one (persistent refuses data that does not fit, exit 2)", {"auto", "persistent", "graph"});
   cli.add_int("--persist-blocks", &o.persist_blocks, "persistent path: blocks of the cooperative kernel (0: chosen from n and the device)", 0, 100000);
   cli.add_string("--exchange", &o.exchange, "persistent path, how blocks meet each epoch: poll (every block polls the tagged partial sums in L2), grid-sync (cooperative_groups grid.sync, then one read) or counter (one atomic arrive per block, one thread spins, then one read)", {"poll", "grid-sync", "counter"});
+  cli.add_int("--poll-ns", &o.poll_ns, "persistent path, --exchange poll: nanoseconds to sleep between polls of partial sums not yet there (0: none)", 0, 100000);
   cli.add_flag("--print-fit", &o.print_fit, "print the largest --n whose data fits on chip (persistent path) and exit");
   cli.add_common(&o.common);
   if (!cli.parse(argc, argv)) return 0;
@@ -753,7 +706,7 @@ int run(int argc, char** argv) {
   // The persistent path: every epoch (or `epochs` of them) in one cooperative launch.
   const size_t psmem = persistent ? p3::smem_bytes(nt, ntest, pgrid) : 0;
   p3::PersistArgs pa{d_x, d_y, nt, ntest, E, o.eval_every, o.lr, 1.0 / double(nt),
-                     ntest ? 1.0 / double(ntest) : 0.0, nb::linreg_init_w(), nb::linreg_init_b(), o.exchange == "grid-sync" ? p3::kGridSync : o.exchange == "counter" ? p3::kCounter : p3::kPoll, slots.p, loss.p,
+                     ntest ? 1.0 / double(ntest) : 0.0, nb::linreg_init_w(), nb::linreg_init_b(), o.exchange == "grid-sync" ? p3::kGridSync : o.exchange == "counter" ? p3::kCounter : p3::kPoll, o.poll_ns, slots.p, loss.p,
                      test_out.p, params.p, hist.p};
   auto launch_persistent = [&](int epochs) {
     p3::PersistArgs a = pa;
@@ -965,6 +918,7 @@ int run(int argc, char** argv) {
                      {"smem_optin_bytes", fit.smem_optin},
                      {"smem_bytes", psmem},
                      {"exchange", o.exchange},
+                     {"poll_ns", o.poll_ns},
                      {"derivation", "blocks = co-resident blocks (occupancy at the opt-in shared memory) x SMs; a block "
                                     "holds threads x register_points_per_thread train points in registers and the rest "
                                     "(train + test) in shared memory, 16 B per 2 points"}}},

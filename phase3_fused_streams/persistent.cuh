@@ -57,6 +57,7 @@ struct PersistArgs {
   double lr, inv_nt, inv_ntest;
   float w0, b0;
   int exchange;               // kPoll, kGridSync or kCounter (see below)
+  int poll_ns;                // kPoll: __nanosleep between polls of words not yet there (0: none)
   unsigned long long* slots;  // 2 × kValues × gridDim.x tagged words, 0xFF-poisoned before the launch,
                               // then one counter word (kCounter), zeroed before the launch
   double* loss;               // [epochs]: train loss at the start of each epoch
@@ -218,14 +219,14 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs_kernel(PersistA
       for (;;) {
         bool done = true;
 #pragma unroll
+        for (int i = 0; i < kMaxPerLane; ++i) done = done && (lane + 32 * i >= G || tag_ok(got[i], e));
+        if (__all_sync(0xffffffffu, done)) break;
+        if (a.poll_ns) __nanosleep(a.poll_ns);
+#pragma unroll
         for (int i = 0; i < kMaxPerLane; ++i) {
           const int j = lane + 32 * i;
-          if (j < G && !tag_ok(got[i], e)) {
-            got[i] = ld_relaxed(slot + j);
-            done = false;
-          }
+          if (j < G && !tag_ok(got[i], e)) got[i] = ld_relaxed(slot + j);
         }
-        if (__all_sync(0xffffffffu, done)) break;
       }
       double sum = 0.0;
 #pragma unroll

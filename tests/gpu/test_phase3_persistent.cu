@@ -1,7 +1,8 @@
 // tests/gpu/test_phase3_persistent.cu — phase 3's persistent kernel (phase3_fused_streams/persistent.cuh)
 // against the float64 reference: fresh random points every run, awkward sizes (1, 7, 4095, a block
 // exactly full of register points and one more, points that spill into shared memory, odd test
-// splits) and grid shapes (1 block, 3, 7, 67, every co-resident block), evaluation periods that do
+// splits) and grid shapes (1 block, 3, 7, 67, every co-resident block), every exchange (--exchange
+// poll with and without a sleep between polls, grid-sync, counter), evaluation periods that do
 // and do not divide the epochs. Outputs are poisoned (NaN) before each launch. Tolerances: the
 // kernel sums each thread's ~1-60 points in fp32 (relative error <= ~60 * 2^-24 ~ 4e-6 of the sum
 // of magnitudes) and everything above that in float64, so every epoch's train loss, the test
@@ -30,7 +31,7 @@ struct Run {
 };
 
 Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t nt, int G, int epochs, int eval_every,
-               double lr, float w0, float b0, int grid_sync = 0) {
+               double lr, float w0, float b0, int exchange = p3::kPoll, int poll_ns = 0) {
   const size_t n = x.size(), ntest = n - nt;
   Dev<float> dx(x), dy(y);
   const size_t nevals = eval_every > 0 ? size_t((epochs + eval_every - 1) / eval_every) : 0;
@@ -44,7 +45,7 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
   params.poison();
   hist.poison();
   p3::PersistArgs a{dx.p, dy.p, nt, ntest, epochs, eval_every, lr, 1.0 / double(nt),
-                    ntest ? 1.0 / double(ntest) : 0.0, w0, b0, grid_sync, slots.p, loss.p, test.p, params.p, hist.p};
+                    ntest ? 1.0 / double(ntest) : 0.0, w0, b0, exchange, poll_ns, slots.p, loss.p, test.p, params.p, hist.p};
   void* args[] = {&a};
   const size_t smem = p3::smem_bytes(nt, ntest, G);
   CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(p3::persistent_epochs_kernel), dim3(G),
@@ -64,7 +65,7 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
 
 double rel(double a, double r) { return std::fabs(a - r) / std::max(std::fabs(r), 1e-30); }
 
-void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, double lr, int grid_sync) {
+void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, double lr, int exchange, int poll_ns) {
   auto& g = test_rng();
   std::uniform_real_distribution<float> ux(-2.f, 3.f);
   std::normal_distribution<float> noise(0.f, 0.5f);
@@ -81,8 +82,9 @@ void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, doub
   CAPTURE(epochs);
   CAPTURE(eval_every);
   CAPTURE(lr);
-  CAPTURE(grid_sync);
-  const Run r = run_kernel(x, y, nt, G, epochs, eval_every, lr, w0, b0, grid_sync);
+  CAPTURE(exchange);
+  CAPTURE(poll_ns);
+  const Run r = run_kernel(x, y, nt, G, epochs, eval_every, lr, w0, b0, exchange, poll_ns);
   const nb::LinregSums tr = nb::linreg_sums(x.data(), y.data(), nt);
   const nb::LinregTrace ref = nb::linreg_reference(tr, w0, b0, lr, epochs);
   constexpr double tol = 2e-5;
@@ -143,7 +145,9 @@ TEST_CASE("phase 3 persistent kernel: awkward sizes and grid shapes against the 
       MESSAGE("case does not fit on this device: skipped");
       continue;
     }
-    for (int gs : {p3::kPoll, p3::kGridSync, p3::kCounter}) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, gs);
+    // every exchange: polling (without and with a sleep between polls), grid.sync, the counter
+    const int variants[][2] = {{p3::kPoll, 0}, {p3::kPoll, 200}, {p3::kGridSync, 0}, {p3::kCounter, 0}};
+    for (const auto& v : variants) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, v[0], v[1]);
   }
 }
 
