@@ -247,6 +247,20 @@ if [[ " $STAGES " == *" headline "* || " $STAGES " == *" sweep "* || " $STAGES "
     note "phase 3 runs below use: $P3FLAGS"
   fi
 fi
+# The persistent path's one knob, the sleep between polls of the partial sums (--poll-ns): the
+# fastest of P3_POLL_CANDIDATES at 5M (median of 5, no tracer; each validated first) joins P3FLAGS
+# (the graph path ignores it).
+if [[ " $STAGES " == *" headline "* || " $STAGES " == *" sweep "* || " $STAGES " == *" host "* ]]; then
+  bestp=""; bestp_ms=""
+  for pn in ${P3_POLL_CANDIDATES:-0 200 400 800}; do
+    "$P3" --poll-ns "$pn" --n 999983 --validate --warmup 0 --repeats 1 --no-cupti --out "$SCRATCH" --tag pre >"$LOGS/pre-poll.log" 2>&1 ||
+      { note "pre-flight --poll-ns $pn: FAILED"; tail -n 3 "$LOGS/pre-poll.log" | sed 's/^/    | /'; continue; }
+    ms=$("$P3" --poll-ns "$pn" --n 5000000 --warmup 1 --repeats 5 --no-cupti --out "$SCRATCH" --tag pre | sed -n 's/.*time median \([0-9.]*\) ms.*/\1/p')
+    note "pre-flight persistent --poll-ns $pn: validates, 5M x 200 median ${ms:-?} ms"
+    if [ -n "$ms" ] && { [ -z "$bestp_ms" ] || awk -v a="$ms" -v b="$bestp_ms" 'BEGIN{exit !(a < b)}'; }; then bestp="$pn"; bestp_ms="$ms"; fi
+  done
+  [ -n "$bestp" ] && P3FLAGS="${P3FLAGS:+$P3FLAGS }--poll-ns $bestp" && note "phase 3 runs below use: $P3FLAGS"
+fi
 read -r -a P3F <<<"$P3FLAGS"
 P3G=("${P3F[@]}" --path graph)  # the graph path (records: tag suffix -graph, implementation cuda-graph)
 
