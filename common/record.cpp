@@ -133,7 +133,15 @@ nlohmann::json new_record(const std::string& phase, const std::string& workload,
   r["software"] = {{"compiler", compiler_name()}};
   r["status"] = "ok";
   r["notes"] = nlohmann::json::array();
+  r["run_mode"] = run_mode_from_env();
   return r;
+}
+
+std::string run_mode_from_env() {
+  // scripts/run_all.sh exports NB_RUN_MODE=quick for its reduced notebook; the report prefers a full
+  // run's record where both fill a slot. Anything else (unset, or another value) is a full run.
+  const char* m = std::getenv("NB_RUN_MODE");
+  return (m != nullptr && std::string(m) == "quick") ? "quick" : "full";
 }
 
 nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }

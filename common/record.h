@@ -22,9 +22,13 @@ constexpr int kSchemaVersion = 1;
 
 // Fills schema, schema_version, phase, workload, implementation, config (cli.values()),
 // git {commit, dirty} (from `git` when available, else "unknown"), utc_time (ISO 8601 Z),
-// host {hostname, compiler}, status "ok", notes [].
+// host {hostname, compiler}, status "ok", notes [], run_mode ("quick" when NB_RUN_MODE=quick, else
+// "full": the report prefers a full run's record where both fill one slot).
 nlohmann::json new_record(const std::string& phase, const std::string& workload, const std::string& implementation,
                           const Cli& cli);
+
+// "quick" when the environment variable NB_RUN_MODE is "quick" (scripts/run_all.sh's quick notebook), else "full".
+std::string run_mode_from_env();
 
 // {"method", "includes", "excludes", "warmup", "repeats", "total_ms": {min, median, max, mean,
 //  samples}, "per_epoch_ms": [...]} — per_epoch_ms may be empty.

@@ -157,7 +157,8 @@ def software_info():
 
 def new_record(phase, workload, implementation, config):
     """Every field nb::new_record fills: schema, version, phase, workload, implementation,
-    config (flag values), git, utc_time, host, software, status 'ok', notes []."""
+    config (flag values), git, utc_time, host, software, status 'ok', notes [], run_mode ('quick' when
+    NB_RUN_MODE=quick, as scripts/run_all.sh's quick notebook exports; else 'full')."""
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -171,6 +172,7 @@ def new_record(phase, workload, implementation, config):
         "software": software_info(),
         "status": "ok",
         "notes": [],
+        "run_mode": "quick" if os.environ.get("NB_RUN_MODE") == "quick" else "full",
     }
 
 
