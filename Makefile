@@ -150,7 +150,12 @@ venv: $(VENV_PY)
 
 .PHONY: test test-host test-python build-cuda test-gpu
 ## test: host doctest suite, every .cu compiled, pytest (twins and report); no GPU needed
-test: test-host build-cuda test-libtorch test-python
+## (the build runs with $(NPROC) parallel jobs unless -j is given)
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+TEST_JOBS = $(if $(filter -j%,$(MAKEFLAGS))$(findstring j,$(filter-out -%,$(firstword $(MAKEFLAGS)))),,-j$(NPROC))
+test:
+	@$(MAKE) --no-print-directory $(TEST_JOBS) $(HOST_TESTS) all $(GPU_TESTS)
+	@$(MAKE) --no-print-directory test-host build-cuda test-libtorch test-python
 test-host: $(HOST_TESTS)
 	DATA_DIR=$(DATA_SRC) $(HOST_TESTS)
 build-cuda: all $(GPU_TESTS)
@@ -223,9 +228,9 @@ sanitize: all
 ## data: data/mnist and data/fashion-mnist from DATA_SRC or the public mirrors, md5 verified
 data:
 	bash scripts/fetch_data.sh "$(DATA_SRC)" data
-## run: the whole notebook (phases, twins, report); without a GPU only the report
+## run [FULL=1]: the quick notebook, ~6 min on an H100 (FULL=1: every benchmark); without a GPU only the report
 run:
-	bash scripts/run_all.sh
+	FULL=$(FULL) bash scripts/run_all.sh
 ## report: report/REPORT.md and report/figures from profiles/ (no GPU needed)
 report: $(VENV_PY)
 	$(VENV_PY) report/make_report.py --profiles profiles --out report

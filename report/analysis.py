@@ -93,11 +93,12 @@ def series_sort_key(key):
     return (1 if is_twin(phase) else 0, oi, ti, "sync-every-epoch" in impl, pi, phase, impl)
 
 
-_COLORS_OURS = ["#9ecae1", "#4292c6", "#08519c", "#74c476", "#238b45", "#807dba", "#bcbddc", "#54278f", "#01665e",
-                "#c51b7d"]
-_COLORS_TWIN = {"pytorch-cpu": "#969696", "pytorch-eager": "#fd8d3c", "pytorch-compile": "#e6550d",
-                "pytorch-compile-max-autotune": "#a63603", "pytorch-graph": "#cb181d",
-                "pytorch-compiled-graph": "#67000d", "libtorch-eager": "#fdae6b", "libtorch-graph": "#f16913"}
+# One colour language (issue 22): ours in shades of blue, darker up the ladder; PyTorch in shades of red.
+_COLORS_OURS = ["#c6dbef", "#9ecae1", "#6baed6", "#8fb8de", "#4292c6", "#2171b5", "#3a6fb0", "#08519c", "#08306b",
+                "#041f4a"]
+_COLORS_TWIN = {"pytorch-cpu": "#bdbdbd", "pytorch-eager": "#fcae91", "pytorch-compile": "#fb6a4a",
+                "pytorch-compile-max-autotune": "#ef3b2c", "pytorch-graph": "#cb181d",
+                "pytorch-compiled-graph": "#67000d", "libtorch-eager": "#fc9272", "libtorch-graph": "#a50f15"}
 
 
 def color(key):
@@ -157,14 +158,33 @@ def newest_first(records):
     return sorted(records, key=lambda r: (r.utc_time, r.path), reverse=True)
 
 
+def is_quick(r):
+    """A record of `make run`'s quick notebook (top-level run_mode "quick"); records without the field
+    predate it and count as full runs."""
+    return r.data.get("run_mode") == "quick"
+
+
+def is_check(r):
+    """A correctness run (bench --check, probes): tags check* / probe*. Never a benchmark's number."""
+    return r.tag.startswith("check") or r.tag.startswith("probe")
+
+
+def benchmarks(records):
+    """The records a benchmark slot may take: no check run stands in for a benchmark."""
+    return [r for r in records if not is_check(r)]
+
+
 def pick_one(records, slot_name, dup_notes, prefer=is_ablation):
-    """Of several records filling one slot, the newest of those `prefer` ranks first (False before
-    True: by default the default run before its ablations); notes the choice."""
-    rs = sorted(newest_first(records), key=prefer)
+    """Of several records filling one slot: a full run's before a quick one's (make run's quick
+    notebook), then the newest of those `prefer` ranks first (False before True: by default the
+    default run before its ablations); notes the choice."""
+    rs = sorted(newest_first(records), key=lambda r: (is_quick(r), prefer(r)))
     if len(rs) > 1:
         why = "newest"
         if prefer(rs[0]) != prefer(rs[-1]):
             why = "newest run without PDL" if prefer is pdl_on else "newest default run, not an ablation"
+        if is_quick(rs[-1]) and not is_quick(rs[0]):
+            why += " full run, not a quick one"
         dup_notes.append(f"{slot_name}: {len(rs)} records; used `{rs[0].file}` ({why}), "
                          f"not {', '.join('`' + r.file + '`' for r in rs[1:])}")
     return rs[0]
@@ -1118,3 +1138,184 @@ def select_time_account(records, dup_notes):
         if nohost:
             missing.append(f"{title}: no host time (record without `account`) for " + ", ".join(nohost))
     return {"panels": panels, "missing": missing, "records": used}
+
+
+# ------------------------------------------------------------------ the first screen (issue 22)
+# The summary table (one row per workload: our best rung against every PyTorch mode of the same
+# device's selected records) and the ladder table (each rung: what it adds, its time, its gain over
+# the rung before, what limits it, its share of its roof). Built from the selections the figures use.
+
+SUMMARY_MODES = [("eager", "PyTorch eager"), ("compile", "compile"), ("graph", "CUDA graph"),
+                 ("compiled-graph", "compiled-graph")]
+FP32_LANES_PER_SM = {(9, 0): 128, (8, 9): 128, (8, 6): 128, (8, 0): 64, (7, 0): 64}
+
+
+def twin_mode(key):
+    """'eager', 'compile', 'graph', 'compiled-graph', 'compile-max-autotune', 'libtorch-eager', ...
+    of a twin series key; None for ours, the CPU twin and the sync-every-epoch variant."""
+    phase, impl = key
+    if not is_twin(phase) or impl.endswith("-sync-every-epoch") or impl == "pytorch-cpu":
+        return None
+    return impl[len("pytorch-"):] if impl.startswith("pytorch-") else impl
+
+
+def _summary_row(name, unit, ours, twins):
+    """ours: [(label, ms, record)]; twins: {mode: (ms, record)} -> one summary row."""
+    best = min(ours, key=lambda t: (t[1], t[0])) if ours else None
+    lib = [(ms_, m, r) for m, (ms_, r) in twins.items() if m.startswith("libtorch")]
+    libbest = min(lib, key=lambda t: (t[0], t[1])) if lib else None
+    fastest = min(((ms_, m, r) for m, (ms_, r) in twins.items()), key=lambda t: (t[0], t[1])) if twins else None
+    eager = twins.get("eager")
+    return {"workload": name, "unit": unit, "ours": best,
+            "modes": {m: twins.get(m) for m, _ in SUMMARY_MODES},
+            "libtorch": libbest, "fastest": fastest, "eager": eager,
+            "x_fastest": (fastest[0] / best[1]) if best and fastest else None,
+            "x_eager": (eager[0] / best[1]) if best and eager else None,
+            "records": ([best[2]] if best else []) + [r for _, r in twins.values()]}
+
+
+def summary_table(sel):
+    """Rows: linear regression 5M x 200 (training time), W1 epoch, W2 h = 128 step, W2 h = 8192 step."""
+    rows = []
+    lad = sel[1]["rows"]
+    rows.append(_summary_row("linear regression, 5M points × 200 epochs", "training time",
+                             [(r["label"], r["ms"], r["record"]) for r in lad if not is_twin(r["key"][0])],
+                             {twin_mode(r["key"]): (r["ms"], r["record"]) for r in lad if twin_mode(r["key"])}))
+    w1 = sel[5]["rows"]
+    rows.append(_summary_row("MLP W1 (784-128-64-10), one epoch", "time per epoch",
+                             [(r["label"], r["epoch_ms"], r["record"]) for r in w1 if not is_twin(r["key"][0])],
+                             {twin_mode(r["key"]): (r["epoch_ms"], r["record"]) for r in w1 if twin_mode(r["key"])}))
+    for h in (128, 8192):
+        ours, twins = [], {}
+        for k, pts in sel[6]["series"].items():
+            for hh, t, r in pts:
+                if hh != h:
+                    continue
+                if not is_twin(k[0]):
+                    ours.append((label(*k), t, r))
+                elif twin_mode(k):
+                    twins[twin_mode(k)] = (t, r)
+        rows.append(_summary_row(f"MLP W2 (784-h-h-h-10), h = {h}, one step", "time per step", ours, twins))
+    return rows
+
+
+def eager_spread(records):
+    """(min, max, n) of the linreg eager twin's median times at 5M x 200 over every record of it on
+    this device (headline and sweep at 5M, every run): eager varies between processes."""
+    vals = []
+    for r in records:
+        if (r.phase == "pytorch_linreg" and r.impl == "pytorch-eager" and r.cfg_num("n") == 5000000
+                and r.cfg_num("epochs") == 200 and r.total_ms() is not None and not is_host_source(r)):
+            vals.append(r.total_ms())
+    return (min(vals), max(vals), len(vals)) if vals else None
+
+
+def fp32_peak_tflops(records):
+    """(TFLOP/s, sentence) of the nominal fp32 SIMT peak: SMs x SM clock x FP32 lanes per SM x 2
+    (an FMA), from the device fields our records carry; None where the lanes per SM are not known.
+    Not measured: no ceilings record measures fp32 FMA throughput."""
+    for r in newest_first([r for r in records if not is_twin(r.phase)]):
+        d = r.data.get("device") or {}
+        sm, clk = num(d.get("sm_count")), num(d.get("sm_clock_khz"))
+        lanes = FP32_LANES_PER_SM.get((d.get("cc_major"), d.get("cc_minor")))
+        if sm and clk and lanes:
+            t = sm * clk * 1e3 * lanes * 2 / 1e12
+            return t, (f"nominal fp32 peak {t:.0f} TFLOP/s = {int(sm)} SMs × {clk / 1e3:.0f} MHz × {lanes} "
+                       "FP32 lanes × 2 (device properties, not measured)")
+    return None, None
+
+
+def _busy_share(acc_panels, wl, key):
+    p = next((p for p in acc_panels if p["workload"] == wl), None)
+    row = next((x for x in (p["rows"] if p else []) if x["key"] == key), None)
+    if row and row["busy_ms"] is not None and row["unit_ms"]:
+        return row["busy_ms"] / row["unit_ms"] * 100, row["record"]
+    return None, None
+
+
+def _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops):
+    """The best share of its roof among the key kernels of the rung's own record (its `efficiency`
+    object): fp16 kernels against the tensor-core peak, fp32 ones against the fp32 peak, bandwidth
+    against the copy peak; (percent, roof name, record) or None."""
+    eff = r.data.get("efficiency")
+    if not isinstance(eff, dict):
+        return None
+    prec = str(r.config.get("precision") or ("fp16" if "fp16" in r.impl else "fp32"))
+    best = None
+    for kname in sorted(eff):
+        e = eff[kname]
+        if not isinstance(e, dict):
+            continue
+        g, t = num(e.get("gbps")), num(e.get("tflops"))
+        cands = []
+        if g is not None and copy_gbps:
+            cands.append((g / copy_gbps * 100, f"copy bandwidth ({short(base_kernel_name(kname), 24)})"))
+        if t is not None:
+            if prec == "fp16" and fp16_tflops:
+                cands.append((t / fp16_tflops * 100, f"fp16 tensor peak ({short(base_kernel_name(kname), 24)})"))
+            elif prec != "fp16" and fp32_tflops:
+                cands.append((t / fp32_tflops * 100, f"fp32 peak, nominal ({short(base_kernel_name(kname), 24)})"))
+        for c in cands:
+            if best is None or c[0] > best[0]:
+                best = (c[0], c[1], r)
+    return best
+
+
+RUNGS = [
+    # (workload, key, what it adds)
+    ("linreg", ("phase1_naive", "cuda"), "one thread per point, every sum by global atomics"),
+    ("linreg", ("phase2_shared_mem", "cuda"), "block sums in shared memory, one atomic per block"),
+    ("linreg", ("phase3_fused_streams", "cuda"), "one fused kernel (or one persistent kernel) for the epochs"),
+    ("mlp_w1", ("phase4_mlp", "cuda-fp32"), "hand-written MLP kernels, fp32, a host-driven step"),
+    ("mlp_w1", ("phase4_mlp", "cuda-fp16"), "fp16 tensor-core GEMMs"),
+    ("mlp_w1", ("phase5_batched", "cuda"), "fused kernels, the step captured in a CUDA graph"),
+    ("mlp_w1", ("phase5_batched", "cuda-persistent"), "one persistent kernel per epoch"),
+    ("mlp_w2_8192", ("phase4_mlp", "cuda-fp16"), "phase 4's fp16 kernels at h = 8192"),
+    ("mlp_w2_8192", ("phase5_batched", "cuda-fp16"), "own tiled fp16 GEMMs, fused backward, PDL"),
+    ("mlp_w2_128", ("phase5_batched", "cuda-fp16"), "own fp16 GEMMs at h = 128"),
+    ("mlp_w2_128", ("phase5_batched", "cuda-cluster"), "the whole model in one thread-block cluster"),
+]
+
+
+def ladder_table(sel, acc, records):
+    """One row per rung of RUNGS that has a record: time, gain over the rung before (same
+    workload), the device-busy share (what limits it: the GPU, or the host and launches), and the
+    best share of its roof among its key kernels."""
+    copy_gbps, fp16_tflops, peak_rec = peaks_for(records)
+    fp32_tflops, _ = fp32_peak_tflops(records)
+    times = {}
+    for r in sel[1]["rows"]:
+        times[("linreg", r["key"])] = (r["ms"], r["record"], "training time")
+    for r in sel[5]["rows"]:
+        times[("mlp_w1", r["key"])] = (r["epoch_ms"], r["record"], "epoch")
+    for k, pts in sel[6]["series"].items():
+        for h, t, r in pts:
+            if h in (128, 8192):
+                times[(f"mlp_w2_{h}", k)] = (t, r, "step")
+    rows, prev = [], {}
+    for wl, key, adds in RUNGS:
+        if (wl, key) not in times:
+            continue
+        t, r, unit = times[(wl, key)]
+        gain = (prev[wl] / t) if wl in prev and t else None
+        prev[wl] = t
+        awl = {"linreg": "linreg", "mlp_w1": "mlp_w1", "mlp_w2_128": "mlp_w2"}.get(wl)
+        busy, _ = _busy_share(acc["panels"], awl, key) if awl else (None, None)
+        if busy is None:
+            limit = "—"
+        elif busy >= 80:
+            limit = f"the GPU (busy {busy:.0f}% of the {unit})"
+        else:
+            limit = f"host and launches (GPU busy {busy:.0f}% of the {unit})"
+        roof = None
+        if wl == "linreg" and copy_gbps:
+            n, ep = r.cfg_num("n"), r.cfg_num("epochs")
+            if n and ep:
+                roof = (bytes_per_epoch_linreg(int(n)) * ep / (t / 1e3) / 1e9 / copy_gbps * 100, "copy bandwidth", r)
+        elif wl != "linreg":
+            roof = _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops)
+        wname = {"linreg": "linreg 5M × 200", "mlp_w1": "W1 epoch", "mlp_w2_8192": "W2 h = 8192 step",
+                 "mlp_w2_128": "W2 h = 128 step"}[wl]
+        rows.append({"workload": wname, "key": key, "label": label(*key), "adds": adds, "ms": t, "gain": gain,
+                     "limit": limit, "busy": busy, "roof": roof, "record": r})
+    return {"rows": rows, "peak_record": peak_rec, "fp32_tflops": fp32_tflops}

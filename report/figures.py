@@ -35,22 +35,49 @@ RC = {
 PNG_META = {"Software": None}
 
 
+def _pin_fonts():
+    """Keep only matplotlib's bundled fonts in the font list, so that a machine with its own DejaVu
+    installed (another version) draws the same glyphs: PNG bytes then depend on the records only."""
+    from matplotlib import font_manager  # noqa: PLC0415
+    data = os.path.realpath(matplotlib.get_data_path())
+    fm = font_manager.fontManager
+    if not getattr(fm, "_nb_pinned", False):
+        fm.ttflist = [f for f in fm.ttflist if os.path.realpath(f.fname).startswith(data)] or fm.ttflist
+        fm._nb_pinned = True
+        font_manager.findfont.cache_clear() if hasattr(font_manager.findfont, "cache_clear") else None
+        fm._findfont_cached.cache_clear() if hasattr(fm, "_findfont_cached") else None
+
+
 def _setup():
     matplotlib.rcdefaults()
     plt.rcParams.update(RC)
+    _pin_fonts()
 
 
-def _finish(fig, path, title, device, records, extra_footer=""):
+OURS_COLOR, TWIN_COLOR = "#08519c", "#cb181d"  # one colour language: ours blue shades, PyTorch red shades
+
+
+def _finish(fig, path, title, device, records, extra_footer="", tight=(0, 0.035, 1, 0.96)):
     dates = A.date_range(records)
     fig.suptitle(title, fontsize=12.5, fontweight="bold", y=0.995)
     foot = f"Device: {device}   |   records dated {dates} (UTC)   |   {len(set(r.path for r in records))} record file(s)"
     if extra_footer:
         foot += "   |   " + extra_footer
     fig.text(0.5, 0.005, foot, ha="center", va="bottom", fontsize=8, color="#444444")
-    fig.tight_layout(rect=(0, 0.035, 1, 0.96))
+    fig.tight_layout(rect=tight)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path, metadata=PNG_META)
     plt.close(fig)
+
+
+def _ratio_words(x):
+    """37.0× faster / 37.0× slower (never 0.0271×)."""
+    return f"{x:.3g}× faster" if x >= 1 else f"{1 / x:.3g}× slower"
+
+
+def _finding(d, fallback):
+    f = d.get("finding")
+    return (f[0].upper() + f[1:]) if f else fallback
 
 
 def _fmt_ms(ms):
@@ -71,7 +98,7 @@ def fig1_ladder(d, path, device):
     for y, r in zip(ys, rows):
         txt = _fmt_ms(r["ms"])
         if r["speedup"] is not None:
-            txt += f"  ·  {r['speedup']:.3g}× vs PyTorch eager"
+            txt += "  ·  " + _ratio_words(r["speedup"]) + " than eager"
         ax.text(r["ms"] * 1.08, y, txt, va="center", fontsize=9)
     ax.set_yticks(ys)
     ax.set_yticklabels([r["label"] for r in rows])
@@ -85,7 +112,7 @@ def fig1_ladder(d, path, device):
     if floors:
         ax.legend(loc="lower right", fontsize=8)
     ax.set_xlabel("training time, 5M points × 200 epochs (ms, median of repeats, log scale)")
-    ax.set_title("lower is better; label: median time and speed-up over the PyTorch eager twin", fontsize=9.5)
+    ax.set_title(_finding(d, "lower is better; label: median time against the PyTorch eager twin"), fontsize=9.5)
     note = "algebraic limit (not a training loop): Σx, Σy, Σx², Σxy in one pass" if floors else ""
     _finish(fig, path, "Figure 1 — linear regression ladder (5M × 200 epochs)", device, d["records"], note)
 
@@ -114,37 +141,50 @@ CAT_COLORS = {"forward": "#4292c6", "loss": "#fdae6b", "backward": "#e6550d", "u
 
 
 def fig3_breakdown(d, path, device):
+    """Where a step goes, in time (not normalised): device time by kind of kernel, then the GPU's idle
+    time (the timed step minus its device-busy time: host, framework, launches), for every
+    implementation with an account (PyTorch modes from their `account`, ours from CUPTI)."""
     _setup()
-    panels = d["panels"]
+    panels = (d.get("account") or {}).get("panels") or []
     n = len(panels)
-    heights = [len(p["bars"]) for p in panels]
-    fig, axes = plt.subplots(n, 1, figsize=(10, 0.5 * sum(heights) + 1.6 * n + 0.6), squeeze=False,
-                             gridspec_kw={"height_ratios": [max(h, 1) + 1.5 for h in heights]})
+    heights = [len(p["rows"]) for p in panels]
+    fig, axes = plt.subplots(n, 1, figsize=(11, 0.42 * sum(heights) + 1.5 * n + 1.0), squeeze=False,
+                             gridspec_kw={"height_ratios": [max(h, 1) + 1.2 for h in heights]})
     for ax, p in zip(axes[:, 0], panels):
-        bars = p["bars"]
-        ys = list(range(len(bars)))[::-1]
-        for y, b in zip(ys, bars):
+        rows = p["rows"]
+        ys = list(range(len(rows)))[::-1]
+        unit = rows[0]["unit"]
+        top = max(max(r["unit_ms"] or 0, r["busy_ms"] or 0) for r in rows) * 1e3
+        for y, row in zip(ys, rows):
+            segs, idle, denom = account_shares(row)
             left = 0.0
-            total = b["sum_us"] or 1.0
-            for c in A.CATEGORIES:
-                w = b["cats"][c] / total * 100
-                if w > 0:
-                    ax.barh(y, w, left=left, color=CAT_COLORS[c], edgecolor="white", linewidth=0.5)
-                    if w >= 9:
-                        ax.text(left + w / 2, y, f"{w:.0f}%", ha="center", va="center", fontsize=8)
-                    left += w
-            ax.text(101.5, y, _fmt_ms(b["sum_us"] / 1e3) + " / epoch", va="center", fontsize=8.5)
+            for c, w in segs:
+                wu = w / 100 * denom * 1e3
+                ax.barh(y, wu, left=left, color=ACCOUNT_COLORS[c], edgecolor="white", linewidth=0.4)
+                left += wu
+            iu = idle / 100 * denom * 1e3
+            if iu > 0:
+                ax.barh(y, iu, left=left, color=ACCOUNT_IDLE, edgecolor="#999999", linewidth=0.4, hatch="//")
+            busy = row["busy_ms"] / row["unit_ms"] * 100 if row["busy_ms"] is not None and row["unit_ms"] else None
+            txt = _fmt_ms(row["unit_ms"]) if row["unit_ms"] is not None else "—"
+            if busy is not None:
+                txt += f" · idle {max(0.0, 100 - busy):.0f}%"
+            ax.text(left + iu + top * 0.01, y, txt, va="center", fontsize=8)
         ax.set_yticks(ys)
-        ax.set_yticklabels([b["label"] for b in bars])
-        ax.set_xlim(0, 125)
-        ax.set_xticks([0, 20, 40, 60, 80, 100])
-        ax.set_xlabel("share of device time per epoch (%)  ·  right: device time per epoch (µs)")
-        ax.set_title(p["title"], fontsize=10)
-    handles = [Patch(color=CAT_COLORS[c], label=c) for c in A.CATEGORIES]
-    axes[0, 0].legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1.32 if heights[0] < 4 else 1.2),
-                      ncol=len(handles), frameon=False)
-    _finish(fig, path, "Figure 3 — where an epoch goes (CUPTI kernel + memcpy summaries)", device, d["records"],
-            "categories from kernel names, see report")
+        ax.set_yticklabels([_short(r["label"], 40) for r in rows], fontsize=8.5)
+        for t, r in zip(ax.get_yticklabels(), rows):
+            t.set_color(TWIN_COLOR if A.is_twin(r["key"][0]) else OURS_COLOR)
+        ax.set_xlim(0, top * 1.35)
+        ax.set_xlabel(f"µs per {unit}: device time by kind of kernel, then GPU idle (host, framework, launches)")
+        ax.set_title(p["title"], fontsize=9.5)
+    handles = [Patch(color=ACCOUNT_COLORS[c], label=c) for c in A.ACCOUNT_CATEGORIES] + \
+        [Patch(facecolor=ACCOUNT_IDLE, edgecolor="#999999", hatch="//", label="GPU idle (host / framework)")]
+    axes[0, 0].legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.12), ncol=len(handles),
+                      frameon=False, fontsize=8)
+    fig.text(0.5, 0.955, _finding(d, ""), ha="center", fontsize=9)
+    _finish(fig, path, "Figure 3 — where a step goes: device time and the idle (host) part, every implementation",
+            device, [r["record"] for p in panels for r in p["rows"]], "labels: blue ours, red PyTorch",
+            tight=(0, 0.035, 1, 0.94))
 
 
 def fig4_timeline(d, path, device):
@@ -221,29 +261,42 @@ def fig5_w1(d, path, device):
     for y, r in zip(ys, rows):
         txt = _fmt_ms(r["epoch_ms"])
         if r["speedup"] is not None:
-            txt += f" · {r['speedup']:.3g}× eager"
+            txt += " · " + _ratio_words(r["speedup"]) + " than eager"
         ax.text(r["epoch_ms"] * 1.1, y, txt, va="center", fontsize=8.5)
     ax.set_yticks(ys)
     ax.set_yticklabels([r["label"] for r in rows])
     ax.set_xscale("log")
-    ax.set_xlim(min(vals) / 3, max(vals) * 80)
+    ax.set_xlim(min(vals) / 2, max(vals) * 12)
     ax.set_xlabel("time per epoch (ms, log scale; median total / epochs)")
-    ax.set_title("training time per epoch (lower is better)", fontsize=9.5)
-    drew = False
+    ax.set_title(_finding(d, "training time per epoch (lower is better)"), fontsize=9.5)
+    # final test accuracy: the seed study's mean with its min-max over seeds where it exists, else the W1 run's
+    seeds = {s_["key"]: s_ for s_ in d.get("seeds") or []}
+    acc_rows = []
     for r in rows:
-        acc = r["acc_per_epoch"]
-        if acc:
-            ax2.plot(range(1, len(acc) + 1), acc, marker=A.marker(r["key"]), color=A.color(r["key"]),
-                     linestyle=A.linestyle(r["key"]), label=r["label"], markersize=4)
-            drew = True
-    ax2.set_xlabel("epoch")
-    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax2.set_ylabel("test accuracy (%)")
-    ax2.set_title("test accuracy after each epoch", fontsize=9.5)
-    if drew:
-        ax2.legend(loc="lower right")
+        s_ = seeds.get(r["key"])
+        if s_ and len(s_["accs"]) >= 2:
+            a = [x for _, x, _ in s_["accs"]]
+            acc_rows.append((r["label"], r["key"], s_["mean"], min(a), max(a), len(a)))
+        elif r["final_acc"] is not None:
+            acc_rows.append((r["label"], r["key"], r["final_acc"], None, None, 1))
+    if acc_rows:
+        yy = list(range(len(acc_rows)))[::-1]
+        for y, (lab, k, m, lo, hi, n) in zip(yy, acc_rows):
+            xerr = [[m - lo], [hi - m]] if lo is not None else None
+            ax2.errorbar([m], [y], xerr=xerr, fmt=A.marker(k), color=A.color(k), markeredgecolor="#222222",
+                         capsize=4, markersize=7)
+            ax2.text(1.02, y, f"{m:.2f}%" + (f" (min–max of {n} seeds)" if n > 1 else " (one run)"),
+                     va="center", fontsize=8, transform=ax2.get_yaxis_transform())
+        ax2.set_yticks(yy)
+        ax2.set_yticklabels([a[0] for a in acc_rows], fontsize=8)
+        lo_ = min((a[3] if a[3] is not None else a[2]) for a in acc_rows)
+        hi_ = max((a[4] if a[4] is not None else a[2]) for a in acc_rows)
+        pad = max(0.1, (hi_ - lo_) * 0.3)
+        ax2.set_xlim(lo_ - pad, hi_ + pad)
+        ax2.set_xlabel("final test accuracy (%): mean and min–max over seeds where the seed study ran")
+        ax2.set_title("final accuracy (seed spread where measured)", fontsize=9.5)
     else:
-        ax2.text(0.5, 0.5, "no record holds metrics.test_accuracy_per_epoch", ha="center", transform=ax2.transAxes)
+        ax2.text(0.5, 0.5, "no record holds metrics.test_accuracy", ha="center", transform=ax2.transAxes)
     _finish(fig, path, "Figure 5 — MLP W1 (784-128-64-10, batch 32, Adam, dropout 0.2)", device, d["records"])
 
 
@@ -259,7 +312,6 @@ def fig6_w2(d, path, device):
     ax.set_ylabel("time per step (ms, median total / steps, log scale)")
     ax.set_title("time per training step (lower is better)", fontsize=9.5)
     _pow2_ticks(ax, [p[0] for pts in d["series"].values() for p in pts])
-    ax.legend(loc="upper left")
     for k, pts in d["rel"].items():
         ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), color=A.color(k),
                  label=A.label(*k), markersize=5)
@@ -270,8 +322,20 @@ def fig6_w2(d, path, device):
     ax2.set_ylabel("speed-up: fastest PyTorch mode's time / ours (×, log scale)")
     ax2.set_title("relative speed (above 1: ours faster than every PyTorch mode)", fontsize=9.5)
     _pow2_ticks(ax2, [p[0] for pts in d["series"].values() for p in pts])
-    ax2.legend(loc="best")
-    _finish(fig, path, "Figure 6 — MLP W2 width sweep (batch 32, SGD, fp16 math)", device, d["records"])
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    seen = set(l1)
+    hs = h1 + [h for h, l in zip(h2, l2) if l not in seen]
+    ls = l1 + [l for l in l2 if l not in seen]
+    fig.legend(hs, ls, loc="lower center", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.03))
+    singles = [A.label(*k) for k, pts in d["series"].items() if len(pts) == 1]
+    fig.text(0.5, 0.965, _finding(d, "") + (f"   (one width only: {', '.join(singles)})" if singles else ""),
+             ha="center", fontsize=9)
+    fig.suptitle("Figure 6 — MLP W2 width sweep (batch 32, SGD; fp16 and fp32 paths as labelled)", fontsize=12.5,
+                 fontweight="bold", y=0.995)
+    fig.tight_layout(rect=(0, 0.17, 1, 0.95))
+    _finish(fig, path, "Figure 6 — MLP W2 width sweep (batch 32, SGD; fp16 and fp32 paths as labelled)", device,
+            d["records"], tight=(0, 0.17, 1, 0.95))
 
 
 def fig7_losses(d, path, device):
@@ -317,10 +381,10 @@ def fig7_losses(d, path, device):
 
 def fig8_efficiency(d, path, device):
     _setup()
-    fig, ax = plt.subplots(figsize=(10, 6.4))
+    fig, ax = plt.subplots(figsize=(11, 6.4))
     pts = [p for p in d["points"] if p["ai"] and p["tflops"]]
     ais = [p["ai"] for p in pts]
-    bw, fp = d["copy_gbps"], d["fp16_tflops"]
+    bw, fp, fp32 = d["copy_gbps"], d["fp16_tflops"], d.get("fp32_tflops")
     lo, hi = min(ais) / 4, max(ais) * 4
     if bw and fp:  # show the ridge point where the bandwidth roof meets the compute roof
         ridge = fp * 1000 / bw
@@ -331,14 +395,19 @@ def fig8_efficiency(d, path, device):
         ax.plot(xs, xs * bw / 1000, color="black", linewidth=1.2, linestyle="--",
                 label=f"measured copy bandwidth {bw:.0f} GB/s")
     if fp:
-        ax.axhline(fp, color="#cb181d", linewidth=1.2, linestyle="--", label=f"measured fp16 tensor-core peak {fp:.0f} TFLOP/s")
-    if bw and fp:
-        ax.plot(xs, np.minimum(xs * bw / 1000, fp), color="#777777", linewidth=3, alpha=0.25, label="roof")
+        ax.axhline(fp, color="#333333", linewidth=1.2, linestyle="-.",
+                   label=f"measured fp16 tensor-core peak {fp:.0f} TFLOP/s (roof of fp16 kernels: filled)")
+    if fp32:
+        ax.axhline(fp32, color="#777777", linewidth=1.2, linestyle=":",
+                   label=f"nominal fp32 peak {fp32:.0f} TFLOP/s (roof of fp32 kernels: hollow)")
     seen = set()
     for p in pts:
         k = p["key"]
-        ax.scatter([p["ai"]], [p["tflops"]], color=A.color(k), marker=A.marker(k), s=45, edgecolor="#222222",
-                   linewidth=0.5, label=A.label(*k) if k not in seen else None, zorder=3)
+        prec = str(p["record"].config.get("precision") or ("fp16" if "fp16" in k[1] else "fp32"))
+        c = A.color(k)
+        ax.scatter([p["ai"]], [p["tflops"]], facecolors=c if prec == "fp16" else "white", edgecolors=c,
+                   marker=A.marker(k), s=55, linewidth=1.6,
+                   label=(A.label(*k) + f" ({A.base_tag(p['record'])})") if k not in seen else None, zorder=3)
         seen.add(k)
         ax.annotate(_short(A.base_kernel_name(p["kernel"]), 28), (p["ai"], p["tflops"]), fontsize=7,
                     xytext=(4, 3), textcoords="offset points")
@@ -347,9 +416,9 @@ def fig8_efficiency(d, path, device):
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved, log scale)")
     ax.set_ylabel("achieved TFLOP/s (log scale)")
-    ax.set_title("key kernels of each phase against the measured ceilings (roofline)", fontsize=9.5)
-    ax.legend(loc="lower right", fontsize=8)
-    _finish(fig, path, "Figure 8 — efficiency: achieved throughput against measured peaks", device, d["records"])
+    ax.set_title(_finding(d, "key kernels of each phase against the measured ceilings (roofline)"), fontsize=9.5)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5, frameon=False)
+    _finish(fig, path, "Figure 8 — efficiency: achieved throughput against the roofs", device, d["records"])
 
 
 def fig9_batch(d, path, device):

@@ -129,8 +129,7 @@ def figure_block(md, ctx, num_, slug, stem, title, data, drawn, reason, device, 
     if drawn:
         fname = f"{slug}__fig{num_}_{stem}.png"
         fig_fn(data, os.path.join(figdir, fname), device)
-        rel = ctx.rel(os.path.join(figdir, fname))
-        md.append(f"![Figure {num_}: {title} on {device}]({rel})\n")
+        md.append(f"Drawn in [REPORT.md](REPORT.md) ([{fname}]({ctx.rel(os.path.join(figdir, fname))})); every point:\n")
         return fname
     md.append(f"_Not drawn: {reason}._\n")
     return None
@@ -377,7 +376,8 @@ def sec_time_account(md, ctx, d, slug, device, figdir, written):
         fname = f"{slug}__fig{n_}_time_account_{wl}.png"
         F.fig_time_account(p, os.path.join(figdir, fname), device, f"Figure {n_} — where the time goes: {title}")
         written.add(fname)
-        md.append(f"![Figure {n_}: where the time goes, {title}, on {device}]({ctx.rel(os.path.join(figdir, fname))})\n")
+        md.append(f"Drawn in [REPORT.md](REPORT.md) ([{fname}]({ctx.rel(os.path.join(figdir, fname))})).\n")
+        d.setdefault("drawn", {})[wl] = fname
         u = p["rows"][0]["unit"]
         rows = []
         for row in p["rows"]:
@@ -778,6 +778,241 @@ def method_appendix(md):
 
 # ------------------------------------------------------------------ main
 
+# ------------------------------------------------------------------ the first screen (issue 22)
+
+def slower(x):
+    """A ratio ours/theirs as words: 37.0× faster, or 37.0× slower (never 0.0271×)."""
+    if x is None:
+        return DASH
+    return f"{sig(x, 3)}× faster" if x >= 1 else f"{sig(1 / x, 3)}× slower"
+
+
+def mode_name(m):
+    return A.TWIN_TITLE.get(m, "PyTorch " + m) if m else DASH
+
+
+def quick_note(recs):
+    q = [r for r in recs if A.is_quick(r)]
+    if not q:
+        return ""
+    return (f"{len(q)} of the records drawn come from `make run`'s quick notebook (run_mode quick: REPEATS=2, sweep at "
+            "n = 5,000, 500,000 and 5,000,000, W2 at h = 128 and 8192 with 1,000/200 steps, batch sweep at 32, 512 "
+            "and 8,192, no torch.compile alone or max-autotune twin); a full run's record replaces each where both exist.")
+
+
+def front_data(sel, acc, bench, rs):
+    """The numbers of the first screen: summary rows, ladder rows, the sentences, the figures' findings
+    and the odd results, each from the selected records."""
+    summ = A.summary_table(sel)
+    lad = A.ladder_table(sel, acc, bench)
+    spread = A.eager_spread(bench)
+    f = {}
+    lr = next((r for r in summ if r["workload"].startswith("linear")), None)
+    w1 = next((r for r in summ if "W1" in r["workload"]), None)
+    w2s = [r for r in summ if "W2" in r["workload"]]
+    if lr and lr["ours"] and lr["fastest"]:
+        f[1] = (f"{lr['ours'][0]} trains 5M points × 200 epochs in {ms(lr['ours'][1])}, {slower(lr['x_fastest'])} "
+                f"than the fastest PyTorch mode ({mode_name(lr['fastest'][1])}, {ms(lr['fastest'][0])})")
+    if sel[2]["series"]:
+        k = ("phase3_fused_streams", "cuda")
+        pts = sel[2]["series"].get(k) or next(iter(sel[2]["series"].values()))
+        if len(pts) >= 2:
+            (n0, t0, _), (n1, t1, _) = pts[0], pts[-1]
+            f[2] = (f"{A.label(*k) if k in sel[2]['series'] else 'the first series'}: {sig(n1 / n0, 3)}× more points cost "
+                    f"{sig(t1 / t0, 3)}× the time ({ms(t0)} at n = {n0:,}, {ms(t1)} at n = {n1:,})")
+    idle = []
+    for p in acc["panels"]:
+        for row in p["rows"]:
+            if row["unit_ms"] and row["busy_ms"] is not None:
+                idle.append((max(0.0, 1 - row["busy_ms"] / row["unit_ms"]) * 100, row["label"], p["what"]))
+    tw = [x for x in idle if "PyTorch" in x[1] or "libtorch" in x[1]]
+    ou = [x for x in idle if x not in tw]
+    if tw and ou:
+        a, b = max(tw), min(ou)
+        f[3] = (f"the GPU sits idle for up to {sig(a[0], 3)}% of {a[2]} under {a[1]}, "
+                f"{sig(b[0], 3)}% under {b[1]}")
+    if "events" in sel[4] and sel[4]["copy_us"]:
+        f[4] = f"kernels overlap {sig(sel[4]['overlap_us'] / sel[4]['copy_us'] * 100, 3)}% of the copy time in phase 3's window"
+    if w1 and w1["ours"] and w1["fastest"]:
+        f[5] = (f"{w1['ours'][0]} trains a W1 epoch in {ms(w1['ours'][1])}, {slower(w1['x_fastest'])} than "
+                f"{mode_name(w1['fastest'][1])}")
+    rel = [(h, x) for k, pts in sel[6]["rel"].items() for h, x, _ in pts]
+    if rel:
+        best = {}
+        for h, x in rel:
+            best[h] = max(best.get(h, 0), x)
+        win = sum(1 for x in best.values() if x > 1)
+        hs = sorted(best)
+        f[6] = (f"our fastest path beats the fastest PyTorch mode at {win} of {len(best)} widths "
+                f"({slower(best[hs[0]])} at h = {hs[0]}, {slower(best[hs[-1]])} at h = {hs[-1]})")
+    gaps = [g[0] for p in sel[7]["panels"] for g in p["gaps"].values()]
+    if gaps:
+        f[7] = f"our loss curves stay within {sig(max(gaps) * 100, 3)}% of PyTorch's at every logged point"
+    roofs = [r for r in lad["rows"] if r["roof"]]
+    if roofs:
+        b = max(roofs, key=lambda r: (r["roof"][0], r["label"]))
+        f[8] = f"the best rung reaches {sig(b['roof'][0], 3)}% of its roof ({b['label']}, {b['roof'][1]})"
+    if sel[9]["series"]:
+        k0 = next(iter(sel[9]["series"]))
+        pts = sel[9]["series"][k0]
+        bb = max(pts, key=lambda p: (p[1], -p[0]))
+        f[9] = f"{A.label(*k0)} peaks at batch {bb[0]:,} ({sig(bb[1], 3)} samples/s)"
+    sents = answer_sentences(summ, acc, spread)
+    return {"summary": summ, "ladder": lad, "spread": spread, "findings": f, "sentences": sents,
+            "odd": odd_results(sel, acc, bench, spread)}
+
+
+def answer_sentences(summ, acc, spread):
+    out = []
+    # question 1: how much time does PyTorch spend (account: busy vs timed step)
+    for p in acc["panels"]:
+        tw = [row for row in p["rows"] if A.is_twin(row["key"][0]) and row["unit_ms"] and row["busy_ms"] is not None]
+        if not tw:
+            continue
+        e = next((row for row in tw if row["key"][1] == "pytorch-eager"), tw[0])
+        f = min(tw, key=lambda row: (row["unit_ms"], row["label"]))
+        s = (f"On {p['title']}, {e['label']} keeps the GPU busy for {us(e['busy_ms'])} of each {e['unit']}'s "
+             f"{us(e['unit_ms'])} ({pct(e['busy_ms'] / e['unit_ms'] * 100)}); the rest is the framework and launches")
+        if f is not e:
+            s += (f"; its fastest profiled mode, {f['label']}, takes {us(f['unit_ms'])} with the GPU busy "
+                  f"{pct(min(f['busy_ms'] / f['unit_ms'], 1.0) * 100)}")
+        out.append(s + ".")
+        if len(out) == 2:
+            break
+    # question 2: how fast can hand-written CUDA train them (ours vs the fastest PyTorch mode)
+    for r in summ:
+        if r["ours"] and r["fastest"]:
+            out.append(f"{r['workload'][0].upper() + r['workload'][1:]}: {r['ours'][0]} takes {ms(r['ours'][1])}, "
+                       f"{slower(r['x_fastest'])} than the fastest PyTorch mode measured on this device, "
+                       f"{mode_name(r['fastest'][1])} ({ms(r['fastest'][0])}).")
+        if len(out) == 5:
+            break
+    return out
+
+
+def odd_results(sel, acc, bench, spread):
+    """One sentence per odd result, from measurements; where the record that would explain it is
+    absent, the sentence says so."""
+    odd = {}
+    lad = {r["key"]: r for r in sel[1]["rows"]}
+    e, c, sy = (lad.get(("pytorch_linreg", m)) for m in ("pytorch-eager", "pytorch-compile",
+                                                          "pytorch-eager-sync-every-epoch"))
+    acc_lr = next((p for p in acc["panels"] if p["workload"] == "linreg"), None)
+    launches = {row["key"]: row["launches"] for row in (acc_lr["rows"] if acc_lr else [])}
+    if e and c and c["ms"] > e["ms"]:
+        kc, ke = launches.get(c["key"]), launches.get(e["key"])
+        why = (f"the profiled runs launch {sig(kc, 3)} kernels an epoch under compile against {sig(ke, 3)} under eager"
+               if kc is not None and ke is not None else "no record holds a compile account that would say why")
+        odd[1] = [f"torch.compile ({ms(c['ms'])}) is slower than eager ({ms(e['ms'])}) here: {why}."]
+    if e and sy and sy["ms"] < e["ms"]:
+        sp = (f"; eager alone varies between processes on this machine from {ms(spread[0])} to {ms(spread[1])} "
+              f"({spread[2]} records at 5M × 200), so the difference is within that spread") if spread else ""
+        odd.setdefault(1, []).append(f"Eager with a `loss.item()` sync every epoch ({ms(sy['ms'])}) measured faster than "
+                                     f"without ({ms(e['ms'])}){sp}.")
+    f = sel[2]["floor"]
+    for n, t, r in sel[2]["series"].get(("phase3_fused_streams", "cuda"), []):
+        if f and n == 5000000:
+            ep = r.cfg_num("epochs")
+            gb = A.bytes_per_epoch_linreg(n) * ep / (t / 1e3) / 1e9
+            l2 = num(dget(r.data, "device", "l2_bytes"))
+            if gb > f["copy_gbps"]:
+                odd[2] = [f"At 5M points phase 3 reads {pct(gb / f['copy_gbps'] * 100)} of the copy bandwidth: the "
+                          f"{sig(A.bytes_per_epoch_linreg(n) / 1e6, 3)} MB an epoch reads fit the "
+                          f"{sig(l2 / 2**20, 3) + ' MiB ' if l2 else ''}L2 cache, so epochs after the first read L2, not HBM."]
+    w1 = {r["key"]: r for r in sel[5]["rows"]}
+    a, b = w1.get(("phase4_mlp", "cuda-fp32")), w1.get(("phase4_mlp", "cuda-fp16"))
+    if a and b and b["epoch_ms"] >= 0.9 * a["epoch_ms"]:
+        p = next((p for p in acc["panels"] if p["workload"] == "mlp_w1"), None)
+        row = next((x for x in (p["rows"] if p else []) if x["key"] == b["key"]), None)
+        why = (f"its GPU is busy {pct(row['busy_ms'] / row['unit_ms'] * 100)} of a step (CUPTI summary), so the host-driven "
+               "step, not the GEMMs, sets the pace" if row and row["busy_ms"] is not None and row["unit_ms"]
+               else "no kernel summary of phase 4 fp16 W1 says where its step goes")
+        odd[5] = [f"Phase 4 fp16 ({ms(b['epoch_ms'])} an epoch) is no faster than fp32 ({ms(a['epoch_ms'])}): {why}."]
+    own = {h: r for h, _, r in sel[6]["series"].get(("phase5_batched", "cuda-fp16"), [])}
+    lt = {h: r for h, _, r in sel[6]["series"].get(("phase5_batched", "cuda-cublaslt"), [])}
+    gc = A.newest_first([r for r in bench if r.tag == "gemm-compare-h8192-fp16"])
+    if 8192 in own and 8192 in lt:
+        x = A.step_ms(lt[8192]) / A.step_ms(own[8192])
+        speeds = [num(row.get("own_over_cublaslt_speed")) for row in as_list(dget(gc[0].data, "metrics", "gemm_compare"))
+                  if isinstance(row, dict)] if gc else []
+        speeds = [v for v in speeds if v is not None]
+        ta, tb = A.time_account(own[8192]), A.time_account(lt[8192])
+        if speeds and x > 1:
+            why = (f"the own trainer launches {sig(ta['launches'], 3)} kernels a step against cuBLASLt's {sig(tb['launches'], 3)} "
+                   "(bias, ReLU and the update fused into its GEMMs)" if ta and tb and ta["launches"] and tb["launches"]
+                   else "no kernel summary of both trainers at h = 8192 says why")
+            odd[6] = [f"Our GEMMs run at {pct(min(speeds) * 100)}–{pct(max(speeds) * 100)} of cuBLASLt's speed "
+                      f"(--gemm-compare), yet the trainer built on them is {times(x)} faster than the cuBLASLt trainer at "
+                      f"h = 8192: {why}."]
+    return odd
+
+
+def front_page(md, ctx, slug, name, all_rs, rs, sel, acc, fr, drawn, figdir):
+    first = len(md) <= 2
+    md.append(f'<a id="answers-{slug}"></a>\n')
+    md.append(f"## {'Answers' if first else 'Answers on another device'}: {name}\n")
+    if fr["sentences"]:
+        md.append("\n".join(f"{i + 1}. {s_}" for i, s_ in enumerate(fr["sentences"])) + "\n")
+    qn = quick_note(rs)
+    if qn:
+        md.append(qn + "\n")
+    summ = fr["summary"]
+    if any(r["ours"] for r in summ):
+        rows = []
+        for r in summ:
+            cells = [r["workload"], (f"{ms(r['ours'][1])} ({r['ours'][0]})" if r["ours"] else DASH)]
+            cells += [ms(r["modes"][m][0]) if r["modes"].get(m) else DASH for m, _ in A.SUMMARY_MODES]
+            cells.append(f"{ms(r['libtorch'][0])} ({A.TWIN_TITLE.get(r['libtorch'][1], r['libtorch'][1])})" if r["libtorch"] else DASH)
+            cells.append(f"{times(r['x_fastest'])} vs {mode_name(r['fastest'][1])}" if r["x_fastest"] else DASH)
+            cells.append(times(r["x_eager"]))
+            rows.append(cells)
+        md.append(table(["workload", "our best (rung)", "PyTorch eager", "compile", "CUDA graph", "compiled-graph",
+                         "libtorch (best mode)", "× fastest PyTorch (mode)", "× eager"], rows) + "\n")
+        sp = fr["spread"]
+        md.append("Times are medians of repeats; × = PyTorch's time / ours, against the fastest PyTorch mode measured on "
+                  "this device (named). Eager varies between processes on the same machine" +
+                  (f" ({ms(sp[0])} to {ms(sp[1])} over {sp[2]} linear-regression records at 5M × 200)" if sp else "") +
+                  ", so × eager is the looser of the two ratios. Records: " +
+                  ctx.links([x for r in summ for x in r["records"]][:40]) + ".\n")
+    lad = fr["ladder"]
+    if lad["rows"]:
+        md.append("### The ladder\n")
+        rows = []
+        for r in lad["rows"]:
+            roof = (f"{pct(r['roof'][0])} of {r['roof'][1]}" if r["roof"] else DASH)
+            rows.append([r["workload"], r["label"], r["adds"], ms(r["ms"]), times(r["gain"]) if r["gain"] else DASH,
+                         r["limit"], roof, ctx.link(r["record"])])
+        md.append(table(["workload", "rung", "what it adds", "time", "gain over the rung before", "what limits it",
+                         "% of its roof", "record"], rows) + "\n")
+        md.append("What limits a rung: the device-busy share of its step from the time account (figures 3, 10–12): "
+                  "under 80% the host and launches, not the GPU, set the pace. Roofs: the copy bandwidth and fp16 "
+                  "tensor-core peak of the `ceilings` record" + (f" ({ctx.link(lad['peak_record'])})" if lad["peak_record"] else "") +
+                  "; fp32 kernels against the nominal fp32 peak (device properties; no record measures it); the best "
+                  "of a rung's key kernels (figure 8). Above 100% of copy bandwidth: the data is L2-resident.\n")
+    md.append("### Figures\n")
+    titles = {n_: t for n_, _, t in FIGURES}
+    for n_ in sorted(drawn):
+        fname = drawn[n_]
+        finding = sel[n_].get("finding")
+        md.append(f"#### Figure {n_} — {finding[0].upper() + finding[1:] if finding else titles[n_]}\n")
+        md.append(f"![Figure {n_}: {titles[n_]} on {name}]({ctx.rel(os.path.join(figdir, fname))})\n")
+        for o in fr["odd"].get(n_, []):
+            md.append(o + "\n")
+        md.append(f"{titles[n_]}; every point in [APPENDIX.md](APPENDIX.md#device-{slug}).\n")
+    for i, (wl, title, _) in enumerate(A.ACCOUNT_PANELS):
+        fname = (acc.get("drawn") or {}).get(wl)
+        if fname:
+            n_ = ACCOUNT_FIG_FIRST + i
+            md.append(f"#### Figure {n_} — where the time goes: {title}\n")
+            md.append(f"![Figure {n_}: where the time goes, {title}, on {name}]({ctx.rel(os.path.join(figdir, fname))})\n")
+    runs = [r for r in all_rs if r.phase == "run_all"]
+    for r in A.newest_first(runs)[:1]:
+        steps = [x for x in as_list(r.data.get("steps")) if isinstance(x, dict)]
+        md.append(f"The last `make run` ({r.data.get('run_mode', '?')} mode, {ctx.link(r)}) took {ms(r.total_ms())} "
+                  "before its report: " + ", ".join(f"{esc(x.get('name'))} {sig(num(x.get('duration_ms')) / 1e3 if num(x.get('duration_ms')) is not None else None, 3)} s "
+                                                     f"({esc(x.get('status'))})" for x in steps) + ".\n")
+
+
 def build(profiles, out, notes_dir):
     records, skipped, others = load_profiles(profiles)
     figdir = os.path.join(out, "figures")
@@ -787,49 +1022,57 @@ def build(profiles, out, notes_dir):
     for r in records:
         devices.setdefault(r.slug, []).append(r)
     dev_named = {}
-    for slug in sorted(devices):
+    # the device with the most records first: its answers open the report
+    for slug in sorted(devices, key=lambda s: (-len(devices[s]), s)):
         rs = devices[slug]
         gpu = sorted({r.device_name for r in rs if not r.impl.startswith("pytorch-cpu")})
         dev_named[slug] = (" / ".join(gpu) if gpu else sorted({r.device_name for r in rs})[0], rs)
 
     md = ["# CUDA notebook — the report\n",
-          "Generated by `report/make_report.py` from the run records under `profiles/` (schema v1, "
-          "profiles/README.md); do not edit by hand — `make report` rewrites it. Every number below is read "
-          "from a record named next to it; Appendix A lists every record with its device, versions, commit, "
-          "config and timing method.\n",
-          f"Records read: {len(records)} on {len(devices)} device(s); records skipped: {len(skipped)}.\n"]
-    md.append("Devices: " + (", ".join(f"[{name}](#device-{slug})" for slug, (name, _) in dev_named.items()) or "none") + ".\n")
-    md.append("## Records that could not be read\n")
+          "Two questions: how much of a training step does PyTorch spend outside the GPU's arithmetic on these "
+          "small models, and how fast can hand-written CUDA train them? The answers below are generated from the run "
+          "records under `profiles/`; every number is traced to a record in [APPENDIX.md](APPENDIX.md).\n"]
+    app = ["# CUDA notebook — appendix\n",
+           "Generated by `report/make_report.py` with [REPORT.md](REPORT.md); do not edit by hand — `make report` "
+           "rewrites both. Every point of every figure, the phases' targets and profiles, the threats to validity, "
+           "every record read (Appendix A) and how the report reads them (Appendix B).\n",
+           f"Records read: {len(records)} on {len(devices)} device(s); records skipped: {len(skipped)}.\n"]
+    app.append("## Records that could not be read\n")
     if skipped:
-        md.append(table(["file", "problem"], [[code(s.path), esc(s.problem)] for s in sorted(skipped, key=lambda s: s.path)]) + "\n")
+        app.append(table(["file", "problem"], [[code(s.path), esc(s.problem)] for s in sorted(skipped, key=lambda s: s.path)]) + "\n")
     else:
-        md.append("None.\n")
+        app.append("None.\n")
     if others:
-        md.append("Other JSON files under profiles/ (traces and companions, not records): " +
-                  ", ".join(code(o) for o in sorted(others)) + ".\n")
+        app.append("Other JSON files under profiles/ (traces and companions, not records): " +
+                   ", ".join(code(o) for o in sorted(others)) + ".\n")
     if not records:
         md.append("## No records\n\nNo run record was found under `profiles/`: none of the nine figures can be drawn. "
                   "Run `make run` on a GPU machine to produce them.\n")
 
     written = set()
     for slug, (name, all_rs) in dev_named.items():
-        rs = [r for r in all_rs if r.status == "ok"]
+        rs = [r for r in all_rs if r.status == "ok" and r.phase != "run_all"]
+        bench = A.benchmarks(rs)  # no check run stands in for a benchmark
         not_ok = [r for r in all_rs if r.status != "ok"]
         dev_dir = os.path.join(os.path.abspath(profiles), slug)
-        md.append(f'<a id="device-{slug}"></a>\n')
-        md.append(f"## Device: {name}\n")
+        app.append(f'<a id="device-{slug}"></a>\n')
+        app.append(f"## Device: {name}\n")
         drivers = sorted({version((r.data.get("software") or {}).get("driver") or dget(r.data, "device", "driver_version")) for r in all_rs})
         torches = sorted({str((r.data.get("software") or {}).get("torch")) for r in all_rs if (r.data.get("software") or {}).get("torch")})
-        md.append(f"Folder `profiles/{slug}/`; {len(all_rs)} record(s) dated {A.date_range(all_rs)} (UTC); "
-                  f"driver {', '.join(drivers)}; PyTorch {', '.join(torches) or DASH}.\n")
+        app.append(f"Folder `profiles/{slug}/`; {len(all_rs)} record(s) dated {A.date_range(all_rs)} (UTC); "
+                   f"driver {', '.join(drivers)}; PyTorch {', '.join(torches) or DASH}.\n")
         if not_ok:
-            md.append("Records not drawn because their status is not `ok`: " +
-                      ", ".join(f"{ctx.link(r)} ({r.status})" for r in sorted(not_ok, key=lambda r: r.path)) + ".\n")
+            app.append("Records not drawn because their status is not `ok`: " +
+                       ", ".join(f"{ctx.link(r)} ({r.status})" for r in sorted(not_ok, key=lambda r: r.path)) + ".\n")
         dups = []
-        sel = {1: A.select_ladder(rs, dups), 2: A.select_scaling(rs, dups), 3: A.select_breakdown(rs, dups),
-               4: A.select_timeline(rs, dups), 5: A.select_w1(rs, dups), 6: A.select_w2(rs, dups),
-               7: A.select_losses(rs, dups), 8: A.select_efficiency(rs, dups), 9: A.select_batch(rs, dups)}
-        can = {1: bool(sel[1]["rows"]), 2: bool(sel[2]["series"]), 3: bool(sel[3]["panels"]), 4: "events" in sel[4],
+        sel = {1: A.select_ladder(bench, dups), 2: A.select_scaling(bench, dups), 3: A.select_breakdown(bench, dups),
+               4: A.select_timeline(bench, dups), 5: A.select_w1(bench, dups), 6: A.select_w2(bench, dups),
+               7: A.select_losses(bench, dups), 8: A.select_efficiency(bench, dups), 9: A.select_batch(bench, dups)}
+        acc = A.select_time_account(bench, dups)
+        sel[8]["fp32_tflops"], sel[8]["fp32_note"] = A.fp32_peak_tflops(bench)
+        sel[3]["account"] = acc
+        can = {1: bool(sel[1]["rows"]), 2: bool(sel[2]["series"]), 3: bool(acc["panels"]),
+               4: "events" in sel[4],
                5: bool(sel[5]["rows"]), 6: bool(sel[6]["series"]), 7: bool(sel[7]["panels"]),
                8: any(p["ai"] and p["tflops"] for p in sel[8]["points"]), 9: bool(sel[9]["series"])}
         reasons = {1: "no linreg record tagged `headline*` with a total time", 2: "no linreg record tagged `sweep*`",
@@ -842,45 +1085,58 @@ def build(profiles, out, notes_dir):
                6: F.fig6_w2, 7: F.fig7_losses, 8: F.fig8_efficiency, 9: F.fig9_batch}
         secs = {1: sec_fig1, 2: sec_fig2, 3: sec_fig3, 4: sec_fig4, 5: sec_fig5, 6: sec_fig6, 7: sec_fig7,
                 8: sec_fig8, 9: sec_fig9}
+        fr = front_data(sel, acc, bench, rs)
+        for n_ in fns:
+            sel[n_]["finding"] = fr["findings"].get(n_)
         missing_lines = []
+        drawn = {}
         for n_, stem, title in FIGURES:
-            fname = figure_block(md, ctx, n_, slug, stem, title, sel[n_], can[n_], reasons[n_], name, fns[n_], figdir)
+            fname = figure_block(app, ctx, n_, slug, stem, title, sel[n_], can[n_], reasons[n_], name, fns[n_], figdir)
             if fname:
                 written.add(fname)
-                secs[n_](md, ctx, sel[n_])
+                drawn[n_] = fname
+                secs[n_](app, ctx, sel[n_])
             miss = sel[n_].get("missing") or []
             if not can[n_]:
                 missing_lines.append(f"Figure {n_} ({title}): **not drawn** — {reasons[n_]}." +
                                      (" Expected: " + "; ".join(miss) + "." if miss and n_ != 4 else ""))
             elif miss:
                 missing_lines.append(f"Figure {n_} ({title}): drawn without " + "; ".join(miss) + ".")
-        acc = A.select_time_account(rs, dups)
-        sec_time_account(md, ctx, acc, slug, name, figdir, written)
+        sec_time_account(app, ctx, acc, slug, name, figdir, written)
         for m in acc["missing"]:
             missing_lines.append(f"Where the time goes (figures {ACCOUNT_FIG_FIRST}–{ACCOUNT_FIG_FIRST + 2}): " + m + ".")
         fig_dups = sorted(set(dups))
-        md.append("### Missing figures and records on this device\n")
-        md.append(("\n".join("- " + m for m in missing_lines) if missing_lines else "Every figure is drawn with every "
-                   "expected implementation.") + "\n")
+        app.append("### Missing figures and records on this device\n")
+        app.append(("\n".join("- " + m for m in missing_lines) if missing_lines else "Every figure is drawn with every "
+                    "expected implementation.") + "\n")
         if fig_dups:
-            md.append("Records left out because a newer record filled the same slot:\n\n" +
-                      "\n".join("- " + d for d in fig_dups) + "\n")
-        sec_phases(md, ctx, rs, sel, dev_dir, notes_dir)
-        sec_threats(md, ctx, rs, all_rs)
+            app.append("Records left out because a newer record filled the same slot:\n\n" +
+                       "\n".join("- " + d for d in fig_dups) + "\n")
+        sec_phases(app, ctx, rs, sel, dev_dir, notes_dir)
+        sec_threats(app, ctx, rs, all_rs)
+        front_page(md, ctx, slug, name, all_rs, rs, sel, acc, fr, drawn, figdir)
 
-    appendix(md, ctx, dev_named)
-    method_appendix(md)
+    appendix(app, ctx, dev_named)
+    method_appendix(app)
+    md.append("## About this report\n")
+    md.append(f"Generated by `report/make_report.py` from {len(records)} run record(s) under `profiles/` on "
+              f"{len(devices)} device(s) (schema v1, profiles/README.md); {len(skipped)} record(s) could not be read "
+              "(named in the appendix). Do not edit by hand: `make report` rewrites it, byte for byte the same from "
+              "the same records. [APPENDIX.md](APPENDIX.md) holds every point of every figure, the phases' targets "
+              "and profiles, the threats to validity and the list of records.\n")
 
     # figures of an earlier run that this run did not draw would be stale: remove ours only
     for f in sorted(os.listdir(figdir)):
         if f.endswith(".png") and "__fig" in f and f not in written:
             os.remove(os.path.join(figdir, f))
-    text = "\n".join(md)
-    text = text.replace("\n\n\n", "\n\n")
-    tmp = os.path.join(out, ".REPORT.md.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
-    os.replace(tmp, os.path.join(out, "REPORT.md"))
+    for name_, lines in (("REPORT.md", md), ("APPENDIX.md", app)):
+        text = "\n".join(lines)
+        while "\n\n\n" in text:
+            text = text.replace("\n\n\n", "\n\n")
+        tmp = os.path.join(out, "." + name_ + ".tmp")
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.replace(tmp, os.path.join(out, name_))
     return records, skipped, sorted(written)
 
 

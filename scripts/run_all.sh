@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
-# scripts/run_all.sh — `make run`: the whole notebook, ending with the report.
+# scripts/run_all.sh — `make run`: the notebook, ending with the report.
+#
+#   make run            the quick notebook (default): every figure drawn from fewer sizes, widths and
+#                       repeats; about 6 minutes on an H100 from a fresh clone, build included (estimate)
+#   make run FULL=1     everything: with 2 or more GPUs visible scripts/bench_lanes.sh (the benchmarks
+#                       and their --check spread over the GPUs), else bench_linreg.sh then bench_mlp.sh
 #
 # With a GPU (nvidia-smi -L lists one): fetch and verify the data (`make data`: MNIST and
-# Fashion-MNIST from DATA_SRC or the mirrors; phases 4-5 need it), build everything, measure the tracer's overhead
-# (tools/tracer_overhead), run the benchmark scripts that exist — scripts/bench_linreg.sh
-# (phases 1-3 + their PyTorch twin; it also measures the ceilings) and scripts/bench_mlp.sh
-# (phases 4-5 + twin) — which write run records under profiles/<device-slug>/, then `make report`.
+# Fashion-MNIST; phases 4-5 need it), build everything, measure the tracer's overhead
+# (tools/tracer_overhead), run the benchmarks — which write run records under
+# profiles/<device-slug>/ — write this run's own record (profiles/<slug>/run_all__<mode>.json: phase
+# run_all, each step with its duration and status, timing.total_ms), then `make report`.
 # Without a GPU: one line saying so, then `make report` from the committed profiles/.
 #
-# Environment: JOBS (parallel build jobs, default: nproc), DEPS_PREFIX (default .carry/deps when
-# present), DATA_SRC (as for make data), anything the bench scripts read (REPEATS, PYTHON, ...).
-# Exit status: 0 when every step succeeded; 1 when a build or benchmark step failed (the report is
-# still rebuilt from whatever records exist, and says which are missing); the report's own status
-# when only the report was built.
+# Quick mode exports NB_RUN_MODE=quick: every record written says "run_mode": "quick", and the report
+# prefers a full run's record wherever both fill one slot. Its reductions (QUICK_* below, each
+# passed to the bench scripts as their own environment variables, which a caller's setting overrides):
+#   linear regression: REPEATS=2, SWEEP_NS=5000,500000,5000000, SWEEP_PARTS="p1 p2 p3 twin-gpu"
+#     (no CPU twin in the sweep), P1_MAX_N=500000 (phase 1 swept up to 500K only)
+#   MLP: STAGES="w1 w2 sweep seeds" (no match, gemm, persist, fashion), W2_HS="128 8192",
+#     W2_STEPS=1000, W2_STEPS_SLOW=200, no paired/no-PDL ablations, P5_REPEATS=2,
+#     SWEEP_BATCHES="32 512 8192", SWEEP_EPOCHS=1, no twin in the batch sweep or the seed study;
+#   the twins run eager, graph and compiled-graph only (torch.compile alone and max-autotune left
+#   out: their compilation is most of the full run's twin time). The bench scripts fix the twins'
+#   mode lists, so the quick run hands them, as PYTHON, a small wrapper (build/quick/python) that
+#   drops those two modes from `--impl` and runs the real interpreter.
+#
+# Environment: FULL (1: everything), JOBS (parallel build jobs, default: nproc), DEPS_PREFIX
+# (default .carry/deps when present), DATA_SRC (as for make data), PYTHON (interpreter with torch),
+# anything the bench scripts read. Exit status: 0 when every step succeeded; 1 when a step failed
+# (the report is still rebuilt from whatever records exist, and says which are missing).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -23,24 +40,162 @@ fi
 
 if [ -z "${DEPS_PREFIX:-}" ] && [ -d .carry/deps ]; then export DEPS_PREFIX=.carry/deps; fi
 JOBS="${JOBS:-$(nproc)}"
-status=0
-failed=()
-step() {  # step NAME COMMAND...
-  local name="$1"; shift
-  echo "run_all.sh: == $name: $*"
-  if "$@"; then echo "run_all.sh: == $name: ok"; else echo "run_all.sh: == $name: FAILED (exit $?)"; status=1; failed+=("$name"); fi
+PYTHON="${PYTHON:-python3}"
+MODE=quick
+[ "${FULL:-0}" = 1 ] && MODE=full
+export NB_RUN_MODE=$MODE
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+T0=$(date +%s%N)
+now_ms() { echo $(( ($(date +%s%N) - T0) / 1000000 )); }
+
+# ---------------------------------------------------------------- the steps and their estimates
+# name|estimated seconds on an H100 (quick / full)|command (eval'd)
+STEPS=()
+add() { STEPS+=("$1|$2|$3"); }
+add data 10 "make data"
+add build 75 "make -j$JOBS ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} all"
+[ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ] && add tracer_overhead 5 "run_tracer_overhead"
+if [ "$MODE" = quick ]; then
+  add bench_linreg 80 "bench linreg"
+  add bench_mlp 120 "bench mlp"
+  add w2_twins 35 "quick_w2_twins"
+elif [ "${NGPU:-0}" -ge 2 ] && [ -f scripts/bench_lanes.sh ]; then
+  add bench_lanes 900 "bash scripts/bench_lanes.sh"
+else
+  add bench_linreg 340 "bench linreg"
+  add bench_mlp 780 "bench mlp"
+fi
+REPORT_EST=30
+
+run_tracer_overhead() {
+  if [ -x build/tools/tracer_overhead ]; then build/tools/tracer_overhead; else echo "build/tools/tracer_overhead not built"; return 1; fi
 }
 
-step data make data
-step build make -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} all
-if [ -x build/tools/tracer_overhead ]; then step tracer_overhead build/tools/tracer_overhead; fi
-for b in bench_linreg bench_mlp; do
-  if [ -f "scripts/$b.sh" ]; then
-    step "$b" bash "scripts/$b.sh"
-  else
-    echo "run_all.sh: scripts/$b.sh does not exist yet: its records (and figures) will be missing"
+# The quick mode's twin wrapper: drops compile and compile-max-autotune from --impl.
+quick_python() {
+  mkdir -p build/quick
+  cat >build/quick/python <<EOF
+#!/usr/bin/env bash
+# written by scripts/run_all.sh (quick mode): the twins without torch.compile alone and max-autotune
+args=()
+for a in "\$@"; do
+  if [ "\${prev:-}" = --impl ]; then
+    a=\$(printf '%s' "\$a" | tr ',' '\n' | grep -vx 'compile\|compile-max-autotune' | paste -sd, -)
+    [ -n "\$a" ] || { echo "quick mode: no twin mode left to run"; exit 0; }
   fi
+  args+=("\$a"); prev="\$a"
 done
+exec $(printf '%q' "$PYTHON") "\${args[@]}"
+EOF
+  chmod +x build/quick/python
+}
+
+bench() {  # bench linreg|mlp: the bench script, with the quick reductions in quick mode
+  local b="$1"
+  if [ ! -f "scripts/bench_$b.sh" ]; then
+    echo "run_all.sh: scripts/bench_$b.sh does not exist: its records (and figures) will be missing"
+    return 1
+  fi
+  if [ "$MODE" = full ]; then bash "scripts/bench_$b.sh"; return; fi
+  quick_python
+  if [ "$b" = linreg ]; then
+    env PYTHON=build/quick/python REPEATS="${REPEATS:-2}" SWEEP_NS="${SWEEP_NS:-5000,500000,5000000}" \
+      SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu}" P1_MAX_N="${P1_MAX_N:-500000}" bash scripts/bench_linreg.sh
+  else
+    env PYTHON=build/quick/python STAGES="${STAGES:-w1 w2 sweep seeds}" W2_HS="${W2_HS:-128 8192}" \
+      W2_STEPS="${W2_STEPS:-1000}" W2_STEPS_SLOW="${W2_STEPS_SLOW:-200}" W2_PAIRED_HS="${W2_PAIRED_HS:-}" \
+      W2_NOPDL_HS="${W2_NOPDL_HS:-}" TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-}" W2_TWINS=0 P5_REPEATS="${P5_REPEATS:-2}" \
+      SWEEP_BATCHES="${SWEEP_BATCHES:-32 512 8192}" SWEEP_EPOCHS="${SWEEP_EPOCHS:-1}" SWEEP_TWIN=0 SEEDS_TWIN=0 \
+      bash scripts/bench_mlp.sh
+  fi
+}
+
+# Quick mode: the W2 twins run here (bench_mlp.sh's W2 twin line always adds max-autotune), with the
+# flags, init and order bench_mlp.sh gave phase 5 at each width (build/bench_mlp/w2init<h>, w2order<h>.npy).
+quick_w2_twins() {
+  local h rc=0 data="${DATA:-data/mnist}"
+  [ -z "${DATA:-}" ] && [ -d .carry/data/mnist ] && data=.carry/data/mnist
+  for h in ${W2_HS:-128 8192}; do
+    if [ ! -f "build/bench_mlp/w2order$h.npy" ]; then
+      echo "run_all.sh: no build/bench_mlp/w2order$h.npy (phase 5's W2 run at h = $h): its twins not run"; rc=1; continue
+    fi
+    "$PYTHON" baselines/pytorch/mlp.py --data "$data" --layers "784,$h,$h,$h,10" --optimizer sgd --lr 0.003 \
+      --dropout 0 --precision fp16 --steps "${W2_STEPS_SLOW:-200}" --init "build/bench_mlp/w2init$h" \
+      --order "build/bench_mlp/w2order$h.npy" --impl eager,graph,compiled-graph --profile --tag "w2-h$h-{impl}" || rc=1
+  done
+  return $rc
+}
+
+# ---------------------------------------------------------------- progress and the run record
+status=0
+failed=()
+RESULTS=()  # name|status|rc|duration_ms
+estimate_left() {  # estimate_left I: seconds the steps from I on are expected to take (and the report)
+  local i s=$REPORT_EST
+  for (( i = $1; i < ${#STEPS[@]}; i++ )); do s=$(( s + $(cut -d'|' -f2 <<<"${STEPS[$i]}") )); done
+  echo "$s"
+}
+N=$(( ${#STEPS[@]} + 1 ))
+echo "run_all.sh: $MODE notebook on $NGPU GPU(s): ${#STEPS[@]} steps and the report, about $(estimate_left 0) s on an H100" \
+     "$( [ "$MODE" = quick ] && echo '(make run FULL=1 runs everything)')"
+for (( i = 0; i < ${#STEPS[@]}; i++ )); do
+  IFS='|' read -r name est cmd <<<"${STEPS[$i]}"
+  echo "run_all.sh: [$(( i + 1 ))/$N $name] start at $(( $(now_ms) / 1000 )) s; about $(estimate_left "$i") s left: $cmd"
+  t=$(now_ms)
+  eval "$cmd"
+  rc=$?
+  d=$(( $(now_ms) - t ))
+  if [ $rc -eq 0 ]; then st=ok; else st=failed; status=1; failed+=("$name"); fi
+  RESULTS+=("$name|$st|$rc|$d")
+  echo "run_all.sh: [$(( i + 1 ))/$N $name] $st$( [ $rc -ne 0 ] && echo " (exit $rc)") in $(( d / 1000 )) s;" \
+       "elapsed $(( $(now_ms) / 1000 )) s, about $(estimate_left $(( i + 1 ))) s left"
+done
+
+# This run's record, before the report so the report lists it (the report step is not in it).
+write_run_record() {
+  local name slug
+  name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  slug=$(printf '%s' "${name:-unknown}" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
+  mkdir -p "profiles/$slug"
+  local out="profiles/$slug/run_all__$MODE.json"
+  python3 - "$out" "$name" "$slug" "$MODE" "$NGPU" "$(now_ms)" "${RESULTS[@]}" <<'EOF' || return 1
+import datetime, json, os, socket, subprocess, sys
+out, name, slug, mode, ngpu, total = sys.argv[1:7]
+steps = []
+for s in sys.argv[7:]:
+    n, st, rc, d = s.split("|")
+    steps.append({"name": n, "status": st, "exit_status": int(rc), "duration_ms": int(d)})
+def git(*a):
+    try:
+        return subprocess.run(["git", *a], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+commit = git("rev-parse", "HEAD") or "unknown"
+total = float(total)
+rec = {"schema": "cuda-notebook-run-record", "schema_version": 1, "phase": "run_all", "workload": "run_all",
+       "implementation": "script", "run_mode": mode,
+       "config": {"mode": mode, "gpus": int(ngpu), "steps": [s["name"] for s in steps]},
+       "device": {"name": name or "unknown", "slug": slug},
+       "git": {"commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit != "unknown" else None},
+       "utc_time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+       "host": {"hostname": socket.gethostname()}, "software": {},
+       "status": "ok" if all(s["status"] == "ok" for s in steps) else "interrupted",
+       "timing": {"method": "wall clock (date +%s%N) around each step of scripts/run_all.sh",
+                  "includes": "every step below: data, build, tracer overhead, benchmarks",
+                  "excludes": "the report step that follows this record",
+                  "warmup": 0, "repeats": 1,
+                  "total_ms": {"min": total, "median": total, "max": total, "mean": total, "samples": [total]}},
+       "steps": steps, "notes": []}
+tmp = out + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(rec, f, indent=1, sort_keys=True)
+    f.write("\n")
+os.replace(tmp, out)
+print(f"run_all.sh: this run's record: {out}")
+EOF
+}
+write_run_record || echo "run_all.sh: could not write this run's record"
+
 # The report wants the pinned .venv (make venv needs PyPI). A GPU machine without network falls
 # back to its own python3 when that has numpy and matplotlib (PNG bytes may then differ).
 build_report() {
@@ -53,8 +208,11 @@ build_report() {
     return 1
   fi
 }
-step report build_report
+echo "run_all.sh: [$N/$N report] start at $(( $(now_ms) / 1000 )) s; about $REPORT_EST s left"
+if build_report; then rst=ok; else rst=failed; status=1; failed+=(report); fi
+echo "run_all.sh: [$N/$N report] $rst; total $(( $(now_ms) / 1000 )) s ($MODE notebook)"
 if [ $status -ne 0 ]; then
   echo "run_all.sh: failed steps: ${failed[*]} (the report lists the records that are missing)"
 fi
+echo "run_all.sh: the report is report/REPORT.md (figures in report/figures/, every record in report/APPENDIX.md)"
 exit $status

@@ -35,10 +35,10 @@ def built(tmp_path_factory):
     calls = []
     real_finish = F._finish
 
-    def spy(fig, path, title, device, records, extra_footer=""):
+    def spy(fig, path, title, device, records, extra_footer="", **kw):
         calls.append({"path": path, "title": title, "device": device, "slugs": sorted({r.slug for r in records}),
                       "devices": sorted({r.device_name for r in records if not r.impl.startswith("pytorch-cpu")})})
-        return real_finish(fig, path, title, device, records, extra_footer)
+        return real_finish(fig, path, title, device, records, extra_footer, **kw)
 
     F._finish = spy
     try:
@@ -46,9 +46,11 @@ def built(tmp_path_factory):
     finally:
         F._finish = real_finish
     assert M.main(["--profiles", FIXTURES, "--out", out_b]) == 0
+    with open(os.path.join(out_a, "APPENDIX.md"), encoding="utf-8") as f:
+        md = f.read()   # the every-point tables, phases, threats and records moved to the appendix
     with open(os.path.join(out_a, "REPORT.md"), encoding="utf-8") as f:
-        md = f.read()
-    return {"a": out_a, "b": out_b, "md": md, "calls": calls}
+        main = f.read()
+    return {"a": out_a, "b": out_b, "md": md, "main": main, "calls": calls}
 
 
 def device_section(md, slug):
@@ -314,7 +316,7 @@ def test_odd_records_never_crash(tmp_path):
     (dst / "phase3_fused_streams__headline.json").write_text(json.dumps(dict(bad, phase="phase3_fused_streams")))
     out = tmp_path / "out"
     assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
-    md = (out / "REPORT.md").read_text()
+    md = (out / "APPENDIX.md").read_text()
     skipped = table_after(md, "## Records that could not be read")
     probs = {r["file"].strip("`").split("/")[-1]: r["problem"] for r in skipped}
     assert probs["phase2_shared_mem__nan.json"].startswith("not valid JSON: non-JSON constant NaN")
@@ -335,13 +337,13 @@ def test_a_trace_named_by_another_machines_path_is_found_beside_its_record(tmp_p
     (dst / names[0]).write_text(json.dumps(rec))
     out = tmp_path / "out"
     assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
-    md = (out / "REPORT.md").read_text()
+    md = (out / "APPENDIX.md").read_text()
     assert os.path.exists(out / "figures" / f"{H100}__fig4_phase3_timeline.png")
     assert "which is not there" not in md
     # and a trace that is neither there nor beside the record is still named as missing
     (dst / names[1]).unlink()
     assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
-    md = (out / "REPORT.md").read_text()
+    md = (out / "APPENDIX.md").read_text()
     assert f"names trace `/root/out/profiles/{H100}/{names[1]}`, which is not there" in md
     assert not os.path.exists(out / "figures" / f"{H100}__fig4_phase3_timeline.png")
 
@@ -579,23 +581,168 @@ def test_run_all_without_gpu_only_rebuilds_the_report(sandbox):
     assert (root / "make.log").read_text() == "make report\n"
 
 
-def test_run_all_with_a_gpu_fetches_the_data_first_and_goes_on_after_a_failure(sandbox):
-    # The order the README promises for `make run`: data, build, tracer overhead, both benchmarks,
-    # report. A failed step is named and makes the exit status 1, and the steps after it still run.
-    root, fake, run = sandbox
+def _fake_run_all_tools(root, fake):
     (fake / "make").write_text('#!/bin/bash\necho "make $*" >> "$PWD/steps.log"\n[ "$1" != data ] || exit "${FAKE_DATA_RC:-0}"\n')
     (fake / "make").chmod(0o755)
-    for b in ("bench_linreg", "bench_mlp"):
-        (root / "scripts" / f"{b}.sh").write_text(f'echo "{b}" >> "$PWD/steps.log"\n')
+    for b in ("bench_linreg", "bench_mlp", "bench_lanes"):
+        (root / "scripts" / f"{b}.sh").write_text(
+            f'echo "{b} mode=$NB_RUN_MODE python=$PYTHON reps=${{REPEATS:-}} ns=${{SWEEP_NS:-}} stages=${{STAGES:-}} '
+            f'hs=${{W2_HS:-}} w2twins=${{W2_TWINS:-}}" >> "$PWD/steps.log"\n')
     (root / "build" / "tools").mkdir()
     (root / "build" / "tools" / "tracer_overhead").write_text('#!/bin/bash\necho tracer_overhead >> "$PWD/steps.log"\n')
     (root / "build" / "tools" / "tracer_overhead").chmod(0o755)
-    p = run("run_all.sh", JOBS="3")
+    # the twin interpreter: logs its arguments (the quick mode's W2 twins, and through the wrapper)
+    (fake / "py").write_text('#!/bin/bash\necho "py $*" >> "$PWD/steps.log"\n')
+    (fake / "py").chmod(0o755)
+    (root / "build" / "bench_mlp").mkdir()
+    for h in (128, 8192):
+        (root / "build" / "bench_mlp" / f"w2order{h}.npy").write_text("x")
+
+
+def test_run_all_full_with_one_gpu_runs_the_benchmarks_in_sequence_and_goes_on_after_a_failure(sandbox):
+    # The order the README promises for `make run`: data, build, tracer overhead, both benchmarks,
+    # report. A failed step is named and makes the exit status 1, and the steps after it still run.
+    root, fake, run = sandbox
+    _fake_run_all_tools(root, fake)
+    p = run("run_all.sh", JOBS="3", FULL="1", PYTHON=str(fake / "py"))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert (root / "steps.log").read_text().splitlines() == [
+    steps = (root / "steps.log").read_text().splitlines()
+    assert [x.split()[0] if x.startswith("bench") else x for x in steps] == [
         "make data", "make -j3 all", "tracer_overhead", "bench_linreg", "bench_mlp", "make report"]
+    assert "mode=full" in steps[3] and "reps= " in steps[3]          # full: the bench scripts' own defaults
+    assert "[4/6 bench_linreg] start" in p.stdout and "about" in p.stdout and "left" in p.stdout
+    assert "run_all.sh: the report is report/REPORT.md" in p.stdout
+    rec = json.loads((root / "profiles" / H100 / "run_all__full.json").read_text())
+    assert rec["phase"] == "run_all" and rec["run_mode"] == "full" and rec["status"] == "ok"
+    assert [s_["name"] for s_ in rec["steps"]] == ["data", "build", "tracer_overhead", "bench_linreg", "bench_mlp"]
+    assert all(s_["status"] == "ok" and s_["duration_ms"] >= 0 for s_ in rec["steps"])
+    assert rec["timing"]["total_ms"]["median"] >= 0 and rec["timing"]["method"]
+    import records as R
+    assert R.check_record(rec) == ""
     (root / "steps.log").unlink()
-    p = run("run_all.sh", JOBS="3", FAKE_DATA_RC="4")
+    p = run("run_all.sh", JOBS="3", FULL="1", FAKE_DATA_RC="4", PYTHON=str(fake / "py"))
     assert p.returncode == 1
-    assert "run_all.sh: == data: FAILED (exit 4)" in p.stdout
+    assert "[1/6 data] failed (exit 4)" in p.stdout and "failed steps: data" in p.stdout
     assert (root / "steps.log").read_text().splitlines()[-1] == "make report"
+    rec = json.loads((root / "profiles" / H100 / "run_all__full.json").read_text())
+    assert rec["status"] == "interrupted" and rec["steps"][0] == dict(rec["steps"][0], status="failed", exit_status=4)
+
+
+def test_run_all_full_with_two_gpus_spreads_the_benchmarks_over_lanes(sandbox):
+    root, fake, run = sandbox
+    _fake_run_all_tools(root, fake)
+    smi = (fake / "nvidia-smi").read_text().replace('echo "GPU 0: NVIDIA H100 80GB HBM3"',
+                                                    'echo "GPU 0: NVIDIA H100 80GB HBM3"; echo "GPU 1: NVIDIA H100 80GB HBM3"')
+    (fake / "nvidia-smi").write_text(smi)
+    p = run("run_all.sh", JOBS="3", FULL="1", PYTHON=str(fake / "py"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    steps = (root / "steps.log").read_text().splitlines()
+    assert [x.split()[0] for x in steps if x.startswith("bench")] == ["bench_lanes"]
+
+
+def test_run_all_quick_is_the_default_and_marks_its_records(sandbox):
+    root, fake, run = sandbox
+    _fake_run_all_tools(root, fake)
+    p = run("run_all.sh", JOBS="3", PYTHON=str(fake / "py"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    steps = (root / "steps.log").read_text().splitlines()
+    lin = next(x for x in steps if x.startswith("bench_linreg"))
+    mlp = next(x for x in steps if x.startswith("bench_mlp"))
+    assert "mode=quick" in lin and "python=build/quick/python" in lin and "reps=2" in lin and "ns=5000,500000,5000000" in lin
+    assert "stages=w1 w2 sweep seeds" in mlp and "hs=128 8192" in mlp and "w2twins=0" in mlp
+    # the W2 twins of the quick run: eager, graph, compiled-graph on phase 5's init and order
+    tw = [x for x in steps if x.startswith("py ")]
+    assert len(tw) == 2 and all("--impl eager,graph,compiled-graph" in x and "--steps 200" in x for x in tw)
+    assert "--init build/bench_mlp/w2init128 --order build/bench_mlp/w2order128.npy" in tw[0]
+    assert steps[-1] == "make report"
+    # the wrapper the bench scripts get as PYTHON drops torch.compile alone and max-autotune
+    w = subprocess.run(["bash", str(root / "build" / "quick" / "python"), "mlp.py", "--impl",
+                        "eager,compile,graph,compiled-graph,compile-max-autotune", "--tag", "x"],
+                       capture_output=True, text=True, cwd=root, env=dict(os.environ, PATH=f"{fake}:/usr/bin:/bin"))
+    assert w.returncode == 0, w.stderr
+    assert (root / "steps.log").read_text().splitlines()[-1] == "py mlp.py --impl eager,graph,compiled-graph --tag x"
+    rec = json.loads((root / "profiles" / H100 / "run_all__quick.json").read_text())
+    assert rec["run_mode"] == "quick" and [s_["name"] for s_ in rec["steps"]][-1] == "w2_twins"
+    assert "quick notebook" in p.stdout and "FULL=1" in p.stdout
+
+
+# ------------------------------------------------------------------ the first screen (issue 22)
+
+def test_first_screen_answers_summary_and_ladder(built):
+    main = built["main"]
+    assert len(main.splitlines()) <= 400
+    head = main[:main.index("### The ladder")]
+    sents = re.findall(r"^\d\. .+$", head, re.M)
+    assert len(sents) == 5
+    assert "PyTorch eager keeps the GPU busy for 118.0 µs of each step's 1,600 µs (7.38%)" in head
+    summ = table_after(main, "## Answers: NVIDIA H100 80GB HBM3")
+    lr = row(summ, workload="linear regression, 5M points × 200 epochs")
+    # fixtures: phase 3 0.625 ms; eager 94.25, compile 40.5, graph 8.75 ms: the fastest mode is the graph
+    assert lr["our best (rung)"] == "0.6250 ms (phase 3 fused+streams)"
+    assert (lr["PyTorch eager"], lr["compile"], lr["CUDA graph"]) == ("94.25 ms", "40.50 ms", "8.750 ms")
+    assert lr["× fastest PyTorch (mode)"] == "14.0× vs PyTorch CUDA graph" and lr["× eager"] == "151×"
+    w2 = row(summ, workload="MLP W2 (784-h-h-h-10), h = 128, one step")
+    assert w2["our best (rung)"] == "0.01500 ms (phase 5 cluster kernel)" and w2["compiled-graph"] == "—"
+    assert "Eager varies between processes on the same machine" in main
+    lad = table_after(main, "### The ladder")
+    p2 = row(lad, rung="phase 2 shared mem")
+    assert p2["time"] == "4.125 ms" and p2["gain over the rung before"] == "3.03×"
+    assert p2["% of its roof"] == "53.5% of copy bandwidth"     # 8 B x 4M x 200 / 4.125 ms / 2,900 GB/s
+    assert row(lad, rung="phase 3 fused+streams")["what limits it"].startswith("the GPU (busy")
+    # the odd result where it appears: > 100% of copy bandwidth at 5M is L2 residency
+    assert "fit the 50.0 MiB L2 cache" in main
+    # figure titles state findings; the every-point tables live in the appendix
+    assert "#### Figure 1 — Phase 3 fused+streams trains 5M points × 200 epochs in 0.6250 ms, 14.0× faster" in main
+    assert "[APPENDIX.md](APPENDIX.md" in main and "## Appendix A" not in main and "## Appendix A" in built["md"]
+
+
+def test_summary_prefers_the_fastest_mode_and_says_slower(tmp_path):
+    profiles, dst = _copy_device(tmp_path, ["phase1_naive__headline.json", "pytorch_linreg__headline-eager.json",
+                                            "pytorch_linreg__headline-graph.json", "ceilings__default.json"])
+    rec = json.load(open(dst / "pytorch_linreg__headline-graph.json"))
+    rec["implementation"] = "pytorch-compiled-graph"
+    rec["timing"]["total_ms"] = {"min": 1.0, "median": 1.0, "max": 1.0}
+    (dst / "pytorch_linreg__headline-compiled-graph.json").write_text(json.dumps(rec))
+    out = tmp_path / "out"
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    main = (out / "REPORT.md").read_text()
+    lr = row(table_after(main, "## Answers"), workload="linear regression, 5M points × 200 epochs")
+    assert lr["compiled-graph"] == "1.000 ms" and lr["× fastest PyTorch (mode)"] == "0.0800× vs PyTorch compiled-graph"
+    assert "12.5× slower than the fastest PyTorch mode measured on this device, PyTorch compiled-graph" in main
+    assert M.slower(0.0271) == "36.9× slower" and M.slower(37) == "37.0× faster"
+
+
+def test_selection_prefers_full_runs_and_never_takes_a_check_run(tmp_path):
+    profiles, dst = _copy_device(tmp_path, ["phase1_naive__headline.json", "pytorch_linreg__headline-eager.json"])
+    base = json.load(open(dst / "phase1_naive__headline.json"))
+    quick = json.loads(json.dumps(base))
+    quick["run_mode"] = "quick"
+    quick["utc_time"] = "2027-01-01T00:00:00Z"            # newer, but quick
+    quick["timing"]["total_ms"]["median"] = 99.0
+    (dst / "phase1_naive__headline-quick.json").write_text(json.dumps(quick))
+    chk = json.loads(json.dumps(base))
+    chk["utc_time"] = "2027-02-01T00:00:00Z"              # newest, but a check run
+    chk["timing"]["total_ms"]["median"] = 1.0
+    (dst / "phase1_naive__check-headline.json").write_text(json.dumps(chk))
+    out = tmp_path / "out"
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    f1 = table_after((out / "APPENDIX.md").read_text(), "### Figure 1")
+    p1 = row(f1, implementation="phase 1 naive")
+    assert p1["median"] == "12.50 ms" and "phase1_naive__headline.json" in p1["record"]
+    assert "full run, not a quick one" in (out / "APPENDIX.md").read_text()
+    # with only the quick record (and the check run) the quick one is drawn, and the report says so
+    (dst / "phase1_naive__headline.json").unlink()
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    f1 = table_after((out / "APPENDIX.md").read_text(), "### Figure 1")
+    assert row(f1, implementation="phase 1 naive")["median"] == "99.00 ms"
+    assert "come from `make run`'s quick notebook" in (out / "REPORT.md").read_text()
+
+
+def test_the_record_writers_mark_quick_runs(monkeypatch):
+    nbc = A._twin_common()
+    monkeypatch.delenv("NB_RUN_MODE", raising=False)
+    assert nbc.new_record("pytorch_linreg", "linreg", "pytorch-cpu", {})["run_mode"] == "full"
+    monkeypatch.setenv("NB_RUN_MODE", "quick")
+    assert nbc.new_record("pytorch_linreg", "linreg", "pytorch-cpu", {})["run_mode"] == "quick"
+    src = open(os.path.join(ROOT, "common", "record.cpp"), encoding="utf-8").read()
+    assert 'r["run_mode"] = run_mode_from_env();' in src and '"NB_RUN_MODE"' in src
