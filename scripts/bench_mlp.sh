@@ -34,7 +34,8 @@
 #                                     tags w1-persistent-g<G>, -generic, -breakdown, -generic-breakdown
 #   sweep   batch-size sweep (phase 5 own and the compiled-graph twin on its init and order, W1
 #           model, $SWEEP_EPOCHS epochs): samples/s for batch in $SWEEP_BATCHES (SWEEP_TWIN=0: no
-#           twin).                                                     tags batch-sweep-b<B>[-compiled-graph]
+#           twin; its inductor mode: SWEEP_TWIN_MODE, default "default").
+#                                                                tags batch-sweep-b<B>[-compiled-graph]
 #   seeds   W1 accuracy, phase 5 own and persistent, twins graph and compiled-graph, seeds 1 2 3.
 #                                                                                tags w1-seed<s>-*
 #   fashion W1 as the w1 stage, on Fashion-MNIST (--dataset fashion-mnist, $FASHION_DATA): phase 4
@@ -74,6 +75,9 @@ W2_STEPS_SLOW="${W2_STEPS_SLOW:-500}"
 TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-128}"
 SWEEP_BATCHES="${SWEEP_BATCHES:-32 64 128 256 512 1024 2048 4096 8192}"
 SWEEP_EPOCHS="${SWEEP_EPOCHS:-2}"
+# The sweep's twin compiles in inductor's default mode: max-autotune-no-cudagraphs (which --compile-mode
+# auto keeps at W1 and W2) costs about a minute of GEMM autotuning per batch size.
+SWEEP_TWIN_MODE="${SWEEP_TWIN_MODE:-default}"
 P5_REPEATS="${P5_REPEATS:-3}"
 PERSIST_BLOCKS="${PERSIST_BLOCKS:-16 32 64 128}"
 W2_PAIRED_HS="${W2_PAIRED_HS:-128 1024 8192}"
@@ -466,7 +470,8 @@ if has sweep; then
       --save-init "$WORK/sw${b}init" --save-order "$WORK/sw${b}order.npy"
     # the fastest PyTorch at the same batch, on phase 5's init and order
     [ "${SWEEP_TWIN:-1}" = 1 ] && run "sweep-$b-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" \
-      --workload mlp_batch_sweep --init "$WORK/sw${b}init" --order "$WORK/sw${b}order.npy" --impl compiled-graph --tag "batch-sweep-b$b-{impl}"
+      --workload mlp_batch_sweep --init "$WORK/sw${b}init" --order "$WORK/sw${b}order.npy" --impl compiled-graph \
+      --compile-mode "$SWEEP_TWIN_MODE" --tag "batch-sweep-b$b-{impl}"
   done
 fi
 
