@@ -49,7 +49,10 @@
 # Environment: RECORDS_DIR (default profiles/<device-slug> via the programs), DATA (default
 # data/mnist, or .carry/data/mnist when that exists), FASHION_DATA (the same for fashion-mnist),
 # PYTHON (python3 with torch), DEPS_PREFIX (default .carry/deps when present), JOBS (16), STAGES
-# ("w1 match w2 gemm persist sweep seeds fashion"),
+# ("w1 match w2 gemm persist sweep seeds fashion"), W1_EPOCHS (5: the w1, match and seeds stages),
+# TWIN_W1_IMPLS / TWIN_MATCH_IMPLS / TWIN_W2_IMPLS / TWIN_SEEDS_IMPLS (the twin modes per stage; W1's
+# also for fashion), TWIN_COMPILE_MODE (auto) and SWEEP_TWIN_MODE (default): the compiled-graph
+# twin's --compile-mode,
 # W2_HS ("128 256 512 1024 2048 4096 8192"), W2_STEPS (5000), W2_STEPS_SLOW (500),
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
 # ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), PERSIST_BLOCKS
@@ -78,6 +81,14 @@ SWEEP_EPOCHS="${SWEEP_EPOCHS:-2}"
 # The sweep's twin compiles in inductor's default mode: max-autotune-no-cudagraphs (which --compile-mode
 # auto keeps at W1 and W2) costs about a minute of GEMM autotuning per batch size.
 SWEEP_TWIN_MODE="${SWEEP_TWIN_MODE:-default}"
+# The twins' modes per stage (make run's quick notebook trims them) and the compiled-graph twin's
+# inductor mode everywhere but the sweep (auto: default and max-autotune-no-cudagraphs, the faster kept).
+TWIN_W1_IMPLS="${TWIN_W1_IMPLS:-eager,compile,graph,compiled-graph}"
+TWIN_MATCH_IMPLS="${TWIN_MATCH_IMPLS:-eager,graph,compiled-graph}"
+TWIN_W2_IMPLS="${TWIN_W2_IMPLS:-eager,graph,compiled-graph,compile-max-autotune}"
+TWIN_SEEDS_IMPLS="${TWIN_SEEDS_IMPLS:-graph,compiled-graph}"
+TWIN_COMPILE_MODE="${TWIN_COMPILE_MODE:-auto}"
+W1_EPOCHS="${W1_EPOCHS:-5}"
 P5_REPEATS="${P5_REPEATS:-3}"
 PERSIST_BLOCKS="${PERSIST_BLOCKS:-16 32 64 128}"
 W2_PAIRED_HS="${W2_PAIRED_HS:-128 1024 8192}"
@@ -392,21 +403,22 @@ fi
 O=()
 [ -n "${RECORDS_DIR:-}" ] && O=(--out "$RECORDS_DIR") && mkdir -p "$RECORDS_DIR"
 R=("${O[@]}" --data "$DATA")
+R1=("${R[@]}" --epochs "$W1_EPOCHS")  # W1 runs (w1, match, seeds)
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 if has w1; then
   note "stage w1"
-  run w1-p4-fp32 0 "$P4" "${R[@]}" --tag w1-fp32 --save-init "$WORK/w1init" --save-order "$WORK/w1order.npy"
-  run w1-p4-fp16 0 "$P4" "${R[@]}" --precision fp16 --tag w1-fp16
-  run w1-p5-own 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --tag w1-own --save-init "$WORK/w1init5" --save-order "$WORK/w1order5.npy"
-  run w1-p5-own16 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --precision fp16 --tag w1-own-fp16
-  run w1-p5-nopdl 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --pdl off --tag w1-own-nopdl
-  run w1-p5-lt 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-cublaslt
-  run w1-p5-persist 0 "$P5" "${R[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-persistent
-  run w1-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,compile,graph,compiled-graph --profile --tag "w1-{impl}"
+  run w1-p4-fp32 0 "$P4" "${R1[@]}" --tag w1-fp32 --save-init "$WORK/w1init" --save-order "$WORK/w1order.npy"
+  run w1-p4-fp16 0 "$P4" "${R1[@]}" --precision fp16 --tag w1-fp16
+  run w1-p5-own 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --tag w1-own --save-init "$WORK/w1init5" --save-order "$WORK/w1order5.npy"
+  run w1-p5-own16 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --precision fp16 --tag w1-own-fp16
+  run w1-p5-nopdl 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --pdl off --tag w1-own-nopdl
+  run w1-p5-lt 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-cublaslt
+  run w1-p5-persist 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-persistent
+  run w1-twins 0 "$PYTHON" "$TWIN" "${R1[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl "$TWIN_W1_IMPLS" --compile-mode "$TWIN_COMPILE_MODE" --profile --tag "w1-{impl}"
   # the same twin in C++ (libtorch): is the per-step cost Python's or the framework's?
   if [ -x "$LT_MLP" ]; then
-    run w1-libtorch 0 "$LT_MLP" "${R[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,graph --tag w1
+    run w1-libtorch 0 "$LT_MLP" "${R1[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,graph --tag w1
   else
     note "libtorch twin not built (make libtorch): W1 without it"
   fi
@@ -414,12 +426,12 @@ fi
 
 if has match; then
   note "stage match (W1, dropout 0, fp32)"
-  run m-p4 0 "$P4" "${R[@]}" --dropout 0 --tag w1-nodrop-fp32 --save-init "$WORK/minit" --save-order "$WORK/morder.npy"
-  run m-p5 0 "$P5" "${R[@]}" --dropout 0 --tag w1-nodrop-own
-  run m-p5-lt 0 "$P5" "${R[@]}" --dropout 0 --gemm cublas --tag w1-nodrop-cublaslt
-  run m-p5-persist 0 "$P5" "${R[@]}" --dropout 0 --launch persistent --tag w1-nodrop-persistent
-  run m-twins 0 "$PYTHON" "$TWIN" "${R[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph,compiled-graph --tag "w1-nodrop-{impl}"
-  [ -x "$LT_MLP" ] && run m-libtorch 0 "$LT_MLP" "${R[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph --tag w1-nodrop
+  run m-p4 0 "$P4" "${R1[@]}" --dropout 0 --tag w1-nodrop-fp32 --save-init "$WORK/minit" --save-order "$WORK/morder.npy"
+  run m-p5 0 "$P5" "${R1[@]}" --dropout 0 --tag w1-nodrop-own
+  run m-p5-lt 0 "$P5" "${R1[@]}" --dropout 0 --gemm cublas --tag w1-nodrop-cublaslt
+  run m-p5-persist 0 "$P5" "${R1[@]}" --dropout 0 --launch persistent --tag w1-nodrop-persistent
+  run m-twins 0 "$PYTHON" "$TWIN" "${R1[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl "$TWIN_MATCH_IMPLS" --compile-mode "$TWIN_COMPILE_MODE" --tag "w1-nodrop-{impl}"
+  [ -x "$LT_MLP" ] && run m-libtorch 0 "$LT_MLP" "${R1[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph --tag w1-nodrop
 fi
 
 if has w2; then
@@ -439,10 +451,10 @@ if has w2; then
     fi
     run "w2-$h-p4" 0 "$P4" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp16"
     run "w2-$h-p4-32" 0 "$P4" "${R[@]}" "${W2[@]}" --precision fp32 --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp32"
-    impls=eager,graph,compiled-graph,compile-max-autotune
-    [[ " $TWIN_COMPILE_W2 " == *" $h "* ]] && impls=eager,compile,graph,compiled-graph,compile-max-autotune
+    impls=$TWIN_W2_IMPLS
+    [[ " $TWIN_COMPILE_W2 " == *" $h "* ]] && impls=compile,$TWIN_W2_IMPLS
     # The twin reads phase 5's --steps order (which covers $W2_STEPS >= $W2_STEPS_SLOW steps).
-    [ "${W2_TWINS:-1}" = 1 ] && run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --profile --tag "w2-h$h-{impl}"
+    [ "${W2_TWINS:-1}" = 1 ] && run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --compile-mode "$TWIN_COMPILE_MODE" --profile --tag "w2-h$h-{impl}"
   done
 fi
 
@@ -487,9 +499,9 @@ fi
 if has seeds; then
   note "stage seeds"
   for s in 1 2 3; do
-    run "seed-$s-p5" 0 "$P5" "${R[@]}" --seed "$s" --tag "w1-seed$s-own" --save-init "$WORK/s${s}init" --save-order "$WORK/s${s}order.npy"
-    run "seed-$s-p5p" 0 "$P5" "${R[@]}" --seed "$s" --launch persistent --tag "w1-seed$s-persistent"
-    [ "${SEEDS_TWIN:-1}" = 1 ] && run "seed-$s-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --seed "$s" --init "$WORK/s${s}init" --order "$WORK/s${s}order.npy" --impl graph,compiled-graph --tag "w1-seed$s-{impl}"
+    run "seed-$s-p5" 0 "$P5" "${R1[@]}" --seed "$s" --tag "w1-seed$s-own" --save-init "$WORK/s${s}init" --save-order "$WORK/s${s}order.npy"
+    run "seed-$s-p5p" 0 "$P5" "${R1[@]}" --seed "$s" --launch persistent --tag "w1-seed$s-persistent"
+    [ "${SEEDS_TWIN:-1}" = 1 ] && run "seed-$s-twin" 0 "$PYTHON" "$TWIN" "${R1[@]}" --seed "$s" --init "$WORK/s${s}init" --order "$WORK/s${s}order.npy" --impl "$TWIN_SEEDS_IMPLS" --compile-mode "$TWIN_COMPILE_MODE" --tag "w1-seed$s-{impl}"
   done
 fi
 
@@ -501,7 +513,7 @@ if has fashion; then
   run f-p5-own 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --tag w1-fashion-own
   run f-p5-persist 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-fashion-persistent
   run f-p5-lt 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-fashion-cublaslt
-  run f-twins 0 "$PYTHON" "$TWIN" "${F[@]}" --init "$WORK/finit" --order "$WORK/forder.npy" --impl eager,compile,graph,compiled-graph --tag "w1-fashion-{impl}"
+  run f-twins 0 "$PYTHON" "$TWIN" "${F[@]}" --init "$WORK/finit" --order "$WORK/forder.npy" --impl "$TWIN_W1_IMPLS" --compile-mode "$TWIN_COMPILE_MODE" --tag "w1-fashion-{impl}"
 fi
 
 if ! table "${RECORDS_DIR:-$(ls -d profiles/*/ 2>/dev/null | head -n 1)}"; then

@@ -2,7 +2,7 @@
 # scripts/run_all.sh — `make run`: the notebook, ending with the report.
 #
 #   make run            the quick notebook (default): every figure drawn from fewer sizes, widths and
-#                       repeats; about 6 minutes on an H100 from a fresh clone, build included (estimate)
+#                       repeats; about 5 minutes on an H100 from a fresh clone, build included (estimate)
 #   make run FULL=1     everything: with 2 or more GPUs visible scripts/bench_lanes.sh (the benchmarks
 #                       and their --check spread over the GPUs), else bench_linreg.sh then bench_mlp.sh
 #
@@ -18,13 +18,12 @@
 # passed to the bench scripts as their own environment variables, which a caller's setting overrides):
 #   linear regression: REPEATS=2, SWEEP_NS=5000,500000,5000000, SWEEP_PARTS="p1 p2 p3 twin-gpu"
 #     (no CPU twin in the sweep), P1_MAX_N=500000 (phase 1 swept up to 500K only)
-#   MLP: STAGES="w1 w2 sweep seeds" (no match, gemm, persist, fashion), W2_HS="128 8192",
+#   MLP: STAGES="w1 w2 sweep seeds" (no match, gemm, persist, fashion), W1_EPOCHS=2, W2_HS="128 8192",
 #     W2_STEPS=1000, W2_STEPS_SLOW=200, no paired/no-PDL ablations, P5_REPEATS=2,
 #     SWEEP_BATCHES="32 512 8192", SWEEP_EPOCHS=1, no twin in the batch sweep or the seed study;
-#   the twins run eager, graph and compiled-graph only (torch.compile alone and max-autotune left
-#   out: their compilation is most of the full run's twin time). The bench scripts fix the twins'
-#   mode lists, so the quick run hands them, as PYTHON, a small wrapper (build/quick/python) that
-#   drops those two modes from `--impl` and runs the real interpreter.
+#     the MLP twins run eager, graph and compiled-graph only (torch.compile alone and max-autotune
+#     left out: their compilation is most of the full run's twin time), and the compiled-graph twin
+#     compiles in inductor's default mode (TWIN_COMPILE_MODE=default: no minute of GEMM autotuning).
 #
 # Environment: FULL (1: everything), JOBS (parallel build jobs, default: nproc), DEPS_PREFIX
 # (default .carry/deps when present), DATA_SRC (as for make data), PYTHON (interpreter with torch),
@@ -57,8 +56,7 @@ add build 75 "make -j$JOBS ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} all"
 [ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ] && add tracer_overhead 5 "run_tracer_overhead"
 if [ "$MODE" = quick ]; then
   add bench_linreg 80 "bench linreg"
-  add bench_mlp 120 "bench mlp"
-  add w2_twins 35 "quick_w2_twins"
+  add bench_mlp 110 "bench mlp"
 elif [ "${NGPU:-0}" -ge 2 ] && [ -f scripts/bench_lanes.sh ]; then
   add bench_lanes 900 "bash scripts/bench_lanes.sh"
 else
@@ -71,25 +69,6 @@ run_tracer_overhead() {
   if [ -x build/tools/tracer_overhead ]; then build/tools/tracer_overhead; else echo "build/tools/tracer_overhead not built"; return 1; fi
 }
 
-# The quick mode's twin wrapper: drops compile and compile-max-autotune from --impl.
-quick_python() {
-  mkdir -p build/quick
-  cat >build/quick/python <<EOF
-#!/usr/bin/env bash
-# written by scripts/run_all.sh (quick mode): the twins without torch.compile alone and max-autotune
-args=()
-for a in "\$@"; do
-  if [ "\${prev:-}" = --impl ]; then
-    a=\$(printf '%s' "\$a" | tr ',' '\n' | grep -vx 'compile\|compile-max-autotune' | paste -sd, -)
-    [ -n "\$a" ] || { echo "quick mode: no twin mode left to run"; exit 0; }
-  fi
-  args+=("\$a"); prev="\$a"
-done
-exec $(printf '%q' "$PYTHON") "\${args[@]}"
-EOF
-  chmod +x build/quick/python
-}
-
 bench() {  # bench linreg|mlp: the bench script, with the quick reductions in quick mode
   local b="$1"
   if [ ! -f "scripts/bench_$b.sh" ]; then
@@ -97,33 +76,18 @@ bench() {  # bench linreg|mlp: the bench script, with the quick reductions in qu
     return 1
   fi
   if [ "$MODE" = full ]; then bash "scripts/bench_$b.sh"; return; fi
-  quick_python
   if [ "$b" = linreg ]; then
-    env PYTHON=build/quick/python REPEATS="${REPEATS:-2}" SWEEP_NS="${SWEEP_NS:-5000,500000,5000000}" \
+    env REPEATS="${REPEATS:-2}" SWEEP_NS="${SWEEP_NS:-5000,500000,5000000}" \
       SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu}" P1_MAX_N="${P1_MAX_N:-500000}" bash scripts/bench_linreg.sh
   else
-    env PYTHON=build/quick/python STAGES="${STAGES:-w1 w2 sweep seeds}" W2_HS="${W2_HS:-128 8192}" \
+    env STAGES="${STAGES:-w1 w2 sweep seeds}" W2_HS="${W2_HS:-128 8192}" W1_EPOCHS="${W1_EPOCHS:-2}" \
       W2_STEPS="${W2_STEPS:-1000}" W2_STEPS_SLOW="${W2_STEPS_SLOW:-200}" W2_PAIRED_HS="${W2_PAIRED_HS:-}" \
-      W2_NOPDL_HS="${W2_NOPDL_HS:-}" TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-}" W2_TWINS=0 P5_REPEATS="${P5_REPEATS:-2}" \
+      W2_NOPDL_HS="${W2_NOPDL_HS:-}" TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-}" P5_REPEATS="${P5_REPEATS:-2}" \
+      TWIN_W1_IMPLS="${TWIN_W1_IMPLS:-eager,graph,compiled-graph}" TWIN_W2_IMPLS="${TWIN_W2_IMPLS:-eager,graph,compiled-graph}" \
+      TWIN_COMPILE_MODE="${TWIN_COMPILE_MODE:-default}" \
       SWEEP_BATCHES="${SWEEP_BATCHES:-32 512 8192}" SWEEP_EPOCHS="${SWEEP_EPOCHS:-1}" SWEEP_TWIN=0 SEEDS_TWIN=0 \
       bash scripts/bench_mlp.sh
   fi
-}
-
-# Quick mode: the W2 twins run here (bench_mlp.sh's W2 twin line always adds max-autotune), with the
-# flags, init and order bench_mlp.sh gave phase 5 at each width (build/bench_mlp/w2init<h>, w2order<h>.npy).
-quick_w2_twins() {
-  local h rc=0 data="${DATA:-data/mnist}"
-  [ -z "${DATA:-}" ] && [ -d .carry/data/mnist ] && data=.carry/data/mnist
-  for h in ${W2_HS:-128 8192}; do
-    if [ ! -f "build/bench_mlp/w2order$h.npy" ]; then
-      echo "run_all.sh: no build/bench_mlp/w2order$h.npy (phase 5's W2 run at h = $h): its twins not run"; rc=1; continue
-    fi
-    "$PYTHON" baselines/pytorch/mlp.py --data "$data" --layers "784,$h,$h,$h,10" --optimizer sgd --lr 0.003 \
-      --dropout 0 --precision fp16 --steps "${W2_STEPS_SLOW:-200}" --init "build/bench_mlp/w2init$h" \
-      --order "build/bench_mlp/w2order$h.npy" --impl eager,graph,compiled-graph --profile --tag "w2-h$h-{impl}" || rc=1
-  done
-  return $rc
 }
 
 # ---------------------------------------------------------------- progress and the run record

@@ -587,16 +587,14 @@ def _fake_run_all_tools(root, fake):
     for b in ("bench_linreg", "bench_mlp", "bench_lanes"):
         (root / "scripts" / f"{b}.sh").write_text(
             f'echo "{b} mode=$NB_RUN_MODE python=$PYTHON reps=${{REPEATS:-}} ns=${{SWEEP_NS:-}} stages=${{STAGES:-}} '
-            f'hs=${{W2_HS:-}} w2twins=${{W2_TWINS:-}}" >> "$PWD/steps.log"\n')
+            f'hs=${{W2_HS:-}} w1impls=${{TWIN_W1_IMPLS:-}} w2impls=${{TWIN_W2_IMPLS:-}} cmode=${{TWIN_COMPILE_MODE:-}} '
+            f'w1ep=${{W1_EPOCHS:-}}" >> "$PWD/steps.log"\n')
     (root / "build" / "tools").mkdir()
     (root / "build" / "tools" / "tracer_overhead").write_text('#!/bin/bash\necho tracer_overhead >> "$PWD/steps.log"\n')
     (root / "build" / "tools" / "tracer_overhead").chmod(0o755)
-    # the twin interpreter: logs its arguments (the quick mode's W2 twins, and through the wrapper)
+    # the twin interpreter (PYTHON): logs its arguments
     (fake / "py").write_text('#!/bin/bash\necho "py $*" >> "$PWD/steps.log"\n')
     (fake / "py").chmod(0o755)
-    (root / "build" / "bench_mlp").mkdir()
-    for h in (128, 8192):
-        (root / "build" / "bench_mlp" / f"w2order{h}.npy").write_text("x")
 
 
 def test_run_all_full_with_one_gpu_runs_the_benchmarks_in_sequence_and_goes_on_after_a_failure(sandbox):
@@ -648,21 +646,14 @@ def test_run_all_quick_is_the_default_and_marks_its_records(sandbox):
     steps = (root / "steps.log").read_text().splitlines()
     lin = next(x for x in steps if x.startswith("bench_linreg"))
     mlp = next(x for x in steps if x.startswith("bench_mlp"))
-    assert "mode=quick" in lin and "python=build/quick/python" in lin and "reps=2" in lin and "ns=5000,500000,5000000" in lin
-    assert "stages=w1 w2 sweep seeds" in mlp and "hs=128 8192" in mlp and "w2twins=0" in mlp
-    # the W2 twins of the quick run: eager, graph, compiled-graph on phase 5's init and order
-    tw = [x for x in steps if x.startswith("py ")]
-    assert len(tw) == 2 and all("--impl eager,graph,compiled-graph" in x and "--steps 200" in x for x in tw)
-    assert "--init build/bench_mlp/w2init128 --order build/bench_mlp/w2order128.npy" in tw[0]
+    assert "mode=quick" in lin and "reps=2" in lin and "ns=5000,500000,5000000" in lin
+    assert "stages=w1 w2 sweep seeds" in mlp and "hs=128 8192" in mlp and "w1ep=2" in mlp
+    # the quick twins: eager, graph, compiled-graph (no torch.compile alone, no max-autotune), default inductor mode
+    assert "w1impls=eager,graph,compiled-graph " in mlp and "w2impls=eager,graph,compiled-graph " in mlp
+    assert "cmode=default" in mlp
     assert steps[-1] == "make report"
-    # the wrapper the bench scripts get as PYTHON drops torch.compile alone and max-autotune
-    w = subprocess.run(["bash", str(root / "build" / "quick" / "python"), "mlp.py", "--impl",
-                        "eager,compile,graph,compiled-graph,compile-max-autotune", "--tag", "x"],
-                       capture_output=True, text=True, cwd=root, env=dict(os.environ, PATH=f"{fake}:/usr/bin:/bin"))
-    assert w.returncode == 0, w.stderr
-    assert (root / "steps.log").read_text().splitlines()[-1] == "py mlp.py --impl eager,graph,compiled-graph --tag x"
     rec = json.loads((root / "profiles" / H100 / "run_all__quick.json").read_text())
-    assert rec["run_mode"] == "quick" and [s_["name"] for s_ in rec["steps"]][-1] == "w2_twins"
+    assert rec["run_mode"] == "quick" and [s_["name"] for s_ in rec["steps"]][-1] == "bench_mlp"
     assert "quick notebook" in p.stdout and "FULL=1" in p.stdout
 
 
