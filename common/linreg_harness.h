@@ -36,6 +36,37 @@ struct LinregOutcome {
 // 1e-3 relative.
 constexpr double kLinregParamTol = 1e-4, kLinregLossTol = 1e-3;
 
+// Absolute floor of a loss error at (w, b), for where the loss vanishes (one point fitted
+// exactly: the loss is then all fp32 rounding, ~1e-10, and no relative tolerance can judge it).
+// The kernels form each residual r = w·x + b - y in fp32 from fp32 parameters: off by ~4 roundings
+// of s = |w·x| + |b| + |y|, and the fp32 parameters stop moving once a step is under half an ulp
+// (lr·2|r| < u|b|), so r may stay up to u·s/(2·lr) where the float64 reference keeps descending:
+// δ = c·u·s, c = 4 + 1/(2·lr), u = 2^-24; r² is then off by <= 2|r|·δ + δ², averaged over the
+// points with Cauchy-Schwarz from sums alone: 2·c·u·sqrt(L·S2/n) + (c·u)²·S2/n (L the reference
+// loss, S2 = Σ s²). A lost point, block or epoch moves the loss far more.
+struct LinregAbsSums {
+  double n = 0, ax = 0, ay = 0, xx = 0, yy = 0, axy = 0;  // Σ|x|, Σ|y|, Σx², Σy², Σ|x·y|
+};
+inline LinregAbsSums linreg_abs_sums(const float* x, const float* y, size_t n) {
+  LinregAbsSums s;
+  s.n = double(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double xi = x[i], yi = y[i];
+    s.ax += std::fabs(xi);
+    s.ay += std::fabs(yi);
+    s.xx += xi * xi;
+    s.yy += yi * yi;
+    s.axy += std::fabs(xi * yi);
+  }
+  return s;
+}
+inline double linreg_loss_abs_floor(const LinregAbsSums& s, double w, double b, double loss, double lr) {
+  if (s.n <= 0) return 0.0;
+  const double aw = std::fabs(w), ab = std::fabs(b), cu = (4.0 + 0.5 / std::max(std::fabs(lr), 1e-6)) * 0x1p-24;
+  const double s2 = aw * aw * s.xx + s.n * ab * ab + s.yy + 2 * aw * ab * s.ax + 2 * aw * s.axy + 2 * ab * s.ay;
+  return 2 * cu * std::sqrt(std::max(loss, 0.0)) * std::sqrt(s2 / s.n) + cu * cu * s2 / s.n;
+}
+
 // Compares `got` with the float64 reference over the very same points (x, y: host copies of
 // the device arrays, storage order: train split first). Prints one line with the errors and
 // returns the record's "validation" object; *passed is false when any error exceeds its
@@ -46,11 +77,20 @@ inline nlohmann::json linreg_validate(const float* x, const float* y, size_t n, 
   const LinregSums train = linreg_sums(x, y, nt);
   const LinregTrace ref = linreg_reference(train, linreg_init_w(), linreg_init_b(), lr, epochs);
   auto rel = [](double a, double r) { return std::fabs(a - r) / std::fabs(r); };
+  // a loss's error relative to max(|ref|, floor / tolerance): passes when within either bound
+  auto loss_rel = [](double a, double r, double floor) {
+    return std::fabs(a - r) / std::max(std::fabs(r), floor / kLinregLossTol);
+  };
+  const LinregAbsSums tra = linreg_abs_sums(x, y, nt);
+  double wt = linreg_init_w(), bt = linreg_init_b();  // the reference trajectory, for each epoch's floor
   const double w_rel = rel(got.w, ref.w), b_rel = rel(got.b, ref.b);
   double max_loss_rel = got.loss.size() == ref.loss.size() ? 0.0 : INFINITY;
   int worst_epoch = -1;
   for (size_t e = 0; got.loss.size() == ref.loss.size() && e < got.loss.size(); ++e) {
-    double r = rel(got.loss[e], ref.loss[e]);
+    double r = loss_rel(got.loss[e], ref.loss[e], linreg_loss_abs_floor(tra, wt, bt, ref.loss[e], lr));
+    const LinregTrace next = linreg_reference(train, wt, bt, lr, 1);  // one step: the reference's own arithmetic
+    wt = next.w;
+    bt = next.b;
     if (std::isnan(r)) r = INFINITY;  // a NaN loss counts as an infinite error
     if (r > max_loss_rel || worst_epoch < 0) {
       max_loss_rel = r;
