@@ -21,7 +21,10 @@
 // so both lanes of every pair, every lane, every block and every run get the same bits. Every
 // thread then takes the step itself in float64 and rounds to fp32, exactly as the graph path
 // and the reference do. Two __syncthreads and one L2 exchange per epoch; bit-identical runs by
-// construction.
+// construction. Tried against it in a device probe (issue 19) and dropped: one or two polling
+// warps reading each block's words as one 32-byte group (fewer pollers), with named barriers so
+// only the pollers wait for the warps' sums — no faster (one warp: register spills; two: even),
+// and the split arrive/sync barriers are not racecheck/synccheck clean.
 #pragma once
 #include <cuda_runtime.h>
 

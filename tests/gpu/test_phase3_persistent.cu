@@ -151,7 +151,7 @@ TEST_CASE("phase 3 persistent kernel: awkward sizes and grid shapes against the 
   }
 }
 
-TEST_CASE("phase 3 persistent kernel: two runs are bit-identical") {
+TEST_CASE("phase 3 persistent kernel: two runs are bit-identical, and so are the exchanges") {
   if (!has_device()) return;
   const int G = std::min(max_grid(), 13);
   const size_t nt = 300007, ntest = 75001;
@@ -161,6 +161,16 @@ TEST_CASE("phase 3 persistent kernel: two runs are bit-identical") {
   for (size_t i = 0; i < x.size(); ++i) {
     x[i] = u(g);
     y[i] = 0.7f * x[i] + 0.1f * u(g);
+  }
+  // and the exchanges agree with each other bit for bit (the same block sums, the same order)
+  for (int ex : {int(p3::kGridSync), int(p3::kCounter)}) {
+    CAPTURE(ex);
+    const Run a = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f);
+    const Run b = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, ex, 100);
+    CHECK(std::memcmp(a.loss.data(), b.loss.data(), a.loss.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(a.test.data(), b.test.data(), a.test.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
+    CHECK(std::memcmp(&a.b, &b.b, sizeof(float)) == 0);
   }
   const Run a = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f);
   const Run b = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f);
