@@ -21,8 +21,8 @@ import statistics
 from records import as_list, dget, num, parse_nsys_kern_sum, parse_ncu_details, read_chrome_trace
 
 OURS_ORDER = [
-    ("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
-    ("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"),
+    ("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda-graph"),
+    ("phase3_fused_streams", "cuda"), ("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"),
     ("phase5_batched", "cuda"), ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"),
     ("phase5_batched", "cuda-persistent"), ("phase5_batched", "cuda-cluster"),
 ]
@@ -94,7 +94,7 @@ def series_sort_key(key):
 
 
 # One colour language (issue 22): ours in shades of blue, darker up the ladder; PyTorch in shades of red.
-_COLORS_OURS = ["#c6dbef", "#9ecae1", "#6baed6", "#8fb8de", "#4292c6", "#2171b5", "#3a6fb0", "#08519c", "#08306b",
+_COLORS_OURS = ["#c6dbef", "#9ecae1", "#7fb2d9", "#6baed6", "#8fb8de", "#4292c6", "#2171b5", "#3a6fb0", "#08519c", "#08306b",
                 "#041f4a"]
 _COLORS_TWIN = {"pytorch-cpu": "#bdbdbd", "pytorch-eager": "#fcae91", "pytorch-compile": "#fb6a4a",
                 "pytorch-compile-max-autotune": "#ef3b2c", "pytorch-graph": "#cb181d",
@@ -146,7 +146,8 @@ def base_tag(r):
     for c in ("own-fp16", "own-fp32", "own", "cublaslt", "lt"):
         if tag.endswith("-" + c) and len(tag) > len(c) + 1:
             return tag[: -len(c) - 1]
-    cands = sorted({r.impl, r.impl.replace("pytorch-", "", 1), r.impl.replace("cuda-", "", 1), "fp16", "fp32"},
+    cands = sorted({r.impl, r.impl.replace("pytorch-", "", 1), r.impl.replace("cuda-", "", 1),
+                    r.impl.replace("libtorch-", "", 1), "fp16", "fp32"},
                    key=lambda s: (-len(s), s))
     for c in cands:
         if c and tag.endswith("-" + c) and len(tag) > len(c) + 1:
@@ -1265,7 +1266,8 @@ RUNGS = [
     # (workload, key, what it adds)
     ("linreg", ("phase1_naive", "cuda"), "one thread per point, every sum by global atomics"),
     ("linreg", ("phase2_shared_mem", "cuda"), "block sums in shared memory, one atomic per block"),
-    ("linreg", ("phase3_fused_streams", "cuda"), "one fused kernel (or one persistent kernel) for the epochs"),
+    ("linreg", ("phase3_fused_streams", "cuda-graph"), "one fused kernel per epoch, the epochs in a CUDA graph"),
+    ("linreg", ("phase3_fused_streams", "cuda"), "every epoch in one persistent kernel, the data on chip"),
     ("mlp_w1", ("phase4_mlp", "cuda-fp32"), "hand-written MLP kernels, fp32, a host-driven step"),
     ("mlp_w1", ("phase4_mlp", "cuda-fp16"), "fp16 tensor-core GEMMs"),
     ("mlp_w1", ("phase5_batched", "cuda"), "fused kernels, the step captured in a CUDA graph"),

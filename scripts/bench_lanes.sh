@@ -51,7 +51,8 @@ if make -n libtorch >/dev/null 2>&1; then
   make libtorch >"$LOG_DIR/make_libtorch.log" 2>&1 || { tail -n 20 "$LOG_DIR/make_libtorch.log"; note "libtorch twin: build failed"; }
 fi
 
-# The lanes: one line per invocation, "ENV=... script args" (word-split, no quoting inside).
+# The lanes: one line per invocation, "NAME=value ... script args" (word-split, no quoting inside;
+# an underscore in a value stands for a space).
 LANE0=("SWEEP_PARTS=p2_p3_twin-gpu_twin-cpu scripts/bench_linreg.sh" "scripts/bench_linreg.sh --check")
 [ -n "${LANE_EXTRA:-}" ] && LANE0+=("$LANE_EXTRA")
 LANE1=("STAGES=w1_match_seeds_fashion scripts/bench_mlp.sh")
@@ -66,7 +67,8 @@ lane_run() {
     read -r -a words <<<"$line"
     local envs=() cmd=()
     for w in "${words[@]}"; do
-      if [ ${#cmd[@]} -eq 0 ] && [[ "$w" == *=* ]]; then envs+=("${w//_/ }"); else cmd+=("$w"); fi
+      # NAME=a_b_c sets NAME to "a b c" (underscores in the value only: names keep theirs)
+      if [ ${#cmd[@]} -eq 0 ] && [[ "$w" == *=* ]]; then local v="${w#*=}"; envs+=("${w%%=*}=${v//_/ }"); else cmd+=("$w"); fi
     done
     echo "=== lane $k, GPU $gpu: $line"
     if ! env CUDA_VISIBLE_DEVICES="$gpu" "${envs[@]}" bash "${cmd[@]}"; then

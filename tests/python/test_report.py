@@ -737,3 +737,33 @@ def test_the_record_writers_mark_quick_runs(monkeypatch):
     assert nbc.new_record("pytorch_linreg", "linreg", "pytorch-cpu", {})["run_mode"] == "quick"
     src = open(os.path.join(ROOT, "common", "record.cpp"), encoding="utf-8").read()
     assert 'r["run_mode"] = run_mode_from_env();' in src and '"NB_RUN_MODE"' in src
+
+
+def test_bench_lanes_spreads_the_invocations_and_passes_their_settings(sandbox):
+    # Four GPUs: each lane's invocations run on its own GPU with the lane's settings (an underscore in
+    # a value is a space; names keep their underscores), and a failing invocation fails its lane only.
+    root, fake, run = sandbox
+    shutil.copy(os.path.join(ROOT, "scripts", "bench_lanes.sh"), root / "scripts" / "bench_lanes.sh")
+    (fake / "make").write_text('#!/bin/bash\nexit 0\n')
+    (fake / "make").chmod(0o755)
+    smi = "#!/bin/bash\n" + "".join(f'echo "GPU {i}: NVIDIA H100 80GB HBM3"\n' for i in range(4))
+    (fake / "nvidia-smi").write_text(smi)
+    for b in ("bench_linreg", "bench_mlp"):
+        (root / "scripts" / f"{b}.sh").write_text(
+            f'echo "{b} $* gpu=$CUDA_VISIBLE_DEVICES stages=${{STAGES:-}} hs=${{W2_HS:-}} parts=${{SWEEP_PARTS:-}}"\n'
+            '[ "${1:-}" != --check ] || [ "${FAIL_CHECK:-0}" = 0 ]\n')
+    p = run("bench_lanes.sh", LOG_DIR=str(root / "lanes"), FAIL_CHECK="1")
+    assert p.returncode == 1, p.stdout + p.stderr   # lane 0's --check failed
+    logs = {k: (root / "lanes" / f"lane{k}.log").read_text() for k in range(4)}
+    assert "bench_linreg  gpu=0 stages= hs= parts=p2 p3 twin-gpu twin-cpu" in logs[0]
+    assert "bench_linreg --check gpu=0" in logs[0] and "=== lane 0: FAILED scripts/bench_linreg.sh --check" in logs[0]
+    assert "bench_mlp  gpu=1 stages=w1 match seeds fashion hs=" in logs[1]
+    assert "bench_mlp  gpu=2 stages=w2 gemm hs=128 256 512 1024 2048" in logs[2]
+    assert "bench_mlp  gpu=3 stages=w2 persist sweep hs=4096 8192" in logs[3]
+    assert "FAILED" not in logs[1] + logs[2] + logs[3]
+    # one GPU: every lane on GPU 0, one after another
+    (fake / "nvidia-smi").write_text('#!/bin/bash\necho "GPU 0: NVIDIA H100 80GB HBM3"\n')
+    p = run("bench_lanes.sh", LOG_DIR=str(root / "one"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    one = (root / "one" / "lane0.log").read_text()
+    assert one.count("gpu=0") == 5 and not (root / "one" / "lane1.log").exists()
