@@ -32,16 +32,17 @@
 //   on chip (200 bare grid barriers, tools/grid_barrier); the algebraic limit (Σx, Σy, Σx², Σxy in
 //   one pass) is no training loop.
 //
-// MEASURED: pending the bench run (scripts/bench_linreg.sh: phase3_fused_streams__headline.json,
-//   __headline-graph.json, __sweep-n<N>[-graph].json; grid_barrier__bench-linreg.json).
+// MEASURED (NVIDIA H200, profiles/nvidia-h200/, one bench_lanes.sh run at ebcd7ce): 5M x 200 in
+//   0.607 ms (__headline.json; 3.0 µs an epoch), 2.25x the graph rung's 1.366 ms (__headline-graph),
+//   4.59x the fastest PyTorch of the same run (compiled-graph, 2.786 ms) — short of the 0.5 ms and
+//   7.7x goals: the prediction's ~0.8 µs exchange is 1.92 µs measured (grid_barrier__bench-linreg:
+//   bare counter barrier 0.95 µs, cg grid.sync 0.98 µs), and the block trees and two __syncthreads
+//   add ~0.6 µs. Largest n on chip 6,529,710: 0.674 ms; one point more takes the graph path: 1.598 ms
+//   (__sweep-n6529710/-n6529711). At n <= 5,000 PyTorch's compiled-graph (0.27-0.40 ms) beats it.
 //
 // History — the graph rung's tuning and measurements, options tried and dropped:
 //   report/phase_notes/phase3_fused_streams.md.
-//
-// Flags: --n --epochs --lr --path auto|persistent|graph --exchange poll|grid-sync|counter --poll-ns
-//        --persist-blocks --print-fit --eval-every --source device|host --streams --chunk
-//        (graph path: --update next-epoch|last-block --pdl off|early|late --blocks-per-sm --l2-persist)
-//        + the common flags (--help lists them).
+// Flags: --help lists every one (--path auto|persistent|graph, --exchange, --poll-ns, --print-fit, ...).
 #include <cuda_runtime.h>
 
 #include <algorithm>

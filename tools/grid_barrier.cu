@@ -23,7 +23,9 @@
 //
 //   build/tools/grid_barrier [--iters 200] [--repeats 21] [--warmup 3] [--l2-mb 32] [--out DIR] [--tag default]
 // writes profiles/<device-slug>/grid_barrier__<tag>.json (phase "grid_barrier").
-// Measured: pending the bench run (the record above, once committed, has the numbers).
+// Measured (NVIDIA H200, profiles/nvidia-h200/grid_barrier__bench-linreg.json): 132 x 512 threads,
+// 200 barriers: counter 0.95 µs, cg grid.sync 0.98 µs, phase 3's exchange 1.92 µs each; L2 read
+// 7,214 GB/s (32 MB, 20 passes).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 

@@ -29,7 +29,9 @@
 // Exit codes (common/errors.h): 1 validation failed, 2 usage, 3 no CUDA device, 4 bad data file,
 // 5 out of GPU memory, 6 output not writable, 7 diverged, 8 a libtorch/CUDA call failed.
 //
-// measurement: pending the bench run.
+// Measured (NVIDIA H200, profiles/nvidia-h200/libtorch_linreg__headline-*.json, 5M x 200): eager
+// 47.8 ms against 144.7 ms from Python (pytorch_linreg__headline-eager.json): two thirds of eager's
+// epoch is Python; graph 26.2 ms against Python's 26.5 ms: a graph replay leaves nothing to Python.
 #include <cmath>
 #include <cstdio>
 #include <string>

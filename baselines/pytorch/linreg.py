@@ -38,14 +38,12 @@ each run re-initialises w and b.
 profiles/<gpu-slug>/pytorch_linreg__<tag>-<impl>.json (<impl> = cpu, eager, ...,
 eager-sync-every-epoch) unless the tag contains {impl}.
 
-Measured (H100 80GB HBM3, scripts/bench_linreg.sh, profiles/nvidia-h100-80gb-hbm3/
-pytorch_linreg__headline-<impl>.json), 5M points x 200 epochs: eager 133 ms (667 us per epoch
-of which ~110 us are kernels: the rest is Python and launch overhead), graph 30.1 ms, compile
-187 ms (compilation, 4.5 s, excluded), cpu 2.04 s, eager with loss.item() every epoch 114 ms
-(eager's medians varied 110-133 ms between processes of the same run). The sweep's compile
-records of that run (pytorch_linreg__sweep-n<N>-compile.json) were compiled with torch's default
-automatic dynamic shapes (one process, growing n: symbolic n from the second size on) and are
-far slower than eager at large n (7.8 s vs 0.54 s at 100M); compile is now static per size.
+Measured (NVIDIA H200, one bench_lanes.sh run at ebcd7ce, profiles/nvidia-h200/
+pytorch_linreg__headline-<impl>.json), 5M points x 200 epochs: eager 144.7 ms (its runs vary
+between processes: 119.1 ms in the sweep's 5M record of the same run), compile 168.5 ms, graph
+26.5 ms, compiled-graph 2.79 ms (inductor's default mode kept; compilation and capture excluded),
+cpu 25.4 s on a host whose cores three other benchmark lanes shared. The H100 records of earlier
+sessions are in profiles/nvidia-h100-80gb-hbm3/ (no compiled-graph there).
 
 Exit codes as the CUDA programs (common/errors.h): 1 validation failed, 2 usage, 3 no CUDA
 device, 4 bad data file, 5 does not fit in GPU memory, 6 output not writable, 7 diverged.
