@@ -38,7 +38,7 @@
 //   7.7x goals: the prediction's ~0.8 µs exchange is 1.92 µs measured (grid_barrier__bench-linreg:
 //   bare counter barrier 0.95 µs, cg grid.sync 0.98 µs), and the block trees and two __syncthreads
 //   add ~0.6 µs. Largest n on chip 6,529,710: 0.674 ms; one point more takes the graph path: 1.598 ms
-//   (__sweep-n6529710/-n6529711). At n <= 5,000 PyTorch's compiled-graph (0.27-0.40 ms) beats it.
+//   (__sweep-n6529710/-n6529711). At n = 500 PyTorch's compiled-graph (0.27 ms vs 0.37) beats it.
 //
 // History — the graph rung's tuning and measurements, options tried and dropped:
 //   report/phase_notes/phase3_fused_streams.md.
