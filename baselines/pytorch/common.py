@@ -353,6 +353,31 @@ def host_times(run, warmup, repeats, setup=None):
     return times
 
 
+def fresh_function(f, name):
+    """A copy of function f with a code object of its own, named `name`. torch.compile keeps its
+    cache per code object: each copy compiles afresh (one per inductor mode, one per sweep size)."""
+    import types  # noqa: PLC0415
+
+    return types.FunctionType(f.__code__.replace(co_name=name), f.__globals__, f.__name__, f.__defaults__,
+                              f.__closure__)
+
+
+def replay_ms(graph, setup, runs=3):
+    """The median of `runs` timed replays of a CUDA graph (CUDA events), setup() before each."""
+    import torch  # noqa: PLC0415
+
+    times = []
+    for _ in range(runs):
+        setup()
+        a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        z.record()
+        z.synchronize()
+        times.append(a.elapsed_time(z))
+    return sorted(times)[len(times) // 2]
+
+
 # ----------------------------------------------------------------------------- torch.profiler
 def kernel_summary_from_chrome_trace(trace):
     """CUDA kernels of a torch.profiler Chrome trace (dict or path) in the record's `kernels`

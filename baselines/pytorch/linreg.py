@@ -230,16 +230,13 @@ class Trainer:
         the sizes of a sweep never share dynamo's cache), warm up, capture every epoch into one
         graph; with compile_mode "auto" both modes, keeping the faster replay."""
         import time  # noqa: PLC0415
-        import types  # noqa: PLC0415
 
         torch = self.torch
         modes = COMPILE_MODES if compile_mode == "auto" else (compile_mode,)
         built, trial = {}, {}
         self.compile_ms = self.capture_ms = 0.0
         for mode in modes:
-            f = self._epoch_math
-            fresh = types.FunctionType(f.__code__.replace(co_name=f"linreg_epoch_{mode.replace('-', '_')}"),
-                                       f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+            fresh = nbc.fresh_function(self._epoch_math, f"linreg_epoch_{mode.replace('-', '_')}")
             fn = torch.compile(fresh, fullgraph=True, dynamic=False, mode=mode)
             t0 = time.perf_counter()
             side = torch.cuda.Stream()
@@ -261,16 +258,7 @@ class Trainer:
             self.capture_ms += (t2 - t1) * 1e3
             built[mode] = (fn, graph, losses)
             if len(modes) > 1:
-                times = []
-                for _ in range(3):
-                    self.reset_params()
-                    a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    graph.replay()
-                    z.record()
-                    z.synchronize()
-                    times.append(a.elapsed_time(z))
-                trial[mode] = sorted(times)[1]
+                trial[mode] = nbc.replay_ms(graph, self.reset_params)
         best = min(trial, key=trial.get) if trial else modes[0]
         self.compile_mode = best
         self.mode_trial_ms = trial or None

@@ -420,9 +420,7 @@ class Trainer:
         built, trial = {}, {}
         self.compile_ms = self.capture_ms = 0.0
         for mode in modes:
-            f = Trainer._compiled_forward
-            fresh = types.FunctionType(f.__code__.replace(co_name=f"mlp_forward_{mode.replace('-', '_')}"),
-                                       f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+            fresh = nbc.fresh_function(Trainer._compiled_forward, f"mlp_forward_{mode.replace('-', '_')}")
             fn = torch.compile(types.MethodType(fresh, self), fullgraph=True, dynamic=False, mode=mode)
             t0 = time.perf_counter()
             self.reset()
@@ -448,16 +446,7 @@ class Trainer:
             self.capture_ms += (t2 - t1) * 1e3
             built[mode] = (fn, graphs)
             if len(modes) > 1:
-                times = []
-                for _ in range(3):
-                    self.reset()
-                    a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    graphs[k].replay()
-                    z.record()
-                    z.synchronize()
-                    times.append(a.elapsed_time(z) / k)
-                trial[mode] = sorted(times)[1]  # ms per step
+                trial[mode] = nbc.replay_ms(graphs[k], self.reset) / k  # ms per step
         best = min(trial, key=trial.get) if trial else modes[0]
         self.compile_mode, self.mode_trial_ms = best, (trial or None)
         self.cg_fn, self.cg_graphs = built[best]  # the other mode's graphs are freed

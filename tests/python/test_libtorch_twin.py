@@ -7,7 +7,6 @@ order file, 6 output not writable), and valid input without a GPU exits 3. With 
 GPU smoke the bench scripts run): short runs of both implementations with --validate write valid
 schema-v1 records, and eager and graph agree step for step with dropout 0.
 """
-import gzip
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "baselines" / "pytorch"))
 import common as nbc  # noqa: E402
+from idx_fixtures import write_dataset  # noqa: E402
 
 LINREG = REPO / "build" / "libtorch_linreg"
 MLP = REPO / "build" / "libtorch_mlp"
@@ -68,29 +68,6 @@ def assert_one_line_error(p, code):
 
 
 # ----------------------------------------------------------------------------- synthetic inputs
-def idx_bytes(kind, arr):
-    if kind == "images":
-        n = arr.shape[0]
-        head = (2051).to_bytes(4, "big") + n.to_bytes(4, "big") + (28).to_bytes(4, "big") + (28).to_bytes(4, "big")
-    else:
-        head = (2049).to_bytes(4, "big") + len(arr).to_bytes(4, "big")
-    return head + np.asarray(arr, np.uint8).tobytes()
-
-
-def write_dataset(d, n_train=96, n_test=40, seed=0):
-    rng = np.random.default_rng(seed)
-    d.mkdir(parents=True, exist_ok=True)
-    files = {
-        "train-images-idx3-ubyte.gz": idx_bytes("images", rng.integers(0, 256, (n_train, 784))),
-        "train-labels-idx1-ubyte.gz": idx_bytes("labels", rng.integers(0, 10, n_train)),
-        "t10k-images-idx3-ubyte.gz": idx_bytes("images", rng.integers(0, 256, (n_test, 784))),
-        "t10k-labels-idx1-ubyte.gz": idx_bytes("labels", rng.integers(0, 10, n_test)),
-    }
-    for name, raw in files.items():
-        (d / name).write_bytes(gzip.compress(raw))
-    return d
-
-
 def write_init(d, layers, seed=1):
     rng = np.random.default_rng(seed)
     d.mkdir(parents=True, exist_ok=True)
@@ -176,7 +153,7 @@ def test_linreg_bad_data_files(tmp_path):
 
 @needs_build
 def test_mlp_bad_arguments_and_files(tmp_path):
-    data = write_dataset(tmp_path / "data")
+    data = write_dataset(tmp_path / "data", n_train=96, n_test=40)
     out = ["--out", tmp_path / "rec", "--data", data]
     for args in (["--layers", "100,10"], ["--layers", "784,64,9"], ["--dropout", "1"], ["--impl", "eager,x"],
                  ["--optimizer", "lbfgs"], ["--precision", "bf16"], ["--batch", "1000"]):

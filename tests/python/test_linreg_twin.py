@@ -328,3 +328,23 @@ def test_gpu_twins_match_the_float64_reference(tmp_path, impl):
     if impl == "compiled-graph":
         assert rec["config"]["compile_mode"] == "default"
         assert rec["timing"]["compile_ms"] > 0 and rec["timing"]["capture_ms"] > 0
+
+
+def test_fresh_function_is_the_same_function_with_its_own_code_object():
+    # torch.compile caches per code object: the compiled-graph twin compiles each inductor mode (and
+    # each sweep size) from such a copy, so no mode or size reuses another's compilation.
+    a = nbc.fresh_function(linreg.Trainer._epoch_math, "epoch_a")
+    b = nbc.fresh_function(linreg.Trainer._epoch_math, "epoch_b")
+    assert a.__code__ is not b.__code__ and a.__code__.co_name == "epoch_a"
+    assert a.__code__.co_code == linreg.Trainer._epoch_math.__code__.co_code
+
+    class T(np.ndarray):  # enough of a tensor for the epoch's arithmetic: w, b updated in place
+        def sub_(self, d):
+            self[...] -= d
+
+    x, y = np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 6.5])
+    w, bb = np.array(0.5).view(T), np.array(0.1).view(T)
+    loss = a(w, bb, x, y, 0.1)
+    r = 0.5 * x + 0.1 - y
+    assert loss == pytest.approx((r * r).mean())
+    assert float(w) == pytest.approx(0.5 - 0.1 * 2 * (r * x).mean()) and float(bb) == pytest.approx(0.1 - 0.1 * 2 * r.mean())

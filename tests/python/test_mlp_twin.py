@@ -22,31 +22,11 @@ sys.path.insert(0, str(REPO / "baselines" / "pytorch"))
 import common as nbc  # noqa: E402
 import mlp  # noqa: E402
 
+from idx_fixtures import idx_bytes, write_dataset  # noqa: E402
 from torch_env import HAVE_CUDA, HAVE_TORCH, needs_cuda, needs_torch  # noqa: E402,F401
 
 
 # ----------------------------------------------------------------------------- synthetic data
-def idx_bytes(kind, arr):
-    if kind == "images":
-        n = arr.shape[0]
-        head = (2051).to_bytes(4, "big") + n.to_bytes(4, "big") + (28).to_bytes(4, "big") + (28).to_bytes(4, "big")
-    else:
-        head = (2049).to_bytes(4, "big") + len(arr).to_bytes(4, "big")
-    return head + np.asarray(arr, np.uint8).tobytes()
-
-
-def write_dataset(d, n_train=100, n_test=30, seed=0):
-    rng = np.random.default_rng(seed)
-    d.mkdir(parents=True, exist_ok=True)
-    files = {
-        "train-images-idx3-ubyte.gz": idx_bytes("images", rng.integers(0, 256, (n_train, 784))),
-        "train-labels-idx1-ubyte.gz": idx_bytes("labels", rng.integers(0, 10, n_train)),
-        "t10k-images-idx3-ubyte.gz": idx_bytes("images", rng.integers(0, 256, (n_test, 784))),
-        "t10k-labels-idx1-ubyte.gz": idx_bytes("labels", rng.integers(0, 10, n_test)),
-    }
-    for name, raw in files.items():
-        (d / name).write_bytes(gzip.compress(raw))
-    return d
 
 
 def code_of(argv):
