@@ -246,7 +246,8 @@ pairs.append(("phase5_batched__w2-h128-cluster", "pytorch_mlp__w2-h128-eager"))
 for a, b in pairs:
     m = loss_match(a, b)
     if m:
-        print("%-36s %13s %13s %13s %11s %8d" % (a.split("__")[1] + " vs " + b.split("__")[1].rsplit("-", 1)[1],
+        who = ("libtorch " if a.startswith("libtorch") else "") + a.split("__")[1]
+        print("%-36s %13s %13s %13s %11s %8d" % (who + " vs " + b.split("__")[1].rsplit("-", 1)[1],
               fmt(m[0], "%.2e"), fmt(m[1], "%.2e"), fmt(m[2], "%.2e"), fmt(m[3], "%.2f"), m[4]))
 
 hs = sorted({int(k.split("-h")[1].split("-")[0]) for k in recs if "__w2-h" in k})
