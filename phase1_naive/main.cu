@@ -15,16 +15,11 @@
 // THE ONE DESIGN DECISION: WHAT DO THE ATOMICS ACCUMULATE INTO?
 //   Per-element atomicAdd into a float is the "obvious" first program, and it is wrong at this
 //   scale: after 16.8M additions of values near 0.25 a float sum near 4e6 has an ulp of 0.25-0.5,
-//   so every further term is rounded by up to its own size; at 80M train points the loss would
-//   be off by tens of percent. We accumulate into DOUBLE (atomicAdd(double*) is native since
-//   sm_60): the residual r is float32 like the model, the products and sums are float64, and the
-//   result matches the float64 reference to ~1e-9. That is the only concession to correctness;
-//   the cost of the naive structure — n same-address atomics per sum, serialized in the L2 —
-//   stays in full view, which is what phase 2 removes.
-//   --deterministic: double atomics still add in a scheduling-dependent order, so the low bits
-//   of a sum can differ between runs. With --deterministic each kernel writes its per-element
-//   terms to a buffer instead and a naive pairwise tree in global memory (one launch per level,
-//   ⌈log2 nt⌉ launches per sum) adds them in a fixed order: bit-identical runs, much slower.
+//   so every further term is rounded by up to its own size. We accumulate into DOUBLE (native
+//   since sm_60): the residual is float32 like the model, products and sums are float64, ~1e-9
+//   from the float64 reference. The cost of the naive structure — n same-address atomics per sum,
+//   serialized in the L2 — stays in full view, which is what phase 2 removes. --deterministic:
+//   per-element terms to a buffer, added by a pairwise tree in global memory: bit-identical runs.
 //
 // PREDICTION (METHOD.md "two numbers", headline n = 5M → nt = 4M train points, H100)
 //   Bytes per epoch: forward reads x, writes pred (8 B/pt); loss reads pred, y (8); gradients
@@ -34,23 +29,15 @@
 //   i.e. ~1.4 s for 200 epochs: the atomics, not the memory, set the time (~190× the byte
 //   floor). The per-epoch host sync (~10 µs) is noise next to that.
 //
-// MEASURED (H100 80GB HBM3; records in profiles/nvidia-h100-80gb-hbm3/, all from one run of
-// scripts/bench_linreg.sh and one of its --check at commit 0b401a6, logs/bench_linreg_s10.log and
-// logs/bench_linreg_check_s10.log)
-//   Headline 5M x 200: 4237 ms median of 5 (4232-4246), 21.2 ms per epoch
-//   (phase1_naive__headline.json). Per epoch (CUPTI, on during the timed runs: < 0.1%):
-//   gradients 14.0 ms, loss 7.0 ms, forward 12 us, update 1.4 us. So the atomics are the whole
-//   story, as predicted, but 3x slower than predicted: 12M same-address double atomics in 21 ms is
-//   ~1.77 ns each (~0.57 G/s), about three L2 clocks per atomic, not one. 420x slower than phase 2
-//   (10.10 ms), 37x slower than the PyTorch eager twin of the same run (114.7 ms median; its five
-//   runs spread 94-142 ms; pytorch_linreg__headline-eager.json). The e7ae993 run these records
-//   replace gave the same 4237 ms (eager then: 86.8 ms).
-//   Sweep (phase1_naive__sweep-n<N>.json, validated at every size): 6.2 ms at n = 500 (31 us per
-//   epoch of launches and syncs), then linear in n: 427 ms at 500K, 8.4 s at 10M, 84.4 s at 100M
-//   (422 ms per epoch). Validation against the float64 reference at n = 1, 7, 999983, 5000001
-//   (phase1_naive__n<N>.json) and every sweep size up to 100M: w_rel <= 7.1e-8, b_rel <= 4.3e-7,
-//   worst loss_rel 1.02e-5 (n = 1).
+// MEASURED (NVIDIA H200, profiles/nvidia-h200/, one bench_lanes.sh run at ebcd7ce): 5M x 200 in
+//   4226 ms (phase1_naive__headline.json, median of 5; 21.1 ms an epoch). Per epoch (CUPTI, on
+//   while timing): gradients 14.04 ms, loss 7.02 ms, forward 11 µs, update 1.2 µs: the atomics
+//   are the whole story, as predicted, but 3x slower (~1.75 ns a same-address double atomic, not
+//   one L2 clock). 1517x slower than the fastest PyTorch of the same run (compiled-graph, 2.786
+//   ms: pytorch_linreg__headline-compiled-graph.json), 29.2x slower than eager (144.7 ms:
+//   __headline-eager.json); phase 2 is 481x faster. H100 records: profiles/nvidia-h100-80gb-hbm3/.
 //
+// History — the H100 measurements, sweep and validation: report/phase_notes/phase1_naive.md.
 // Flags: --n --epochs --lr --save-data FILE.npy + the common flags (--help lists them).
 #include <cuda_runtime.h>
 

@@ -33,22 +33,15 @@
 //   faster than phase 1, far beyond the ≥2× target. What is left is structural: 3.5× the
 //   necessary bytes (pred written and re-read twice) and a host sync every epoch — phase 3.
 //
-// MEASURED (H100 80GB HBM3; records in profiles/nvidia-h100-80gb-hbm3/, all from one run of
-// scripts/bench_linreg.sh and one of its --check at commit 0b401a6, logs/bench_linreg_s10.log and
-// logs/bench_linreg_check_s10.log)
-//   Headline 5M x 200: 10.10 ms median of 5 (10.03-10.24), 50.5 us per epoch
-//   (phase2_shared_mem__headline.json): 420x faster than phase 1 (target >= 2x: met), as
-//   predicted (~11 ms). Per epoch (CUPTI, 5 untimed traced runs): gradients 13.1 us, loss 7.8,
-//   forward 7.7, update 1.2 = 29.9 us of kernels; the other ~20.6 us are the host's loop: five
-//   enqueues, a memset and the synchronous loss read-back every epoch. The kernels move 112 MB in
-//   29.9 us (3.7 TB/s: part of it from L2). 11.4x faster than the PyTorch eager twin of the same
-//   run (114.7 ms median, runs 94-142 ms; pytorch_linreg__headline-eager.json; the e7ae993 run
-//   these records replace had 10.37 ms against eager's 86.8 ms: 8.4x).
-//   Sweep (phase2_shared_mem__sweep-n<N>.json, validated at every size): 5.5-6.1 ms up to 500K
-//   (28-30 us per epoch: launches and syncs), 20.0 ms at 10M, 154 ms at 100M = 770 us per epoch
-//   for 2.24 GB = 2.9 TB/s, 97% of the copy ceiling (2983 GB/s, ceilings__bench-linreg.json, same
-//   run): at large n it is bandwidth-bound on 3.5x the bytes phase 3 needs.
+// MEASURED (NVIDIA H200, profiles/nvidia-h200/, one bench_lanes.sh run at ebcd7ce): 5M x 200 in
+//   8.78 ms (phase2_shared_mem__headline.json, median of 5; 43.9 µs an epoch), 481x faster than
+//   phase 1. Per epoch (CUPTI, 5 untimed traced runs): gradients 8.9 µs, forward 6.5, loss 6.0,
+//   update 1.1 = 22.5 µs of kernels; the other ~21 µs are the host's loop. 3.15x SLOWER than the
+//   fastest PyTorch of the same run, the compiled CUDA graph (2.786 ms:
+//   pytorch_linreg__headline-compiled-graph.json); 16.5x faster than eager (144.7 ms). At 100M:
+//   544 µs an epoch, 2.24 GB at 4.12 TB/s, 98% of the copy ceiling (ceilings__bench-linreg.json).
 //
+// History (H100 runs: profiles/nvidia-h100-80gb-hbm3/): report/phase_notes/phase2_shared_mem.md.
 // Flags: --n --epochs --lr + the common flags (--help lists them).
 #include <cuda_runtime.h>
 

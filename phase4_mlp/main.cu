@@ -22,94 +22,21 @@
 // h >= 2048 the SIMT products are compute-bound (27 GFLOP/step at h = 8192) while the fp16 path is
 // bound by ~22 bytes of traffic per weight per step, so fp16 should be >= 2x faster there.
 //
-// Measured (H100 80GB HBM3, scripts/bench_mlp.sh; records in profiles/nvidia-h100-80gb-hbm3/):
-//   Latest run (every default stage at commit a975929, logs/bench_mlp_full.log and
-//   bench_mlp_full_rest.log; the records in phase4_mlp__w1-*.json and __w2-h<h>-*.json; --check at
-//   4abec9a, the same code: __check-*.json). The timed runs now run WITHOUT our CUPTI tracer, and
-//   one more run with it feeds the kernel summaries (trace_runs = 1, timing.traced_run_ms): every
-//   earlier run below was timed with the tracer on, which adds ~2 us to each of a step's ~28
-//   launches (tracer_overhead record) and so inflated this launch-bound phase by about a third:
-//   the traced run took 1.38x (fp32) and 1.46x (fp16) the timed one. W1: fp32 278.9 ms per epoch,
-//   fp16 282.1 (one run's total / 5 epochs, as the report computes it); eager 3861 ms: 13.8x and
-//   13.7x, the >= 10x target met (the call before, at ed45d9b, the same phase 4 code: 252.0 and
-//   271.9 ms against 3407, 13.5x and 12.5x). Parameter checksums equal those of the c1ddd67
-//   records. W2 fp16 vs fp32 (ms a step, 500 steps): h 2048 0.300 vs 0.325 (1.09x), 4096 0.562 vs
-//   0.739 (1.32x), 8192 1.470 vs 2.257 (1.54x): the >= 2x target is still not met (the reason:
-//   below). Test accuracy after 5 epochs (W1): 97.50% (fp32), 97.63% (fp16).
-//   Fashion-MNIST (W1's model and flags, --dataset fashion-mnist; bench_mlp.sh stage fashion at
-//   8620f05, the same phase code; __w1-fashion-fp32/fp16.json): fp32 281.8 ms an epoch, fp16
-//   272.0; eager 3750 ms: 13.3x and 13.8x. Test accuracy 87.04% (fp32), 87.31% (fp16); the eager
-//   twin 87.48%.
-//   The run before (every default stage at commit c1ddd67, tracer on while timing; records since
-//   replaced by the a975929 run's, same checksums). W1: fp32 431.8 ms per epoch, fp16 445.3;
-//   eager 4100 ms: 9.5x and 9.2x (by the median of the 5 epochs, as the runs below quote them:
-//   410.6 and 447.8 ms against 4286, 10.4x and 9.6x). The fp32 kernels took the same GPU time as before (663
-//   vs 661 ms over the 5 epochs, CUPTI); the host-driven steps and eager PyTorch moved (fp32 373.3
-//   -> 431.8 ms, eager 2846 -> 4100 ms, same measure). W2 fp16 vs fp32 (ms a step, 500 steps): h
-//   2048 0.311 vs 0.405 (1.30x), 4096 0.620 vs 0.772 (1.25x), 8192 1.520 vs 2.295 (1.51x): the
-//   >= 2x target is not met (the reason: below). Test accuracy after 5 epochs (W1): 97.50% (fp32),
-//   97.63% (fp16).
-//   The run before (stages w1 w2 gemm at commit 3dfe5ec, logs/bench_mlp_pdl.log; records since
-//   replaced by the c1ddd67 run with the same checksums). The GEMM gained stages of 64 in its cp.async
-//   loop, per-loop kernel instances, direct stores of whole unsplit tiles and a row-by-row block
-//   order (kernels.cuh); the arithmetic is unchanged (parameter checksums equal the 211693b
-//   records').
-//   W2 fp16 vs fp32 (ms a step, 500 steps): h 2048 0.303 vs 0.407 (1.34x), 4096 0.660 vs 0.749
-//   (1.13x), 8192 1.536 vs 2.269 (1.48x; was 1.51x): the >= 2x target is not met.
-//   At h = 8192 the fp16 step's kernels (CUPTI, __w2-h8192-fp16.json) are the optimizer pass,
-//   0.73 ms at ~2.7 TB/s (read p and g, write p and the fp16 copy: 14 B a weight), the weight
-//   gradients 0.30 ms (4 B a weight written; 0.75 of cuBLASLt), the forwards 0.30 and the
-//   backward-data products 0.15 ms. The fp32 path moves 24 B a weight against fp16's 22, so with both near the
-//   bandwidth roof fp16 cannot reach 2x with one kernel per operation: a floor of ~1.1 ms (22 B x
-//   141 M weights at ~2.9 TB/s) against fp32's 2.27 ms is 2.1x at best. At the smaller widths the
-//   host-driven step sets the floor (a975929 records): at h = 128 a step takes 0.179 ms (fp32) /
-//   0.191 ms (fp16), mostly launches and the loss read-back. For 2x, fp16 would need 0.163 ms at
-//   h = 2048 (fp32 0.325), under that floor, and 0.370 ms at h = 4096 (fp32 0.739), against
-//   ~0.27 ms of fp16 traffic alone (36.8 M weights x 22 B at ~2.9 TB/s) plus that overhead. The
-//   target asks more than one kernel per operation with fp32 master weights can give. Our fp16 GEMM: 0.90
-//   (forward) / 0.92 (backward data) / 0.75 (weight gradient) of cuBLASLt's speed
-//   (phase5_batched__gemm-compare-h8192-fp16.json): >= 0.7 on all three.
-//   W1: fp32 370.8 ms per epoch, fp16 306.3 ms; eager 2795 ms: 7.5x and 9.1x, the >= 10x target
-//   NOT met in this run (eager ran ~35% faster than in the run before, where fp32 381.0 / fp16
-//   490.8 ms against eager 4349 ms gave 11.4x / 8.9x). The host-driven phase and eager PyTorch
-//   both move by 25-40% between runs of the same code.
-//   Previous run (stages w1 w2 gemm at commit 211693b, logs/bench_mlp_w2_fused.log; records
-//   since replaced), with the fp16 GEMM's first cp.async loop (3 stages of 32):
-//   W1 fp32 387.8 ms per epoch, fp16 388.7 ms; eager 3482 ms: 9.0x and 9.0x, the >= 10x target
-//   NOT met in this run. The fp32 path's code did not change and its kernels took the same GPU
-//   time as in the 755291c run (707 ms over the 5 epochs, CUPTI); its epochs drifted from 286 ms
-//   (epoch 0, as before) to 408 ms: the host side, which issues ~28 launches and 3 copies a step,
-//   ran slower on this machine.
-//   W2 fp16 vs fp32 (ms a step, 500 steps): h 2048 0.314 vs 0.360 (1.15x), 4096 0.592 vs 0.791
-//   (1.34x), 8192 1.598 vs 2.410 (1.51x; was 1.30x): the >= 2x target is still not met. Our fp16
-//   GEMM now runs at 0.65 (forward) / 0.75 (backward data) / 0.64 (weight gradient) of cuBLASLt's
-//   speed on the h = 8192 shapes (phase5_batched__gemm-compare-h8192-fp16.json; was 0.43 / 0.51 /
-//   0.57): 0.7 met for backward data only. The weight gradient (K = the batch, one k-tile) keeps
-//   the register loop; what bounds this phase at h = 8192 is now the optimizer pass and the fp32
-//   weight gradient written and read back (~0.9 ms of the 1.6), the same bytes in both precisions.
-//   Earlier W1 run (stages w1 match persist seeds at commit 755291c, logs/bench_mlp_w1_persistent.log,
-//   its records since replaced): fp32 290.9 ms per epoch (median epoch), fp16 306.2 ms; PyTorch
-//   eager 3083 ms in the same run: 10.6x and 10.1x (both met in that run). The earlier runs of
-//   the same code path put it on both sides of 10x: at c160cd9 fp32 320.4 / fp16 419.4 ms vs eager 3805 ms (11.9x / 9.1x), at
-//   ccb68a9 fp32 335.4 / fp16 391.1 ms vs eager 3527 ms (10.5x / 9.0x), at 8a592af fp32 443.9 / fp16 433.9 ms vs eager 4241 ms (9.6x / 9.8x), at 450cf86 417.5 / 408.4 vs
-//   4138 ms (9.9x / 10.1x): the host-bound phase moves by ~25% between machines and runs, and so
-//   does eager PyTorch. The W2 records below are of the 8a592af run (bench_mlp.log). The prediction (190-250 ms) missed by ~2x: the GPU work is ~77 us a step
-//   (CUPTI, fp32), the rest is the host issuing ~28 launches + 3 copies/memsets at ~7 us each on
-//   that machine. fp16 gains nothing at W1, as predicted. Test accuracy after 5 epochs: 97.50%
-//   (fp32), 97.63% (fp16).
-//   W2 fp16 vs fp32 at 8a592af (ms a step, 500 steps; records since replaced): h 2048 0.343 vs 0.358
-//   (1.04x), 4096 0.679 vs 0.796 (1.17x), 8192 1.861 vs 2.418 (1.30x): the >= 2x target is not
-//   met. The optimizer pass (read p and g, write p and the fp16 copy: ~0.7 ms at h = 8192) and the
-//   fp32 weight gradient written by the weight-gradient product are the same bytes in both
-//   precisions, and our fp16 GEMM reaches only 0.43-0.57 of cuBLASLt's speed on these shapes
-//   (phase5_batched__gemm-compare-h8192-fp16.json): one k-tile in flight per block, staged through
-//   registers, is too little memory-level parallelism for a 32-row product. Two k-tiles in flight
-//   through registers (tried at 08263a1, not kept): W2 at h = 8192 took 521 ms for 300 steps
-//   against 377 ms (phase 5, one run): the registers it costs lose more blocks per SM than the
-//   second tile gains; the cp.async loop above (no tile in registers) is what followed.
-//   --validate (3 steps vs float64, same batches and dropout masks; __check-w1-*.json, older:
-//   an earlier device call, records without a commit): fp32 loss 5.7e-8, gradients 3.9e-7,
-//   parameter change 9.5e-6; fp16 loss 1.0e-5, gradients 3.3e-2.
+// Measured (NVIDIA H200, profiles/nvidia-h200/, one bench_lanes.sh run at ebcd7ce; timed without
+// our CUPTI tracer; an epoch = total / 5 epochs, a step = the median step):
+//   W1: fp32 238.9 ms an epoch (phase4_mlp__w1-fp32.json), fp16 259.1 (__w1-fp16.json): fp16
+//   gains nothing at W1, as predicted (127 / 138 µs a step: launch-bound). Against the fastest
+//   PyTorch of the same run, the compiled CUDA graph (258.9 ms an epoch:
+//   pytorch_mlp__w1-compiled-graph.json): fp32 1.08x, fp16 0.999x (even); eager (3515 ms): 14.7x
+//   and 13.6x. Test accuracy after 5 epochs: 97.50% (fp32), 97.63% (fp16).
+//   W2 at h = 8192 (ms a step): fp16 1.208 (__w2-h8192-fp16.json) vs fp32 2.126
+//   (__w2-h8192-fp32.json): 1.76x, short of the predicted >= 2x (both precisions carry the same
+//   fp32 optimizer traffic: see the history). The fastest PyTorch, compiled-graph (1.098 ms:
+//   pytorch_mlp__w2-h8192-compiled-graph.json), is ahead of both: fp16 0.91x, fp32 0.52x; eager
+//   (2.523 ms): 2.09x and 1.19x.
+//
+// History — the H100 runs (profiles/nvidia-h100-80gb-hbm3/), the bandwidth floor that keeps fp16
+//   under 2x, what was tried: report/phase_notes/phase4_mlp.md. Flags: --help lists every one.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

@@ -1,408 +1,47 @@
 // phase5_batched — the same MLP as phase 4, with the whole data path batched onto the GPU.
 //
-// What this chapter adds over phase 4 (which launched 26 kernels a step from the host, gathered
-// each batch on the host and read the loss back every step):
-//   * the data set lives on the GPU as bytes (47 MB for MNIST); each epoch's shuffled order is
-//     generated on the device (one kernel: the Feistel permutation of mlp_common.h, so phase 4 and
-//     phase 5 train on the same order for the same seed); the batch is gathered inside the first
-//     GEMM's operand loader, never materialised;
-//   * fused epilogues: bias + ReLU + dropout in the forward GEMMs, softmax + cross-entropy +
-//     gradient in the last one, ReLU/dropout backward in the backward-data GEMMs, and the
-//     optimizer (Adam or SGD, fp32 master weights, fp16 copy) applied inside the weight-gradient
-//     GEMM's epilogue, so weight gradients never touch memory; independent products of the
-//     backward pass share one launch. W1 is 6 launches a step, W2 8;
-//   * every step of an epoch is one CUDA graph (captured once, replayed each epoch; the step
-//     number comes from device memory); losses are written per step on the device and read once per
-//     epoch, with a non-finite-loss flag (divergence stops the run with exit code 7);
-//   * evaluation in chunks of 2048 test images with the same fused kernels, counts read once;
-//   * `--launch persistent` (persistent.cuh; fp32, two hidden layers): the whole epoch as ONE
-//     cooperative kernel instead of a graph of 6 kernels a step; see the section near the end;
-//   * `--launch cluster` (cluster.cuh; fp16, SGD, no dropout, batch <= 32: W2 at h = 128): the whole
-//     epoch as ONE thread-block cluster of 16 blocks that hold the model in their shared memory and
-//     exchange activations through distributed shared memory; see the last section;
-//   * fp16 with SGD (W2): the backward pass as ONE pass over each layer's weights
-//     (fused_backward.cuh; `--backward auto|fused|paired`): the update and the backward-data
-//     product through the same weights in one kernel, reading each fp32 master weight once; the
-//     forward products take their tiles by a cp.async pipeline, 3 stages of 64 (phase4_mlp/kernels.cuh);
-//   * programmatic dependent launch (`--pdl on|off`, default on): every kernel of the step is
-//     launched with the PDL attribute, so it starts while the one before it finishes; it fetches
-//     its first weight tiles (written a step earlier) before griddepcontrol.wait and everything
-//     the previous kernel wrote after it, and lets the next one start right after its own wait;
-//   * `--gemm cublas` runs the same trainer with cuBLASLt for the products (plus separate epilogue,
-//     bias-gradient and one whole-model optimizer kernel), to show how close the own GEMMs come;
-//     `--gemm-compare` times our plain GEMM against cuBLASLt on the configured layer shapes.
+// WHAT THIS CHAPTER ADDS OVER phase4_mlp (26 host-launched kernels a step, host gather, loss read
+// back every step): the data set on the GPU as bytes, each epoch's order generated on the device
+// (mlp_common.h's Feistel permutation: phase 4's order for the same seed), the batch gathered in
+// the first GEMM's operand loader; fused epilogues (bias+ReLU+dropout, softmax+CE+gradient,
+// ReLU/dropout backward, the optimizer in the weight-gradient GEMM: weight gradients never touch
+// memory); W1 6 launches a step, W2 8; each epoch one CUDA graph; losses read once an epoch.
+// The paths (--help lists every flag and its default):
+//   default (own GEMM graph step)  phase4_mlp/kernels.cuh products, fused epilogues, one graph;
+//   --gemm cublas      the same trainer on cuBLASLt, the yardstick (--gemm-compare: the products);
+//   --backward auto|fused|paired   fp16 + SGD: one pass over each layer's weights does its update
+//                      and its backward-data product (fused_backward.cuh);
+//   --pdl on|off       programmatic dependent launch: a kernel starts while the one before ends;
+//   --launch persistent  W1-shaped (fp32, two hidden layers): the whole epoch ONE cooperative
+//                      kernel, parameters in smem (persistent.cuh); --breakdown times a step;
+//   --launch cluster   W2 at small widths (fp16, SGD, batch <= 32; h = 128 fits): the epoch one
+//                      16-block cluster, activations exchanged through DSMEM (cluster.cuh).
 //
-// Prediction (two numbers, W1): a step needs ~14.5 MFLOP and ~4 MB of L2-resident traffic: ~2 us
-// of GPU work at the ceilings. What remains is 6 dependent kernels per step; inside a graph a
-// dependent launch costs ~2 us, each of our small kernels runs ~2-4 us (latency of the K loop), so
-// ~15-25 us per step, 30-45 ms per W1 epoch: short of the 25 ms waypoint unless each kernel gets
-// near 2 us. The 10 ms goal (5 us a step) needs one persistent kernel per epoch (`--launch
-// persistent`, the last section). W2 at h = 8192 is bound by weight traffic: forward reads W (2 B), backward-data
-// reads W (2 B), the fused update reads and writes the fp32 master and writes the fp16 copy
-// (10 B): 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms at ~3 TB/s, vs PyTorch's ~2.0 ms.
+// THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
+//   step waits for the host: what is left between kernels is dependent latency, which the two
+//   one-kernel-an-epoch paths (persistent, cluster) then remove.
 //
-// Latest full run (H100 80GB HBM3; scripts/bench_mlp.sh with every default stage at commit a975929,
-// in two device calls: logs/bench_mlp_full.log (w1 match w2) and bench_mlp_full_rest.log (gemm
-// persist sweep seeds); --check and determinism at 4abec9a, gpu_check, profilers and the
-// max-autotune twin at c7240b7, sanitize at a0fd89b: the same phase code). Two things changed:
-//   * The timed runs run WITHOUT our CUPTI tracer; one more run with it feeds the kernel summaries
-//     (trace_runs = 1, timing.traced_run_ms). Every earlier run below was timed with it on, at ~2 us
-//     a launch it watches, graph nodes included: the traced run took 1.08x the timed one on the
-//     graph path, 1.11x on cuBLASLt, 1.01x for the persistent kernel (one launch an epoch).
-//   * The split-K workspace holds the last, shorter evaluation chunk (1,808 of 10,000 rows): at
-//     h = 2048 it planned more splits than a full chunk of 2,048 rows and wrote ~350 KB past the
-//     workspace. With the tracer no longer started early the address was unmapped and the
-//     cuBLASLt run died (illegal address, every run: logs/w2_h2048_cublaslt_repeat.log and
-//     _memcheck.log at ed45d9b); before, the write went unnoticed. finish() now refuses a product
-//     the workspace cannot hold (exit 9); tests/python/test_bad_input.py has the regression case.
-//   Every one of the 93 records that replaced one with a parameter checksum has the same checksum.
-//   W1 (ms an epoch: the median of the repeats' totals over the 5 epochs): graph path fp32 70.2
-//   (--pdl off 71.9), fp16 89.2, cuBLASLt 141.4, persistent 20.1 (blocks 16/32/64/128:
-//   64.2/40.3/28.0/19.7; generic instance 23.9); eager 3861, compile 4547, max-autotune 3584, CUDA
-//   graph 448: the graph path 55.0x eager, the persistent kernel 192x eager and 22.3x the graph
-//   twin. Not met: 10 ms, >= 300x eager, >= 45x graph. The persistent kernel's time did not move
-//   (c1ddd67: 20.0); the graph path's fell from 85.1 (tracer on) to 70.2 ms.
-//   Where a persistent step goes (--breakdown, block 0; __w1-persistent-breakdown.json, us): first
-//   layer 1.76, wait for h1 2.33, second layer 1.06, wait for h2 1.59, last layer 0.71, softmax and
-//   dz2 1.22, dz1 0.32, W1 update 1.57 (10.6 us a step).
-//   W2 (ms a step, phase 5 own): 0.0500 (h 128), 0.0542 (256), 0.0597 (512), 0.0743 (1024), 0.1226
-//   (2048), 0.2602 (4096), 0.7346 (8192); --launch cluster at h = 128 0.0276: faster than every
-//   twin mode at every h; 87.8x eager at h = 128 (the cluster kernel; eager 2.425 ms) and 3.1x at
-//   h = 8192 (eager 2.267 ms). Own GEMM vs cuBLASLt on the h = 8192 shapes, fp16: 0.91 / 0.90 /
-//   0.76.
-//   Accuracy over seeds 1 2 3 (W1, dropout): graph path 97.67 / 97.65 / 97.34 (mean 97.55%),
-//   persistent 97.70 / 97.63 / 97.47 (97.60%), graph twin 97.42 / 97.76 / 97.51 (97.56%).
-//   Fashion-MNIST (W1's model and flags, --dataset fashion-mnist; bench_mlp.sh stage fashion at
-//   8620f05, the same phase code; logs/bench_mlp_fashion.log, __w1-fashion-*.json): graph path
-//   69.4 ms an epoch, persistent 19.9, cuBLASLt 139.4; eager 3750, compile 4404, CUDA graph 395:
-//   the persistent kernel 188x eager and 19.8x the graph twin. Test accuracy after 5 epochs:
-//   86.95 / 87.12 / 86.98% (graph path / persistent / cuBLASLt), twins 87.48 / 87.26 / 87.50%.
+// PREDICTION (before measuring, H100). Graph path, W1: ~14.5 MFLOP, ~4 MB of L2 traffic a step
+//   (~2 µs of work), 6 dependent kernels at ~2-4 µs: 15-25 µs a step, 30-45 ms an epoch; the 10 ms
+//   goal needs one persistent kernel. Persistent: two barriers ~1 µs each + 2-4 µs of small work:
+//   5-8 µs a step, 10-15 ms an epoch. Cluster, h = 128: ~8-10 µs a step, 150-200x eager. W2 at
+//   h = 8192: weight traffic, 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms (PyTorch's ~2.0 ms).
 //
-// The run before (every default stage at commit c1ddd67, tracer on while timing; its records
-// replaced by the a975929 run's, same checksums). W1: graph path fp32 85.1 (--pdl off 87.0), fp16
-// 101.5, cuBLASLt 160.2, persistent 20.0 (blocks 16/32/64/128: 66.9/40.6/28.5/20.5; generic 24.0);
-// eager 4100, compile 5637, CUDA graph 443: the persistent kernel 205x eager and 22.2x the graph
-// twin. W2 (phase 5 own, ms a step): 0.0564 (h 128) ... 0.7377 (8192); cluster at h = 128 0.0278
-// (85.1x eager 2.366 ms); 2.85x eager at h = 8192. By the same measure the 3dfe5ec records gave
-// persistent 20.0, graph path 80.7, eager 2846, graph twin 444.
+// MEASURED (NVIDIA H200, profiles/nvidia-h200/, one bench_lanes.sh run at ebcd7ce; tracer off):
+//   W1 persistent: 19.95 ms an epoch, 10.64 µs a step (phase5_batched__w1-persistent.json): 12.98x
+//   the fastest PyTorch (compiled-graph, 258.9 ms: pytorch_mlp__w1-compiled-graph.json), 176x
+//   eager (3515 ms); graph path 70.2 ms (3.69x). Seeds 1-3: 97.60% mean (the compiled twin 97.61).
+//   --breakdown (__w1-persistent-breakdown.json, µs of 10.68 a step): first layer 1.78, wait for
+//   h1 2.26, second layer 1.06, wait for h2 1.78, last layer 0.66, softmax + dz2 1.24, dz1 0.32,
+//   W1 update 1.59: the two waits are 38%.
+//   W2 h = 128, --launch cluster: 27.7 µs a step (__w2-h128-cluster.json), 2.73x the fastest
+//   PyTorch (compiled-graph, 75.6 µs: pytorch_mlp__w2-h128-compiled-graph.json), 86.9x eager.
+//   W2 h = 8192, own GEMMs (fused backward): 0.584 ms a step (__w2-h8192-own.json), 1.88x the
+//   fastest PyTorch (compiled-graph, 1.098 ms: pytorch_mlp__w2-h8192-compiled-graph.json), 4.32x
+//   eager; cuBLASLt path 0.957, paired backward 0.910.
 //
-// The run before (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 3dfe5ec,
-// logs/bench_mlp_pdl.log; its records replaced the W1 and W2 records of every run quoted below and
-// were replaced in turn, with the same parameter checksums, by the c1ddd67 run above).
-//   What changed: the GEMM's cp.async loop takes stages of 64 values of k (12 KB) instead of 32,
-//   with its result tile overlaying the stages in dynamic shared memory so that 5 blocks still fit
-//   an SM; kernel instances per mainloop (fp16 ones compiled for 5 blocks an SM); whole unsplit
-//   tiles stored straight from the accumulators; blocks walk the output row by row; and the step's
-//   kernels launched with PDL. None of it changes the arithmetic: every parameter checksum equals
-//   the 211693b records' (logs/checksums_vs_committed.log), with PDL on and off.
-//   Prediction: the hidden forward at h = 8192 81 -> ~68 us (half the barriers per byte, twice the
-//   bytes in flight): ~0.74 ms a step; PDL ~1-2 us saved at each of the 8 kernel boundaries: h = 128
-//   ~57 -> ~45 us a step, W1 ~78 -> ~65 ms an epoch.
-//   Measured (W2, ms a step; __w2-h<h>-own.json, twins of the same run): 0.0573 (h 128), 0.0573
-//   (256), 0.0641 (512), 0.0797 (1024), 0.1257 (2048), 0.2659 (4096), 0.7380 (8192): faster than
-//   every twin mode at every h; 2.54x eager at h = 8192 (eager 1.874 ms; target 2.5x met) and
-//   30.8x at h = 128 (eager 1.765 ms; target 50x not met). The hidden forward at h = 8192: 64.4 us
-//   (was 81.4; __w2-h8192-own-nopdl.json, whose kernel times are the kernels' own), 2.1 TB/s.
-//   PDL (same run, __w2-h<h>-own-nopdl.json, __w1-own-nopdl.json): h = 128 0.0573 vs 0.0574 ms,
-//   1024 0.0797 vs 0.0816, 8192 0.7380 vs 0.7401; W1 72.7 vs 75.3 ms an epoch. The two runs before
-//   on the same code path (2275dbb, 7ef83a0; records replaced) gave 0.0556 vs 0.0584 and 0.0557
-//   vs 0.0600 at h = 128, 76.6 vs 77.7 and 72.1 vs 76.3 ms at W1: PDL saves 0-7%, not the ~20%
-//   predicted. A graph already launches a dependent kernel within ~1 us; what a step waits for
-//   is the chains of dependent memory accesses inside each small kernel (split-K fix-ups, the
-//   gathered operand, the epilogue's loads), which PDL does not shorten. Under PDL a kernel's CUPTI
-//   duration includes its wait for the kernel before it; per-kernel times and the report's
-//   kernel figures come from the --pdl off records.
-//   Own GEMM vs cuBLASLt on the h = 8192 shapes (__gemm-compare-h8192-fp16.json, now planned and
-//   fixed up as the trainer runs it): forward 0.90, backward data 0.92, weight gradient 0.75 (was
-//   0.65 / 0.75 / 0.64): target 0.7 met on all three; fp32 0.85 / 0.86 / 0.72. The weight gradient
-//   (K = 32: one k-tile, then an 8192 x 8192 fp32 store) went 0.170 -> 0.157 ms with float4 and
-//   direct stores and 64-register instances (7ef83a0), then -> 0.144 with the row-by-row block
-//   order (a probe on the same machine); 0.142 ms in the run.
-//   W1 (same run, median epochs, ms): graph path fp32 72.7, fp16 90.6, cuBLASLt 155.6, persistent
-//   20.3; eager 2795, compile 3784, CUDA graph 448: the persistent kernel 137x eager and 22.0x
-//   the graph twin (eager ran ~35% faster than in the run before, where the same kernel was 218x).
-//   A regression found and fixed on the way: at 7ef83a0 the gathered first layer's split instance
-//   took 100 registers (4 blocks an SM), and its 640 blocks at h = 8192 ran in two waves: 36.6 us
-//   instead of 24.5; the fp16 instances are now compiled for 5 blocks an SM (24.7 us).
-//
-// Previous run (H100 80GB HBM3; scripts/bench_mlp.sh stages w1 w2 gemm at commit 211693b,
-// logs/bench_mlp_w2_fused.log; its W1, W2 and GEMM records since replaced by the run above).
-//   The fused backward (fp16, SGD, batch <= 32). Why: at h = 8192 the paired kernels moved the
-//   weights at ~1.8 TB/s, the forward at ~1.1 TB/s, and read each hidden layer twice in the
-//   backward pass (the fp16 copy for backward data, then the fp32 master for the update). Now one
-//   kernel per layer streams the master by cp.async (4 stages, 3 blocks an SM), takes dW = dZ^T H
-//   and dA += dZ W_old on tensor cores per 32-row sub-tile, updates the weights and writes the fp16
-//   copy; row splits add their dA partials in a fixed order (deterministic). 10 B of traffic a
-//   weight instead of 12; four backward launches, as before.
-//   Prediction (before the first run): ~0.70 ms a step (the two hidden layers' passes ~240 us each
-//   at ~2.8 TB/s, the hidden forwards ~60 us each with the cp.async loop, the rest ~60 us): 2.7x
-//   eager.
-//   Measured (W2, ms a step; __w2-h<h>-own.json, twins pytorch_mlp__w2-h<h>-*.json, same run):
-//   0.0574 (h 128), 0.0644 (256), 0.0699 (512), 0.0846 (1024), 0.1296 (2048), 0.2708 (4096),
-//   0.7708 (8192): faster than every twin mode at every h; 2.51x eager at h = 8192 (eager 1.933 ms;
-//   target 2.5x met, with little margin: eager moves by 10-20% between runs) and 37.6x at h = 128
-//   (eager 2.160 ms this run; target 50x not met). The paired kernels in the same run
-//   (__w2-h<h>-own-paired.json): 1.1019 ms at h = 8192 (the fused pass is 1.43x faster), 0.0885
-//   at 1024, 0.0569 at 128 (latency-bound: no gain). cuBLASLt path 1.2284 ms at 8192. The
-//   prediction missed by 10%: per step at h = 8192 the two hidden passes take ~262 us each (2.54
-//   TB/s; ncu: 75% of DRAM peak, 3 blocks an SM), the forwards 81.4 us each (1.66 TB/s; 0.65 of
-//   cuBLASLt's speed), the first layer's update 37.3 us, the gathered first forward 24.5, the
-//   softmax 12.7. Peak device memory at h = 8192: 976 MiB against 2067 (eager) / 2197 (graph).
-//   Tried and not kept: 3 pipeline stages in the fused pass (4 blocks an SM): 0.793 vs 0.779 ms a
-//   step; the fused pass with Adam (W1): 62.2 vs 54.5 us a step for the paired kernels (the
-//   moments are plain loads, a round trip per sub-tile), so `auto` keeps the paired kernels for
-//   Adam; the gathered first-layer forward planned for 16 waves: 32.2 vs 23.8 us.
-//   W1 in the same run (median epochs, ms): graph path fp32 78.1, fp16 94.3 (paired backward:
-//   Adam), cuBLASLt 157.3, persistent 19.9; eager 3482, compile 4211, CUDA graph 452: the graph
-//   path 44.6x eager, the persistent kernel 174.8x eager and 22.7x the graph twin.
-//   --validate: W2 at h = 1000 (fused backward, 3 steps, __check-w2-h1000.json) loss 1.4e-6,
-//   gradients 1.4e-2, parameter change 1.4e-2 (fp16 tolerances 1e-2 / 5e-2); the same errors as
-//   the paired kernels to the digits printed.
-// Measured (H100 80GB HBM3). Earlier W1 run (stages w1 match persist seeds at 755291c, with the
-// persistent path; logs/bench_mlp_w1_persistent.log): graph path fp32 76.6 ms an epoch, fp16 87.3,
-// cuBLASLt 154.8; PyTorch eager 3083, compile 3833, CUDA graph 452 ms; seeds 1 2 3 of the graph
-// path 97.67 / 97.65 / 97.34% (mean 97.55). (The run before, c160cd9, with the same parameters bit
-// for bit: 81.3 / 93.0 / 159.5 ms; eager 3805.) These now fill the W1 records (__w1-own.json,
-// __w1-own-fp16.json, __w1-cublaslt.json, __w1-nodrop-*.json, __w1-seed<s>-own.json).
-// The paragraphs below quote the previous run (scripts/bench_mlp.sh at commit 8a592af with the
-// latency trims below, bench_mlp.log), whose W1 records those overwrote; same code, same GPU model,
-// within 2% on phase 5 (eager moved 4241 -> 3527 ms). Older records: the W2 twins
-// (pytorch_mlp__w2-*.json) and the --validate records (__check-*.json) come from earlier device
-// calls of the same scripts (records without a commit, or e091e03); the W1 twins are of this run.
-//   W1 own fp32 81.1 ms per epoch (median of 5; 43.3 us a step, 6 launches;
-//   phase5_batched__w1-own.json), own fp16 97.8 ms, cuBLASLt 158.2 ms; PyTorch eager 4241 ms and
-//   CUDA-graph twin 464 ms in the same run: 52x eager and 5.7x the graph twin. Prediction (30-45
-//   ms) missed by 1.8-2.7x, the 25 ms waypoint (3.2x away) and the 10 ms goal (>= 300x eager,
-//   >= 45x graph) are not met. Before the trims (code 450cf86; records committed in e091e03, since
-//   overwritten): 102.5 ms (54.7 us a step), fp16 131.5, cuBLASLt 157.6; eager 4138, graph 448:
-//   40x eager and 4.4x the graph twin. Launch gaps are small; the kernels themselves take 3-12 us
-//   each (update pair 12.1, forward-gather 10.0, hidden forward 6.0, update+backward-data 5.3,
-//   softmax-CE 5.2, backward-data 2.8 us): each is a chain of dependent latencies (a few k-tiles,
-//   the split-K fix-up through global memory, the epilogue's loads) on a grid of 1-56 blocks. What
-//   stands between this and 10 ms (5 us a step): one persistent kernel per epoch that keeps W1's
-//   109k weights and Adam state on chip across all SMs, with grid-wide barriers between layers
-//   (~1 us each) instead of 6 kernel boundaries.
-//   Accuracy with dropout, seeds 1 2 3: 97.72, 97.62, 97.34% (mean 97.56%; __w1-seed<s>-own.json).
-//   Loss matching with dropout 0 (__w1-nodrop-*.json vs pytorch_mlp__w1-nodrop-eager.json): first
-//   20 step losses within 2.3e-7, 100-step means of the first epoch within 3.5e-4, final accuracy
-//   within 0.11 points (own), 0.02 (cuBLASLt); W2 fp16 (h 128/1024/8192, older twins): first 20
-//   within 1.1e-4, 100-step means 8.6e-6.
-//   W2 (fp16, SGD, ms a step; __w2-h<h>-own.json): 0.058 (h 128), 0.092 (1024), 0.166 (2048),
-//   0.410 (4096), 1.254 (8192): faster than every twin mode at every h (graph twin 0.113 ... 1.739,
-//   older twin records), 26.5x eager at h = 128 (target 50x) and 1.5x at h = 8192 (target 2.5x);
-//   the cuBLASLt path 0.080 ... 1.233. At h = 8192 the prediction (0.7 ms) is missed by 1.8x: the
-//   fused updates move their compulsory bytes at ~1.8 TB/s, the forward products at ~1.1 TB/s, and
-//   our fp16 GEMM runs at 0.43 (forward) / 0.51 (backward-data) / 0.57 (weight) of cuBLASLt's
-//   speed (__gemm-compare-h8192-fp16.json; fp32: 0.85 / 0.87 / 0.58); target 0.7 not met.
-//   Peak device memory (sum of our allocations, MiB): W1 61 vs 135 (eager) / 265 (graph); W2 at
-//   h = 8192 967 vs 2067 / 2197 (older twins). Batch sweep (W1 model, __batch-sweep-b<B>.json):
-//   6.7e5 samples/s at 32, 3.7e6 at 256, 1.2e7 at 2048, 1.55e7 at 8192: batching stops paying
-//   past ~2048.
-//   --validate (3 steps vs float64; __check-w1-own-*.json and __check.json, older, code before
-//   the trims): fp32 loss 1.6e-7, gradients 3.8e-7; fp16 gradients 3.3e-2.
-//
-// Latency trims (after the numbers above; same kernels, same launches, same arithmetic order):
-//   * split-K fix-up (gemm_tile, for phase 5's epilogues only): the partial tiles are written and
-//     read as float4 and a thread issues up to 16 loads before adding them (slice order kept, sums
-//     bit-identical); before, the last block's 8 (fp32) loads per slice and per element could go
-//     out nearly one L2 round trip at a time (72 for the first layer's 9 slices);
-//   * one k-tile per split allowed (plan_splits_p5): first layer 13 slices of 2 k-tiles (was 9 of
-//     3), hidden layer 4 of 1 (was 2 of 2); products of 2 k-tiles stay unsplit;
-//   * the epilogue's prefetch runs after the first k-tile's loads are issued, and the forward
-//     epilogue draws its dropout bits (Philox) there, under the load latency, not after the product;
-//   * Adam's per-step constants come from a host-computed table (as phase 4 computes them, lr in
-//     double) instead of two double-precision pow() by thread 0 of every update block.
-//   Prediction (W1 own fp32): first-layer forward 15.9 -> ~7 us, hidden forward 9.6 -> ~5,
-//   update pair 12.2 -> ~10.5, update + backward-data 6.5 -> ~5, softmax-CE 5.2 -> ~4.5, backward
-//   data 2.9 unchanged: ~35 us a step (30-45), ~65 ms an epoch (55-85): still short of the 25 ms
-//   waypoint, which needs fewer dependent kernels per step rather than faster ones.
-//   Measured (H100; phase 5's code unchanged since 0cfaa72; re-run at 8a592af,
-//   phase5_batched__w1-own.json, __w1-own-fp16.json, __w1-nodrop-own.json): fp32 81.1 ms an epoch,
-//   43.3 us a step (was 102.5 / 54.7); fp16 97.8 ms (was 131.5); dropout 0 89.1 ms (was 109.4).
-//   (The first run of this code, commit b5b3288, records since overwritten: 81.9 / 98.0 / 87.6.)
-//   Per kernel (fp32, us, was -> now): first-layer forward 15.9 -> 10.0 (grid 26), hidden forward
-//   9.6 -> 6.0 (grid 4), update pair 12.2 -> 12.1, update + backward-data 6.5 -> 5.3, softmax-CE
-//   5.2 -> 5.2, backward data 2.9 -> 2.8. The prediction (~35 us, ~65 ms) is missed by 1.25x: the
-//   update pair did not move, so the two double pow() were not what it waits for (not yet found:
-//   the gathered B operand or the Adam epilogue's loads), and the first layer kept ~3 us more than
-//   predicted. Against the twins of the same run: 52x eager, 5.7x the graph twin; the 25 ms
-//   waypoint is still 3.2x away.
-//   --validate (3 steps) of this code, from the b5b3288 device call's output only (its check
-//   records were not committed): fp32 loss 1.6e-7, gradients 4.1e-7, parameter change 9.4e-6;
-//   fp16 gradients 3.3e-2. Not bit-identical to the pre-trim records (the first layer's K now sums
-//   in 13 slices, not 9; Adam's step size uses lr in double, as phase 4 and PyTorch do): accuracy
-//   97.52% (was 97.63); dropout 0 vs the eager twin: first 20 step losses within 2.3e-7 and
-//   first-epoch 100-step means within 3.5e-4, accuracy 97.39 vs 97.28%.
-//
-// --launch persistent (phase5_batched/persistent.cuh): one cooperative kernel per epoch. G blocks of
-// 512 threads stay resident; each owns some first-layer units (its rows of W1, their bias and Adam
-// state in shared memory, all epoch) and some second-layer units (rows of W2); the 10 x H2 last
-// layer is repeated in every block. A step is: first layer for the own units -> exchange h1 ->
-// second layer for the own units -> exchange h2 -> last layer, loss, backward and the updates of
-// what each block owns. An exchange is a set of 64-bit words, each a float with the tag of the step
-// that wrote it, polled until the tag is right: no grid barrier. The next batch's images arrive by
-// cp.async during the current step.
-//   Prediction (W1, written before the first run): two barriers ~1 us each plus ~2-4 us of small
-//   latency-bound work: 5-8 us a step, 10-15 ms an epoch (the 25 ms waypoint met, the 10 ms goal
-//   within reach).
-//   First version (grid barriers; commit ccb68a9, records since replaced): 40.5 ms an epoch, 21.6
-//   us a step, 87x eager, 11.2x the graph twin; blocks 16/32/64/128 -> 66.1/50.1/44.2/41.5 ms;
-//   step: first layer 3.65 us, barrier 1.25, h1 read + second layer 4.70, barrier 1.19, h2 read +
-//   last layer + loss 3.39, dz2 1.37, W3/W2 updates + dz1 3.23, W1 update 2.81. (Before it: 84 ms
-//   with 10- to 16-way bank conflicts from row strides of 64 and 128 floats -> 53 -> 45 -> 40.5.)
-//   Then, guided by ncu's per-instruction stall samples (~67k warp instructions a block a step,
-//   a third of the stall samples at __syncthreads waiting for unbalanced warps), one change at a
-//   time on the H100 (epoch ms): tagged exchange words instead of the two grid barriers 40.5 ->
-//   ~39; the first layer with lane = batch row (a word = 4 pixels a load, weights broadcast, no
-//   shuffle reduce-scatter), bytes -> floats by a byte permute and an add instead of a shared-memory
-//   table, the W1 update by lane pairs, the softmax two rows a warp -> ~37; Adam skipping the
-//   exactly-zero step (m == 0: 0 / x took the IEEE division's slow path for whole warps), the W3
-//   update in row pairs in one round of tasks -> ~31; the second layer and dz1 as warp dot
-//   products -> ~30; dense image rows with 16-byte cp.async -> ~29.
-//   Tried and not kept: the off-critical-path updates (W3, own W2) hidden in the wait for h1 gave
-//   nothing by themselves (kept: the wait is where they run now); a pixel-major copy of the batch
-//   (transposed in shared memory each step) moved ~2 us from the first layer into the transpose;
-//   odd image row strides with 4-byte cp.async (no bank conflict) cost ~1 ms more than dense rows;
-//   dropout masks drawn ahead, the loss read one step later, W3's update moved to the wait for h2,
-//   4-way accumulator chains, all at once: no gain (epochs 0-1: 29.6 / 31.3 ms against 28.3 / 30.1
-//   for the kept code, separate runs); blocks without second-layer units skipping the h1 gather
-//   (half the exchange's traffic): 27.8 / 29.8, within run-to-run noise; pollers sleeping 50 or
-//   250 ns before every retry (less L2 traffic while waiting): unchanged (28.5-29.8 ms, all three
-//   builds in one run). So the waits are not congestion: h1 and h2 arrive when the slowest block
-//   publishes them.
-//   Measured at commit 3a4b4c1 (records since replaced): 28.7 ms an epoch (15.3 us a step), 116x
-//   eager, 15.4x the graph twin; step (us): first layer 2.09, h1 wait with the W3/W2 updates 3.71,
-//   second layer 1.45, h2 wait 1.39, last layer + softmax + loss 2.33, dz2 1.26, dz1 0.65, W1
-//   update 2.56.
-//   Then (fourth session, ncu source counters again): the last layer and dz2 were 64- and 10-long
-//   dot products with two shared-memory loads per FMA (~2.5k wavefronts a step); they became
-//   register accumulators with lane = batch row (W3 stored transposed so one unit's 10 weights are
-//   3 broadcast float4 loads), the softmax reading the partial logits and computing dz2 for its two
-//   rows from shuffled dz3. First try: no gain (28.4 vs 29.0 ms): the partial logits were read with
-//   a 10-way bank conflict (row stride 32 words); with an odd stride, and the block size made a
-//   compile-time constant in the index arithmetic: 25.1 ms. The remaining index arithmetic (integer
-//   divisions by the shape, layout offsets recomputed under register pressure, ~6k of a step's
-//   ~61k warp instructions a block) went away by compiling W1's shape into its own instance of the
-//   kernel (persistent.cuh, kPersistW1; --generic-kernel keeps the generic one, bit-identical
-//   results, tested): 21.2 ms, 43k warp instructions a block a step, no register spills (the
-//   generic NC=1 instance spills 64 bytes).
-//   Tried and not kept (fourth session): the batch kept also as floats in shared memory, written by
-//   the first layer and read by the W1 update (16-byte loads instead of a byte permute and an add
-//   per pixel): 21.6 vs 20.2 ms in one run (the stores slowed the first layer by 0.56 us and the
-//   update's 4x shared-memory traffic ate what the conversions saved: W1 update 1.73 vs 1.86 us).
-//   With --dropout 0 the second layer is 0.38 us shorter (its Philox draws are on the critical
-//   path) but the step only ~0.2 us: the time moves into the wait for h1.
-//   Subnormals: built with -ftz=true (a probe only: it changes the arithmetic) the W1 update took
-//   1.41 us instead of 1.86. Most border pixels' gradients are 0 for long stretches, so Adam's first
-//   moment decays into subnormals and m / denom takes the division's slow path. adam_apply now
-//   skips a subnormal m's step when it is below a quarter of the weight's ulp (the weight would
-//   come out unchanged): the same bits (every parameter checksum of the W1 records identical,
-//   755291c against c160cd9), W1 update 1.52 us, 19.3 ms an epoch.
-//   Re-measured in the full run at a975929 (the records named below now hold its numbers; same
-//   parameter checksums as the 755291c records they replaced): 20.1 ms an epoch (median of 3
-//   runs' totals / 5), 192x eager (3861 ms) and 22.3x the graph twin (448 ms); generic instance
-//   23.9 ms; blocks 16/32/64/128: 64.2/40.3/28.0/19.7 ms; step (us) A 1.76, X1 2.33, B 1.06, X2 1.59, C1
-//   0.71, C2 1.22, C3 0.32, C4 1.57 (generic: 2.14, 3.16, 1.09, 1.54, 0.71, 1.61, 0.67, 1.78). The
-//   c1ddd67 run gave 20.0 ms, 205x eager (4100 ms), 22.2x the graph twin.
-//   The bullets below are the 755291c run's.
-//   Measured (H100, scripts/bench_mlp.sh stages w1 match persist seeds at commit 755291c; bench log
-//   profiles/nvidia-h100-80gb-hbm3/logs/bench_mlp_w1_persistent.log):
-//   * 19.3 ms an epoch (median epoch of the last of 3 runs; 10.3 us a step;
-//     phase5_batched__w1-persistent.json),
-//     128 blocks, one first- and one second-layer unit each (blocks 64-127: none of the second),
-//     125 KiB of shared memory per block. Same run: graph path 76.6 ms, cuBLASLt 154.8, PyTorch
-//     eager 3082.7, compile 3833.4, CUDA graph 452.1 ms: 159x eager (median epochs; eager ran 19%
-//     faster than in the c160cd9 run, where 20.9 ms made 182x) and 23.4x the graph twin. The 25 ms
-//     waypoint is MET; the 10 ms goal, >= 300x eager and >= 45x graph are NOT (1.9x away); the
-//     prediction (10-15 ms) missed by 1.3-1.9x.
-//   * The generic instance on the same shape (--generic-kernel, __w1-persistent-generic.json):
-//     24.1 ms: compiling the shape in is worth 4.8 ms an epoch (2.6 us a step).
-//   * Blocks (2 epochs each, __w1-persistent-g<G>.json): 16 -> 63.8 ms, 32 -> 40.1, 64 -> 28.2,
-//     128 -> 20.4 (only 128 blocks, one unit each, runs W1's compiled-in instance).
-//   * Where a step goes (--breakdown, clock stamps of block 0; __w1-persistent-breakdown.json, us):
-//     A first layer 1.75, X1 h1 wait with the W3/W2 updates 2.37, B second layer 1.10, X2 h2 wait
-//     1.48, C1 last layer (partial logits) 0.76, C2 softmax + dz2 1.22, C3 dz1 0.32, C4 W1 update
-//     1.52 (generic instance: 2.17, 3.17, 1.09, 1.41, 0.80, 1.65, 0.67, 1.76;
-//     __w1-persistent-generic-breakdown.json).
-//   * Correctness: --validate (3 steps vs float64) loss 6.2e-8, gradients 1.8e-6, parameter change
-//     4.1e-5 (__check-w1-persistent.json); awkward shape 784-100-300-10, batch 33, SGD: 2.3e-8 /
-//     1.6e-7 / 5.7e-5 (__check-odd-persistent.json); GPU tests at batch 1, 7, 20, 33, 64, every unit
-//     split, 3, 10 and 12 classes, and W1's instance bit-identical to the generic one, also under
-//     memcheck (tests/gpu/test_mlp_persistent.cu; logs/test_gpu_all.log: 31/31 cases,
-//     logs/test_gpu_persistent_memcheck.log). Accuracy, seeds 1 2 3: 97.70, 97.63, 97.47% (mean
-//     97.60; __w1-seed<s>-persistent.json). Dropout 0 vs the eager twin: first 20 step losses within
-//     1.1e-7, first-epoch 100-step means within 3.5e-4, final accuracy 0.09 points apart
-//     (__w1-nodrop-persistent.json). Bit-reproducible (no float atomics); memcheck, racecheck,
-//     initcheck, synccheck on the W1 instance, the generic one and 16 blocks: 0 errors
-//     (sanitize__all.json, a0fd89b); completes under nsys and ncu (profilers__all.json, c7240b7).
-//   What stands between 19.3 ms and 10 ms (5 us a step): the two exchanges and their waits (X1 +
-//   X2 ~3.9 us with B between them) and ~6.5 us of block-local chains of shared-memory and
-//   shuffle latencies (each part 0.3-1.8 us). Replicating the second layer in every block would remove
-//   one exchange, but on the SIMT pipes it costs ~1.4 us (262k FMA a block) plus a replicated W2
-//   update of ~2.9 us (another 262k FMA and 8k Adam steps a block): more than the exchange. Both
-//   want tensor cores (3xTF32 to keep fp32 accuracy); so do the last layer and the W1 update.
-//   Thread-block clusters could turn part of each exchange into distributed shared memory.
-//
-// --launch cluster (phase5_batched/cluster.cuh): one thread-block cluster kernel per epoch for W2's
-// small widths. 16 blocks of 512 threads (a non-portable cluster size; --blocks picks 1-16) on 16
-// SMs; each owns 1/16 of every hidden layer's units: the rows of W into them (fp32 master + fp16
-// copy) and, for the backward-data product, the columns of the layer above that leave them (a
-// second copy, updated from the same operands in the same tensor-core k-steps: bit-identical, which
-// the GPU tests check). The last layer is replicated. A step: each hidden layer's own units by WMMA
-// (m32n8k16), pushed by 16-byte DSMEM stores into every block, then a cluster barrier (3); the last
-// layer, softmax cross-entropy and dZ in every block; the backward-data products for own units,
-// pushed, a split cluster barrier (2) with the layer's updates (m16n16k16 weight gradients, SGD
-// from the accumulators) between arrive and wait; the first layer's update (m8n32k16 over the
-// fp16 batch); the next batch's bytes, loaded into registers at the start of the step, turned into
-// fp16 for the next. The model at h = 128 is ~0.8 MB: 199 KB of shared memory a block.
-//   Prediction (written before the first run): ~8-10 us a step (5 barriers ~0.3-0.5 us each, the
-//   rest short tensor-core products), 150-200x eager.
-//   Measured (H100; bench_mlp.sh stage w2 at h = 128 at commit 4fa483d, with every path and twin of
-//   that width in the same run; logs/bench_mlp_w2_h128_cluster.log): 0.0273 ms a step
-//   (__w2-h128-cluster.json), against the graph path's 0.0548 (2.0x), cuBLASLt's 0.0942, PyTorch
-//   eager 1.9148 (70.2x: the 50x target MET), compile 2.5762, CUDA graph 0.1136 (4.2x). The
-//   prediction missed by ~3x. How it got there (the second epoch of 1875 steps, ms, one run each;
-//   device-call output, records not kept): SIMT updates and 2-byte pushes 56.1; 16-byte pushes and
-//   four weights a thread 54.1; batch loops unrolled over 32 rows, softmax a warp a row 51.1; split
-//   backward barriers 51.9 (a --breakdown run); tensor-core updates 49.4 (--breakdown); the race fix
-//   below, in the recorded run: 51.2 (0.0273 ms x 1875).
-//   Re-measured in the full run at a975929 (the records named here now hold its numbers, with the
-//   4fa483d records' parameter checksums): 0.0276 ms a step against the graph path's 0.0500 and
-//   PyTorch eager's 2.425 (87.8x) and CUDA graph's 0.1132 (4.1x); breakdown (us) 5.42, 4.97, 3.04,
-//   3.17, 3.41, 4.32, 2.21, 1.11 in the order of the paragraph below (which quotes the 4fa483d run).
-//   (At c1ddd67: 0.0278 ms, 85.1x eager's 2.366.)
-//   Where a step goes (--breakdown, block 0; __w2-h128-cluster-breakdown.json, us): forward
-//   products 5.35, forward pushes + barriers 5.02, last layer 3.00, backward-data products 2.88,
-//   backward pushes + barriers 3.44, updates of layers 1-3 4.23, first layer's update 2.14, next
-//   batch 1.13. Nsight Compute on a 300-step launch (an earlier build, logs not committed: the report
-//   exceeded what a device call returns): 0.40 instructions issued per scheduler cycle, ~93k warp
-//   instructions per SM a step spread over index arithmetic, partial sums, fp16 conversions and
-//   the WMMA loads; ~20-40% of stall samples at the cluster barriers. The step is a chain of ~15
-//   short phases, each a few hundred instructions a warp plus a barrier: fewer phases (fewer
-//   layers per barrier) or leaner ones (constant shapes, as W1's persistent instance) is what is left.
-//   Correctness: --validate (3 steps vs float64): loss 4.9e-7, gradients 2.1e-2, parameter change
-//   2.4e-2 (__check-w2-h128-cluster.json); 784-100-300-10, batch 31: 5.6e-7 / 2.2e-2 / 2.1e-2
-//   (__check-odd-cluster.json); the same tolerances as the graph path's fp16. GPU tests
-//   (tests/gpu/test_mlp_cluster.cu) against a float64 reference that rounds where the kernel rounds
-//   (gradients within 2e-3) at batch 1-32, 1-4 hidden layers, widths 10-300, clusters of 1, 3, 4, 8,
-//   16; column copies bit-identical to the rows they mirror; split launches and repeats
-//   bit-identical; memcheck, synccheck, initcheck (all cluster cases) and racecheck (a short run): 0
-//   errors (logs/test_gpu_cluster_*.log). The racecheck-sized case exists because the first
-//   tensor-core update code had a race (a warp could pass the split barrier's wait and overwrite
-//   another warp's staged tile): the GPU tests caught it under compute-sanitizer's timing, and a
-//   block barrier before the wait fixed it. Loss curve vs the eager twin (same init and order):
-//   first 20 step losses within 1.1e-4, 100-step means within 6.2e-6, final test accuracy 72.82%
-//   (graph path 72.84%). Not bit-identical to the graph path (sums in another order); itself
-//   bit-reproducible.
-//   Tried and not kept: the image indices and labels loaded two steps ahead, so that no global
-//   load inside a step waits on another (the step starts with perm -> image and perm -> label
-//   chains): 0.0279 ms a step against 0.0278 for the kept code a call earlier, same checksum.
-//   After a review (0b16a9d): the SGD step is one explicit fused multiply-add in both copies (it had
-//   been `w -= lr * g`, contracted or not at each site by the compiler's choice); the W2 h = 128 run
-//   gives the same parameter checksum as the 4fa483d record (logs/cluster_checksum_after_review.log).
-//   Limits: fp16 with SGD and no dropout (W2's recipe), batch <= 32, input width a multiple of 16,
-//   1-4 hidden layers, and a model that fits 16 blocks' shared memory (h = 256 would need ~370 KB a
-//   block): other shapes are refused with exit code 2.
+// History — the H100 runs (profiles/nvidia-h100-80gb-hbm3/), the latency trims, how the persistent
+//   and cluster kernels got where they are, what was dropped: report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
