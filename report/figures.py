@@ -156,7 +156,12 @@ def fig3_breakdown(d, path, device):
         rows = p["rows"]
         ys = list(range(len(rows)))[::-1]
         unit = rows[0]["unit"]
-        top = max(max(r["unit_ms"] or 0, r["busy_ms"] or 0) for r in rows) * 1e3
+        tops = sorted((max(r["unit_ms"] or 0, r["busy_ms"] or 0) * 1e3 for r in rows), reverse=True)
+        top = tops[0]
+        # one bar far longer than every other (phase 1's 21 ms epoch against µs) would flatten the rest:
+        # the axis stops short of it and its label says it runs off the scale
+        if len(tops) > 1 and tops[1] > 0 and tops[0] > 5 * tops[1]:
+            top = tops[1] * 1.6
         for y, row in zip(ys, rows):
             segs, idle, denom = account_shares(row)
             left = 0.0
@@ -171,7 +176,11 @@ def fig3_breakdown(d, path, device):
             txt = _fmt_ms(row["unit_ms"]) if row["unit_ms"] is not None else "—"
             if busy is not None:
                 txt += f" · idle {max(0.0, 100 - busy):.0f}%"
-            ax.text(left + iu + top * 0.01, y, txt, va="center", fontsize=8)
+            if left + iu > top * 1.35:
+                ax.text(top * 1.33, y, txt + "  (bar runs off the scale)", va="center", ha="right", fontsize=8,
+                        bbox=dict(facecolor="white", edgecolor="none", pad=1.0))
+            else:
+                ax.text(left + iu + top * 0.01, y, txt, va="center", fontsize=8)
         ax.set_yticks(ys)
         ax.set_yticklabels([_short(r["label"], 40) for r in rows], fontsize=8.5)
         for t, r in zip(ax.get_yticklabels(), rows):
