@@ -175,7 +175,7 @@ test-gpu: $(GPU_TESTS)
 # without the CUDA libraries torch_cuda needs).
 LIBTORCH_LDFLAGS ?=
 LT_BUILD := $(BUILD)/libtorch
-LT_COMMON := cli errors record stats npy idx reference device_info_host
+LT_COMMON := cli errors record stats npy idx reference device_info_host device_query
 LT_COMMON_OBJ := $(LT_COMMON:%=$(LT_BUILD)/common/%.o)
 LT_BINS := $(BUILD)/libtorch_linreg $(BUILD)/libtorch_mlp
 LT_CXXFLAGS = -std=c++17 $(OPT) $(WARN) -Icommon -Ibaselines/libtorch -isystem $(TORCH_DIR)/include \

@@ -1,8 +1,5 @@
-// common/device_info.cu — which GPU a run is on, and its two measured ceilings (see device_info.h).
-//
-// query_device()/require_device(): the facts a run record needs (name, compute capability,
-// SMs, memory, L2, clocks, driver/runtime versions). With no usable device a program stops
-// with one line and exit code 3 (kExitNoDevice) instead of failing at its first allocation.
+// common/device_info.cu — the two measured ceilings of the GPU a run is on (see device_info.h);
+// which GPU it is (query_device/require_device) is host code, in device_query.cpp.
 //
 // measure_peaks(): the two ceilings every efficiency figure in the report is a percentage of,
 // measured on this very device rather than taken from a datasheet (METHOD.md):
@@ -28,47 +25,6 @@
 #include "timing.cuh"
 
 namespace nb {
-
-DeviceInfo query_device() {
-  DeviceInfo d;
-  CUDA_CHECK(cudaGetDevice(&d.index));
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, d.index));
-  d.name = prop.name;
-  d.slug = device_slug(d.name);
-  d.cc_major = prop.major;
-  d.cc_minor = prop.minor;
-  d.sm_count = prop.multiProcessorCount;
-  d.memory_bytes = prop.totalGlobalMem;
-  size_t free_b = 0, total_b = 0;
-  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  d.memory_free_bytes = free_b;
-  d.l2_bytes = prop.l2CacheSize;
-  d.mem_bus_width_bits = prop.memoryBusWidth;
-  // cudaDeviceProp lost clockRate/memoryClockRate in CUDA 13: ask for the attributes instead.
-  CUDA_CHECK(cudaDeviceGetAttribute(&d.sm_clock_khz, cudaDevAttrClockRate, d.index));
-  CUDA_CHECK(cudaDeviceGetAttribute(&d.mem_clock_khz, cudaDevAttrMemoryClockRate, d.index));
-  CUDA_CHECK(cudaDriverGetVersion(&d.driver_version));
-  CUDA_CHECK(cudaRuntimeGetVersion(&d.runtime_version));
-  return d;
-}
-
-DeviceInfo require_device(int min_cc_major) {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    cudaGetLastError();  // clear the (non-sticky) error so later calls start clean
-    std::string why = err != cudaSuccess ? std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err)
-                                         : std::string("the driver reports 0 devices");
-    throw Error(kExitNoDevice, "no CUDA device: " + why + " (this program needs an NVIDIA GPU)");
-  }
-  DeviceInfo d = query_device();
-  if (d.cc_major < min_cc_major)
-    throw Error(kExitNoDevice, "device " + std::to_string(d.index) + " (" + d.name + ") has compute capability " +
-                                   std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor) +
-                                   "; this program needs " + std::to_string(min_cc_major) + ".0 or newer");
-  return d;
-}
 
 namespace {
 

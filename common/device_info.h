@@ -1,5 +1,6 @@
 // common/device_info.h — what GPU a run happened on, for the run record and the report.
-// The struct is host-only; query_device()/require_device() live in device_info.cu.
+// The struct is host-only; query_device()/require_device() live in device_query.cpp (CUDA runtime,
+// no kernels), measure_peaks() in device_info.cu.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -26,7 +27,7 @@ struct DeviceInfo {
 std::string device_slug(const std::string& name);
 nlohmann::json to_json(const DeviceInfo& d);
 
-// Defined in device_info.cu (needs the CUDA runtime):
+// Defined in device_query.cpp (needs the CUDA runtime):
 // query_device(): fills DeviceInfo for the current device.
 // require_device(min_cc_major): no device → Error(kExitNoDevice, "no CUDA device: ..."); a device
 // older than min_cc_major → Error(kExitNoDevice, ...) naming its compute capability.

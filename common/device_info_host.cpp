@@ -1,6 +1,6 @@
 // common/device_info_host.cpp — the host-only half of device_info.h: the folder slug and the JSON
 // forms (named _host so its object does not collide with device_info.cu's build/common/device_info.o).
-// query_device()/require_device()/measure_peaks() are in device_info.cu.
+// query_device()/require_device() are in device_query.cpp, measure_peaks() in device_info.cu.
 #include "device_info.h"
 
 #include <cmath>

@@ -158,6 +158,19 @@ nlohmann::json finite_array(const std::vector<float>& v) {
   return a;
 }
 
+nlohmann::json per_step_json(const std::vector<float>& losses) {
+  std::vector<double> first, means;
+  for (size_t i = 0; i < losses.size() && i < static_cast<size_t>(kLossExactSteps); ++i) first.push_back(losses[i]);
+  for (size_t i = 0; i < losses.size(); i += kLossWindow) {
+    double s = 0;
+    size_t n = 0;
+    for (size_t j = i; j < losses.size() && j < i + kLossWindow; ++j, ++n) s += losses[j];
+    means.push_back(s / static_cast<double>(n));
+  }
+  return {{"every", kLossWindow}, {"reduce", "mean"}, {"first_exact", finite_array(first)},
+          {"values", finite_array(means)}};
+}
+
 nlohmann::json to_json(const Stats& s) {
   return {{"min", finite_or_null(s.min)},
           {"median", finite_or_null(s.median)},

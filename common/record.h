@@ -69,4 +69,12 @@ nlohmann::json finite_or_null(double v);
 nlohmann::json finite_array(const std::vector<double>& v);
 nlohmann::json finite_array(const std::vector<float>& v);
 
+// loss.per_step of the MLP records (phases 4-5, the PyTorch and libtorch twins write the same shape):
+//   {"every": 100, "reduce": "mean", "first_exact": [losses of steps 0..19],
+//    "values": [mean of steps 0..99, mean of 100..199, ...]}  (the last window may be shorter)
+// so the first 20 steps can be compared exactly and the rest as 100-step means.
+constexpr int kLossExactSteps = 20;
+constexpr int kLossWindow = 100;
+nlohmann::json per_step_json(const std::vector<float>& losses);
+
 }  // namespace nb

@@ -1,11 +1,6 @@
 // phase4_mlp/mlp_record.h — the parts of an MLP run record that phase 4 and phase 5 fill the same
-// way: step-loss logging, the traced run and per-kernel efficiency from the tracer's summary,
-// validation errors.
-//
-// loss.per_step (decided for both sides, the twin writes the same shape):
-//   {"every": 100, "reduce": "mean", "first_exact": [losses of steps 0..19],
-//    "values": [mean of steps 0..99, mean of 100..199, ...]}  (the last window may be shorter)
-// so the first 20 steps can be compared exactly and the rest as 100-step means.
+// way: the traced run and per-kernel efficiency from the tracer's summary,
+// validation errors. (loss.per_step: nb::per_step_json of common/record.h.)
 #pragma once
 #include <cmath>
 #include <cstdio>
@@ -24,21 +19,6 @@
 
 namespace nb {
 namespace mlp {
-
-constexpr int kExactSteps = 20;
-constexpr int kLossWindow = 100;
-
-inline nlohmann::json per_step_json(const std::vector<float>& losses) {
-  std::vector<double> first, means;
-  for (size_t i = 0; i < losses.size() && i < static_cast<size_t>(kExactSteps); ++i) first.push_back(losses[i]);
-  for (size_t i = 0; i < losses.size(); i += kLossWindow) {
-    double s = 0;
-    size_t n = 0;
-    for (size_t j = i; j < losses.size() && j < i + kLossWindow; ++j, ++n) s += losses[j];
-    means.push_back(s / static_cast<double>(n));
-  }
-  return {{"every", kLossWindow}, {"reduce", "mean"}, {"first_exact", finite_array(first)}, {"values", finite_array(means)}};
-}
 
 // The timed runs run without our CUPTI tracer (it adds ~2 us to every launch it watches: the
 // tracer_overhead record). After them, one more training run, untimed, with the tracer on feeds

@@ -18,6 +18,8 @@
 # TORCHINDUCTOR_COMPILE_THREADS (default 12) workers, so a compiling twin in one lane leaves cores
 # for the launch-bound phases timed in another.
 #
+# On a copy of the working tree (the device machine) set NB_GIT_COMMIT / NB_GIT_DIRTY: the copy's git
+# may not know the commit, and every record writer takes these over the repository it finds.
 # Environment: LANES (GPUs to use, default: every visible GPU, at most 4), LOG_DIR (default
 # build/bench_lanes; each lane's output in lane<k>.log), JOBS (build jobs, default nproc), the
 # benchmarks' own variables (passed through). Exit status: 0 when every invocation succeeded.

@@ -23,8 +23,8 @@
 // Timing as every program here: data resident before the clock starts, --warmup untimed runs,
 // CUDA events around the training loop only (torch::cuda::synchronize before each start), median
 // of --repeats; re-initialisation, capture (timing.capture_ms), test loss and validation are
-// outside. --validate: the float64 reference of common/reference.h on the same train points,
-// tolerances as linreg.py (w, b 1e-4 relative; every epoch's loss and the test loss 1e-3).
+// outside. --validate: common/linreg_harness.h's, as the phases' (float64 reference on the same
+// points; w, b 1e-4 relative, every epoch's loss and the test loss 1e-3 or fp32 rounding's floor).
 // Records: profiles/<gpu-slug>/libtorch_linreg__<tag>-<eager|graph>.json, schema v1.
 // Exit codes (common/errors.h): 1 validation failed, 2 usage, 3 no CUDA device, 4 bad data file,
 // 5 out of GPU memory, 6 output not writable, 7 diverged, 8 a libtorch/CUDA call failed.
@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "linreg_data.h"
+#include "linreg_harness.h"
 #include "npy.h"
-#include "reference.h"
 #include "stats.h"
 #include "twin_common.h"
 
@@ -47,7 +47,6 @@ namespace {
 
 using nb::Error;
 constexpr const char* kPhase = "libtorch_linreg";
-constexpr double kParamTol = 1e-4, kLossTol = 1e-3;
 
 struct Options {
   std::string data;
@@ -56,12 +55,6 @@ struct Options {
   double lr = 0.01;
   std::string impl = "eager";
   nb::CommonOptions common;
-};
-
-struct Results {
-  float w = 0, b = 0;
-  std::vector<float> loss;
-  double test_loss = NAN;
 };
 
 class Trainer {
@@ -101,8 +94,8 @@ class Trainer {
     }
   }
 
-  Results results() {
-    Results r;
+  nb::LinregOutcome results() {
+    nb::LinregOutcome r;
     r.w = w_.detach().cpu().item<float>();
     r.b = b_.detach().cpu().item<float>();
     auto l = loss_buf_.cpu();
@@ -163,53 +156,6 @@ class Trainer {
   at::cuda::CUDAGraph graph_obj_;
 };
 
-double rel(double a, double r) {
-  if (r != 0) return std::fabs(a - r) / std::fabs(r);
-  return a == r ? 0.0 : INFINITY;
-}
-
-// linreg.py's validate(): errors against the float64 reference on the same points.
-nlohmann::json validate(const std::vector<float>& pts, size_t n, double lr, int epochs, const Results& got, bool* ok) {
-  const size_t nt = nb::linreg_train_count(n);
-  std::vector<float> x(n), y(n);
-  for (size_t i = 0; i < n; ++i) x[i] = pts[2 * i], y[i] = pts[2 * i + 1];
-  const nb::LinregSums s = nb::linreg_sums(x.data(), y.data(), nt);
-  const nb::LinregTrace ref = nb::linreg_reference(s, static_cast<float>(nb::kLinregInitW),
-                                                   static_cast<float>(nb::kLinregInitB), lr, epochs);
-  nlohmann::json errors, tol;
-  double ew = rel(got.w, ref.w), eb = rel(got.b, ref.b), el = 0;
-  if (got.loss.size() != ref.loss.size()) {
-    el = INFINITY;
-  } else {
-    for (size_t e = 0; e < ref.loss.size(); ++e) {
-      double v = rel(got.loss[e], ref.loss[e]);
-      el = std::max(el, v == v ? v : INFINITY);  // a NaN loss counts as an infinite error
-    }
-  }
-  std::vector<std::pair<std::string, double>> errs = {{"w_rel", ew}, {"b_rel", eb}, {"max_loss_rel", el}};
-  tol = {{"w_rel", kParamTol}, {"b_rel", kParamTol}, {"max_loss_rel", kLossTol}};
-  if (n > nt) {
-    const nb::LinregSums st = nb::linreg_sums(x.data() + nt, y.data() + nt, n - nt);
-    errs.push_back({"test_loss_rel", rel(got.test_loss, nb::linreg_loss(st, ref.w, ref.b))});
-    tol["test_loss_rel"] = kLossTol;
-  }
-  *ok = true;
-  std::printf("validate (float64 reference, %zu train / %zu test points):", nt, n - nt);
-  for (auto& [k, v] : errs) {
-    errors[k] = nb::finite_or_null(v);
-    if (!(v <= tol[k].get<double>())) *ok = false;
-    std::printf(" %s=%.3e", k.c_str(), v);
-  }
-  std::printf(" -> %s\n", *ok ? "PASS" : "FAIL");
-  return {{"performed", true},
-          {"passed", *ok},
-          {"reference", "float64 (common/reference.cpp) over the same points"},
-          {"errors", errors},
-          {"tolerances", tol},
-          {"reference_w", ref.w},
-          {"reference_b", ref.b}};
-}
-
 int body(int argc, char** argv) {
   Options o;
   nb::Cli cli("libtorch_linreg", "libtorch twin of linreg.py: linear regression by full-batch gradient descent on the GPU.");
@@ -232,6 +178,10 @@ int body(int argc, char** argv) {
   if (o.n > 0 && static_cast<size_t>(o.n) != n)
     throw Error(nb::kExitData, o.data + ": holds " + std::to_string(n) + " points, --n says " + std::to_string(o.n));
 
+  // x and y as separate columns, for the float64 reference of --validate (common/linreg_harness.h)
+  std::vector<float> hx(n), hy(n);
+  for (size_t i = 0; i < n; ++i) hx[i] = a.data[2 * i], hy[i] = a.data[2 * i + 1];
+
   return nb::lt::torch_guarded([&]() -> int {
     nb::lt::require_cuda();
     nb::lt::no_tf32();
@@ -243,7 +193,7 @@ int body(int argc, char** argv) {
       rec["config"]["n"] = n;
       rec["config"]["impl"] = impl;
       rec["config"]["record_tag"] = tag;
-      const nb::DeviceInfo dev = nb::lt::device_info();
+      const nb::DeviceInfo dev = nb::query_device();
       rec["device"] = nb::to_json(dev);
       rec["software"] = nb::lt::software_json(dev);
       const double need = 8.0 * n * 6;  // x, y and the autograd intermediates, as linreg.py
@@ -263,7 +213,7 @@ int body(int argc, char** argv) {
         const double ms = timer.stop();
         if (i >= o.common.warmup) samples.push_back(ms);
       }
-      const Results got = tr.results();
+      const nb::LinregOutcome got = tr.results();
       const nb::Stats st = nb::summarize(samples);
       rec["timing"] = nb::timing_json(
           "cuda-events",
@@ -276,24 +226,15 @@ int body(int argc, char** argv) {
       if (impl == "graph") rec["timing"]["capture_ms"] = tr.capture_ms;
       const size_t nt = nb::linreg_train_count(n);
       rec["data"] = {{"n", n}, {"train", nt}, {"test", n - nt}, {"file", o.data}};
-      const double train_loss = got.loss.empty() ? NAN : got.loss.back();
-      rec["metrics"] = {{"w", nb::finite_or_null(got.w)},
-                        {"b", nb::finite_or_null(got.b)},
-                        {"train_loss", nb::finite_or_null(train_loss)},
-                        {"test_loss", nb::finite_or_null(got.test_loss)}};
-      rec["loss"] = {{"per_epoch", nb::finite_array(got.loss)}};
+      nb::linreg_fill_results(rec, got);
       rec["kernels"] = nlohmann::json::array();
       rec["memcpy"] = nlohmann::json::array();
       rec["ranges"] = nlohmann::json::array();
       rec["trace_file"] = nullptr;
       bool ok = true;
-      if (o.common.validate)
-        rec["validation"] = validate(a.data, n, o.lr, o.epochs, got, &ok);
-      else
-        rec["validation"] = {{"performed", false}, {"passed", nullptr}, {"errors", nlohmann::json::object()},
-                             {"tolerances", nlohmann::json::object()}};
-      bool finite = std::isfinite(got.w) && std::isfinite(got.b);
-      for (float v : got.loss) finite = finite && std::isfinite(v);
+      rec["validation"] = o.common.validate ? nb::linreg_validate(hx.data(), hy.data(), n, o.lr, o.epochs, got, &ok)
+                                            : nb::linreg_validation_skipped();
+      const bool finite = nb::linreg_finite(got);
       if (!finite)
         rec["status"] = "diverged";
       else if (!ok)
@@ -302,11 +243,12 @@ int body(int argc, char** argv) {
       if (!problem.empty()) throw Error(nb::kExitInternal, "refusing to write an invalid record: " + problem);
       const std::string path = nb::write_record(rec, o.common.out, dev.slug, kPhase, tag);
       std::printf("%s %s: n=%zu epochs=%d w=%.7f b=%.7f train_loss=%.7f test_loss=%.7f time median %.3f ms (%d runs)%s -> %s\n",
-                  kPhase, implementation.c_str(), n, o.epochs, got.w, got.b, train_loss, got.test_loss, st.median,
+                  kPhase, implementation.c_str(), n, o.epochs, got.w, got.b, got.loss.empty() ? NAN : got.loss.back(),
+                  got.test_loss, st.median,
                   o.common.repeats,
                   impl == "graph" ? (" capture " + std::to_string(tr.capture_ms) + " ms").c_str() : "", path.c_str());
       std::fflush(stdout);
-      if (!finite) throw Error(nb::kExitDiverged, "training diverged (non-finite loss or parameters); record: " + path);
+      if (!finite) throw Error(nb::kExitDiverged, nb::linreg_divergence_message(got) + "; record: " + path);
       if (!ok) failed.push_back(path);
     }
     if (!failed.empty()) {

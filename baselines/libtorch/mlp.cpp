@@ -59,7 +59,7 @@ namespace {
 using nb::Error;
 using torch::Tensor;
 constexpr const char* kPhase = "libtorch_mlp";
-constexpr int kExactSteps = 20, kLossWindow = 100, kEvalRows = 2048, kWarmupSteps = 50, kValidateSteps = 3;
+constexpr int kEvalRows = 2048, kWarmupSteps = 50, kValidateSteps = 3;
 
 struct Options {
   std::vector<int> layers{784, 128, 64, 10};
@@ -406,19 +406,6 @@ class Trainer {
   at::cuda::CUDAGraph graph_obj_;
 };
 
-nlohmann::json per_step_json(const std::vector<float>& losses) {
-  std::vector<double> first, means;
-  for (size_t i = 0; i < losses.size() && i < static_cast<size_t>(kExactSteps); ++i) first.push_back(losses[i]);
-  for (size_t i = 0; i < losses.size(); i += kLossWindow) {
-    double s = 0;
-    size_t n = 0;
-    for (size_t j = i; j < losses.size() && j < i + kLossWindow; ++j, ++n) s += losses[j];
-    means.push_back(s / static_cast<double>(n));
-  }
-  return {{"every", kLossWindow}, {"reduce", "mean"}, {"first_exact", nb::finite_array(first)},
-          {"values", nb::finite_array(means)}};
-}
-
 // kValidateSteps steps of the recorded implementation (dropout 0) against the float64 reference on
 // the same batches: each step's loss, gradients and parameter change since the start.
 nlohmann::json validate(const Options& o, const std::string& impl, const HostData& d, const nb::Dataset& ds,
@@ -578,7 +565,7 @@ int body(int argc, char** argv) {
       rec["config"]["record_tag"] = tag;
       rec["config"]["workload"] = o.workload;
       rec["config"]["data"] = o.data_dir;
-      const nb::DeviceInfo dev = nb::lt::device_info();
+      const nb::DeviceInfo dev = nb::query_device();
       rec["device"] = nb::to_json(dev);
       rec["software"] = nb::lt::software_json(dev);
       for (auto& s : own_inputs) rec["notes"].push_back(s);
@@ -651,7 +638,7 @@ int body(int argc, char** argv) {
       if (impl == "graph") rec["timing"]["capture_ms"] = tr.capture_ms;
       rec["loss"] = {{"per_epoch", nb::finite_array(epoch_loss)},
                      {"test_per_epoch", nb::finite_array(test_loss)},
-                     {"per_step", per_step_json(step_losses)}};
+                     {"per_step", nb::per_step_json(step_losses)}};
       rec["metrics"] = {
           {"test_accuracy", test_acc.empty() ? nlohmann::json(nullptr) : nlohmann::json(test_acc.back())},
           {"test_accuracy_per_epoch", test_acc},

@@ -1,7 +1,7 @@
 // baselines/libtorch/twin_common.h — what the two libtorch twins (linreg.cpp, mlp.cpp) share: the
-// device object of the record, the record's software object, the translation of libtorch's
-// exceptions into the project's exit codes (common/errors.h), the --impl list, CUDA-event timing
-// and the record-file tag. Host code only: compiled with g++ against the libtorch of the installed
+// record's software object (its device object is common/device_query.cpp's, as the phases'), the
+// translation of libtorch's exceptions into the project's exit codes (common/errors.h), the --impl
+// list, CUDA-event timing and the record-file tag. Host code only: compiled with g++ against the libtorch of the installed
 // torch package (make libtorch), never by nvcc.
 #pragma once
 #include <ATen/Context.h>
@@ -49,34 +49,6 @@ inline int torch_guarded(const std::function<int()>& body) {
 inline void require_cuda() {
   if (!torch::cuda::is_available() || torch::cuda::device_count() < 1)
     throw Error(kExitNoDevice, "no CUDA device: torch::cuda::is_available() is false");
-}
-
-inline void cuda_ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw Error(kExitCuda, std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-// The record's device object, the same fields as the CUDA phases (query_device in device_info.cu).
-inline DeviceInfo device_info() {
-  DeviceInfo d;
-  d.index = c10::cuda::current_device();
-  cudaDeviceProp prop{};
-  cuda_ok(cudaGetDeviceProperties(&prop, d.index), "cudaGetDeviceProperties");
-  d.name = prop.name;
-  d.slug = device_slug(d.name);
-  d.cc_major = prop.major;
-  d.cc_minor = prop.minor;
-  d.sm_count = prop.multiProcessorCount;
-  d.memory_bytes = prop.totalGlobalMem;
-  size_t free_b = 0, total_b = 0;
-  cuda_ok(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-  d.memory_free_bytes = free_b;
-  d.l2_bytes = prop.l2CacheSize;
-  d.mem_bus_width_bits = prop.memoryBusWidth;
-  cudaDeviceGetAttribute(&d.sm_clock_khz, cudaDevAttrClockRate, d.index);
-  cudaDeviceGetAttribute(&d.mem_clock_khz, cudaDevAttrMemoryClockRate, d.index);
-  cudaDriverGetVersion(&d.driver_version);
-  cudaRuntimeGetVersion(&d.runtime_version);
-  return d;
 }
 
 inline nlohmann::json software_json(const DeviceInfo& d) {

@@ -197,7 +197,7 @@ def infer_workload(workload, optimizer, layers):
 
 
 def per_step_json(losses):
-    """The CUDA side's loss.per_step (phase4_mlp/mlp_record.h)."""
+    """The CUDA side's loss.per_step (nb::per_step_json, common/record.h)."""
     first = [float(v) for v in losses[:EXACT_STEPS]]
     means = []
     for i in range(0, len(losses), LOSS_WINDOW):

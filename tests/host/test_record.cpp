@@ -253,3 +253,21 @@ TEST_CASE("float_checksum: FNV-1a over the float32 bytes, as Python's struct.pac
   CHECK(nb::float_checksum({1.0f, -2.5f, std::nextafter(0.1f, 1.0f)}) != nb::float_checksum({1.0f, -2.5f, 0.1f}));
   CHECK(nb::float_checksum({-2.5f, 1.0f, 0.1f}) != nb::float_checksum({1.0f, -2.5f, 0.1f}));
 }
+
+TEST_CASE("per_step_json: the first 20 step losses as they are, then 100-step means (the last window shorter)") {
+  std::vector<float> losses(250);
+  for (size_t i = 0; i < losses.size(); ++i) losses[i] = static_cast<float>(i);
+  losses[3] = std::nanf("");
+  const nlohmann::json j = nb::per_step_json(losses);
+  CHECK(j["every"] == 100);
+  CHECK(j["reduce"] == "mean");
+  REQUIRE(j["first_exact"].size() == 20);
+  CHECK(j["first_exact"][2] == 2.0);
+  CHECK(j["first_exact"][3].is_null());  // not finite: null, as everywhere in a record
+  CHECK(j["first_exact"][19] == 19.0);
+  REQUIRE(j["values"].size() == 3);
+  CHECK(j["values"][0].is_null());            // the window holds the NaN
+  CHECK(j["values"][1] == doctest::Approx(149.5));
+  CHECK(j["values"][2] == doctest::Approx(224.5));  // steps 200..249
+  CHECK(nb::per_step_json({})["first_exact"].empty());
+}

@@ -348,3 +348,35 @@ def test_fresh_function_is_the_same_function_with_its_own_code_object():
     r = 0.5 * x + 0.1 - y
     assert loss == pytest.approx((r * r).mean())
     assert float(w) == pytest.approx(0.5 - 0.1 * 2 * (r * x).mean()) and float(bb) == pytest.approx(0.1 - 0.1 * 2 * r.mean())
+
+
+def fp32_run(pts, lr, epochs):
+    """Full-batch gradient descent in float32 arithmetic, as the twins and the phases compute it."""
+    nt = linreg.linreg_train_count(pts.shape[0])
+    x, y = pts[:nt, 0].astype(np.float32), pts[:nt, 1].astype(np.float32)
+    w, b = np.float32(linreg.INIT_W), np.float32(linreg.INIT_B)
+    losses = []
+    for _ in range(epochs):
+        r = w * x + b - y
+        losses.append(float(np.mean(r * r, dtype=np.float32)))
+        w = np.float32(w - np.float32(lr) * np.float32(2) * np.mean(r * x, dtype=np.float32))
+        b = np.float32(b - np.float32(lr) * np.float32(2) * np.mean(r, dtype=np.float32))
+    return {"w": float(w), "b": float(b), "loss": losses, "test_loss": math.nan}
+
+
+def test_validate_judges_a_vanishing_loss_by_fp32_rounding():
+    # n = 1 fits its one point exactly: the loss falls to ~1e-10, all fp32 rounding, and a 1e-3
+    # relative tolerance alone failed a correct run (lr 0.025, as phase 3's --check runs it). The
+    # floor of common/linreg_harness.h lets it pass; a loss off by more than rounding still fails.
+    for n in (1,):
+        pts = make_points(n, seed=n)
+        nt = linreg.linreg_train_count(n)
+        got = fp32_run(pts, 0.025, 200)
+        ref_w, ref_b, ref_loss = linreg.reference(pts[:nt, 0], pts[:nt, 1], 0.025, 200)
+        assert min(ref_loss) < 1e-8   # the point is fitted: the loss vanishes
+        v, ok = linreg.validate(pts, 0.025, 200, got)
+        assert ok, (n, v["errors"])
+        late = dict(got, loss=got["loss"][1:] + got["loss"][-1:])  # every loss one epoch late
+        assert not linreg.validate(pts, 0.025, 200, late)[1]
+        off = dict(got, loss=[l + 1e-9 for l in got["loss"]])      # far above fp32 rounding of ~1e-10 losses
+        assert not linreg.validate(pts, 0.025, 200, off)[1]
