@@ -143,7 +143,7 @@ VENV_PY := $(VENV)/bin/python
 $(VENV_PY): report/requirements.txt
 	@command -v python3 >/dev/null || { echo "missing dependency: python3 (apt-get install python3 python3-venv)"; exit 1; }
 	python3 -m venv $(VENV) || { echo "missing dependency: python3 venv module (apt-get install python3-venv)"; exit 1; }
-	$(VENV)/bin/pip install -q --disable-pip-version-check -r report/requirements.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r report/requirements.txt || { rm -rf $(VENV); echo "make venv: pip could not install report/requirements.txt (no network?)"; exit 1; }
 	@touch $@
 .PHONY: venv
 venv: $(VENV_PY)

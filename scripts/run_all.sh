@@ -134,13 +134,16 @@ def git(*a):
         return subprocess.run(["git", *a], capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
-commit = git("rev-parse", "HEAD") or "unknown"
+# as common/record.cpp: the caller's NB_GIT_COMMIT / NB_GIT_DIRTY win over a repository found here
+commit = os.environ.get("NB_GIT_COMMIT", "") or git("rev-parse", "HEAD") or "unknown"
+env_dirty = os.environ.get("NB_GIT_DIRTY", "") if os.environ.get("NB_GIT_COMMIT") else ""
 total = float(total)
 rec = {"schema": "cuda-notebook-run-record", "schema_version": 1, "phase": "run_all", "workload": "run_all",
        "implementation": "script", "run_mode": mode,
        "config": {"mode": mode, "gpus": int(ngpu), "steps": [s["name"] for s in steps]},
        "device": {"name": name or "unknown", "slug": slug},
-       "git": {"commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit != "unknown" else None},
+       "git": {"commit": commit, "dirty": (env_dirty == "1") if env_dirty in ("0", "1") else
+               (bool(git("status", "--porcelain", "--untracked-files=no")) if commit != "unknown" else None)},
        "utc_time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
        "host": {"hostname": socket.gethostname()}, "software": {},
        "status": "ok" if all(s["status"] == "ok" for s in steps) else "interrupted",
@@ -163,7 +166,8 @@ write_run_record || echo "run_all.sh: could not write this run's record"
 # The report wants the pinned .venv (make venv needs PyPI). A GPU machine without network falls
 # back to its own python3 when that has numpy and matplotlib (PNG bytes may then differ).
 build_report() {
-  make report && return 0
+  # pip without a network would retry for minutes: fail fast instead (a caller's setting wins)
+  PIP_RETRIES="${PIP_RETRIES:-0}" PIP_DEFAULT_TIMEOUT="${PIP_DEFAULT_TIMEOUT:-5}" make report && return 0
   if python3 -c 'import numpy, matplotlib' 2>/dev/null; then
     echo "run_all.sh: the pinned .venv could not be made here; building the report with this machine's python3" \
          "(matplotlib $(python3 -c 'import matplotlib; print(matplotlib.__version__)'))"
