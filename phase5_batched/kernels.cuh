@@ -1,4 +1,4 @@
-// phase5_batched/kernels.cuh — phase 4's GEMM mainloop (phase4_mlp/kernels.cuh) with everything
+// phase5_batched/kernels.cuh — phase 4's GEMM mainloop (common/mlp/kernels.cuh) with everything
 // around it fused in: the operand loaders and the epilogues do the work that phase 4 spent
 // separate kernels and host round trips on.
 //
@@ -30,7 +30,7 @@
 
 #include <cstdint>
 
-#include "../phase4_mlp/kernels.cuh"
+#include "mlp/kernels.cuh"
 
 namespace nb {
 namespace mlp {

@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "check.cuh"
-#include "../phase4_mlp/mlp_common.h"
+#include "mlp/mlp_common.h"
 
 #ifndef CUBLAS_CHECK
 #error "check.cuh was included before cuBLAS: #define NB_WANT_CUBLAS before the first include"

@@ -7,7 +7,7 @@
 // ReLU/dropout backward, the optimizer in the weight-gradient GEMM: weight gradients never touch
 // memory); W1 6 launches a step, W2 8; each epoch one CUDA graph; losses read once an epoch.
 // The paths (--help lists every flag and its default):
-//   default (own GEMM graph step)  phase4_mlp/kernels.cuh products, fused epilogues, one graph;
+//   default (own GEMM graph step)  common/mlp/kernels.cuh products, fused epilogues, one graph;
 //   --gemm cublas      the same trainer on cuBLASLt, the yardstick (--gemm-compare: the products);
 //   --backward auto|fused|paired   fp16 + SGD: one pass over each layer's weights does its update
 //                      and its backward-data product (fused_backward.cuh);
@@ -64,8 +64,8 @@
 #include "lt.h"
 #include "persistent.cuh"
 #include "cluster.cuh"
-#include "../phase4_mlp/mlp_common.h"
-#include "../phase4_mlp/mlp_record.h"
+#include "mlp/mlp_common.h"
+#include "mlp/mlp_record.h"
 #include "nvtx.h"
 #include "record.h"
 #include "reference.h"

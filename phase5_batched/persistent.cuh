@@ -54,8 +54,8 @@
 
 #include "check.cuh"
 #include "errors.h"
-#include "../phase4_mlp/kernels.cuh"
-#include "../phase4_mlp/mlp_common.h"
+#include "mlp/kernels.cuh"
+#include "mlp/mlp_common.h"
 
 namespace nb {
 namespace mlp {

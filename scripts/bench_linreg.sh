@@ -38,7 +38,10 @@
 #
 # Environment: RECORDS_DIR (default: the programs' own profiles/<device-slug>/), PYTHON (python3
 # with torch), DEPS_PREFIX (default .carry/deps when present), JOBS (16), REPEATS (5),
-# SWEEP_NS (comma list), STAGES ("headline sweep host"), SWEEP_PARTS, P1_MAX_N, DATA_DIR (/tmp).
+# SWEEP_NS (comma list), STAGES ("headline sweep host"), SWEEP_PARTS, P1_MAX_N, DATA_DIR (/tmp),
+# HEADLINE_TWIN_IMPLS (eager,graph,compile,compiled-graph,cpu), HEADLINE_SYNC (1: also the eager twin
+# with loss.item() every epoch), SWEEP_TWIN_IMPLS (eager,graph,compile,compiled-graph),
+# P3_CANDIDATES / P3_POLL_CANDIDATES (the pre-flight's choices, below).
 # Exit status: 0 when every step succeeded and the twins' final w, b agree with phase 3's within
 # 1e-4 (relative); 1 otherwise. Needs about 4-5 minutes on an H100.
 set -uo pipefail
@@ -57,6 +60,9 @@ P1_MAX_N="${P1_MAX_N:-1000000000000}"
 has_part() { [[ " $SWEEP_PARTS " == *" $1 "* ]]; }
 SWEEP_NS="${SWEEP_NS:-500,5000,50000,500000,5000000,10000000,50000000,100000000}"
 DATA_DIR="${DATA_DIR:-/tmp}"
+HEADLINE_TWIN_IMPLS="${HEADLINE_TWIN_IMPLS:-eager,graph,compile,compiled-graph,cpu}"
+HEADLINE_SYNC="${HEADLINE_SYNC:-1}"
+SWEEP_TWIN_IMPLS="${SWEEP_TWIN_IMPLS:-eager,graph,compile,compiled-graph}"
 P1=build/phase1_naive
 P2=build/phase2_shared_mem
 P3=build/phase3_fused_streams
@@ -281,12 +287,14 @@ if [[ " $STAGES " == *" headline "* ]]; then
     note "  $(grep -h '^phase3' "$LOGS/headline-p3graph.log")"
   run "$LOGS/headline-p3det-graph.log" "$P3" "${P3G[@]}" --n $n --warmup 1 --repeats "$REPEATS" --tag det-n$n-graph --deterministic \
     "${OUTARGS[@]}" && note "  $(grep -h '^phase3' "$LOGS/headline-p3det-graph.log")"
-  run "$LOGS/headline-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl eager,graph,compile,compiled-graph,cpu \
+  run "$LOGS/headline-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl "$HEADLINE_TWIN_IMPLS" \
     --validate --warmup 1 --repeats "$REPEATS" --tag headline --profile "${OUTARGS[@]}"
   grep -h "^pytorch_linreg\|^validate" "$LOGS/headline-twin.log" | sed 's/^/    /'
+  if [ "$HEADLINE_SYNC" = 1 ]; then
   run "$LOGS/headline-twin-sync.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl eager --sync-every-epoch \
     --warmup 1 --repeats "$REPEATS" --tag headline "${OUTARGS[@]}"
   grep -h "^pytorch_linreg" "$LOGS/headline-twin-sync.log" | sed 's/^/    /'
+  fi
   # the same twin in C++ (libtorch, `make libtorch`): how much of eager's cost is Python's?
   if [ -x build/libtorch_linreg ]; then
     run "$LOGS/headline-libtorch.log" build/libtorch_linreg --data "$DATA_DIR/linreg_n$n.npy" --impl eager,graph --validate \
@@ -343,8 +351,8 @@ if [[ " $STAGES " == *" sweep "* ]]; then
     note "  n=$n: phase1 $(med "$RDIR/phase1_naive__sweep-n$n.json") ms, phase2 $(med "$RDIR/phase2_shared_mem__sweep-n$n.json") ms, phase3 $(med "$RDIR/phase3_fused_streams__sweep-n$n.json") ms (graph path $(med "$RDIR/phase3_fused_streams__sweep-n$n-graph.json") ms)"
   done
   if has_part twin-gpu; then
-  note "sweep: PyTorch twin eager, graph, compile, compiled-graph"
-  run "$LOGS/sweep-twin-gpu.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n{n}.npy" --n "$SWEEP_NS" --impl eager,graph,compile,compiled-graph \
+  note "sweep: PyTorch twin ${SWEEP_TWIN_IMPLS//,/, }"
+  run "$LOGS/sweep-twin-gpu.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n{n}.npy" --n "$SWEEP_NS" --impl "$SWEEP_TWIN_IMPLS" \
     --warmup 1 --repeats 3 --tag "sweep-n{n}" "${OUTARGS[@]}"
   grep -h "^pytorch_linreg" "$LOGS/sweep-twin-gpu.log" | sed 's/ -> .*//; s/^/    /'
   fi

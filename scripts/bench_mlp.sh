@@ -57,7 +57,8 @@
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
 # ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), PERSIST_BLOCKS
 # ("16 32 64 128": fewer than 16 blocks would give a block more than the kernel's 8 units),
-# W2_PAIRED_HS ("128 1024 8192"), W2_NOPDL_HS ("128 1024 8192"), W2_CLUSTER_HS ("128"), W2_TWINS and
+# W2_PAIRED_HS ("128 1024 8192"), W2_NOPDL_HS ("128 1024 8192"), W2_CLUSTER_HS ("128"; these three
+# and TWIN_COMPILE_W2 set empty mean none: no such runs), W2_TWINS and
 # SEEDS_TWIN (1; 0 skips those twin runs), CHECK_LEVEL (full; quick = kernel tests + W1 validation).
 # Exit status: 0 when every run succeeded (a deliberate divergence in --check must exit 7), else 1.
 set -uo pipefail
@@ -75,7 +76,7 @@ STAGES="${STAGES:-w1 match w2 gemm persist sweep seeds fashion}"
 W2_HS="${W2_HS:-128 256 512 1024 2048 4096 8192}"
 W2_STEPS="${W2_STEPS:-5000}"
 W2_STEPS_SLOW="${W2_STEPS_SLOW:-500}"
-TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-128}"
+TWIN_COMPILE_W2="${TWIN_COMPILE_W2-128}"
 SWEEP_BATCHES="${SWEEP_BATCHES:-32 64 128 256 512 1024 2048 4096 8192}"
 SWEEP_EPOCHS="${SWEEP_EPOCHS:-2}"
 # The sweep's twin compiles in inductor's default mode: max-autotune-no-cudagraphs (which --compile-mode
@@ -91,9 +92,9 @@ TWIN_COMPILE_MODE="${TWIN_COMPILE_MODE:-auto}"
 W1_EPOCHS="${W1_EPOCHS:-5}"
 P5_REPEATS="${P5_REPEATS:-3}"
 PERSIST_BLOCKS="${PERSIST_BLOCKS:-16 32 64 128}"
-W2_PAIRED_HS="${W2_PAIRED_HS:-128 1024 8192}"
-W2_NOPDL_HS="${W2_NOPDL_HS:-128 1024 8192}"
-W2_CLUSTER_HS="${W2_CLUSTER_HS:-128}"
+W2_PAIRED_HS="${W2_PAIRED_HS-128 1024 8192}"
+W2_NOPDL_HS="${W2_NOPDL_HS-128 1024 8192}"
+W2_CLUSTER_HS="${W2_CLUSTER_HS-128}"
 if [ -z "${DATA:-}" ]; then
   DATA=data/mnist
   [ -d .carry/data/mnist ] && DATA=.carry/data/mnist

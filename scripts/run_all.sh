@@ -17,9 +17,13 @@
 # prefers a full run's record wherever both fill one slot. Its reductions (QUICK_* below, each
 # passed to the bench scripts as their own environment variables, which a caller's setting overrides):
 #   linear regression: REPEATS=2, SWEEP_NS=5000,500000,5000000, SWEEP_PARTS="p1 p2 p3 twin-gpu"
-#     (no CPU twin in the sweep), P1_MAX_N=500000 (phase 1 swept up to 500K only)
+#     (no CPU twin in the sweep), P1_MAX_N=500000 (phase 1 swept up to 500K only), the headline's
+#     twin in eager, graph and compiled-graph (HEADLINE_TWIN_IMPLS; no torch.compile alone, no CPU,
+#     HEADLINE_SYNC=0: no eager with loss.item() every epoch), the sweep's twin in eager and
+#     compiled-graph (SWEEP_TWIN_IMPLS), phase 3's pre-flight with one graph configuration and two
+#     --poll-ns values (P3_CANDIDATES, P3_POLL_CANDIDATES)
 #   MLP: STAGES="w1 w2 sweep seeds" (no match, gemm, persist, fashion), W1_EPOCHS=2, W2_HS="128 8192",
-#     W2_STEPS=1000, W2_STEPS_SLOW=200, no paired/no-PDL ablations, P5_REPEATS=2,
+#     W2_STEPS=500, W2_STEPS_SLOW=200, no paired/no-PDL ablations, P5_REPEATS=2,
 #     SWEEP_BATCHES="32 512 8192", SWEEP_EPOCHS=1, no twin in the batch sweep or the seed study;
 #     the MLP twins run eager, graph and compiled-graph only (torch.compile alone and max-autotune
 #     left out: their compilation is most of the full run's twin time), and the compiled-graph twin
@@ -51,12 +55,24 @@ now_ms() { echo $(( ($(date +%s%N) - T0) / 1000000 )); }
 # name|estimated seconds on an H100 (quick / full)|command (eval'd)
 STEPS=()
 add() { STEPS+=("$1|$2|$3"); }
+MAKE_ARGS="-j$JOBS ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX}"
 add data 10 "make data"
-add build 75 "make -j$JOBS ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} all"
-[ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ] && add tracer_overhead 5 "run_tracer_overhead"
 if [ "$MODE" = quick ]; then
-  add bench_linreg 80 "bench linreg"
-  add bench_mlp 110 "bench mlp"
+  # Phase 5 is one translation unit, the build's longest compile (about a minute). The quick
+  # notebook builds phases 1-3 and the tools first, then compiles phases 4-5 in the background
+  # (niced: one or two of the machine's cores) while the linear-regression benchmark runs, and
+  # waits for that build before the MLP benchmark. The full notebook builds everything first.
+  add build 30 "make $MAKE_ARGS build/phase1_naive build/phase2_shared_mem build/phase3_fused_streams tools"
+  [ -f tools/tracer_overhead.cu ] && add tracer_overhead 5 "run_tracer_overhead"
+  add bench_linreg 100 "start_build_mlp && bench linreg"
+  add build_mlp 5 "wait_build_mlp"
+  add bench_mlp 140 "bench mlp"
+else
+  add build 75 "make $MAKE_ARGS all"
+  [ -f tools/tracer_overhead.cu ] && add tracer_overhead 5 "run_tracer_overhead"
+fi
+if [ "$MODE" = quick ]; then
+  :
 elif [ "${NGPU:-0}" -ge 2 ] && [ -f scripts/bench_lanes.sh ]; then
   add bench_lanes 900 "bash scripts/bench_lanes.sh"
 else
@@ -64,6 +80,19 @@ else
   add bench_mlp 780 "bench mlp"
 fi
 REPORT_EST=30
+
+BUILD_MLP_PID=""
+start_build_mlp() {  # phases 4-5, in the background (output in build/run_all_make_mlp.log)
+  mkdir -p build
+  # shellcheck disable=SC2086
+  nice -n 10 make $MAKE_ARGS build/phase4_mlp build/phase5_batched >build/run_all_make_mlp.log 2>&1 &
+  BUILD_MLP_PID=$!
+  echo "run_all.sh: phases 4-5 compiling in the background (pid $BUILD_MLP_PID, build/run_all_make_mlp.log)"
+}
+wait_build_mlp() {
+  [ -n "$BUILD_MLP_PID" ] || { echo "run_all.sh: the background build of phases 4-5 never started"; return 1; }
+  if ! wait "$BUILD_MLP_PID"; then tail -n 30 build/run_all_make_mlp.log; return 1; fi
+}
 
 run_tracer_overhead() {
   if [ -x build/tools/tracer_overhead ]; then build/tools/tracer_overhead; else echo "build/tools/tracer_overhead not built"; return 1; fi
@@ -78,10 +107,14 @@ bench() {  # bench linreg|mlp: the bench script, with the quick reductions in qu
   if [ "$MODE" = full ]; then bash "scripts/bench_$b.sh"; return; fi
   if [ "$b" = linreg ]; then
     env REPEATS="${REPEATS:-2}" SWEEP_NS="${SWEEP_NS:-5000,500000,5000000}" \
-      SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu}" P1_MAX_N="${P1_MAX_N:-500000}" bash scripts/bench_linreg.sh
+      SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu}" P1_MAX_N="${P1_MAX_N:-500000}" \
+      HEADLINE_TWIN_IMPLS="${HEADLINE_TWIN_IMPLS:-eager,graph,compiled-graph}" HEADLINE_SYNC="${HEADLINE_SYNC:-0}" \
+      SWEEP_TWIN_IMPLS="${SWEEP_TWIN_IMPLS:-eager,compiled-graph}" \
+      P3_CANDIDATES="${P3_CANDIDATES:---update next-epoch --blocks-per-sm 2}" P3_POLL_CANDIDATES="${P3_POLL_CANDIDATES:-200 400}" \
+      bash scripts/bench_linreg.sh
   else
     env STAGES="${STAGES:-w1 w2 sweep seeds}" W2_HS="${W2_HS:-128 8192}" W1_EPOCHS="${W1_EPOCHS:-2}" \
-      W2_STEPS="${W2_STEPS:-1000}" W2_STEPS_SLOW="${W2_STEPS_SLOW:-200}" W2_PAIRED_HS="${W2_PAIRED_HS:-}" \
+      W2_STEPS="${W2_STEPS:-500}" W2_STEPS_SLOW="${W2_STEPS_SLOW:-200}" W2_PAIRED_HS="${W2_PAIRED_HS:-}" \
       W2_NOPDL_HS="${W2_NOPDL_HS:-}" TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-}" P5_REPEATS="${P5_REPEATS:-2}" \
       TWIN_W1_IMPLS="${TWIN_W1_IMPLS:-eager,graph,compiled-graph}" TWIN_W2_IMPLS="${TWIN_W2_IMPLS:-eager,graph,compiled-graph}" \
       TWIN_COMPILE_MODE="${TWIN_COMPILE_MODE:-default}" \

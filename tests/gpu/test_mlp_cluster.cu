@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "../../phase4_mlp/mlp_record.h"
+#include "mlp/mlp_record.h"
 #include "../../phase5_batched/cluster.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"

@@ -1,4 +1,4 @@
-// tests/gpu/test_mlp_kernels.cu — every kernel of phase4_mlp/kernels.cuh against a float64 CPU
+// tests/gpu/test_mlp_kernels.cu — every kernel of common/mlp/kernels.cuh against a float64 CPU
 // reference, on fresh random inputs at awkward shapes (batch 1 and 33; widths 10, 100, 300, plus
 // 784/128 for the 16-byte vector path), with every output poisoned (NaN) before the run so an
 // unwritten element fails. Tolerances (relative, norm-wise): fp32 1e-5, fp16 GEMMs 1e-2 (against
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../../phase4_mlp/kernels.cuh"
+#include "mlp/kernels.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"
 #include "reference.h"

@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "../../phase4_mlp/mlp_record.h"
+#include "mlp/mlp_record.h"
 #include "../../phase5_batched/persistent.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"

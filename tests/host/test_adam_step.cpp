@@ -1,4 +1,4 @@
-// tests/host/test_adam_step.cpp — adam_step_negligible (phase4_mlp/adam_step.h): wherever it lets
+// tests/host/test_adam_step.cpp — adam_step_negligible (common/mlp/adam_step.h): wherever it lets
 // adam_apply skip a step, the IEEE float formula of that step (as the device computes it, with or
 // without a fused multiply-add) leaves the weight's bits unchanged; m == 0 included. Fresh random cases every run,
 // plus the tightest corner: p a power of two, the step pointing towards 0, the denominator = eps.
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "../../phase4_mlp/adam_step.h"
+#include "mlp/adam_step.h"
 
 namespace {
 
@@ -25,7 +25,7 @@ float from_bits(uint32_t u) {
   return x;
 }
 
-// The device's Adam step for weight p (adam_apply in phase4_mlp/kernels.cuh), after m and v were
+// The device's Adam step for weight p (adam_apply in common/mlp/kernels.cuh), after m and v were
 // updated: both roundings of its last line (separate multiply and subtract, or one fused).
 struct Step {
   float plain, fused;

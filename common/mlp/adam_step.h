@@ -1,4 +1,4 @@
-// phase4_mlp/adam_step.h — when an Adam step cannot change a float32 weight (host and device code).
+// common/mlp/adam_step.h — when an Adam step cannot change a float32 weight (host and device code).
 //
 // A weight whose gradient has always been 0 (a pixel that is 0 in every image so far) has m == 0:
 // its step is exactly 0. One whose gradient has been 0 for hundreds of steps (a border pixel of

@@ -1,4 +1,4 @@
-// phase4_mlp/mlp_common.h — what phase 4 and phase 5 share on the host side (and the two
+// common/mlp/mlp_common.h — what phase 4 and phase 5 share on the host side (and the two
 // counter-based random functions both sides of the PCIe bus must agree on):
 //
 //   * MlpOptions: the shared flag vocabulary (--layers --batch --epochs|--steps --lr --optimizer

@@ -1,4 +1,4 @@
-// phase4_mlp/kernels.cuh — the kernels of the straightforward MLP trainer, one per operation.
+// common/mlp/kernels.cuh — the kernels of the straightforward MLP trainer, one per operation.
 //
 // The matrix products are one tiled GEMM, C[M,N] = A[M,K] · B[K,N] with fp32 accumulation, in two
 // flavours chosen by the operand type T:

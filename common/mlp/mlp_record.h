@@ -1,4 +1,4 @@
-// phase4_mlp/mlp_record.h — the parts of an MLP run record that phase 4 and phase 5 fill the same
+// common/mlp/mlp_record.h — the parts of an MLP run record that phase 4 and phase 5 fill the same
 // way: the traced run and per-kernel efficiency from the tracer's summary,
 // validation errors. (loss.per_step: nb::per_step_json of common/record.h.)
 #pragma once
