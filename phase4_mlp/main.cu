@@ -56,6 +56,7 @@
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
+#include "mlp/validate.h"
 #include "nvtx.h"
 #include "record.h"
 #include "reference.h"
@@ -418,65 +419,28 @@ class Trainer {
   float last_loss_ = 0;
 };
 
-// --validate: the first K steps against the float64 reference (same batches, same dropout masks
-// copied back from the device), comparing the loss, every gradient and the parameter change.
+// --validate: the first K steps against the float64 reference (common/mlp/validate.h: each step
+// re-anchored at the device's parameters; tolerances from the shape and the precision), on the same
+// batches with the dropout masks copied back from the device.
 template <class T>
 ValidationResult validate(Trainer<T>& tr, const MlpOptions& o, const HostData& d, const HostParams& init) {
-  const bool half = std::is_same<T, __half>::value;
-  // Tolerances (relative, norm-wise):
-  //  * loss and gradients, fp32: 1e-5 (sums of <= 784 fp32 products: ~1e-6 measured on an H100).
-  //  * parameter change p_k - p_0, fp32: 2e-4. It is a difference of fp32 numbers: storing p + dp
-  //    rounds it to half an ulp of |p| (~2e-9 at |p| ~ 0.03), which is ~1e-4..1e-3 of a small SGD
-  //    step (0.01 x |g| ~ 1e-6) element by element, ~6e-5 norm-wise measured; and Adam normalises
-  //    near-zero gradients, whose fp32 rounding then shows at full size. Gradients are checked at
-  //    1e-5, so this bound only catches a wrong optimizer.
-  //  * fp16: operands are rounded to 11 significant bits (4.9e-4 relative) before every product;
-  //    without loss scaling (the twin's autocast has none either) the first layers' gradients fall
-  //    into fp16's subnormal range (|dZ| ~ 1e-5 < 6.1e-5), where fewer bits remain: ~3e-2 on the
-  //    gradients, measured. Loss 1e-2, gradients and parameter change 5e-2.
-  const double tol_loss = half ? 1e-2 : 1e-5, tol_grad = half ? 5e-2 : 1e-5, tol_delta = half ? 5e-2 : 2e-4;
-  ValidationResult v;
-  std::printf("validating %d steps against the float64 reference (%s)\n", o.validate_steps, o.precision.c_str());
-  MlpParams ref = to_reference(init);
-  AdamState adam = adam_init(o.layers);
-  const std::vector<double> p0 = flatten(ref);
-  const int B = o.batch;
   const double scale = 1.0 / (1.0 - o.dropout);
-  double e_loss = 0, e_grad = 0, e_delta = 0;
-  for (int k = 0; k < o.validate_steps; ++k) {
-    const float loss = tr.step(d, nullptr);
-    // The batch the device trained on (converted exactly as on the device).
-    const std::vector<double> x = tr.last_batch();
-    const std::vector<int> labels = tr.last_labels();
-    std::vector<std::vector<double>> masks;
+  return validate_steps(validate_spec(o), flatten(to_reference(init)), o.validate_steps, [&](int) {
+    StepSeen s;
+    s.loss = tr.step(d, nullptr);
+    s.x = tr.last_batch();  // converted exactly as on the device
+    s.labels = tr.last_labels();
     if (o.dropout > 0) {
       for (auto& m : tr.masks()) {
         std::vector<double> md(m.size());
         for (size_t i = 0; i < m.size(); ++i) md[i] = m[i] ? scale : 0.0;
-        masks.push_back(std::move(md));
+        s.masks.push_back(std::move(md));
       }
     }
-    const auto* mp = o.dropout > 0 ? &masks : nullptr;
-    MlpForward f = mlp_forward(ref, x.data(), labels.data(), B, mp);
-    MlpParams g = mlp_backward(ref, f, labels.data(), B, mp);
-    if (o.adam()) mlp_adam_step(ref, g, adam, o.lr);
-    else mlp_sgd_step(ref, g, o.lr);
-    std::vector<double> ours_g, ours_p;
-    for (auto& t : tr.grads()) ours_g.insert(ours_g.end(), t.begin(), t.end());
-    for (auto& t : tr.params()) ours_p.insert(ours_p.end(), t.begin(), t.end());
-    std::vector<double> ref_g = flatten(g), ref_p = flatten(ref);
-    std::vector<double> d_ours(ours_p.size()), d_ref(ref_p.size());
-    for (size_t i = 0; i < ours_p.size(); ++i) d_ours[i] = ours_p[i] - p0[i], d_ref[i] = ref_p[i] - p0[i];
-    const double el = rel_scalar(loss, f.loss), eg = rel_error(ours_g, ref_g), ed = rel_error(d_ours, d_ref);
-    std::printf("  step %d: loss %.7f (ref %.7f)  rel.err loss %.2e grad %.2e param-change %.2e\n", k, loss, f.loss, el,
-                eg, ed);
-    auto worse = [](double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b); };
-    e_loss = worse(e_loss, el), e_grad = worse(e_grad, eg), e_delta = worse(e_delta, ed);
-  }
-  v.check("loss", e_loss, tol_loss);
-  v.check("gradients", e_grad, tol_grad);
-  v.check("parameter_change", e_delta, tol_delta);
-  return v;
+    for (auto& t : tr.grads()) s.grads.insert(s.grads.end(), t.begin(), t.end());
+    for (auto& t : tr.params()) s.params.insert(s.params.end(), t.begin(), t.end());
+    return s;
+  });
 }
 
 template <class T>

@@ -66,6 +66,7 @@
 #include "cluster.cuh"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
+#include "mlp/validate.h"
 #include "nvtx.h"
 #include "record.h"
 #include "reference.h"
@@ -778,46 +779,38 @@ class Trainer {
   std::map<std::string, KernelCost> costs_per_step_;
 };
 
-// --validate: the first K steps against the float64 reference on the same batches, with the same
-// dropout masks (recomputed on the host from the same Philox bits): the batch loss, the gradients
-// (the fused update stores them for this purpose only) and the change of every parameter.
-// Tolerances and why: see phase4_mlp/main.cu (validate); the same numbers apply.
+// --validate: the first K steps against the float64 reference (common/mlp/validate.h: each step
+// re-anchored at the device's parameters; tolerances from the shape and the precision) on the same
+// batches, with the same dropout masks (recomputed on the host from the same Philox bits); the
+// gradients are the ones the fused update stores for this purpose only.
 template <class T>
 ValidationResult validate(Trainer<T>& tr, const MlpOptions& o, const Schedule& sc, const Dataset& ds,
                           const HostParams& init) {
   const bool half = std::is_same<T, __half>::value;
-  const double tol_loss = half ? 1e-2 : 1e-5, tol_grad = half ? 5e-2 : 1e-5, tol_delta = half ? 5e-2 : 2e-4;
   const int K = static_cast<int>(std::min<int64_t>(o.validate_steps, sc.steps_per_epoch));
-  std::printf("validating %d steps against the float64 reference (%s, gemm %s)\n", K, o.precision.c_str(),
-              o.gemm.c_str());
-  ValidationResult v;
-  MlpParams ref = to_reference(init);
-  AdamState adam = adam_init(o.layers);
-  const std::vector<double> p0 = flatten(ref);
   const int B = o.batch, L = o.nlayers(), D = o.layers[0];
   const double scale = 1.0 / (1.0 - o.dropout);
   const uint64_t key = dropout_key(o.common.seed);
   const uint32_t thr = dropout_threshold(o.dropout);
   Perm perm;
   int64_t perm_epoch = -1;
-  double e_loss = 0, e_grad = 0, e_delta = 0;
   tr.keep_gradients(true);
   tr.reset();
-  for (int k = 0; k < K; ++k) {
+  ValidationResult v = validate_steps(validate_spec(o), flatten(to_reference(init)), K, [&](int k) {
+    StepSeen s;
     tr.single_step(k);
     CUDA_CHECK(cudaStreamSynchronize(tr.stream()));
-    const float loss = tr.losses(k, 1)[0];
-    std::vector<double> x(static_cast<size_t>(B) * D);
-    std::vector<int> y(B);
+    s.loss = tr.losses(k, 1)[0];
+    s.x.resize(static_cast<size_t>(B) * D);
+    s.labels.resize(B);
     for (int r = 0; r < B; ++r) {
       const uint32_t idx = sample_index(sc, o.common.seed, k, r, &perm, &perm_epoch);
       for (int j = 0; j < D; ++j) {
         const float f = static_cast<float>(ds.train_images.pixels[static_cast<size_t>(idx) * D + j]) / 255.0f;
-        x[static_cast<size_t>(r) * D + j] = half ? static_cast<double>(__half2float(__float2half_rn(f))) : f;
+        s.x[static_cast<size_t>(r) * D + j] = half ? static_cast<double>(__half2float(__float2half_rn(f))) : f;
       }
-      y[r] = ds.train_labels.labels[idx];
+      s.labels[r] = ds.train_labels.labels[idx];
     }
-    std::vector<std::vector<double>> masks;
     for (int l = 0; l + 1 < L && o.dropout > 0; ++l) {
       const int N = o.layers[l + 1];
       std::vector<double> m(static_cast<size_t>(B) * N);
@@ -825,26 +818,12 @@ ValidationResult validate(Trainer<T>& tr, const MlpOptions& o, const Schedule& s
         m[i] = dropout_bits_host(key, static_cast<uint32_t>(l), static_cast<uint64_t>(k), static_cast<uint32_t>(i)) >= thr
                    ? scale
                    : 0.0;
-      masks.push_back(std::move(m));
+      s.masks.push_back(std::move(m));
     }
-    const auto* mp = o.dropout > 0 ? &masks : nullptr;
-    MlpForward f = mlp_forward(ref, x.data(), y.data(), B, mp);
-    MlpParams g = mlp_backward(ref, f, y.data(), B, mp);
-    if (o.adam()) mlp_adam_step(ref, g, adam, o.lr);
-    else mlp_sgd_step(ref, g, o.lr);
-    const std::vector<double> ours = tr.params(), ours_g = tr.grads();
-    const std::vector<double> rp = flatten(ref);
-    std::vector<double> d_ours(ours.size()), d_ref(rp.size());
-    for (size_t i = 0; i < ours.size(); ++i) d_ours[i] = ours[i] - p0[i], d_ref[i] = rp[i] - p0[i];
-    const double el = rel_scalar(loss, f.loss), eg = rel_error(ours_g, flatten(g)), ed = rel_error(d_ours, d_ref);
-    std::printf("  step %d: loss %.7f (ref %.7f)  rel.err loss %.2e grad %.2e param-change %.2e\n", k, loss, f.loss, el,
-                eg, ed);
-    auto worse = [](double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b); };
-    e_loss = worse(e_loss, el), e_grad = worse(e_grad, eg), e_delta = worse(e_delta, ed);
-  }
-  v.check("loss", e_loss, tol_loss);
-  v.check("gradients", e_grad, tol_grad);
-  v.check("parameter_change", e_delta, tol_delta);
+    s.grads = tr.grads();
+    s.params = tr.params();
+    return s;
+  });
   tr.keep_gradients(false);
   tr.reset();
   return v;

@@ -10,7 +10,8 @@
 # Lanes for 4 GPUs (fewer GPUs: lanes are folded round-robin onto the ones there are):
 #   0  bench_linreg.sh (headline, sweep, host; phase 1 only in the headline: its sweep takes
 #      minutes and phase 1 has its records), then bench_linreg.sh --check
-#   1  bench_mlp.sh w1 match seeds fashion  (the W1 shapes: their compiled twins share one cache)
+#   1  bench_mlp.sh w1 match seeds fashion  (the W1 shapes: their compiled twins share one cache),
+#      then scripts/validate_sweep.sh (--validate on every MLP path at awkward shapes)
 #   2  bench_mlp.sh w2 for h = 128 256 512 1024 2048, then gemm
 #   3  bench_mlp.sh w2 for h = 4096 8192, then persist and sweep
 # LANE_EXTRA="..." appends one invocation to lane 0 (e.g. "scripts/bench_mlp.sh --check").
@@ -57,7 +58,7 @@ fi
 # an underscore in a value stands for a space).
 LANE0=("SWEEP_PARTS=p2_p3_twin-gpu_twin-cpu scripts/bench_linreg.sh" "scripts/bench_linreg.sh --check")
 [ -n "${LANE_EXTRA:-}" ] && LANE0+=("$LANE_EXTRA")
-LANE1=("STAGES=w1_match_seeds_fashion scripts/bench_mlp.sh")
+LANE1=("STAGES=w1_match_seeds_fashion scripts/bench_mlp.sh" "scripts/validate_sweep.sh $LOG_DIR/validate_sweep.log")
 LANE2=("STAGES=w2_gemm W2_HS=128_256_512_1024_2048 scripts/bench_mlp.sh")
 LANE3=("STAGES=w2_persist_sweep W2_HS=4096_8192 scripts/bench_mlp.sh")
 

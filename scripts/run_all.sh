@@ -63,13 +63,13 @@ if [ "$MODE" = quick ]; then
   # (niced: one or two of the machine's cores) while the linear-regression benchmark runs, and
   # waits for that build before the MLP benchmark. The full notebook builds everything first.
   add build 30 "make $MAKE_ARGS build/phase1_naive build/phase2_shared_mem build/phase3_fused_streams tools"
-  [ -f tools/tracer_overhead.cu ] && add tracer_overhead 5 "run_tracer_overhead"
+  { [ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ]; } && add tracer_overhead 5 "run_tracer_overhead"
   add bench_linreg 100 "start_build_mlp && bench linreg"
   add build_mlp 5 "wait_build_mlp"
   add bench_mlp 140 "bench mlp"
 else
   add build 75 "make $MAKE_ARGS all"
-  [ -f tools/tracer_overhead.cu ] && add tracer_overhead 5 "run_tracer_overhead"
+  { [ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ]; } && add tracer_overhead 5 "run_tracer_overhead"
 fi
 if [ "$MODE" = quick ]; then
   :

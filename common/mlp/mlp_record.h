@@ -1,6 +1,6 @@
 // common/mlp/mlp_record.h — the parts of an MLP run record that phase 4 and phase 5 fill the same
 // way: the traced run and per-kernel efficiency from the tracer's summary,
-// validation errors. (loss.per_step: nb::per_step_json of common/record.h.)
+// validation (ValidationResult: validate.h). (loss.per_step: nb::per_step_json of common/record.h.)
 #pragma once
 #include <cmath>
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include "record.h"
 #include "reference.h"
 #include "tracer.h"
+#include "validate.h"
 
 namespace nb {
 namespace mlp {
@@ -118,35 +119,9 @@ inline void add_gemm_cost(std::map<std::string, KernelCost>& costs, const std::s
   c.calls += 1;
 }
 
-struct ValidationResult {
-  bool passed = true;
-  nlohmann::json errors = nlohmann::json::object();
-  nlohmann::json tolerances = nlohmann::json::object();
-  void check(const std::string& name, double err, double tol) {
-    errors[name] = finite_or_null(err);
-    tolerances[name] = tol;
-    const bool ok = std::isfinite(err) && err <= tol;
-    if (!ok) passed = false;
-    std::printf("  validate %-22s rel.err %.3e  (tol %.0e)  %s\n", name.c_str(), err, tol, ok ? "ok" : "FAIL");
-  }
-  nlohmann::json to_json() const {
-    return {{"performed", true}, {"passed", passed}, {"errors", errors}, {"tolerances", tolerances}};
-  }
-};
-
-inline double rel_scalar(double a, double b) {
-  if (!std::isfinite(a) || !std::isfinite(b)) return NAN;
-  return b == 0 ? (a == 0 ? 0 : INFINITY) : std::fabs(a - b) / std::fabs(b);
-}
-
-// Flattens every W and b of a reference parameter set (order: W0, b0, W1, b1, ...).
-inline std::vector<double> flatten(const MlpParams& p) {
-  std::vector<double> out;
-  for (size_t l = 0; l < p.W.size(); ++l) {
-    out.insert(out.end(), p.W[l].begin(), p.W[l].end());
-    out.insert(out.end(), p.b[l].begin(), p.b[l].end());
-  }
-  return out;
+// What --validate checks for these options (common/mlp/validate.h).
+inline ValidateSpec validate_spec(const MlpOptions& o) {
+  return ValidateSpec{o.layers, o.batch, o.precision == "fp16", o.adam(), o.lr};
 }
 
 inline MlpParams to_reference(const HostParams& h) {

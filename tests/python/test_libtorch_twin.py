@@ -227,7 +227,7 @@ def test_gpu_mlp_eager_and_graph_agree(tmp_path, optimizer, precision, check):
         assert rec["phase"] == "libtorch_mlp" and rec["status"] == "ok"
         assert rec["validation"]["passed"] is (True if check else None)
         if check:
-            assert set(rec["validation"]["errors"]) == {"loss", "gradients", "parameter_change"}
+            assert set(rec["validation"]["errors"]) == {"loss", "gradients", "parameter_update"}
         assert rec["metrics"]["steps"] == 32 and len(rec["timing"]["per_epoch_ms"]) == 2
         assert rec["metrics"]["param_checksum"].startswith("fnv1a64:")
     a = recs["libtorch-eager"]["loss"]["per_step"]["first_exact"]

@@ -752,12 +752,14 @@ def test_bench_lanes_spreads_the_invocations_and_passes_their_settings(sandbox):
         (root / "scripts" / f"{b}.sh").write_text(
             f'echo "{b} $* gpu=$CUDA_VISIBLE_DEVICES stages=${{STAGES:-}} hs=${{W2_HS:-}} parts=${{SWEEP_PARTS:-}}"\n'
             '[ "${1:-}" != --check ] || [ "${FAIL_CHECK:-0}" = 0 ]\n')
+    (root / "scripts" / "validate_sweep.sh").write_text('echo "validate_sweep $* gpu=$CUDA_VISIBLE_DEVICES"\n')
     p = run("bench_lanes.sh", LOG_DIR=str(root / "lanes"), FAIL_CHECK="1")
     assert p.returncode == 1, p.stdout + p.stderr   # lane 0's --check failed
     logs = {k: (root / "lanes" / f"lane{k}.log").read_text() for k in range(4)}
     assert "bench_linreg  gpu=0 stages= hs= parts=p2 p3 twin-gpu twin-cpu" in logs[0]
     assert "bench_linreg --check gpu=0" in logs[0] and "=== lane 0: FAILED scripts/bench_linreg.sh --check" in logs[0]
     assert "bench_mlp  gpu=1 stages=w1 match seeds fashion hs=" in logs[1]
+    assert f"validate_sweep {root / 'lanes'}/validate_sweep.log gpu=1" in logs[1]
     assert "bench_mlp  gpu=2 stages=w2 gemm hs=128 256 512 1024 2048" in logs[2]
     assert "bench_mlp  gpu=3 stages=w2 persist sweep hs=4096 8192" in logs[3]
     assert "FAILED" not in logs[1] + logs[2] + logs[3]
@@ -766,4 +768,4 @@ def test_bench_lanes_spreads_the_invocations_and_passes_their_settings(sandbox):
     p = run("bench_lanes.sh", LOG_DIR=str(root / "one"))
     assert p.returncode == 0, p.stdout + p.stderr
     one = (root / "one" / "lane0.log").read_text()
-    assert one.count("gpu=0") == 5 and not (root / "one" / "lane1.log").exists()
+    assert one.count("gpu=0") == 6 and not (root / "one" / "lane1.log").exists()

@@ -1,0 +1,177 @@
+// common/mlp/validate.h — one --validate for the MLP trainers (phases 4 and 5): the first K training
+// steps against the float64 reference, with tolerances derived from the shape and the precision.
+//
+//   nb::mlp::ValidationResult v = nb::mlp::validate_steps(spec, initial_params, K, [&](int k) {
+//     nb::mlp::StepSeen s;  // run step k on the device, then fill what it used and produced
+//     ...
+//     return s;
+//   });
+//
+// Each step is judged on its own (the reference is re-anchored at the device's parameters before
+// every step), so the three checks measure one step's rounding, never the drift of two trajectories
+// (Adam turns a sign difference of a near-zero gradient into a full lr-sized step, and after a few
+// steps that drift, not the kernels, set the error):
+//   * loss:      the device's batch loss vs the reference forward pass at the device's parameters
+//                on the same batch and dropout masks;
+//   * gradients: the device's gradients vs the reference backward pass (norm-wise, all layers);
+//   * update:    the device's parameter change vs the optimizer applied in float64 to the device's
+//                parameters and gradients (Adam's moments kept in float64 from the device's gradients).
+// The tolerances (mlp_tolerances) come from a model of the rounding, not from a measurement: a sum
+// of n products rounded to unit roundoff u errs by about u·sqrt(n) relative (the probabilistic bound
+// of Higham and Mary, 2019). A step's products reduce over every layer's fan-in K_l (forward), every
+// layer's fan-out N_l above the first (backward data) and the batch B (weight gradients), and their
+// errors add, so loss and gradients get 2·u·(Σ sqrt(K_l) + Σ sqrt(N_l) + sqrt(B)), with u = 2^-24
+// when the products take fp32 operands and 2^-11 when they take fp16 ones; the factor 2 stands for
+// what the model leaves out (cancellation in the batch sums: a gradient is a small mean of terms of
+// both signs). The update's error is the fp32 arithmetic of the optimizer (a few u) plus the storage
+// of p + Δp, which rounds to half an ulp of |p|: relative to the change, u·(8 + ||p|| / ||Δp||) —
+// large when a step is tiny next to the weights (an SGD step at lr 0.01 is ~1e-3 of |p|).
+// scripts/validate_sweep.sh measures error / tolerance on every path at awkward shapes (its log is
+// committed with the records); a forgotten sample, bias or mask, a wrong scale, a wrong Adam constant
+// or learning rate is caught (tests/host/test_mlp_validate.cpp breaks a simulated step each way).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "errors.h"
+#include "record.h"
+#include "reference.h"
+
+namespace nb {
+namespace mlp {
+
+struct ValidationResult {
+  bool passed = true;
+  nlohmann::json errors = nlohmann::json::object();
+  nlohmann::json tolerances = nlohmann::json::object();
+  void check(const std::string& name, double err, double tol) {
+    errors[name] = finite_or_null(err);
+    tolerances[name] = tol;
+    const bool ok = std::isfinite(err) && err <= tol;
+    if (!ok) passed = false;
+    std::printf("  validate %-22s rel.err %.3e  (tol %.1e)  %s\n", name.c_str(), err, tol, ok ? "ok" : "FAIL");
+  }
+  nlohmann::json to_json() const {
+    return {{"performed", true}, {"passed", passed}, {"errors", errors}, {"tolerances", tolerances}};
+  }
+};
+
+inline double rel_scalar(double a, double b) {
+  if (!std::isfinite(a) || !std::isfinite(b)) return NAN;
+  return b == 0 ? (a == 0 ? 0 : INFINITY) : std::fabs(a - b) / std::fabs(b);
+}
+
+// Flattens every W and b of a reference parameter set (order: W0, b0, W1, b1, ...).
+inline std::vector<double> flatten(const MlpParams& p) {
+  std::vector<double> out;
+  for (size_t l = 0; l < p.W.size(); ++l) {
+    out.insert(out.end(), p.W[l].begin(), p.W[l].end());
+    out.insert(out.end(), p.b[l].begin(), p.b[l].end());
+  }
+  return out;
+}
+
+// What is being validated: the model, the batch, the products' precision and the optimizer.
+struct ValidateSpec {
+  std::vector<int> layers;
+  int batch = 0;
+  bool half_operands = false;  // --precision fp16
+  bool adam = true;            // else SGD
+  double lr = 0;
+};
+
+// What one device step used and produced.
+struct StepSeen {
+  float loss = 0;                          // the batch loss the device computed
+  std::vector<double> x;                   // [batch][layers[0]]: the inputs exactly as the device read them
+  std::vector<int> labels;                 // [batch]
+  std::vector<std::vector<double>> masks;  // per hidden layer [batch][width], 0 or 1/(1-p); empty: no dropout
+  std::vector<double> grads;               // the step's gradients, flatten() order (W0, b0, W1, b1, ...)
+  std::vector<double> params;              // the parameters after the step, flatten() order
+};
+
+struct MlpTolerances {
+  double u = 0;            // unit roundoff of the products' operands
+  double reductions = 0;   // Σ sqrt(K_l) + Σ sqrt(N_l) + sqrt(B)
+  double loss = 0, grad = 0;
+  double update_u = 0;     // the optimizer's arithmetic: fp32 in every trainer
+};
+
+// half_operands: the products take fp16 operands (--precision fp16).
+inline MlpTolerances mlp_tolerances(const std::vector<int>& layers, int batch, bool half_operands) {
+  MlpTolerances t;
+  t.u = half_operands ? std::ldexp(1.0, -11) : std::ldexp(1.0, -24);
+  t.update_u = std::ldexp(1.0, -24);
+  double s = std::sqrt(static_cast<double>(batch));
+  for (size_t l = 0; l + 1 < layers.size(); ++l) {
+    s += std::sqrt(static_cast<double>(layers[l]));                   // forward: fan-in
+    if (l > 0) s += std::sqrt(static_cast<double>(layers[l + 1]));    // backward data: fan-out
+  }
+  t.reductions = s;
+  t.loss = 2 * t.u * s;
+  t.grad = 2 * t.u * s;
+  return t;
+}
+
+inline MlpParams unflatten(const std::vector<int>& layers, const std::vector<double>& flat) {
+  MlpParams p = mlp_zeros(layers);
+  size_t at = 0;
+  for (size_t l = 0; l < p.W.size(); ++l) {
+    for (double& w : p.W[l]) w = flat.at(at++);
+    for (double& b : p.b[l]) b = flat.at(at++);
+  }
+  if (at != flat.size()) throw Error(kExitInternal, "unflatten: parameter count does not match the layers");
+  return p;
+}
+
+// The first K steps (step(k) runs device step k and says what it saw), judged as above.
+// initial: the parameters before step 0, flatten() order.
+inline ValidationResult validate_steps(const ValidateSpec& o, std::vector<double> initial, int K,
+                                       const std::function<StepSeen(int)>& step) {
+  const MlpTolerances tol = mlp_tolerances(o.layers, o.batch, o.half_operands);
+  std::printf("validating %d steps against the float64 reference (%s operands; tolerances 2 u (u = 2^%d) times %.1f)\n", K,
+              o.half_operands ? "fp16" : "fp32", o.half_operands ? -11 : -24, tol.reductions);
+  ValidationResult v;
+  std::vector<double> before = std::move(initial);
+  AdamState adam = adam_init(o.layers);  // moments from the device's gradients
+  double e_loss = 0, e_grad = 0, e_update = 0, tol_update = 0;
+  auto worse = [](double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : std::max(a, b); };
+  for (int k = 0; k < K; ++k) {
+    const StepSeen s = step(k);
+    const MlpParams at = unflatten(o.layers, before);
+    const auto* mp = s.masks.empty() ? nullptr : &s.masks;
+    const MlpForward f = mlp_forward(at, s.x.data(), s.labels.data(), o.batch, mp);
+    const MlpParams g = mlp_backward(at, f, s.labels.data(), o.batch, mp);
+    // the optimizer in float64 from the device's own gradients and parameters
+    MlpParams expect = at;
+    const MlpParams g_dev = unflatten(o.layers, s.grads);
+    if (o.adam) mlp_adam_step(expect, g_dev, adam, o.lr);
+    else mlp_sgd_step(expect, g_dev, o.lr);
+    const std::vector<double> pe = flatten(expect);
+    std::vector<double> d_dev(pe.size()), d_exp(pe.size());
+    for (size_t i = 0; i < pe.size(); ++i) d_dev[i] = s.params.at(i) - before[i], d_exp[i] = pe[i] - before[i];
+    double pn = 0, dn = 0;
+    for (size_t i = 0; i < pe.size(); ++i) pn += before[i] * before[i], dn += d_exp[i] * d_exp[i];
+    const double tu = tol.update_u * (8.0 + (dn > 0 ? std::sqrt(pn / dn) : 0.0));
+    const double el = rel_scalar(s.loss, f.loss), eg = rel_error(s.grads, flatten(g)), eu = rel_error(d_dev, d_exp);
+    std::printf("  step %d: loss %.7f (ref %.7f)  rel.err loss %.2e grad %.2e update %.2e (tol %.1e)\n", k, s.loss,
+                f.loss, el, eg, eu, tu);
+    e_loss = worse(e_loss, el), e_grad = worse(e_grad, eg);
+    // the update's worst step relative to its own tolerance
+    if (std::isnan(eu) || (tu > 0 && eu / tu > (tol_update > 0 ? e_update / tol_update : -1))) e_update = eu, tol_update = tu;
+    before = s.params;
+  }
+  v.check("loss", e_loss, tol.loss);
+  v.check("gradients", e_grad, tol.grad);
+  v.check("parameter_update", e_update, tol_update);
+  return v;
+}
+
+}  // namespace mlp
+}  // namespace nb
