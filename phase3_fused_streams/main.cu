@@ -32,16 +32,16 @@
 //   on chip (200 bare grid barriers, tools/grid_barrier); the algebraic limit (Σx, Σy, Σx², Σxy in
 //   one pass) is no training loop.
 //
-// MEASURED (NVIDIA H200, profiles/nvidia-h200/, one bench_lanes.sh run at ebcd7ce): 5M x 200 in
-//   0.607 ms (__headline.json; 3.0 µs an epoch), 2.25x the graph rung's 1.366 ms (__headline-graph),
-//   4.59x the fastest PyTorch of the same run (compiled-graph, 2.786 ms) — short of the 0.5 ms and
-//   7.7x goals: the prediction's ~0.8 µs exchange is 1.92 µs measured (grid_barrier__bench-linreg:
-//   bare counter barrier 0.95 µs, cg grid.sync 0.98 µs), and the block trees and two __syncthreads
-//   add ~0.6 µs. Largest n on chip 6,529,710: 0.674 ms; one point more takes the graph path: 1.598 ms
-//   (__sweep-n6529710/-n6529711). At n = 500 PyTorch's compiled-graph (0.27 ms vs 0.37) beats it.
+// MEASURED (H200, profiles/nvidia-h200/, bench_lanes.sh at ebcd7ce): 5M x 200 in 0.607 ms (__headline;
+//   3.0 µs an epoch), 2.25x the graph rung (1.366 ms, __headline-graph), 4.59x the fastest PyTorch of
+//   the run (compiled-graph, 2.786 ms); H100 (profiles/nvidia-h100-80gb-hbm3/, bench_linreg.sh at
+//   8db7eeb): 0.633 ms, 5.84x compiled-graph (3.694 ms). Short of the 0.5 ms and 7.7x goals: the
+//   predicted ~0.8 µs exchange measures 1.92 µs (H100 1.93; grid_barrier__bench-linreg: bare counter
+//   barrier 0.95 µs, H100 1.01), and the block trees and two __syncthreads add ~0.6 µs. Largest n on
+//   chip (H200) 6,529,710: 0.674 ms; one point more takes the graph path: 1.598 ms. At n = 500
+//   PyTorch's compiled-graph (0.27 ms vs 0.37) beats it.
 //
-// History — the graph rung's tuning and measurements, options tried and dropped:
-//   report/phase_notes/phase3_fused_streams.md.
+// History (the graph rung's tuning, options tried and dropped): report/phase_notes/phase3_fused_streams.md
 // Flags: --help lists every one (--path auto|persistent|graph, --exchange, --poll-ns, --print-fit, ...).
 #include <cuda_runtime.h>
 

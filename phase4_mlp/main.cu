@@ -2,7 +2,7 @@
 //
 // What this chapter adds over phase 3: a real model (784-128-64-10 by default, any widths by
 // flag), real data (MNIST / Fashion-MNIST through common/idx.h) and its one idea, PRECISION:
-//   --precision fp32  every product is the shared-memory tiled SIMT GEMM of kernels.cuh;
+//   --precision fp32  every product is the shared-memory tiled SIMT GEMM of common/mlp/kernels.cuh;
 //   --precision fp16  every product is our own tensor-core GEMM (WMMA, fp16 operands, fp32
 //                     accumulation); activations and a copy of the weights are fp16, the master
 //                     weights, gradients and Adam state stay fp32.
