@@ -330,7 +330,7 @@ def fig6_w2(d, path, device):
     ax2.set_xscale("log", base=2)
     ax2.set_yscale("log")
     ax2.set_xlabel("hidden width h (log2 scale)")
-    ax2.set_ylabel("speed-up: fastest PyTorch mode's time / ours (×, log scale)")
+    ax2.set_ylabel("fastest PyTorch mode's time / ours (×, log)")
     ax2.set_title("relative speed (above 1: ours faster than every PyTorch mode)", fontsize=9.5)
     _pow2_ticks(ax2, [p[0] for pts in d["series"].values() for p in pts])
     h1, l1 = ax.get_legend_handles_labels()
@@ -341,7 +341,7 @@ def fig6_w2(d, path, device):
     fig.legend(hs, ls, loc="lower center", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.03))
     singles = [A.label(*k) for k, pts in d["series"].items() if len(pts) == 1]
     fig.text(0.5, 0.925, textwrap.fill(_finding(d, "") + (f"   (one width only: {', '.join(singles)})" if singles
-                                                         else ""), 170),
+                                                         else ""), 150),
              ha="center", va="top", fontsize=9)
     _finish(fig, path, "Figure 6 — MLP W2 width sweep (batch 32, SGD; fp16 and fp32 paths as labelled)", device,
             d["records"], tight=(0, 0.17, 1, 0.88))
@@ -418,11 +418,31 @@ def fig8_efficiency(d, path, device):
                    marker=A.marker(k), s=55, linewidth=1.6,
                    label=(A.label(*k) + f" ({A.base_tag(p['record'])})") if k not in seen else None, zorder=3)
         seen.add(k)
-        ax.annotate(_short(A.base_kernel_name(p["kernel"]), 28), (p["ai"], p["tflops"]), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
+    # Kernel names beside their points, each moved up or down (in steps of 9 points) until it
+    # overlaps no name placed before it: several kernels share nearly the same intensity.
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    cands = [(side * 5, dy) for dy in (3, -10, 12, -19, 21, -28, 30, -37, 39, -46) for side in (1, -1)]
+    for p in sorted(pts, key=lambda q: (-q["tflops"], q["ai"])):
+        name = _short(A.base_kernel_name(p["kernel"]), 28)
+        choice = cands[0]
+        for dx, dy in cands:
+            trial = ax.annotate(name, (p["ai"], p["tflops"]), fontsize=7, xytext=(dx, dy), textcoords="offset points",
+                                ha="left" if dx > 0 else "right")
+            box = trial.get_window_extent(renderer)
+            trial.remove()
+            if not any(box.overlaps(b) for b in placed):
+                choice = (dx, dy)
+                break
+        dx, dy = choice
+        ann = ax.annotate(name, (p["ai"], p["tflops"]), fontsize=7, xytext=(dx, dy), textcoords="offset points",
+                          ha="left" if dx > 0 else "right",
+                          arrowprops=dict(arrowstyle="-", color="#999999", linewidth=0.6) if abs(dy) > 3 else None)
+        placed.append(ann.get_window_extent(renderer))
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved, log scale)")
     ax.set_ylabel("achieved TFLOP/s (log scale)")
     ax.set_title(_finding(d, "key kernels of each phase against the measured ceilings (roofline)"), fontsize=9.5)
