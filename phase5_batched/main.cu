@@ -62,8 +62,8 @@
 #include "fused_backward.cuh"
 #include "kernels.cuh"
 #include "lt.h"
-#include "persistent.cuh"
-#include "cluster.cuh"
+#include "persistent.h"
+#include "cluster.h"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
 #include "mlp/validate.h"
@@ -237,12 +237,12 @@ class Trainer {
   // --launch persistent: permutation kernel + one cooperative launch for steps [first, first + count).
   void run_persistent(int64_t first, int count) {
     begin(first);
-    launch_persistent(plan_, launch_params(persist_, first, count), st_);
+    persistent_rung_launch(plan_, launch_params(persist_, first, count), st_);
   }
   // --launch cluster: permutation kernel + one cluster launch for steps [first, first + count).
   void run_cluster(int64_t first, int count) {
     begin(first);
-    launch_cluster(cl_plan_, launch_params(cl_, first, count), st_);
+    cluster_rung_launch(cl_plan_, launch_params(cl_, first, count), st_);
   }
 
   // The timed unit: steps [first, first + count) of one epoch, in the configured launch mode.
@@ -713,8 +713,8 @@ class Trainer {
       p.P = P_.get(), p.P16 = P16_.get();
       p.lr = static_cast<float>(o_.lr);
       p.step_loss = step_loss_.get(), p.bad_step = bad_step_.get();
-      cl_plan_ = plan_cluster(p, o_.blocks, dev_.index);
-      costs_per_step_["p5_cluster"] = cluster_step_cost(p, cl_plan_);
+      cl_plan_ = cluster_rung_plan(p, o_.blocks, dev_.index);
+      costs_per_step_["p5_cluster"] = cluster_rung_cost(p, cl_plan_);
     }
   }
   void plan_persistent_kernel() {
@@ -733,8 +733,8 @@ class Trainer {
     p.dropout = o_.dropout > 0, p.key = dropout_key(o_.common.seed), p.threshold = dropout_threshold(o_.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
     p.step_loss = step_loss_.get(), p.bad_step = bad_step_.get();
-    plan_ = plan_persistent(p, o_.blocks, dev_.index, !o_.generic_kernel);
-    costs_per_step_["p5_persistent"] = persist_step_cost(p, plan_);
+    plan_ = persistent_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
+    costs_per_step_["p5_persistent"] = persistent_rung_cost(p, plan_);
   }
   DevBuf<xword> h1x_, h2x_, w2x_;
   DevBuf<unsigned long long> breakdown_;

@@ -58,10 +58,10 @@ add() { STEPS+=("$1|$2|$3"); }
 MAKE_ARGS="-j$JOBS ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX}"
 add data 10 "make data"
 if [ "$MODE" = quick ]; then
-  # Phase 5 is one translation unit, the build's longest compile (about a minute). The quick
-  # notebook builds phases 1-3 and the tools first, then compiles phases 4-5 in the background
-  # (niced: one or two of the machine's cores) while the linear-regression benchmark runs, and
-  # waits for that build before the MLP benchmark. The full notebook builds everything first.
+  # Phase 5 is the longest compile (its trainer's translation unit alone takes about 40 s). The
+  # quick notebook builds phases 1-3 and the tools first, then compiles phases 4-5 in the
+  # background (niced: a few of the machine's cores) while the linear-regression benchmark runs,
+  # and waits for that build before the MLP benchmark. The full notebook builds everything first.
   add build 30 "make $MAKE_ARGS build/phase1_naive build/phase2_shared_mem build/phase3_fused_streams tools"
   { [ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ]; } && add tracer_overhead 5 "run_tracer_overhead"
   add bench_linreg 100 "start_build_mlp && bench linreg"

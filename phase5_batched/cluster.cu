@@ -1,0 +1,17 @@
+// phase5_batched/cluster.cu — rung 5d's translation unit: the cluster kernel (cluster.cuh) and the
+// entry points the trainer calls (cluster.h).
+#include "cluster.cuh"
+
+namespace nb {
+namespace mlp {
+
+ClusterPlan cluster_rung_plan(ClusterParams& p, int requested_blocks, int device) {
+  return plan_cluster(p, requested_blocks, device);
+}
+
+void cluster_rung_launch(const ClusterPlan& pl, const ClusterParams& p, cudaStream_t st) { launch_cluster(pl, p, st); }
+
+KernelCost cluster_rung_cost(const ClusterParams& p, const ClusterPlan& pl) { return cluster_step_cost(p, pl); }
+
+}  // namespace mlp
+}  // namespace nb
