@@ -2,7 +2,8 @@
 # scripts/run_all.sh — `make run`: the notebook, ending with the report.
 #
 #   make run            the quick notebook (default): every figure drawn from fewer sizes, widths and
-#                       repeats; about 5 minutes on an H100 from a fresh clone, build included (estimate)
+#                       repeats; about 4 minutes on an H100 from a fresh clone, build included (232 s before the
+#                       report in profiles/nvidia-h100-80gb-hbm3/run_all__quick.json, 249 s with it)
 #   make run FULL=1     everything: with 2 or more GPUs visible scripts/bench_lanes.sh (the benchmarks
 #                       and their --check spread over the GPUs), else bench_linreg.sh then bench_mlp.sh
 #
