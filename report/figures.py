@@ -121,7 +121,7 @@ def fig1_ladder(d, path, device):
 
 def fig2_scaling(d, path, device):
     _setup()
-    fig, ax = plt.subplots(figsize=(10, 6))
+    fig, ax = plt.subplots(figsize=(10, 7))
     for k, pts in d["series"].items():
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), linestyle=A.linestyle(k),
                 color=A.color(k), label=A.label(*k), markersize=5)
@@ -134,7 +134,8 @@ def fig2_scaling(d, path, device):
     ax.set_xlabel("number of points n (log scale)")
     ax.set_ylabel("training time (ms, median of repeats, log scale)")
     ax.set_title("every implementation; the dashed line is the time just to read x and y once per epoch", fontsize=9.5)
-    ax.legend(loc="upper left", ncol=2)
+    # the legend below the axes: inside, it hid the CPU twin and phase 1 at the top of the plot
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=3, fontsize=8.5, frameon=False)
     _finish(fig, path, "Figure 2 — scaling with the number of points (linear regression)", device, d["records"])
 
 
