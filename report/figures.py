@@ -532,8 +532,8 @@ def fig_time_account(panel, path, device, title):
     ax.set_xlim(0, 132)
     ax.set_xticks([0, 20, 40, 60, 80, 100])
     unit = rows[0]["unit"] if rows else "step"
-    ax.set_xlabel(f"share of the {unit}'s time (%): device time by kind of kernel, then the gap where the GPU "
-                  f"waits  ·  right: time per {unit}")
+    ax.set_xlabel(f"share of the {unit}'s time (%): device time by kind of kernel, then the GPU's wait\n"
+                  f"(right of the bars: time per {unit})")
     ax.set_title("kernels classified by name (see report); hatched: step time minus device-busy time "
                  "(host, framework, launch gaps)", fontsize=9)
     handles = [Patch(color=ACCOUNT_COLORS[c], label=c) for c in A.ACCOUNT_CATEGORIES] + \
