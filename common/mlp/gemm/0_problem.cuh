@@ -1,0 +1,232 @@
+// common/mlp/gemm/0_problem.cuh — the GEMM ladder, step 0: what a product is before any mainloop.
+// Element conversions, the launch helper (with the PDL attribute), the block tile and its shared
+// memory, operand views, the plain store epilogue, one GEMM problem and its split-K planning.
+// (Read in order: 0_problem, 1_register_loop, 2_cp_async, 3_split_k, 4_kernels; common/mlp/kernels.cuh
+// includes them all and says how the pieces fit.)
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "check.cuh"
+#include "mlp/mlp_common.h"
+#include "pdl.cuh"
+
+namespace nb {
+namespace mlp {
+
+// ------------------------------------------------------------------ element helpers
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+template <class T>
+__device__ __forceinline__ T from_f(float x);
+template <>
+__device__ __forceinline__ float from_f<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half from_f<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+// ------------------------------------------------------------------ programmatic dependent launch
+// Phase 5 launches its step kernels with programmatic stream serialization (PDL, common/pdl.cuh):
+// a kernel may start while the one before it is still running. It then must not read what that
+// kernel writes, nor write what it reads, before pdl_wait() (the previous grid has completed and
+// its writes are visible); what older kernels wrote (the weights, written a step earlier) it may
+// fetch before. pdl_launch_dependents() lets the next kernel start. Both are no-ops in a kernel
+// launched without the attribute (phase 4, tests, evaluation).
+
+// Launches kernel k, with the PDL attribute when pdl is true. Every launch of the GEMMs and the
+// fused backward kernel goes through here.
+template <class... KArgs, class... Args>
+inline void launch_kernel(void (*k)(KArgs...), int grid, int block, size_t smem, cudaStream_t st, bool pdl,
+                          Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(block));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, args...));
+}
+
+// ------------------------------------------------------------------ tile configuration
+// Block tile 32 x 64, k-tile 32. (A k-tile of 64 in the register loop for fp16 was measured
+// slower on an H100: 120 registers allow 4 blocks per SM, so the 640 blocks of a 32x8192x8192
+// product no longer fit one wave: forward 0.151 vs 0.139 ms, backward-data 0.186 vs 0.114 ms. The
+// cp.async loop below, which holds no tile in registers, does use stages of 64.)
+constexpr int kBM = 32, kBN = 64;
+constexpr int kLdc = kBN + 4;  // fp32 result tile in shared memory (padded rows)
+
+template <class T>
+struct TileCfg;
+template <>
+struct TileCfg<float> {
+  static constexpr int kThreads = 256;
+  static constexpr int kBK = 32;
+  static constexpr int kV = 4;           // elements per 16-byte vector
+  static constexpr int kLdA = kBM + 4;   // As[k][m] (k-major: a thread reads 2 consecutive m)
+  static constexpr int kLdB = kBN + 4;   // Bs[k][n]
+  static constexpr int kAElems = kBK * kLdA, kBElems = kBK * kLdB;
+};
+template <>
+struct TileCfg<__half> {
+  static constexpr int kThreads = 128;
+  static constexpr int kBK = 32;
+  static constexpr int kV = 8;
+  static constexpr int kLdA = kBK + 8;   // As[m][k] (row-major for the WMMA A fragment)
+  static constexpr int kLdB = kBN + 8;   // Bs[k][n]
+  static constexpr int kAElems = kBM * kLdA, kBElems = kBK * kLdB;
+};
+
+template <class T>
+struct alignas(128) GemmSmem {
+  union {
+    struct {
+      T a[2][TileCfg<T>::kAElems];
+      T b[2][TileCfg<T>::kBElems];
+    } stage;
+    float c[kBM * kLdc];
+  };
+};
+
+// ------------------------------------------------------------------ operand views
+// Row-major storage of a logical matrix, or of its transpose.
+// kContigCol = true : element (r, c) at p[r*ld + c]   (chunks run along c)
+// kContigCol = false: element (r, c) at p[c*ld + r]   (chunks run along r)
+template <class T, bool kContigCol>
+struct MatView {
+  using Elem = T;
+  static constexpr bool kContig = kContigCol;
+  const T* p = nullptr;
+  int ld = 0;
+  bool vec_ok = false;  // 16-byte loads allowed (ld % V == 0 and p 16-byte aligned)
+
+  // Loads V elements starting at (r, c) along the contiguous axis; (rows, cols) bound the matrix.
+  template <int V>
+  __device__ __forceinline__ void load(int r, int c, int rows, int cols, T (&v)[V]) const {
+    const int outer = kContigCol ? r : c, inner = kContigCol ? c : r;
+    const int outer_lim = kContigCol ? rows : cols, inner_lim = kContigCol ? cols : rows;
+    if (outer >= outer_lim) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] = from_f<T>(0.f);
+      return;
+    }
+    const T* src = p + static_cast<size_t>(outer) * ld + inner;
+    if (vec_ok && inner + V <= inner_lim) {
+      const uint4 u = __ldg(reinterpret_cast<const uint4*>(src));
+      const T* t = reinterpret_cast<const T*>(&u);
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] = t[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] = (inner + i < inner_lim) ? src[i] : from_f<T>(0.f);
+    }
+  }
+};
+
+template <class T, bool kContigCol>
+inline MatView<T, kContigCol> make_view(const T* p, int ld) {
+  MatView<T, kContigCol> v;
+  v.p = p;
+  v.ld = ld;
+  constexpr int V = TileCfg<T>::kV;
+  v.vec_ok = (ld % V == 0) && (reinterpret_cast<uintptr_t>(p) % 16 == 0);
+  return v;
+}
+
+// ------------------------------------------------------------------ epilogue: store the tile
+// C[m*ldc + n] = acc (fp32). Phase 4 stores every product like this.
+struct StoreEpi {
+  float* c = nullptr;
+  int ldc = 0;
+  // Every epilogue has prefetch(): called when the block starts, before the K loop, so that what
+  // the epilogue needs besides the tile (labels, bias, the step number) is loaded under the loop.
+  __device__ void prefetch(int, int, int, int) const {}
+  // A whole tile of an unsplit product may be stored from the accumulators (DirectStore).
+  __device__ bool direct_ok(int m0, int n0, int M, int N) const {
+    return m0 + kBM <= M && n0 + kBN <= N && ldc % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 32 == 0;
+  }
+  // Four columns a thread at a time: one 16-byte store where the row allows it (the store is most
+  // of the cost of a weight gradient: K = 32, an 8192 x 8192 fp32 result).
+  __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
+    const int nt = blockDim.x;
+    const bool vec = ldc % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
+    for (int e = threadIdx.x * 4; e < kBM * kBN; e += nt * 4) {
+      const int r = e / kBN, col = e % kBN, m = m0 + r, n = n0 + col;
+      if (m >= M) continue;
+      const float4 v = *reinterpret_cast<const float4*>(&cs[r * kLdc + col]);
+      float* dst = c + static_cast<size_t>(m) * ldc + n;
+      if (vec && n + 4 <= N) {
+        *reinterpret_cast<float4*>(dst) = v;
+      } else {
+        const float w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (n + j < N) dst[j] = w[j];
+      }
+    }
+  }
+};
+
+// ------------------------------------------------------------------ one GEMM problem
+template <class AV, class BV, class Epi>
+struct GemmProblem {
+  using AView = AV;
+  using BView = BV;
+  using Elem = typename AV::Elem;
+  static constexpr int kBK = TileCfg<Elem>::kBK;
+  int M = 0, N = 0, K = 0;
+  int splits = 1, kchunk = 0;   // kchunk: K range per split, a multiple of the k-tile
+  AV a;
+  BV b;
+  Epi epi;
+  float* ws = nullptr;          // split-K partial tiles: tiles * splits * kBM * kBN floats
+  unsigned* counters = nullptr; // one per output tile, zero between launches
+  __host__ __device__ int tiles_m() const { return (M + kBM - 1) / kBM; }
+  __host__ __device__ int tiles_n() const { return (N + kBN - 1) / kBN; }
+  __host__ __device__ int tiles() const { return tiles_m() * tiles_n(); }
+  __host__ __device__ int blocks() const { return tiles() * splits; }
+};
+
+// Picks the split count: enough blocks to cover the GPU about `waves` times, at least two k-tiles
+// per split, at most 16 splits. Workspace needs: tiles * splits * kBM * kBN floats.
+// (min_ktiles: the fewest k-tiles per split; phase 5 passes 1.)
+template <class P>
+inline void plan_splits(P& p, int sm_count, int waves = 4, int max_splits = 16, int min_ktiles = 2) {
+  constexpr int kBK = P::kBK;
+  const int ktiles = (p.K + kBK - 1) / kBK;
+  if (ktiles <= 1) {
+    p.splits = 1;
+    p.kchunk = kBK;
+    return;
+  }
+  int s = 1;
+  if (p.tiles() < sm_count * waves) {
+    s = (sm_count * waves + p.tiles() - 1) / p.tiles();
+    s = s < max_splits ? s : max_splits;
+    const int by_k = ktiles / (min_ktiles < 1 ? 1 : min_ktiles);
+    s = s < by_k ? s : by_k;
+    if (s < 1) s = 1;
+  }
+  int per = (ktiles + s - 1) / s;
+  s = (ktiles + per - 1) / per;  // no empty splits
+  p.splits = s;
+  p.kchunk = per * kBK;
+}
+
+template <class P>
+inline size_t ws_floats(const P& p) {
+  return p.splits > 1 ? static_cast<size_t>(p.tiles()) * p.splits * kBM * kBN : 0;
+}
+
+}  // namespace mlp
+}  // namespace nb
