@@ -58,27 +58,26 @@ STEPS=()
 add() { STEPS+=("$1|$2|$3"); }
 MAKE_ARGS="-j$JOBS ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX}"
 add data 10 "make data"
+has_tracer_overhead() { [ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ]; }
 if [ "$MODE" = quick ]; then
   # Phase 5 is the longest compile (its trainer's translation unit alone takes about 40 s). The
   # quick notebook builds phases 1-3 and the tools first, then compiles phases 4-5 in the
   # background (niced: a few of the machine's cores) while the linear-regression benchmark runs,
   # and waits for that build before the MLP benchmark. The full notebook builds everything first.
   add build 30 "make $MAKE_ARGS build/phase1_naive build/phase2_shared_mem build/phase3_fused_streams tools"
-  { [ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ]; } && add tracer_overhead 5 "run_tracer_overhead"
+  has_tracer_overhead && add tracer_overhead 5 "run_tracer_overhead"
   add bench_linreg 100 "start_build_mlp && bench linreg"
   add build_mlp 5 "wait_build_mlp"
   add bench_mlp 140 "bench mlp"
 else
   add build 75 "make $MAKE_ARGS all"
-  { [ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ]; } && add tracer_overhead 5 "run_tracer_overhead"
-fi
-if [ "$MODE" = quick ]; then
-  :
-elif [ "${NGPU:-0}" -ge 2 ] && [ -f scripts/bench_lanes.sh ]; then
-  add bench_lanes 900 "bash scripts/bench_lanes.sh"
-else
-  add bench_linreg 340 "bench linreg"
-  add bench_mlp 780 "bench mlp"
+  has_tracer_overhead && add tracer_overhead 5 "run_tracer_overhead"
+  if [ "${NGPU:-0}" -ge 2 ] && [ -f scripts/bench_lanes.sh ]; then
+    add bench_lanes 900 "bash scripts/bench_lanes.sh"
+  else
+    add bench_linreg 340 "bench linreg"
+    add bench_mlp 780 "bench mlp"
+  fi
 fi
 REPORT_EST=30
 
@@ -150,35 +149,27 @@ for (( i = 0; i < ${#STEPS[@]}; i++ )); do
 done
 
 # This run's record, before the report so the report lists it (the report step is not in it).
+# Written by the twins' record helpers (baselines/pytorch/common.py: the device slug, the commit with
+# NB_GIT_COMMIT / NB_GIT_DIRTY winning over the repository, the checks and the atomic write).
 write_run_record() {
-  local name slug
+  local name
   name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
-  slug=$(printf '%s' "${name:-unknown}" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')
-  mkdir -p "profiles/$slug"
-  local out="profiles/$slug/run_all__$MODE.json"
-  python3 - "$out" "$name" "$slug" "$MODE" "$NGPU" "$(now_ms)" "${RESULTS[@]}" <<'EOF' || return 1
-import datetime, json, os, socket, subprocess, sys
-out, name, slug, mode, ngpu, total = sys.argv[1:7]
+  python3 - "$name" "$MODE" "$NGPU" "$(now_ms)" "${RESULTS[@]}" <<'EOF' || return 1
+import os, socket, sys
+sys.path.insert(0, os.path.join("baselines", "pytorch"))
+import common as nbc  # noqa: E402
+name, mode, ngpu, total = sys.argv[1:5]
 steps = []
-for s in sys.argv[7:]:
+for s in sys.argv[5:]:
     n, st, rc, d = s.split("|")
     steps.append({"name": n, "status": st, "exit_status": int(rc), "duration_ms": int(d)})
-def git(*a):
-    try:
-        return subprocess.run(["git", *a], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-# as common/record.cpp: the caller's NB_GIT_COMMIT / NB_GIT_DIRTY win over a repository found here
-commit = os.environ.get("NB_GIT_COMMIT", "") or git("rev-parse", "HEAD") or "unknown"
-env_dirty = os.environ.get("NB_GIT_DIRTY", "") if os.environ.get("NB_GIT_COMMIT") else ""
+name = name or "unknown"
+slug = nbc.device_slug(name)
 total = float(total)
-rec = {"schema": "cuda-notebook-run-record", "schema_version": 1, "phase": "run_all", "workload": "run_all",
+rec = {"schema": nbc.SCHEMA, "schema_version": nbc.SCHEMA_VERSION, "phase": "run_all", "workload": "run_all",
        "implementation": "script", "run_mode": mode,
        "config": {"mode": mode, "gpus": int(ngpu), "steps": [s["name"] for s in steps]},
-       "device": {"name": name or "unknown", "slug": slug},
-       "git": {"commit": commit, "dirty": (env_dirty == "1") if env_dirty in ("0", "1") else
-               (bool(git("status", "--porcelain", "--untracked-files=no")) if commit != "unknown" else None)},
-       "utc_time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+       "device": {"name": name, "slug": slug}, "git": nbc.git_info(), "utc_time": nbc.utc_now(),
        "host": {"hostname": socket.gethostname()}, "software": {},
        "status": "ok" if all(s["status"] == "ok" for s in steps) else "interrupted",
        "timing": {"method": "wall clock (date +%s%N) around each step of scripts/run_all.sh",
@@ -187,12 +178,7 @@ rec = {"schema": "cuda-notebook-run-record", "schema_version": 1, "phase": "run_
                   "warmup": 0, "repeats": 1,
                   "total_ms": {"min": total, "median": total, "max": total, "mean": total, "samples": [total]}},
        "steps": steps, "notes": []}
-tmp = out + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(rec, f, indent=1, sort_keys=True)
-    f.write("\n")
-os.replace(tmp, out)
-print(f"run_all.sh: this run's record: {out}")
+print(f"run_all.sh: this run's record: {nbc.write_record(rec, '', slug, 'run_all', mode)}")
 EOF
 }
 write_run_record || echo "run_all.sh: could not write this run's record"

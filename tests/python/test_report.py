@@ -510,6 +510,9 @@ def sandbox(tmp_path):
     (root / "scripts").mkdir(parents=True)
     for s in ("profile.sh", "run_all.sh"):
         shutil.copy(os.path.join(ROOT, "scripts", s), root / "scripts" / s)
+    # run_all.sh writes its record with the twins' helpers
+    (root / "baselines" / "pytorch").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "baselines", "pytorch", "common.py"), root / "baselines" / "pytorch" / "common.py")
     (root / "build").mkdir()
     fake = tmp_path / "bin"
     fake.mkdir()
