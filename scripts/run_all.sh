@@ -32,7 +32,9 @@
 #
 # Environment: FULL (1: everything), JOBS (parallel build jobs, default: nproc), DEPS_PREFIX
 # (default .carry/deps when present), DATA_SRC (as for make data), PYTHON (interpreter with torch),
-# anything the bench scripts read. Exit status: 0 when every step succeeded; 1 when a step failed
+# RECORDS_DIR (every record of the run there instead of profiles/<slug>/: the benchmarks', the tracer
+# overhead's and this run's own; the report step still reads profiles/), anything the bench scripts
+# read. Exit status: 0 when every step succeeded; 1 when a step failed
 # (the report is still rebuilt from whatever records exist, and says which are missing).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -95,7 +97,7 @@ wait_build_mlp() {
 }
 
 run_tracer_overhead() {
-  if [ -x build/tools/tracer_overhead ]; then build/tools/tracer_overhead; else echo "build/tools/tracer_overhead not built"; return 1; fi
+  if [ -x build/tools/tracer_overhead ]; then build/tools/tracer_overhead ${RECORDS_DIR:+--out "$RECORDS_DIR"}; else echo "build/tools/tracer_overhead not built"; return 1; fi
 }
 
 bench() {  # bench linreg|mlp: the bench script, with the quick reductions in quick mode
@@ -178,7 +180,7 @@ rec = {"schema": nbc.SCHEMA, "schema_version": nbc.SCHEMA_VERSION, "phase": "run
                   "warmup": 0, "repeats": 1,
                   "total_ms": {"min": total, "median": total, "max": total, "mean": total, "samples": [total]}},
        "steps": steps, "notes": []}
-print(f"run_all.sh: this run's record: {nbc.write_record(rec, '', slug, 'run_all', mode)}")
+print(f"run_all.sh: this run's record: {nbc.write_record(rec, os.environ.get('RECORDS_DIR', ''), slug, 'run_all', mode)}")
 EOF
 }
 write_run_record || echo "run_all.sh: could not write this run's record"
