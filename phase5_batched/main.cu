@@ -190,8 +190,8 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   }
   size_t free1 = 0;
   CUDA_CHECK(cudaMemGetInfo(&free1, &total));
-  if (o.breakdown && (tr.persistent() || tr.cluster())) tr.start_breakdown();
-  const bool one_launch = tr.persistent() || tr.cluster();  // one kernel launch per epoch
+  if (o.breakdown && tr.one_launch()) tr.start_breakdown();
+  const bool one_launch = tr.one_launch();
 
   // One training run from the initial state: every epoch timed with events, its losses read back
   // once, then evaluated.
@@ -269,9 +269,9 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
 
   const Stats st = summarize(totals);
   rec["timing"] = timing_json("cuda-events",
-                              tr.persistent()
+                              tr.launch() == Launch::Persistent
                                   ? "per epoch: the permutation kernel and one cooperative launch of the persistent kernel"
-                              : tr.cluster()
+                              : tr.launch() == Launch::Cluster
                                   ? "per epoch: the permutation kernel and one launch of the cluster kernel"
                                   : "per epoch: the permutation kernel and one CUDA-graph replay of all the epoch's steps",
                               one_launch
@@ -316,7 +316,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
     }
     return parts;
   };
-  if (tr.persistent()) {
+  if (tr.launch() == Launch::Persistent) {
     const PersistPlan& pl = tr.persist_plan();
     rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
     nlohmann::json parts;
@@ -331,7 +331,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                                     {"shape_compiled_in", pl.specialized}};
     if (o.breakdown) rec["metrics"]["persistent"]["step_breakdown"] = parts;
   }
-  if (tr.cluster()) {
+  if (tr.launch() == Launch::Cluster) {
     const ClusterPlan& pl = tr.cluster_plan();
     rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
     rec["metrics"]["cluster"] = {{"blocks", pl.blocks},

@@ -39,6 +39,23 @@ namespace {
 
 using namespace nb::mlp;
 
+// Phase 5's launch modes (--launch): one rung each. The one dispatch point is Trainer::run_epoch.
+//   Graph       5a/5b: every step's kernels (fused epilogues, PDL, the fused backward) in a CUDA graph
+//   Persistent  5c: one cooperative kernel runs a whole epoch of steps (persistent.cuh)
+//   Cluster     5d: one thread-block cluster runs a whole epoch, activations in DSMEM (cluster.cuh)
+enum class Launch { Graph, Persistent, Cluster };
+inline Launch parse_launch(const std::string& s) {
+  return s == "persistent" ? Launch::Persistent : s == "cluster" ? Launch::Cluster : Launch::Graph;
+}
+inline const char* launch_name(Launch l) {
+  switch (l) {
+    case Launch::Persistent: return "persistent";
+    case Launch::Cluster: return "cluster";
+    case Launch::Graph: break;
+  }
+  return "graph";
+}
+
 constexpr int kEvalRows = 2048;  // a multiple of kBM: tile indices of the eval arrays stay global
 
 template <class T>
@@ -46,7 +63,7 @@ class Trainer {
  public:
   Trainer(const MlpOptions& o, const Schedule& sc, const DeviceInfo& dev, const Dataset& ds, const HostParams& init)
       : o_(o), sc_(sc), dev_(dev), ds_(ds), init_(init), L_(o.nlayers()), B_(o.batch), cublas_(o.gemm == "cublas"),
-        persistent_(o.launch == "persistent"), cluster_(o.launch == "cluster") {
+        launch_(parse_launch(o.launch)) {
     const auto& w = o.layers;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st_, cudaStreamNonBlocking));
     // Parameters: one flat fp32 buffer W0, b0, W1, b1, ... (the cuBLASLt path's optimizer is one launch).
@@ -58,19 +75,19 @@ class Trainer {
       boff_.push_back(off), off = round8(off + static_cast<size_t>(w[l + 1]));
     }
     nparams_ = off;
-    P_.alloc(nparams_);
+    params_.alloc(nparams_);
     if (o.adam()) {
-      M_.alloc(nparams_), V_.alloc(nparams_);
+      adam_m_.alloc(nparams_), adam_v_.alloc(nparams_);
       // Adam's constants for every step t = 1 .. total_steps, formed on the host like phase 4's.
       std::vector<AdamHyper> hy(static_cast<size_t>(sc.total_steps) + 1);
       for (size_t t = 1; t < hy.size(); ++t) hy[t] = adam_hyper(o.lr, static_cast<int64_t>(t));
       hyper_.alloc(hy.size());
       hyper_.upload(hy.data(), hy.size());
     }
-    if (kHalf) P16_.alloc(nparams_);
+    if (kHalf) params16_.alloc(nparams_);
     if (cublas_) {  // zeroed: the alignment gaps between tensors are read (never written) by the flat update
-      G_.alloc(nparams_);
-      CUDA_CHECK(cudaMemset(G_.get(), 0, G_.bytes()));
+      grads_.alloc(nparams_);
+      CUDA_CHECK(cudaMemset(grads_.get(), 0, grads_.bytes()));
     }
     // Data, resident as bytes.
     train_x_.alloc(ds.train_images.pixels.size());
@@ -111,10 +128,10 @@ class Trainer {
       }
     }
     size_ws();
-    if (persistent_) plan_persistent_kernel();
-    if (cluster_) plan_cluster_kernel();
+    if (launch_ == Launch::Persistent) plan_persistent_kernel();
+    if (launch_ == Launch::Cluster) plan_cluster_kernel();
     plan_fused_backward();
-    pdl_ = o_.pdl == "on" && !cublas_ && !persistent_ && !cluster_ && dev_.cc_major >= 9;  // PDL is Hopper's
+    pdl_ = o_.pdl == "on" && !cublas_ && launch_ == Launch::Graph && dev_.cc_major >= 9;  // PDL is Hopper's
     reset();
   }
   ~Trainer() {
@@ -134,21 +151,21 @@ class Trainer {
     // Everything on the trainer's (non-blocking) stream: plain cudaMemset/cudaMemcpy would run on
     // the legacy default stream, which does not order with it.
     const unsigned long long none = ~0ull;
-    CUDA_CHECK(cudaMemcpyAsync(P_.get(), flat.data(), flat.size() * sizeof(float), cudaMemcpyHostToDevice, st_));
+    CUDA_CHECK(cudaMemcpyAsync(params_.get(), flat.data(), flat.size() * sizeof(float), cudaMemcpyHostToDevice, st_));
     CUDA_CHECK(cudaMemcpyAsync(bad_step_.get(), &none, sizeof none, cudaMemcpyHostToDevice, st_));
     if (o_.adam()) {
-      CUDA_CHECK(cudaMemsetAsync(M_.get(), 0, M_.bytes(), st_));
-      CUDA_CHECK(cudaMemsetAsync(V_.get(), 0, V_.bytes(), st_));
+      CUDA_CHECK(cudaMemsetAsync(adam_m_.get(), 0, adam_m_.bytes(), st_));
+      CUDA_CHECK(cudaMemsetAsync(adam_v_.get(), 0, adam_v_.bytes(), st_));
     }
     if (kHalf) {
-      to_half_kernel<<<ew_blocks(nparams_), 256, 0, st_>>>(P_.get(), P16_.get(), nparams_);
+      to_half_kernel<<<ew_blocks(nparams_), 256, 0, st_>>>(params_.get(), params16_.get(), nparams_);
       CHECK_LAUNCH();
     }
     CUDA_CHECK(cudaDeviceSynchronize());  // also covers the constructor's default-stream memsets
   }
 
   // Writes step base and the permutation of the epoch that `first_step` belongs to.
-  void begin(int64_t first_step) {
+  void launch_epoch_permutation(int64_t first_step) {
     const int64_t e = first_step / sc_.steps_per_epoch;
     const int n = static_cast<int>(sc_.n_train);
     epoch_begin_kernel<<<(n + 255) / 256, 256, 0, st_>>>(perm_.get(), n,
@@ -182,7 +199,7 @@ class Trainer {
   // Runs steps [first, first + count) (all inside first's epoch): permutation kernel + graph replay.
   void run_graph(int64_t first, int count) {
     capture(count);
-    begin(first);
+    launch_epoch_permutation(first);
     CUDA_CHECK(cudaGraphLaunch(graphs_[count], st_));
   }
 
@@ -190,47 +207,44 @@ class Trainer {
   template <class Params>
   Params launch_params(Params p, int64_t first, int count) const {
     p.s0 = first, p.i0 = static_cast<int>(first % sc_.steps_per_epoch), p.count = count;
-    p.G = Gdbg_.size() ? Gdbg_.get() : nullptr;
+    p.G = grads_debug_.size() ? grads_debug_.get() : nullptr;
     p.breakdown = breakdown_.size() ? breakdown_.get() : nullptr;
     return p;
   }
   // --launch persistent: permutation kernel + one cooperative launch for steps [first, first + count).
   void run_persistent(int64_t first, int count) {
-    begin(first);
-    persistent_rung_launch(plan_, launch_params(persist_, first, count), st_);
+    launch_epoch_permutation(first);
+    persistent_rung_launch(persist_plan_, launch_params(persist_params_, first, count), st_);
   }
   // --launch cluster: permutation kernel + one cluster launch for steps [first, first + count).
   void run_cluster(int64_t first, int count) {
-    begin(first);
-    cluster_rung_launch(cl_plan_, launch_params(cl_, first, count), st_);
+    launch_epoch_permutation(first);
+    cluster_rung_launch(cluster_plan_, launch_params(cluster_params_, first, count), st_);
   }
 
   // The timed unit: steps [first, first + count) of one epoch, in the configured launch mode.
   void run_epoch(int64_t first, int count) {
-    if (persistent_) run_persistent(first, count);
-    else if (cluster_) run_cluster(first, count);
-    else run_graph(first, count);
+    switch (launch_) {
+      case Launch::Persistent: return run_persistent(first, count);
+      case Launch::Cluster: return run_cluster(first, count);
+      case Launch::Graph: return run_graph(first, count);
+    }
   }
   // Before timing: capture the graphs (graph mode) for a full epoch and a shorter last one.
   void prepare(int full, int rem) {
-    if (persistent_ || cluster_) return;
+    if (launch_ != Launch::Graph) return;
     capture(full);
     if (rem > 0 && rem != full) capture(rem);
   }
   // One step k (< steps per epoch) of the first epoch, on its own (validation, first-call work).
   void single_step(int k) {
-    if (persistent_) {
-      run_persistent(k, 1);
-    } else if (cluster_) {
-      run_cluster(k, 1);
-    } else {
-      begin(0);
-      enqueue_step(k, nullptr);
-    }
+    if (launch_ != Launch::Graph) return run_epoch(k, 1);
+    launch_epoch_permutation(0);
+    enqueue_step(k, nullptr);
   }
-  bool persistent() const { return persistent_; }
-  bool cluster() const { return cluster_; }
-  const ClusterPlan& cluster_plan() const { return cl_plan_; }
+  Launch launch() const { return launch_; }
+  bool one_launch() const { return launch_ != Launch::Graph; }  // one kernel launch an epoch
+  const ClusterPlan& cluster_plan() const { return cluster_plan_; }
   bool fused_backward() const { return fused_bwd_; }
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
@@ -245,7 +259,7 @@ class Trainer {
     breakdown_.release();
     return h;
   }
-  const PersistPlan& persist_plan() const { return plan_; }
+  const PersistPlan& persist_plan() const { return persist_plan_; }
 
   // Flops, compulsory bytes and launches per step, per kernel tag (counted while capturing).
   const std::map<std::string, KernelCost>& costs_per_step() const { return costs_per_step_; }
@@ -282,13 +296,13 @@ class Trainer {
   }
 
   // Parameters / gradients in the reference's order (W0, b0, W1, b1, ...; no alignment gaps).
-  std::vector<double> params() const { return packed(P_); }
-  std::vector<double> grads() const { return packed(cublas_ ? G_ : Gdbg_); }
+  std::vector<double> params() const { return in_reference_order(params_); }
+  std::vector<double> grads() const { return in_reference_order(cublas_ ? grads_ : grads_debug_); }
   // Validation: the fused update also stores the gradients it applies (never in timed runs).
   void keep_gradients(bool on) {
-    if (cublas_) return;  // the cuBLASLt path stores them anyway (G_)
-    if (on && !Gdbg_.size()) Gdbg_.alloc(nparams_);
-    if (!on) Gdbg_.release();
+    if (cublas_) return;  // the cuBLASLt path stores them anyway (grads_)
+    if (on && !grads_debug_.size()) grads_debug_.alloc(nparams_);
+    if (!on) grads_debug_.release();
   }
   const std::vector<size_t>& woff() const { return woff_; }
   const std::vector<size_t>& boff() const { return boff_; }
@@ -300,15 +314,15 @@ class Trainer {
   using FwdFirstLast = GemmProblem<GatherView<T>, WView, SoftmaxCEEpi<T>>;
   using FwdHidden = GemmProblem<MatView<T, true>, WView, FwdHiddenEpi<T>>;
   using FwdLast = GemmProblem<MatView<T, true>, WView, SoftmaxCEEpi<T>>;
-  using Bd = GemmProblem<MatView<T, true>, MatView<T, true>, BwdReluEpi<T>>;
-  using Upd = GemmProblem<MatView<T, false>, MatView<T, true>, UpdateEpi<T>>;
-  using Upd0 = GemmProblem<MatView<T, false>, GatherView<T>, UpdateEpi<T>>;
+  using BwdDataGemm = GemmProblem<MatView<T, true>, MatView<T, true>, BwdReluEpi<T>>;
+  using UpdateGemm = GemmProblem<MatView<T, false>, MatView<T, true>, UpdateEpi<T>>;
+  using UpdateFirstGemm = GemmProblem<MatView<T, false>, GatherView<T>, UpdateEpi<T>>;
   using EvalFirstLast = GemmProblem<GatherView<T>, WView, EvalEpi>;
   using EvalLast = GemmProblem<MatView<T, true>, WView, EvalEpi>;
 
   const T* weights(int l) const {
-    if constexpr (kHalf) return P16_.get() + woff_[l];
-    else return P_.get() + woff_[l];
+    if constexpr (kHalf) return params16_.get() + woff_[l];
+    else return params_.get() + woff_[l];
   }
   RowMap train_rows(const StepRef& sr) const {
     RowMap r;
@@ -322,7 +336,7 @@ class Trainer {
   }
   FwdHiddenEpi<T> hidden_epi(int l, T* out, const StepRef& sr, bool dropout) const {
     FwdHiddenEpi<T> e;
-    e.bias = P_.get() + boff_[l], e.out = out;
+    e.bias = params_.get() + boff_[l], e.out = out;
     e.dropout = dropout && o_.dropout > 0;
     e.key = dropout_key(o_.common.seed), e.layer = static_cast<uint32_t>(l);
     e.threshold = dropout_threshold(o_.dropout);
@@ -332,21 +346,21 @@ class Trainer {
   }
   SoftmaxCEEpi<T> loss_epi(const StepRef& sr) const {
     SoftmaxCEEpi<T> e;
-    e.bias = P_.get() + boff_[L_ - 1], e.labels = train_y_.get(), e.rows = train_rows(sr);
+    e.bias = params_.get() + boff_[L_ - 1], e.labels = train_y_.get(), e.rows = train_rows(sr);
     e.dz = dZ_[L_ - 1].get(), e.tile_loss = tile_loss_.get(), e.counter = loss_counter_.get();
     e.step_loss = step_loss_.get(), e.bad_step = bad_step_.get(), e.step = sr;
     return e;
   }
   UpdateEpi<T> update_epi(int l, const StepRef& sr) const {
     UpdateEpi<T> e;
-    e.W = P_.get() + woff_[l], e.b = P_.get() + boff_[l];
+    e.W = params_.get() + woff_[l], e.b = params_.get() + boff_[l];
     if (o_.adam()) {
-      e.mW = M_.get() + woff_[l], e.vW = V_.get() + woff_[l], e.mb = M_.get() + boff_[l], e.vb = V_.get() + boff_[l];
+      e.mW = adam_m_.get() + woff_[l], e.vW = adam_v_.get() + woff_[l], e.mb = adam_m_.get() + boff_[l], e.vb = adam_v_.get() + boff_[l];
     }
-    if (kHalf) e.W16 = P16_.get() + woff_[l];
+    if (kHalf) e.W16 = params16_.get() + woff_[l];
     e.dz = dZ_[l].get(), e.batch = B_, e.adam = o_.adam(), e.lr = static_cast<float>(o_.lr), e.step = sr;
     if (o_.adam()) e.hyper = hyper_.get(), e.hyper_n = static_cast<int64_t>(hyper_.size());
-    if (Gdbg_.size()) e.grad_out = Gdbg_.get() + woff_[l], e.bgrad_out = Gdbg_.get() + boff_[l];
+    if (grads_debug_.size()) e.grad_out = grads_debug_.get() + woff_[l], e.bgrad_out = grads_debug_.get() + boff_[l];
     return e;
   }
   // The fused backward pass of layer l (fp16 runs): its update and, for l > 0, dZ_[l-1].
@@ -378,7 +392,7 @@ class Trainer {
       // auto: SGD only. The fused kernel reads Adam's moments with plain loads in its optimizer
       // pass, a serial round trip per 32-row sub-tile, and W1 (Adam, small layers, grids of 1-52
       // blocks) ran slower with it: 62.2 against 54.5 us a step (H100, dev runs at 340c0c2).
-      if (cublas_ || persistent_ || o_.backward == "paired") return;
+      if (cublas_ || launch_ == Launch::Persistent || o_.backward == "paired") return;
       if (o_.backward == "auto" && o_.adam()) return;
       for (int l = 0; l < L_; ++l)
         if (!fused_bwd_supported(o_.layers[l], B_)) return;
@@ -401,7 +415,7 @@ class Trainer {
   // shorter evaluation chunk did at h = 2048 on the cuBLASLt path before size_ws counted it), so
   // refuse it here instead (exit 9).
   template <class P>
-  void finish(P& p, int slot) const {
+  void plan_splitk_into_slot(P& p, int slot) const {
     p.ws = ws_[slot].get(), p.counters = counters_[slot].get();
     plan_splits_p5(p, dev_.sm_count);
     if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)
@@ -426,7 +440,7 @@ class Trainer {
     p.M = B_, p.N = o_.layers[l + 1], p.K = o_.layers[l];
     p.a = make_view<T, true>(H_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K);
     p.epi = hidden_epi(l, H_[l].get(), sr, true);
-    finish(p, 0);
+    plan_splitk_into_slot(p, 0);
     return p;
   }
   FwdLast fwd_last(const StepRef& sr) const {
@@ -435,32 +449,32 @@ class Trainer {
     p.M = B_, p.N = o_.layers[l + 1], p.K = o_.layers[l];
     p.a = make_view<T, true>(H_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K);
     p.epi = loss_epi(sr);
-    finish(p, 0);
+    plan_splitk_into_slot(p, 0);
     return p;
   }
-  Bd bwd_data(int l, int slot) const {  // dZ_[l-1] = relu'(dZ_[l] · W_l)
-    Bd p;
+  BwdDataGemm bwd_data(int l, int slot) const {  // dZ_[l-1] = relu'(dZ_[l] · W_l)
+    BwdDataGemm p;
     p.M = B_, p.N = o_.layers[l], p.K = o_.layers[l + 1];
     p.a = make_view<T, true>(dZ_[l].get(), p.K), p.b = make_view<T, true>(weights(l), p.N);
     p.epi.h = H_[l - 1].get(), p.epi.dz = dZ_[l - 1].get();
     p.epi.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
-    finish(p, slot);
+    plan_splitk_into_slot(p, slot);
     return p;
   }
-  Upd update(int l, const StepRef& sr, int slot) const {  // W_l -= f(dZ_[l]^T · H_[l-1])
-    Upd p;
+  UpdateGemm update(int l, const StepRef& sr, int slot) const {  // W_l -= f(dZ_[l]^T · H_[l-1])
+    UpdateGemm p;
     p.M = o_.layers[l + 1], p.N = o_.layers[l], p.K = B_;
     p.a = make_view<T, false>(dZ_[l].get(), p.M), p.b = make_view<T, true>(H_[l - 1].get(), p.N);
     p.epi = update_epi(l, sr);
-    finish(p, slot);
+    plan_splitk_into_slot(p, slot);
     return p;
   }
-  Upd0 update0(const StepRef& sr, int slot) const {
-    Upd0 p;
+  UpdateFirstGemm update0(const StepRef& sr, int slot) const {
+    UpdateFirstGemm p;
     p.M = o_.layers[1], p.N = o_.layers[0], p.K = B_;
     p.a = make_view<T, false>(dZ_[0].get(), p.M), p.b = train_view(sr);
     p.epi = update_epi(0, sr);
-    finish(p, slot);
+    plan_splitk_into_slot(p, slot);
     return p;
   }
   double update_bytes(int l) const {  // master r/w (+ Adam m, v r/w) (+ fp16 copy write), bias alike
@@ -476,14 +490,14 @@ class Trainer {
       FwdFirstLast p;
       p.M = B_, p.N = w[1], p.K = w[0];
       p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = loss_epi(sr);
-      finish(p, 0);
+      plan_splitk_into_slot(p, 0);
       launch_gemm<p5_fwd_softmax_ce, T>(p, st_, pdl_);
       add_cost(costs, "p5_fwd_softmax_ce", p, B_ * w[1] * ob, true);
     } else {
       FwdFirst p;
       p.M = B_, p.N = w[1], p.K = w[0];
       p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
-      finish(p, 0);
+      plan_splitk_into_slot(p, 0);
       launch_gemm<p5_fwd_gather, T>(p, st_, pdl_);
       add_cost(costs, "p5_fwd_gather", p, static_cast<double>(B_) * w[1] * ob, true);
       for (int l = 1; l + 1 < L_; ++l) {
@@ -557,9 +571,9 @@ class Trainer {
       else launch_epilogue<p5_epi_softmax_ce>(Z_.get(), B_, w[l + 1], loss_epi(sr), st_);
     }
     for (int l = L_ - 1; l >= 0; --l) {
-      lt_layers_[l]->backward_weight(dZ_[l].get(), input(l), G_.get() + woff_[l], st_);
+      lt_layers_[l]->backward_weight(dZ_[l].get(), input(l), grads_.get() + woff_[l], st_);
       lt_cost(w[l + 1], w[l], B_);
-      bias_grad_kernel<T><<<(w[l + 1] + 127) / 128, 128, 0, st_>>>(dZ_[l].get(), B_, w[l + 1], G_.get() + boff_[l]);
+      bias_grad_kernel<T><<<(w[l + 1] + 127) / 128, 128, 0, st_>>>(dZ_[l].get(), B_, w[l + 1], grads_.get() + boff_[l]);
       CHECK_LAUNCH();
       if (l > 0) {
         lt_layers_[l]->backward_data(dZ_[l].get(), weights(l), Z_.get(), st_);
@@ -569,8 +583,8 @@ class Trainer {
         launch_epilogue<p5_epi_bwd_relu>(Z_.get(), B_, w[l], e, st_);
       }
     }
-    flat_update_kernel<<<ew_blocks(nparams_), 256, 0, st_>>>(P_.get(), G_.get(), o_.adam() ? M_.get() : nullptr,
-                                                             o_.adam() ? V_.get() : nullptr, kHalf ? P16_.get() : nullptr,
+    flat_update_kernel<<<ew_blocks(nparams_), 256, 0, st_>>>(params_.get(), grads_.get(), o_.adam() ? adam_m_.get() : nullptr,
+                                                             o_.adam() ? adam_v_.get() : nullptr, kHalf ? params16_.get() : nullptr,
                                                              nparams_, static_cast<float>(o_.lr), sr);
     CHECK_LAUNCH();
   }
@@ -582,31 +596,31 @@ class Trainer {
     GatherView<T> g;
     g.data = test_x_.get(), g.ld = w[0], g.rows.row_offset = c0;
     EvalEpi ee;
-    ee.bias = P_.get() + boff_[L_ - 1], ee.labels = test_y_.get(), ee.row_offset = c0;
+    ee.bias = params_.get() + boff_[L_ - 1], ee.labels = test_y_.get(), ee.row_offset = c0;
     ee.tile_correct = eval_correct_.get(), ee.tile_loss = eval_loss_.get();
     if (L_ == 1) {
       EvalFirstLast p;
       p.M = rows, p.N = w[1], p.K = w[0], p.a = g, p.b = make_view<T, false>(weights(0), p.K), p.epi = ee;
-      finish(p, 0);
+      plan_splitk_into_slot(p, 0);
       launch_gemm<p5_eval, T>(p, st_);
     } else if (l == 0) {
       FwdFirst p;
       p.M = rows, p.N = w[1], p.K = w[0], p.a = g, p.b = make_view<T, false>(weights(0), p.K);
       p.epi = hidden_epi(0, Heval_[0].get(), sr, false);
-      finish(p, 0);
+      plan_splitk_into_slot(p, 0);
       launch_gemm<p5_eval, T>(p, st_);
     } else if (l + 1 < L_) {
       FwdHidden p;
       p.M = rows, p.N = w[l + 1], p.K = w[l];
       p.a = make_view<T, true>(Heval_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K);
       p.epi = hidden_epi(l, Heval_[l].get(), sr, false);
-      finish(p, 0);
+      plan_splitk_into_slot(p, 0);
       launch_gemm<p5_eval, T>(p, st_);
     } else {
       EvalLast p;
       p.M = rows, p.N = w[l + 1], p.K = w[l];
       p.a = make_view<T, true>(Heval_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K), p.epi = ee;
-      finish(p, 0);
+      plan_splitk_into_slot(p, 0);
       launch_gemm<p5_eval, T>(p, st_);
     }
   }
@@ -627,7 +641,7 @@ class Trainer {
       {
         FwdFirst p;
         p.M = B_, p.N = w[1], p.K = w[0];
-        finish(p, 0);
+        plan_splitk_into_slot(p, 0);
         note(p, 0);
       }
       for (int l = 1; l < L_; ++l) note(bwd_data(l, 0), 0), note(bwd_data(l, 1), 1);
@@ -657,33 +671,34 @@ class Trainer {
   const Dataset& ds_;
   const HostParams& init_;
   const int L_, B_;
-  const bool cublas_, persistent_, cluster_;
-  PersistParams persist_;
-  PersistPlan plan_;
-  ClusterParams cl_;
-  ClusterPlan cl_plan_;
+  const bool cublas_;
+  const Launch launch_;
+  PersistParams persist_params_;
+  PersistPlan persist_plan_;
+  ClusterParams cluster_params_;
+  ClusterPlan cluster_plan_;
   void plan_cluster_kernel() {
     if constexpr (kHalf) {
       const auto& w = o_.layers;
-      ClusterParams& p = cl_;
+      ClusterParams& p = cluster_params_;
       p.images = train_x_.get(), p.labels = train_y_.get(), p.perm = perm_.get();
       p.L = L_, p.B = B_;
       for (int l = 0; l <= L_; ++l) p.w[l] = w[l];
       for (int l = 0; l < L_; ++l) p.woff[l] = woff_[l], p.boff[l] = boff_[l];
-      p.P = P_.get(), p.P16 = P16_.get();
+      p.P = params_.get(), p.P16 = params16_.get();
       p.lr = static_cast<float>(o_.lr);
       p.step_loss = step_loss_.get(), p.bad_step = bad_step_.get();
-      cl_plan_ = cluster_rung_plan(p, o_.blocks, dev_.index);
-      costs_per_step_["p5_cluster"] = cluster_rung_cost(p, cl_plan_);
+      cluster_plan_ = cluster_rung_plan(p, o_.blocks, dev_.index);
+      costs_per_step_["p5_cluster"] = cluster_rung_cost(p, cluster_plan_);
     }
   }
   void plan_persistent_kernel() {
     const auto& w = o_.layers;
-    PersistParams& p = persist_;
+    PersistParams& p = persist_params_;
     p.images = train_x_.get(), p.labels = train_y_.get(), p.perm = perm_.get();
     p.D = w[0], p.H1 = w[1], p.H2 = w[2], p.C = w[3], p.B = B_;
-    p.P = P_.get();
-    if (o_.adam()) p.M = M_.get(), p.V = V_.get(), p.hyper = hyper_.get(), p.hyper_n = static_cast<int64_t>(hyper_.size());
+    p.P = params_.get();
+    if (o_.adam()) p.M = adam_m_.get(), p.V = adam_v_.get(), p.hyper = hyper_.get(), p.hyper_n = static_cast<int64_t>(hyper_.size());
     p.w0 = woff_[0], p.b0 = boff_[0], p.w1 = woff_[1], p.b1 = boff_[1], p.w2 = woff_[2], p.b2 = boff_[2];
     h1x_.alloc(2 * static_cast<size_t>(B_) * w[1]);
     h2x_.alloc(2 * static_cast<size_t>(B_) * w[2]);
@@ -693,15 +708,15 @@ class Trainer {
     p.dropout = o_.dropout > 0, p.key = dropout_key(o_.common.seed), p.threshold = dropout_threshold(o_.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
     p.step_loss = step_loss_.get(), p.bad_step = bad_step_.get();
-    plan_ = persistent_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
-    costs_per_step_["p5_persistent"] = persistent_rung_cost(p, plan_);
+    persist_plan_ = persistent_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
+    costs_per_step_["p5_persistent"] = persistent_rung_cost(p, persist_plan_);
   }
   DevBuf<xword> h1x_, h2x_, w2x_;
   DevBuf<unsigned long long> breakdown_;
   cudaStream_t st_{};
   size_t nparams_ = 0;
   std::vector<size_t> woff_, boff_;
-  std::vector<double> packed(const DevBuf<float>& buf) const {
+  std::vector<double> in_reference_order(const DevBuf<float>& buf) const {
     CUDA_CHECK(cudaStreamSynchronize(st_));
     const std::vector<float> flat = buf.download();
     std::vector<double> out;
@@ -713,9 +728,9 @@ class Trainer {
     return out;
   }
 
-  DevBuf<float> P_, M_, V_, G_, Gdbg_;
+  DevBuf<float> params_, adam_m_, adam_v_, grads_, grads_debug_;
   DevBuf<AdamHyper> hyper_;
-  DevBuf<__half> P16_;
+  DevBuf<__half> params16_;
   DevBuf<uint8_t> train_x_, train_y_, test_x_, test_y_;
   DevBuf<int> perm_;
   DevBuf<int64_t> base_;
