@@ -416,6 +416,8 @@ struct Options {
   int persist_blocks = 0;
   bool print_fit = false;
   std::string exchange = "poll";
+  int cluster = 1;
+  bool epoch_split = false;
   int poll_ns = 400;  // the fastest of 0, 20, 50, 100, 200, 400 in a probe on an H100; bench_linreg.sh re-picks it
   nb::CommonOptions common;
 };
@@ -568,6 +570,8 @@ int run(int argc, char** argv) {
   cli.add_int("--persist-blocks", &o.persist_blocks, "persistent path: blocks of the cooperative kernel (0: chosen from n and the device)", 0, 100000);
   cli.add_string("--exchange", &o.exchange, "persistent path, how blocks meet each epoch: poll (every block polls the tagged partial sums in L2), grid-sync (cooperative_groups grid.sync, then one read) or counter (one atomic arrive per block, one thread spins, then one read)", {"poll", "grid-sync", "counter"});
   cli.add_int("--poll-ns", &o.poll_ns, "persistent path, --exchange poll: nanoseconds to sleep between polls of partial sums not yet there (0: none)", 0, 100000);
+  cli.add_int("--cluster", &o.cluster, "persistent path: blocks per thread-block cluster (1, 2, 4, 8); a cluster adds its blocks' sums in distributed shared memory and publishes one word", 1, 8);
+  cli.add_flag("--epoch-split", &o.epoch_split, "persistent path: after the timed runs, one run of the kernel with per-epoch timestamps; prints and records where an epoch's time goes (sums, publish, wait, step)");
   cli.add_flag("--print-fit", &o.print_fit, "print the largest --n whose data fits on chip (persistent path) and exit");
   cli.add_common(&o.common);
   if (!cli.parse(argc, argv)) return 0;
@@ -582,7 +586,8 @@ int run(int argc, char** argv) {
   const bool pdl = o.pdl != "off" && dev.cc_major >= 9;
 
   // ---- which path: the persistent kernel when the data fits on chip (computed from the device)
-  const p3::Fit fit = p3::query_fit(dev.index, dev.sm_count);
+  if (!p3::valid_cluster(o.cluster)) throw nb::Error(nb::kExitUsage, "--cluster: must be 1, 2, 4 or 8");
+  const p3::Fit fit = p3::query_fit(dev.index, dev.sm_count, o.cluster);
   const size_t fit_n = p3::largest_fit_n(fit, nb::linreg_train_count);
   if (o.print_fit) {
     std::printf("%zu\n", fit_n);
@@ -712,9 +717,7 @@ int run(int argc, char** argv) {
   auto launch_persistent = [&](int epochs) {
     p3::PersistArgs a = pa;
     a.epochs = epochs;
-    void* args[] = {&a};
-    CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(p3::persistent_epochs_kernel), dim3(pgrid),
-                                           dim3(p3::kThreads), args, psmem, s0));
+    p3::launch_epochs(fit, a, pgrid, s0);
   };
 
   // --source host: chunk c goes to stream c % K; epoch 0 runs on it right after its copy.
@@ -829,6 +832,35 @@ int run(int argc, char** argv) {
     if (host_src && !persistent) first_ms.push_back(f);
   }
   const nb::Stats launch_st = nb::summarize(std::vector<double>(launch_ms.end() - opt.repeats, launch_ms.end()));
+  // ---- --epoch-split: one more run of the stamping kernel (untimed by the samples above)
+  nlohmann::json split_json;
+  if (o.epoch_split && persistent && E >= 4) {
+    DevBuf<unsigned long long> stamps(size_t(E) * size_t(pgrid) * p3::kSplitWords);
+    reset();
+    p3::PersistArgs a = pa;
+    a.split = stamps.p;
+    CUDA_CHECK(cudaEventRecord(t_start.e, s0));
+    p3::launch_epochs(fit, a, pgrid, s0);
+    CUDA_CHECK(cudaEventRecord(t_stop.e, s0));
+    CUDA_CHECK(cudaEventSynchronize(t_stop.e));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, t_start.e, t_stop.e));
+    std::vector<unsigned long long> hs(size_t(E) * size_t(pgrid) * p3::kSplitWords);
+    CUDA_CHECK(cudaMemcpy(hs.data(), stamps.p, hs.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    const p3::SplitSummary q = p3::split_summary(hs, E, pgrid);
+    std::printf("epoch split (stamped run: %.1f us an epoch; medians over %d blocks x %d epochs, %.2f GHz): sums %.2f us "
+                "(slowest block %.2f), publish %.2f, wait %.2f, step %.2f; words out over %.2f us, all seen %.2f us "
+                "after the last\n",
+                1e3 * ms / E, pgrid, q.epochs_used, q.clock_ghz, q.sums_us, q.slowest_sums_us, q.publish_us, q.wait_us,
+                q.step_us, q.publish_skew_us, q.seen_after_last_us);
+    split_json = {{"stamped_epoch_us", 1e3 * ms / E}, {"blocks", pgrid}, {"epochs_used", q.epochs_used},
+                  {"clock_ghz", q.clock_ghz}, {"sums_us", q.sums_us}, {"slowest_block_sums_us", q.slowest_sums_us},
+                  {"publish_us", q.publish_us}, {"wait_us", q.wait_us}, {"step_us", q.step_us},
+                  {"publish_skew_us", q.publish_skew_us}, {"seen_after_last_publish_us", q.seen_after_last_us},
+                  {"method", "one extra run of the kernel with thread 0 of every block stamping clock64 and globaltimer "
+                             "at each phase of every epoch; medians over blocks and epochs 1..E-2 (see "
+                             "p3::split_summary)"}};
+  }
   // ---- as many runs again, untimed, with the tracer on: the kernel/memcpy/range summaries.
   int trace_runs = 0;
   if (!opt.no_cupti && tracer.start(true)) {
@@ -906,6 +938,7 @@ int run(int argc, char** argv) {
     rec["loss"]["test_eval"] = {{"every", o.eval_every}, {"epochs", eval_epochs}, {"values", nb::finite_array(vals)}};
   }
   rec["data"] = {{"n", N}, {"train", nt}, {"test", ntest}, {"seed", opt.seed}};
+  if (!split_json.is_null()) rec["epoch_split"] = split_json;
   rec["launch"] = {{"path", persistent ? "persistent" : "graph"},
                    {"path_note", path_note},
                    {"on_chip",
@@ -920,6 +953,7 @@ int run(int argc, char** argv) {
                      {"smem_bytes", psmem},
                      {"exchange", o.exchange},
                      {"poll_ns", o.poll_ns},
+                     {"cluster", o.cluster},
                      {"derivation", "blocks = co-resident blocks (occupancy at the opt-in shared memory) x SMs; a block "
                                     "holds threads x register_points_per_thread train points in registers and the rest "
                                     "(train + test) in shared memory, 16 B per 2 points"}}},

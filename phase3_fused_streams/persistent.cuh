@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <cooperative_groups.h>
 
@@ -67,7 +68,9 @@ struct PersistArgs {
   double* test_out;           // [ceil(epochs / eval_every)]: test loss of evaluation epochs e = 0, E, 2E, ...
   float* params;              // {w, b} after the last epoch
   float* hist;                // 2 × (epochs + 1): parameters each epoch starts with (and the final ones)
+  unsigned long long* split = nullptr;  // --epoch-split: kSplitWords stamps per block per epoch (see split_summary)
 };
+constexpr int kSplitWords = 6;  // clock64 at epoch start, sums done, words out; then globaltimer, clock64 at words seen, globaltimer
 
 __host__ __device__ inline size_t part_lo(size_t n, int b, int G) { return n * size_t(b) / size_t(G); }
 __host__ __device__ inline size_t train_smem_pts(size_t cnt) {
@@ -95,6 +98,12 @@ __device__ inline double tag_value(unsigned long long w) {
   return __longlong_as_double(static_cast<long long>(w & ~kTagMask));
 }
 
+__device__ inline unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 __device__ inline void term(float w, float b, float x, float y, float& l, float& gx, float& g) {
   const float r = fmaf(w, x, b) - y;
   l = fmaf(r, r, l);
@@ -108,11 +117,21 @@ __device__ inline void lterm(float w, float b, float x, float y, float& l) {  //
 
 // One launch = all `a.epochs` epochs. Launched cooperatively (all blocks co-resident) with
 // kThreads threads and smem_bytes(nt, ntest, gridDim.x) bytes of dynamic shared memory.
-__global__ void __launch_bounds__(kThreads, 1) persistent_epochs_kernel(PersistArgs a) {
+// kCluster > 1 (--cluster): blocks launched as clusters of kCluster; each block hands its three
+// sums to the cluster's first block through distributed shared memory, one cluster barrier, and
+// only that block publishes (the cluster's sums added in rank order): G / kCluster words a value
+// in L2 instead of G. kSplit (--epoch-split): thread 0 of every block stamps the phases of every
+// epoch into a.split (clock64 and globaltimer), for split_summary.
+template <int kCluster, bool kSplit>
+__global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) {
   extern __shared__ float4 sdata[];
   __shared__ double red[kValues][kWarpsP];
   __shared__ double tot[kValues];
+  __shared__ double handoff[2][kValues][kCluster];  // kCluster > 1: the cluster's block sums, in the first block
   const int G = gridDim.x, t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int Gw = G / kCluster;  // words a value in L2: one per cluster
+  unsigned rank = 0;
+  if constexpr (kCluster > 1) rank = cooperative_groups::this_cluster().block_rank();
   const size_t tlo = part_lo(a.nt, blockIdx.x, G), tcnt = part_lo(a.nt, blockIdx.x + 1, G) - tlo;
   const size_t elo = a.nt + part_lo(a.ntest, blockIdx.x, G);
   const size_t ecnt = a.nt + part_lo(a.ntest, blockIdx.x + 1, G) - elo;
@@ -140,10 +159,14 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs_kernel(PersistA
   };
   fill(0, tlo + reg_n, sm_n);
   fill(te0, elo, unsigned(ecnt));
-  __syncthreads();
+  if constexpr (kCluster > 1) cooperative_groups::this_cluster().sync();  // every block of the cluster is running
+  else __syncthreads();
 
   float w = a.w0, b = a.b0;
+  __shared__ unsigned long long stamp[4];  // kSplit: thread 0's stamps of this epoch (not registers: no spills)
   for (int e = 0; e < a.epochs; ++e) {
+    if constexpr (kSplit)
+      if (t == 0) stamp[0] = clock64();
     const bool ev = a.eval_every > 0 && a.ntest > 0 && e % a.eval_every == 0;
     const int nv = ev ? 4 : 3;
     // ---- this thread's sums: registers, then shared memory (two accumulator sets)
@@ -186,14 +209,38 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs_kernel(PersistA
 #pragma unroll
       for (int k = 0; k < kValues; ++k) red[k][warp] = double(v[k]);
     __syncthreads();
+    if constexpr (kSplit)
+      if (t == 0) stamp[1] = clock64();
     // ---- warp k: value k of this block -> one tagged word; then value k of every block
+    // (16 warp sums: the xor tree over lanes 0-15 leaves the sum in each of them)
     if (warp < nv) {
       const int k = warp;
       double s = lane < kWarpsP ? red[k][lane] : 0.0;
-      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
-      if (lane == 0) st_relaxed(slot + blockIdx.x, tag_word(s, e));
+      for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if constexpr (kCluster == 1) {
+        unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * Gw;
+        if (lane == 0) st_relaxed(slot + blockIdx.x, tag_word(s, e));
+      } else if (lane == 0) {  // into the first block's handoff[e & 1][k][rank]
+        *cooperative_groups::this_cluster().map_shared_rank(&handoff[e & 1][k][rank], 0) = s;
+      }
     }
+    if constexpr (kCluster > 1) {
+      // The first block may read handoff[e & 1] once every block of the cluster has written it; it
+      // is rewritten at epoch e + 2, after every block passed epoch e + 1's barrier, which the
+      // first block reaches only after reading epoch e's sums.
+      cooperative_groups::this_cluster().sync();
+      if (rank == 0 && warp < nv && lane == 0) {
+        double s = 0.0;
+#pragma unroll
+        for (int r = 0; r < kCluster; ++r) s += handoff[e & 1][warp][r];
+        st_relaxed(a.slots + (size_t(e & 1) * kValues + warp) * Gw + blockIdx.x / kCluster, tag_word(s, e));
+      }
+    }
+    if constexpr (kSplit)
+      if (t == 0) {
+        stamp[2] = clock64();
+        stamp[3] = global_ns();
+      }
     if (a.exchange == kGridSync) {
       cooperative_groups::this_grid().sync();  // (every thread of the grid)
     } else if (a.exchange == kCounter) {
@@ -212,33 +259,43 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs_kernel(PersistA
     }
     if (warp < nv) {
       const int k = warp;
-      const unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
+      const unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * Gw;
       unsigned long long got[kMaxPerLane];
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i) {
         const int j = lane + 32 * i;
-        got[i] = j < G ? ld_relaxed(slot + j) : 0ull;
+        got[i] = j < Gw ? ld_relaxed(slot + j) : 0ull;
       }
       for (;;) {
         bool done = true;
 #pragma unroll
-        for (int i = 0; i < kMaxPerLane; ++i) done = done && (lane + 32 * i >= G || tag_ok(got[i], e));
+        for (int i = 0; i < kMaxPerLane; ++i) done = done && (lane + 32 * i >= Gw || tag_ok(got[i], e));
         if (__all_sync(0xffffffffu, done)) break;
         if (a.poll_ns) __nanosleep(a.poll_ns);
 #pragma unroll
         for (int i = 0; i < kMaxPerLane; ++i) {
           const int j = lane + 32 * i;
-          if (j < G && !tag_ok(got[i], e)) got[i] = ld_relaxed(slot + j);
+          if (j < Gw && !tag_ok(got[i], e)) got[i] = ld_relaxed(slot + j);
         }
       }
       double sum = 0.0;
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i)
-        if (lane + 32 * i < G) sum += tag_value(got[i]);
+        if (lane + 32 * i < Gw) sum += tag_value(got[i]);
       for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       if (lane == 0) tot[k] = sum;
     }
     __syncthreads();
+    if constexpr (kSplit)
+      if (t == 0) {
+        unsigned long long* o = a.split + (size_t(e) * G + blockIdx.x) * kSplitWords;
+        o[0] = stamp[0];
+        o[1] = stamp[1];
+        o[2] = stamp[2];
+        o[3] = stamp[3];
+        o[4] = clock64();
+        o[5] = global_ns();
+      }
     // ---- the step, in every thread (the same float64 arithmetic everywhere: the same floats)
     const double s0 = tot[0], s1 = tot[1], s2 = tot[2];
     const float wn = static_cast<float>(double(w) - a.lr * (2.0 * s1 * a.inv_nt));
@@ -258,9 +315,23 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs_kernel(PersistA
   }
 }
 
+// The kernel for a cluster size and split flag (cluster 1, 2, 4 or 8), or nullptr.
+using EpochsKernel = void (*)(PersistArgs);
+inline EpochsKernel epochs_kernel(int cluster, bool split) {
+  switch (cluster) {
+    case 1: return split ? persistent_epochs<1, true> : persistent_epochs<1, false>;
+    case 2: return split ? persistent_epochs<2, true> : persistent_epochs<2, false>;
+    case 4: return split ? persistent_epochs<4, true> : persistent_epochs<4, false>;
+    case 8: return split ? persistent_epochs<8, true> : persistent_epochs<8, false>;
+    default: return nullptr;
+  }
+}
+inline bool valid_cluster(int c) { return c == 1 || c == 2 || c == 4 || c == 8; }
+
 // What fits on chip, from the device's properties and the compiled kernel's resources.
 struct Fit {
-  int grid = 0;              // blocks (co-resident, <= kMaxGrid)
+  int grid = 0;              // blocks (co-resident, <= kMaxGrid, a multiple of cluster)
+  int cluster = 1;           // blocks per cluster
   int blocks_per_sm = 0;
   size_t smem_optin = 0;     // dynamic shared memory a block may have
   size_t reg_points = 0;     // train points per block in registers
@@ -270,32 +341,62 @@ struct Fit {
 };
 
 // The device's limits for this kernel: co-resident blocks (occupancy at the largest dynamic
-// shared memory a block may opt in to), that shared memory, the registers the kernel compiled to.
-inline Fit query_fit(int device, int sm_count) {
+// shared memory a block may opt in to; for clusters, whole co-resident clusters), that shared
+// memory, the registers the kernel compiled to.
+inline Fit query_fit(int device, int sm_count, int cluster = 1) {
   Fit f;
+  f.cluster = cluster;
   int coop = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
   f.cooperative = coop != 0;
   int optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const EpochsKernel k = epochs_kernel(cluster, false);
+  if (!k) {
+    f.why_not = "--cluster must be 1, 2, 4 or 8";
+    return f;
+  }
   cudaFuncAttributes fa{};
-  CUDA_CHECK(cudaFuncGetAttributes(&fa, persistent_epochs_kernel));
+  CUDA_CHECK(cudaFuncGetAttributes(&fa, k));
   f.regs_per_thread = fa.numRegs;
   f.smem_optin = size_t(optin) > fa.sharedSizeBytes ? size_t(optin) - fa.sharedSizeBytes : 0;
-  CUDA_CHECK(cudaFuncSetAttribute(persistent_epochs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(f.smem_optin)));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.blocks_per_sm, persistent_epochs_kernel, kThreads,
-                                                           f.smem_optin));
+  for (bool split : {false, true})
+    CUDA_CHECK(cudaFuncSetAttribute(epochs_kernel(cluster, split), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(f.smem_optin)));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.blocks_per_sm, k, kThreads, f.smem_optin));
   f.grid = std::min(f.blocks_per_sm * sm_count, kMaxGrid);
+  int cc_major = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
+  if (cluster > 1 && cc_major < 9) {
+    f.why_not = "thread-block clusters need compute capability 9.0 or newer";
+  } else if (cluster > 1) {
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = unsigned(cluster);
+    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(unsigned(std::max(f.grid / cluster, 1) * cluster));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = f.smem_optin;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));
+    f.grid = std::min(clusters * cluster, kMaxGrid / cluster * cluster);
+  }
   f.reg_points = size_t(kThreads) * kRegPts;
-  if (!f.cooperative) f.why_not = "this GPU cannot launch cooperative kernels";
-  else if (f.grid < 1) f.why_not = "the kernel cannot be resident on this GPU";
+  if (!f.why_not && !f.cooperative) f.why_not = "this GPU cannot launch cooperative kernels";
+  else if (!f.why_not && f.grid < 1) f.why_not = "the kernel cannot be resident on this GPU";
   return f;
 }
 
 inline bool fits(const Fit& f, size_t nt, size_t ntest, int G, const char** why) {
   if (G < 1 || G > f.grid) {
     if (why) *why = "grid larger than the co-resident blocks";
+    return false;
+  }
+  if (G % f.cluster != 0) {
+    if (why) *why = "grid not a multiple of the cluster size";
     return false;
   }
   if (smem_bytes(nt, ntest, G) > f.smem_optin) {
@@ -305,12 +406,33 @@ inline bool fits(const Fit& f, size_t nt, size_t ntest, int G, const char** why)
   return !f.why_not;
 }
 
+// One launch of all a.epochs epochs on G blocks (a cooperative launch; with clusters of
+// f.cluster blocks when that is > 1); a.split selects the stamping kernel.
+inline void launch_epochs(const Fit& f, const PersistArgs& a, int G, cudaStream_t s) {
+  const EpochsKernel k = epochs_kernel(f.cluster, a.split != nullptr);
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute at[2];
+  at[0].id = cudaLaunchAttributeCooperative;
+  at[0].val.cooperative = 1;
+  at[1].id = cudaLaunchAttributeClusterDimension;
+  at[1].val.clusterDim.x = unsigned(f.cluster);
+  at[1].val.clusterDim.y = at[1].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(unsigned(G));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem_bytes(a.nt, a.ntest, G);
+  cfg.stream = s;
+  cfg.attrs = at;
+  cfg.numAttrs = f.cluster > 1 ? 2 : 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, a));
+}
+
 // Blocks for nt train points: ~10 points per thread (fewer blocks: a cheaper exchange at small n),
 // all co-resident blocks once the data needs them.
 inline int auto_grid(const Fit& f, size_t nt, size_t ntest) {
   const size_t per = size_t(kThreads) * (kRegPts / 4);
-  int G = static_cast<int>(std::min<size_t>(size_t(std::max(f.grid, 1)), std::max<size_t>(1, (nt + per - 1) / per)));
-  if (!fits(f, nt, ntest, G, nullptr)) G = std::max(f.grid, 1);
+  const size_t want = (std::max<size_t>(1, (nt + per - 1) / per) + f.cluster - 1) / f.cluster * f.cluster;
+  int G = static_cast<int>(std::min<size_t>(size_t(std::max(f.grid, f.cluster)), want));
+  if (!fits(f, nt, ntest, G, nullptr)) G = std::max(f.grid, f.cluster);
   return G;
 }
 
@@ -326,6 +448,66 @@ inline size_t largest_fit_n(const Fit& f, size_t (*train_count)(size_t)) {
     (ok(mid) ? lo : hi) = mid;
   }
   return lo;
+}
+
+// --epoch-split: where an epoch's time goes, from the stamps of thread 0 of every block (epochs
+// 1 .. E-2: the first waits for the data load, the last has no next start). Per block and epoch, in
+// µs (clock64 cycles at that block's measured rate): sums = the arithmetic, the fp32 warp trees and
+// the first __syncthreads; publish = the float64 block tree, the cluster hand-off, the word out;
+// wait = until every word is in, their tree, the second __syncthreads; step = the step to the
+// next epoch's start. Medians over blocks and epochs; slowest_sums: median over epochs of the
+// slowest block's sums; publish_skew: median over epochs of last minus first word out (globaltimer);
+// seen_after_last: median over blocks and epochs of "all words seen" minus the last word out.
+struct SplitSummary {
+  double sums_us = 0, publish_us = 0, wait_us = 0, step_us = 0, slowest_sums_us = 0, publish_skew_us = 0,
+         seen_after_last_us = 0, clock_ghz = 0;
+  int epochs_used = 0;
+};
+inline double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+inline SplitSummary split_summary(const std::vector<unsigned long long>& w, int E, int G) {
+  SplitSummary r;
+  if (E < 4 || G < 1 || w.size() < size_t(E) * G * kSplitWords) return r;
+  auto at = [&](int e, int b, int i) { return double(w[(size_t(e) * G + b) * kSplitWords + i]); };
+  std::vector<double> ghz(G);
+  for (int b = 0; b < G; ++b) {
+    const double ns = at(E - 1, b, 5) - at(0, b, 5);
+    ghz[b] = ns > 0 ? (at(E - 1, b, 4) - at(0, b, 4)) / ns : 1.0;
+  }
+  std::vector<double> sums, pub, wait, step, slowest, skew, seen;
+  for (int e = 1; e + 1 < E; ++e) {
+    double last = 0, first = 1e300, slow = 0;
+    for (int b = 0; b < G; ++b) {
+      last = std::max(last, at(e, b, 3));
+      first = std::min(first, at(e, b, 3));
+    }
+    for (int b = 0; b < G; ++b) {
+      const double us = 1e-3 / ghz[b];
+      const double s = (at(e, b, 1) - at(e, b, 0)) * us;
+      sums.push_back(s);
+      slow = std::max(slow, s);
+      pub.push_back((at(e, b, 2) - at(e, b, 1)) * us);
+      wait.push_back((at(e, b, 4) - at(e, b, 2)) * us);
+      step.push_back((at(e + 1, b, 0) - at(e, b, 4)) * us);
+      seen.push_back((at(e, b, 5) - last) * 1e-3);
+    }
+    slowest.push_back(slow);
+    skew.push_back((last - first) * 1e-3);
+  }
+  r.sums_us = median_of(sums);
+  r.publish_us = median_of(pub);
+  r.wait_us = median_of(wait);
+  r.step_us = median_of(step);
+  r.slowest_sums_us = median_of(slowest);
+  r.publish_skew_us = median_of(skew);
+  r.seen_after_last_us = median_of(seen);
+  r.clock_ghz = median_of(ghz);
+  r.epochs_used = E - 2;
+  return r;
 }
 
 }  // namespace p3

@@ -24,14 +24,24 @@
 namespace nbtest {
 namespace {
 
+p3::Fit device_fit(int cluster = 1) {
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return p3::query_fit(dev, sms, cluster);
+}
+int max_grid() { return device_fit().grid; }
+
 struct Run {
   std::vector<double> loss, test;
   std::vector<float> hist;
   float w = NAN, b = NAN;
+  std::vector<unsigned long long> stamps;  // split: the kernel's per-epoch stamps
 };
 
 Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t nt, int G, int epochs, int eval_every,
-               double lr, float w0, float b0, int exchange = p3::kPoll, int poll_ns = 0) {
+               double lr, float w0, float b0, int exchange = p3::kPoll, int poll_ns = 0, int cluster = 1,
+               bool split = false) {
   const size_t n = x.size(), ntest = n - nt;
   Dev<float> dx(x), dy(y);
   const size_t nevals = eval_every > 0 ? size_t((epochs + eval_every - 1) / eval_every) : 0;
@@ -46,10 +56,9 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
   hist.poison();
   p3::PersistArgs a{dx.p, dy.p, nt, ntest, epochs, eval_every, lr, 1.0 / double(nt),
                     ntest ? 1.0 / double(ntest) : 0.0, w0, b0, exchange, poll_ns, slots.p, loss.p, test.p, params.p, hist.p};
-  void* args[] = {&a};
-  const size_t smem = p3::smem_bytes(nt, ntest, G);
-  CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(p3::persistent_epochs_kernel), dim3(G),
-                                         dim3(p3::kThreads), args, smem, nullptr));
+  Dev<unsigned long long> stamps(split ? size_t(epochs) * G * p3::kSplitWords : 1);
+  if (split) a.split = stamps.p;
+  p3::launch_epochs(device_fit(cluster), a, G, nullptr);
   CUDA_CHECK(cudaGetLastError());
   CUDA_CHECK(cudaDeviceSynchronize());
   Run r;
@@ -57,6 +66,7 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
   r.test = test.get();
   r.test.resize(ntest ? nevals : 0);
   r.hist = hist.get();
+  if (split) r.stamps = stamps.get();
   const std::vector<float> p = params.get();
   r.w = p[0];
   r.b = p[1];
@@ -65,7 +75,8 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
 
 double rel(double a, double r) { return std::fabs(a - r) / std::max(std::fabs(r), 1e-30); }
 
-void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, double lr, int exchange, int poll_ns) {
+void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, double lr, int exchange, int poll_ns,
+                int cluster = 1) {
   auto& g = test_rng();
   std::uniform_real_distribution<float> ux(-2.f, 3.f);
   std::normal_distribution<float> noise(0.f, 0.5f);
@@ -84,7 +95,8 @@ void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, doub
   CAPTURE(lr);
   CAPTURE(exchange);
   CAPTURE(poll_ns);
-  const Run r = run_kernel(x, y, nt, G, epochs, eval_every, lr, w0, b0, exchange, poll_ns);
+  CAPTURE(cluster);
+  const Run r = run_kernel(x, y, nt, G, epochs, eval_every, lr, w0, b0, exchange, poll_ns, cluster);
   const nb::LinregSums tr = nb::linreg_sums(x.data(), y.data(), nt);
   const nb::LinregTrace ref = nb::linreg_reference(tr, w0, b0, lr, epochs);
   constexpr double tol = 2e-5;
@@ -108,13 +120,6 @@ void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, doub
   }
 }
 
-p3::Fit device_fit() {
-  int dev = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return p3::query_fit(dev, sms);
-}
-int max_grid() { return device_fit().grid; }
 
 }  // namespace
 
@@ -178,6 +183,91 @@ TEST_CASE("phase 3 persistent kernel: two runs are bit-identical, and so are the
   CHECK(std::memcmp(a.test.data(), b.test.data(), a.test.size() * sizeof(double)) == 0);
   CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
   CHECK(std::memcmp(&a.b, &b.b, sizeof(float)) == 0);
+}
+
+}  // namespace nbtest
+
+namespace nbtest {
+
+TEST_CASE("phase 3 persistent kernel in clusters: awkward sizes against the reference, bit-identical runs") {
+  if (!has_device()) return;
+  for (int C : {2, 4, 8}) {
+    CAPTURE(C);
+    const p3::Fit f = device_fit(C);
+    if (f.why_not || f.grid < C) {
+      MESSAGE("clusters of this size cannot run here: skipped");
+      continue;
+    }
+    const int Gmax = f.grid;
+    struct Case {
+      size_t nt, ntest;
+      int G, epochs, eval_every;
+      double lr;
+    };
+    const Case cases[] = {
+        {7, 3, C, 20, 10, 0.025},                          // fewer points than blocks: empty blocks
+        {100003, 25001, C, 30, 7, 0.01},                   // one cluster
+        {999983 - 999983 / 5, 999983 / 5, (Gmax / C / 2 + 1) * C, 20, 10, 0.025},  // odd cluster count where it can be
+        {4000001, 1000000, Gmax, 16, 4, 0.01},             // every co-resident cluster
+    };
+    for (const Case& c : cases) {
+      if (c.G > Gmax || !p3::fits(f, c.nt, c.ntest, c.G, nullptr)) continue;
+      for (int ex : {int(p3::kPoll), int(p3::kCounter)}) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, ex, 0, C);
+    }
+    // two runs, and the stamping (--epoch-split) kernel, give the same bits
+    const int G = std::min(Gmax, 4 * C);
+    const size_t nt = 300007, ntest = 75001;
+    auto& g = test_rng();
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<float> x(nt + ntest), y(nt + ntest);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = u(g);
+      y[i] = 0.7f * x[i] + 0.1f * u(g);
+    }
+    const Run a = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kPoll, 0, C);
+    const Run b = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kPoll, 0, C, true);
+    CHECK(std::memcmp(a.loss.data(), b.loss.data(), a.loss.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(a.test.data(), b.test.data(), a.test.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
+    CHECK(std::memcmp(&a.b, &b.b, sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("phase 3 --epoch-split: the stamping kernel gives the same bits and stamps that add up") {
+  if (!has_device()) return;
+  const int G = std::min(max_grid(), 11);
+  const size_t nt = 200003, ntest = 50001;
+  const int E = 30;
+  auto& g = test_rng();
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> x(nt + ntest), y(nt + ntest);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = u(g);
+    y[i] = -1.3f * x[i] + 0.4f + 0.1f * u(g);
+  }
+  const Run a = run_kernel(x, y, nt, G, E, 10, 0.02, 0.f, 0.f);
+  const Run b = run_kernel(x, y, nt, G, E, 10, 0.02, 0.f, 0.f, p3::kPoll, 0, 1, true);
+  CHECK(std::memcmp(a.loss.data(), b.loss.data(), a.loss.size() * sizeof(double)) == 0);
+  CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
+  REQUIRE(b.stamps.size() == size_t(E) * G * p3::kSplitWords);
+  // every block's clock stamps rise within an epoch and from one epoch to the next; globaltimer too
+  for (int blk = 0; blk < G; ++blk)
+    for (int e = 0; e < E; ++e) {
+      const unsigned long long* s = &b.stamps[(size_t(e) * G + blk) * p3::kSplitWords];
+      CAPTURE(blk);
+      CAPTURE(e);
+      CHECK(s[0] <= s[1]);
+      CHECK(s[1] <= s[2]);
+      CHECK(s[2] <= s[4]);
+      CHECK(s[3] <= s[5]);
+      if (e + 1 < E) CHECK(s[4] <= b.stamps[(size_t(e + 1) * G + blk) * p3::kSplitWords]);
+    }
+  const p3::SplitSummary q = p3::split_summary(b.stamps, E, G);
+  CHECK(q.epochs_used == E - 2);
+  CHECK(q.clock_ghz > 0.2);
+  CHECK(q.clock_ghz < 5.0);
+  CHECK(q.sums_us > 0);
+  CHECK(q.wait_us > 0);
 }
 
 }  // namespace nbtest
