@@ -417,6 +417,7 @@ struct Options {
   bool print_fit = false;
   std::string exchange = "poll";
   int cluster = 1;
+  int replicas = 1;
   bool epoch_split = false;
   int poll_ns = 400;  // the fastest of 0, 20, 50, 100, 200, 400 in a probe on an H100; bench_linreg.sh re-picks it
   nb::CommonOptions common;
@@ -571,11 +572,13 @@ int run(int argc, char** argv) {
   cli.add_string("--exchange", &o.exchange, "persistent path, how blocks meet each epoch: poll (every block polls the tagged partial sums in L2), grid-sync (cooperative_groups grid.sync, then one read) or counter (one atomic arrive per block, one thread spins, then one read)", {"poll", "grid-sync", "counter"});
   cli.add_int("--poll-ns", &o.poll_ns, "persistent path, --exchange poll: nanoseconds to sleep between polls of partial sums not yet there (0: none)", 0, 100000);
   cli.add_int("--cluster", &o.cluster, "persistent path: blocks per thread-block cluster (1, 2, 4, 8); a cluster adds its blocks' sums in distributed shared memory and publishes one word", 1, 8);
+  cli.add_int("--replicas", &o.replicas, "persistent path, --exchange poll: copies of every published word; block b polls copy b % R (fewer pollers per L2 line)", 1, p3::kMaxReplicas);
   cli.add_flag("--epoch-split", &o.epoch_split, "persistent path: after the timed runs, one run of the kernel with per-epoch timestamps; prints and records where an epoch's time goes (sums, publish, wait, step)");
   cli.add_flag("--print-fit", &o.print_fit, "print the largest --n whose data fits on chip (persistent path) and exit");
   cli.add_common(&o.common);
   if (!cli.parse(argc, argv)) return 0;
   const nb::CommonOptions& opt = o.common;
+  if (!p3::valid_cluster(o.cluster)) throw nb::Error(nb::kExitUsage, "--cluster: must be 1, 2, 4 or 8");
   nb::check_output_dir(opt.out);  // a bad --out fails now (exit 6), not after training
 
   const nb::DeviceInfo dev = nb::require_device();
@@ -586,7 +589,6 @@ int run(int argc, char** argv) {
   const bool pdl = o.pdl != "off" && dev.cc_major >= 9;
 
   // ---- which path: the persistent kernel when the data fits on chip (computed from the device)
-  if (!p3::valid_cluster(o.cluster)) throw nb::Error(nb::kExitUsage, "--cluster: must be 1, 2, 4 or 8");
   const p3::Fit fit = p3::query_fit(dev.index, dev.sm_count, o.cluster);
   const size_t fit_n = p3::largest_fit_n(fit, nb::linreg_train_count);
   if (o.print_fit) {
@@ -713,7 +715,7 @@ int run(int argc, char** argv) {
   const size_t psmem = persistent ? p3::smem_bytes(nt, ntest, pgrid) : 0;
   p3::PersistArgs pa{d_x, d_y, nt, ntest, E, o.eval_every, o.lr, 1.0 / double(nt),
                      ntest ? 1.0 / double(ntest) : 0.0, nb::linreg_init_w(), nb::linreg_init_b(), o.exchange == "grid-sync" ? p3::kGridSync : o.exchange == "counter" ? p3::kCounter : p3::kPoll, o.poll_ns, slots.p, loss.p,
-                     test_out.p, params.p, hist.p};
+                     test_out.p, params.p, hist.p, o.replicas};
   auto launch_persistent = [&](int epochs) {
     p3::PersistArgs a = pa;
     a.epochs = epochs;
@@ -954,6 +956,7 @@ int run(int argc, char** argv) {
                      {"exchange", o.exchange},
                      {"poll_ns", o.poll_ns},
                      {"cluster", o.cluster},
+                     {"replicas", o.replicas},
                      {"derivation", "blocks = co-resident blocks (occupancy at the opt-in shared memory) x SMs; a block "
                                     "holds threads x register_points_per_thread train points in registers and the rest "
                                     "(train + test) in shared memory, 16 B per 2 points"}}},

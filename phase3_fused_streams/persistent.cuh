@@ -51,7 +51,15 @@ constexpr unsigned long long kTagMask = 0xFFFull;
 // __threadfence + one atomicAdd per block on a counter that grows by G each epoch, one thread
 // spins on it (acquire load), then the words are read once.
 enum Exchange : int { kPoll = 0, kGridSync = 1, kCounter = 2 };
-inline size_t slot_words(int G) { return 2 * size_t(kValues) * size_t(G) + 1; }
+// --replicas R: every word is written R times, into R copies of the slots, and block b polls copy
+// b % R: the hot lines (every block reads every word, over and over, while the last ones land)
+// spread over R times as many L2 lines, so R times fewer pollers queue at each.
+constexpr int kMaxReplicas = 8;
+__host__ __device__ inline size_t slot_words(int G) { return 2 * size_t(kValues) * size_t(G) * kMaxReplicas + 1; }
+// Value k of epoch parity `parity`, copy `rep`: Gw words (one per block, or per cluster).
+__host__ __device__ inline size_t slot_offset(int rep, int parity, int k, int Gw) {
+  return ((size_t(rep) * 2 + size_t(parity)) * kValues + size_t(k)) * size_t(Gw);
+}
 
 struct PersistArgs {
   const float* x;       // train [0, nt), test [nt, nt + ntest) (the phase's storage order)
@@ -62,12 +70,13 @@ struct PersistArgs {
   float w0, b0;
   int exchange;               // kPoll, kGridSync or kCounter (see below)
   int poll_ns;                // kPoll: __nanosleep between polls of words not yet there (0: none)
-  unsigned long long* slots;  // 2 × kValues × gridDim.x tagged words, 0xFF-poisoned before the launch,
-                              // then one counter word (kCounter), zeroed before the launch
+  unsigned long long* slots;  // slot_words(gridDim.x): kMaxReplicas × 2 × kValues × gridDim.x tagged words,
+                              // 0xFF-poisoned before the launch, then one counter word (kCounter), zeroed
   double* loss;               // [epochs]: train loss at the start of each epoch
   double* test_out;           // [ceil(epochs / eval_every)]: test loss of evaluation epochs e = 0, E, 2E, ...
   float* params;              // {w, b} after the last epoch
   float* hist;                // 2 × (epochs + 1): parameters each epoch starts with (and the final ones)
+  int replicas = 1;           // copies of every word (1 .. kMaxReplicas), see slot_words
   unsigned long long* split = nullptr;  // --epoch-split: kSplitWords stamps per block per epoch (see split_summary)
 };
 constexpr int kSplitWords = 6;  // clock64 at epoch start, sums done, words out; then globaltimer, clock64 at words seen, globaltimer
@@ -218,8 +227,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       double s = lane < kWarpsP ? red[k][lane] : 0.0;
       for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if constexpr (kCluster == 1) {
-        unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * Gw;
-        if (lane == 0) st_relaxed(slot + blockIdx.x, tag_word(s, e));
+        if (lane < a.replicas) st_relaxed(a.slots + slot_offset(lane, e & 1, k, Gw) + blockIdx.x, tag_word(s, e));
       } else if (lane == 0) {  // into the first block's handoff[e & 1][k][rank]
         *cooperative_groups::this_cluster().map_shared_rank(&handoff[e & 1][k][rank], 0) = s;
       }
@@ -229,11 +237,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       // is rewritten at epoch e + 2, after every block passed epoch e + 1's barrier, which the
       // first block reaches only after reading epoch e's sums.
       cooperative_groups::this_cluster().sync();
-      if (rank == 0 && warp < nv && lane == 0) {
+      if (rank == 0 && warp < nv && lane < a.replicas) {
         double s = 0.0;
 #pragma unroll
         for (int r = 0; r < kCluster; ++r) s += handoff[e & 1][warp][r];
-        st_relaxed(a.slots + (size_t(e & 1) * kValues + warp) * Gw + blockIdx.x / kCluster, tag_word(s, e));
+        st_relaxed(a.slots + slot_offset(lane, e & 1, warp, Gw) + blockIdx.x / kCluster, tag_word(s, e));
       }
     }
     if constexpr (kSplit)
@@ -246,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     } else if (a.exchange == kCounter) {
       __syncthreads();  // this block's words are stored
       if (t == 0) {
-        unsigned* counter = reinterpret_cast<unsigned*>(a.slots + 2 * size_t(kValues) * G);
+        unsigned* counter = reinterpret_cast<unsigned*>(a.slots + slot_words(G) - 1);
         __threadfence();
         atomicAdd(counter, 1u);
         const unsigned want = unsigned(G) * unsigned(e + 1);
@@ -259,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     }
     if (warp < nv) {
       const int k = warp;
-      const unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * Gw;
+      const unsigned long long* slot = a.slots + slot_offset(int(blockIdx.x) % a.replicas, e & 1, k, Gw);
       unsigned long long got[kMaxPerLane];
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i) {

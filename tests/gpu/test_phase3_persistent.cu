@@ -41,7 +41,7 @@ struct Run {
 
 Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t nt, int G, int epochs, int eval_every,
                double lr, float w0, float b0, int exchange = p3::kPoll, int poll_ns = 0, int cluster = 1,
-               bool split = false) {
+               bool split = false, int replicas = 1) {
   const size_t n = x.size(), ntest = n - nt;
   Dev<float> dx(x), dy(y);
   const size_t nevals = eval_every > 0 ? size_t((epochs + eval_every - 1) / eval_every) : 0;
@@ -56,6 +56,7 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
   hist.poison();
   p3::PersistArgs a{dx.p, dy.p, nt, ntest, epochs, eval_every, lr, 1.0 / double(nt),
                     ntest ? 1.0 / double(ntest) : 0.0, w0, b0, exchange, poll_ns, slots.p, loss.p, test.p, params.p, hist.p};
+  a.replicas = replicas;
   Dev<unsigned long long> stamps(split ? size_t(epochs) * G * p3::kSplitWords : 1);
   if (split) a.split = stamps.p;
   p3::launch_epochs(device_fit(cluster), a, G, nullptr);
@@ -76,7 +77,7 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
 double rel(double a, double r) { return std::fabs(a - r) / std::max(std::fabs(r), 1e-30); }
 
 void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, double lr, int exchange, int poll_ns,
-                int cluster = 1) {
+                int cluster = 1, int replicas = 1) {
   auto& g = test_rng();
   std::uniform_real_distribution<float> ux(-2.f, 3.f);
   std::normal_distribution<float> noise(0.f, 0.5f);
@@ -96,7 +97,8 @@ void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, doub
   CAPTURE(exchange);
   CAPTURE(poll_ns);
   CAPTURE(cluster);
-  const Run r = run_kernel(x, y, nt, G, epochs, eval_every, lr, w0, b0, exchange, poll_ns, cluster);
+  CAPTURE(replicas);
+  const Run r = run_kernel(x, y, nt, G, epochs, eval_every, lr, w0, b0, exchange, poll_ns, cluster, false, replicas);
   const nb::LinregSums tr = nb::linreg_sums(x.data(), y.data(), nt);
   const nb::LinregTrace ref = nb::linreg_reference(tr, w0, b0, lr, epochs);
   constexpr double tol = 2e-5;
@@ -151,8 +153,10 @@ TEST_CASE("phase 3 persistent kernel: awkward sizes and grid shapes against the 
       continue;
     }
     // every exchange: polling (without and with a sleep between polls), grid.sync, the counter
-    const int variants[][2] = {{p3::kPoll, 0}, {p3::kPoll, 200}, {p3::kGridSync, 0}, {p3::kCounter, 0}};
-    for (const auto& v : variants) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, v[0], v[1]);
+    // (and polling copies of the words: 3 and 8 replicas)
+    const int variants[][3] = {{p3::kPoll, 0, 1}, {p3::kPoll, 200, 1}, {p3::kGridSync, 0, 1}, {p3::kCounter, 0, 1},
+                               {p3::kPoll, 0, 3}, {p3::kPoll, 100, 8}};
+    for (const auto& v : variants) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, v[0], v[1], 1, v[2]);
   }
 }
 
@@ -213,6 +217,7 @@ TEST_CASE("phase 3 persistent kernel in clusters: awkward sizes against the refe
     for (const Case& c : cases) {
       if (c.G > Gmax || !p3::fits(f, c.nt, c.ntest, c.G, nullptr)) continue;
       for (int ex : {int(p3::kPoll), int(p3::kCounter)}) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, ex, 0, C);
+      check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, p3::kPoll, 0, C, 4);
     }
     // two runs, and the stamping (--epoch-split) kernel, give the same bits
     const int G = std::min(Gmax, 4 * C);
@@ -225,7 +230,7 @@ TEST_CASE("phase 3 persistent kernel in clusters: awkward sizes against the refe
       y[i] = 0.7f * x[i] + 0.1f * u(g);
     }
     const Run a = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kPoll, 0, C);
-    const Run b = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kPoll, 0, C, true);
+    const Run b = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kPoll, 0, C, true, 5);
     CHECK(std::memcmp(a.loss.data(), b.loss.data(), a.loss.size() * sizeof(double)) == 0);
     CHECK(std::memcmp(a.test.data(), b.test.data(), a.test.size() * sizeof(double)) == 0);
     CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
