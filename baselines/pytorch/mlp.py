@@ -207,9 +207,9 @@ def per_step_json(losses):
 
 
 # ----------------------------------------------------------------------------- float64 reference
-def ref_step(params, x, y, lr, optimizer, adam_state):
-    """One step of the float64 reference (common/reference.h in numpy), dropout off. params:
-    [[W, b]] float64 arrays, updated in place; returns the batch loss before the update."""
+def ref_forward_backward(params, x, y):
+    """The float64 reference's forward and backward pass (common/reference.h in numpy), dropout
+    off. params: [[W, b]] float64 arrays. Returns (batch loss, [(dW, db)] per layer)."""
     import numpy as np  # noqa: PLC0415
 
     acts = [x]
@@ -230,6 +230,14 @@ def ref_step(params, x, y, lr, optimizer, adam_state):
         grads[l] = (g.T @ acts[l], g.sum(axis=0))
         if l > 0:
             g = (g @ W) * (acts[l] > 0)
+    return loss, grads
+
+
+def ref_update(params, grads, lr, optimizer, adam_state):
+    """The optimizer in float64, in place: SGD, or Adam (betas 0.9, 0.999, eps 1e-8) whose moments
+    live in adam_state {"t", "m", "v"}."""
+    import numpy as np  # noqa: PLC0415
+
     if optimizer == "adam":
         adam_state["t"] += 1
         t = adam_state["t"]
@@ -246,7 +254,107 @@ def ref_step(params, x, y, lr, optimizer, adam_state):
         for l, (gW, gb) in enumerate(grads):
             params[l][0] -= lr * gW
             params[l][1] -= lr * gb
+
+
+def ref_step(params, x, y, lr, optimizer, adam_state):
+    """One step of the float64 reference, dropout off: params updated in place; returns the batch
+    loss before the update."""
+    loss, grads = ref_forward_backward(params, x, y)
+    ref_update(params, grads, lr, optimizer, adam_state)
     return loss
+
+
+def mlp_tolerances(layers, batch, half_operands):
+    """The shape-aware tolerances of common/mlp/validate.h (mlp_tolerances), the same formula: a sum
+    of n products rounded to unit roundoff u errs by about u*sqrt(n) relative; a step reduces over
+    every layer's fan-in (forward), every fan-out above the first layer (backward data) and the
+    batch (weight gradients), so loss and gradients get 2*u*(sum sqrt(K_l) + sum sqrt(N_l) +
+    sqrt(B)), u = 2^-24 for fp32 operands, 2^-11 for fp16 ones (autocast). The update's tolerance,
+    u*(8 + ||p||/||dp||) with the fp32 optimizer's u, is per step (validate_steps)."""
+    u = 2.0**-11 if half_operands else 2.0**-24
+    s = math.sqrt(batch)
+    for l in range(len(layers) - 1):
+        s += math.sqrt(layers[l])
+        if l > 0:
+            s += math.sqrt(layers[l + 1])
+    return {"u": u, "reductions": s, "loss": 2 * u * s, "gradients": 2 * u * s, "update_u": 2.0**-24}
+
+
+def flatten_params(params):
+    """[[W, b]] -> one float64 vector in the reference's order (W0, b0, W1, b1, ...)."""
+    import numpy as np  # noqa: PLC0415
+
+    return np.concatenate([np.concatenate([np.asarray(W, np.float64).ravel(), np.asarray(b, np.float64).ravel()])
+                           for W, b in params])
+
+
+def unflatten_params(layers, flat):
+    import numpy as np  # noqa: PLC0415
+
+    out, at = [], 0
+    for l in range(len(layers) - 1):
+        nw, nb_ = layers[l + 1] * layers[l], layers[l + 1]
+        out.append([np.array(flat[at:at + nw], np.float64).reshape(layers[l + 1], layers[l]),
+                    np.array(flat[at + nw:at + nw + nb_], np.float64)])
+        at += nw + nb_
+    if at != len(flat):
+        raise ValueError("unflatten_params: parameter count does not match the layers")
+    return out
+
+
+def validate_steps(step, layers, batch, half_operands, optimizer, lr, initial, k_steps):
+    """common/mlp/validate.h's validate_steps for the twins. step(k) runs the twin's step k and
+    returns {"loss": the batch loss it computed, "x": the float64 inputs [B, in], "y": the labels,
+    "grads": its gradients, "params": its parameters after the step} (flat, reference order).
+    Each step is judged on its own, the reference re-anchored at the twin's parameters before it:
+    loss and gradients against the float64 forward/backward there, the parameter change against the
+    float64 optimizer applied to the twin's own gradients (Adam's moments from them). Returns
+    (errors, tolerances, passed) with keys loss, gradients, parameter_update."""
+    import numpy as np  # noqa: PLC0415
+
+    tol = mlp_tolerances(layers, batch, half_operands)
+    before = np.asarray(initial, np.float64)
+    shapes = unflatten_params(layers, before)
+    adam = {"t": 0, "m": [[np.zeros_like(W), np.zeros_like(b)] for W, b in shapes],
+            "v": [[np.zeros_like(W), np.zeros_like(b)] for W, b in shapes]}
+    e_loss = e_grad = 0.0
+    e_update, tol_update, worst = 0.0, 0.0, -1.0
+
+    def worse(a, b):
+        return math.nan if (a != a or b != b) else max(a, b)
+
+    for k in range(k_steps):
+        seen = step(k)
+        at = unflatten_params(layers, before)
+        ref_loss, ref_grads = ref_forward_backward(at, np.asarray(seen["x"], np.float64), np.asarray(seen["y"]))
+        g_dev = unflatten_params(layers, np.asarray(seen["grads"], np.float64))
+        expect = [[W.copy(), b.copy()] for W, b in at]
+        ref_update(expect, [(W, b) for W, b in g_dev], lr, optimizer, adam)
+        pe = flatten_params(expect)
+        after = np.asarray(seen["params"], np.float64)
+        d_exp, d_dev = pe - before, after - before
+        dn = float(np.linalg.norm(d_exp))
+        tu = tol["update_u"] * (8.0 + (float(np.linalg.norm(before)) / dn if dn > 0 else 0.0))
+        loss = float(seen["loss"])
+        el = abs(loss - ref_loss) / abs(ref_loss) if ref_loss else (0.0 if loss == 0 else math.inf)
+        if not (math.isfinite(loss) and math.isfinite(ref_loss)):
+            el = math.nan
+        eg = rel_error(seen["grads"], flatten_params(ref_grads))
+        eu = rel_error(d_dev, d_exp)
+        print(f"  step {k}: loss {loss:.7f} (ref {ref_loss:.7f})  rel.err loss {el:.2e} grad {eg:.2e} "
+              f"update {eu:.2e} (tol {tu:.1e})")
+        e_loss, e_grad = worse(e_loss, el), worse(e_grad, eg)
+        ratio = eu / tu if eu == eu else math.nan
+        if worst == worst and (ratio != ratio or ratio > worst):
+            worst, e_update, tol_update = ratio, eu, tu
+        before = after
+    errors = {"loss": e_loss, "gradients": e_grad, "parameter_update": e_update}
+    tols = {"loss": tol["loss"], "gradients": tol["gradients"], "parameter_update": tol_update}
+    passed = all(errors[k] == errors[k] and math.isfinite(errors[k]) and errors[k] <= tols[k] for k in tols)
+    for k in tols:
+        print(f"  validate {k:<22} rel.err {errors[k]:.3e}  (tol {tols[k]:.1e})  "
+              f"{'ok' if math.isfinite(errors[k]) and errors[k] <= tols[k] else 'FAIL'}")
+    return errors, tols, passed
 
 
 def rel_error(a, b):
@@ -503,8 +611,8 @@ class Trainer:
 
 # ----------------------------------------------------------------------------- validation
 def validate(torch, args, data, init, order, k_steps=3):
-    """K steps of the twin's own model (eager, dropout off) against the float64 numpy reference on
-    the same batches; compares each step's loss and the parameter change. fp32 1e-5; fp16 5e-2."""
+    """K steps of the twin's own model (eager, dropout off) judged by validate_steps against the
+    float64 reference on the same batches, with the shape-aware tolerances of mlp_tolerances."""
     import numpy as np  # noqa: PLC0415
 
     tr_x, tr_y = data[0], data[1]
@@ -512,18 +620,18 @@ def validate(torch, args, data, init, order, k_steps=3):
     model, linears = build_model(torch, args.layers, 0.0, init, dev)
     opt = (torch.optim.Adam(model.parameters(), lr=args.lr, foreach=True) if args.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=args.lr, foreach=True))
-    ref = [[W.astype(np.float64), b.astype(np.float64)] for W, b in
-           ((lin.weight.detach().cpu().numpy(), lin.bias.detach().cpu().numpy()) for lin in linears)]
-    p0 = np.concatenate([np.concatenate([W.ravel(), b]) for W, b in ref])
-    state = {"t": 0, "m": [[np.zeros_like(W), np.zeros_like(b)] for W, b in ref],
-             "v": [[np.zeros_like(W), np.zeros_like(b)] for W, b in ref]}
     fp16 = args.precision == "fp16"
-    tol_loss, tol_delta = (1e-2, 5e-2) if fp16 else (1e-5, 1e-5)
-    e_loss = e_delta = 0.0
     B = args.batch
-    for s in range(k_steps):
+
+    def flat(get):
+        return flatten_params([(get(lin.weight), get(lin.bias)) for lin in linears])
+
+    def host(t):
+        return t.detach().double().cpu().numpy()
+
+    def step(s):
         idx = order[s * B : (s + 1) * B]
-        xs = (tr_x[idx].astype(np.float32) / np.float32(255.0))
+        xs = tr_x[idx].astype(np.float32) / np.float32(255.0)
         ys = tr_y[idx].astype(np.int64)
         xb = torch.from_numpy(xs).to(dev)
         yb = torch.from_numpy(ys).to(dev)
@@ -534,20 +642,14 @@ def validate(torch, args, data, init, order, k_steps=3):
         else:
             loss = torch.nn.functional.cross_entropy(model(xb), yb)
         loss.backward()
+        grads = flat(lambda p: host(p.grad))
         opt.step()
-        ref_loss = ref_step(ref, xs.astype(np.float64), ys, args.lr, args.optimizer, state)
-        ours = np.concatenate([np.concatenate([lin.weight.detach().cpu().numpy().ravel(), lin.bias.detach().cpu().numpy()])
-                               for lin in linears]).astype(np.float64)
-        refp = np.concatenate([np.concatenate([W.ravel(), b]) for W, b in ref])
-        el = abs(float(loss) - ref_loss) / abs(ref_loss) if ref_loss else math.inf
-        ed = rel_error(ours - p0, refp - p0)
-        print(f"  step {s}: loss {float(loss):.7f} (ref {ref_loss:.7f})  rel.err loss {el:.2e} param-change {ed:.2e}")
-        e_loss = max(e_loss, el) if el == el else math.nan
-        e_delta = max(e_delta, ed) if ed == ed else math.nan
-    errors = {"loss": e_loss, "parameter_change": e_delta}
-    tols = {"loss": tol_loss, "parameter_change": tol_delta}
-    ok = all(math.isfinite(errors[k]) and errors[k] <= tols[k] for k in tols)
-    return {"performed": True, "passed": ok, "reference": "float64 numpy, dropout off, same batches",
+        return {"loss": float(loss), "x": xs.astype(np.float64), "y": ys, "grads": grads, "params": flat(host)}
+
+    initial = flat(host)
+    errors, tols, ok = validate_steps(step, args.layers, B, fp16, args.optimizer, args.lr, initial, k_steps)
+    return {"performed": True, "passed": ok,
+            "reference": "float64 numpy, dropout off, same batches; each step re-anchored at the twin's parameters",
             "errors": {k: nbc.finite_or_null(v) for k, v in errors.items()}, "tolerances": tols}, ok
 
 
@@ -614,7 +716,7 @@ def parser():
     p.add_argument("--graph-steps", type=integer(0), default=0,
                    help=f"compiled-graph: steps per CUDA graph (0 = the whole epoch, at most {MAX_GRAPH_STEPS})")
     p.add_argument("--seed", type=int, default=42, help="torch seed (dropout masks; fallback init/order)")
-    p.add_argument("--validate", action="store_true", help="3 steps against the float64 reference (dropout off)")
+    p.add_argument("--validate", action="store_true", help="3 steps against the float64 reference (dropout off), each judged at the twin's parameters with tolerances derived from the shape and precision (validate_steps)")
     p.add_argument("--out", default="", help="record directory (default profiles/<gpu-slug>)")
     p.add_argument("--tag", type=tag_arg, default="default")
     p.add_argument("--warmup", type=integer(0), default=1, help="N x 50 untimed steps, state restored after")

@@ -247,6 +247,91 @@ def test_reference_adam_first_step_moves_by_lr():
     assert np.allclose(step, 1e-3, rtol=1e-3)  # |g| >> eps: Adam's first step is lr * sign(g)
 
 
+def simulated_twin(layers, batch, optimizer, lr, fault, seed=7, dtype=np.float32):
+    """A twin step in float32 numpy (what the GPU twin does, rounding included), with one fault on
+    purpose. Returns (initial flat params, step(k)) for mlp.validate_steps."""
+    rng = np.random.default_rng(seed)
+    P = [[(rng.standard_normal((layers[l + 1], layers[l])) * (1.0 / math.sqrt(layers[l]))).astype(dtype),
+          (rng.standard_normal(layers[l + 1]) * 0.05).astype(dtype)] for l in range(len(layers) - 1)]
+    m = [[np.zeros_like(W), np.zeros_like(b)] for W, b in P]
+    v = [[np.zeros_like(W), np.zeros_like(b)] for W, b in P]
+    initial = mlp.flatten_params(P)
+
+    def step(k):
+        x = rng.random((batch, layers[0])).astype(dtype)
+        y = rng.integers(0, layers[-1], batch)
+        acts = [x]
+        for l, (W, b) in enumerate(P):
+            z = acts[-1] @ W.T + b
+            acts.append(np.maximum(z, 0).astype(dtype) if l + 1 < len(P) else z)
+        z = acts[-1].astype(dtype)
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        p = e / e.sum(axis=1, keepdims=True)
+        loss = float(np.mean(-np.log(p[np.arange(batch), y])))
+        g = p.copy()
+        g[np.arange(batch), y] -= 1
+        g = (g / (batch if fault != "scale" else batch - 1)).astype(dtype)
+        grads = [None] * len(P)
+        for l in range(len(P) - 1, -1, -1):
+            gb = g.sum(axis=0) if fault != "no_bias" or l != 0 else np.zeros(layers[l + 1], dtype)
+            grads[l] = [(g.T @ acts[l]).astype(dtype), gb.astype(dtype)]
+            if l > 0:
+                g = ((g @ P[l][0]) * (acts[l] > 0)).astype(dtype)
+        flat_grads = mlp.flatten_params(grads)
+        rate = lr * (1.01 if fault == "lr_off" else 1.0)
+        b2 = 0.99 if fault == "adam_beta2" else 0.999
+        t = k + 1
+        for l in range(len(P)):
+            for j in range(2):
+                gr = grads[l][j]
+                if optimizer == "adam":
+                    m[l][j] = (0.9 * m[l][j] + 0.1 * gr).astype(dtype)
+                    v[l][j] = (b2 * v[l][j] + (1 - b2) * gr * gr).astype(dtype)
+                    mh = m[l][j] / dtype(1 - 0.9**t)
+                    vh = v[l][j] / dtype(1 - 0.999**t)
+                    P[l][j] = (P[l][j] - dtype(rate) * mh / (np.sqrt(vh) + dtype(1e-8))).astype(dtype)
+                else:
+                    P[l][j] = (P[l][j] - dtype(rate) * gr).astype(dtype)
+        return {"loss": loss, "x": x.astype(np.float64), "y": y, "grads": flat_grads, "params": mlp.flatten_params(P)}
+
+    return initial, step
+
+
+@pytest.mark.parametrize("layers,batch,optimizer,lr", [([784, 37, 10], 17, "adam", 1e-3),
+                                                       ([784, 200, 200, 10], 100, "sgd", 0.01),
+                                                       ([50, 12, 3], 1, "sgd", 0.05)])
+def test_validate_steps_passes_a_correct_twin_at_awkward_shapes(layers, batch, optimizer, lr):
+    initial, step = simulated_twin(layers, batch, optimizer, lr, fault=None)
+    errors, tols, ok = mlp.validate_steps(step, layers, batch, False, optimizer, lr, initial, 3)
+    assert ok, (errors, tols)
+    assert set(errors) == {"loss", "gradients", "parameter_update"}
+    # the tolerances are the shape's: 2 u (sum sqrt fan-in + sum sqrt fan-out above layer 0 + sqrt B)
+    t = mlp.mlp_tolerances(layers, batch, False)
+    assert tols["gradients"] == pytest.approx(2 * 2.0**-24 * t["reductions"])
+    assert 1e-7 < tols["gradients"] < 1e-4
+
+
+@pytest.mark.parametrize("fault,optimizer,broken", [("scale", "sgd", "gradients"), ("no_bias", "adam", "gradients"),
+                                                    ("lr_off", "sgd", "parameter_update"),
+                                                    ("adam_beta2", "adam", "parameter_update")])
+def test_validate_steps_catches_a_broken_twin(fault, optimizer, broken):
+    layers, batch, lr = [784, 37, 10], 33, (1e-3 if optimizer == "adam" else 0.01)
+    initial, step = simulated_twin(layers, batch, optimizer, lr, fault=fault)
+    errors, tols, ok = mlp.validate_steps(step, layers, batch, False, optimizer, lr, initial, 3)
+    assert not ok
+    assert errors[broken] > tols[broken], (errors, tols)
+
+
+def test_mlp_tolerances_match_the_cuda_side_formula():
+    t32 = mlp.mlp_tolerances([784, 128, 64, 10], 32, False)
+    want = math.sqrt(32) + math.sqrt(784) + math.sqrt(128) + math.sqrt(64) + math.sqrt(64) + math.sqrt(10)
+    assert t32["reductions"] == pytest.approx(want)
+    assert t32["loss"] == pytest.approx(2 * 2.0**-24 * want)
+    t16 = mlp.mlp_tolerances([784, 128, 64, 10], 32, True)
+    assert t16["loss"] == pytest.approx(2 * 2.0**-11 * want)
+    assert t16["update_u"] == 2.0**-24
+
+
 @needs_torch
 def test_twin_model_matches_the_reference_one_step():
     import torch
