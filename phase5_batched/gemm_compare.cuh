@@ -14,7 +14,7 @@
 #include "cli.h"
 #include "device_info.h"
 #include "errors.h"
-#include "kernels.cuh"
+#include "5a_graph_step.cuh"
 #include "lt.h"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
@@ -37,7 +37,7 @@ __global__ void fill_random_kernel(float* x, size_t n, uint64_t seed) {
     x[i] = static_cast<float>(static_cast<double>(splitmix64(seed ^ splitmix64(i)) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
 }
 
-// The plain fp32 store, with phase 5's split-K fix-up (float4 partials; see kernels.cuh), which is
+// The plain fp32 store, with phase 5's split-K fix-up (float4 partials; see 5a_graph_step.cuh), which is
 // how the trainer's own GEMMs sum their slices.
 struct CompareStoreEpi : StoreEpi {
   static constexpr bool kVecFixup = true;

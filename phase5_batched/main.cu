@@ -10,12 +10,12 @@
 //   default (own GEMM graph step)  common/mlp/kernels.cuh products, fused epilogues, one graph;
 //   --gemm cublas      the same trainer on cuBLASLt, the yardstick (--gemm-compare: the products);
 //   --backward auto|fused|paired   fp16 + SGD: one pass over each layer's weights does its update
-//                      and its backward-data product (fused_backward.cuh);
+//                      and its backward-data product (5b_fused_backward.cuh);
 //   --pdl on|off       programmatic dependent launch: a kernel starts while the one before ends;
 //   --launch persistent  W1-shaped (fp32, two hidden layers): the whole epoch ONE cooperative
-//                      kernel, parameters in smem (persistent.cuh); --breakdown times a step;
+//                      kernel, parameters in smem (5c_persistent.cuh); --breakdown times a step;
 //   --launch cluster   W2 at small widths (fp16, SGD, batch <= 32; h = 128 fits): the epoch one
-//                      16-block cluster, activations exchanged through DSMEM (cluster.cuh).
+//                      16-block cluster, activations exchanged through DSMEM (5d_cluster.cuh).
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the two
@@ -60,8 +60,8 @@
 #include "errors.h"
 #include "idx.h"
 #include "gemm_compare.cuh"
-#include "persistent.h"
-#include "cluster.h"
+#include "5c_persistent.h"
+#include "5d_cluster.h"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
 #include "mlp/validate.h"

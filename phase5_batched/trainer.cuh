@@ -1,7 +1,7 @@
 // phase5_batched/trainer.cuh — phase 5's trainer: the device state of one run (parameters, optimizer
 // state, the data set as bytes, the epoch's order) and the launches of every path: the CUDA graph of
 // fused kernels (own GEMMs or cuBLASLt, PDL, fused or paired backward), the persistent rung
-// (persistent.h) and the cluster rung (cluster.h). main.cu drives it: validation, the timed epochs,
+// (5c_persistent.h) and the cluster rung (5d_cluster.h). main.cu drives it: validation, the timed epochs,
 // the record.
 #pragma once
 #include <cuda_fp16.h>
@@ -20,11 +20,11 @@
 #include "device_info.h"
 #include "errors.h"
 #include "idx.h"
-#include "fused_backward.cuh"
-#include "kernels.cuh"
+#include "5b_fused_backward.cuh"
+#include "5a_graph_step.cuh"
 #include "lt.h"
-#include "persistent.h"
-#include "cluster.h"
+#include "5c_persistent.h"
+#include "5d_cluster.h"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
 #include "mlp/validate.h"
@@ -41,8 +41,8 @@ using namespace nb::mlp;
 
 // Phase 5's launch modes (--launch): one rung each. The one dispatch point is Trainer::run_epoch.
 //   Graph       5a/5b: every step's kernels (fused epilogues, PDL, the fused backward) in a CUDA graph
-//   Persistent  5c: one cooperative kernel runs a whole epoch of steps (persistent.cuh)
-//   Cluster     5d: one thread-block cluster runs a whole epoch, activations in DSMEM (cluster.cuh)
+//   Persistent  5c: one cooperative kernel runs a whole epoch of steps (5c_persistent.cuh)
+//   Cluster     5d: one thread-block cluster runs a whole epoch, activations in DSMEM (5d_cluster.cuh)
 enum class Launch { Graph, Persistent, Cluster };
 inline Launch parse_launch(const std::string& s) {
   return s == "persistent" ? Launch::Persistent : s == "cluster" ? Launch::Cluster : Launch::Graph;
@@ -509,7 +509,7 @@ class Trainer {
       launch_gemm<p5_fwd_softmax_ce, T>(q, st_, pdl_);
       add_cost(costs, "p5_fwd_softmax_ce", q, static_cast<double>(B_) * w[L_] * ob, true);
     }
-    if (fused_bwd_) {  // fp16, batch <= 32: one pass over each layer's weights (fused_backward.cuh)
+    if (fused_bwd_) {  // fp16, batch <= 32: one pass over each layer's weights (5b_fused_backward.cuh)
       for (int l = L_ - 1; l >= 0; --l) {
         const FusedBwdParams p = fused_params(l, sr);
         if (l > 0) launch_fused_bwd<p5_fused_update_bwd>(p, st_, pdl_);

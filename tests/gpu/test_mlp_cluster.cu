@@ -1,5 +1,5 @@
 // tests/gpu/test_mlp_cluster.cu — phase 5's thread-block cluster epoch kernel
-// (phase5_batched/cluster.cuh) step by step against two float64 references:
+// (phase5_batched/5d_cluster.cuh) step by step against two float64 references:
 //   * one that rounds where the kernel rounds (pixels x/255, weights, activations and output
 //     gradients to fp16; sums, softmax and SGD in float64): the gradients must agree to 2e-3 and the
 //     loss to 1e-4 (relative, norm-wise). What is left is fp32 against float64 summation and the odd
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "mlp/mlp_record.h"
-#include "../../phase5_batched/cluster.cuh"
+#include "../../phase5_batched/5d_cluster.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"
 #include "reference.h"

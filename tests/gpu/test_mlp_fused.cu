@@ -1,4 +1,4 @@
-// tests/gpu/test_mlp_fused.cu — phase 5's fused kernels (phase5_batched/kernels.cuh) and its
+// tests/gpu/test_mlp_fused.cu — phase 5's fused kernels (phase5_batched/5a_graph_step.cuh) and its
 // cuBLASLt products (phase5_batched/lt.h) against float64 CPU references: fresh random inputs,
 // awkward shapes (batch 1, 33 and 70; widths 10, 100, 300), outputs poisoned with NaN before each
 // run. fp32 <= 1e-5 relative (norm-wise); fp16 <= 1e-2 (operands rounded to fp16 included).
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "../../phase5_batched/kernels.cuh"
+#include "../../phase5_batched/5a_graph_step.cuh"
 #include "../../phase5_batched/lt.h"
 #include "check.cuh"
 #include "gpu_test.cuh"

@@ -1,5 +1,5 @@
 // tests/gpu/test_mlp_fused_backward.cu — phase 5's one-pass backward kernel
-// (phase5_batched/fused_backward.cuh) against float64 CPU references: the weight update (SGD and
+// (phase5_batched/5b_fused_backward.cuh) against float64 CPU references: the weight update (SGD and
 // Adam, bias included), the gradients it applied, the fp16 copy, and dZ_prev = relu'(dZ · W_old)
 // with dropout scaling. Fresh random inputs, awkward shapes (batch 1, 20, 32; 10, 100 and 1000
 // output units, 8, 104 and 296 inputs: none a multiple of the 64-column tile, 1000 rows cut into
@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "../../phase5_batched/fused_backward.cuh"
+#include "../../phase5_batched/5b_fused_backward.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"
 #include "reference.h"

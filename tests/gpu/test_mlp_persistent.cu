@@ -1,4 +1,4 @@
-// tests/gpu/test_mlp_persistent.cu — phase 5's persistent epoch kernel (phase5_batched/persistent.cuh)
+// tests/gpu/test_mlp_persistent.cu — phase 5's persistent epoch kernel (phase5_batched/5c_persistent.cuh)
 // against the float64 reference, step by step: fresh random images, labels, order and weights;
 // awkward shapes (batch 1, 7, 33, 64; widths 10, 30, 100, 300), every block/unit split the kernel has
 // (1, 2, 4, 8 first-layer units per block; blocks that own no second-layer unit), Adam and SGD, with
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "mlp/mlp_record.h"
-#include "../../phase5_batched/persistent.cuh"
+#include "../../phase5_batched/5c_persistent.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"
 #include "reference.h"

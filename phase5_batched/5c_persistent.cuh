@@ -1,4 +1,4 @@
-// phase5_batched/persistent.cuh — `--launch persistent`: a whole epoch of the two-hidden-layer MLP
+// phase5_batched/5c_persistent.cuh — `--launch persistent`: a whole epoch of the two-hidden-layer MLP
 // (784-H1-H2-10, fp32) as ONE cooperative kernel, instead of one CUDA-graph node per GEMM.
 //
 // Why: the graph path spends ~43 us a step in 6 dependent kernels of 3-12 us each, every one a
@@ -56,7 +56,7 @@
 #include "errors.h"
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
-#include "persistent.h"
+#include "5c_persistent.h"
 
 namespace nb {
 namespace mlp {

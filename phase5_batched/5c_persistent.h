@@ -1,6 +1,6 @@
-// phase5_batched/persistent.h — rung 5c as the trainer sees it: the persistent kernel's parameters,
-// its plan, and three entry points. The kernel and its host code live in persistent.cuh, compiled in
-// a translation unit of their own (persistent.cu), so the trainer's file does not compile them.
+// phase5_batched/5c_persistent.h — rung 5c as the trainer sees it: the persistent kernel's parameters,
+// its plan, and three entry points. The kernel and its host code live in 5c_persistent.cuh, compiled in
+// a translation unit of their own (5c_persistent.cu), so the trainer's file does not compile them.
 //
 //   PersistParams p = ...;                                    // the trainer fills it
 //   PersistPlan pl = persistent_rung_plan(p, blocks, device, true);  // refuses (exit 2) what cannot run
@@ -86,8 +86,8 @@ struct PersistPlan {
 
 struct p5_persistent {};  // tag for the efficiency table (the kernel's name contains it)
 
-// The entry points (persistent.cu): plan_persistent, launch_persistent and persist_step_cost of
-// persistent.cuh.
+// The entry points (5c_persistent.cu): plan_persistent, launch_persistent and persist_step_cost of
+// 5c_persistent.cuh.
 PersistPlan persistent_rung_plan(PersistParams& p, int requested_blocks, int device, bool specialize);
 void persistent_rung_launch(const PersistPlan& pl, const PersistParams& p, cudaStream_t st);
 KernelCost persistent_rung_cost(const PersistParams& p, const PersistPlan& pl);

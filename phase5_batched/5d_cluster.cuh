@@ -1,4 +1,4 @@
-// phase5_batched/cluster.cuh — `--launch cluster`: a whole epoch of W2's MLP (fp16 operands, fp32
+// phase5_batched/5d_cluster.cuh — `--launch cluster`: a whole epoch of W2's MLP (fp16 operands, fp32
 // accumulation and master weights, plain SGD, no dropout) as ONE thread-block cluster: up to 16
 // blocks on 16 SMs that keep every parameter in their shared memory and exchange activations through
 // distributed shared memory, with a hardware cluster barrier between dependent layers.
@@ -53,7 +53,7 @@
 #include "errors.h"
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
-#include "cluster.h"
+#include "5d_cluster.h"
 
 namespace nb {
 namespace mlp {

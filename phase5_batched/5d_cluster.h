@@ -1,6 +1,6 @@
-// phase5_batched/cluster.h — rung 5d as the trainer sees it: the cluster kernel's parameters, its
-// plan, and three entry points. The kernel and its host code live in cluster.cuh, compiled in a
-// translation unit of their own (cluster.cu), so the trainer's file does not compile them.
+// phase5_batched/5d_cluster.h — rung 5d as the trainer sees it: the cluster kernel's parameters, its
+// plan, and three entry points. The kernel and its host code live in 5d_cluster.cuh, compiled in a
+// translation unit of their own (5d_cluster.cu), so the trainer's file does not compile them.
 //
 //   ClusterParams p = ...;                               // the trainer fills it
 //   ClusterPlan pl = cluster_rung_plan(p, blocks, device);  // refuses (exit 2) what cannot run
@@ -94,7 +94,7 @@ struct ClusterPlan {
 
 struct p5_cluster {};  // tag for the efficiency table (the kernel's name contains it)
 
-// The entry points (cluster.cu): plan_cluster, launch_cluster and cluster_step_cost of cluster.cuh.
+// The entry points (5d_cluster.cu): plan_cluster, launch_cluster and cluster_step_cost of 5d_cluster.cuh.
 ClusterPlan cluster_rung_plan(ClusterParams& p, int requested_blocks, int device);
 void cluster_rung_launch(const ClusterPlan& pl, const ClusterParams& p, cudaStream_t st);
 KernelCost cluster_rung_cost(const ClusterParams& p, const ClusterPlan& pl);

@@ -1,4 +1,4 @@
-// phase5_batched/kernels.cuh — phase 4's GEMM mainloop (common/mlp/kernels.cuh) with everything
+// phase5_batched/5a_graph_step.cuh — phase 4's GEMM mainloop (common/mlp/kernels.cuh) with everything
 // around it fused in: the operand loaders and the epilogues do the work that phase 4 spent
 // separate kernels and host round trips on.
 //

@@ -1,8 +1,8 @@
-// phase5_batched/fused_backward.cuh — one pass over a layer's weights for its whole backward step
+// phase5_batched/5b_fused_backward.cuh — one pass over a layer's weights for its whole backward step
 // (fp16 runs, batch <= 32): the weight update AND the backward-data product through the same
 // weights, reading each fp32 master weight once.
 //
-// Why: at W2's h = 8192 a step is bound by weight traffic. The paired kernels of kernels.cuh read a
+// Why: at W2's h = 8192 a step is bound by weight traffic. The paired kernels of 5a_graph_step.cuh read a
 // layer's fp16 copy for its backward-data product (dZ_prev = dZ · W, 2 B a weight) in one launch and
 // read + write its fp32 master and write the fp16 copy in its update (10 B) in the next. The update
 // reads the master anyway, and the fp16 copy is by construction the master rounded to fp16, so the
@@ -36,7 +36,7 @@
 
 #include <cstdint>
 
-#include "kernels.cuh"
+#include "5a_graph_step.cuh"
 
 namespace nb {
 namespace mlp {

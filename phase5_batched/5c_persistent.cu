@@ -1,6 +1,6 @@
-// phase5_batched/persistent.cu — rung 5c's translation unit: the persistent kernel's instances
-// (persistent.cuh) and the entry points the trainer calls (persistent.h).
-#include "persistent.cuh"
+// phase5_batched/5c_persistent.cu — rung 5c's translation unit: the persistent kernel's instances
+// (5c_persistent.cuh) and the entry points the trainer calls (5c_persistent.h).
+#include "5c_persistent.cuh"
 
 namespace nb {
 namespace mlp {

@@ -1,6 +1,6 @@
-// phase5_batched/cluster.cu — rung 5d's translation unit: the cluster kernel (cluster.cuh) and the
-// entry points the trainer calls (cluster.h).
-#include "cluster.cuh"
+// phase5_batched/5d_cluster.cu — rung 5d's translation unit: the cluster kernel (5d_cluster.cuh) and the
+// entry points the trainer calls (5d_cluster.h).
+#include "5d_cluster.cuh"
 
 namespace nb {
 namespace mlp {
