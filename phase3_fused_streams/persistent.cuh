@@ -367,7 +367,13 @@ inline Fit query_fit(int device, int sm_count, int cluster = 1) {
   cudaFuncAttributes fa{};
   CUDA_CHECK(cudaFuncGetAttributes(&fa, k));
   f.regs_per_thread = fa.numRegs;
-  f.smem_optin = size_t(optin) > fa.sharedSizeBytes ? size_t(optin) - fa.sharedSizeBytes : 0;
+  // the dynamic shared memory both kernels (plain and stamping: a few static bytes more) may opt in to
+  f.smem_optin = size_t(optin);
+  for (bool split : {false, true}) {
+    cudaFuncAttributes fk{};
+    CUDA_CHECK(cudaFuncGetAttributes(&fk, epochs_kernel(cluster, split)));
+    f.smem_optin = std::min(f.smem_optin, size_t(optin) > fk.sharedSizeBytes ? size_t(optin) - fk.sharedSizeBytes : 0);
+  }
   for (bool split : {false, true})
     CUDA_CHECK(cudaFuncSetAttribute(epochs_kernel(cluster, split), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(f.smem_optin)));
