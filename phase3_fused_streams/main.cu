@@ -572,7 +572,7 @@ int run(int argc, char** argv) {
   cli.add_string("--exchange", &o.exchange, "persistent path, how blocks meet each epoch: poll (every block polls the tagged partial sums in L2), grid-sync (cooperative_groups grid.sync, then one read) or counter (one atomic arrive per block, one thread spins, then one read)", {"poll", "grid-sync", "counter"});
   cli.add_int("--poll-ns", &o.poll_ns, "persistent path, --exchange poll: nanoseconds to sleep between polls of partial sums not yet there (0: none)", 0, 100000);
   cli.add_int("--cluster", &o.cluster, "persistent path: blocks per thread-block cluster (1, 2, 4, 8); a cluster adds its blocks' sums in distributed shared memory and publishes one word", 1, 8);
-  cli.add_int("--replicas", &o.replicas, "persistent path, --exchange poll: copies of every published word; block b polls copy b % R (fewer pollers per L2 line)", 1, p3::kMaxReplicas);
+  cli.add_int("--replicas", &o.replicas, "persistent path: copies of every published word; block b polls copy b % R (fewer pollers per L2 line; at most the blocks; 0 or >= blocks: one per block, each block polls its own inbox, which the others push into)", 0, p3::kMaxReplicas);
   cli.add_flag("--epoch-split", &o.epoch_split, "persistent path: after the timed runs, one run of the kernel with per-epoch timestamps; prints and records where an epoch's time goes (sums, publish, wait, step)");
   cli.add_flag("--print-fit", &o.print_fit, "print the largest --n whose data fits on chip (persistent path) and exit");
   cli.add_common(&o.common);
@@ -641,7 +641,8 @@ int run(int argc, char** argv) {
   DevBuf<double> partials(3 * size_t(grid)), eval_partials(static_cast<size_t>(eval_grid));
   DevBuf<double> chunk_partials(host_src ? 3 * chunk_parts : 1);
   DevBuf<unsigned> counters(2);
-  DevBuf<unsigned long long> slots(persistent ? p3::slot_words(pgrid) : 1);
+  const int replicas = o.replicas > 0 ? std::min(o.replicas, pgrid) : pgrid;  // copies of every word
+  DevBuf<unsigned long long> slots(persistent ? p3::slot_words(pgrid, replicas) : 1);
   Streams st(std::max(o.streams, 1));
   Streams ev(1);
   cudaStream_t s0 = st.s[0], s_eval = ev.s[0];
@@ -707,15 +708,15 @@ int run(int argc, char** argv) {
     CUDA_CHECK(cudaMemsetAsync(loss.p, 0xff, size_t(E) * sizeof(double), s0));  // poison: NaN until written
     CUDA_CHECK(cudaMemsetAsync(test_out.p, 0xff, (eval_epochs.size() + 1) * sizeof(double), s0));
     if (persistent) {  // tagged words poisoned, the counter word zeroed
-      CUDA_CHECK(cudaMemsetAsync(slots.p, 0xff, (p3::slot_words(pgrid) - 1) * sizeof(unsigned long long), s0));
-      CUDA_CHECK(cudaMemsetAsync(slots.p + p3::slot_words(pgrid) - 1, 0, sizeof(unsigned long long), s0));
+      CUDA_CHECK(cudaMemsetAsync(slots.p, 0xff, (p3::slot_words(pgrid, replicas) - 1) * sizeof(unsigned long long), s0));
+      CUDA_CHECK(cudaMemsetAsync(slots.p + p3::slot_words(pgrid, replicas) - 1, 0, sizeof(unsigned long long), s0));
     }
   };
   // The persistent path: every epoch (or `epochs` of them) in one cooperative launch.
   const size_t psmem = persistent ? p3::smem_bytes(nt, ntest, pgrid) : 0;
   p3::PersistArgs pa{d_x, d_y, nt, ntest, E, o.eval_every, o.lr, 1.0 / double(nt),
                      ntest ? 1.0 / double(ntest) : 0.0, nb::linreg_init_w(), nb::linreg_init_b(), o.exchange == "grid-sync" ? p3::kGridSync : o.exchange == "counter" ? p3::kCounter : p3::kPoll, o.poll_ns, slots.p, loss.p,
-                     test_out.p, params.p, hist.p, o.replicas};
+                     test_out.p, params.p, hist.p, replicas};
   auto launch_persistent = [&](int epochs) {
     p3::PersistArgs a = pa;
     a.epochs = epochs;
@@ -956,7 +957,7 @@ int run(int argc, char** argv) {
                      {"exchange", o.exchange},
                      {"poll_ns", o.poll_ns},
                      {"cluster", o.cluster},
-                     {"replicas", o.replicas},
+                     {"replicas", replicas},
                      {"derivation", "blocks = co-resident blocks (occupancy at the opt-in shared memory) x SMs; a block "
                                     "holds threads x register_points_per_thread train points in registers and the rest "
                                     "(train + test) in shared memory, 16 B per 2 points"}}},

@@ -53,9 +53,12 @@ constexpr unsigned long long kTagMask = 0xFFFull;
 enum Exchange : int { kPoll = 0, kGridSync = 1, kCounter = 2 };
 // --replicas R: every word is written R times, into R copies of the slots, and block b polls copy
 // b % R: the hot lines (every block reads every word, over and over, while the last ones land)
-// spread over R times as many L2 lines, so R times fewer pollers queue at each.
-constexpr int kMaxReplicas = 8;
-__host__ __device__ inline size_t slot_words(int G) { return 2 * size_t(kValues) * size_t(G) * kMaxReplicas + 1; }
+// spread over R times as many L2 lines, so R times fewer pollers queue at each. R = G: every block
+// has its own copy (an inbox the others push into, which only it reads).
+constexpr int kMaxReplicas = kMaxGrid;
+__host__ __device__ inline size_t slot_words(int G, int replicas = 1) {
+  return 2 * size_t(kValues) * size_t(G) * size_t(replicas) + 1;
+}
 // Value k of epoch parity `parity`, copy `rep`: Gw words (one per block, or per cluster).
 __host__ __device__ inline size_t slot_offset(int rep, int parity, int k, int Gw) {
   return ((size_t(rep) * 2 + size_t(parity)) * kValues + size_t(k)) * size_t(Gw);
@@ -70,13 +73,13 @@ struct PersistArgs {
   float w0, b0;
   int exchange;               // kPoll, kGridSync or kCounter (see below)
   int poll_ns;                // kPoll: __nanosleep between polls of words not yet there (0: none)
-  unsigned long long* slots;  // slot_words(gridDim.x): kMaxReplicas × 2 × kValues × gridDim.x tagged words,
+  unsigned long long* slots;  // slot_words(gridDim.x, replicas): replicas × 2 × kValues × gridDim.x tagged words,
                               // 0xFF-poisoned before the launch, then one counter word (kCounter), zeroed
   double* loss;               // [epochs]: train loss at the start of each epoch
   double* test_out;           // [ceil(epochs / eval_every)]: test loss of evaluation epochs e = 0, E, 2E, ...
   float* params;              // {w, b} after the last epoch
   float* hist;                // 2 × (epochs + 1): parameters each epoch starts with (and the final ones)
-  int replicas = 1;           // copies of every word (1 .. kMaxReplicas), see slot_words
+  int replicas = 1;           // copies of every word (1 .. gridDim.x), see slot_words
   unsigned long long* split = nullptr;  // --epoch-split: kSplitWords stamps per block per epoch (see split_summary)
 };
 constexpr int kSplitWords = 6;  // clock64 at epoch start, sums done, words out; then globaltimer, clock64 at words seen, globaltimer
@@ -227,7 +230,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       double s = lane < kWarpsP ? red[k][lane] : 0.0;
       for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if constexpr (kCluster == 1) {
-        if (lane < a.replicas) st_relaxed(a.slots + slot_offset(lane, e & 1, k, Gw) + blockIdx.x, tag_word(s, e));
+        const unsigned long long word = tag_word(s, e);
+        for (int r = lane; r < a.replicas; r += 32) st_relaxed(a.slots + slot_offset(r, e & 1, k, Gw) + blockIdx.x, word);
       } else if (lane == 0) {  // into the first block's handoff[e & 1][k][rank]
         *cooperative_groups::this_cluster().map_shared_rank(&handoff[e & 1][k][rank], 0) = s;
       }
@@ -237,11 +241,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       // is rewritten at epoch e + 2, after every block passed epoch e + 1's barrier, which the
       // first block reaches only after reading epoch e's sums.
       cooperative_groups::this_cluster().sync();
-      if (rank == 0 && warp < nv && lane < a.replicas) {
+      if (rank == 0 && warp < nv) {
         double s = 0.0;
 #pragma unroll
         for (int r = 0; r < kCluster; ++r) s += handoff[e & 1][warp][r];
-        st_relaxed(a.slots + slot_offset(lane, e & 1, warp, Gw) + blockIdx.x / kCluster, tag_word(s, e));
+        const unsigned long long word = tag_word(s, e);
+        for (int r = lane; r < a.replicas; r += 32)
+          st_relaxed(a.slots + slot_offset(r, e & 1, warp, Gw) + blockIdx.x / kCluster, word);
       }
     }
     if constexpr (kSplit)
@@ -254,7 +260,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     } else if (a.exchange == kCounter) {
       __syncthreads();  // this block's words are stored
       if (t == 0) {
-        unsigned* counter = reinterpret_cast<unsigned*>(a.slots + slot_words(G) - 1);
+        unsigned* counter = reinterpret_cast<unsigned*>(a.slots + slot_words(G, a.replicas) - 1);
         __threadfence();
         atomicAdd(counter, 1u);
         const unsigned want = unsigned(G) * unsigned(e + 1);

@@ -47,7 +47,8 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
   const size_t n = x.size(), ntest = n - nt;
   Dev<float> dx(x), dy(y);
   const size_t nevals = eval_every > 0 ? size_t((epochs + eval_every - 1) / eval_every) : 0;
-  std::vector<unsigned long long> s0(p3::slot_words(G), ~0ull);
+  replicas = replicas > 0 ? std::min(replicas, G) : G;  // 0: one copy per block (each polls its own inbox)
+  std::vector<unsigned long long> s0(p3::slot_words(G, replicas), ~0ull);
   s0.back() = 0;  // the counter word
   Dev<unsigned long long> slots(s0);
   Dev<double> loss(epochs), test(std::max<size_t>(nevals, 1));
@@ -172,9 +173,9 @@ TEST_CASE("phase 3 persistent kernel: awkward sizes and grid shapes against the 
       continue;
     }
     // every exchange: polling (without and with a sleep between polls), grid.sync, the counter
-    // (and polling copies of the words: 3 and 8 replicas)
+    // (and polling copies of the words: 3, 8 and one per block, the inboxes)
     const int variants[][3] = {{p3::kPoll, 0, 1}, {p3::kPoll, 200, 1}, {p3::kGridSync, 0, 1}, {p3::kCounter, 0, 1},
-                               {p3::kPoll, 0, 3}, {p3::kPoll, 100, 8}};
+                               {p3::kPoll, 0, 3}, {p3::kPoll, 100, 8}, {p3::kPoll, 0, 0}, {p3::kCounter, 0, 0}};
     for (const auto& v : variants) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, v[0], v[1], 1, v[2]);
   }
 }
@@ -237,6 +238,7 @@ TEST_CASE("phase 3 persistent kernel in clusters: awkward sizes against the refe
       if (c.G > Gmax || !p3::fits(f, c.nt, c.ntest, c.G, nullptr)) continue;
       for (int ex : {int(p3::kPoll), int(p3::kCounter)}) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, ex, 0, C);
       check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, p3::kPoll, 0, C, 4);
+      check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, p3::kPoll, 0, C, 0);
     }
     // two runs, and the stamping (--epoch-split) kernel, give the same bits
     const int G = std::min(Gmax, 4 * C);
