@@ -416,8 +416,6 @@ struct Options {
   int persist_blocks = 0;
   bool print_fit = false;
   std::string exchange = "poll";
-  int cluster = 1;
-  int replicas = 1;
   bool epoch_split = false;
   int poll_ns = 400;  // the fastest of 0, 20, 50, 100, 200, 400 in a probe on an H100; bench_linreg.sh re-picks it
   nb::CommonOptions common;
@@ -571,14 +569,11 @@ int run(int argc, char** argv) {
   cli.add_int("--persist-blocks", &o.persist_blocks, "persistent path: blocks of the cooperative kernel (0: chosen from n and the device)", 0, 100000);
   cli.add_string("--exchange", &o.exchange, "persistent path, how blocks meet each epoch: poll (every block polls the tagged partial sums in L2), grid-sync (cooperative_groups grid.sync, then one read) or counter (one atomic arrive per block, one thread spins, then one read)", {"poll", "grid-sync", "counter"});
   cli.add_int("--poll-ns", &o.poll_ns, "persistent path, --exchange poll: nanoseconds to sleep between polls of partial sums not yet there (0: none)", 0, 100000);
-  cli.add_int("--cluster", &o.cluster, "persistent path: blocks per thread-block cluster (1, 2, 4, 8); a cluster adds its blocks' sums in distributed shared memory and publishes one word", 1, 8);
-  cli.add_int("--replicas", &o.replicas, "persistent path: copies of every published word; block b polls copy b % R (fewer pollers per L2 line; at most the blocks; 0 or >= blocks: one per block, each block polls its own inbox, which the others push into)", 0, p3::kMaxReplicas);
   cli.add_flag("--epoch-split", &o.epoch_split, "persistent path: after the timed runs, one run of the kernel with per-epoch timestamps; prints and records where an epoch's time goes (sums, publish, wait, step)");
   cli.add_flag("--print-fit", &o.print_fit, "print the largest --n whose data fits on chip (persistent path) and exit");
   cli.add_common(&o.common);
   if (!cli.parse(argc, argv)) return 0;
   const nb::CommonOptions& opt = o.common;
-  if (!p3::valid_cluster(o.cluster)) throw nb::Error(nb::kExitUsage, "--cluster: must be 1, 2, 4 or 8");
   nb::check_output_dir(opt.out);  // a bad --out fails now (exit 6), not after training
 
   const nb::DeviceInfo dev = nb::require_device();
@@ -589,7 +584,7 @@ int run(int argc, char** argv) {
   const bool pdl = o.pdl != "off" && dev.cc_major >= 9;
 
   // ---- which path: the persistent kernel when the data fits on chip (computed from the device)
-  const p3::Fit fit = p3::query_fit(dev.index, dev.sm_count, o.cluster);
+  const p3::Fit fit = p3::query_fit(dev.index, dev.sm_count);
   const size_t fit_n = p3::largest_fit_n(fit, nb::linreg_train_count);
   if (o.print_fit) {
     std::printf("%zu\n", fit_n);
@@ -641,8 +636,7 @@ int run(int argc, char** argv) {
   DevBuf<double> partials(3 * size_t(grid)), eval_partials(static_cast<size_t>(eval_grid));
   DevBuf<double> chunk_partials(host_src ? 3 * chunk_parts : 1);
   DevBuf<unsigned> counters(2);
-  const int replicas = o.replicas > 0 ? std::min(o.replicas, pgrid) : pgrid;  // copies of every word
-  DevBuf<unsigned long long> slots(persistent ? p3::slot_words(pgrid, replicas) : 1);
+  DevBuf<unsigned long long> slots(persistent ? p3::slot_words(pgrid) : 1);
   Streams st(std::max(o.streams, 1));
   Streams ev(1);
   cudaStream_t s0 = st.s[0], s_eval = ev.s[0];
@@ -708,19 +702,19 @@ int run(int argc, char** argv) {
     CUDA_CHECK(cudaMemsetAsync(loss.p, 0xff, size_t(E) * sizeof(double), s0));  // poison: NaN until written
     CUDA_CHECK(cudaMemsetAsync(test_out.p, 0xff, (eval_epochs.size() + 1) * sizeof(double), s0));
     if (persistent) {  // tagged words poisoned, the counter word zeroed
-      CUDA_CHECK(cudaMemsetAsync(slots.p, 0xff, (p3::slot_words(pgrid, replicas) - 1) * sizeof(unsigned long long), s0));
-      CUDA_CHECK(cudaMemsetAsync(slots.p + p3::slot_words(pgrid, replicas) - 1, 0, sizeof(unsigned long long), s0));
+      CUDA_CHECK(cudaMemsetAsync(slots.p, 0xff, (p3::slot_words(pgrid) - 1) * sizeof(unsigned long long), s0));
+      CUDA_CHECK(cudaMemsetAsync(slots.p + p3::slot_words(pgrid) - 1, 0, sizeof(unsigned long long), s0));
     }
   };
   // The persistent path: every epoch (or `epochs` of them) in one cooperative launch.
   const size_t psmem = persistent ? p3::smem_bytes(nt, ntest, pgrid) : 0;
   p3::PersistArgs pa{d_x, d_y, nt, ntest, E, o.eval_every, o.lr, 1.0 / double(nt),
                      ntest ? 1.0 / double(ntest) : 0.0, nb::linreg_init_w(), nb::linreg_init_b(), o.exchange == "grid-sync" ? p3::kGridSync : o.exchange == "counter" ? p3::kCounter : p3::kPoll, o.poll_ns, slots.p, loss.p,
-                     test_out.p, params.p, hist.p, replicas};
+                     test_out.p, params.p, hist.p};
   auto launch_persistent = [&](int epochs) {
     p3::PersistArgs a = pa;
     a.epochs = epochs;
-    p3::launch_epochs(fit, a, pgrid, s0);
+    p3::launch_epochs(a, pgrid, s0);
   };
 
   // --source host: chunk c goes to stream c % K; epoch 0 runs on it right after its copy.
@@ -843,7 +837,7 @@ int run(int argc, char** argv) {
     p3::PersistArgs a = pa;
     a.split = stamps.p;
     CUDA_CHECK(cudaEventRecord(t_start.e, s0));
-    p3::launch_epochs(fit, a, pgrid, s0);
+    p3::launch_epochs(a, pgrid, s0);
     CUDA_CHECK(cudaEventRecord(t_stop.e, s0));
     CUDA_CHECK(cudaEventSynchronize(t_stop.e));
     float ms = 0;
@@ -862,7 +856,8 @@ int run(int argc, char** argv) {
                   {"publish_skew_us", q.publish_skew_us}, {"seen_after_last_publish_us", q.seen_after_last_us},
                   {"method", "one extra run of the kernel with thread 0 of every block stamping clock64 and globaltimer "
                              "at each phase of every epoch; medians over blocks and epochs 1..E-2 (see "
-                             "p3::split_summary)"}};
+                             "p3::split_summary); durations from clock64, skew and seen-after-last from globaltimer "
+                             "(0.256 us steps on an H100)"}};
   }
   // ---- as many runs again, untimed, with the tracer on: the kernel/memcpy/range summaries.
   int trace_runs = 0;
@@ -956,8 +951,6 @@ int run(int argc, char** argv) {
                      {"smem_bytes", psmem},
                      {"exchange", o.exchange},
                      {"poll_ns", o.poll_ns},
-                     {"cluster", o.cluster},
-                     {"replicas", replicas},
                      {"derivation", "blocks = co-resident blocks (occupancy at the opt-in shared memory) x SMs; a block "
                                     "holds threads x register_points_per_thread train points in registers and the rest "
                                     "(train + test) in shared memory, 16 B per 2 points"}}},

@@ -51,18 +51,7 @@ constexpr unsigned long long kTagMask = 0xFFFull;
 // __threadfence + one atomicAdd per block on a counter that grows by G each epoch, one thread
 // spins on it (acquire load), then the words are read once.
 enum Exchange : int { kPoll = 0, kGridSync = 1, kCounter = 2 };
-// --replicas R: every word is written R times, into R copies of the slots, and block b polls copy
-// b % R: the hot lines (every block reads every word, over and over, while the last ones land)
-// spread over R times as many L2 lines, so R times fewer pollers queue at each. R = G: every block
-// has its own copy (an inbox the others push into, which only it reads).
-constexpr int kMaxReplicas = kMaxGrid;
-__host__ __device__ inline size_t slot_words(int G, int replicas = 1) {
-  return 2 * size_t(kValues) * size_t(G) * size_t(replicas) + 1;
-}
-// Value k of epoch parity `parity`, copy `rep`: Gw words (one per block, or per cluster).
-__host__ __device__ inline size_t slot_offset(int rep, int parity, int k, int Gw) {
-  return ((size_t(rep) * 2 + size_t(parity)) * kValues + size_t(k)) * size_t(Gw);
-}
+inline size_t slot_words(int G) { return 2 * size_t(kValues) * size_t(G) + 1; }
 
 struct PersistArgs {
   const float* x;       // train [0, nt), test [nt, nt + ntest) (the phase's storage order)
@@ -73,16 +62,18 @@ struct PersistArgs {
   float w0, b0;
   int exchange;               // kPoll, kGridSync or kCounter (see below)
   int poll_ns;                // kPoll: __nanosleep between polls of words not yet there (0: none)
-  unsigned long long* slots;  // slot_words(gridDim.x, replicas): replicas × 2 × kValues × gridDim.x tagged words,
-                              // 0xFF-poisoned before the launch, then one counter word (kCounter), zeroed
+  unsigned long long* slots;  // 2 × kValues × gridDim.x tagged words, 0xFF-poisoned before the launch,
+                              // then one counter word (kCounter), zeroed before the launch
   double* loss;               // [epochs]: train loss at the start of each epoch
   double* test_out;           // [ceil(epochs / eval_every)]: test loss of evaluation epochs e = 0, E, 2E, ...
   float* params;              // {w, b} after the last epoch
   float* hist;                // 2 × (epochs + 1): parameters each epoch starts with (and the final ones)
-  int replicas = 1;           // copies of every word (1 .. gridDim.x), see slot_words
   unsigned long long* split = nullptr;  // --epoch-split: kSplitWords stamps per block per epoch (see split_summary)
 };
-constexpr int kSplitWords = 6;  // clock64 at epoch start, sums done, words out; then globaltimer, clock64 at words seen, globaltimer
+// --epoch-split: thread 0 of every block stamps, per epoch: clock64 at the epoch's start, when the
+// block's sums are in shared memory, when its words are out; globaltimer then; clock64 and
+// globaltimer when every word is in (kSplitWords per block per epoch, in a.split).
+constexpr int kSplitWords = 6;
 
 __host__ __device__ inline size_t part_lo(size_t n, int b, int G) { return n * size_t(b) / size_t(G); }
 __host__ __device__ inline size_t train_smem_pts(size_t cnt) {
@@ -128,22 +119,14 @@ __device__ inline void lterm(float w, float b, float x, float y, float& l) {  //
 }
 
 // One launch = all `a.epochs` epochs. Launched cooperatively (all blocks co-resident) with
-// kThreads threads and smem_bytes(nt, ntest, gridDim.x) bytes of dynamic shared memory.
-// kCluster > 1 (--cluster): blocks launched as clusters of kCluster; each block hands its three
-// sums to the cluster's first block through distributed shared memory, one cluster barrier, and
-// only that block publishes (the cluster's sums added in rank order): G / kCluster words a value
-// in L2 instead of G. kSplit (--epoch-split): thread 0 of every block stamps the phases of every
-// epoch into a.split (clock64 and globaltimer), for split_summary.
-template <int kCluster, bool kSplit>
+// kThreads threads and smem_bytes(nt, ntest, gridDim.x) bytes of dynamic shared memory. kSplit:
+// the stamping twin of the kernel (--epoch-split), the same arithmetic and the same bits.
+template <bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) {
   extern __shared__ float4 sdata[];
   __shared__ double red[kValues][kWarpsP];
   __shared__ double tot[kValues];
-  __shared__ double handoff[2][kValues][kCluster];  // kCluster > 1: the cluster's block sums, in the first block
   const int G = gridDim.x, t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int Gw = G / kCluster;  // words a value in L2: one per cluster
-  unsigned rank = 0;
-  if constexpr (kCluster > 1) rank = cooperative_groups::this_cluster().block_rank();
   const size_t tlo = part_lo(a.nt, blockIdx.x, G), tcnt = part_lo(a.nt, blockIdx.x + 1, G) - tlo;
   const size_t elo = a.nt + part_lo(a.ntest, blockIdx.x, G);
   const size_t ecnt = a.nt + part_lo(a.ntest, blockIdx.x + 1, G) - elo;
@@ -171,11 +154,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   };
   fill(0, tlo + reg_n, sm_n);
   fill(te0, elo, unsigned(ecnt));
-  if constexpr (kCluster > 1) cooperative_groups::this_cluster().sync();  // every block of the cluster is running
-  else __syncthreads();
+  __syncthreads();
 
   float w = a.w0, b = a.b0;
-  __shared__ unsigned long long stamp[4];  // kSplit: thread 0's stamps of this epoch (not registers: no spills)
+  __shared__ unsigned long long stamp[4];  // kSplit: thread 0's stamps of this epoch (shared memory: no registers)
   for (int e = 0; e < a.epochs; ++e) {
     if constexpr (kSplit)
       if (t == 0) stamp[0] = clock64();
@@ -224,31 +206,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     if constexpr (kSplit)
       if (t == 0) stamp[1] = clock64();
     // ---- warp k: value k of this block -> one tagged word; then value k of every block
-    // (16 warp sums: the xor tree over lanes 0-15 leaves the sum in each of them)
+    // (16 warp sums: the xor tree over lanes 0-15 leaves their sum in each of them)
     if (warp < nv) {
       const int k = warp;
       double s = lane < kWarpsP ? red[k][lane] : 0.0;
       for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      if constexpr (kCluster == 1) {
-        const unsigned long long word = tag_word(s, e);
-        for (int r = lane; r < a.replicas; r += 32) st_relaxed(a.slots + slot_offset(r, e & 1, k, Gw) + blockIdx.x, word);
-      } else if (lane == 0) {  // into the first block's handoff[e & 1][k][rank]
-        *cooperative_groups::this_cluster().map_shared_rank(&handoff[e & 1][k][rank], 0) = s;
-      }
-    }
-    if constexpr (kCluster > 1) {
-      // The first block may read handoff[e & 1] once every block of the cluster has written it; it
-      // is rewritten at epoch e + 2, after every block passed epoch e + 1's barrier, which the
-      // first block reaches only after reading epoch e's sums.
-      cooperative_groups::this_cluster().sync();
-      if (rank == 0 && warp < nv) {
-        double s = 0.0;
-#pragma unroll
-        for (int r = 0; r < kCluster; ++r) s += handoff[e & 1][warp][r];
-        const unsigned long long word = tag_word(s, e);
-        for (int r = lane; r < a.replicas; r += 32)
-          st_relaxed(a.slots + slot_offset(r, e & 1, warp, Gw) + blockIdx.x / kCluster, word);
-      }
+      unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
+      if (lane == 0) st_relaxed(slot + blockIdx.x, tag_word(s, e));
     }
     if constexpr (kSplit)
       if (t == 0) {
@@ -260,7 +224,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     } else if (a.exchange == kCounter) {
       __syncthreads();  // this block's words are stored
       if (t == 0) {
-        unsigned* counter = reinterpret_cast<unsigned*>(a.slots + slot_words(G, a.replicas) - 1);
+        unsigned* counter = reinterpret_cast<unsigned*>(a.slots + 2 * size_t(kValues) * G);
         __threadfence();
         atomicAdd(counter, 1u);
         const unsigned want = unsigned(G) * unsigned(e + 1);
@@ -273,29 +237,29 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     }
     if (warp < nv) {
       const int k = warp;
-      const unsigned long long* slot = a.slots + slot_offset(int(blockIdx.x) % a.replicas, e & 1, k, Gw);
+      const unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
       unsigned long long got[kMaxPerLane];
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i) {
         const int j = lane + 32 * i;
-        got[i] = j < Gw ? ld_relaxed(slot + j) : 0ull;
+        got[i] = j < G ? ld_relaxed(slot + j) : 0ull;
       }
       for (;;) {
         bool done = true;
 #pragma unroll
-        for (int i = 0; i < kMaxPerLane; ++i) done = done && (lane + 32 * i >= Gw || tag_ok(got[i], e));
+        for (int i = 0; i < kMaxPerLane; ++i) done = done && (lane + 32 * i >= G || tag_ok(got[i], e));
         if (__all_sync(0xffffffffu, done)) break;
         if (a.poll_ns) __nanosleep(a.poll_ns);
 #pragma unroll
         for (int i = 0; i < kMaxPerLane; ++i) {
           const int j = lane + 32 * i;
-          if (j < Gw && !tag_ok(got[i], e)) got[i] = ld_relaxed(slot + j);
+          if (j < G && !tag_ok(got[i], e)) got[i] = ld_relaxed(slot + j);
         }
       }
       double sum = 0.0;
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i)
-        if (lane + 32 * i < Gw) sum += tag_value(got[i]);
+        if (lane + 32 * i < G) sum += tag_value(got[i]);
       for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       if (lane == 0) tot[k] = sum;
     }
@@ -329,23 +293,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   }
 }
 
-// The kernel for a cluster size and split flag (cluster 1, 2, 4 or 8), or nullptr.
+// The kernel: plain, or its stamping twin (--epoch-split).
 using EpochsKernel = void (*)(PersistArgs);
-inline EpochsKernel epochs_kernel(int cluster, bool split) {
-  switch (cluster) {
-    case 1: return split ? persistent_epochs<1, true> : persistent_epochs<1, false>;
-    case 2: return split ? persistent_epochs<2, true> : persistent_epochs<2, false>;
-    case 4: return split ? persistent_epochs<4, true> : persistent_epochs<4, false>;
-    case 8: return split ? persistent_epochs<8, true> : persistent_epochs<8, false>;
-    default: return nullptr;
-  }
-}
-inline bool valid_cluster(int c) { return c == 1 || c == 2 || c == 4 || c == 8; }
+inline EpochsKernel epochs_kernel(bool split) { return split ? persistent_epochs<true> : persistent_epochs<false>; }
 
 // What fits on chip, from the device's properties and the compiled kernel's resources.
 struct Fit {
-  int grid = 0;              // blocks (co-resident, <= kMaxGrid, a multiple of cluster)
-  int cluster = 1;           // blocks per cluster
+  int grid = 0;              // blocks (co-resident, <= kMaxGrid)
   int blocks_per_sm = 0;
   size_t smem_optin = 0;     // dynamic shared memory a block may have
   size_t reg_points = 0;     // train points per block in registers
@@ -355,68 +309,45 @@ struct Fit {
 };
 
 // The device's limits for this kernel: co-resident blocks (occupancy at the largest dynamic
-// shared memory a block may opt in to; for clusters, whole co-resident clusters), that shared
-// memory, the registers the kernel compiled to.
-inline Fit query_fit(int device, int sm_count, int cluster = 1) {
+// shared memory a block may opt in to, which both the plain and the stamping kernel may take),
+// that shared memory, the registers the kernel compiled to.
+inline Fit query_fit(int device, int sm_count) {
   Fit f;
-  f.cluster = cluster;
   int coop = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
   f.cooperative = coop != 0;
   int optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const EpochsKernel k = epochs_kernel(cluster, false);
-  if (!k) {
-    f.why_not = "--cluster must be 1, 2, 4 or 8";
-    return f;
-  }
-  cudaFuncAttributes fa{};
-  CUDA_CHECK(cudaFuncGetAttributes(&fa, k));
-  f.regs_per_thread = fa.numRegs;
-  // the dynamic shared memory both kernels (plain and stamping: a few static bytes more) may opt in to
   f.smem_optin = size_t(optin);
   for (bool split : {false, true}) {
-    cudaFuncAttributes fk{};
-    CUDA_CHECK(cudaFuncGetAttributes(&fk, epochs_kernel(cluster, split)));
-    f.smem_optin = std::min(f.smem_optin, size_t(optin) > fk.sharedSizeBytes ? size_t(optin) - fk.sharedSizeBytes : 0);
+    cudaFuncAttributes fa{};
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, epochs_kernel(split)));
+    if (!split) f.regs_per_thread = fa.numRegs;
+    f.smem_optin = std::min(f.smem_optin, size_t(optin) > fa.sharedSizeBytes ? size_t(optin) - fa.sharedSizeBytes : 0);
   }
   for (bool split : {false, true})
-    CUDA_CHECK(cudaFuncSetAttribute(epochs_kernel(cluster, split), cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(epochs_kernel(split), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(f.smem_optin)));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.blocks_per_sm, k, kThreads, f.smem_optin));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.blocks_per_sm, epochs_kernel(false), kThreads,
+                                                           f.smem_optin));
   f.grid = std::min(f.blocks_per_sm * sm_count, kMaxGrid);
-  int cc_major = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
-  if (cluster > 1 && cc_major < 9) {
-    f.why_not = "thread-block clusters need compute capability 9.0 or newer";
-  } else if (cluster > 1) {
-    cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = unsigned(cluster);
-    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(unsigned(std::max(f.grid / cluster, 1) * cluster));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = f.smem_optin;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));
-    f.grid = std::min(clusters * cluster, kMaxGrid / cluster * cluster);
-  }
   f.reg_points = size_t(kThreads) * kRegPts;
-  if (!f.why_not && !f.cooperative) f.why_not = "this GPU cannot launch cooperative kernels";
-  else if (!f.why_not && f.grid < 1) f.why_not = "the kernel cannot be resident on this GPU";
+  if (!f.cooperative) f.why_not = "this GPU cannot launch cooperative kernels";
+  else if (f.grid < 1) f.why_not = "the kernel cannot be resident on this GPU";
   return f;
+}
+
+// One cooperative launch of all a.epochs epochs on G blocks (a.split: the stamping kernel).
+inline void launch_epochs(const PersistArgs& a, int G, cudaStream_t s) {
+  PersistArgs arg = a;
+  void* args[] = {&arg};
+  CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(epochs_kernel(a.split != nullptr)), dim3(G),
+                                         dim3(kThreads), args, smem_bytes(a.nt, a.ntest, G), s));
 }
 
 inline bool fits(const Fit& f, size_t nt, size_t ntest, int G, const char** why) {
   if (G < 1 || G > f.grid) {
     if (why) *why = "grid larger than the co-resident blocks";
-    return false;
-  }
-  if (G % f.cluster != 0) {
-    if (why) *why = "grid not a multiple of the cluster size";
     return false;
   }
   if (smem_bytes(nt, ntest, G) > f.smem_optin) {
@@ -426,33 +357,12 @@ inline bool fits(const Fit& f, size_t nt, size_t ntest, int G, const char** why)
   return !f.why_not;
 }
 
-// One launch of all a.epochs epochs on G blocks (a cooperative launch; with clusters of
-// f.cluster blocks when that is > 1); a.split selects the stamping kernel.
-inline void launch_epochs(const Fit& f, const PersistArgs& a, int G, cudaStream_t s) {
-  const EpochsKernel k = epochs_kernel(f.cluster, a.split != nullptr);
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute at[2];
-  at[0].id = cudaLaunchAttributeCooperative;
-  at[0].val.cooperative = 1;
-  at[1].id = cudaLaunchAttributeClusterDimension;
-  at[1].val.clusterDim.x = unsigned(f.cluster);
-  at[1].val.clusterDim.y = at[1].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(unsigned(G));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem_bytes(a.nt, a.ntest, G);
-  cfg.stream = s;
-  cfg.attrs = at;
-  cfg.numAttrs = f.cluster > 1 ? 2 : 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, a));
-}
-
 // Blocks for nt train points: ~10 points per thread (fewer blocks: a cheaper exchange at small n),
 // all co-resident blocks once the data needs them.
 inline int auto_grid(const Fit& f, size_t nt, size_t ntest) {
   const size_t per = size_t(kThreads) * (kRegPts / 4);
-  const size_t want = (std::max<size_t>(1, (nt + per - 1) / per) + f.cluster - 1) / f.cluster * f.cluster;
-  int G = static_cast<int>(std::min<size_t>(size_t(std::max(f.grid, f.cluster)), want));
-  if (!fits(f, nt, ntest, G, nullptr)) G = std::max(f.grid, f.cluster);
+  int G = static_cast<int>(std::min<size_t>(size_t(std::max(f.grid, 1)), std::max<size_t>(1, (nt + per - 1) / per)));
+  if (!fits(f, nt, ntest, G, nullptr)) G = std::max(f.grid, 1);
   return G;
 }
 
@@ -473,11 +383,13 @@ inline size_t largest_fit_n(const Fit& f, size_t (*train_count)(size_t)) {
 // --epoch-split: where an epoch's time goes, from the stamps of thread 0 of every block (epochs
 // 1 .. E-2: the first waits for the data load, the last has no next start). Per block and epoch, in
 // µs (clock64 cycles at that block's measured rate): sums = the arithmetic, the fp32 warp trees and
-// the first __syncthreads; publish = the float64 block tree, the cluster hand-off, the word out;
+// the first __syncthreads; publish = the float64 block tree and the word out;
 // wait = until every word is in, their tree, the second __syncthreads; step = the step to the
 // next epoch's start. Medians over blocks and epochs; slowest_sums: median over epochs of the
 // slowest block's sums; publish_skew: median over epochs of last minus first word out (globaltimer);
-// seen_after_last: median over blocks and epochs of "all words seen" minus the last word out.
+// seen_after_last: median over blocks and epochs of "all words seen" minus the last word out (the
+// globaltimer ticks in steps of 0.256 µs on an H100: those two are multiples of it; the rest come
+// from clock64, exact).
 struct SplitSummary {
   double sums_us = 0, publish_us = 0, wait_us = 0, step_us = 0, slowest_sums_us = 0, publish_skew_us = 0,
          seen_after_last_us = 0, clock_ghz = 0;

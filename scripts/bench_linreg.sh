@@ -278,8 +278,11 @@ if [[ " $STAGES " == *" headline "* ]]; then
   note "headline: n=$n, 200 epochs, $REPEATS runs each"
   run "$LOGS/headline-p1.log" "$P1" "${H[@]}" --save-data "$DATA_DIR/linreg_n$n.npy" && note "  $(grep -h '^phase1' "$LOGS/headline-p1.log")"
   run "$LOGS/headline-p2.log" "$P2" "${H[@]}" && note "  $(grep -h '^phase2' "$LOGS/headline-p2.log")"
-  run "$LOGS/headline-p3.log" "$P3" "${P3F[@]}" "${H[@]}" --measure-peaks --trace "$RDIR/phase3_fused_streams__headline.trace.json" &&
-    note "  $(grep -h '^phase3' "$LOGS/headline-p3.log")"
+  # (--epoch-split: one more, untimed run of the stamping kernel; the record's epoch_split says
+  # where an epoch's time goes: the arithmetic, the block tree, the wait for every block, the step)
+  run "$LOGS/headline-p3.log" "$P3" "${P3F[@]}" "${H[@]}" --measure-peaks --epoch-split \
+    --trace "$RDIR/phase3_fused_streams__headline.trace.json" &&
+    note "  $(grep -h '^phase3' "$LOGS/headline-p3.log")" && note "  $(grep -h '^epoch split' "$LOGS/headline-p3.log")"
   # (not tagged headline*: the report takes the newest headline record of each implementation)
   run "$LOGS/headline-p3det.log" "$P3" "${P3F[@]}" --n $n --warmup 1 --repeats "$REPEATS" --tag det-n$n --deterministic "${OUTARGS[@]}" &&
     note "  $(grep -h '^phase3' "$LOGS/headline-p3det.log")"

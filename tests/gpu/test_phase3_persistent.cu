@@ -8,7 +8,8 @@
 // of magnitudes) and everything above that in float64, so every epoch's train loss, the test
 // losses and the final w, b must agree with the reference to 2e-5 relative; a lost block, point
 // or epoch moves them by >= 1/(number of points) — far more at these sizes. Also: two runs are
-// bit-identical (fixed reduction order).
+// bit-identical (fixed reduction order), and so is the stamping twin of the kernel (--epoch-split),
+// whose stamps rise within and across epochs.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -26,11 +27,11 @@
 namespace nbtest {
 namespace {
 
-p3::Fit device_fit(int cluster = 1) {
+p3::Fit device_fit() {
   int dev = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return p3::query_fit(dev, sms, cluster);
+  return p3::query_fit(dev, sms);
 }
 int max_grid() { return device_fit().grid; }
 
@@ -42,13 +43,11 @@ struct Run {
 };
 
 Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t nt, int G, int epochs, int eval_every,
-               double lr, float w0, float b0, int exchange = p3::kPoll, int poll_ns = 0, int cluster = 1,
-               bool split = false, int replicas = 1) {
+               double lr, float w0, float b0, int exchange = p3::kPoll, int poll_ns = 0, bool split = false) {
   const size_t n = x.size(), ntest = n - nt;
   Dev<float> dx(x), dy(y);
   const size_t nevals = eval_every > 0 ? size_t((epochs + eval_every - 1) / eval_every) : 0;
-  replicas = replicas > 0 ? std::min(replicas, G) : G;  // 0: one copy per block (each polls its own inbox)
-  std::vector<unsigned long long> s0(p3::slot_words(G, replicas), ~0ull);
+  std::vector<unsigned long long> s0(p3::slot_words(G), ~0ull);
   s0.back() = 0;  // the counter word
   Dev<unsigned long long> slots(s0);
   Dev<double> loss(epochs), test(std::max<size_t>(nevals, 1));
@@ -59,10 +58,9 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
   hist.poison();
   p3::PersistArgs a{dx.p, dy.p, nt, ntest, epochs, eval_every, lr, 1.0 / double(nt),
                     ntest ? 1.0 / double(ntest) : 0.0, w0, b0, exchange, poll_ns, slots.p, loss.p, test.p, params.p, hist.p};
-  a.replicas = replicas;
   Dev<unsigned long long> stamps(split ? size_t(epochs) * G * p3::kSplitWords : 1);
   if (split) a.split = stamps.p;
-  p3::launch_epochs(device_fit(cluster), a, G, nullptr);
+  p3::launch_epochs(a, G, nullptr);
   CUDA_CHECK(cudaGetLastError());
   CUDA_CHECK(cudaDeviceSynchronize());
   Run r;
@@ -79,8 +77,7 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
 
 double rel(double a, double r) { return std::fabs(a - r) / std::max(std::fabs(r), 1e-30); }
 
-void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, double lr, int exchange, int poll_ns,
-                int cluster = 1, int replicas = 1) {
+void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, double lr, int exchange, int poll_ns) {
   auto& g = test_rng();
   std::uniform_real_distribution<float> ux(-2.f, 3.f);
   std::normal_distribution<float> noise(0.f, 0.5f);
@@ -99,9 +96,7 @@ void check_case(size_t nt, size_t ntest, int G, int epochs, int eval_every, doub
   CAPTURE(lr);
   CAPTURE(exchange);
   CAPTURE(poll_ns);
-  CAPTURE(cluster);
-  CAPTURE(replicas);
-  const Run r = run_kernel(x, y, nt, G, epochs, eval_every, lr, w0, b0, exchange, poll_ns, cluster, false, replicas);
+  const Run r = run_kernel(x, y, nt, G, epochs, eval_every, lr, w0, b0, exchange, poll_ns);
   const nb::LinregSums tr = nb::linreg_sums(x.data(), y.data(), nt);
   const nb::LinregTrace ref = nb::linreg_reference(tr, w0, b0, lr, epochs);
   constexpr double tol = 2e-5;
@@ -173,10 +168,8 @@ TEST_CASE("phase 3 persistent kernel: awkward sizes and grid shapes against the 
       continue;
     }
     // every exchange: polling (without and with a sleep between polls), grid.sync, the counter
-    // (and polling copies of the words: 3, 8 and one per block, the inboxes)
-    const int variants[][3] = {{p3::kPoll, 0, 1}, {p3::kPoll, 200, 1}, {p3::kGridSync, 0, 1}, {p3::kCounter, 0, 1},
-                               {p3::kPoll, 0, 3}, {p3::kPoll, 100, 8}, {p3::kPoll, 0, 0}, {p3::kCounter, 0, 0}};
-    for (const auto& v : variants) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, v[0], v[1], 1, v[2]);
+    const int variants[][2] = {{p3::kPoll, 0}, {p3::kPoll, 200}, {p3::kGridSync, 0}, {p3::kCounter, 0}};
+    for (const auto& v : variants) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, v[0], v[1]);
   }
 }
 
@@ -213,52 +206,6 @@ TEST_CASE("phase 3 persistent kernel: two runs are bit-identical, and so are the
 
 namespace nbtest {
 
-TEST_CASE("phase 3 persistent kernel in clusters: awkward sizes against the reference, bit-identical runs") {
-  if (!has_device()) return;
-  for (int C : {2, 4, 8}) {
-    CAPTURE(C);
-    const p3::Fit f = device_fit(C);
-    if (f.why_not || f.grid < C) {
-      MESSAGE("clusters of this size cannot run here: skipped");
-      continue;
-    }
-    const int Gmax = f.grid;
-    struct Case {
-      size_t nt, ntest;
-      int G, epochs, eval_every;
-      double lr;
-    };
-    const Case cases[] = {
-        {7, 3, C, 20, 10, 0.025},                          // fewer points than blocks: empty blocks
-        {100003, 25001, C, 30, 7, 0.01},                   // one cluster
-        {999983 - 999983 / 5, 999983 / 5, (Gmax / C / 2 + 1) * C, 20, 10, 0.025},  // odd cluster count where it can be
-        {4000001, 1000000, Gmax, 16, 4, 0.01},             // every co-resident cluster
-    };
-    for (const Case& c : cases) {
-      if (c.G > Gmax || !p3::fits(f, c.nt, c.ntest, c.G, nullptr)) continue;
-      for (int ex : {int(p3::kPoll), int(p3::kCounter)}) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, ex, 0, C);
-      check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, p3::kPoll, 0, C, 4);
-      check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, p3::kPoll, 0, C, 0);
-    }
-    // two runs, and the stamping (--epoch-split) kernel, give the same bits
-    const int G = std::min(Gmax, 4 * C);
-    const size_t nt = 300007, ntest = 75001;
-    auto& g = test_rng();
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    std::vector<float> x(nt + ntest), y(nt + ntest);
-    for (size_t i = 0; i < x.size(); ++i) {
-      x[i] = u(g);
-      y[i] = 0.7f * x[i] + 0.1f * u(g);
-    }
-    const Run a = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kPoll, 0, C);
-    const Run b = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kPoll, 0, C, true, 5);
-    CHECK(std::memcmp(a.loss.data(), b.loss.data(), a.loss.size() * sizeof(double)) == 0);
-    CHECK(std::memcmp(a.test.data(), b.test.data(), a.test.size() * sizeof(double)) == 0);
-    CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
-    CHECK(std::memcmp(&a.b, &b.b, sizeof(float)) == 0);
-  }
-}
-
 TEST_CASE("phase 3 --epoch-split: the stamping kernel gives the same bits and stamps that add up") {
   if (!has_device()) return;
   const int G = std::min(max_grid(), 11);
@@ -272,7 +219,7 @@ TEST_CASE("phase 3 --epoch-split: the stamping kernel gives the same bits and st
     y[i] = -1.3f * x[i] + 0.4f + 0.1f * u(g);
   }
   const Run a = run_kernel(x, y, nt, G, E, 10, 0.02, 0.f, 0.f);
-  const Run b = run_kernel(x, y, nt, G, E, 10, 0.02, 0.f, 0.f, p3::kPoll, 0, 1, true);
+  const Run b = run_kernel(x, y, nt, G, E, 10, 0.02, 0.f, 0.f, p3::kPoll, 0, true);
   CHECK(std::memcmp(a.loss.data(), b.loss.data(), a.loss.size() * sizeof(double)) == 0);
   CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
   REQUIRE(b.stamps.size() == size_t(E) * G * p3::kSplitWords);
