@@ -11,9 +11,8 @@
 //      second stream, --source host uploads chunked over streams with epoch 0 run per chunk. It runs
 //      with --path graph and, automatically, where the data does not fit (output and record's
 //      launch.path / path_note say which path ran and why).
-//   --source host on the persistent path: the chunks are uploaded over the streams, then the kernel
-//   starts. It needs every point before epoch 0's exchange, so the overlap given up is one epoch's
-//   arithmetic (~1 µs) against the upload (~0.75 ms at 5M); first_epoch_ms = upload + 1-epoch runs.
+//   --source host, persistent: the chunks land over the streams, then the kernel starts (it needs
+//   every point for epoch 0); first_epoch_ms = upload + a 1-epoch run.
 //
 // THE DESIGN DECISION: how blocks meet each epoch. Each block publishes its three float64 sums as
 //   tagged 64-bit words (epoch number in the 12 low mantissa bits), and every block polls all
@@ -32,17 +31,18 @@
 //   on chip (200 bare grid barriers, tools/grid_barrier); the algebraic limit (Σx, Σy, Σx², Σxy in
 //   one pass) is no training loop.
 //
-// MEASURED (H200, profiles/nvidia-h200/, bench_lanes.sh at ebcd7ce): 5M x 200 in 0.607 ms (__headline;
-//   3.0 µs an epoch), 2.25x the graph rung (1.366 ms, __headline-graph), 4.59x the fastest PyTorch of
-//   the run (compiled-graph, 2.786 ms); H100 (profiles/nvidia-h100-80gb-hbm3/, bench_linreg.sh at
-//   8db7eeb): 0.633 ms, 5.84x compiled-graph (3.694 ms). Short of the 0.5 ms and 7.7x goals: the
-//   predicted ~0.8 µs exchange measures 1.92 µs (H100 1.93; grid_barrier__bench-linreg: bare counter
-//   barrier 0.95 µs, H100 1.01), and the block trees and two __syncthreads add ~0.6 µs. Largest n on
-//   chip (H200) 6,529,710: 0.674 ms; one point more takes the graph path: 1.598 ms. At n = 500
-//   PyTorch's compiled-graph (0.27 ms vs 0.37) beats it.
+// MEASURED (H100, profiles/nvidia-h100-80gb-hbm3/, bench_linreg.sh at 51d437c): 5M x 200 in 0.589 ms
+//   (__headline, 2.9 µs an epoch), 2.50x the graph rung (1.472 ms), 6.35x the fastest PyTorch of the
+//   run (compiled-graph, 3.744 ms). Its --epoch-split (record field epoch_split): sums 1.27 µs (the
+//   arithmetic, fp32 warp trees, a __syncthreads: the ~0.6 µs predicted plus ~0.4 of issue above
+//   the FMA count and ~0.2 of trees), publish 0.19, wait for every block 1.44 (the last word lands
+//   ~0.8 µs after it is stored and blocks start ~0.5 µs apart), step 0.15. The wait is the floor's
+//   kind: grid_barrier__bench-linreg's bare counter barrier is 1.01 µs, the same tagged exchange with
+//   no work 1.94 µs. Short of the 0.5 ms and 7.7x goals. H200 (profiles/nvidia-h200/, make run FULL=1
+//   at 8fea4d0): 0.596 ms, 4.61x compiled-graph (2.750 ms); largest n on chip 6,529,710: 0.671 ms,
+//   one point more takes the graph path: 1.677 ms; at n = 500 compiled-graph wins (0.30 vs 0.37 ms).
 //
-// History (the graph rung's tuning, options tried and dropped): report/phase_notes/phase3_fused_streams.md
-// Flags: --help lists every one (--path auto|persistent|graph, --exchange, --poll-ns, --print-fit, ...).
+// History (tuning, options tried and dropped): report/phase_notes/phase3_fused_streams.md; --help: flags.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -4,6 +4,7 @@ without a timestamp or software tag, so the same records give the same file.
 """
 from __future__ import annotations
 
+import math
 import os
 import textwrap
 
@@ -96,11 +97,6 @@ def fig1_ladder(d, path, device):
     ys = list(range(len(rows)))[::-1]
     vals = [r["ms"] for r in rows]
     ax.barh(ys, vals, color=[A.color(r["key"]) for r in rows], edgecolor="#333333", linewidth=0.5)
-    for y, r in zip(ys, rows):
-        txt = _fmt_ms(r["ms"])
-        if r["speedup"] is not None and not (A.is_twin(r["key"][0]) and r["key"][1] == "pytorch-eager"):
-            txt += "  ·  " + _ratio_words(r["speedup"]) + " than eager"
-        ax.text(r["ms"] * 1.08, y, txt, va="center", fontsize=9)
     ax.set_yticks(ys)
     ax.set_yticklabels([r["label"] for r in rows])
     ax.set_xscale("log")
@@ -109,7 +105,23 @@ def fig1_ladder(d, path, device):
     for f, ls in zip(floors, ("--", ":", "-.")):
         ax.axvline(f["ms"], color="black", linestyle=ls, linewidth=1.1, label=f"{f['label']}: {_fmt_ms(f['ms'])}")
         lo = min(lo, f["ms"])
-    ax.set_xlim(lo / 3, hi * 300)
+    x0, x1 = lo / 3, hi * 4  # the axis ends just past the longest bar, not over empty decades
+    ax.set_xlim(x0, x1)
+    # a label's width in decades of the log axis (9 pt text ~0.075 in a character; the axes ~7 in wide):
+    # a label that would run past the right edge goes inside its bar (white, right-aligned) when it fits
+    decades_per_char = 0.075 * math.log10(x1 / x0) / 7.0
+    for y, r in zip(ys, rows):
+        txt = _fmt_ms(r["ms"])
+        if r["speedup"] is not None and not (A.is_twin(r["key"][0]) and r["key"][1] == "pytorch-eager"):
+            txt += "  ·  " + _ratio_words(r["speedup"]) + " than eager"
+        width = decades_per_char * len(txt)
+        if math.log10(r["ms"] * 1.08) + width > math.log10(x1) and math.log10(r["ms"] / x0) > width + 0.2:
+            rgb = matplotlib.colors.to_rgb(A.color(r["key"]))
+            ink = "#111111" if 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 0.6 else "white"  # contrast
+            ax.text(r["ms"] / 1.08, y, txt, va="center", ha="right", fontsize=9, color=ink, fontweight="bold")
+        else:  # on a white ground: the floor lines pass behind it
+            ax.text(r["ms"] * 1.08, y, txt, va="center", fontsize=9,
+                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.6))
     if floors:  # below the axes: the bars reach the right edge at any height
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), fontsize=8, ncol=1, frameon=False)
     ax.set_xlabel("training time, 5M points × 200 epochs (ms, median of repeats, log scale)")
