@@ -772,3 +772,17 @@ def test_bench_lanes_spreads_the_invocations_and_passes_their_settings(sandbox):
     assert p.returncode == 0, p.stdout + p.stderr
     one = (root / "one" / "lane0.log").read_text()
     assert one.count("gpu=0") == 6 and not (root / "one" / "lane1.log").exists()
+
+
+def test_compare_builds_refuses_bad_usage_and_needs_a_gpu(tmp_path):
+    """scripts/compare_builds.sh: no commit -> 2 with its usage line; not a commit -> 2; no GPU -> 3,
+    before it builds or writes anything (CI has no GPU)."""
+    script = os.path.join(ROOT, "scripts", "compare_builds.sh")
+    env = dict(os.environ, PATH="/usr/bin:/bin")  # no nvidia-smi on this PATH
+    p = subprocess.run(["bash", script], capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "usage" in p.stdout
+    p = subprocess.run(["bash", script, "no-such-commit-xyz"], capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "is not a commit" in p.stdout
+    p = subprocess.run(["bash", script, "HEAD", str(tmp_path / "log")], capture_output=True, text=True, env=env)
+    assert p.returncode == 3 and "no GPU" in p.stdout
+    assert not (tmp_path / "log").exists()

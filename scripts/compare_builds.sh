@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# scripts/compare_builds.sh — did a restructure move the MLP trainers' results or speed? Builds phases
+# 4 and 5 at two commits (BEFORE in a git worktree under build/compare/, AFTER = this tree), then
+# trains W1, W1 without dropout and W2 at h = 128 and 1024 on every launch path of both builds, the
+# two builds' runs of one configuration back to back on the same GPU, and compares the final
+# parameters' checksum (metrics.param_checksum: must be bit-identical) and the median epoch time
+# (must stay within TOL_PCT, default 3%). One line per configuration; a table at the end.
+#
+#   scripts/compare_builds.sh BEFORE [LOG]     (default LOG build/compare_builds.log; needs a GPU and the data)
+#
+# Paths: phase 4 fp32/fp16; phase 5 own GEMM fp32/fp16, cuBLASLt fp32/fp16, the persistent kernel
+# (fp32 W1 shapes) and the cluster kernel (fp16 W2 h = 128, SGD, no dropout). W1: 784-128-64-10,
+# Adam, dropout 0.2 (and 0), batch 32, one epoch; W2: 784-h-h-h-10, SGD lr 0.003, no dropout,
+# batch 32, 500 steps. REPEATS (default 5) timed runs after one warm-up, --no-cupti.
+# Environment: DATA (default .carry/data/mnist or data/mnist), JOBS, DEPS_PREFIX, REPEATS, TOL_PCT.
+# Exit status: 0 when every checksum matches and every median is within TOL_PCT; 1 otherwise;
+# 2 on usage errors; 3 without a GPU.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+[ $# -ge 1 ] || { echo "usage: scripts/compare_builds.sh BEFORE [LOG]"; exit 2; }
+BEFORE="$1"
+LOG="${2:-build/compare_builds.log}"
+git rev-parse --verify -q "$BEFORE^{commit}" >/dev/null || { echo "compare_builds: $BEFORE is not a commit here"; exit 2; }
+nvidia-smi -L >/dev/null 2>&1 || { echo "compare_builds: no GPU visible (nvidia-smi -L lists none)"; exit 3; }
+DATA="${DATA:-data/mnist}"
+[ -d .carry/data/mnist ] && [ "$DATA" = data/mnist ] && DATA=.carry/data/mnist
+DATA="$(cd "$DATA" && pwd)" || { echo "compare_builds: no data at $DATA (make data)"; exit 2; }
+if [ -z "${DEPS_PREFIX:-}" ] && [ -d .carry/deps ]; then export DEPS_PREFIX=.carry/deps; fi
+[ -n "${DEPS_PREFIX:-}" ] && DEPS_PREFIX="$(cd "$DEPS_PREFIX" && pwd)"
+JOBS="${JOBS:-$(nproc)}"
+REPEATS="${REPEATS:-5}"
+TOL_PCT="${TOL_PCT:-3}"
+PY="${PYTHON:-python3}"
+mkdir -p build/compare "$(dirname "$LOG")"
+WT=build/compare/before
+rm -rf "$WT"
+git worktree prune
+git worktree add -q --detach "$WT" "$BEFORE" || { echo "compare_builds: git worktree add failed"; exit 1; }
+trap 'git worktree remove --force "$WT" >/dev/null 2>&1' EXIT
+for d in "$WT" .; do
+  make -C "$d" -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} build/phase4_mlp build/phase5_batched \
+    >"build/compare/make_$(basename "$d").log" 2>&1 || { tail -n 20 "build/compare/make_$(basename "$d").log"; echo "compare_builds: build failed in $d"; exit 1; }
+done
+SCRATCH=$(mktemp -d)
+trap 'git worktree remove --force "$WT" >/dev/null 2>&1; rm -rf "$SCRATCH"' EXIT
+W1="--layers 784,128,64,10 --batch 32 --epochs 1"
+W2="--layers 784,H,H,H,10 --optimizer sgd --lr 0.003 --dropout 0 --batch 32 --steps 500"
+CONFIGS=()  # "label|binary|args"
+for dr in 0.2 0; do
+  w="$W1 --dropout $dr"; t="w1"; [ "$dr" = 0 ] && t="w1-nodrop"
+  for pr in fp32 fp16; do CONFIGS+=("$t-p4-$pr|phase4_mlp|$w --precision $pr"); done
+  for pr in fp32 fp16; do CONFIGS+=("$t-p5-own-$pr|phase5_batched|$w --precision $pr"); done
+  for pr in fp32 fp16; do CONFIGS+=("$t-p5-cublas-$pr|phase5_batched|$w --precision $pr --gemm cublas"); done
+  CONFIGS+=("$t-p5-persistent|phase5_batched|$w --launch persistent")
+done
+for h in 128 1024; do
+  w="${W2//H/$h}"
+  for pr in fp32 fp16; do CONFIGS+=("w2-h$h-p4-$pr|phase4_mlp|$w --precision $pr"); done
+  for pr in fp32 fp16; do CONFIGS+=("w2-h$h-p5-own-$pr|phase5_batched|$w --precision $pr"); done
+  for pr in fp32 fp16; do CONFIGS+=("w2-h$h-p5-cublas-$pr|phase5_batched|$w --precision $pr --gemm cublas"); done
+  [ "$h" = 128 ] && CONFIGS+=("w2-h$h-p5-cluster|phase5_batched|$w --precision fp16 --launch cluster")
+done
+# field FILE KEY: metrics.param_checksum / the median of timing.total_ms of a record
+field() {
+  "$PY" - "$1" "$2" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(repr(r["metrics"]["param_checksum"]) if sys.argv[2] == "sum" else "%.6f" % r["timing"]["total_ms"]["median"])
+EOF
+}
+fails=0
+{
+  echo "# compare_builds: before $(git rev-parse --short "$BEFORE"), after $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!profiles' ':!report' || echo ' (+ uncommitted changes)')"
+  echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); $REPEATS timed runs after 1 warm-up; median tolerance $TOL_PCT%"
+  printf '%-26s %-10s %12s %12s %8s  %s\n' config checksum before_ms after_ms "after/b" verdict
+} | tee "$LOG"
+for c in "${CONFIGS[@]}"; do
+  IFS='|' read -r label bin args <<<"$c"
+  read -r -a A <<<"$args"
+  ok=1; sums=(); meds=()
+  for side in before after; do
+    root=.; [ "$side" = before ] && root="$WT"
+    out="$SCRATCH/$side"
+    mkdir -p "$out"
+    if ! "$root/build/$bin" "${A[@]}" --data "$DATA" --warmup 1 --repeats "$REPEATS" --no-cupti --out "$out" --tag "$label" \
+      >"$SCRATCH/$side-$label.log" 2>&1; then
+      echo "  $label ($side): exit $?: $(tail -n 1 "$SCRATCH/$side-$label.log")" | tee -a "$LOG"
+      ok=0; continue
+    fi
+    rec="$out/${bin}__$label.json"
+    sums+=("$(field "$rec" sum)"); meds+=("$(field "$rec" med)")
+  done
+  if [ "$ok" = 1 ] && [ "${#sums[@]}" = 2 ]; then
+    same=differs; [ "${sums[0]}" = "${sums[1]}" ] && same=same
+    ratio=$(awk -v a="${meds[1]}" -v b="${meds[0]}" 'BEGIN { printf "%.4f", a / b }')
+    within=$(awk -v r="$ratio" -v t="$TOL_PCT" 'BEGIN { print (r <= 1 + t / 100) ? "ok" : "slower" }')
+    verdict="ok"; { [ "$same" != same ] || [ "$within" != ok ]; } && verdict="FAIL" && fails=$((fails + 1))
+    printf '%-26s %-10s %12s %12s %8s  %s\n' "$label" "$same" "${meds[0]}" "${meds[1]}" "$ratio" \
+      "$verdict$([ "$same" != same ] && echo " (checksums ${sums[0]} vs ${sums[1]})")" | tee -a "$LOG"
+  else
+    fails=$((fails + 1))
+  fi
+done
+echo "compare_builds: $fails configuration(s) failed; log $LOG" | tee -a "$LOG"
+[ "$fails" -eq 0 ]
