@@ -12,7 +12,9 @@
 # (fp32 W1 shapes) and the cluster kernel (fp16 W2 h = 128, SGD, no dropout). W1: 784-128-64-10,
 # Adam, dropout 0.2 (and 0), batch 32, one epoch; W2: 784-h-h-h-10, SGD lr 0.003, no dropout,
 # batch 32, 500 steps. REPEATS (default 5) timed runs after one warm-up, --no-cupti.
-# Environment: DATA (default .carry/data/mnist or data/mnist), JOBS, DEPS_PREFIX, REPEATS, TOL_PCT.
+# Environment: DATA (default .carry/data/mnist or data/mnist), JOBS, DEPS_PREFIX, REPEATS, TOL_PCT,
+# ONLY (a regex: only the configurations whose label matches), NB_GIT_COMMIT (names the AFTER tree on
+# a device copy whose git does not know its commit).
 # Exit status: 0 when every checksum matches and every median is within TOL_PCT; 1 otherwise;
 # 2 on usage errors; 3 without a GPU.
 set -uo pipefail
@@ -70,12 +72,15 @@ EOF
 }
 fails=0
 {
-  echo "# compare_builds: before $(git rev-parse --short "$BEFORE"), after $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!profiles' ':!report' || echo ' (+ uncommitted changes)')"
+  if [ -n "${NB_GIT_COMMIT:-}" ]; then after="$NB_GIT_COMMIT (NB_GIT_COMMIT)"
+  else after="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!profiles' ':!report' || echo ' (+ uncommitted changes)')"; fi
+  echo "# compare_builds: before $(git rev-parse --short "$BEFORE"), after $after"
   echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); $REPEATS timed runs after 1 warm-up; median tolerance $TOL_PCT%"
   printf '%-26s %-10s %12s %12s %8s  %s\n' config checksum before_ms after_ms "after/b" verdict
 } | tee "$LOG"
 for c in "${CONFIGS[@]}"; do
   IFS='|' read -r label bin args <<<"$c"
+  [[ "$label" =~ ${ONLY:-.} ]] || continue
   read -r -a A <<<"$args"
   ok=1; sums=(); meds=()
   for side in before after; do
