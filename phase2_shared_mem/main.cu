@@ -61,6 +61,7 @@
 #include "linreg_harness.h"
 #include "nvtx.h"
 #include "record.h"
+#include "runner.h"
 #include "stats.h"
 #include "timing.cuh"
 #include "tracer.h"
@@ -376,21 +377,13 @@ int run(int argc, char** argv) {
     out.loss = std::move(loss);
     return ms;
   };
-  // Warm-up, then the timed runs, without our CUPTI tracer: it adds ~1.5 us to each of the ~6
-  // launches and copies of an epoch, ~15% of a phase-2 epoch at 5M.
-  std::vector<double> samples;
-  for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
-    const double ms = one_run();
-    if (r >= opt.warmup) samples.push_back(ms);
-  }
-  // As many runs again, untimed, with the tracer on: the kernel/memcpy/range summaries.
-  int trace_runs = 0;
-  if (!opt.no_cupti && tracer.start(true)) {
-    tracer.clear();
-    for (; trace_runs < opt.repeats; ++trace_runs) one_run();
-  }
+  // Warm-up, the timed runs without our CUPTI tracer (it adds ~1.5 us to each of the ~6 launches
+  // and copies of an epoch, ~15% of a phase-2 epoch at 5M), then as many runs again with it on.
+  const nb::TimedRuns runs = nb::timed_then_traced({opt.warmup, opt.repeats, opt.repeats, !opt.no_cupti},
+                                                   [&](nb::RunKind) { return one_run(); });
+  const std::vector<double>& samples = runs.samples;
   const nlohmann::json traced = nb::linreg_trace_summary(
-      opt.trace, trace_runs,
+      opt.trace, runs.trace_runs,
       "kernels/memcpy/ranges: from trace_runs extra untimed runs after the timed ones, with our CUPTI tracer on "
       "(the timed runs ran without it)");
   tracer.stop();

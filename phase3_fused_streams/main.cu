@@ -66,6 +66,7 @@
 #include "pdl.cuh"
 #include "persistent.cuh"
 #include "record.h"
+#include "runner.h"
 #include "stats.h"
 #include "timing.cuh"
 #include "tracer.h"
@@ -819,17 +820,27 @@ int run(int argc, char** argv) {
     return ms;
   };
 
-  // ---- warm-up, then the measured runs. Our CUPTI tracer is not running during them: it adds
-  // ~1.5 us to every launch, ~15% of an epoch here (measured: 2.98 -> 3.32 ms at 5M).
-  for (int r = 0; r < opt.warmup + opt.repeats; ++r) {
-    double f = 0;
-    const double ms = one_run(&f);
-    if (r < opt.warmup) continue;
-    samples.push_back(ms);
-    if (host_src && !persistent) first_ms.push_back(f);
-  }
-  const nb::Stats launch_st = nb::summarize(std::vector<double>(launch_ms.end() - opt.repeats, launch_ms.end()));
-  // ---- --epoch-split: one more run of the stamping kernel (untimed by the samples above)
+  // ---- warm-up, the timed runs without our CUPTI tracer (it adds ~1.5 us to every launch, ~15% of
+  // an epoch of the graph path: 2.98 -> 3.32 ms at 5M), then as many runs again with it on. Only the
+  // timed runs keep their first-epoch time and their host launch time.
+  const nb::TimedRuns runs = nb::timed_then_traced({opt.warmup, opt.repeats, opt.repeats, !opt.no_cupti},
+                                                   [&](nb::RunKind kind) {
+                                                     double f = 0;
+                                                     const size_t nl = launch_ms.size();
+                                                     const double ms = one_run(&f);
+                                                     if (kind != nb::RunKind::Timed) launch_ms.resize(nl);
+                                                     else if (host_src && !persistent) first_ms.push_back(f);
+                                                     return ms;
+                                                   });
+  samples = runs.samples;
+  const nb::Stats launch_st = nb::summarize(launch_ms);
+  // Summaries of exactly the traced runs (not of the final evaluation or --measure-peaks' benchmarks).
+  const nlohmann::json traced = nb::linreg_trace_summary(
+      opt.trace, runs.trace_runs,
+      "kernels/memcpy/ranges: from trace_runs extra untimed runs after the timed ones, with our CUPTI tracer on "
+      "(the timed runs ran without it)");
+  tracer.stop();
+  // ---- --epoch-split: one more run, of the stamping kernel, after the timed and traced ones
   nlohmann::json split_json;
   if (o.epoch_split && persistent && E >= 4) {
     DevBuf<unsigned long long> stamps(size_t(E) * size_t(pgrid) * p3::kSplitWords);
@@ -859,21 +870,6 @@ int run(int argc, char** argv) {
                              "p3::split_summary); durations from clock64, skew and seen-after-last from globaltimer "
                              "(0.256 us steps on an H100)"}};
   }
-  // ---- as many runs again, untimed, with the tracer on: the kernel/memcpy/range summaries.
-  int trace_runs = 0;
-  if (!opt.no_cupti && tracer.start(true)) {
-    tracer.clear();
-    for (; trace_runs < opt.repeats; ++trace_runs) {
-      double f = 0;
-      one_run(&f);
-    }
-  }
-  // Summaries of exactly those runs (not of the final evaluation or --measure-peaks' benchmarks).
-  const nlohmann::json traced = nb::linreg_trace_summary(
-      opt.trace, trace_runs,
-      "kernels/memcpy/ranges: from trace_runs extra untimed runs after the timed ones, with our CUPTI tracer on "
-      "(the timed runs ran without it)");
-  tracer.stop();
 
   // ---- results: the loss curve in one copy; the final test loss (untimed, eval stream)
   nb::LinregOutcome out;

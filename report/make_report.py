@@ -699,8 +699,9 @@ def sec_threats(md, ctx, recs, all_dev):
                        f"in {ctx.link(r)}: {vals or 'no numeric metrics'}. Events time the device, but a launch-bound run "
                        "waits for the host, so the tracer's cost per launch shows in its time: records with "
                        "`timing.traced` false ran their timed runs without the tracer (the summaries come from "
-                       "separate traced runs, `trace_runs`); phase 1's timed runs were traced (under 0.1% of its "
-                       "epoch, its records note).")
+                       "separate traced runs, `trace_runs`); records with `timing.traced` true (phase 1's, before it "
+                       "moved to the common runner) traced their timed runs (under 0.1% of a phase-1 epoch, those "
+                       "records note).")
     if not to:
         bullets.append("The tracer's overhead has no record on this device (tool `tracer_overhead`), so its effect "
                        "on traced runs is not quantified here.")
