@@ -8,9 +8,11 @@
 //   const nb::Stats st = nb::summarize(tr.samples);   // the timed runs' milliseconds
 //   ... tr.trace_runs runs ran traced; the tracer is still on: summarize it, then Tracer::stop() ...
 //
-// The optional `stop` is asked after every timed run (a run that diverged ends the timing early:
-// the phases 4-5 trainers). Timing stays in the phase (events around what it times); the runner
-// only orders the runs and switches the tracer.
+// The optional `stop` is asked after every timed run (a run that diverged ends the timing early,
+// and no traced run follows: the phases 4-5 trainers); `after_timed` runs once between the timed
+// and the traced runs (to keep what the timed runs left: parameters, breakdown counters). Timing
+// stays in the phase (events around what it times); the runner only orders the runs and switches
+// the tracer.
 #pragma once
 #include <functional>
 #include <vector>
@@ -35,13 +37,17 @@ struct TimedRuns {
 
 // one_run(kind) runs once and returns its time in ms (ignored for warm-up and traced runs).
 template <class OneRun>
-TimedRuns timed_then_traced(const RunPlan& plan, OneRun&& one_run, const std::function<bool()>& stop = {}) {
+TimedRuns timed_then_traced(const RunPlan& plan, OneRun&& one_run, const std::function<bool()>& stop = {},
+                            const std::function<void()>& after_timed = {}) {
   TimedRuns r;
   for (int i = 0; i < plan.warmup; ++i) one_run(RunKind::Warmup);
-  for (int i = 0; i < plan.repeats; ++i) {
+  bool stopped = false;
+  for (int i = 0; i < plan.repeats && !stopped; ++i) {
     r.samples.push_back(one_run(RunKind::Timed));
-    if (stop && stop()) return r;  // no traced runs after a run that must end the measurement
+    stopped = stop && stop();
   }
+  if (after_timed) after_timed();
+  if (stopped) return r;  // no traced runs after a run that ended the measurement
   Tracer& tracer = Tracer::instance();
   if (plan.traced > 0 && plan.tracer_allowed && tracer.start(true)) {
     tracer.clear();

@@ -534,20 +534,29 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   };
 
   // The timed runs, without our CUPTI tracer: it adds ~2 us to each of the ~28 launches of a step
-  // (tracer_overhead record), which on this launch-bound phase would be a quarter of the time.
-  std::vector<double> totals;
+  // (tracer_overhead record), which on this launch-bound phase would be a quarter of the time. Then
+  // one more run, untimed, with it on: the kernel/memcpy/range summaries and the efficiency table
+  // (costs counted over that run, as the tracer's totals are; common/runner.h).
   Run last;
-  for (int rep = 0; rep < o.common.repeats && last.diverged.empty(); ++rep) {
-    last = one_run(nullptr);
-    totals.push_back(last.total_ms);
-  }
-  std::vector<float> final_params;  // the timed run's result (the traced run below repeats it)
-  for (const auto& p : tr.params()) final_params.insert(final_params.end(), p.begin(), p.end());
-  // Then one more run, untimed, with the tracer on: the kernel/memcpy/range summaries and the
-  // efficiency table (costs counted over that run, as the tracer's totals are).
+  double traced_total = 0;
+  std::vector<float> final_params;  // the timed runs' result (the traced run repeats it)
   std::map<std::string, KernelCost> costs;
-  const std::optional<double> traced_ms =
-      traced_run(rec, !last.diverged.empty(), o.common.no_cupti, [&] { return one_run(&costs).total_ms; });
+  const TimedRuns runs = timed_then_traced(
+      {0, o.common.repeats, 1, !o.common.no_cupti},
+      [&](RunKind kind) {
+        if (kind != RunKind::Timed) {
+          std::printf("traced run (our CUPTI tracer on; not timed):\n");
+          return traced_total = one_run(&costs).total_ms;
+        }
+        last = one_run(nullptr);
+        return last.total_ms;
+      },
+      [&] { return !last.diverged.empty(); },
+      [&] {
+        for (const auto& p : tr.params()) final_params.insert(final_params.end(), p.begin(), p.end());
+      });
+  const std::vector<double>& totals = runs.samples;
+  const std::optional<double> traced_ms = traced_run_ms(rec, runs, !last.diverged.empty(), traced_total);
   const std::string& diverged = last.diverged;
   const std::vector<float>& step_losses = last.step_losses;
 

@@ -243,27 +243,33 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   };
 
   // The timed runs, without our CUPTI tracer (it adds ~2 us to every launch it watches, graph
-  // nodes included: tracer_overhead record).
-  std::vector<double> totals;
-  Run last;
+  // nodes included: tracer_overhead record), then one more run, untimed, with it on: the
+  // kernel/memcpy/range summaries and the efficiency table (common/runner.h).
+  Run last, traced;
   int64_t measured_steps = 0;
-  for (int rep = 0; rep < o.common.repeats && last.diverged.empty(); ++rep) {
-    last = one_run(rep == 0);
-    totals.push_back(last.total_ms);
-    measured_steps += last.steps;
-  }
-  const std::vector<double> final_params = tr.params();  // the timed runs' result
-  // --breakdown: the cycles of the timed runs only (the buffer is released here, so the traced run
-  // below does not stamp).
-  const std::vector<unsigned long long> breakdown_cycles =
-      o.breakdown && one_launch ? tr.take_breakdown() : std::vector<unsigned long long>{};
-  // Then one more run, untimed, with the tracer on: the kernel/memcpy/range summaries and the
-  // efficiency table.
-  Run traced;
-  const std::optional<double> traced_ms = traced_run(rec, !last.diverged.empty(), o.common.no_cupti, [&] {
-    traced = one_run(false);
-    return traced.total_ms;
-  });
+  std::vector<double> final_params;                // the timed runs' result
+  std::vector<unsigned long long> breakdown_cycles;  // --breakdown: the cycles of the timed runs only
+  int timed_runs = 0;
+  const TimedRuns runs = timed_then_traced(
+      {0, o.common.repeats, 1, !o.common.no_cupti},
+      [&](RunKind kind) {
+        if (kind != RunKind::Timed) {
+          std::printf("traced run (our CUPTI tracer on; not timed):\n");
+          traced = one_run(false);
+          return traced.total_ms;
+        }
+        last = one_run(timed_runs++ == 0);
+        measured_steps += last.steps;
+        return last.total_ms;
+      },
+      [&] { return !last.diverged.empty(); },
+      [&] {
+        final_params = tr.params();
+        // (the buffer is released here, so the traced run does not stamp)
+        if (o.breakdown && one_launch) breakdown_cycles = tr.take_breakdown();
+      });
+  const std::vector<double>& totals = runs.samples;
+  const std::optional<double> traced_ms = traced_run_ms(rec, runs, !last.diverged.empty(), traced.total_ms);
   const std::string& diverged = last.diverged;
   const std::vector<float>& step_losses = last.step_losses;
 

@@ -15,6 +15,7 @@
 #include "mlp_common.h"
 #include "record.h"
 #include "reference.h"
+#include "runner.h"
 #include "tracer.h"
 #include "validate.h"
 
@@ -22,17 +23,13 @@ namespace nb {
 namespace mlp {
 
 // The timed runs run without our CUPTI tracer (it adds ~2 us to every launch it watches: the
-// tracer_overhead record). After them, one more training run, untimed, with the tracer on feeds
-// the kernel/memcpy/range summaries: `run()` performs it and returns its events time. Returns that
-// time, or nothing (and a note in rec saying why) when there is no traced run: after a diverged
-// run, with --no-cupti, or when a profiler or sanitizer holds CUPTI.
-template <class RunFn>
-std::optional<double> traced_run(nlohmann::json& rec, bool diverged, bool no_cupti, RunFn run) {
-  Tracer& tracer = Tracer::instance();
-  if (!diverged && !no_cupti && tracer.start(true)) {
-    std::printf("traced run (our CUPTI tracer on; not timed):\n");
-    const double ms = run();
-    tracer.flush();
+// tracer_overhead record); after them, one more training run, untimed, with the tracer on feeds the
+// kernel/memcpy/range summaries (nb::timed_then_traced, common/runner.h). Its time, or nothing (and a
+// note in rec saying why) when there was no traced run: after a diverged run, with --no-cupti, or
+// when a profiler or sanitizer holds CUPTI.
+inline std::optional<double> traced_run_ms(nlohmann::json& rec, const TimedRuns& runs, bool diverged, double ms) {
+  if (runs.trace_runs > 0) {
+    Tracer::instance().flush();
     return ms;
   }
   rec["notes"].push_back(diverged ? "no traced run after a diverged one: no kernel summary or efficiency"
