@@ -49,6 +49,7 @@
 
 #include "check.cuh"
 #include "cli.h"
+#include "cuda_handles.h"
 #include "device_info.h"
 #include "errors.h"
 #include "linreg_data.cuh"
@@ -130,7 +131,7 @@ __global__ void pairwise_step_kernel(double* t, size_t len, size_t half) {
 }
 
 // ----------------------------------------------------------------------------- the program
-struct Buffers {
+struct Buffers {  // the device buffers as plain pointers (main's nb::DevBuf objects own them)
   float* x = nullptr;      // n, storage order (train first)
   float* y = nullptr;
   float* pred = nullptr;   // n (train predictions, later test predictions)
@@ -138,12 +139,6 @@ struct Buffers {
   double* acc = nullptr;   // 3 sums
   double* loss = nullptr;  // this epoch's loss
   double* terms = nullptr; // --deterministic: nt terms
-  ~Buffers() {
-    for (void* p : {static_cast<void*>(x), static_cast<void*>(y), static_cast<void*>(pred),
-                    static_cast<void*>(params), static_cast<void*>(acc), static_cast<void*>(loss),
-                    static_cast<void*>(terms)})
-      if (p) cudaFree(p);
-  }
 };
 
 // Σ of t[0..len) in a fixed order into *dst (device), destroying t.
@@ -254,20 +249,18 @@ int run(int argc, char** argv) {
   const size_t resident = 3 * N * sizeof(float) + (det ? nt * sizeof(double) : 0) + 4096;
   nb::require_free_memory(std::max(resident, nb::linreg_generate_bytes(N) + N * sizeof(float)), "the data set");
 
-  cudaStream_t s = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  Buffers B;
-  CUDA_CHECK(cudaMalloc(&B.x, N * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&B.y, N * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&B.params, 2 * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&B.acc, 3 * sizeof(double)));
-  CUDA_CHECK(cudaMalloc(&B.loss, sizeof(double)));
+  nb::Streams streams(1);  // RAII handles (common/cuda_handles.h): freed on every exit path
+  cudaStream_t s = streams.s[0];
+  nb::DevBuf<float> d_x(N), d_y(N), d_params(2), d_pred;
+  nb::DevBuf<double> d_acc(3), d_loss(1), d_terms;
+  Buffers B{d_x.get(), d_y.get(), nullptr, d_params.get(), d_acc.get(), d_loss.get(), nullptr};
   {
     NB_NVTX_RANGE(nb::Cat::Init, "generate data");
     nb::generate_linreg(B.x, B.y, N, opt.seed, s);
   }
-  CUDA_CHECK(cudaMalloc(&B.pred, N * sizeof(float)));
-  if (det) CUDA_CHECK(cudaMalloc(&B.terms, nt * sizeof(double)));
+  d_pred.alloc(N);  // after generation: its scratch and pred are never resident together
+  B.pred = d_pred.get();
+  if (det) d_terms.alloc(nt), B.terms = d_terms.get();
 
   // Host copies for --validate and --save-data (untimed).
   std::vector<float> hx, hy;

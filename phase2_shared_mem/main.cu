@@ -54,6 +54,7 @@
 
 #include "check.cuh"
 #include "cli.h"
+#include "cuda_handles.h"
 #include "device_info.h"
 #include "errors.h"
 #include "linreg_data.cuh"
@@ -219,7 +220,7 @@ __global__ void init_params_kernel(float* params, float w0, float b0) {
 }
 
 // ----------------------------------------------------------------------------- the program
-struct Buffers {
+struct Buffers {  // the device buffers as plain pointers (main's nb::DevBuf objects own them)
   float* x = nullptr;         // n, storage order (train first)
   float* y = nullptr;
   float* pred = nullptr;      // n
@@ -227,12 +228,6 @@ struct Buffers {
   double* acc = nullptr;      // 3 sums
   double* loss = nullptr;     // this epoch's loss
   double* partials = nullptr; // --deterministic: 3 × grid
-  ~Buffers() {
-    for (void* p : {static_cast<void*>(x), static_cast<void*>(y), static_cast<void*>(pred),
-                    static_cast<void*>(params), static_cast<void*>(acc), static_cast<void*>(loss),
-                    static_cast<void*>(partials)})
-      if (p) cudaFree(p);
-  }
 };
 
 // A fixed grid (so the summation order is fixed), never more blocks than float4s to read.
@@ -332,20 +327,18 @@ int run(int argc, char** argv) {
   const size_t resident = 3 * N * sizeof(float) + 4096 + 3 * sizeof(double) * size_t(dev.sm_count) * kBlocksPerSm;
   nb::require_free_memory(std::max(resident, nb::linreg_generate_bytes(N) + N * sizeof(float)), "the data set");
 
-  cudaStream_t s = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  Buffers B;
-  CUDA_CHECK(cudaMalloc(&B.x, N * sizeof(float)));  // cudaMalloc: 256-byte aligned, as vec_split assumes
-  CUDA_CHECK(cudaMalloc(&B.y, N * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&B.params, 2 * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&B.acc, 3 * sizeof(double)));
-  CUDA_CHECK(cudaMalloc(&B.loss, sizeof(double)));
-  CUDA_CHECK(cudaMalloc(&B.partials, 3 * sizeof(double) * size_t(dev.sm_count) * kBlocksPerSm));
+  nb::Streams streams(1);  // RAII handles (common/cuda_handles.h): freed on every exit path
+  cudaStream_t s = streams.s[0];
+  // (cudaMalloc underneath: 256-byte aligned, as vec_split assumes)
+  nb::DevBuf<float> d_x(N), d_y(N), d_params(2), d_pred;
+  nb::DevBuf<double> d_acc(3), d_loss(1), d_partials(3 * size_t(dev.sm_count) * kBlocksPerSm);
+  Buffers B{d_x.get(), d_y.get(), nullptr, d_params.get(), d_acc.get(), d_loss.get(), d_partials.get()};
   {
     NB_NVTX_RANGE(nb::Cat::Init, "generate data");
     nb::generate_linreg(B.x, B.y, N, opt.seed, s);
   }
-  CUDA_CHECK(cudaMalloc(&B.pred, N * sizeof(float)));
+  d_pred.alloc(N);  // after generation: its scratch and pred are never resident together
+  B.pred = d_pred.get();
   const Ctx ctx{&B, nt, grid_for(nt, dev.sm_count), opt.deterministic, s};
 
   std::vector<float> hx, hy;

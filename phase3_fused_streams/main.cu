@@ -57,6 +57,7 @@
 
 #include "check.cuh"
 #include "cli.h"
+#include "cuda_handles.h"
 #include "device_info.h"
 #include "errors.h"
 #include "linreg_data.cuh"
@@ -422,47 +423,12 @@ struct Options {
   nb::CommonOptions common;
 };
 
-template <class T>
-struct DevBuf {
-  T* p = nullptr;
-  explicit DevBuf(size_t count) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T))); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
-template <class T>
-struct HostPinned {
-  T* p = nullptr;
-  explicit HostPinned(size_t count) { CUDA_CHECK(cudaMallocHost(&p, std::max<size_t>(count, 1) * sizeof(T))); }
-  ~HostPinned() { cudaFreeHost(p); }
-  HostPinned(const HostPinned&) = delete;
-  HostPinned& operator=(const HostPinned&) = delete;
-};
-
-struct Streams {
-  std::vector<cudaStream_t> s;
-  explicit Streams(int k) : s(static_cast<size_t>(k), nullptr) {
-    for (auto& x : s) CUDA_CHECK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
-  }
-  ~Streams() {
-    for (auto x : s) cudaStreamDestroy(x);
-  }
-};
-struct Event {
-  cudaEvent_t e = nullptr;
-  explicit Event(bool timing = false) {
-    CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
-  }
-  ~Event() { cudaEventDestroy(e); }
-};
-struct Graph {
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ~Graph() {
-    if (exec) cudaGraphExecDestroy(exec);
-    if (g) cudaGraphDestroy(g);
-  }
-};
+// RAII handles (common/cuda_handles.h)
+using nb::DevBuf;
+using nb::Event;
+using nb::Graph;
+using nb::HostPinned;
+using nb::Streams;
 
 // Launch of one epoch, with the PDL and L2 access-policy attributes when asked.
 struct EpochLauncher {
@@ -630,8 +596,8 @@ int run(int argc, char** argv) {
   nb::require_free_memory(std::max(2 * Npad * sizeof(float) + small, nb::linreg_generate_bytes(N) + small),
                           "the data set");
   DevBuf<float> xy(2 * Npad);
-  float* d_x = xy.p;
-  float* d_y = xy.p + Npad;
+  float* d_x = xy.get();
+  float* d_y = xy.get() + Npad;
   DevBuf<float> params(2), hist(2 * size_t(E + 1));
   DevBuf<double> acc(10), loss(static_cast<size_t>(E)), test_out(eval_epochs.size() + 1);
   DevBuf<double> partials(3 * size_t(grid)), eval_partials(static_cast<size_t>(eval_grid));
@@ -657,8 +623,8 @@ int run(int argc, char** argv) {
   if (host_src) {  // the user's data set: pinned host memory
     pin_x = std::make_unique<HostPinned<float>>(N);
     pin_y = std::make_unique<HostPinned<float>>(N);
-    CUDA_CHECK(cudaMemcpy(pin_x->p, d_x, N * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(pin_y->p, d_y, N * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(pin_x->get(), d_x, N * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(pin_y->get(), d_y, N * sizeof(float), cudaMemcpyDeviceToHost));
   }
 
   // ---- optional L2 persistence for the data
@@ -673,17 +639,17 @@ int run(int argc, char** argv) {
     const size_t carve = std::min<size_t>(win, static_cast<size_t>(prop.persistingL2CacheMaxSize));
     CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, carve));
     L.persist = true;
-    L.window.base_ptr = xy.p;
+    L.window.base_ptr = xy.get();
     L.window.num_bytes = win;
     L.window.hitRatio = static_cast<float>(std::min(1.0, double(carve) / double(win)));
     L.window.hitProp = cudaAccessPropertyPersisting;
     L.window.missProp = cudaAccessPropertyStreaming;
   }
 
-  TrainArgs ta{d_x, d_y, nt, params.p, hist.p, acc.p, det ? partials.p : nullptr, counters.p, loss.p,
+  TrainArgs ta{d_x, d_y, nt, params.get(), hist.get(), acc.get(), det ? partials.get() : nullptr, counters.get(), loss.get(),
                1.0 / double(nt), o.lr};
-  EvalArgs ea{d_x, d_y, nt, ntest, hist.p, acc.p + 9, det ? eval_partials.p : nullptr, counters.p + 1,
-              test_out.p, ntest ? 1.0 / double(ntest) : 0.0};
+  EvalArgs ea{d_x, d_y, nt, ntest, hist.get(), acc.get() + 9, det ? eval_partials.get() : nullptr, counters.get() + 1,
+              test_out.get(), ntest ? 1.0 / double(ntest) : 0.0};
 
   // ---- the graph: epochs [e0, E) and their evaluations
   Event fork, join;
@@ -698,20 +664,20 @@ int run(int argc, char** argv) {
 
   auto reset = [&] {
     NB_NVTX_RANGE(nb::Cat::Init, "reset w,b");
-    reset_params_kernel<<<1, 1, 0, s0>>>(params.p, hist.p, acc.p, counters.p, nb::linreg_init_w(), nb::linreg_init_b());
+    reset_params_kernel<<<1, 1, 0, s0>>>(params.get(), hist.get(), acc.get(), counters.get(), nb::linreg_init_w(), nb::linreg_init_b());
     CHECK_LAUNCH();
-    CUDA_CHECK(cudaMemsetAsync(loss.p, 0xff, size_t(E) * sizeof(double), s0));  // poison: NaN until written
-    CUDA_CHECK(cudaMemsetAsync(test_out.p, 0xff, (eval_epochs.size() + 1) * sizeof(double), s0));
+    CUDA_CHECK(cudaMemsetAsync(loss.get(), 0xff, size_t(E) * sizeof(double), s0));  // poison: NaN until written
+    CUDA_CHECK(cudaMemsetAsync(test_out.get(), 0xff, (eval_epochs.size() + 1) * sizeof(double), s0));
     if (persistent) {  // tagged words poisoned, the counter word zeroed
-      CUDA_CHECK(cudaMemsetAsync(slots.p, 0xff, (p3::slot_words(pgrid) - 1) * sizeof(unsigned long long), s0));
-      CUDA_CHECK(cudaMemsetAsync(slots.p + p3::slot_words(pgrid) - 1, 0, sizeof(unsigned long long), s0));
+      CUDA_CHECK(cudaMemsetAsync(slots.get(), 0xff, (p3::slot_words(pgrid) - 1) * sizeof(unsigned long long), s0));
+      CUDA_CHECK(cudaMemsetAsync(slots.get() + p3::slot_words(pgrid) - 1, 0, sizeof(unsigned long long), s0));
     }
   };
   // The persistent path: every epoch (or `epochs` of them) in one cooperative launch.
   const size_t psmem = persistent ? p3::smem_bytes(nt, ntest, pgrid) : 0;
   p3::PersistArgs pa{d_x, d_y, nt, ntest, E, o.eval_every, o.lr, 1.0 / double(nt),
-                     ntest ? 1.0 / double(ntest) : 0.0, nb::linreg_init_w(), nb::linreg_init_b(), o.exchange == "grid-sync" ? p3::kGridSync : o.exchange == "counter" ? p3::kCounter : p3::kPoll, o.poll_ns, slots.p, loss.p,
-                     test_out.p, params.p, hist.p};
+                     ntest ? 1.0 / double(ntest) : 0.0, nb::linreg_init_w(), nb::linreg_init_b(), o.exchange == "grid-sync" ? p3::kGridSync : o.exchange == "counter" ? p3::kCounter : p3::kPoll, o.poll_ns, slots.get(), loss.get(),
+                     test_out.get(), params.get(), hist.get()};
   auto launch_persistent = [&](int epochs) {
     p3::PersistArgs a = pa;
     a.epochs = epochs;
@@ -728,10 +694,10 @@ int run(int argc, char** argv) {
     for (size_t c = 0; c < nchunks; ++c) {
       cudaStream_t s = st.s[c % st.s.size()];
       const size_t lo = c * chunk, len = std::min(chunk, N - lo);
-      CUDA_CHECK(cudaMemcpyAsync(d_x + lo, pin_x->p + lo, len * sizeof(float), cudaMemcpyHostToDevice, s));
-      CUDA_CHECK(cudaMemcpyAsync(d_y + lo, pin_y->p + lo, len * sizeof(float), cudaMemcpyHostToDevice, s));
+      CUDA_CHECK(cudaMemcpyAsync(d_x + lo, pin_x->get() + lo, len * sizeof(float), cudaMemcpyHostToDevice, s));
+      CUDA_CHECK(cudaMemcpyAsync(d_y + lo, pin_y->get() + lo, len * sizeof(float), cudaMemcpyHostToDevice, s));
       if (with_epoch0 && lo < nt) {
-        fused_chunk_epoch0_kernel<<<chunk_grid, kBlock, 0, s>>>(d_x, d_y, lo, std::min(len, nt - lo), params.p, chunk_partials.p,
+        fused_chunk_epoch0_kernel<<<chunk_grid, kBlock, 0, s>>>(d_x, d_y, lo, std::min(len, nt - lo), params.get(), chunk_partials.get(),
                                                    static_cast<int>(chunk_parts), static_cast<int>(c) * chunk_grid);
         CHECK_LAUNCH();
       }
@@ -746,7 +712,7 @@ int run(int argc, char** argv) {
   // its own warm-up + measured runs, so the training runs' trace holds training only.
   std::vector<double> samples, first_ms, upload_ms;
   for (int r = 0; host_src && r < opt.warmup + opt.repeats; ++r) {
-    CUDA_CHECK(cudaMemsetAsync(xy.p, 0xff, 2 * Npad * sizeof(float), s0));
+    CUDA_CHECK(cudaMemsetAsync(xy.get(), 0xff, 2 * Npad * sizeof(float), s0));
     CUDA_CHECK(cudaEventRecord(t_start.e, s0));
     upload(false);
     CUDA_CHECK(cudaEventRecord(t_stop.e, s0));
@@ -760,7 +726,7 @@ int run(int argc, char** argv) {
   // exchange, so it starts once the chunks have landed; "first epoch done" is measured by runs
   // of upload + a one-epoch launch (same chunks and streams).
   for (int r = 0; persistent && host_src && r < opt.warmup + opt.repeats; ++r) {
-    CUDA_CHECK(cudaMemsetAsync(xy.p, 0xff, 2 * Npad * sizeof(float), s0));
+    CUDA_CHECK(cudaMemsetAsync(xy.get(), 0xff, 2 * Npad * sizeof(float), s0));
     reset();
     CUDA_CHECK(cudaEventRecord(t_start.e, s0));
     upload(false);
@@ -776,7 +742,7 @@ int run(int argc, char** argv) {
   std::vector<double> launch_ms;  // host time of cudaGraphLaunch (the enqueue of 200 nodes)
   auto one_run = [&](double* first) -> double {
     // poison: the device copy of the data is NaN unless this run uploads it
-    if (host_src) CUDA_CHECK(cudaMemsetAsync(xy.p, 0xff, 2 * Npad * sizeof(float), s0));
+    if (host_src) CUDA_CHECK(cudaMemsetAsync(xy.get(), 0xff, 2 * Npad * sizeof(float), s0));
     reset();
     CUDA_CHECK(cudaEventRecord(t_start.e, s0));
     if (persistent) {
@@ -787,7 +753,7 @@ int run(int argc, char** argv) {
       launch_ms.push_back(ht.elapsed_ms());
     } else if (host_src) {
       upload(true);
-      chunk_finalize_update_kernel<<<1, kBlock, 0, s0>>>(ta, chunk_partials.p, static_cast<int>(chunk_parts),
+      chunk_finalize_update_kernel<<<1, kBlock, 0, s0>>>(ta, chunk_partials.get(), static_cast<int>(chunk_parts),
                                                          next_epoch ? 1 : 0);
       CHECK_LAUNCH();
       CUDA_CHECK(cudaEventRecord(t_first.e, s0));
@@ -846,7 +812,7 @@ int run(int argc, char** argv) {
     DevBuf<unsigned long long> stamps(size_t(E) * size_t(pgrid) * p3::kSplitWords);
     reset();
     p3::PersistArgs a = pa;
-    a.split = stamps.p;
+    a.split = stamps.get();
     CUDA_CHECK(cudaEventRecord(t_start.e, s0));
     p3::launch_epochs(a, pgrid, s0);
     CUDA_CHECK(cudaEventRecord(t_stop.e, s0));
@@ -854,7 +820,7 @@ int run(int argc, char** argv) {
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, t_start.e, t_stop.e));
     std::vector<unsigned long long> hs(size_t(E) * size_t(pgrid) * p3::kSplitWords);
-    CUDA_CHECK(cudaMemcpy(hs.data(), stamps.p, hs.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(hs.data(), stamps.get(), hs.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
     const p3::SplitSummary q = p3::split_summary(hs, E, pgrid);
     std::printf("epoch split (stamped run: %.1f us an epoch; medians over %d blocks x %d epochs, %.2f GHz): sums %.2f us "
                 "(slowest block %.2f), publish %.2f, wait %.2f, step %.2f; words out over %.2f us, all seen %.2f us "
@@ -876,9 +842,9 @@ int run(int argc, char** argv) {
   {
     NB_NVTX_RANGE(nb::Cat::Sync, "read loss curve");
     out.loss.resize(static_cast<size_t>(E));
-    CUDA_CHECK(cudaMemcpy(out.loss.data(), loss.p, size_t(E) * sizeof(double), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(out.loss.data(), loss.get(), size_t(E) * sizeof(double), cudaMemcpyDeviceToHost));
     float hp[2];
-    CUDA_CHECK(cudaMemcpy(hp, params.p, sizeof hp, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(hp, params.get(), sizeof hp, cudaMemcpyDeviceToHost));
     out.w = hp[0];
     out.b = hp[1];
   }
@@ -889,7 +855,7 @@ int run(int argc, char** argv) {
     test_eval_kernel<<<eval_grid, kBlock, 0, s_eval>>>(ea, E, static_cast<int>(eval_epochs.size()));
     CHECK_LAUNCH();
     CUDA_CHECK(cudaStreamSynchronize(s_eval));
-    CUDA_CHECK(cudaMemcpy(test_curve.data(), test_out.p, test_curve.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(test_curve.data(), test_out.get(), test_curve.size() * sizeof(double), cudaMemcpyDeviceToHost));
     out.test_loss = test_curve.back();
   }
   if (L.persist) CUDA_CHECK(cudaCtxResetPersistingL2Cache());

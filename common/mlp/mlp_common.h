@@ -35,6 +35,7 @@
 
 #include "check.cuh"
 #include "cli.h"
+#include "cuda_handles.h"
 #include "errors.h"
 #include "idx.h"
 #include "npy.h"
@@ -338,74 +339,6 @@ inline MlpSetup prepare_mlp_run(const MlpOptions& o) {
   if (!o.save_order.empty()) save_order(o.save_order, o, s.sc);
   return s;
 }
-
-// ------------------------------------------------------------------ device memory, counted
-// Every device allocation of the trainers goes through DevBuf, so the record's
-// peak_device_memory_bytes is the sum of what the program itself asked for (cuBLASLt workspace
-// included; the CUDA context and module images are not counted).
-struct DeviceMemoryCounter {
-  size_t now = 0, peak = 0;
-  static DeviceMemoryCounter& get() {
-    static DeviceMemoryCounter c;
-    return c;
-  }
-};
-
-template <class T>
-class DevBuf {
- public:
-  DevBuf() = default;
-  explicit DevBuf(size_t n) { alloc(n); }
-  ~DevBuf() { release(); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  DevBuf(DevBuf&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
-  DevBuf& operator=(DevBuf&& o) noexcept {
-    if (this != &o) {
-      release();
-      p_ = o.p_, n_ = o.n_;
-      o.p_ = nullptr, o.n_ = 0;
-    }
-    return *this;
-  }
-  void alloc(size_t n) {
-    release();
-    if (n == 0) return;
-    size_t free_b = 0, total_b = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    if (n * sizeof(T) > free_b)
-      throw Error(kExitOutOfMemory, "needs " + std::to_string(n * sizeof(T)) + " more bytes of device memory, " +
-                                        std::to_string(free_b) + " free");
-    CUDA_CHECK(cudaMalloc(&p_, n * sizeof(T)));
-    n_ = n;
-    auto& c = DeviceMemoryCounter::get();
-    c.now += bytes();
-    if (c.now > c.peak) c.peak = c.now;
-  }
-  void release() {
-    if (p_) {
-      cudaFree(p_);
-      DeviceMemoryCounter::get().now -= bytes();
-    }
-    p_ = nullptr;
-    n_ = 0;
-  }
-  T* get() const { return p_; }
-  size_t size() const { return n_; }
-  size_t bytes() const { return n_ * sizeof(T); }
-  void upload(const T* h, size_t n, size_t offset = 0) {
-    CUDA_CHECK(cudaMemcpy(p_ + offset, h, n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() const {
-    std::vector<T> h(n_);
-    if (n_) CUDA_CHECK(cudaMemcpy(h.data(), p_, bytes(), cudaMemcpyDeviceToHost));
-    return h;
-  }
-
- private:
-  T* p_ = nullptr;
-  size_t n_ = 0;
-};
 
 inline std::vector<float> to_float(const std::vector<__half>& v) {
   std::vector<float> o(v.size());
