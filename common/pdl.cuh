@@ -1,4 +1,9 @@
-// common/pdl.cuh — Hopper's programmatic dependent launch (PDL), device side.
+// common/pdl.cuh — Hopper's programmatic dependent launch (PDL): the device side, and the one
+// launch helper every kernel that may take the attribute goes through (phase 3's epochs, the MLP
+// GEMMs and the fused backward kernel):
+//
+//   nb::launch_kernel(kernel, grid, block, smem, stream, pdl, args...);
+//   nb::launch_kernel(kernel, grid, block, smem, stream, nb::LaunchOpts{pdl, &l2_window}, args...);
 //
 // A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization may start while the
 // kernel before it in the stream is still running. pdl_wait() (griddepcontrol.wait) blocks until
@@ -7,6 +12,9 @@
 // no-ops in a grid launched without the attribute, and compile to nothing below sm_90 (where the
 // hosts do not set the attribute: phases 3 and 5 check the compute capability).
 #pragma once
+#include <cuda_runtime.h>
+
+#include "check.cuh"
 
 namespace nb {
 
@@ -19,6 +27,39 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+// The launch attributes a kernel may take: PDL, and an L2 access-policy window (phase 3's
+// --l2-persist). A bool converts: launch_kernel(..., pdl, ...).
+struct LaunchOpts {
+  bool pdl = false;
+  const cudaAccessPolicyWindow* l2_window = nullptr;
+  LaunchOpts(bool p = false, const cudaAccessPolicyWindow* w = nullptr) : pdl(p), l2_window(w) {}  // NOLINT: implicit
+};
+
+template <class... KArgs, class... Args>
+inline void launch_kernel(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, LaunchOpts o,
+                          Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned na = 0;
+  if (o.pdl) {
+    attrs[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[na].val.programmaticStreamSerializationAllowed = 1;
+    ++na;
+  }
+  if (o.l2_window) {
+    attrs[na].id = cudaLaunchAttributeAccessPolicyWindow;
+    attrs[na].val.accessPolicyWindow = *o.l2_window;
+    ++na;
+  }
+  cfg.attrs = attrs;
+  cfg.numAttrs = na;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, args...));
 }
 
 }  // namespace nb

@@ -439,26 +439,9 @@ struct EpochLauncher {
   bool persist;
   cudaAccessPolicyWindow window{};
   void launch(const TrainArgs& a, int e, bool first, cudaStream_t s) const {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(grid));
-    cfg.blockDim = dim3(kBlock);
-    cfg.stream = s;
-    cudaLaunchAttribute attrs[2];
-    int na = 0;
-    if (pdl) {
-      attrs[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attrs[na].val.programmaticStreamSerializationAllowed = 1;
-      ++na;
-    }
-    if (persist) {
-      attrs[na].id = cudaLaunchAttributeAccessPolicyWindow;
-      attrs[na].val.accessPolicyWindow = window;
-      ++na;
-    }
-    cfg.attrs = attrs;
-    cfg.numAttrs = static_cast<unsigned>(na);
-    if (next_epoch) CUDA_CHECK(cudaLaunchKernelEx(&cfg, fused_epoch_kernel, a, e, first ? 1 : 0, pdl_early ? 1 : 0));
-    else CUDA_CHECK(cudaLaunchKernelEx(&cfg, fused_epoch_lastblock_kernel, a, e, pdl_early ? 1 : 0));
+    const nb::LaunchOpts opts{pdl, persist ? &window : nullptr};  // (common/pdl.cuh)
+    if (next_epoch) nb::launch_kernel(fused_epoch_kernel, grid, kBlock, 0, s, opts, a, e, first ? 1 : 0, pdl_early ? 1 : 0);
+    else nb::launch_kernel(fused_epoch_lastblock_kernel, grid, kBlock, 0, s, opts, a, e, pdl_early ? 1 : 0);
   }
 };
 

@@ -40,23 +40,9 @@ __device__ __forceinline__ __half from_f<__half>(float x) {
 // fetch before. pdl_launch_dependents() lets the next kernel start. Both are no-ops in a kernel
 // launched without the attribute (phase 4, tests, evaluation).
 
-// Launches kernel k, with the PDL attribute when pdl is true. Every launch of the GEMMs and the
-// fused backward kernel goes through here.
-template <class... KArgs, class... Args>
-inline void launch_kernel(void (*k)(KArgs...), int grid, int block, size_t smem, cudaStream_t st, bool pdl,
-                          Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(static_cast<unsigned>(block));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, args...));
-}
+// Every launch of the GEMMs and the fused backward kernel goes through nb::launch_kernel
+// (common/pdl.cuh), with the PDL attribute when pdl is true.
+using nb::launch_kernel;
 
 // ------------------------------------------------------------------ tile configuration
 // Block tile 32 x 64, k-tile 32. (A k-tile of 64 in the register loop for fp16 was measured
