@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# scripts/compare_builds.sh — did a restructure move the MLP trainers' results or speed? Builds phases
-# 4 and 5 at two commits (BEFORE in a git worktree under build/compare/, AFTER = this tree), then
-# trains W1, W1 without dropout and W2 at h = 128 and 1024 on every launch path of both builds, the
-# two builds' runs of one configuration back to back on the same GPU, and compares the final
-# parameters' checksum (metrics.param_checksum: must be bit-identical) and the median epoch time
-# (must stay within TOL_PCT, default 3%). One line per configuration; a table at the end.
+# scripts/compare_builds.sh — did a restructure move the phases' results or speed? Builds every phase
+# at two commits (BEFORE in a git worktree under build/compare/, AFTER = this tree), then runs both
+# builds of each configuration back to back on the same GPU and compares the results (MLP: the final
+# parameters' metrics.param_checksum; linear regression: the final w, b and train loss; both must be
+# bit-identical) and the median time (must stay within TOL_PCT, default 3%). One line per
+# configuration. Linear regression: phases 1 and 2 with --deterministic (1,000,003 and 5M points),
+# phase 3 at 5M on its persistent path and on the graph path with --deterministic; 200 epochs.
 #
 #   scripts/compare_builds.sh BEFORE [LOG]     (default LOG build/compare_builds.log; needs a GPU and the data)
 #
@@ -40,7 +41,8 @@ git worktree prune
 git worktree add -q --detach "$WT" "$BEFORE" || { echo "compare_builds: git worktree add failed"; exit 1; }
 trap 'git worktree remove --force "$WT" >/dev/null 2>&1' EXIT
 for d in "$WT" .; do
-  make -C "$d" -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} build/phase4_mlp build/phase5_batched \
+  make -C "$d" -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} build/phase1_naive build/phase2_shared_mem \
+    build/phase3_fused_streams build/phase4_mlp build/phase5_batched \
     >"build/compare/make_$(basename "$d").log" 2>&1 || { tail -n 20 "build/compare/make_$(basename "$d").log"; echo "compare_builds: build failed in $d"; exit 1; }
 done
 SCRATCH=$(mktemp -d)
@@ -48,6 +50,8 @@ trap 'git worktree remove --force "$WT" >/dev/null 2>&1; rm -rf "$SCRATCH"' EXIT
 W1="--layers 784,128,64,10 --batch 32 --epochs 1"
 W2="--layers 784,H,H,H,10 --optimizer sgd --lr 0.003 --dropout 0 --batch 32 --steps 500"
 CONFIGS=()  # "label|binary|args"
+CONFIGS+=("p1-det|phase1_naive|--n 1000003 --deterministic" "p2-det|phase2_shared_mem|--n 5000000 --deterministic"
+          "p3|phase3_fused_streams|--n 5000000" "p3-graph-det|phase3_fused_streams|--n 5000000 --path graph --deterministic")
 for dr in 0.2 0; do
   w="$W1 --dropout $dr"; t="w1"; [ "$dr" = 0 ] && t="w1-nodrop"
   for pr in fp32 fp16; do CONFIGS+=("$t-p4-$pr|phase4_mlp|$w --precision $pr"); done
@@ -62,12 +66,16 @@ for h in 128 1024; do
   for pr in fp32 fp16; do CONFIGS+=("w2-h$h-p5-cublas-$pr|phase5_batched|$w --precision $pr --gemm cublas"); done
   [ "$h" = 128 ] && CONFIGS+=("w2-h$h-p5-cluster|phase5_batched|$w --precision fp16 --launch cluster")
 done
-# field FILE KEY: metrics.param_checksum / the median of timing.total_ms of a record
+# field FILE KEY: the result (metrics.param_checksum, or w, b, train loss) / the median of timing.total_ms
 field() {
   "$PY" - "$1" "$2" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(repr(r["metrics"]["param_checksum"]) if sys.argv[2] == "sum" else "%.6f" % r["timing"]["total_ms"]["median"])
+m = r["metrics"]
+if sys.argv[2] == "sum":
+    print(repr(m["param_checksum"]) if "param_checksum" in m else repr((m["w"], m["b"], m["train_loss"])).replace(" ", ""))
+else:
+    print("%.6f" % r["timing"]["total_ms"]["median"])
 EOF
 }
 fails=0
@@ -87,7 +95,8 @@ for c in "${CONFIGS[@]}"; do
     root=.; [ "$side" = before ] && root="$WT"
     out="$SCRATCH/$side"
     mkdir -p "$out"
-    if ! "$root/build/$bin" "${A[@]}" --data "$DATA" --warmup 1 --repeats "$REPEATS" --no-cupti --out "$out" --tag "$label" \
+    D=(); case "$bin" in phase4_mlp|phase5_batched) D=(--data "$DATA") ;; esac
+    if ! "$root/build/$bin" "${A[@]}" "${D[@]}" --warmup 1 --repeats "$REPEATS" --no-cupti --out "$out" --tag "$label" \
       >"$SCRATCH/$side-$label.log" 2>&1; then
       echo "  $label ($side): exit $?: $(tail -n 1 "$SCRATCH/$side-$label.log")" | tee -a "$LOG"
       ok=0; continue
