@@ -284,8 +284,8 @@ def fig5_w1(d, path, device):
     ax.barh(ys, vals, color=[A.color(r["key"]) for r in rows], edgecolor="#333333", linewidth=0.5)
     for y, r in zip(ys, rows):
         txt = _fmt_ms(r["epoch_ms"])
-        if r["speedup"] is not None:
-            txt += " · " + _ratio_words(r["speedup"]) + " than eager"
+        if r["speedup"] is not None and not (A.is_twin(r["key"][0]) and r["key"][1] == "pytorch-eager"):
+            txt += " · " + _ratio_words(r["speedup"]) + " than eager"  # (eager against itself: no ratio)
         ax.text(r["epoch_ms"] * 1.1, y, txt, va="center", fontsize=8.5)
     ax.set_yticks(ys)
     ax.set_yticklabels([r["label"] for r in rows])
