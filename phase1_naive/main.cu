@@ -29,13 +29,13 @@
 //   i.e. ~1.4 s for 200 epochs: the atomics, not the memory, set the time (~190× the byte
 //   floor). The per-epoch host sync (~10 µs) is noise next to that.
 //
-// MEASURED (NVIDIA H200, profiles/nvidia-h200/, one bench_lanes.sh run at ebcd7ce): 5M x 200 in
-//   4226 ms (phase1_naive__headline.json, median of 5; 21.1 ms an epoch). Per epoch (CUPTI, on
-//   while timing): gradients 14.04 ms, loss 7.02 ms, forward 11 µs, update 1.2 µs: the atomics
-//   are the whole story, as predicted, but 3x slower (~1.75 ns a same-address double atomic, not
-//   one L2 clock). 1517x slower than the fastest PyTorch of the same run (compiled-graph, 2.786
-//   ms: pytorch_linreg__headline-compiled-graph.json), 29.2x slower than eager (144.7 ms:
-//   __headline-eager.json); phase 2 is 481x faster. H100 records: profiles/nvidia-h100-80gb-hbm3/.
+// MEASURED (NVIDIA H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0): 5M x 200 in 4229 ms
+//   (phase1_naive__headline.json, median of 5; 21.1 ms an epoch). Per epoch (CUPTI, on while
+//   timing in that record): gradients 14.06 ms, loss 7.03 ms, forward 11 µs, update 1.1 µs: the
+//   atomics are the whole story, as predicted, but 3x slower (~1.75 ns a same-address double
+//   atomic, not one L2 clock). 1538x slower than the fastest PyTorch of the same run (compiled-graph,
+//   2.750 ms: pytorch_linreg__headline-compiled-graph.json), 76.8x slower than eager (55.08 ms:
+//   __headline-eager.json); phase 2 is 523x faster. H100 records: profiles/nvidia-h100-80gb-hbm3/.
 //
 // History — the H100 measurements, sweep and validation: report/phase_notes/phase1_naive.md.
 // Flags: --n --epochs --lr --save-data FILE.npy + the common flags (--help lists them).

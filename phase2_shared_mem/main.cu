@@ -33,12 +33,12 @@
 //   faster than phase 1, far beyond the ≥2× target. What is left is structural: 3.5× the
 //   necessary bytes (pred written and re-read twice) and a host sync every epoch — phase 3.
 //
-// MEASURED (NVIDIA H200, profiles/nvidia-h200/, one bench_lanes.sh run at ebcd7ce): 5M x 200 in
-//   8.78 ms (phase2_shared_mem__headline.json, median of 5; 43.9 µs an epoch), 481x faster than
-//   phase 1. Per epoch (CUPTI, 5 untimed traced runs): gradients 8.9 µs, forward 6.5, loss 6.0,
-//   update 1.1 = 22.5 µs of kernels; the other ~21 µs are the host's loop. 3.15x SLOWER than the
-//   fastest PyTorch of the same run, the compiled CUDA graph (2.786 ms:
-//   pytorch_linreg__headline-compiled-graph.json); 16.5x faster than eager (144.7 ms). At 100M:
+// MEASURED (NVIDIA H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0): 5M x 200 in 8.09 ms
+//   (phase2_shared_mem__headline.json, median of 5; 40.5 µs an epoch), 523x faster than phase 1.
+//   Per epoch (CUPTI, 5 untimed traced runs): gradients 8.9 µs, forward 6.4, loss 6.1, update 1.1
+//   = 22.5 µs of kernels; the other ~18 µs are the host's loop. 2.94x SLOWER than the fastest
+//   PyTorch of the same run, the compiled CUDA graph (2.750 ms:
+//   pytorch_linreg__headline-compiled-graph.json); 6.81x faster than eager (55.08 ms). At 100M:
 //   544 µs an epoch, 2.24 GB at 4.12 TB/s, 98% of the copy ceiling (ceilings__bench-linreg.json).
 //
 // History (H100 runs: profiles/nvidia-h100-80gb-hbm3/): report/phase_notes/phase2_shared_mem.md.

@@ -22,18 +22,18 @@
 // h >= 2048 the SIMT products are compute-bound (27 GFLOP/step at h = 8192) while the fp16 path is
 // bound by ~22 bytes of traffic per weight per step, so fp16 should be >= 2x faster there.
 //
-// Measured (NVIDIA H200, profiles/nvidia-h200/, one bench_lanes.sh run at ebcd7ce; timed without
-// our CUPTI tracer; an epoch = total / 5 epochs, a step = the median step):
-//   W1: fp32 238.9 ms an epoch (phase4_mlp__w1-fp32.json), fp16 259.1 (__w1-fp16.json): fp16
-//   gains nothing at W1, as predicted (127 / 138 µs a step: launch-bound). Against the fastest
-//   PyTorch of the same run, the compiled CUDA graph (258.9 ms an epoch:
-//   pytorch_mlp__w1-compiled-graph.json): fp32 1.08x, fp16 0.999x (even); eager (3515 ms): 14.7x
-//   and 13.6x. Test accuracy after 5 epochs: 97.50% (fp32), 97.63% (fp16).
-//   W2 at h = 8192 (ms a step): fp16 1.208 (__w2-h8192-fp16.json) vs fp32 2.126
-//   (__w2-h8192-fp32.json): 1.76x, short of the predicted >= 2x (both precisions carry the same
-//   fp32 optimizer traffic: see the history). The fastest PyTorch, compiled-graph (1.098 ms:
-//   pytorch_mlp__w2-h8192-compiled-graph.json), is ahead of both: fp16 0.91x, fp32 0.52x; eager
-//   (2.523 ms): 2.09x and 1.19x.
+// Measured (NVIDIA H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0; timed without
+// our CUPTI tracer; an epoch = total / 5 epochs, a step = total / steps):
+//   W1: fp32 220.1 ms an epoch (phase4_mlp__w1-fp32.json), fp16 229.4 (__w1-fp16.json): fp16
+//   gains nothing at W1, as predicted (117 / 122 µs a step: launch-bound). Against the fastest
+//   PyTorch of the same run, the compiled CUDA graph (241.8 ms an epoch:
+//   pytorch_mlp__w1-compiled-graph.json): fp32 1.10x, fp16 1.05x; eager (2563 ms): 11.6x
+//   and 11.2x. Test accuracy after 5 epochs: 97.50% (fp32), 97.63% (fp16).
+//   W2 at h = 8192 (ms a step): fp16 1.225 (__w2-h8192-fp16.json) vs fp32 2.107
+//   (__w2-h8192-fp32.json): 1.72x, short of the predicted >= 2x (both precisions carry the same
+//   fp32 optimizer traffic: see the history). The fastest PyTorch, compiled-graph (1.015 ms:
+//   pytorch_mlp__w2-h8192-compiled-graph.json), is ahead of both: fp16 0.83x, fp32 0.48x; eager
+//   (1.786 ms): 1.46x and 0.85x.
 //
 // History — the H100 runs (profiles/nvidia-h100-80gb-hbm3/), the bandwidth floor that keeps fp16
 //   under 2x, what was tried: report/phase_notes/phase4_mlp.md. Flags: --help lists every one.

@@ -27,18 +27,18 @@
 //   5-8 µs a step, 10-15 ms an epoch. Cluster, h = 128: ~8-10 µs a step, 150-200x eager. W2 at
 //   h = 8192: weight traffic, 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms (PyTorch's ~2.0 ms).
 //
-// MEASURED (NVIDIA H200, profiles/nvidia-h200/, one bench_lanes.sh run at ebcd7ce; tracer off):
-//   W1 persistent: 19.95 ms an epoch, 10.64 µs a step (phase5_batched__w1-persistent.json): 12.98x
-//   the fastest PyTorch (compiled-graph, 258.9 ms: pytorch_mlp__w1-compiled-graph.json), 176x
-//   eager (3515 ms); graph path 70.2 ms (3.69x). Seeds 1-3: 97.60% mean (the compiled twin 97.61).
-//   --breakdown (__w1-persistent-breakdown.json, µs of 10.68 a step): first layer 1.78, wait for
-//   h1 2.26, second layer 1.06, wait for h2 1.78, last layer 0.66, softmax + dz2 1.24, dz1 0.32,
+// MEASURED (NVIDIA H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0; tracer off):
+//   W1 persistent: 20.17 ms an epoch, 10.76 µs a step (phase5_batched__w1-persistent.json): 12.0x
+//   the fastest PyTorch (compiled-graph, 241.8 ms: pytorch_mlp__w1-compiled-graph.json), 127x
+//   eager (2563 ms); graph path 69.77 ms (3.46x). Seeds 1-3: 97.60% mean (the compiled twin 97.59).
+//   --breakdown (__w1-persistent-breakdown.json, µs of 10.62 a step): first layer 1.77, wait for
+//   h1 2.23, second layer 1.06, wait for h2 1.77, last layer 0.65, softmax + dz2 1.23, dz1 0.32,
 //   W1 update 1.59: the two waits are 38%.
-//   W2 h = 128, --launch cluster: 27.7 µs a step (__w2-h128-cluster.json), 2.73x the fastest
-//   PyTorch (compiled-graph, 75.6 µs: pytorch_mlp__w2-h128-compiled-graph.json), 86.9x eager.
-//   W2 h = 8192, own GEMMs (fused backward): 0.584 ms a step (__w2-h8192-own.json), 1.88x the
-//   fastest PyTorch (compiled-graph, 1.098 ms: pytorch_mlp__w2-h8192-compiled-graph.json), 4.32x
-//   eager; cuBLASLt path 0.957, paired backward 0.910.
+//   W2 h = 128, --launch cluster: 27.8 µs a step (__w2-h128-cluster.json), 2.60x the fastest
+//   PyTorch (compiled-graph, 72.3 µs: pytorch_mlp__w2-h128-compiled-graph.json), 73.2x eager.
+//   W2 h = 8192, own GEMMs (fused backward): 0.584 ms a step (__w2-h8192-own.json), 1.74x the
+//   fastest PyTorch (compiled-graph, 1.015 ms: pytorch_mlp__w2-h8192-compiled-graph.json), 3.06x
+//   eager; cuBLASLt path 0.957, paired backward 0.908.
 //
 // History — the H100 runs (profiles/nvidia-h100-80gb-hbm3/), the latency trims, how the persistent
 //   and cluster kernels got where they are, what was dropped: report/phase_notes/phase5_batched.md.
