@@ -38,12 +38,12 @@ each run re-initialises w and b.
 profiles/<gpu-slug>/pytorch_linreg__<tag>-<impl>.json (<impl> = cpu, eager, ...,
 eager-sync-every-epoch) unless the tag contains {impl}.
 
-Measured (NVIDIA H200, one bench_lanes.sh run at ebcd7ce, profiles/nvidia-h200/
-pytorch_linreg__headline-<impl>.json), 5M points x 200 epochs: eager 144.7 ms (its runs vary
-between processes: 119.1 ms in the sweep's 5M record of the same run), compile 168.5 ms, graph
-26.5 ms, compiled-graph 2.79 ms (inductor's default mode kept; compilation and capture excluded),
-cpu 25.4 s on a host whose cores three other benchmark lanes shared. The H100 records of earlier
-sessions are in profiles/nvidia-h100-80gb-hbm3/ (no compiled-graph there).
+Measured (NVIDIA H200, make run FULL=1 at 8fea4d0, profiles/nvidia-h200/
+pytorch_linreg__headline-<impl>.json), 5M points x 200 epochs: eager 55.1 ms (its runs vary
+between processes: 101.3 ms in the sweep's 5M record of the same run), compile 118.0 ms, graph
+26.4 ms, compiled-graph 2.75 ms (inductor's default mode kept; compilation and capture excluded),
+cpu 20.5 s on a host whose cores three other benchmark lanes shared. On the H100
+(profiles/nvidia-h100-80gb-hbm3/, 51d437c) compiled-graph takes 3.74 ms.
 
 Exit codes as the CUDA programs (common/errors.h): 1 validation failed, 2 usage, 3 no CUDA
 device, 4 bad data file, 5 does not fit in GPU memory, 6 output not writable, 7 diverged.
