@@ -693,7 +693,7 @@ int run(int argc, char** argv) {
 
   // ---- --source host: the pure upload time first (same chunks and streams, no compute), as
   // its own warm-up + measured runs, so the training runs' trace holds training only.
-  std::vector<double> samples, first_ms, upload_ms;
+  std::vector<double> first_ms, upload_ms;
   for (int r = 0; host_src && r < opt.warmup + opt.repeats; ++r) {
     CUDA_CHECK(cudaMemsetAsync(xy.get(), 0xff, 2 * Npad * sizeof(float), s0));
     CUDA_CHECK(cudaEventRecord(t_start.e, s0));
@@ -781,7 +781,7 @@ int run(int argc, char** argv) {
                                                      else if (host_src && !persistent) first_ms.push_back(f);
                                                      return ms;
                                                    });
-  samples = runs.samples;
+  const std::vector<double>& samples = runs.samples;
   const nb::Stats launch_st = nb::summarize(launch_ms);
   // Summaries of exactly the traced runs (not of the final evaluation or --measure-peaks' benchmarks).
   const nlohmann::json traced = nb::linreg_trace_summary(

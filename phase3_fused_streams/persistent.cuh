@@ -36,6 +36,7 @@
 #include <cooperative_groups.h>
 
 #include "check.cuh"
+#include "stats.h"
 
 namespace p3 {
 
@@ -395,13 +396,8 @@ struct SplitSummary {
          seen_after_last_us = 0, clock_ghz = 0;
   int epochs_used = 0;
 };
-inline double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 inline SplitSummary split_summary(const std::vector<unsigned long long>& w, int E, int G) {
+  auto median_of = [](const std::vector<double>& v) { return nb::summarize(v).median; };  // (common/stats.h)
   SplitSummary r;
   if (E < 4 || G < 1 || w.size() < size_t(E) * G * kSplitWords) return r;
   auto at = [&](int e, int b, int i) { return double(w[(size_t(e) * G + b) * kSplitWords + i]); };
