@@ -79,20 +79,25 @@ struct PersistLayout {
 // conflict) and the copies are 4 bytes each. Measured on W1 (H100): an odd stride (788 bytes)
 // with 4-byte copies cost ~1 ms an epoch more (29.8-31.4 vs 28.5-29.7 ms): issuing four times as
 // many copies costs more than the conflict. D % 4 == 0.
-__host__ __device__ inline int image_stride(int D) { return D % 16 == 0 ? D : 4 * ((D / 4) | 1); }
+__host__ __device__ constexpr int image_stride(int D) { return D % 16 == 0 ? D : 4 * ((D / 4) | 1); }
 // The W1 update splits the batch rows in two halves of this many rows (a multiple of 4).
-__host__ __device__ inline int persist_half_rows(int B) { return ((B + 1) / 2 + 3) / 4 * 4; }
+__host__ __device__ constexpr int persist_half_rows(int B) { return ((B + 1) / 2 + 3) / 4 * 4; }
 
 // Row strides of the shared-memory matrices whose rows are read by different lanes at once: odd,
 // so that up to 32 rows fall into 32 different banks (a stride of 64 or 128 floats put every row
 // in the same bank: a 10- to 16-way conflict, measured at ~2-4 us a step before the padding).
-__host__ __device__ inline int odd_stride(int n) { return n | 1; }
+__host__ __device__ constexpr int odd_stride(int n) { return n | 1; }
 // W3 (and its Adam state) is stored transposed, [H2][cp]: the last layer and dz2 read the C
 // weights of one hidden unit together, as cp / 4 float4 loads. cp / 4 is odd, so the 8 lanes of a
 // quarter-warp reading 8 consecutive units hit 8 disjoint groups of 4 banks. Padding columns are 0.
 constexpr int kMaxClasses = 12;      // the persistent kernel's limit on the last layer's width
 constexpr int kMaxClassStride = 12;  // class_stride(kMaxClasses)
-__host__ __device__ inline int class_stride(int C) { return 4 * (((C + 3) / 4) | 1); }
+__host__ __device__ constexpr int class_stride(int C) { return 4 * (((C + 3) / 4) | 1); }
+
+// The first layer's K slices: warps per group of 32 batch rows.
+__host__ __device__ constexpr int persist_slices(int B) {
+  return (B + 31) / 32 >= kPersistThreads / 32 ? 1 : (kPersistThreads / 32) / ((B + 31) / 32);
+}
 
 __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, int NC) {
   PersistLayout L{};
@@ -104,7 +109,7 @@ __host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, 
   };
   const size_t f = sizeof(float);
   const int groups = (p.B + 31) / 32, warps = kPersistThreads / 32;
-  L.ks = groups >= warps ? 1 : warps / groups;
+  L.ks = persist_slices(p.B);
   L.xs = image_stride(p.D);
   L.xl = take(2 * static_cast<size_t>(p.B) * L.xs);  // the batch, double-buffered by step parity
   L.w1 = take(static_cast<size_t>(p.D) * NC * f);
@@ -307,132 +312,514 @@ struct PersistShape {
 };
 constexpr PersistShape kPersistW1{32, 784, 128, 64, 10};
 
-// ------------------------------------------------------------------ the kernel
+// ------------------------------------------------------------------ the kernel, stage by stage
+// The shared-memory carve-up: one pointer per array of PersistLayout (whose offsets the host
+// computes identically). NC = the block's first-layer units, padded to the instance's width.
+struct PersistSmem {
+  uint8_t* xl;                  // [2][B][xs]: this step's batch and the next one (cp.async)
+  float *w1, *m1, *v1;          // [D][NC]: W1[c0 + c][k] at w1[k * NC + c], and its Adam state
+  float *b1, *mb1, *vb1;        // [NC]
+  float* h1;                    // [B][ld1]: all first-layer units
+  float* h1o;                   // [B][NC]: own units
+  float* dz1;                   // [2 * persist_half_rows(B)][NC]: rows past B stay 0
+  float *w2r, *m2r, *v2r;       // [nj][ld1]: own rows of W2
+  float *b2, *mb2, *vb2;        // [nj]
+  float* w2c;                   // [H2][NC]: W2[j][c0 + c], the column slice for dz1
+  float *h2, *dz2;              // [B][ld2]
+  float *w3, *m3, *v3;          // [H2][cp] replica: W3[m][n] at w3[n * cp + m]
+  float *b3, *mb3, *vb3;        // [C]
+  float* z3;                    // [B][C]: logits, then dz3
+  float* rloss;                 // [B]: each row's loss
+  float* part;                  // scratch: partial sums of the first and the last layer
+  int* lab;                     // [2][B]
+  __device__ __forceinline__ PersistSmem(unsigned char* s, const PersistLayout& L)
+      : xl(s + L.xl), w1(f(s, L.w1)), m1(f(s, L.m1)), v1(f(s, L.v1)), b1(f(s, L.b1)), mb1(f(s, L.mb1)),
+        vb1(f(s, L.vb1)), h1(f(s, L.h1)), h1o(f(s, L.h1o)), dz1(f(s, L.dz1)), w2r(f(s, L.w2r)), m2r(f(s, L.m2r)),
+        v2r(f(s, L.v2r)), b2(f(s, L.b2)), mb2(f(s, L.mb2)), vb2(f(s, L.vb2)), w2c(f(s, L.w2c)), h2(f(s, L.h2)),
+        dz2(f(s, L.dz2)), w3(f(s, L.w3)), m3(f(s, L.m3)), v3(f(s, L.v3)), b3(f(s, L.b3)), mb3(f(s, L.mb3)),
+        vb3(f(s, L.vb3)), z3(f(s, L.z3)), rloss(f(s, L.rloss)), part(f(s, L.part)),
+        lab(reinterpret_cast<int*>(s + L.lab)) {}
+  __device__ static __forceinline__ float* f(unsigned char* s, size_t o) { return reinterpret_cast<float*>(s + o); }
+};
+
+// What one step t works on: its global step, exchange tag, batch buffer and exchange buffers (by
+// parity), Adam's constants.
+struct PersistStep {
+  int t, par;
+  int64_t s;          // the global step
+  uint32_t T;         // this step's exchange tag (step t writes tag t + 1)
+  bool more;          // another step follows in this launch
+  const uint8_t* xb;  // this step's batch
+  const int* lb;      // its labels
+  xword *h1x, *h2x;   // this step's exchange words
+  xword* w2now;       // step t's W2 (its column slices)
+  AdamHyper hy;
+};
+
+// The shape as the stages see it: read from the parameters in the generic instances, constants in
+// W1's (kPersistW1), so that every loop bound, index and offset that depends on it folds while
+// each stage is compiled (before it is inlined into the kernel).
+template <bool kW1>
+struct PersistDims {
+  int B, D, H1, H2, C, nc, nj;
+  int xs;        // bytes per image row in shared memory (image_stride)
+  int ks;        // K slices of the first layer (persist_slices)
+  int ld1, ld2;  // row strides of h1, w2r / h2, dz2
+  int cp;        // row stride of w3, m3, v3
+  int ldp;       // row stride of the partial logits in part
+  __device__ __forceinline__ explicit PersistDims(const PersistParams& p)
+      : B(p.B), D(p.D), H1(p.H1), H2(p.H2), C(p.C), nc(p.nc), nj(p.nj), xs(image_stride(p.D)), ks(persist_slices(p.B)),
+        ld1(odd_stride(p.H1)), ld2(odd_stride(p.H2)), cp(class_stride(p.C)), ldp(odd_stride(p.C)) {}
+};
+template <>
+struct PersistDims<true> {
+  static constexpr int B = kPersistW1.B, D = kPersistW1.D, H1 = kPersistW1.H1, H2 = kPersistW1.H2, C = kPersistW1.C;
+  static constexpr int nc = 1, nj = (H2 + H1 - 1) / H1;
+  static constexpr int xs = image_stride(D), ks = persist_slices(B), ld1 = odd_stride(H1), ld2 = odd_stride(H2),
+                       cp = class_stride(C), ldp = odd_stride(C);
+  __device__ __forceinline__ explicit PersistDims(const PersistParams&) {}
+};
+
+// One block of the persistent kernel: its share of the parameters (shared memory), the shape, and
+// one member function per stage of a step (A, X1, B, X2, C in the file's opening comment).
 template <int NC, bool kW1>
-__global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(PersistParams pin) {
-  namespace cg = cooperative_groups;
-  static_assert(NC == 1 || NC == 2 || NC == 4 || NC == 8, "NC: 1, 2, 4 or 8 first-layer units per block");
-  static_assert(!kW1 || NC == 1, "W1's instance: one first-layer unit per block");
-  extern __shared__ __align__(16) unsigned char smem[];
-  PersistParams p = pin;
-  if constexpr (kW1) {  // the plan chose this instance only for this shape, nc = 1 and nj as below
-    p.B = kPersistW1.B, p.D = kPersistW1.D, p.H1 = kPersistW1.H1, p.H2 = kPersistW1.H2, p.C = kPersistW1.C;
-    p.nc = 1, p.nj = (kPersistW1.H2 + kPersistW1.H1 - 1) / kPersistW1.H1;
-  }
-  const PersistLayout L = persist_layout(p, NC);
-  uint8_t* xl = smem + L.xl;  // [2][B][xs]: this step's batch and the next one (cp.async)
-  float* w1 = reinterpret_cast<float*>(smem + L.w1);  // [D][NC]: W1[c0 + c][k] at w1[k * NC + c]
-  float* m1 = reinterpret_cast<float*>(smem + L.m1);
-  float* v1 = reinterpret_cast<float*>(smem + L.v1);
-  float* b1 = reinterpret_cast<float*>(smem + L.b1);
-  float* mb1 = reinterpret_cast<float*>(smem + L.mb1);
-  float* vb1 = reinterpret_cast<float*>(smem + L.vb1);
-  float* h1 = reinterpret_cast<float*>(smem + L.h1);    // [B][H1], all units
-  float* h1o = reinterpret_cast<float*>(smem + L.h1o);  // [B][NC], own units
-  float* dz1 = reinterpret_cast<float*>(smem + L.dz1);  // [B][NC]
-  float* w2r = reinterpret_cast<float*>(smem + L.w2r);  // [nj][H1], own rows of W2
-  float* m2r = reinterpret_cast<float*>(smem + L.m2r);
-  float* v2r = reinterpret_cast<float*>(smem + L.v2r);
-  float* b2 = reinterpret_cast<float*>(smem + L.b2);
-  float* mb2 = reinterpret_cast<float*>(smem + L.mb2);
-  float* vb2 = reinterpret_cast<float*>(smem + L.vb2);
-  float* w2c = reinterpret_cast<float*>(smem + L.w2c);  // [H2][NC]: W2[j][c0 + c]
-  float* h2 = reinterpret_cast<float*>(smem + L.h2);    // [B][H2]
-  float* dz2 = reinterpret_cast<float*>(smem + L.dz2);  // [B][H2]
-  float* w3 = reinterpret_cast<float*>(smem + L.w3);    // [H2][cp] replica: W3[m][n] at w3[n * cp + m]
-  float* m3 = reinterpret_cast<float*>(smem + L.m3);
-  float* v3 = reinterpret_cast<float*>(smem + L.v3);
-  float* b3 = reinterpret_cast<float*>(smem + L.b3);
-  float* mb3 = reinterpret_cast<float*>(smem + L.mb3);
-  float* vb3 = reinterpret_cast<float*>(smem + L.vb3);
-  float* z3 = reinterpret_cast<float*>(smem + L.z3);  // logits, then dz3
-  float* rloss = reinterpret_cast<float*>(smem + L.rloss);
-  float* part = reinterpret_cast<float*>(smem + L.part);
-  int* lab = reinterpret_cast<int*>(smem + L.lab);  // [2][B]
-
-  cg::grid_group grid = cg::this_grid();
-  constexpr int nt = kPersistThreads, nwarps = kPersistThreads / 32;  // the launch's block size
-  const int tid = threadIdx.x, lane = tid & 31, wid = tid / 32;
-  const int D = p.D, H1 = p.H1, H2 = p.H2, C = p.C, B = p.B;
-  const int c0 = blockIdx.x * p.nc, ncown = max(0, min(p.nc, H1 - c0));
-  const int j0 = blockIdx.x * p.nj, njown = max(0, min(p.nj, H2 - j0));
-  const bool adam = p.adam && p.M != nullptr;
-  const int xs = L.xs;
-  const size_t xbytes = static_cast<size_t>(B) * xs;
-  const int ld1 = odd_stride(H1), ld2 = odd_stride(H2);  // row strides of h1, w2r / h2, dz2
-  const int cp = class_stride(C);                        // row stride of w3, m3, v3
-  const int ldp = odd_stride(C);                         // row stride of the partial logits in part
-
-  // ---- load what this block owns
-  for (int e = tid; e < D * NC; e += nt) {
-    const int k = e / NC, c = e % NC;
-    const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
-    const bool own = c < ncown;
-    w1[e] = own ? p.P[g] : 0.f;
-    if (adam) m1[e] = own ? p.M[g] : 0.f, v1[e] = own ? p.V[g] : 0.f;
-  }
-  for (int c = tid; c < NC; c += nt) {
-    const bool own = c < ncown;
-    b1[c] = own ? p.P[p.b0 + c0 + c] : 0.f;
-    mb1[c] = own && adam ? p.M[p.b0 + c0 + c] : 0.f;
-    vb1[c] = own && adam ? p.V[p.b0 + c0 + c] : 0.f;
-  }
-  for (int e = tid; e < njown * H1; e += nt) {
-    const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
-    const int es = (e / H1) * ld1 + e % H1;
-    w2r[es] = p.P[g];
-    if (adam) m2r[es] = p.M[g], v2r[es] = p.V[g];
-    xstore(p.w2x + static_cast<size_t>(j0) * H1 + e, p.P[g], 1u);  // parity 0, tag 1: the launch's first step reads it
-    xstore(p.w2x + static_cast<size_t>(H2) * H1 + static_cast<size_t>(j0) * H1 + e, 0.f, 0u);
-  }
-  for (int j = tid; j < njown; j += nt) {
-    b2[j] = p.P[p.b1 + j0 + j];
-    if (adam) mb2[j] = p.M[p.b1 + j0 + j], vb2[j] = p.V[p.b1 + j0 + j];
-  }
-  for (int e = tid; e < H2 * cp; e += nt) {
-    const int n = e / cp, m = e % cp;
-    const size_t g = p.w2 + static_cast<size_t>(m) * H2 + n;
-    w3[e] = m < C ? p.P[g] : 0.f;
-    if (adam) m3[e] = m < C ? p.M[g] : 0.f, v3[e] = m < C ? p.V[g] : 0.f;
-  }
-  for (int j = tid; j < C; j += nt) {
-    b3[j] = p.P[p.b2 + j];
-    if (adam) mb3[j] = p.M[p.b2 + j], vb3[j] = p.V[p.b2 + j];
-  }
-  for (int e = tid; e < B * NC; e += nt) h1o[e] = 0.f;  // units past ncown stay 0
-  for (int e = tid; e < 2 * persist_half_rows(B) * NC; e += nt) dz1[e] = 0.f;  // and rows past B
-  // Tags count this launch's steps (step t writes tag t + 1), so words left by an earlier launch
-  // must not be mistaken for this one's: every block clears the words it will write, and one grid
-  // barrier (the launch's only one) separates that from the first step.
-  for (int e = tid; e < 2 * B * ncown; e += nt) {
-    const int r = e / ncown, c = e % ncown;  // r runs over both parities' rows
-    xstore(p.h1x + static_cast<size_t>(r) * H1 + c0 + c, 0.f, 0u);
-  }
-  for (int e = tid; e < 2 * B * njown; e += nt) {
-    const int r = e / njown, j = e % njown;
-    xstore(p.h2x + static_cast<size_t>(r) * H2 + j0 + j, 0.f, 0u);
-  }
-  for (int q = 0; q < kRowsPerWarp; ++q) {  // the first step's batch
-    const int r = wid + q * nwarps;
-    if (r >= B) break;
-    const int img = __ldg(p.perm + static_cast<size_t>(p.i0) * B + r);
-    copy_image_async(xl + static_cast<size_t>(r) * xs, p.images + static_cast<size_t>(img) * D, D, lane);
-    if (lane == 0) lab[r] = __ldg(p.labels + img);
-  }
-  __pipeline_commit();
+struct PersistBlock : PersistDims<kW1> {
+  using Dims = PersistDims<kW1>;
+  using Dims::B, Dims::D, Dims::H1, Dims::H2, Dims::C, Dims::nc, Dims::nj;
+  using Dims::xs, Dims::ks, Dims::ld1, Dims::ld2, Dims::cp, Dims::ldp;
+  static constexpr int nt = kPersistThreads, nwarps = kPersistThreads / 32;  // the launch's block size
+  PersistParams p;
+  PersistSmem sm;
+  int tid, lane, wid;
+  int c0, ncown, j0, njown;  // own first-layer units c0 .. c0 + ncown, second-layer units j0 .. j0 + njown
+  bool adam, keep_grads;
   int nimg[kRowsPerWarp], nlab[kRowsPerWarp];  // the next step's rows of this warp
-  const bool keep_grads = p.G != nullptr;
-  const bool timed = p.breakdown != nullptr && blockIdx.x == 0 && tid == 0;
+  // --breakdown: block 0's thread 0 adds the cycles since its previous stamp to segment i
+  bool timed;
   unsigned long long seg[kPersistSegments] = {};
-  grid.sync();
-  long long tprev = clock64();
-  auto stamp = [&](int i) {
+  long long tprev = 0;
+
+  __device__ __forceinline__ static PersistParams shape(PersistParams p) {
+    if constexpr (kW1) {  // the plan chose this instance only for this shape, nc = 1 and nj as below
+      p.B = Dims::B, p.D = Dims::D, p.H1 = Dims::H1, p.H2 = Dims::H2, p.C = Dims::C, p.nc = Dims::nc, p.nj = Dims::nj;
+    }
+    return p;
+  }
+  __device__ __forceinline__ PersistBlock(const PersistParams& pin, unsigned char* smem)
+      : Dims(pin), p(shape(pin)), sm(smem, persist_layout(p, NC)) {
+    tid = threadIdx.x, lane = tid & 31, wid = tid / 32;
+    c0 = blockIdx.x * nc, ncown = max(0, min(nc, H1 - c0));
+    j0 = blockIdx.x * nj, njown = max(0, min(nj, H2 - j0));
+    adam = p.adam && p.M != nullptr;
+    keep_grads = p.G != nullptr;
+    timed = p.breakdown != nullptr && blockIdx.x == 0 && tid == 0;
+  }
+  __device__ __forceinline__ size_t batch_bytes() const { return static_cast<size_t>(B) * xs; }
+
+  __device__ __forceinline__ void start_clock() { tprev = clock64(); }
+  __device__ __forceinline__ void stamp(int i) {
     if (timed) {
       const long long now = clock64();
       seg[i] += static_cast<unsigned long long>(now - tprev);
       tprev = now;
     }
-  };
+  }
+
+  // ---- before the first step: load what this block owns, clear the exchange words it will
+  // write, start the first batch's copy
+  __device__ __forceinline__ void load_owned() {
+    for (int e = tid; e < D * NC; e += nt) {
+      const int k = e / NC, c = e % NC;
+      const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
+      const bool own = c < ncown;
+      sm.w1[e] = own ? p.P[g] : 0.f;
+      if (adam) sm.m1[e] = own ? p.M[g] : 0.f, sm.v1[e] = own ? p.V[g] : 0.f;
+    }
+    for (int c = tid; c < NC; c += nt) {
+      const bool own = c < ncown;
+      sm.b1[c] = own ? p.P[p.b0 + c0 + c] : 0.f;
+      sm.mb1[c] = own && adam ? p.M[p.b0 + c0 + c] : 0.f;
+      sm.vb1[c] = own && adam ? p.V[p.b0 + c0 + c] : 0.f;
+    }
+    for (int e = tid; e < njown * H1; e += nt) {
+      const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
+      const int es = (e / H1) * ld1 + e % H1;
+      sm.w2r[es] = p.P[g];
+      if (adam) sm.m2r[es] = p.M[g], sm.v2r[es] = p.V[g];
+      xstore(p.w2x + static_cast<size_t>(j0) * H1 + e, p.P[g], 1u);  // parity 0, tag 1: the launch's first step reads it
+      xstore(p.w2x + static_cast<size_t>(H2) * H1 + static_cast<size_t>(j0) * H1 + e, 0.f, 0u);
+    }
+    for (int j = tid; j < njown; j += nt) {
+      sm.b2[j] = p.P[p.b1 + j0 + j];
+      if (adam) sm.mb2[j] = p.M[p.b1 + j0 + j], sm.vb2[j] = p.V[p.b1 + j0 + j];
+    }
+    for (int e = tid; e < H2 * cp; e += nt) {
+      const int n = e / cp, m = e % cp;
+      const size_t g = p.w2 + static_cast<size_t>(m) * H2 + n;
+      sm.w3[e] = m < C ? p.P[g] : 0.f;
+      if (adam) sm.m3[e] = m < C ? p.M[g] : 0.f, sm.v3[e] = m < C ? p.V[g] : 0.f;
+    }
+    for (int j = tid; j < C; j += nt) {
+      sm.b3[j] = p.P[p.b2 + j];
+      if (adam) sm.mb3[j] = p.M[p.b2 + j], sm.vb3[j] = p.V[p.b2 + j];
+    }
+    for (int e = tid; e < B * NC; e += nt) sm.h1o[e] = 0.f;  // units past ncown stay 0
+    for (int e = tid; e < 2 * persist_half_rows(B) * NC; e += nt) sm.dz1[e] = 0.f;  // and rows past B
+    // Tags count this launch's steps (step t writes tag t + 1), so words left by an earlier launch
+    // must not be mistaken for this one's: every block clears the words it will write, and one grid
+    // barrier (the launch's only one, in the kernel) separates that from the first step.
+    for (int e = tid; e < 2 * B * ncown; e += nt) {
+      const int r = e / ncown, c = e % ncown;  // r runs over both parities' rows
+      xstore(p.h1x + static_cast<size_t>(r) * H1 + c0 + c, 0.f, 0u);
+    }
+    for (int e = tid; e < 2 * B * njown; e += nt) {
+      const int r = e / njown, j = e % njown;
+      xstore(p.h2x + static_cast<size_t>(r) * H2 + j0 + j, 0.f, 0u);
+    }
+    for (int q = 0; q < kRowsPerWarp; ++q) {  // the first step's batch
+      const int r = wid + q * nwarps;
+      if (r >= B) break;
+      const int img = __ldg(p.perm + static_cast<size_t>(p.i0) * B + r);
+      copy_image_async(sm.xl + static_cast<size_t>(r) * xs, p.images + static_cast<size_t>(img) * D, D, lane);
+      if (lane == 0) sm.lab[r] = __ldg(p.labels + img);
+    }
+    __pipeline_commit();
+  }
+
+  __device__ __forceinline__ PersistStep step(int t) const {
+    PersistStep st;
+    st.t = t, st.par = t & 1;
+    st.s = p.s0 + t;
+    st.T = static_cast<uint32_t>(t) + 1u;
+    st.xb = sm.xl + st.par * batch_bytes();
+    st.lb = sm.lab + st.par * B;
+    st.h1x = p.h1x + static_cast<size_t>(st.par) * B * H1;
+    st.h2x = p.h2x + static_cast<size_t>(st.par) * B * H2;
+    st.w2now = p.w2x + static_cast<size_t>(st.par) * H2 * H1;
+    st.hy = AdamHyper{};
+    if (adam) st.hy = (p.hyper != nullptr && st.s + 1 < p.hyper_n) ? p.hyper[st.s + 1] : adam_hyper(p.lr, st.s + 1);
+    st.more = t + 1 < p.count;
+    return st;
+  }
+
+  // next batch, part 1: its image indices, issued a whole first layer before their use
+  __device__ __forceinline__ void fetch_next_indices(const PersistStep& st) {
+    if (st.more)
+      for (int q = 0; q < kRowsPerWarp; ++q) {
+        const int r = wid + q * nwarps;
+        if (r < B) nimg[q] = __ldg(p.perm + static_cast<size_t>(p.i0 + st.t + 1) * B + r);
+      }
+  }
+
+  // ---- A: this batch has landed (cp.async issued during the previous step); first layer, own
+  // units. Lane = batch row, warp = (group of 32 rows, slice of the pixels): a lane reads its row
+  // 4 pixels at a time (one word, conflict-free thanks to the odd stride) and the 4 x NC weights
+  // of those pixels (the same for every lane: a broadcast). Sums of byte * weight, per slice into
+  // `part`, added and divided by 255 once per output; bias, ReLU, dropout -> own columns of h1,
+  // published.
+  __device__ __forceinline__ void first_layer(const PersistStep& st) {
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    const int groups = (B + 31) / 32, KW = D / 4, kws = (KW + ks - 1) / ks;
+    const int g = wid % groups, q = wid / groups, r = g * 32 + lane;
+    if (q < ks && r < B) {
+      float acc[4][NC];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < NC; ++c) acc[i][c] = 0.f;
+      const uint32_t* row = reinterpret_cast<const uint32_t*>(st.xb + static_cast<size_t>(r) * xs);
+      const int kw1 = min(KW, (q + 1) * kws);
+#pragma unroll 4
+      for (int kw = q * kws; kw < kw1; ++kw) {
+        const uint32_t xw = row[kw];
+        float wv[4 * NC];  // W1 of pixels 4kw .. 4kw+3, own units: 4 * NC consecutive floats
+#pragma unroll
+        for (int v = 0; v < NC; ++v) {
+          const float4 t4 = reinterpret_cast<const float4*>(sm.w1 + 4 * kw * NC)[v];
+          wv[4 * v] = t4.x, wv[4 * v + 1] = t4.y, wv[4 * v + 2] = t4.z, wv[4 * v + 3] = t4.w;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float x = byte_value(xw, i);
+#pragma unroll
+          for (int c = 0; c < NC; ++c) acc[i][c] = fmaf(x, wv[i * NC + c], acc[i][c]);
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < NC; ++c) sm.part[(q * B + r) * NC + c] = (acc[0][c] + acc[1][c]) + (acc[2][c] + acc[3][c]);
+    }
+    __syncthreads();
+    for (int o = tid; o < B * ncown; o += nt) {
+      const int r = o / ncown, c = o % ncown;
+      float z = 0.f;
+      for (int q = 0; q < ks; ++q) z += sm.part[(q * B + r) * NC + c];
+      float h = fmaxf(z / 255.f + sm.b1[c], 0.f);
+      if (p.dropout)
+        h = dropout_bits_dev(p.key, 0u, static_cast<uint64_t>(st.s), static_cast<uint32_t>(r * H1 + c0 + c)) >= p.threshold
+                ? h * p.scale
+                : 0.f;
+      sm.h1o[r * NC + c] = h;
+      xstore(st.h1x + static_cast<size_t>(r) * H1 + c0 + c, h, st.T);
+    }
+  }
+
+  // ---- X1: all of h1. While its words travel: the next batch's fetch (part 2: images by
+  // cp.async, labels into registers) and the previous step's off-critical-path updates.
+  __device__ __forceinline__ void gather_h1(const PersistStep& st, const AdamHyper& hy_prev) {
+    gather_rows(sm.h1, ld1, st.h1x, B, H1, st.T, [&] {
+      if (st.more) {
+        for (int q = 0; q < kRowsPerWarp; ++q) {
+          const int r = wid + q * nwarps;
+          if (r >= B) break;
+          copy_image_async(sm.xl + (st.par ^ 1) * batch_bytes() + static_cast<size_t>(r) * xs,
+                           p.images + static_cast<size_t>(nimg[q]) * D, D, lane);
+          nlab[q] = __ldg(p.labels + nimg[q]);
+        }
+        __pipeline_commit();
+      }
+      if (st.t > 0) late_updates(hy_prev, st.w2now, st.T);
+    });
+    __syncthreads();
+  }
+
+  // ---- B: second layer, own units (warp dot products) -> own columns of h2, published
+  __device__ __forceinline__ void second_layer(const PersistStep& st) {
+    const float* h1 = sm.h1;
+    const float* w2r = sm.w2r;
+    const float* b2 = sm.b2;
+    warp_dot_gemm(
+        B, njown, H1, [&](int m, int k) { return h1[m * ld1 + k]; }, [&](int k, int n) { return w2r[n * ld1 + k]; },
+        [&](int m, int n, float acc) {
+          float h = fmaxf(acc + b2[n], 0.f);
+          if (p.dropout)
+            h = dropout_bits_dev(p.key, 1u, static_cast<uint64_t>(st.s), static_cast<uint32_t>(m * H2 + j0 + n)) >=
+                        p.threshold
+                    ? h * p.scale
+                    : 0.f;
+          xstore(st.h2x + static_cast<size_t>(m) * H2 + j0 + n, h, st.T);
+        });
+  }
+
+  // next batch, part 3: its labels into shared memory
+  __device__ __forceinline__ void store_next_labels(const PersistStep& st) {
+    if (st.more && lane == 0)
+      for (int q = 0; q < kRowsPerWarp; ++q) {
+        const int r = wid + q * nwarps;
+        if (r < B) sm.lab[(st.par ^ 1) * B + r] = nlab[q];
+      }
+  }
+
+  // ---- X2: all of h2 (from the blocks that own second-layer units) and the column slice
+  // W2[:, own units] that their owners published during X1 (for dz1)
+  __device__ __forceinline__ void gather_h2(const PersistStep& st) {
+    const int j = tid / NC, c = tid % NC;
+    const bool first = tid < H2 * NC && c < ncown;
+    const xword* wp = st.w2now + static_cast<size_t>(j) * H1 + c0 + c;
+    const xword w2c0 = first ? xload(wp) : 0;
+    gather_rows(sm.h2, ld2, st.h2x, B, H2, st.T);
+    if (tid < H2 * NC) sm.w2c[tid] = first ? xvalue(wp, w2c0, st.T) : 0.f;
+    for (int e = tid + nt; e < H2 * NC; e += nt) {
+      const int jj = e / NC, cc = e % NC;
+      const xword* q = st.w2now + static_cast<size_t>(jj) * H1 + c0 + cc;
+      sm.w2c[e] = cc < ncown ? xvalue(q, xload(q), st.T) : 0.f;
+    }
+    __syncthreads();
+  }
+
+  // ---- C, in every block: the last layer, softmax cross-entropy and dz2 (10 x H2: cheaper to
+  // repeat than to exchange), then the gradients of the own first-layer units.
+  // C1: partial logits, lane = batch row, warp = (group of 32 rows, slice of H2): a lane reads its
+  // h2 value once per hidden unit and the unit's C weights (one row of the transposed W3: cp / 4
+  // broadcast float4 loads), C accumulators in registers.
+  __device__ __forceinline__ void partial_logits() {
+    const int groups = (B + 31) / 32, ks = nwarps / groups, kq = (H2 + ks - 1) / ks;
+    const int g = wid % groups, q = wid / groups, r = g * 32 + lane;
+    if (q < ks && r < B) {
+      float acc[kMaxClasses];
+#pragma unroll
+      for (int n = 0; n < kMaxClasses; ++n) acc[n] = 0.f;
+      const int k1 = min(H2, (q + 1) * kq);
+      for (int k = q * kq; k < k1; ++k) {
+        const float x = sm.h2[r * ld2 + k];
+#pragma unroll
+        for (int v = 0; v < kMaxClassStride / 4; ++v)
+          if (4 * v < cp) {  // padding columns are 0: their sums stay 0 and are never read
+            const float4 t4 = reinterpret_cast<const float4*>(sm.w3 + k * cp)[v];
+            acc[4 * v] = fmaf(x, t4.x, acc[4 * v]);
+            acc[4 * v + 1] = fmaf(x, t4.y, acc[4 * v + 1]);
+            acc[4 * v + 2] = fmaf(x, t4.z, acc[4 * v + 2]);
+            acc[4 * v + 3] = fmaf(x, t4.w, acc[4 * v + 3]);
+          }
+      }
+#pragma unroll
+      for (int n = 0; n < kMaxClasses; ++n)
+        if (n < C) sm.part[(q * B + r) * ldp + n] = acc[n];  // lanes: rows ldp (odd) words apart
+    }
+    __syncthreads();
+  }
+
+  // C2: two rows a warp, one class a lane (half-warp shuffle trees): the slices' sums plus b3 are
+  // the logits; softmax cross-entropy -> dz3 (kept in z3 for the deferred W3/b3 update) and the
+  // row's loss; then dz2 = relu'(dz3 W3) for the row (W3 before its update): each lane of the
+  // half-warp gets the row's C values of dz3 by shuffles and takes hidden units j, j + 16, ...
+  __device__ __forceinline__ void softmax_dz2(const PersistStep& st) {
+    const int half = lane >> 4, j = lane & 15, ks = nwarps / ((B + 31) / 32);
+    const float inv = 1.f / static_cast<float>(B);
+    for (int r0 = 2 * wid; r0 < B; r0 += 2 * nwarps) {
+      const int r = r0 + half;
+      const bool row = r < B, on = row && j < C;
+      float z = -INFINITY;
+      if (on) {
+        z = sm.b3[j];
+        for (int q = 0; q < ks; ++q) z += sm.part[(q * B + r) * ldp + j];
+      }
+      float mx = z;
+#pragma unroll
+      for (int w = 8; w >= 1; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
+      float sum = on ? expf(z - mx) : 0.f;
+#pragma unroll
+      for (int w = 8; w >= 1; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
+      const float lse = mx + logf(sum);
+      const int y = row ? st.lb[r] : 0;
+      const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
+      const float dz = on ? (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv : 0.f;
+      if (on) sm.z3[r * C + j] = dz;
+      if (row && j == 0) sm.rloss[r] = lse - zy;
+      float d[kMaxClassStride];  // 0 past C
+#pragma unroll
+      for (int n = 0; n < kMaxClassStride; ++n) d[n] = __shfl_sync(0xffffffffu, dz, (half << 4) + n);
+      if (row)
+        for (int u = j; u < H2; u += 16) {
+          float acc = 0.f;
+          if (sm.h2[r * ld2 + u] > 0.f) {
+#pragma unroll
+            for (int v = 0; v < kMaxClassStride / 4; ++v)
+              if (4 * v < cp) {
+                const float4 t4 = reinterpret_cast<const float4*>(sm.w3 + u * cp)[v];
+                acc = fmaf(d[4 * v], t4.x, acc);  // d and W3's padding columns are 0 past C
+                acc = fmaf(d[4 * v + 1], t4.y, acc);
+                acc = fmaf(d[4 * v + 2], t4.z, acc);
+                acc = fmaf(d[4 * v + 3], t4.w, acc);
+              }
+            acc *= p.scale;
+          }
+          sm.dz2[r * ld2 + u] = acc;
+        }
+    }
+    __syncthreads();
+  }
+
+  // the batch loss, by block 0's last warp: lane sums, then a fixed shuffle tree
+  __device__ __forceinline__ void batch_loss(const PersistStep& st) {
+    if (wid == nwarps - 1 && blockIdx.x == 0) {
+      float part_sum = 0.f;
+      for (int r = lane; r < B; r += 32) part_sum += sm.rloss[r];
+#pragma unroll
+      for (int w = 16; w >= 1; w >>= 1) part_sum += __shfl_xor_sync(0xffffffffu, part_sum, w);
+      if (lane == 0) {
+        const float mean = part_sum / static_cast<float>(B);
+        p.step_loss[st.s] = mean;
+        if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(st.s));
+      }
+    }
+  }
+
+  // dz1 for the own first-layer units: relu'(dz2 W2[:, own]) (W2 of the step's start)
+  __device__ __forceinline__ void dz1_own_units() {
+    const float* dz2 = sm.dz2;
+    const float* w2c = sm.w2c;
+    const float* h1o = sm.h1o;
+    float* dz1 = sm.dz1;
+    warp_dot_gemm(
+        B, ncown, H2, [&](int m, int k) { return dz2[m * ld2 + k]; }, [&](int k, int n) { return w2c[k * NC + n]; },
+        [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; });
+    __syncthreads();
+  }
+
+  // The own first-layer units' parameters. b1 by the last warp (idle in W1's update below when
+  // the pixels' lane pairs fit the other warps, as MNIST's 392 do). W1 own rows: dW1[c0 + c][k] =
+  // sum_r dz1[r][c] x[r][k], applied at once. A pair of lanes takes 4 pixels (one word a row),
+  // each lane half of the rows (with MNIST's dense 196-word rows the pair's rows, 16 apart, share
+  // a bank: a 2-way conflict); the halves are added with one shuffle and each lane updates 2 of
+  // the 4 pixels.
+  __device__ __forceinline__ void update_first_layer(const PersistStep& st) {
+    if (wid == nwarps - 1)
+      for (int c = lane; c < ncown; c += 32) {
+        float g = 0.f;
+#pragma unroll 8
+        for (int r = 0; r < B; ++r) g += sm.dz1[r * NC + c];
+        if (keep_grads) p.G[p.b0 + c0 + c] = g;
+        opt_apply(sm.b1[c], g, sm.mb1 + c, sm.vb1 + c, adam, p.lr, st.hy);
+      }
+    const int KW = D / 4, RB = persist_half_rows(B);
+    for (int o0 = tid - lane; o0 < 2 * KW; o0 += nt) {  // warp-uniform bound: every lane shuffles
+      const int o = o0 + lane, kw = o >> 1, h = o & 1;
+      const bool on = o < 2 * KW;
+      float g[4][NC];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < NC; ++c) g[i][c] = 0.f;
+      if (on) {
+        const int r1 = min(B, (h + 1) * RB);
+        for (int r0 = h * RB; r0 < r1; r0 += 4) {
+          uint32_t xw[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            xw[j] = r0 + j < B ? reinterpret_cast<const uint32_t*>(st.xb + static_cast<size_t>(r0 + j) * xs)[kw] : 0u;
+          if constexpr (NC == 1) {
+            const float4 d4 = *reinterpret_cast<const float4*>(sm.dz1 + r0);  // rows past B are 0
+            const float d[4] = {d4.x, d4.y, d4.z, d4.w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) g[i][0] = fmaf(d[j], byte_value(xw[j], i), g[i][0]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              float d[NC];
+              ld_units<NC>(sm.dz1 + (r0 + j) * NC, d);
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                const float x = byte_value(xw[j], i);
+#pragma unroll
+                for (int c = 0; c < NC; ++c) g[i][c] = fmaf(d[c], x, g[i][c]);
+              }
+            }
+          }
+        }
+      }
+      float tot[2][NC];  // pixels 4kw + 2h + j: first half's sum + second half's
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+          const float keep = h ? g[2 + j][c] : g[j][c], send = h ? g[j][c] : g[2 + j][c];
+          const float recv = __shfl_xor_sync(0xffffffffu, send, 1);
+          tot[j][c] = h ? recv + keep : keep + recv;
+        }
+      if (!on) continue;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int k = 4 * kw + 2 * h + j;
+        float w[NC], mm[NC], vv[NC];
+        ld_units<NC>(sm.w1 + k * NC, w);
+        if (adam) ld_units<NC>(sm.m1 + k * NC, mm), ld_units<NC>(sm.v1 + k * NC, vv);
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+          if (c >= ncown) continue;  // padding units stay 0
+          float gc = tot[j][c];
+          if (gc != 0.f) gc /= 255.f;  // (0 / 255 would take the division's slow path)
+          if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + c) * D + k] = gc;
+          opt_apply(w[c], gc, mm + c, vv + c, adam, p.lr, st.hy);
+        }
+        st_units<NC>(sm.w1 + k * NC, w);
+        if (adam) st_units<NC>(sm.m1 + k * NC, mm), st_units<NC>(sm.v1 + k * NC, vv);
+      }
+    }
+    __syncthreads();
+  }
 
   // The updates nothing on a step's critical path waits for, run during the NEXT step's wait for
   // h1 (step t+1's first layer needs only W1; W3 is next read by step t+1's last layer, the own W2
@@ -440,8 +827,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   // replica), dW2[j0 + m][n] = sum_r dz2[r][j0 + m] h1[r][n] -> own W2 rows (published with `tag`
   // into `w2pub` for the column slices), b2. They read step t's h1, h2, dz2 and dz3 in shared
   // memory, which the next step overwrites only after them.
-  AdamHyper hy_prev{};
-  auto late_updates = [&](const AdamHyper& h, xword* w2pub, uint32_t tag) {
+  __device__ __forceinline__ void late_updates(const AdamHyper& h, xword* w2pub, uint32_t tag) {
     // one round of tasks for W1's shapes (64 * 5 + 128 + 11 = 459 <= 512 threads): W3 in pairs of
     // rows (m, m + C2) that share each h2 load (consecutive tasks: the pairs of one unit n, so a
     // warp's accesses to the transposed W3 spread over the banks), own W2 elements, the biases
@@ -453,393 +839,127 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
         float g0 = 0.f, g1 = 0.f;
 #pragma unroll 8
         for (int r = 0; r < B; ++r) {
-          const float x = h2[r * ld2 + n];
-          g0 = fmaf(z3[r * C + m], x, g0);
-          if (two) g1 = fmaf(z3[r * C + m + C2], x, g1);
+          const float x = sm.h2[r * ld2 + n];
+          g0 = fmaf(sm.z3[r * C + m], x, g0);
+          if (two) g1 = fmaf(sm.z3[r * C + m + C2], x, g1);
         }
         if (keep_grads && blockIdx.x == 0) {
           p.G[p.w2 + m * H2 + n] = g0;
           if (two) p.G[p.w2 + (m + C2) * H2 + n] = g1;
         }
         const int e = n * cp + m;
-        opt_apply(w3[e], g0, m3 + e, v3 + e, adam, p.lr, h);
-        if (two) opt_apply(w3[e + C2], g1, m3 + e + C2, v3 + e + C2, adam, p.lr, h);
+        opt_apply(sm.w3[e], g0, sm.m3 + e, sm.v3 + e, adam, p.lr, h);
+        if (two) opt_apply(sm.w3[e + C2], g1, sm.m3 + e + C2, sm.v3 + e + C2, adam, p.lr, h);
       } else if (o < n3 + n2) {
         const int m = (o - n3) / H1, n = (o - n3) % H1, e = m * ld1 + n;
         const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
         float g = 0.f;
 #pragma unroll 8
-        for (int r = 0; r < B; ++r) g = fmaf(dz2[r * ld2 + j0 + m], h1[r * ld1 + n], g);
+        for (int r = 0; r < B; ++r) g = fmaf(sm.dz2[r * ld2 + j0 + m], sm.h1[r * ld1 + n], g);
         if (keep_grads) p.G[p.w1 + gi] = g;
-        opt_apply(w2r[e], g, m2r + e, v2r + e, adam, p.lr, h);
-        xstore(w2pub + gi, w2r[e], tag);
+        opt_apply(sm.w2r[e], g, sm.m2r + e, sm.v2r + e, adam, p.lr, h);
+        xstore(w2pub + gi, sm.w2r[e], tag);
       } else {
         const int j = o - n3 - n2;
         float g = 0.f;
         if (j < C) {
 #pragma unroll 8
-          for (int r = 0; r < B; ++r) g += z3[r * C + j];
+          for (int r = 0; r < B; ++r) g += sm.z3[r * C + j];
           if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
-          opt_apply(b3[j], g, mb3 + j, vb3 + j, adam, p.lr, h);
+          opt_apply(sm.b3[j], g, sm.mb3 + j, sm.vb3 + j, adam, p.lr, h);
         } else {
           const int jj = j - C;
 #pragma unroll 8
-          for (int r = 0; r < B; ++r) g += dz2[r * ld2 + j0 + jj];
+          for (int r = 0; r < B; ++r) g += sm.dz2[r * ld2 + j0 + jj];
           if (keep_grads) p.G[p.b1 + j0 + jj] = g;
-          opt_apply(b2[jj], g, mb2 + jj, vb2 + jj, adam, p.lr, h);
+          opt_apply(sm.b2[jj], g, sm.mb2 + jj, sm.vb2 + jj, adam, p.lr, h);
         }
       }
     }
-  };
-
-  for (int t = 0; t < p.count; ++t) {
-    const int par = t & 1;
-    const int64_t s = p.s0 + t;
-    const uint32_t T = static_cast<uint32_t>(t) + 1u;  // this step's exchange tag
-    const uint8_t* xb = xl + par * xbytes;  // this step's batch
-    const int* lb = lab + par * B;
-    xword* h1x = p.h1x + static_cast<size_t>(par) * B * H1;
-    xword* h2x = p.h2x + static_cast<size_t>(par) * B * H2;
-    xword* w2now = p.w2x + static_cast<size_t>(par) * H2 * H1;  // step t's W2 (its column slices)
-    AdamHyper hy{};
-    if (adam) hy = (p.hyper != nullptr && s + 1 < p.hyper_n) ? p.hyper[s + 1] : adam_hyper(p.lr, s + 1);
-
-    const bool more = t + 1 < p.count;
-    if (more)  // next batch, part 1: its image indices, issued a whole first layer before their use
-      for (int q = 0; q < kRowsPerWarp; ++q) {
-        const int r = wid + q * nwarps;
-        if (r < B) nimg[q] = __ldg(p.perm + static_cast<size_t>(p.i0 + t + 1) * B + r);
-      }
-    // ---- A: this batch has landed (cp.async issued during the previous step); first layer, own
-    // units. Lane = batch row, warp = (group of 32 rows, slice of the pixels): a lane reads its row
-    // 4 pixels at a time (one word, conflict-free thanks to the odd stride) and the 4 x NC weights
-    // of those pixels (the same for every lane: a broadcast). Sums of byte * weight, per slice into
-    // `part`, added and divided by 255 once per output.
-    __pipeline_wait_prior(0);
-    __syncthreads();
-    {
-      const int groups = (B + 31) / 32, KW = D / 4, kws = (KW + L.ks - 1) / L.ks;
-      const int g = wid % groups, q = wid / groups, r = g * 32 + lane;
-      if (q < L.ks && r < B) {
-        float acc[4][NC];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int c = 0; c < NC; ++c) acc[i][c] = 0.f;
-        const uint32_t* row = reinterpret_cast<const uint32_t*>(xb + static_cast<size_t>(r) * xs);
-        const int kw1 = min(KW, (q + 1) * kws);
-#pragma unroll 4
-        for (int kw = q * kws; kw < kw1; ++kw) {
-          const uint32_t xw = row[kw];
-          float wv[4 * NC];  // W1 of pixels 4kw .. 4kw+3, own units: 4 * NC consecutive floats
-#pragma unroll
-          for (int v = 0; v < NC; ++v) {
-            const float4 t4 = reinterpret_cast<const float4*>(w1 + 4 * kw * NC)[v];
-            wv[4 * v] = t4.x, wv[4 * v + 1] = t4.y, wv[4 * v + 2] = t4.z, wv[4 * v + 3] = t4.w;
-          }
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float x = byte_value(xw, i);
-#pragma unroll
-            for (int c = 0; c < NC; ++c) acc[i][c] = fmaf(x, wv[i * NC + c], acc[i][c]);
-          }
-        }
-#pragma unroll
-        for (int c = 0; c < NC; ++c) part[(q * B + r) * NC + c] = (acc[0][c] + acc[1][c]) + (acc[2][c] + acc[3][c]);
-      }
-      __syncthreads();
-      for (int o = tid; o < B * ncown; o += nt) {
-        const int r = o / ncown, c = o % ncown;
-        float z = 0.f;
-        for (int q = 0; q < L.ks; ++q) z += part[(q * B + r) * NC + c];
-        float h = fmaxf(z / 255.f + b1[c], 0.f);
-        if (p.dropout)
-          h = dropout_bits_dev(p.key, 0u, static_cast<uint64_t>(s), static_cast<uint32_t>(r * H1 + c0 + c)) >= p.threshold
-                  ? h * p.scale
-                  : 0.f;
-        h1o[r * NC + c] = h;
-        xstore(h1x + static_cast<size_t>(r) * H1 + c0 + c, h, T);
-      }
-    }
-    stamp(0);
-    // ---- X1: all of h1. While its words travel: the next batch's fetch (part 2) and the previous
-    // step's off-critical-path updates.
-    gather_rows(h1, ld1, h1x, B, H1, T, [&] {
-      if (more) {  // next batch, part 2: images (cp.async) and labels (registers)
-        for (int q = 0; q < kRowsPerWarp; ++q) {
-          const int r = wid + q * nwarps;
-          if (r >= B) break;
-          copy_image_async(xl + (par ^ 1) * xbytes + static_cast<size_t>(r) * xs,
-                           p.images + static_cast<size_t>(nimg[q]) * D, D, lane);
-          nlab[q] = __ldg(p.labels + nimg[q]);
-        }
-        __pipeline_commit();
-      }
-      if (t > 0) late_updates(hy_prev, w2now, T);
-    });
-    __syncthreads();
-    stamp(1);
-
-    // ---- B: second layer, own units
-    warp_dot_gemm(
-        B, njown, H1, [&](int m, int k) { return h1[m * ld1 + k]; }, [&](int k, int n) { return w2r[n * ld1 + k]; },
-        [&](int m, int n, float acc) {
-          float h = fmaxf(acc + b2[n], 0.f);
-          if (p.dropout)
-            h = dropout_bits_dev(p.key, 1u, static_cast<uint64_t>(s), static_cast<uint32_t>(m * H2 + j0 + n)) >=
-                        p.threshold
-                    ? h * p.scale
-                    : 0.f;
-          xstore(h2x + static_cast<size_t>(m) * H2 + j0 + n, h, T);
-        });
-    stamp(2);
-    if (more && lane == 0)  // next batch, part 3: labels
-      for (int q = 0; q < kRowsPerWarp; ++q) {
-        const int r = wid + q * nwarps;
-        if (r < B) lab[(par ^ 1) * B + r] = nlab[q];
-      }
-
-    // ---- X2: all of h2 (from the blocks that own second-layer units) and the column slice
-    // W2[:, own units] that their owners published during X1 (for dz1)
-    {
-      const int j = tid / NC, c = tid % NC;
-      const bool first = tid < H2 * NC && c < ncown;
-      const xword* wp = w2now + static_cast<size_t>(j) * H1 + c0 + c;
-      const xword w2c0 = first ? xload(wp) : 0;
-      gather_rows(h2, ld2, h2x, B, H2, T);
-      if (tid < H2 * NC) w2c[tid] = first ? xvalue(wp, w2c0, T) : 0.f;
-      for (int e = tid + nt; e < H2 * NC; e += nt) {
-        const int jj = e / NC, cc = e % NC;
-        const xword* q = w2now + static_cast<size_t>(jj) * H1 + c0 + cc;
-        w2c[e] = cc < ncown ? xvalue(q, xload(q), T) : 0.f;
-      }
-    }
-    __syncthreads();
-    stamp(3);
-
-    // ---- C: the last layer, softmax cross-entropy and dz2 (every block), then the gradients of
-    // the own first-layer units. C1: partial logits, lane = batch row, warp = (group of 32 rows,
-    // slice of H2): a lane reads its h2 value once per hidden unit and the unit's C weights (one
-    // row of the transposed W3: cp / 4 broadcast float4 loads), C accumulators in registers.
-    {
-      const int groups = (B + 31) / 32, ks = nwarps / groups, kq = (H2 + ks - 1) / ks;
-      const int g = wid % groups, q = wid / groups, r = g * 32 + lane;
-      if (q < ks && r < B) {
-        float acc[kMaxClasses];
-#pragma unroll
-        for (int n = 0; n < kMaxClasses; ++n) acc[n] = 0.f;
-        const int k1 = min(H2, (q + 1) * kq);
-        for (int k = q * kq; k < k1; ++k) {
-          const float x = h2[r * ld2 + k];
-#pragma unroll
-          for (int v = 0; v < kMaxClassStride / 4; ++v)
-            if (4 * v < cp) {  // padding columns are 0: their sums stay 0 and are never read
-              const float4 t4 = reinterpret_cast<const float4*>(w3 + k * cp)[v];
-              acc[4 * v] = fmaf(x, t4.x, acc[4 * v]);
-              acc[4 * v + 1] = fmaf(x, t4.y, acc[4 * v + 1]);
-              acc[4 * v + 2] = fmaf(x, t4.z, acc[4 * v + 2]);
-              acc[4 * v + 3] = fmaf(x, t4.w, acc[4 * v + 3]);
-            }
-        }
-#pragma unroll
-        for (int n = 0; n < kMaxClasses; ++n)
-          if (n < C) part[(q * B + r) * ldp + n] = acc[n];  // lanes: rows ldp (odd) words apart
-      }
-    }
-    __syncthreads();
-    stamp(4);
-    // C2: two rows a warp, one class a lane (half-warp shuffle trees): the slices' sums plus b3
-    // are the logits; softmax cross-entropy -> dz3 (kept in z3 for the deferred W3/b3 update) and
-    // the row's loss; then dz2 = relu'(dz3 W3) for the row (W3 before its update): each lane of
-    // the half-warp gets the row's C values of dz3 by shuffles and takes hidden units j, j + 16, ...
-    {
-      const int half = lane >> 4, j = lane & 15, ks = nwarps / ((B + 31) / 32);
-      const float inv = 1.f / static_cast<float>(B);
-      for (int r0 = 2 * wid; r0 < B; r0 += 2 * nwarps) {
-        const int r = r0 + half;
-        const bool row = r < B, on = row && j < C;
-        float z = -INFINITY;
-        if (on) {
-          z = b3[j];
-          for (int q = 0; q < ks; ++q) z += part[(q * B + r) * ldp + j];
-        }
-        float mx = z;
-#pragma unroll
-        for (int w = 8; w >= 1; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
-        float sum = on ? expf(z - mx) : 0.f;
-#pragma unroll
-        for (int w = 8; w >= 1; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
-        const float lse = mx + logf(sum);
-        const int y = row ? lb[r] : 0;
-        const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
-        const float dz = on ? (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv : 0.f;
-        if (on) z3[r * C + j] = dz;
-        if (row && j == 0) rloss[r] = lse - zy;
-        float d[kMaxClassStride];  // 0 past C
-#pragma unroll
-        for (int n = 0; n < kMaxClassStride; ++n) d[n] = __shfl_sync(0xffffffffu, dz, (half << 4) + n);
-        if (row)
-          for (int u = j; u < H2; u += 16) {
-            float acc = 0.f;
-            if (h2[r * ld2 + u] > 0.f) {
-#pragma unroll
-              for (int v = 0; v < kMaxClassStride / 4; ++v)
-                if (4 * v < cp) {
-                  const float4 t4 = reinterpret_cast<const float4*>(w3 + u * cp)[v];
-                  acc = fmaf(d[4 * v], t4.x, acc);  // d and W3's padding columns are 0 past C
-                  acc = fmaf(d[4 * v + 1], t4.y, acc);
-                  acc = fmaf(d[4 * v + 2], t4.z, acc);
-                  acc = fmaf(d[4 * v + 3], t4.w, acc);
-                }
-              acc *= p.scale;
-            }
-            dz2[r * ld2 + u] = acc;
-          }
-      }
-    }
-    __syncthreads();
-    stamp(5);
-    if (wid == nwarps - 1 && blockIdx.x == 0) {  // the batch loss: lane sums, then a fixed shuffle tree
-      float part_sum = 0.f;
-      for (int r = lane; r < B; r += 32) part_sum += rloss[r];
-#pragma unroll
-      for (int w = 16; w >= 1; w >>= 1) part_sum += __shfl_xor_sync(0xffffffffu, part_sum, w);
-      if (lane == 0) {
-        const float mean = part_sum / static_cast<float>(B);
-        p.step_loss[s] = mean;
-        if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
-      }
-    }
-    // dz1 for the own first-layer units: relu'(dz2 W2[:, own]) (W2 of the step's start)
-    warp_dot_gemm(
-        B, ncown, H2, [&](int m, int k) { return dz2[m * ld2 + k]; }, [&](int k, int n) { return w2c[k * NC + n]; },
-        [&](int m, int n, float acc) { dz1[m * NC + n] = h1o[m * NC + n] > 0.f ? acc * p.scale : 0.f; });
-    __syncthreads();
-    stamp(6);
-    // b1 by the last warp (idle in W1's update below when the pixels' lane pairs fit the other
-    // warps, as MNIST's 392 do)
-    if (wid == nwarps - 1)
-      for (int c = lane; c < ncown; c += 32) {
-        float g = 0.f;
-#pragma unroll 8
-        for (int r = 0; r < B; ++r) g += dz1[r * NC + c];
-        if (keep_grads) p.G[p.b0 + c0 + c] = g;
-        opt_apply(b1[c], g, mb1 + c, vb1 + c, adam, p.lr, hy);
-      }
-    // W1 own rows: dW1[c0 + c][k] = sum_r dz1[r][c] x[r][k], applied at once. A pair of lanes takes
-    // 4 pixels (one word a row), each lane half of the rows (with MNIST's dense 196-word rows the
-    // pair's rows, 16 apart, share a bank: a 2-way conflict); the halves are added with one
-    // shuffle and each lane updates 2 of the 4 pixels.
-    {
-      const int KW = D / 4, RB = persist_half_rows(B);
-      for (int o0 = tid - lane; o0 < 2 * KW; o0 += nt) {  // warp-uniform bound: every lane shuffles
-        const int o = o0 + lane, kw = o >> 1, h = o & 1;
-        const bool on = o < 2 * KW;
-        float g[4][NC];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int c = 0; c < NC; ++c) g[i][c] = 0.f;
-        if (on) {
-          const int r1 = min(B, (h + 1) * RB);
-          for (int r0 = h * RB; r0 < r1; r0 += 4) {
-            uint32_t xw[4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-              xw[j] = r0 + j < B ? reinterpret_cast<const uint32_t*>(xb + static_cast<size_t>(r0 + j) * xs)[kw] : 0u;
-            if constexpr (NC == 1) {
-              const float4 d4 = *reinterpret_cast<const float4*>(dz1 + r0);  // rows past B are 0
-              const float d[4] = {d4.x, d4.y, d4.z, d4.w};
-#pragma unroll
-              for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) g[i][0] = fmaf(d[j], byte_value(xw[j], i), g[i][0]);
-            } else {
-#pragma unroll
-              for (int j = 0; j < 4; ++j) {
-                float d[NC];
-                ld_units<NC>(dz1 + (r0 + j) * NC, d);
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                  const float x = byte_value(xw[j], i);
-#pragma unroll
-                  for (int c = 0; c < NC; ++c) g[i][c] = fmaf(d[c], x, g[i][c]);
-                }
-              }
-            }
-          }
-        }
-        float tot[2][NC];  // pixels 4kw + 2h + j: first half's sum + second half's
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int c = 0; c < NC; ++c) {
-            const float keep = h ? g[2 + j][c] : g[j][c], send = h ? g[j][c] : g[2 + j][c];
-            const float recv = __shfl_xor_sync(0xffffffffu, send, 1);
-            tot[j][c] = h ? recv + keep : keep + recv;
-          }
-        if (!on) continue;
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int k = 4 * kw + 2 * h + j;
-          float w[NC], mm[NC], vv[NC];
-          ld_units<NC>(w1 + k * NC, w);
-          if (adam) ld_units<NC>(m1 + k * NC, mm), ld_units<NC>(v1 + k * NC, vv);
-#pragma unroll
-          for (int c = 0; c < NC; ++c) {
-            if (c >= ncown) continue;  // padding units stay 0
-            float gc = tot[j][c];
-            if (gc != 0.f) gc /= 255.f;  // (0 / 255 would take the division's slow path)
-            if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + c) * D + k] = gc;
-            opt_apply(w[c], gc, mm + c, vv + c, adam, p.lr, hy);
-          }
-          st_units<NC>(w1 + k * NC, w);
-          if (adam) st_units<NC>(m1 + k * NC, mm), st_units<NC>(v1 + k * NC, vv);
-        }
-      }
-    }
-    __syncthreads();
-    stamp(7);
-    hy_prev = hy;
   }
-  // the last step's deferred updates (nothing reads the W2 words they publish)
-  if (p.count > 0) late_updates(hy_prev, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
-  __syncthreads();
-  if (timed)
-    for (int i = 0; i < kPersistSegments; ++i) p.breakdown[i] += seg[i];
+
+  // after the last step: its deferred updates (nothing reads the W2 words they publish), the
+  // breakdown's cycles
+  __device__ __forceinline__ void finish(const AdamHyper& hy_last) {
+    if (p.count > 0) late_updates(hy_last, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
+    __syncthreads();
+    if (timed)
+      for (int i = 0; i < kPersistSegments; ++i) p.breakdown[i] += seg[i];
+  }
 
   // ---- write back what this block owns (block 0 also writes the W3/b3 replica)
-  for (int e = tid; e < D * ncown; e += nt) {
-    const int c = e / D, k = e % D;
-    const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
-    p.P[g] = w1[k * NC + c];
-    if (adam) p.M[g] = m1[k * NC + c], p.V[g] = v1[k * NC + c];
-  }
-  for (int c = tid; c < ncown; c += nt) {
-    p.P[p.b0 + c0 + c] = b1[c];
-    if (adam) p.M[p.b0 + c0 + c] = mb1[c], p.V[p.b0 + c0 + c] = vb1[c];
-  }
-  for (int e = tid; e < njown * H1; e += nt) {
-    const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
-    const int es = (e / H1) * ld1 + e % H1;
-    p.P[g] = w2r[es];
-    if (adam) p.M[g] = m2r[es], p.V[g] = v2r[es];
-  }
-  for (int j = tid; j < njown; j += nt) {
-    p.P[p.b1 + j0 + j] = b2[j];
-    if (adam) p.M[p.b1 + j0 + j] = mb2[j], p.V[p.b1 + j0 + j] = vb2[j];
-  }
-  if (blockIdx.x == 0) {
-    for (int e = tid; e < C * H2; e += nt) {
-      const int es = (e % H2) * cp + e / H2;
-      p.P[p.w2 + e] = w3[es];
-      if (adam) p.M[p.w2 + e] = m3[es], p.V[p.w2 + e] = v3[es];
+  __device__ __forceinline__ void write_back() {
+    for (int e = tid; e < D * ncown; e += nt) {
+      const int c = e / D, k = e % D;
+      const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
+      p.P[g] = sm.w1[k * NC + c];
+      if (adam) p.M[g] = sm.m1[k * NC + c], p.V[g] = sm.v1[k * NC + c];
     }
-    for (int j = tid; j < C; j += nt) {
-      p.P[p.b2 + j] = b3[j];
-      if (adam) p.M[p.b2 + j] = mb3[j], p.V[p.b2 + j] = vb3[j];
+    for (int c = tid; c < ncown; c += nt) {
+      p.P[p.b0 + c0 + c] = sm.b1[c];
+      if (adam) p.M[p.b0 + c0 + c] = sm.mb1[c], p.V[p.b0 + c0 + c] = sm.vb1[c];
+    }
+    for (int e = tid; e < njown * H1; e += nt) {
+      const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
+      const int es = (e / H1) * ld1 + e % H1;
+      p.P[g] = sm.w2r[es];
+      if (adam) p.M[g] = sm.m2r[es], p.V[g] = sm.v2r[es];
+    }
+    for (int j = tid; j < njown; j += nt) {
+      p.P[p.b1 + j0 + j] = sm.b2[j];
+      if (adam) p.M[p.b1 + j0 + j] = sm.mb2[j], p.V[p.b1 + j0 + j] = sm.vb2[j];
+    }
+    if (blockIdx.x == 0) {
+      for (int e = tid; e < C * H2; e += nt) {
+        const int es = (e % H2) * cp + e / H2;
+        p.P[p.w2 + e] = sm.w3[es];
+        if (adam) p.M[p.w2 + e] = sm.m3[es], p.V[p.w2 + e] = sm.v3[es];
+      }
+      for (int j = tid; j < C; j += nt) {
+        p.P[p.b2 + j] = sm.b3[j];
+        if (adam) p.M[p.b2 + j] = sm.mb3[j], p.V[p.b2 + j] = sm.vb3[j];
+      }
     }
   }
+};
+
+// The kernel: the block's setup, the launch's one grid barrier, then the steps, stage by stage
+// (--breakdown's segments are the stamps' numbers).
+template <int NC, bool kW1>
+__global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(PersistParams pin) {
+  static_assert(NC == 1 || NC == 2 || NC == 4 || NC == 8, "NC: 1, 2, 4 or 8 first-layer units per block");
+  static_assert(!kW1 || NC == 1, "W1's instance: one first-layer unit per block");
+  extern __shared__ __align__(16) unsigned char smem[];
+  PersistBlock<NC, kW1> blk(pin, smem);
+  blk.load_owned();
+  cooperative_groups::this_grid().sync();
+  blk.start_clock();
+  AdamHyper hy_prev{};
+  for (int t = 0; t < blk.p.count; ++t) {
+    const PersistStep st = blk.step(t);
+    blk.fetch_next_indices(st);
+    blk.first_layer(st);         // A
+    blk.stamp(0);
+    blk.gather_h1(st, hy_prev);  // X1 (and step t-1's late updates)
+    blk.stamp(1);
+    blk.second_layer(st);        // B
+    blk.stamp(2);
+    blk.store_next_labels(st);
+    blk.gather_h2(st);           // X2
+    blk.stamp(3);
+    blk.partial_logits();        // C1
+    blk.stamp(4);
+    blk.softmax_dz2(st);         // C2
+    blk.stamp(5);
+    blk.batch_loss(st);
+    blk.dz1_own_units();
+    blk.stamp(6);
+    blk.update_first_layer(st);
+    blk.stamp(7);
+    hy_prev = st.hy;
+  }
+  blk.finish(hy_prev);
+  blk.write_back();
 }
 
 // ------------------------------------------------------------------ host side
