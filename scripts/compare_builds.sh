@@ -12,8 +12,12 @@
 # Paths: phase 4 fp32/fp16; phase 5 own GEMM fp32/fp16, cuBLASLt fp32/fp16, the persistent kernel
 # (fp32 W1 shapes) and the cluster kernel (fp16 W2 h = 128, SGD, no dropout). W1: 784-128-64-10,
 # Adam, dropout 0.2 (and 0), batch 32, one epoch; W2: 784-h-h-h-10, SGD lr 0.003, no dropout,
-# batch 32, 500 steps. REPEATS (default 5) timed runs after one warm-up, --no-cupti.
-# Environment: DATA (default .carry/data/mnist or data/mnist), JOBS, DEPS_PREFIX, REPEATS, TOL_PCT,
+# batch 32, 500 steps. ROUNDS (default 3) rounds of REPEATS (default 5) timed runs after one
+# warm-up, --no-cupti; the two builds alternate which runs first from round to round, and each
+# side's median is taken over all its rounds' samples (the launch-bound configurations drift by
+# several percent between back-to-back processes; one round of each cannot resolve 3%). Every
+# round's checksum must be the same.
+# Environment: DATA (default .carry/data/mnist or data/mnist), JOBS, DEPS_PREFIX, REPEATS, ROUNDS, TOL_PCT,
 # ONLY (a regex: only the configurations whose label matches), NB_GIT_COMMIT (names the AFTER tree on
 # a device copy whose git does not know its commit).
 # Exit status: 0 when every checksum matches and every median is within TOL_PCT; 1 otherwise;
@@ -32,6 +36,7 @@ if [ -z "${DEPS_PREFIX:-}" ] && [ -d .carry/deps ]; then export DEPS_PREFIX=.car
 [ -n "${DEPS_PREFIX:-}" ] && DEPS_PREFIX="$(cd "$DEPS_PREFIX" && pwd)"
 JOBS="${JOBS:-$(nproc)}"
 REPEATS="${REPEATS:-5}"
+ROUNDS="${ROUNDS:-3}"
 TOL_PCT="${TOL_PCT:-3}"
 PY="${PYTHON:-python3}"
 mkdir -p build/compare "$(dirname "$LOG")"
@@ -66,7 +71,8 @@ for h in 128 1024; do
   for pr in fp32 fp16; do CONFIGS+=("w2-h$h-p5-cublas-$pr|phase5_batched|$w --precision $pr --gemm cublas"); done
   [ "$h" = 128 ] && CONFIGS+=("w2-h$h-p5-cluster|phase5_batched|$w --precision fp16 --launch cluster")
 done
-# field FILE KEY: the result (metrics.param_checksum, or w, b, train loss) / the median of timing.total_ms
+# field FILE KEY: the result (metrics.param_checksum, or w, b, train loss) / the timed samples of
+# timing.total_ms, one per line
 field() {
   "$PY" - "$1" "$2" <<'EOF'
 import json, sys
@@ -75,45 +81,56 @@ m = r["metrics"]
 if sys.argv[2] == "sum":
     print(repr(m["param_checksum"]) if "param_checksum" in m else repr((m["w"], m["b"], m["train_loss"])).replace(" ", ""))
 else:
-    print("%.6f" % r["timing"]["total_ms"]["median"])
+    print("\n".join("%.6f" % v for v in r["timing"]["total_ms"]["samples"]))
 EOF
 }
+# median: of the numbers on stdin, one per line
+median() { sort -g | awk 'NF { v[++n] = $1 } END { if (n % 2) printf "%.6f", v[(n + 1) / 2]; else printf "%.6f", (v[n / 2] + v[n / 2 + 1]) / 2 }'; }
 fails=0
 {
   if [ -n "${NB_GIT_COMMIT:-}" ]; then after="$NB_GIT_COMMIT (NB_GIT_COMMIT)"
   else after="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!profiles' ':!report' || echo ' (+ uncommitted changes)')"; fi
   echo "# compare_builds: before $(git rev-parse --short "$BEFORE"), after $after"
-  echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); $REPEATS timed runs after 1 warm-up; median tolerance $TOL_PCT%"
+  echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); $ROUNDS rounds (which build runs first alternates) of $REPEATS timed runs after 1 warm-up; medians of the pooled samples; tolerance $TOL_PCT%"
   printf '%-26s %-10s %12s %12s %8s  %s\n' config checksum before_ms after_ms "after/b" verdict
 } | tee "$LOG"
 for c in "${CONFIGS[@]}"; do
   IFS='|' read -r label bin args <<<"$c"
   [[ "$label" =~ ${ONLY:-.} ]] || continue
   read -r -a A <<<"$args"
-  ok=1; sums=(); meds=()
-  for side in before after; do
-    root=.; [ "$side" = before ] && root="$WT"
-    out="$SCRATCH/$side"
-    mkdir -p "$out"
-    D=(); case "$bin" in phase4_mlp|phase5_batched) D=(--data "$DATA") ;; esac
-    if ! "$root/build/$bin" "${A[@]}" "${D[@]}" --warmup 1 --repeats "$REPEATS" --no-cupti --out "$out" --tag "$label" \
-      >"$SCRATCH/$side-$label.log" 2>&1; then
-      echo "  $label ($side): exit $?: $(tail -n 1 "$SCRATCH/$side-$label.log")" | tee -a "$LOG"
-      ok=0; continue
-    fi
-    rec="$out/${bin}__$label.json"
-    sums+=("$(field "$rec" sum)"); meds+=("$(field "$rec" med)")
+  ok=1
+  declare -A sums=() samples=()
+  for ((round = 1; round <= ROUNDS; ++round)); do
+    order="before after"; [ $((round % 2)) = 0 ] && order="after before"
+    for side in $order; do
+      root=.; [ "$side" = before ] && root="$WT"
+      out="$SCRATCH/$side"
+      mkdir -p "$out"
+      D=(); case "$bin" in phase4_mlp|phase5_batched) D=(--data "$DATA") ;; esac
+      if ! "$root/build/$bin" "${A[@]}" "${D[@]}" --warmup 1 --repeats "$REPEATS" --no-cupti --out "$out" --tag "$label" \
+        >"$SCRATCH/$side-$label.log" 2>&1; then
+        echo "  $label ($side, round $round): exit $?: $(tail -n 1 "$SCRATCH/$side-$label.log")" | tee -a "$LOG"
+        ok=0; break 2
+      fi
+      rec="$out/${bin}__$label.json"
+      s="$(field "$rec" sum)"
+      if [ -z "${sums[$side]:-}" ]; then sums[$side]="$s"
+      elif [ "${sums[$side]}" != "$s" ]; then sums[$side]="not reproducible: ${sums[$side]} then $s"; fi
+      samples[$side]+="$(field "$rec" med)"$'\n'
+    done
   done
-  if [ "$ok" = 1 ] && [ "${#sums[@]}" = 2 ]; then
-    same=differs; [ "${sums[0]}" = "${sums[1]}" ] && same=same
-    ratio=$(awk -v a="${meds[1]}" -v b="${meds[0]}" 'BEGIN { printf "%.4f", a / b }')
+  if [ "$ok" = 1 ]; then
+    mb=$(printf '%s' "${samples[before]}" | median); ma=$(printf '%s' "${samples[after]}" | median)
+    same=differs; [ "${sums[before]}" = "${sums[after]}" ] && same=same
+    ratio=$(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.4f", a / b }')
     within=$(awk -v r="$ratio" -v t="$TOL_PCT" 'BEGIN { print (r <= 1 + t / 100) ? "ok" : "slower" }')
     verdict="ok"; { [ "$same" != same ] || [ "$within" != ok ]; } && verdict="FAIL" && fails=$((fails + 1))
-    printf '%-26s %-10s %12s %12s %8s  %s\n' "$label" "$same" "${meds[0]}" "${meds[1]}" "$ratio" \
-      "$verdict$([ "$same" != same ] && echo " (checksums ${sums[0]} vs ${sums[1]})")" | tee -a "$LOG"
+    printf '%-26s %-10s %12s %12s %8s  %s\n' "$label" "$same" "$mb" "$ma" "$ratio" \
+      "$verdict$([ "$same" != same ] && echo " (checksums ${sums[before]} vs ${sums[after]})")" | tee -a "$LOG"
   else
     fails=$((fails + 1))
   fi
+  unset sums samples
 done
 echo "compare_builds: $fails configuration(s) failed; log $LOG" | tee -a "$LOG"
 [ "$fails" -eq 0 ]
