@@ -129,6 +129,7 @@ inline size_t cluster_layout(ClusterParams& p) {
 namespace cl {
 
 namespace wm = nvcuda::wmma;
+namespace cg = cooperative_groups;
 
 // out[32][8 * ntiles] = A[32][16 * ksteps] · B, B given as Bt[n][k] (column-major B, row stride
 // ldb): warps split over the column tiles and chunks of K; each stores its fp32 partial to
@@ -213,65 +214,143 @@ __device__ __forceinline__ void push_own(Cluster& cluster, const __half* own16, 
   }
 }
 
-}  // namespace cl
+// ------------------------------------------------------------------ the kernel, stage by stage
+// p5_cluster_epoch (below these structs) is a short loop over the steps; the stages it calls are the
+// member functions of ClusterBlock, in the order a step runs them. Everything is forced inline: the
+// structs only name the kernel's locals (they compile to the same registers; see the kernel for the
+// two locals kept outside them).
 
-__global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_constant__ ClusterParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  __trap();  // clusters are compute capability 9.0's; plan_cluster refuses older GPUs before a launch
-#else
-  namespace cg = cooperative_groups;
-  namespace wm = nvcuda::wmma;
-  extern __shared__ __align__(128) unsigned char sm[];
-  cg::cluster_group cluster = cg::this_cluster();
-  const int r = static_cast<int>(cluster.block_rank());
-  const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-  const int L = p.L, B = p.B, D = p.w[0], NB = p.NB;
-  const bool keep_grads = p.G != nullptr;
+// This block's shared memory, as cluster_layout carved it (byte offsets in p): the buffers of the
+// whole block under their names, and those of layer y found through y's offsets.
+struct ClusterSmem {
+  unsigned char* const base;  // the dynamic shared memory (all of it is zeroed at the start)
+  const ClusterParams& p;
+  __half* const x16;      // X of the step, fp16: [32][ldx]
+  __half* const xtab;     // byte -> fp16 table (x / 255, the graph path's rounding)
+  float* const scratch;   // the products' fp32 partials; the updates' per-warp staged tiles
+  float* const logits;    // the last layer's logits (before the bias): [32][Npad]
+  __half* const own16;    // the block's own columns of dZ_{l-1} (l-1 >= 1) before their push: [32][ldo]
+  int* const lab;         // the step's labels
 
-  auto H16 = [&](size_t o) { return reinterpret_cast<__half*>(sm + o); };
+  __device__ __forceinline__ ClusterSmem(unsigned char* sm, const ClusterParams& params)
+      : base(sm), p(params), x16(halves_at(p.x16)), xtab(halves_at(p.xtab)), scratch(floats_at(p.scratch)),
+        logits(floats_at(p.logits)), own16(halves_at(p.own16)),
+        lab(reinterpret_cast<int*>(base + p.lab)) {}
+
+  __device__ __forceinline__ __half* halves_at(size_t off) const { return reinterpret_cast<__half*>(base + off); }
+  __device__ __forceinline__ float* floats_at(size_t off) const { return reinterpret_cast<float*>(base + off); }
+
+  // layer y's row copy (fp16 [Upad][ldr], fp32 [U][in]) and its biases
+  __device__ __forceinline__ __half* rows16(const ClusterLayer& y) const { return halves_at(y.wr16); }
+  __device__ __forceinline__ float* rows32(const ClusterLayer& y) const { return floats_at(y.wr32); }
+  __device__ __forceinline__ float* bias(const ClusterLayer& y) const { return floats_at(y.bias); }
+  // layer y's column copy (l >= 1: fp16 [Ucpad][ldc], fp32 [Uc][out])
+  __device__ __forceinline__ __half* cols16(const ClusterLayer& y) const { return halves_at(y.wc16); }
+  __device__ __forceinline__ float* cols32(const ClusterLayer& y) const { return floats_at(y.wc32); }
+  // dZ of layer y: [32][ldc] (l >= 1), [Upad][kClLdT] transposed (l = 0)
+  __device__ __forceinline__ __half* dz(const ClusterLayer& y) const { return halves_at(y.dz); }
+  // hidden l >= 1: the own columns of dZ_l transposed, [U16][kClLdT]
+  __device__ __forceinline__ __half* dzt(const ClusterLayer& y) const { return halves_at(y.dzt); }
+  // hidden l: the block's own columns of H_l, [32][ldo]
+  __device__ __forceinline__ __half* hown(const ClusterLayer& y) const { return halves_at(y.hown); }
   // the input H_{l-1} of layer l >= 1 in step parity par
-  auto act = [&](int l, int par) {
-    return H16(p.ly[l].act) + (l == 1 ? static_cast<size_t>(par) * kClRows * p.ly[l].ldr : 0);
-  };
-  auto F32 = [&](size_t o) { return reinterpret_cast<float*>(sm + o); };
-  __half* x16 = H16(p.x16);
-  __half* xtab = H16(p.xtab);
-  float* scratch = F32(p.scratch);
-  float* logits = F32(p.logits);
-  __half* own16 = H16(p.own16);
-  int* lab = reinterpret_cast<int*>(sm + p.lab);
+  __device__ __forceinline__ __half* act(int l, int par) const {
+    return halves_at(p.ly[l].act) + (l == 1 ? static_cast<size_t>(par) * kClRows * p.ly[l].ldr : 0);
+  }
+};
+
+// --breakdown: block 0's thread 0 adds the cycles since its previous stamp to segment k
+// (kClSegments kinds of work, named by cluster_segment_name).
+struct BreakdownClock {
+  bool timed = false;
+  unsigned long long seg[kClSegments] = {};
+  long long t_prev = 0;
+
+  __device__ __forceinline__ BreakdownClock() {}
+  __device__ __forceinline__ void start(bool on) {
+    timed = on;
+    t_prev = timed ? clock64() : 0;
+  }
+  __device__ __forceinline__ void stamp(int k) {
+    if (timed) {
+      const long long now = clock64();
+      seg[k] += static_cast<unsigned long long>(now - t_prev);
+      t_prev = now;
+    }
+  }
+  // adds this launch's segments to the totals (only the timed thread)
+  __device__ __forceinline__ void add_to(unsigned long long* breakdown) const {
+    if (timed)
+      for (int k = 0; k < kClSegments; ++k) breakdown[k] += seg[k];
+  }
+};
+
+// Layer l >= 1 of the backward pass and the layer l-1 below it: what both halves of its step (the
+// backward-data product, layer l's updates) read.
+struct BackwardLayer {
+  int l;
+  const ClusterLayer& y;   // layer l
+  const ClusterLayer& yp;  // layer l-1
+  const __half* dz;        // dZ_l: [32][ldc]
+  const __half* hin;       // H_{l-1}, all units (layer l's input, in this step's parity)
+  int ownp, c0;            // layer l-1's units this block owns: ownp of them from c0
+};
+
+// (cooperative_groups has cluster_group from compute capability 9.0 only; below it, as the kernel
+// traps, ClusterBlock is left out of the device pass.)
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// One block of the cluster as one of its threads sees it: the block's rank r of NB, the thread's
+// tid / lane / warp, the shapes, the block's shared memory, the --breakdown clock; and the stages
+// of the kernel as member functions.
+struct ClusterBlock {
+  const ClusterParams& p;
+  cg::cluster_group cluster;
+  const int r;                  // this block's rank in the cluster
+  const int tid, lane, wid;
+  const int L, B, D, NB;        // weight matrices, batch, input width, blocks in the cluster
+  const bool keep_grads;        // validation: the step's gradients go to p.G too
+  const ClusterSmem smem;
+  // The batch as 16-byte chunks: chunk q is row q / (D / 16), bytes 16 * (q % (D / 16)).
+  const int cpr, nchunks;
+  BreakdownClock& clock;
+
+  __device__ __forceinline__ ClusterBlock(const ClusterParams& params, unsigned char* sm, BreakdownClock& breakdown)
+      : p(params), cluster(cg::this_cluster()), r(static_cast<int>(cluster.block_rank())),
+        tid(threadIdx.x), lane(tid & 31), wid(tid >> 5), L(p.L), B(p.B), D(p.w[0]), NB(p.NB),
+        keep_grads(p.G != nullptr), smem(sm, params), cpr(D / 16), nchunks(B * cpr), clock(breakdown) {}
 
   // ---- zero everything (the pads of every tile stay 0), then load what this block holds
-  for (size_t o = static_cast<size_t>(tid) * 16; o < p.total; o += 16 * kClThreads)
-    *reinterpret_cast<uint4*>(sm + o) = make_uint4(0, 0, 0, 0);
-  __syncthreads();
-  if (tid < 256) xtab[tid] = __float2half_rn(static_cast<float>(tid) / 255.0f);
-  for (int l = 0; l < L; ++l) {
-    const ClusterLayer& y = p.ly[l];
-    const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U;
-    __half* wr16 = H16(y.wr16);
-    float* wr32 = F32(y.wr32);
-    for (int e = tid; e < own * y.in; e += kClThreads) {
-      const int u = e / y.in, k = e - u * y.in;
-      const float v = p.P[p.woff[l] + static_cast<size_t>(u0 + u) * y.in + k];
-      wr32[e] = v, wr16[u * y.ldr + k] = __float2half_rn(v);
-    }
-    for (int u = tid; u < own; u += kClThreads) F32(y.bias)[u] = p.P[p.boff[l] + u0 + u];
-    if (l >= 1) {
-      const int ownp = cl_own(p.ly[l - 1], r), c0 = r * p.ly[l - 1].U;
-      __half* wc16 = H16(y.wc16);
-      float* wc32 = F32(y.wc32);
-      for (int e = tid; e < ownp * y.out; e += kClThreads) {
-        const int k = e / y.out, i = e - k * y.out;
-        const float v = p.P[p.woff[l] + static_cast<size_t>(i) * y.in + c0 + k];
-        wc32[e] = v, wc16[k * y.ldc + i] = __float2half_rn(v);
+  __device__ __forceinline__ void zero_and_load() {
+    for (size_t o = static_cast<size_t>(tid) * 16; o < p.total; o += 16 * kClThreads)
+      *reinterpret_cast<uint4*>(smem.base + o) = make_uint4(0, 0, 0, 0);
+    __syncthreads();
+    if (tid < 256) smem.xtab[tid] = __float2half_rn(static_cast<float>(tid) / 255.0f);
+    for (int l = 0; l < L; ++l) {
+      const ClusterLayer& y = p.ly[l];
+      const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U;
+      __half* wr16 = smem.rows16(y);
+      float* wr32 = smem.rows32(y);
+      for (int e = tid; e < own * y.in; e += kClThreads) {
+        const int u = e / y.in, k = e - u * y.in;
+        const float v = p.P[p.woff[l] + static_cast<size_t>(u0 + u) * y.in + k];
+        wr32[e] = v, wr16[u * y.ldr + k] = __float2half_rn(v);
+      }
+      for (int u = tid; u < own; u += kClThreads) smem.bias(y)[u] = p.P[p.boff[l] + u0 + u];
+      if (l >= 1) {
+        const int ownp = cl_own(p.ly[l - 1], r), c0 = r * p.ly[l - 1].U;
+        __half* wc16 = smem.cols16(y);
+        float* wc32 = smem.cols32(y);
+        for (int e = tid; e < ownp * y.out; e += kClThreads) {
+          const int k = e / y.out, i = e - k * y.out;
+          const float v = p.P[p.woff[l] + static_cast<size_t>(i) * y.in + c0 + k];
+          wc32[e] = v, wc16[k * y.ldc + i] = __float2half_rn(v);
+        }
       }
     }
   }
-  // The batch as 16-byte chunks: chunk q is row q / (D / 16), bytes 16 * (q % (D / 16)).
-  const int cpr = D / 16, nchunks = B * cpr;
-  uint4 nx[kClMaxChunks];
-  auto fetch = [&](int batch) {
+
+  // ---- the batch: its bytes into registers (early, consumed at the end of the step) ...
+  __device__ __forceinline__ void fetch_batch(int batch, uint4 (&nx)[kClMaxChunks]) const {
 #pragma unroll
     for (int j = 0; j < kClMaxChunks; ++j) {
       const int q = tid + j * kClThreads;
@@ -281,8 +360,10 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
         nx[j] = __ldg(reinterpret_cast<const uint4*>(p.images + static_cast<size_t>(img) * D) + c);
       }
     }
-  };
-  auto store_x = [&]() {
+  }
+
+  // ... and from the registers to the fp16 X
+  __device__ __forceinline__ void store_x(const uint4 (&nx)[kClMaxChunks]) const {
 #pragma unroll
     for (int j = 0; j < kClMaxChunks; ++j) {
       const int q = tid + j * kClThreads;
@@ -293,261 +374,268 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
           const uint32_t word = w4[e >> 1], sh = 16 * (e & 1);
-          const uint32_t lo = __half_as_ushort(xtab[(word >> sh) & 0xFFu]);
-          const uint32_t hi = __half_as_ushort(xtab[(word >> (sh + 8)) & 0xFFu]);
+          const uint32_t lo = __half_as_ushort(smem.xtab[(word >> sh) & 0xFFu]);
+          const uint32_t hi = __half_as_ushort(smem.xtab[(word >> (sh + 8)) & 0xFFu]);
           o[e] = lo | (hi << 16);
         }
-        uint4* dst = reinterpret_cast<uint4*>(x16 + row * p.ldx + 16 * c);
+        uint4* dst = reinterpret_cast<uint4*>(smem.x16 + row * p.ldx + 16 * c);
         dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
         dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
       }
     }
-  };
-  if (p.count > 0) fetch(p.i0);
-  __syncthreads();  // xtab
-  if (p.count > 0) store_x();
-  // Every block's shared memory is set before any block writes into another's.
-  cluster.sync();
-  // --breakdown: block 0's thread 0 adds the cycles since its previous stamp to segment k
-  const bool timed = p.breakdown != nullptr && r == 0 && tid == 0;
-  unsigned long long seg[kClSegments] = {};
-  long long t_prev = timed ? clock64() : 0;
-  auto stamp = [&](int k) {
-    if (timed) {
-      const long long now = clock64();
-      seg[k] += static_cast<unsigned long long>(now - t_prev);
-      t_prev = now;
-    }
-  };
+  }
 
-  for (int t = 0; t < p.count; ++t) {
-    const int64_t s = p.s0 + t;
-    const int i = p.i0 + t, par = t & 1;
-    const bool more = t + 1 < p.count;
-    if (tid < B) lab[tid] = __ldg(p.labels + __ldg(p.perm + static_cast<size_t>(i) * B + tid));
-    if (more) fetch(i + 1);  // consumed at the end of the step
+  // the labels of batch i
+  __device__ __forceinline__ void load_labels(int i) {
+    if (tid < B) smem.lab[tid] = __ldg(p.labels + __ldg(p.perm + static_cast<size_t>(i) * B + tid));
+  }
 
-    // ---- forward: hidden layers (own units, pushed to every block), then the last layer everywhere
+  // --breakdown's clock starts once every block's shared memory is set
+  __device__ __forceinline__ void start_clock() { clock.start(p.breakdown != nullptr && r == 0 && tid == 0); }
+
+  // ---- forward: hidden layers (own units, pushed to every block), then the last layer everywhere
+  __device__ __forceinline__ void forward(int par, int64_t s) {
     for (int l = 0; l < L; ++l) {
       const ClusterLayer& y = p.ly[l];
-      const __half* A = l == 0 ? x16 : act(l, par);
+      const __half* A = l == 0 ? smem.x16 : smem.act(l, par);
       const int lda = l == 0 ? p.ldx : y.ldr;
-      const int nt = y.Upad / 8, ld = y.Upad;
-      const int kcn = cl::mm32(A, lda, y.Kpad / 16, H16(y.wr16), y.ldr, nt, scratch);
-      const float* bias = F32(y.bias);
-      if (!y.rep) {
-        const ClusterLayer& yn = p.ly[l + 1];
-        const int own = cl_own(y, r), u0 = r * y.U;
-        __half* dst = act(l + 1, par);
-        __half* hown = H16(y.hown);  // kept: the column copy's update of layer l+1 reads it
-        for (int e = tid; e < kClRows * own; e += kClThreads) {
-          const int b = e / own, u = e - b * own;
-          const float z = cl::part_sum(scratch, kcn, ld, b, u) + bias[u];
-          hown[b * p.ldo + u] = __float2half_rn(b < B ? fmaxf(z, 0.f) : 0.f);
-        }
-        stamp(0);
-        cl::push_own(cluster, hown, p.ldo, own, dst, yn.ldr, u0, NB);
-        cluster.sync();
-        stamp(1);
-      } else {
-        const int C = y.out, ldl = y.Npad;
-        for (int e = tid; e < B * C; e += kClThreads) {
-          const int b = e / C, c = e - b * C;
-          logits[b * ldl + c] = cl::part_sum(scratch, kcn, ld, b, c);
-        }
-        __syncthreads();
-        // softmax cross-entropy and dZ = (p - onehot) / B: a warp a row, lanes over the classes
-        // (the graph path's SoftmaxCEEpi arithmetic per element; max and sum by shuffle trees)
-        __half* dz = H16(y.dz);
-        float* rloss = F32(p.rloss);
-        for (int b = wid; b < kClRows; b += kClWarps) {
-          float loss = 0.f;
-          if (b < B) {
-            const float* z = logits + b * ldl;
-            float mx = -INFINITY;
-            for (int j = lane; j < C; j += 32) mx = fmaxf(mx, z[j] + bias[j]);
+      const int nt = y.Upad / 8;
+      const int kcn = cl::mm32(A, lda, y.Kpad / 16, smem.rows16(y), y.ldr, nt, smem.scratch);
+      if (!y.rep) forward_hidden_epilogue(l, par, kcn);
+      else forward_last_layer(y, kcn, s);
+    }
+  }
+
+  // hidden layer l after its product (kcn partials in scratch): bias, ReLU, fp16 -> own columns of
+  // H_l, pushed into every block's H_l; cluster barrier.
+  __device__ __forceinline__ void forward_hidden_epilogue(int l, int par, int kcn) {
+    const ClusterLayer& y = p.ly[l];
+    const ClusterLayer& yn = p.ly[l + 1];
+    const int ld = y.Upad;
+    const float* bias = smem.bias(y);
+    const int own = cl_own(y, r), u0 = r * y.U;
+    __half* dst = smem.act(l + 1, par);
+    __half* hown = smem.hown(y);  // kept: the column copy's update of layer l+1 reads it
+    for (int e = tid; e < kClRows * own; e += kClThreads) {
+      const int b = e / own, u = e - b * own;
+      const float z = cl::part_sum(smem.scratch, kcn, ld, b, u) + bias[u];
+      hown[b * p.ldo + u] = __float2half_rn(b < B ? fmaxf(z, 0.f) : 0.f);
+    }
+    clock.stamp(0);
+    cl::push_own(cluster, hown, p.ldo, own, dst, yn.ldr, u0, NB);
+    cluster.sync();
+    clock.stamp(1);
+  }
+
+  // the last layer y (every block) after its product: logits, softmax cross-entropy, dZ, the step's loss
+  __device__ __forceinline__ void forward_last_layer(const ClusterLayer& y, int kcn, int64_t s) {
+    const int ld = y.Upad;
+    const float* bias = smem.bias(y);
+    float* logits = smem.logits;
+    const int C = y.out, ldl = y.Npad;
+    for (int e = tid; e < B * C; e += kClThreads) {
+      const int b = e / C, c = e - b * C;
+      logits[b * ldl + c] = cl::part_sum(smem.scratch, kcn, ld, b, c);
+    }
+    __syncthreads();
+    // softmax cross-entropy and dZ = (p - onehot) / B: a warp a row, lanes over the classes
+    // (the graph path's SoftmaxCEEpi arithmetic per element; max and sum by shuffle trees)
+    __half* dz = smem.dz(y);
+    float* rloss = smem.floats_at(p.rloss);  // the loss of each batch row (rows past the batch: 0)
+    for (int b = wid; b < kClRows; b += kClWarps) {
+      float loss = 0.f;
+      if (b < B) {
+        const float* z = logits + b * ldl;
+        float mx = -INFINITY;
+        for (int j = lane; j < C; j += 32) mx = fmaxf(mx, z[j] + bias[j]);
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            float se = 0.f;
-            for (int j = lane; j < C; j += 32) se += expf(z[j] + bias[j] - mx);
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        float se = 0.f;
+        for (int j = lane; j < C; j += 32) se += expf(z[j] + bias[j] - mx);
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) se += __shfl_xor_sync(0xffffffffu, se, o);
-            const float lse = mx + logf(se);
-            const int yl = lab[b];
-            loss = lse - (z[yl] + bias[yl]);
-            const float inv = 1.f / static_cast<float>(B);
-            for (int j = lane; j < C; j += 32) {
-              const float pj = expf(z[j] + bias[j] - lse);
-              dz[b * y.ldc + j] = __float2half_rn((pj - (j == yl ? 1.f : 0.f)) * inv);
-            }
-          }
-          if (lane == 0) rloss[b] = loss;
+        for (int o = 16; o > 0; o >>= 1) se += __shfl_xor_sync(0xffffffffu, se, o);
+        const float lse = mx + logf(se);
+        const int yl = smem.lab[b];
+        loss = lse - (z[yl] + bias[yl]);
+        const float inv = 1.f / static_cast<float>(B);
+        for (int j = lane; j < C; j += 32) {
+          const float pj = expf(z[j] + bias[j] - lse);
+          dz[b * y.ldc + j] = __float2half_rn((pj - (j == yl ? 1.f : 0.f)) * inv);
         }
-        __syncthreads();
-        if (wid == 0 && r == 0) {
-          float sum = rloss[lane];  // rows past the batch: 0
+      }
+      if (lane == 0) rloss[b] = loss;
+    }
+    __syncthreads();
+    if (wid == 0 && r == 0) {
+      float sum = rloss[lane];  // rows past the batch: 0
 #pragma unroll
-          for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-          const float mean = static_cast<float>(static_cast<double>(sum) / B);
-          if (lane == 0) {  // (each lane's butterfly adds in its own order: lane 0's is the value)
-            p.step_loss[s] = mean;
-            if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
-          }
-        }
-        stamp(2);
+      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      const float mean = static_cast<float>(static_cast<double>(sum) / B);
+      if (lane == 0) {  // (each lane's butterfly adds in its own order: lane 0's is the value)
+        p.step_loss[s] = mean;
+        if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
       }
     }
+    clock.stamp(2);
+  }
 
-    // ---- backward, l = L-1 .. 1: dZ_{l-1} for the own units of layer l-1, then layer l's updates
+  // ---- backward, l = L-1 .. 1: dZ_{l-1} for the own units of layer l-1, then layer l's updates
+  __device__ __forceinline__ void backward(int par) {
     for (int l = L - 1; l >= 1; --l) {
       const ClusterLayer& y = p.ly[l];
       const ClusterLayer& yp = p.ly[l - 1];
-      const __half* dz = H16(y.dz);
-      const __half* hin = act(l, par);  // H_{l-1}, all units
-      const int ownp = cl_own(yp, r), c0 = r * yp.U;
-      const int nt = y.Ucpad / 8, ld = y.Ucpad;
-      const int kcn = cl::mm32(dz, y.ldc, y.Npad / 16, H16(y.wc16), y.ldc, nt, scratch);
-      for (int e = tid; e < kClRows * ownp; e += kClThreads) {
-        const int b = e / ownp, k = e - b * ownp;
-        const float v = cl::part_sum(scratch, kcn, ld, b, k);
-        const bool on = b < B && __half2float(hin[b * y.ldr + c0 + k]) > 0.f;
-        const __half d = __float2half_rn(on ? v : 0.f);
-        if (l - 1 >= 1) own16[b * p.ldo + k] = d, H16(yp.dzt)[k * kClLdT + b] = d;
-        else H16(yp.dz)[k * kClLdT + b] = d;
-      }
-      stamp(3);
+      const BackwardLayer bl{l, y, yp, smem.dz(y), smem.act(l, par), cl_own(yp, r), r * yp.U};
+      const int ownp = bl.ownp, c0 = bl.c0;
+      backward_data(bl);
       // Split barrier: arrive right after the pushes, do layer l's updates (nothing another block
       // writes meanwhile: only dZ_{l-1}, which they do not read), then wait.
       if (l - 1 >= 1) {
-        cl::push_own(cluster, own16, p.ldo, ownp, H16(yp.dz), yp.ldc, c0, NB);
+        cl::push_own(cluster, smem.own16, p.ldo, ownp, smem.dz(yp), yp.ldc, c0, NB);
         cluster.barrier_arrive();
       }
-      stamp(4);
-      // layer l's updates: rows (own units; all of them for the last layer), columns (own inputs),
-      // biases. dW = dZ_l^T · H_{l-1} in 16 x 16 tiles (m = unit of layer l, n = its input, K = the
-      // 32 batch rows, WMMA m16n16k16 in two k-steps), SGD from each warp's staged tile. A weight's
-      // tile in the row copy and in the column copy multiplies the same fp16 operands at the same
-      // k positions in the same k-step order, so both copies get the same gradient bits (tests
-      // count mismatches between them: copy_mismatches).
-      {
-        if (l - 1 == 0) __syncthreads();  // the epilogue's reads of scratch (no push barrier here)
-        const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U, in = y.in, out = y.out;
-        float* wr32 = F32(y.wr32);
-        __half* wr16 = H16(y.wr16);
-        float* wc32 = F32(y.wc32);
-        __half* wc16 = H16(y.wc16);
-        const __half* hown = H16(yp.hown);
-        const __half* dzt = y.rep ? nullptr : H16(y.dzt);
-        const int rmt = y.rep ? y.Npad / 16 : y.U16 / 16, rnt = y.Kpad / 16;  // row tiles
-        const int cmt = y.Npad / 16, cnt = cl_round(ownp, 16) / 16;          // column tiles
-        const int rtasks = own > 0 ? rmt * rnt : 0, tasks = rtasks + cmt * cnt;
-        float* stg = scratch + wid * 256;
-        for (int task = wid; task < tasks; task += kClWarps) {
-          const bool row = task < rtasks;
-          const int tt = row ? task : task - rtasks;
-          const int mt = row ? tt % rmt : tt % cmt, nt2 = row ? tt / rmt : tt / cmt;
-          wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
-          wm::fill_fragment(acc, 0.f);
-#pragma unroll
-          for (int ks = 0; ks < kClRows / 16; ++ks) {
-            wm::fragment<wm::matrix_b, 16, 16, 16, __half, wm::row_major> bf;
-            if (row) wm::load_matrix_sync(bf, hin + ks * 16 * y.ldr + nt2 * 16, y.ldr);
-            else wm::load_matrix_sync(bf, hown + ks * 16 * p.ldo + nt2 * 16, p.ldo);
-            if (row && !y.rep) {
-              wm::fragment<wm::matrix_a, 16, 16, 16, __half, wm::row_major> a;
-              wm::load_matrix_sync(a, dzt + mt * 16 * kClLdT + ks * 16, kClLdT);
-              wm::mma_sync(acc, a, bf, acc);
-            } else {  // dZ_l [b][i] read as A (m = i, k = b), column-major
-              wm::fragment<wm::matrix_a, 16, 16, 16, __half, wm::col_major> a;
-              wm::load_matrix_sync(a, dz + ks * 16 * y.ldc + mt * 16, y.ldc);
-              wm::mma_sync(acc, a, bf, acc);
-            }
-          }
-          wm::store_matrix_sync(stg, acc, 16, wm::mem_row_major);
-          __syncwarp();
-          for (int e = lane; e < 256; e += 32) {
-            const int m = mt * 16 + e / 16, n = nt2 * 16 + (e & 15);
-            const float g = stg[e];
-            if (row) {
-              if (m >= own || n >= in) continue;
-              if (keep_grads && (!y.rep || r == 0)) p.G[p.woff[l] + static_cast<size_t>(u0 + m) * in + n] = g;
-              cl::sgd_store(wr32 + m * in + n, wr16 + m * y.ldr + n, g, p.lr);
-            } else {
-              if (m >= out || n >= ownp) continue;
-              cl::sgd_store(wc32 + n * out + m, wc16 + n * y.ldc + m, g, p.lr);
-            }
-          }
-          __syncwarp();
-        }
-        float* bias = F32(y.bias);
-        for (int u = tid; u < own; u += kClThreads) {
-          const float g = cl::col_sum(dz + u0 + u, y.ldc);
-          if (keep_grads && (!y.rep || r == 0)) p.G[p.boff[l] + u0 + u] = g;
-          bias[u] = cl::sgd(bias[u], g, p.lr);
-        }
-      }
-      stamp(5);
+      clock.stamp(4);
+      update_layer(bl);
+      clock.stamp(5);
       // The block barrier first: the cluster barrier's arrivals came before the updates, so its wait
       // alone would let a warp start the next product (which writes scratch) while another still
       // reads its staged tile there.
       __syncthreads();
       if (l - 1 >= 1) cluster.barrier_wait();
-      stamp(4);
+      clock.stamp(4);
     }
-
-    // ---- first layer: dW0[own] = dZ0[:, own]^T · X (8 x 32 tiles), SGD from the accumulators
-    {
-      const ClusterLayer& y = p.ly[0];
-      const int own = cl_own(y, r), u0 = r * y.U;
-      const __half* dzt = H16(y.dz);  // [Upad][kClLdT]: dZ0 transposed
-      float* wr32 = F32(y.wr32);
-      __half* wr16 = H16(y.wr16);
-      float* stg = scratch + wid * 8 * 32;
-      const int mtn = y.Upad / 8, ntn = p.xcols / 32;
-      for (int task = wid; task < mtn * ntn; task += kClWarps) {
-        const int mt = task % mtn, n0 = (task / mtn) * 32;
-        wm::fragment<wm::accumulator, 8, 32, 16, float> acc;
-        wm::fill_fragment(acc, 0.f);
-#pragma unroll
-        for (int ks = 0; ks < kClRows / 16; ++ks) {
-          wm::fragment<wm::matrix_a, 8, 32, 16, __half, wm::row_major> a;
-          wm::fragment<wm::matrix_b, 8, 32, 16, __half, wm::row_major> b;
-          wm::load_matrix_sync(a, dzt + mt * 8 * kClLdT + ks * 16, kClLdT);
-          wm::load_matrix_sync(b, x16 + ks * 16 * p.ldx + n0, p.ldx);
-          wm::mma_sync(acc, a, b, acc);
-        }
-        wm::store_matrix_sync(stg, acc, 32, wm::mem_row_major);
-        __syncwarp();
-        const int k = n0 + lane;
-        for (int m = 0; m < 8; ++m) {
-          const int u = mt * 8 + m;
-          if (u < own && k < D) {
-            const float g = stg[m * 32 + lane];
-            if (keep_grads) p.G[p.woff[0] + static_cast<size_t>(u0 + u) * D + k] = g;
-            cl::sgd_store(wr32 + u * D + k, wr16 + u * y.ldr + k, g, p.lr);
-          }
-        }
-        __syncwarp();
-      }
-      float* bias = F32(y.bias);
-      for (int u = tid; u < own; u += kClThreads) {
-        const float g = cl::col_sum(dzt + u * kClLdT, 1);
-        if (keep_grads) p.G[p.boff[0] + u0 + u] = g;
-        bias[u] = cl::sgd(bias[u], g, p.lr);
-      }
-    }
-    __syncthreads();  // X of this step is consumed
-    stamp(6);
-    if (more) store_x();
-    __syncthreads();
-    stamp(7);
   }
-  if (timed)
-    for (int k = 0; k < kClSegments; ++k) p.breakdown[k] += seg[k];
+
+  // dZ_{l-1}[:, own] = (dZ_l · W_l[:, own]) * relu'(H_{l-1}) from the column copy; kept in own16 and
+  // dZ_{l-1} transposed for the push and the update (l-1 >= 1), or in the transposed dZ_0 (l-1 = 0)
+  __device__ __forceinline__ void backward_data(const BackwardLayer& bl) {
+    const int l = bl.l, ownp = bl.ownp, c0 = bl.c0;
+    const ClusterLayer &y = bl.y, &yp = bl.yp;
+    const __half *dz = bl.dz, *hin = bl.hin;
+    const int nt = y.Ucpad / 8, ld = y.Ucpad;
+    const int kcn = cl::mm32(dz, y.ldc, y.Npad / 16, smem.cols16(y), y.ldc, nt, smem.scratch);
+    for (int e = tid; e < kClRows * ownp; e += kClThreads) {
+      const int b = e / ownp, k = e - b * ownp;
+      const float v = cl::part_sum(smem.scratch, kcn, ld, b, k);
+      const bool on = b < B && __half2float(hin[b * y.ldr + c0 + k]) > 0.f;
+      const __half d = __float2half_rn(on ? v : 0.f);
+      if (l - 1 >= 1) smem.own16[b * p.ldo + k] = d, smem.dzt(yp)[k * kClLdT + b] = d;
+      else smem.dz(yp)[k * kClLdT + b] = d;
+    }
+    clock.stamp(3);
+  }
+
+  // layer l's updates: rows (own units; all of them for the last layer), columns (own inputs),
+  // biases. dW = dZ_l^T · H_{l-1} in 16 x 16 tiles (m = unit of layer l, n = its input, K = the
+  // 32 batch rows, WMMA m16n16k16 in two k-steps), SGD from each warp's staged tile. A weight's
+  // tile in the row copy and in the column copy multiplies the same fp16 operands at the same
+  // k positions in the same k-step order, so both copies get the same gradient bits (tests
+  // count mismatches between them: copy_mismatches).
+  __device__ __forceinline__ void update_layer(const BackwardLayer& bl) {
+    const int l = bl.l, ownp = bl.ownp;
+    const ClusterLayer &y = bl.y, &yp = bl.yp;
+    const __half *dz = bl.dz, *hin = bl.hin;
+    if (l - 1 == 0) __syncthreads();  // the epilogue's reads of scratch (no push barrier here)
+    const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U, in = y.in, out = y.out;
+    float* wr32 = smem.rows32(y);
+    __half* wr16 = smem.rows16(y);
+    float* wc32 = smem.cols32(y);
+    __half* wc16 = smem.cols16(y);
+    const __half* hown = smem.hown(yp);
+    const __half* dzt = y.rep ? nullptr : smem.dzt(y);
+    const int rmt = y.rep ? y.Npad / 16 : y.U16 / 16, rnt = y.Kpad / 16;  // row tiles
+    const int cmt = y.Npad / 16, cnt = cl_round(ownp, 16) / 16;          // column tiles
+    const int rtasks = own > 0 ? rmt * rnt : 0, tasks = rtasks + cmt * cnt;
+    float* stg = smem.scratch + wid * 256;
+    for (int task = wid; task < tasks; task += kClWarps) {
+      const bool row = task < rtasks;
+      const int tt = row ? task : task - rtasks;
+      const int mt = row ? tt % rmt : tt % cmt, nt2 = row ? tt / rmt : tt / cmt;
+      wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+      wm::fill_fragment(acc, 0.f);
+#pragma unroll
+      for (int ks = 0; ks < kClRows / 16; ++ks) {
+        wm::fragment<wm::matrix_b, 16, 16, 16, __half, wm::row_major> bf;
+        if (row) wm::load_matrix_sync(bf, hin + ks * 16 * y.ldr + nt2 * 16, y.ldr);
+        else wm::load_matrix_sync(bf, hown + ks * 16 * p.ldo + nt2 * 16, p.ldo);
+        if (row && !y.rep) {
+          wm::fragment<wm::matrix_a, 16, 16, 16, __half, wm::row_major> a;
+          wm::load_matrix_sync(a, dzt + mt * 16 * kClLdT + ks * 16, kClLdT);
+          wm::mma_sync(acc, a, bf, acc);
+        } else {  // dZ_l [b][i] read as A (m = i, k = b), column-major
+          wm::fragment<wm::matrix_a, 16, 16, 16, __half, wm::col_major> a;
+          wm::load_matrix_sync(a, dz + ks * 16 * y.ldc + mt * 16, y.ldc);
+          wm::mma_sync(acc, a, bf, acc);
+        }
+      }
+      wm::store_matrix_sync(stg, acc, 16, wm::mem_row_major);
+      __syncwarp();
+      for (int e = lane; e < 256; e += 32) {
+        const int m = mt * 16 + e / 16, n = nt2 * 16 + (e & 15);
+        const float g = stg[e];
+        if (row) {
+          if (m >= own || n >= in) continue;
+          if (keep_grads && (!y.rep || r == 0)) p.G[p.woff[l] + static_cast<size_t>(u0 + m) * in + n] = g;
+          cl::sgd_store(wr32 + m * in + n, wr16 + m * y.ldr + n, g, p.lr);
+        } else {
+          if (m >= out || n >= ownp) continue;
+          cl::sgd_store(wc32 + n * out + m, wc16 + n * y.ldc + m, g, p.lr);
+        }
+      }
+      __syncwarp();
+    }
+    float* bias = smem.bias(y);
+    for (int u = tid; u < own; u += kClThreads) {
+      const float g = cl::col_sum(dz + u0 + u, y.ldc);
+      if (keep_grads && (!y.rep || r == 0)) p.G[p.boff[l] + u0 + u] = g;
+      bias[u] = cl::sgd(bias[u], g, p.lr);
+    }
+  }
+
+  // ---- first layer: dW0[own] = dZ0[:, own]^T · X (8 x 32 tiles), SGD from the accumulators
+  __device__ __forceinline__ void update_first_layer() {
+    const ClusterLayer& y = p.ly[0];
+    const int own = cl_own(y, r), u0 = r * y.U;
+    const __half* dzt = smem.dz(y);  // [Upad][kClLdT]: dZ0 transposed
+    float* wr32 = smem.rows32(y);
+    __half* wr16 = smem.rows16(y);
+    float* stg = smem.scratch + wid * 8 * 32;
+    const int mtn = y.Upad / 8, ntn = p.xcols / 32;
+    for (int task = wid; task < mtn * ntn; task += kClWarps) {
+      const int mt = task % mtn, n0 = (task / mtn) * 32;
+      wm::fragment<wm::accumulator, 8, 32, 16, float> acc;
+      wm::fill_fragment(acc, 0.f);
+#pragma unroll
+      for (int ks = 0; ks < kClRows / 16; ++ks) {
+        wm::fragment<wm::matrix_a, 8, 32, 16, __half, wm::row_major> a;
+        wm::fragment<wm::matrix_b, 8, 32, 16, __half, wm::row_major> b;
+        wm::load_matrix_sync(a, dzt + mt * 8 * kClLdT + ks * 16, kClLdT);
+        wm::load_matrix_sync(b, smem.x16 + ks * 16 * p.ldx + n0, p.ldx);
+        wm::mma_sync(acc, a, b, acc);
+      }
+      wm::store_matrix_sync(stg, acc, 32, wm::mem_row_major);
+      __syncwarp();
+      const int k = n0 + lane;
+      for (int m = 0; m < 8; ++m) {
+        const int u = mt * 8 + m;
+        if (u < own && k < D) {
+          const float g = stg[m * 32 + lane];
+          if (keep_grads) p.G[p.woff[0] + static_cast<size_t>(u0 + u) * D + k] = g;
+          cl::sgd_store(wr32 + u * D + k, wr16 + u * y.ldr + k, g, p.lr);
+        }
+      }
+      __syncwarp();
+    }
+    float* bias = smem.bias(y);
+    for (int u = tid; u < own; u += kClThreads) {
+      const float g = cl::col_sum(dzt + u * kClLdT, 1);
+      if (keep_grads) p.G[p.boff[0] + u0 + u] = g;
+      bias[u] = cl::sgd(bias[u], g, p.lr);
+    }
+  }
 
   // ---- tests: every column copy against the row copy it mirrors (in the owner's shared memory),
-  // and every block's replica of the last layer against block 0's
-  if (p.copy_mismatches != nullptr) {
+  // and every block's replica of the last layer against block 0's; the count goes to p.copy_mismatches
+  __device__ __forceinline__ void count_copy_mismatches() {
     cluster.sync();  // every block's last updates are done
     unsigned bad = 0;
     for (int l = 1; l < L; ++l) {
@@ -556,45 +644,91 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
       for (int e = tid; e < ownp * y.out; e += kClThreads) {
         const int k = e / y.out, i = e - k * y.out;
         const int q = y.rep ? r : i / y.U, ui = y.rep ? i : i - q * y.U;
-        const float* rw32 = cluster.map_shared_rank(F32(y.wr32), q);
-        const __half* rw16 = cluster.map_shared_rank(H16(y.wr16), q);
-        bad += __float_as_uint(F32(y.wc32)[e]) != __float_as_uint(rw32[ui * y.in + c0 + k]);
-        bad += __half_as_ushort(H16(y.wc16)[k * y.ldc + i]) != __half_as_ushort(rw16[ui * y.ldr + c0 + k]);
+        const float* rw32 = cluster.map_shared_rank(smem.rows32(y), q);
+        const __half* rw16 = cluster.map_shared_rank(smem.rows16(y), q);
+        bad += __float_as_uint(smem.cols32(y)[e]) != __float_as_uint(rw32[ui * y.in + c0 + k]);
+        bad += __half_as_ushort(smem.cols16(y)[k * y.ldc + i]) != __half_as_ushort(rw16[ui * y.ldr + c0 + k]);
       }
     }
     // the replicated last layer: every block's rows against block 0's
     const ClusterLayer& yl = p.ly[L - 1];
-    const float* r32 = cluster.map_shared_rank(F32(yl.wr32), 0);
-    const __half* r16 = cluster.map_shared_rank(H16(yl.wr16), 0);
+    const float* r32 = cluster.map_shared_rank(smem.rows32(yl), 0);
+    const __half* r16 = cluster.map_shared_rank(smem.rows16(yl), 0);
     for (int e = tid; e < yl.out * yl.in; e += kClThreads) {
       const int u = e / yl.in, k = e - u * yl.in;
-      bad += __float_as_uint(F32(yl.wr32)[e]) != __float_as_uint(r32[e]);
-      bad += __half_as_ushort(H16(yl.wr16)[u * yl.ldr + k]) != __half_as_ushort(r16[u * yl.ldr + k]);
+      bad += __float_as_uint(smem.rows32(yl)[e]) != __float_as_uint(r32[e]);
+      bad += __half_as_ushort(smem.rows16(yl)[u * yl.ldr + k]) != __half_as_ushort(r16[u * yl.ldr + k]);
     }
-    const float* rb = cluster.map_shared_rank(F32(yl.bias), 0);
-    for (int c = tid; c < yl.out; c += kClThreads) bad += __float_as_uint(F32(yl.bias)[c]) != __float_as_uint(rb[c]);
+    const float* rb = cluster.map_shared_rank(smem.bias(yl), 0);
+    for (int c = tid; c < yl.out; c += kClThreads) bad += __float_as_uint(smem.bias(yl)[c]) != __float_as_uint(rb[c]);
     if (bad) atomicAdd(p.copy_mismatches, bad);
   }
 
   // ---- write back what this block owns (block 0 also the replicated last layer)
-  for (int l = 0; l < L; ++l) {
-    const ClusterLayer& y = p.ly[l];
-    if (y.rep && r != 0) continue;
-    const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U;
-    const float* wr32 = F32(y.wr32);
-    for (int e = tid; e < own * y.in; e += kClThreads) {
-      const int u = e / y.in, k = e - u * y.in;
-      const size_t g = p.woff[l] + static_cast<size_t>(u0 + u) * y.in + k;
-      p.P[g] = wr32[e];
-      p.P16[g] = __float2half_rn(wr32[e]);
-    }
-    for (int u = tid; u < own; u += kClThreads) {
-      const float v = F32(y.bias)[u];
-      p.P[p.boff[l] + u0 + u] = v;
-      p.P16[p.boff[l] + u0 + u] = __float2half_rn(v);
+  __device__ __forceinline__ void write_back() {
+    for (int l = 0; l < L; ++l) {
+      const ClusterLayer& y = p.ly[l];
+      if (y.rep && r != 0) continue;
+      const int own = cl_own(y, r), u0 = y.rep ? 0 : r * y.U;
+      const float* wr32 = smem.rows32(y);
+      for (int e = tid; e < own * y.in; e += kClThreads) {
+        const int u = e / y.in, k = e - u * y.in;
+        const size_t g = p.woff[l] + static_cast<size_t>(u0 + u) * y.in + k;
+        p.P[g] = wr32[e];
+        p.P16[g] = __float2half_rn(wr32[e]);
+      }
+      for (int u = tid; u < own; u += kClThreads) {
+        const float v = smem.bias(y)[u];
+        p.P[p.boff[l] + u0 + u] = v;
+        p.P16[p.boff[l] + u0 + u] = __float2half_rn(v);
+      }
     }
   }
-  cluster.sync();  // no block leaves while another could still address its shared memory
+};
+#endif  // !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+
+}  // namespace cl
+
+__global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_constant__ ClusterParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters are compute capability 9.0's; plan_cluster refuses older GPUs before a launch
+#else
+  extern __shared__ __align__(128) unsigned char sm[];
+  // The --breakdown clock and the next batch's registers are locals of their own, not members of
+  // blk: arrays indexed in (not yet unrolled) loops inside blk would keep the compiler from turning
+  // blk into registers early, and the loads of p's fields in the loops would stop being hoisted.
+  cl::BreakdownClock clock;
+  cl::ClusterBlock blk(p, sm, clock);
+  uint4 nx[kClMaxChunks];  // the next batch's bytes: this thread's 16-byte chunks (fetch_batch -> store_x)
+  blk.zero_and_load();  // zero the shared memory, load this block's rows, columns and biases
+  if (p.count > 0) blk.fetch_batch(p.i0, nx);
+  __syncthreads();  // xtab
+  if (p.count > 0) blk.store_x(nx);
+  // Every block's shared memory is set before any block writes into another's.
+  blk.cluster.sync();
+  blk.start_clock();
+
+  for (int t = 0; t < p.count; ++t) {
+    const int64_t s = p.s0 + t;
+    const int i = p.i0 + t, par = t & 1;
+    const bool more = t + 1 < p.count;
+    blk.load_labels(i);
+    if (more) blk.fetch_batch(i + 1, nx);  // consumed at the end of the step
+    blk.forward(par, s);
+    blk.backward(par);
+    blk.update_first_layer();
+    __syncthreads();  // X of this step is consumed
+    clock.stamp(6);
+    if (more) blk.store_x(nx);
+    __syncthreads();
+    clock.stamp(7);
+  }
+  clock.add_to(p.breakdown);
+
+  // tests only: column copies against the row copies they mirror, replicas against block 0's
+  if (p.copy_mismatches != nullptr) blk.count_copy_mismatches();
+  blk.write_back();  // what this block owns, into p.P and p.P16
+  blk.cluster.sync();  // no block leaves while another could still address its shared memory
 #endif
 }
 
