@@ -169,24 +169,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     const bool ev = evals && e == next_ev;
     if (ev) next_ev += a.eval_every;
     const int nv = ev ? 4 : 3;
-    // ---- this thread's sums (two accumulator sets). Every shared-memory pair is loaded a round
-    // ahead of its use, between register points: the block's loads (~80 KB an epoch at 128 B a
-    // clock) then hide under the arithmetic instead of queueing at its end.
+    // ---- this thread's sums: registers, then shared memory (two accumulator sets)
     float l0 = 0.f, gx0 = 0.f, g0 = 0.f, l1 = 0.f, gx1 = 0.f, g1 = 0.f;
-    unsigned j = t;
     if (kv == kRegPts) {
 #pragma unroll
-      for (int k = 0; k < kRegPts; k += 4, j += kThreads) {
-        const bool has = j < sm_pairs;
-        const float4 p = has ? sdata[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int k = 0; k < kRegPts; k += 2) {
         term(w, b, xr[k], yr[k], l0, gx0, g0);
         term(w, b, xr[k + 1], yr[k + 1], l1, gx1, g1);
-        term(w, b, xr[k + 2], yr[k + 2], l0, gx0, g0);
-        term(w, b, xr[k + 3], yr[k + 3], l1, gx1, g1);
-        if (has) {
-          term(w, b, p.x, p.y, l0, gx0, g0);
-          term(w, b, p.z, p.w, l1, gx1, g1);
-        }
       }
     } else {
 #pragma unroll
@@ -194,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
         if (k < kv) term(w, b, xr[k], yr[k], l0, gx0, g0);
     }
 #pragma unroll 4
-    for (; j < sm_pairs; j += kThreads) {
+    for (unsigned j = t; j < sm_pairs; j += kThreads) {
       const float4 p = sdata[j];
       term(w, b, p.x, p.y, l0, gx0, g0);
       term(w, b, p.z, p.w, l1, gx1, g1);
