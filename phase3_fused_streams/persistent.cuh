@@ -9,22 +9,22 @@
 // One epoch, per block: residual, loss and both gradient sums per thread in fp32 (each thread
 // sums ~30-60 points), a warp-shuffle tree (fp32), the warps' sums as float64 through shared
 // memory; then warp k (k < 3, or < 4 on an evaluation epoch: the test loss at the parameters
-// the epoch starts with) reduces value k of the block in float64 and publishes it as ONE tagged
-// 64-bit word: the double with its 12 low mantissa bits replaced by the epoch number mod 2048
-// (2^-40 relative: far below fp32). Every block then reads all G words of every value straight
-// from L2 (lane i: blocks i, i+32, ...), re-reading the ones whose tag is not yet this epoch's:
-// the data carries its own arrival flag, so there is no counter, no fence and no second round
-// trip. Words alternate between two slots by epoch parity: a block writes epoch e+2's word into
-// a slot only after it has read every block's epoch e+1 word, which each block wrote after
-// reading epoch e's — so nobody can still be waiting for the word it overwrites. Each lane adds
-// its words in block order, then a butterfly (xor) shuffle tree: IEEE addition is commutative,
-// so both lanes of every pair, every lane, every block and every run get the same bits. Every
-// thread then takes the step itself in float64 and rounds to fp32, exactly as the graph path
-// and the reference do. Two __syncthreads and one L2 exchange per epoch; bit-identical runs by
-// construction. Tried against it in a device probe (issue 19) and dropped: one or two polling
-// warps reading each block's words as one 32-byte group (fewer pollers), with named barriers so
-// only the pollers wait for the warps' sums — no faster (one warp: register spills; two: even),
-// and the split arrive/sync barriers are not racecheck/synccheck clean.
+// the epoch starts with) reduces value k of the block in float64 and publishes it.
+// The default exchange (kFixed): the value is added, as a fixed-point integer split over two
+// 64-bit words (fixed_publish), into words that belong to this epoch alone (zeroed before the
+// launch, so no slot is ever reused); each word's top byte counts the blocks that have added to
+// it. Warp 0 of every block polls the epoch's 6 (8 on an evaluation epoch) words until every count
+// is G and turns the integer sums back into float64: integer addition is exact and commutative,
+// so every block and every run gets the same bits whatever order the blocks arrived in.
+// The tagged exchange (kPoll, the previous default): the value as ONE 64-bit word, the double with
+// its 12 low mantissa bits replaced by the epoch number mod 2048 (2^-40 relative); every block
+// reads all G words of every value from L2 (lane i: blocks i, i+32, ...), re-reading those whose
+// tag is not yet this epoch's; words alternate between two slots by epoch parity (a block writes
+// epoch e+2's word only after it has read every block's epoch e+1 word, which each block wrote
+// after reading epoch e's); each lane adds its words in block order, then a butterfly (xor) tree.
+// Every thread then takes the step itself in float64 and rounds to fp32, exactly as the graph
+// path and the reference do. Two __syncthreads and one L2 exchange per epoch; bit-identical runs
+// by construction. Tried and dropped: see report/phase_notes/phase3_fused_streams.md.
 #pragma once
 #include <cuda_runtime.h>
 

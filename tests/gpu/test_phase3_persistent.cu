@@ -223,8 +223,7 @@ TEST_CASE("phase 3 fixed-point exchange: a value too large to encode makes the r
   std::vector<float> x(nt), y(nt);
   for (size_t i = 0; i < nt; ++i) x[i] = 1.f, y[i] = 4e6f;  // a block's loss sum ~1e4 points x 1.6e13 > 2^47
   const Run r = run_kernel(x, y, nt, G, 3, 0, 0.01, 0.f, 0.f, p3::kFixed, 0);
-  CHECK(std::isnan(r.loss[0]));
-  CHECK(std::isnan(r.w));
+  for (double l : r.loss) CHECK(std::isnan(l));  // the loss the host checks for divergence (exit 7)
   const Run ok = run_kernel(x, y, nt, G, 3, 0, 0.01, 0.f, 0.f, p3::kPoll, 0);
   CHECK(std::isfinite(ok.loss[0]));
 }
