@@ -14,12 +14,12 @@
 //   --source host, persistent: the chunks land over the streams, then the kernel starts (it needs
 //   every point for epoch 0); first_epoch_ms = upload + a 1-epoch run.
 //
-// THE DESIGN DECISION: how blocks meet each epoch. Each block publishes its three float64 sums as
-//   tagged 64-bit words (epoch number in the 12 low mantissa bits), and every block polls all
-//   blocks' words in L2 itself: the data is its own arrival flag — no counter, no fence, no second
-//   round trip, no second barrier (two slots by epoch parity). Every block adds the words in block
-//   order: the same bits in every block and every run, so --deterministic costs nothing.
-//   --exchange grid-sync|counter (a barrier, then one read) are kept to measure against it.
+// THE DESIGN DECISION: how blocks meet each epoch. Each block adds its three float64 sums, as
+//   fixed-point integers (integer part and 32 fraction bits in two 64-bit words whose top byte
+//   counts the blocks), into words of their own for the epoch (red.add in L2), and one warp a block
+//   polls those 6 words: the sum carries its own arrival count, and integer addition is exact and
+//   commutative, so every block and run gets the same bits whatever order blocks arrive in
+//   (--deterministic costs nothing). --exchange poll (tagged float64 words) | grid-sync | counter: kept.
 //
 // PREDICTION (made before measuring; headline n = 5M: 4M train + 1M test points; H100, 132 SMs)
 //   HBM: 40 MB read once, ~13 µs at ~3 TB/s: nothing next to 200 epochs.
@@ -417,9 +417,9 @@ struct Options {
   std::string path = "auto";
   int persist_blocks = 0;
   bool print_fit = false;
-  std::string exchange = "poll";
+  std::string exchange = "fixed";
   bool epoch_split = false;
-  int poll_ns = 400;  // the fastest of 0, 20, 50, 100, 200, 400 in a probe on an H100; bench_linreg.sh re-picks it
+  int poll_ns = 0;  // --exchange fixed: 0 and 100 tie, 400 is slower (H100 probe); bench_linreg.sh re-picks it
   nb::CommonOptions common;
 };
 
@@ -517,8 +517,8 @@ int run(int argc, char** argv) {
   cli.add_flag("--l2-persist", &o.l2_persist, "mark the data set as persisting in L2 (access policy window)");
   cli.add_string("--path", &o.path, "auto: one persistent kernel for all epochs with the data on chip when it fits, else the per-epoch CUDA graph; persistent or graph force one (persistent refuses data that does not fit, exit 2)", {"auto", "persistent", "graph"});
   cli.add_int("--persist-blocks", &o.persist_blocks, "persistent path: blocks of the cooperative kernel (0: chosen from n and the device)", 0, 100000);
-  cli.add_string("--exchange", &o.exchange, "persistent path, how blocks meet each epoch: poll (every block polls the tagged partial sums in L2), grid-sync (cooperative_groups grid.sync, then one read) or counter (one atomic arrive per block, one thread spins, then one read)", {"poll", "grid-sync", "counter"});
-  cli.add_int("--poll-ns", &o.poll_ns, "persistent path, --exchange poll: nanoseconds to sleep between polls of partial sums not yet there (0: none)", 0, 100000);
+  cli.add_string("--exchange", &o.exchange, "persistent path, how blocks meet each epoch: poll (every block polls the tagged partial sums in L2), grid-sync (cooperative_groups grid.sync, then one read) counter (one atomic arrive per block, one thread spins, then one read) or fixed (every block adds its sums as fixed-point integers into words of the epoch, one warp a block polls those)", {"poll", "grid-sync", "counter", "fixed"});
+  cli.add_int("--poll-ns", &o.poll_ns, "persistent path, --exchange poll or fixed: nanoseconds to sleep between polls of partial sums not yet there (0: none)", 0, 100000);
   cli.add_flag("--epoch-split", &o.epoch_split, "persistent path: after the timed runs, one run of the kernel with per-epoch timestamps; prints and records where an epoch's time goes (sums, publish, wait, step)");
   cli.add_flag("--print-fit", &o.print_fit, "print the largest --n whose data fits on chip (persistent path) and exit");
   cli.add_common(&o.common);
@@ -587,6 +587,8 @@ int run(int argc, char** argv) {
   DevBuf<double> chunk_partials(host_src ? 3 * chunk_parts : 1);
   DevBuf<unsigned> counters(2);
   DevBuf<unsigned long long> slots(persistent ? p3::slot_words(pgrid) : 1);
+  const bool fixed_x = persistent && o.exchange == "fixed";
+  DevBuf<unsigned long long> fixed(fixed_x ? p3::fixed_words(E) : 1);
   Streams st(std::max(o.streams, 1));
   Streams ev(1);
   cudaStream_t s0 = st.s[0], s_eval = ev.s[0];
@@ -655,11 +657,12 @@ int run(int argc, char** argv) {
       CUDA_CHECK(cudaMemsetAsync(slots.get(), 0xff, (p3::slot_words(pgrid) - 1) * sizeof(unsigned long long), s0));
       CUDA_CHECK(cudaMemsetAsync(slots.get() + p3::slot_words(pgrid) - 1, 0, sizeof(unsigned long long), s0));
     }
+    if (fixed_x) CUDA_CHECK(cudaMemsetAsync(fixed.get(), 0, p3::fixed_words(E) * sizeof(unsigned long long), s0));
   };
   // The persistent path: every epoch (or `epochs` of them) in one cooperative launch.
   const size_t psmem = persistent ? p3::smem_bytes(nt, ntest, pgrid) : 0;
   p3::PersistArgs pa{d_x, d_y, nt, ntest, E, o.eval_every, o.lr, 1.0 / double(nt),
-                     ntest ? 1.0 / double(ntest) : 0.0, nb::linreg_init_w(), nb::linreg_init_b(), o.exchange == "grid-sync" ? p3::kGridSync : o.exchange == "counter" ? p3::kCounter : p3::kPoll, o.poll_ns, slots.get(), loss.get(),
+                     ntest ? 1.0 / double(ntest) : 0.0, nb::linreg_init_w(), nb::linreg_init_b(), o.exchange == "grid-sync" ? p3::kGridSync : o.exchange == "counter" ? p3::kCounter : o.exchange == "fixed" ? p3::kFixed : p3::kPoll, o.poll_ns, slots.get(), fixed.get(), loss.get(),
                      test_out.get(), params.get(), hist.get()};
   auto launch_persistent = [&](int epochs) {
     p3::PersistArgs a = pa;

@@ -9,22 +9,22 @@
 // One epoch, per block: residual, loss and both gradient sums per thread in fp32 (each thread
 // sums ~30-60 points), a warp-shuffle tree (fp32), the warps' sums as float64 through shared
 // memory; then warp k (k < 3, or < 4 on an evaluation epoch: the test loss at the parameters
-// the epoch starts with) reduces value k of the block in float64 and publishes it as ONE tagged
-// 64-bit word: the double with its 12 low mantissa bits replaced by the epoch number mod 2048
-// (2^-40 relative: far below fp32). Every block then reads all G words of every value straight
-// from L2 (lane i: blocks i, i+32, ...), re-reading the ones whose tag is not yet this epoch's:
-// the data carries its own arrival flag, so there is no counter, no fence and no second round
-// trip. Words alternate between two slots by epoch parity: a block writes epoch e+2's word into
-// a slot only after it has read every block's epoch e+1 word, which each block wrote after
-// reading epoch e's — so nobody can still be waiting for the word it overwrites. Each lane adds
-// its words in block order, then a butterfly (xor) shuffle tree: IEEE addition is commutative,
-// so both lanes of every pair, every lane, every block and every run get the same bits. Every
-// thread then takes the step itself in float64 and rounds to fp32, exactly as the graph path
-// and the reference do. Two __syncthreads and one L2 exchange per epoch; bit-identical runs by
-// construction. Tried against it in a device probe (issue 19) and dropped: one or two polling
-// warps reading each block's words as one 32-byte group (fewer pollers), with named barriers so
-// only the pollers wait for the warps' sums — no faster (one warp: register spills; two: even),
-// and the split arrive/sync barriers are not racecheck/synccheck clean.
+// the epoch starts with) reduces value k of the block in float64 and publishes it.
+// The default exchange (kFixed): the value is added, as a fixed-point integer split over two
+// 64-bit words (fixed_publish), into words that belong to this epoch alone (zeroed before the
+// launch, so no slot is ever reused); each word's top byte counts the blocks that have added to
+// it. Warp 0 of every block polls the epoch's 6 (8 on an evaluation epoch) words until every count
+// is G and turns the integer sums back into float64: integer addition is exact and commutative,
+// so every block and every run gets the same bits whatever order the blocks arrived in.
+// The tagged exchange (kPoll, the previous default): the value as ONE 64-bit word, the double with
+// its 12 low mantissa bits replaced by the epoch number mod 2048 (2^-40 relative); every block
+// reads all G words of every value from L2 (lane i: blocks i, i+32, ...), re-reading those whose
+// tag is not yet this epoch's; words alternate between two slots by epoch parity (a block writes
+// epoch e+2's word only after it has read every block's epoch e+1 word, which each block wrote
+// after reading epoch e's); each lane adds its words in block order, then a butterfly (xor) tree.
+// Every thread then takes the step itself in float64 and rounds to fp32, exactly as the graph
+// path and the reference do. Two __syncthreads and one L2 exchange per epoch; bit-identical runs
+// by construction. Tried and dropped: see report/phase_notes/phase3_fused_streams.md.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -51,8 +51,14 @@ constexpr unsigned long long kTagMask = 0xFFFull;
 // kGridSync: publish, cooperative_groups grid.sync(), read the words once. kCounter: publish,
 // __threadfence + one atomicAdd per block on a counter that grows by G each epoch, one thread
 // spins on it (acquire load), then the words are read once.
-enum Exchange : int { kPoll = 0, kGridSync = 1, kCounter = 2 };
+// kFixed: every block adds its values, as fixed-point integers, into words of their own for each
+// epoch (red.add: exact, so the order in which blocks arrive cannot change a bit), and one warp
+// per block polls those few words (see fixed_word below).
+enum Exchange : int { kPoll = 0, kGridSync = 1, kCounter = 2, kFixed = 3 };
 inline size_t slot_words(int G) { return 2 * size_t(kValues) * size_t(G) + 1; }
+// kFixed's words: per epoch and value, a high and a low word; zeroed before the launch.
+constexpr int kFixedWords = 2 * kValues;
+inline size_t fixed_words(int epochs) { return size_t(kFixedWords) * size_t(epochs); }
 
 struct PersistArgs {
   const float* x;       // train [0, nt), test [nt, nt + ntest) (the phase's storage order)
@@ -65,6 +71,7 @@ struct PersistArgs {
   int poll_ns;                // kPoll: __nanosleep between polls of words not yet there (0: none)
   unsigned long long* slots;  // 2 × kValues × gridDim.x tagged words, 0xFF-poisoned before the launch,
                               // then one counter word (kCounter), zeroed before the launch
+  unsigned long long* fixed;  // kFixed: fixed_words(epochs) words, zeroed before the launch
   double* loss;               // [epochs]: train loss at the start of each epoch
   double* test_out;           // [ceil(epochs / eval_every)]: test loss of evaluation epochs e = 0, E, 2E, ...
   float* params;              // {w, b} after the last epoch
@@ -101,6 +108,29 @@ __device__ inline bool tag_ok(unsigned long long w, int e) { return (w & kTagMas
 __device__ inline double tag_value(unsigned long long w) {
   return __longlong_as_double(static_cast<long long>(w & ~kTagMask));
 }
+
+// kFixed. A block's value s (float64) is published as the fixed-point number s · 2^32 split over
+// two words, its integer part hi = floor(s) and 32 bits of fraction lo = (s − hi) · 2^32 in
+// [0, 2^32], each added with 2^56 on top: the top byte of a word counts the blocks that have added
+// to it (G <= 160 < 256), the rest is the sum of their parts (|Σ hi| < 160 · 2^47 < 2^55 for |s| <
+// 2^47, Σ lo < 2^40). Integer addition is exact and commutative, so the sum is the same whatever
+// order the blocks arrive in: bit-identical runs by construction, and exact to 2^-32 where a
+// float64 tree rounds at every level. A value that is not finite or too large (|s| >= 2^47: a
+// diverging run) adds 2^40 to lo instead, which no sum of good parts reaches: the reader turns it
+// into a NaN, and the run stops as a diverged one does (exit 7).
+constexpr unsigned long long kFixedOne = 1ull << 56;
+__device__ inline void fixed_publish(unsigned long long* w2, double s) {
+  long long hi = 0, lo = 1ll << 40;
+  if (fabs(s) < 0x1p47) {
+    const double h = floor(s);
+    hi = static_cast<long long>(h);
+    lo = llrint((s - h) * 0x1p32);  // s - h is exact: the fraction bits of s
+  }
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w2), "l"(kFixedOne + static_cast<unsigned long long>(hi)) : "memory");
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w2 + 1), "l"(kFixedOne + static_cast<unsigned long long>(lo)) : "memory");
+}
+// the blocks counted in a word (its parts' sum is within ±2^55)
+__device__ inline unsigned fixed_count(unsigned long long w) { return unsigned((w + (1ull << 55)) >> 56); }
 
 __device__ inline unsigned long long global_ns() {
   unsigned long long t;
@@ -159,10 +189,15 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
 
   float w = a.w0, b = a.b0;
   __shared__ unsigned long long stamp[4];  // kSplit: thread 0's stamps of this epoch (shared memory: no registers)
+  // evaluation epochs e = 0, E, 2E, ... counted, not found by a modulo: a per-epoch integer
+  // division is ~20 dependent instructions at the head of every epoch's critical path
+  const bool evals = a.eval_every > 0 && a.ntest > 0;
+  int next_ev = 0, ev_i = 0;
   for (int e = 0; e < a.epochs; ++e) {
     if constexpr (kSplit)
       if (t == 0) stamp[0] = clock64();
-    const bool ev = a.eval_every > 0 && a.ntest > 0 && e % a.eval_every == 0;
+    const bool ev = evals && e == next_ev;
+    if (ev) next_ev += a.eval_every;
     const int nv = ev ? 4 : 3;
     // ---- this thread's sums: registers, then shared memory (two accumulator sets)
     float l0 = 0.f, gx0 = 0.f, g0 = 0.f, l1 = 0.f, gx1 = 0.f, g1 = 0.f;
@@ -199,7 +234,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     // ---- block: warp trees (fp32), the warps' sums in float64 through shared memory
 #pragma unroll
     for (int k = 0; k < kValues; ++k)
-      for (int o = 16; o > 0; o >>= 1) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
+      if (k < 3 || ev)  // the test loss only on evaluation epochs
+        for (int o = 16; o > 0; o >>= 1) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
     if (lane == 0)
 #pragma unroll
       for (int k = 0; k < kValues; ++k) red[k][warp] = double(v[k]);
@@ -212,8 +248,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       const int k = warp;
       double s = lane < kWarpsP ? red[k][lane] : 0.0;
       for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
-      if (lane == 0) st_relaxed(slot + blockIdx.x, tag_word(s, e));
+      if (a.exchange == kFixed) {
+        if (lane == 0) fixed_publish(a.fixed + size_t(e) * kFixedWords + 2 * k, s);
+      } else {
+        unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
+        if (lane == 0) st_relaxed(slot + blockIdx.x, tag_word(s, e));
+      }
     }
     if constexpr (kSplit)
       if (t == 0) {
@@ -236,7 +276,22 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       }
       __syncthreads();
     }
-    if (warp < nv) {
+    if (a.exchange == kFixed) {
+      if (warp == 0) {  // lane 2k: value k's high word, lane 2k + 1 its low word
+        const unsigned long long* word = a.fixed + size_t(e) * kFixedWords + lane;
+        const bool mine = lane < 2 * nv;
+        unsigned long long got = mine ? ld_relaxed(word) : 0ull;
+        while (!__all_sync(0xffffffffu, !mine || fixed_count(got) == unsigned(G))) {
+          if (a.poll_ns) __nanosleep(a.poll_ns);
+          if (mine && fixed_count(got) != unsigned(G)) got = ld_relaxed(word);
+        }
+        const long long part = static_cast<long long>(got - unsigned(G) * kFixedOne);
+        const long long lo = __shfl_down_sync(0xffffffffu, part, 1);
+        if (mine && lane % 2 == 0)
+          tot[lane / 2] = lo >= (1ll << 40) ? __longlong_as_double(0x7ff8000000000000ll)  // a block's value was bad
+                                            : double(part) + double(lo) * 0x1p-32;
+      }
+    } else if (warp < nv) {
       const int k = warp;
       const unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
       unsigned long long got[kMaxPerLane];
@@ -281,10 +336,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     const float bn = static_cast<float>(double(b) - a.lr * (2.0 * s2 * a.inv_nt));
     if (blockIdx.x == 0 && t == 0) {
       a.loss[e] = s0 * a.inv_nt;
-      if (ev) a.test_out[e / a.eval_every] = tot[3] * a.inv_ntest;
+      if (ev) a.test_out[ev_i] = tot[3] * a.inv_ntest;
       a.hist[2 * e] = w;
       a.hist[2 * e + 1] = b;
     }
+    ev_i += ev;
     w = wn;
     b = bn;
   }

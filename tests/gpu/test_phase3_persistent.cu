@@ -50,6 +50,7 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
   std::vector<unsigned long long> s0(p3::slot_words(G), ~0ull);
   s0.back() = 0;  // the counter word
   Dev<unsigned long long> slots(s0);
+  Dev<unsigned long long> fixed(std::vector<unsigned long long>(p3::fixed_words(epochs), 0ull));
   Dev<double> loss(epochs), test(std::max<size_t>(nevals, 1));
   Dev<float> params(2), hist(2 * size_t(epochs + 1));
   loss.poison();
@@ -57,7 +58,7 @@ Run run_kernel(const std::vector<float>& x, const std::vector<float>& y, size_t 
   params.poison();
   hist.poison();
   p3::PersistArgs a{dx.p, dy.p, nt, ntest, epochs, eval_every, lr, 1.0 / double(nt),
-                    ntest ? 1.0 / double(ntest) : 0.0, w0, b0, exchange, poll_ns, slots.p, loss.p, test.p, params.p, hist.p};
+                    ntest ? 1.0 / double(ntest) : 0.0, w0, b0, exchange, poll_ns, slots.p, fixed.p, loss.p, test.p, params.p, hist.p};
   Dev<unsigned long long> stamps(split ? size_t(epochs) * G * p3::kSplitWords : 1);
   if (split) a.split = stamps.p;
   p3::launch_epochs(a, G, nullptr);
@@ -167,8 +168,10 @@ TEST_CASE("phase 3 persistent kernel: awkward sizes and grid shapes against the 
       MESSAGE("case does not fit on this device: skipped");
       continue;
     }
-    // every exchange: polling (without and with a sleep between polls), grid.sync, the counter
-    const int variants[][2] = {{p3::kPoll, 0}, {p3::kPoll, 200}, {p3::kGridSync, 0}, {p3::kCounter, 0}};
+    // every exchange: polling (without and with a sleep between polls), grid.sync, the counter,
+    // the fixed-point words (without and with a sleep)
+    const int variants[][2] = {{p3::kPoll, 0},    {p3::kPoll, 200},  {p3::kGridSync, 0},
+                               {p3::kCounter, 0}, {p3::kFixed, 0}, {p3::kFixed, 200}};
     for (const auto& v : variants) check_case(c.nt, c.ntest, c.G, c.epochs, c.eval_every, c.lr, v[0], v[1]);
   }
 }
@@ -194,12 +197,35 @@ TEST_CASE("phase 3 persistent kernel: two runs are bit-identical, and so are the
     CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
     CHECK(std::memcmp(&a.b, &b.b, sizeof(float)) == 0);
   }
-  const Run a = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f);
-  const Run b = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f);
-  CHECK(std::memcmp(a.loss.data(), b.loss.data(), a.loss.size() * sizeof(double)) == 0);
-  CHECK(std::memcmp(a.test.data(), b.test.data(), a.test.size() * sizeof(double)) == 0);
-  CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
-  CHECK(std::memcmp(&a.b, &b.b, sizeof(float)) == 0);
+  // two runs of each exchange (the fixed-point one with and without a sleep, so its blocks arrive
+  // in different orders) are bit-identical; the fixed-point sums are exact, so they are not the
+  // float64 tree's bits but agree with them to float64 rounding
+  for (int ex : {int(p3::kPoll), int(p3::kFixed)}) {
+    CAPTURE(ex);
+    const Run a = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, ex, 0);
+    const Run b = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, ex, ex == p3::kFixed ? 300 : 0);
+    CHECK(std::memcmp(a.loss.data(), b.loss.data(), a.loss.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(a.test.data(), b.test.data(), a.test.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(&a.w, &b.w, sizeof(float)) == 0);
+    CHECK(std::memcmp(&a.b, &b.b, sizeof(float)) == 0);
+  }
+  const Run tree = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kPoll, 0);
+  const Run fix = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kFixed, 0);
+  for (size_t e = 0; e < tree.loss.size(); ++e) CHECK(rel(fix.loss[e], tree.loss[e]) <= 1e-12);
+  CHECK(rel(fix.w, tree.w) <= 1e-6);
+  CHECK(rel(fix.b, tree.b) <= 1e-6);
+}
+
+TEST_CASE("phase 3 fixed-point exchange: a value too large to encode makes the run's loss NaN") {
+  if (!has_device()) return;
+  const int G = std::min(max_grid(), 5);
+  const size_t nt = 50001;  // no test split
+  std::vector<float> x(nt), y(nt);
+  for (size_t i = 0; i < nt; ++i) x[i] = 1.f, y[i] = 4e6f;  // a block's loss sum ~1e4 points x 1.6e13 > 2^47
+  const Run r = run_kernel(x, y, nt, G, 3, 0, 0.01, 0.f, 0.f, p3::kFixed, 0);
+  for (double l : r.loss) CHECK(std::isnan(l));  // the loss the host checks for divergence (exit 7)
+  const Run ok = run_kernel(x, y, nt, G, 3, 0, 0.01, 0.f, 0.f, p3::kPoll, 0);
+  CHECK(std::isfinite(ok.loss[0]));
 }
 
 }  // namespace nbtest
