@@ -15,9 +15,9 @@
 //   every point for epoch 0); first_epoch_ms = upload + a 1-epoch run.
 //
 // THE DESIGN DECISION: how blocks meet each epoch. Each block adds its three float64 sums, as
-//   fixed-point integers (integer part and 32 fraction bits in two 64-bit words whose top byte
+//   fixed-point integers (integer part and 64 fraction bits in three 64-bit words whose top byte
 //   counts the blocks), into words of their own for the epoch (red.add in L2), and one warp a block
-//   polls those 6 words: the sum carries its own arrival count, and integer addition is exact and
+//   polls those 9 words: the sum carries its own arrival count, and integer addition is exact and
 //   commutative, so every block and run gets the same bits whatever order blocks arrive in
 //   (--deterministic costs nothing). --exchange poll (tagged float64 words) | grid-sync | counter: kept.
 //

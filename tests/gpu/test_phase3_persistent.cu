@@ -153,6 +153,8 @@ TEST_CASE("phase 3 persistent kernel: awkward sizes and grid shapes against the 
   };
   const Case cases[] = {
       {1, 0, 1, 7, 3, 0.01},                // one point, one block, no test split
+      {1, 0, 1, 200, 0, 0.025},             // one point fitted almost exactly: a loss of ~1e-15
+                                            // (32 fraction bits of fixed point lost it: 2.5e-3)
       {6, 1, 1, 20, 10, 0.025},
       {4095, 1023, 1, 30, 7, 0.01},
       {full, 1, 1, 12, 5, 0.01},            // exactly the registers of one block
