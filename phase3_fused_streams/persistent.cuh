@@ -10,10 +10,10 @@
 // sums ~30-60 points), a warp-shuffle tree (fp32), the warps' sums as float64 through shared
 // memory; then warp k (k < 3, or < 4 on an evaluation epoch: the test loss at the parameters
 // the epoch starts with) reduces value k of the block in float64 and publishes it.
-// The default exchange (kFixed): the value is added, as a fixed-point integer split over three
+// The default exchange (kFixed): the value is added, as a fixed-point integer split over two
 // 64-bit words (fixed_publish), into words that belong to this epoch alone (zeroed before the
 // launch, so no slot is ever reused); each word's top byte counts the blocks that have added to
-// it. Warp 0 of every block polls the epoch's 9 (12 on an evaluation epoch) words until every count
+// it. Warp 0 of every block polls the epoch's 6 (8 on an evaluation epoch) words until every count
 // is G and turns the integer sums back into float64: integer addition is exact and commutative,
 // so every block and every run gets the same bits whatever order the blocks arrived in.
 // The tagged exchange (kPoll, the previous default): the value as ONE 64-bit word, the double with
@@ -56,9 +56,8 @@ constexpr unsigned long long kTagMask = 0xFFFull;
 // per block polls those few words (see fixed_word below).
 enum Exchange : int { kPoll = 0, kGridSync = 1, kCounter = 2, kFixed = 3 };
 inline size_t slot_words(int G) { return 2 * size_t(kValues) * size_t(G) + 1; }
-// kFixed's words: per epoch, [3][kValues] (the integer parts, the fractions' high and low 32 bits
-// of every value); zeroed before the launch.
-constexpr int kFixedWords = 3 * kValues;
+// kFixed's words: per epoch and value, a high and a low word; zeroed before the launch.
+constexpr int kFixedWords = 2 * kValues;
 inline size_t fixed_words(int epochs) { return size_t(kFixedWords) * size_t(epochs); }
 
 struct PersistArgs {
@@ -110,33 +109,38 @@ __device__ inline double tag_value(unsigned long long w) {
   return __longlong_as_double(static_cast<long long>(w & ~kTagMask));
 }
 
-// kFixed. A block's value s (float64) is published as the fixed-point number s · 2^64 split over
-// three words: its integer part hi = floor(s) and the fraction's two 32-bit halves f1, f2 (each
-// in [0, 2^32]), each added with 2^56 on top: the top byte of a word counts the blocks that have
-// added to it (G <= 160 < 256), the rest is the sum of their parts (|Σ hi| < 160 · 2^47 < 2^55 for
-// |s| < 2^47, Σ f < 2^40). Integer addition is exact and commutative, so the sum is the same
-// whatever order the blocks arrive in: bit-identical runs by construction, exact to 2^-64 (a
-// value below ~2^-11 loses its bits under 2^-64: far under the fp32 rounding of any residual it
-// sums; 32 fraction bits were not enough for one point fitted almost exactly, whose loss is
-// ~1e-15). A value that is not finite or too large (|s| >= 2^47: a diverging run) adds 2^40 to f2
-// instead, which no sum of good parts reaches: the reader turns it into a NaN, and the run stops
-// as a diverged one does (exit 7).
+// kFixed. A block's value s (float64) is published as the fixed-point number s · 2^q split over
+// two words, hi = floor(s · 2^(q-32)) and lo = the next 32 bits, in [0, 2^32], each added with
+// 2^56 on top: the top byte of a word counts the blocks that have added to it (G <= 160 < 256),
+// the rest is the sum of their parts (|Σ hi| < 160 · 2^47 < 2^55 for |s · 2^(q-32)| < 2^47, Σ lo
+// < 2^40). Integer addition is exact and commutative, so the sum is the same whatever order the
+// blocks arrive in: bit-identical runs by construction, exact to 2^-q. q (the same in every
+// block: fixed_point) is 32 for the gradient sums — their error then is far below the fp32 step
+// they feed — and for the losses 38 bits under the previous total's exponent, so that a loss
+// that shrinks to ~1e-15 (one point fitted almost exactly) keeps its precision. A value that is
+// not finite or too large (|s| · 2^(q-32) >= 2^47: a diverging run) adds 2^40 to lo instead, which
+// no sum of good parts reaches: the reader turns it into a NaN, and the run stops as a diverged
+// one does (exit 7).
 constexpr unsigned long long kFixedOne = 1ull << 56;
-__device__ inline void red_add(unsigned long long* w, unsigned long long v) {
-  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"(v) : "memory");
+__device__ inline double pow2(int k) { return __longlong_as_double(static_cast<long long>(1023 + k) << 52); }  // |k| < 1023
+// the binary point of value k's words: 32 for the gradient sums; for the losses (k = 0, 3) from
+// the previous total of that value, which tot[k] (shared memory) still holds when the block
+// publishes and when warp 0 reads the sums (0 before the first one). Read from shared memory, not
+// kept in registers: the kernel has none to spare.
+__device__ inline int fixed_point(int k, const double* tot) {
+  const double prev = (k == 0 || k == 3) ? tot[k] : 0.0;
+  return prev > 0 && prev < 0x1p900 ? max(32, 38 - ilogb(prev)) : 32;
 }
-__device__ inline void fixed_publish(unsigned long long* w, double s) {  // w[0], w[kValues], w[2 kValues]
-  long long hi = 0, f1 = 0, f2 = 1ll << 40;
-  if (fabs(s) < 0x1p47) {
-    const double h = floor(s), f = (s - h) * 0x1p32;  // exact: the fraction bits of s, scaled
-    const double g = floor(f);
+__device__ inline void fixed_publish(unsigned long long* w2, double s, int q) {
+  long long hi = 0, lo = 1ll << 40;
+  const double t = s * pow2(q - 32);
+  if (fabs(t) < 0x1p47) {
+    const double h = floor(t);
     hi = static_cast<long long>(h);
-    f1 = static_cast<long long>(g);
-    f2 = llrint((f - g) * 0x1p32);
+    lo = llrint((t - h) * 0x1p32);  // t - h is exact: the fraction bits of t
   }
-  red_add(w, kFixedOne + static_cast<unsigned long long>(hi));
-  red_add(w + kValues, kFixedOne + static_cast<unsigned long long>(f1));
-  red_add(w + 2 * kValues, kFixedOne + static_cast<unsigned long long>(f2));
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w2), "l"(kFixedOne + static_cast<unsigned long long>(hi)) : "memory");
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w2 + 1), "l"(kFixedOne + static_cast<unsigned long long>(lo)) : "memory");
 }
 // the blocks counted in a word (its parts' sum is within ±2^55)
 __device__ inline unsigned fixed_count(unsigned long long w) { return unsigned((w + (1ull << 55)) >> 56); }
@@ -194,6 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   };
   fill(0, tlo + reg_n, sm_n);
   fill(te0, elo, unsigned(ecnt));
+  if (t < kValues) tot[t] = 0.0;  // (kFixed: no previous totals yet)
   __syncthreads();
 
   float w = a.w0, b = a.b0;
@@ -258,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       double s = lane < kWarpsP ? red[k][lane] : 0.0;
       for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if (a.exchange == kFixed) {
-        if (lane == 0) fixed_publish(a.fixed + size_t(e) * kFixedWords + k, s);
+        if (lane == 0) fixed_publish(a.fixed + size_t(e) * kFixedWords + 2 * k, s, fixed_point(k, tot));
       } else {
         unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
         if (lane == 0) st_relaxed(slot + blockIdx.x, tag_word(s, e));
@@ -286,22 +291,20 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       __syncthreads();
     }
     if (a.exchange == kFixed) {
-      if (warp == 0) {  // lane p·kValues + k: word p (integer part, f1, f2) of value k
+      if (warp == 0) {  // lane 2k: value k's high word, lane 2k + 1 its low word
         const unsigned long long* word = a.fixed + size_t(e) * kFixedWords + lane;
-        const int k = lane % kValues, p = lane / kValues;
-        const bool mine = lane < kFixedWords && k < nv;
+        const bool mine = lane < 2 * nv;
         unsigned long long got = mine ? ld_relaxed(word) : 0ull;
         while (!__all_sync(0xffffffffu, !mine || fixed_count(got) == unsigned(G))) {
           if (a.poll_ns) __nanosleep(a.poll_ns);
           if (mine && fixed_count(got) != unsigned(G)) got = ld_relaxed(word);
         }
-        // each lane its word's share in float64 (a bad block's mark in f2: NaN), then per value
-        // integer part + (f1 + f2), the same order everywhere
         const long long part = static_cast<long long>(got - unsigned(G) * kFixedOne);
-        const double d = p == 2 && part >= (1ll << 40) ? __longlong_as_double(0x7ff8000000000000ll)
-                                                       : double(part) * (p == 0 ? 1.0 : p == 1 ? 0x1p-32 : 0x1p-64);
-        const double d1 = __shfl_down_sync(0xffffffffu, d, kValues), d2 = __shfl_down_sync(0xffffffffu, d, 2 * kValues);
-        if (mine && p == 0) tot[k] = d + (d1 + d2);
+        const long long lo = __shfl_down_sync(0xffffffffu, part, 1);
+        const int q = fixed_point(lane / 2, tot);  // (tot still holds the previous totals)
+        if (mine && lane % 2 == 0)
+          tot[lane / 2] = lo >= (1ll << 40) ? __longlong_as_double(0x7ff8000000000000ll)  // a block's value was bad
+                                            : double(part) * pow2(32 - q) + double(lo) * pow2(-q);
       }
     } else if (warp < nv) {
       const int k = warp;
