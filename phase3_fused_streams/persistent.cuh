@@ -116,20 +116,22 @@ __device__ inline double tag_value(unsigned long long w) {
 // < 2^40). Integer addition is exact and commutative, so the sum is the same whatever order the
 // blocks arrive in: bit-identical runs by construction, exact to 2^-q. q (the same in every
 // block: fixed_point) is 32 for the gradient sums — their error then is far below the fp32 step
-// they feed — and for the losses 38 bits under the previous total's exponent, so that a loss
-// that shrinks to ~1e-15 (one point fitted almost exactly) keeps its precision. A value that is
+// they feed — and for the losses 38 bits under the previous total's exponent, so that a loss that
+// shrinks to ~1e-15 (one point fitted almost exactly) keeps its precision. A value that is
 // not finite or too large (|s| · 2^(q-32) >= 2^47: a diverging run) adds 2^40 to lo instead, which
 // no sum of good parts reaches: the reader turns it into a NaN, and the run stops as a diverged
 // one does (exit 7).
 constexpr unsigned long long kFixedOne = 1ull << 56;
 __device__ inline double pow2(int k) { return __longlong_as_double(static_cast<long long>(1023 + k) << 52); }  // |k| < 1023
-// the binary point of value k's words: 32 for the gradient sums; for the losses (k = 0, 3) from
-// the previous total of that value, which tot[k] (shared memory) still holds when the block
-// publishes and when warp 0 reads the sums (0 before the first one). Read from shared memory, not
-// kept in registers: the kernel has none to spare.
+// The binary point of value k's words: 32 for the gradient sums; for the losses (k = 0, 3) 38
+// bits under the exponent of that value's previous total (read off its bits), which tot[k]
+// (shared memory) still holds when the block publishes and when warp 0 reads the sums (0 before
+// the first one). Read from shared memory, not kept in registers: the kernel has none to spare.
 __device__ inline int fixed_point(int k, const double* tot) {
-  const double prev = (k == 0 || k == 3) ? tot[k] : 0.0;
-  return prev > 0 && prev < 0x1p900 ? max(32, 38 - ilogb(prev)) : 32;
+  if (k != 0 && k != 3) return 32;
+  const double prev = tot[k];
+  const int ex = int((__double_as_longlong(prev) >> 52) & 0x7ff) - 1023;  // 1024: inf/NaN; -1023: 0, subnormal
+  return prev > 0 && ex < 1024 ? min(1000, max(32, 38 - ex)) : 32;
 }
 __device__ inline void fixed_publish(unsigned long long* w2, double s, int q) {
   long long hi = 0, lo = 1ll << 40;
