@@ -14,11 +14,11 @@
 //   --source host, persistent: the chunks land over the streams, then the kernel starts (it needs
 //   every point for epoch 0); first_epoch_ms = upload + a 1-epoch run.
 //
-// THE DESIGN DECISION: how blocks meet each epoch. Each block adds its three float64 sums, as
-//   fixed-point integers (two words a value, the top byte counting the blocks), into words of their
-//   own for the epoch (red.add in L2), and one warp a block polls those 6 words: the sum carries its
-//   own arrival count, and integer addition is exact and commutative, so every block and run gets
-//   the same bits whatever order blocks arrive in (--deterministic costs nothing).
+// THE DESIGN DECISION: how blocks meet each epoch. Each block adds its float64 sums, as fixed-point
+//   integers (two words a value, the top byte counting the blocks), into words of the epoch's own
+//   (red.add in L2); one warp a block polls the 4 gradient words (losses one epoch late): the sum
+//   carries its arrival count, and integer addition is exact and commutative, so every block and
+//   run gets the same bits whatever order blocks arrive in (--deterministic costs nothing).
 //   --exchange poll (tagged float64 words, the previous default) | grid-sync | counter: kept.
 //
 // PREDICTION (made before measuring; headline n = 5M: 4M train + 1M test points; H100, 132 SMs)

@@ -13,9 +13,10 @@
 // The default exchange (kFixed): the value is added, as a fixed-point integer split over two
 // 64-bit words (fixed_publish), into words that belong to this epoch alone (zeroed before the
 // launch, so no slot is ever reused); each word's top byte counts the blocks that have added to
-// it. Warp 0 of every block polls the epoch's 6 (8 on an evaluation epoch) words until every count
-// is G and turns the integer sums back into float64: integer addition is exact and commutative,
-// so every block and every run gets the same bits whatever order the blocks arrived in.
+// it. Warp 0 of every block polls the epoch's 4 gradient words (and the previous epoch's loss
+// words) until every count is G and turns the integer sums back into float64: integer addition
+// is exact and commutative, so every block and every run gets the same bits whatever order the
+// blocks arrived in.
 // The tagged exchange (kPoll, the previous default): the value as ONE 64-bit word, the double with
 // its 12 low mantissa bits replaced by the epoch number mod 2048 (2^-40 relative); every block
 // reads all G words of every value from L2 (lane i: blocks i, i+32, ...), re-reading those whose
@@ -116,20 +117,17 @@ __device__ inline double tag_value(unsigned long long w) {
 // < 2^40). Integer addition is exact and commutative, so the sum is the same whatever order the
 // blocks arrive in: bit-identical runs by construction, exact to 2^-q. q (the same in every
 // block: fixed_point) is 32 for the gradient sums — their error then is far below the fp32 step
-// they feed — and for the losses 38 bits under the previous total's exponent, so that a loss that
-// shrinks to ~1e-15 (one point fitted almost exactly) keeps its precision. A value that is
+// they feed — and for the losses 38 bits under the exponent of the latest total the blocks have
+// read, so that a loss that shrinks to ~1e-15 (one point fitted almost exactly) keeps its
+// precision; the losses are read one epoch late, off the step's critical path. A value that is
 // not finite or too large (|s| · 2^(q-32) >= 2^47: a diverging run) adds 2^40 to lo instead, which
 // no sum of good parts reaches: the reader turns it into a NaN, and the run stops as a diverged
 // one does (exit 7).
 constexpr unsigned long long kFixedOne = 1ull << 56;
 __device__ inline double pow2(int k) { return __longlong_as_double(static_cast<long long>(1023 + k) << 52); }  // |k| < 1023
-// The binary point of value k's words: 32 for the gradient sums; for the losses (k = 0, 3) 38
-// bits under the exponent of that value's previous total (read off its bits), which tot[k]
-// (shared memory) still holds when the block publishes and when warp 0 reads the sums (0 before
-// the first one). Read from shared memory, not kept in registers: the kernel has none to spare.
-__device__ inline int fixed_point(int k, const double* tot) {
-  if (k != 0 && k != 3) return 32;
-  const double prev = tot[k];
+// The binary point of a loss's words: 38 bits under the exponent of the latest total of that loss
+// the blocks have read (read off the float64 bits), never coarser than 2^-32 (0: no total yet).
+__device__ inline int fixed_point(double prev) {
   const int ex = int((__double_as_longlong(prev) >> 52) & 0x7ff) - 1023;  // 1024: inf/NaN; -1023: 0, subnormal
   return prev > 0 && ex < 1024 ? min(1000, max(32, 38 - ex)) : 32;
 }
@@ -146,6 +144,20 @@ __device__ inline void fixed_publish(unsigned long long* w2, double s, int q) {
 }
 // the blocks counted in a word (its parts' sum is within ±2^55)
 __device__ inline unsigned fixed_count(unsigned long long w) { return unsigned((w + (1ull << 55)) >> 56); }
+
+// kFixed, warp 0: lane pairs (2i, 2i + 1) wait for the words `wd` (lanes with wd null: none) until
+// G blocks have added to them; lane 2i returns the value at binary point q (NaN: a bad block).
+__device__ inline double fixed_read(const unsigned long long* wd, int q, int G, int poll_ns) {
+  const bool mine = wd != nullptr;
+  unsigned long long got = mine ? ld_relaxed(wd) : 0ull;
+  while (!__all_sync(0xffffffffu, !mine || fixed_count(got) == unsigned(G))) {
+    if (poll_ns) __nanosleep(poll_ns);
+    if (mine && fixed_count(got) != unsigned(G)) got = ld_relaxed(wd);
+  }
+  const long long part = static_cast<long long>(got - unsigned(G) * kFixedOne);
+  const long long lo = __shfl_down_sync(0xffffffffu, part, 1);
+  return lo >= (1ll << 40) ? __longlong_as_double(0x7ff8000000000000ll) : double(part) * pow2(32 - q) + double(lo) * pow2(-q);
+}
 
 __device__ inline unsigned long long global_ns() {
   unsigned long long t;
@@ -172,6 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   extern __shared__ float4 sdata[];
   __shared__ double red[kValues][kWarpsP];
   __shared__ double tot[kValues];
+  __shared__ int qpub[2][2];  // kFixed: the binary points of the loss and test-loss words of epochs by parity
   const int G = gridDim.x, t = threadIdx.x, lane = t % 32, warp = t / 32;
   const size_t tlo = part_lo(a.nt, blockIdx.x, G), tcnt = part_lo(a.nt, blockIdx.x + 1, G) - tlo;
   const size_t elo = a.nt + part_lo(a.ntest, blockIdx.x, G);
@@ -200,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   };
   fill(0, tlo + reg_n, sm_n);
   fill(te0, elo, unsigned(ecnt));
-  if (t < kValues) tot[t] = 0.0;  // (kFixed: no previous totals yet)
+  if (t < kValues) tot[t] = 0.0, qpub[t / 2][t % 2] = 32;  // (kFixed: no totals yet)
   __syncthreads();
 
   float w = a.w0, b = a.b0;
@@ -209,6 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   // division is ~20 dependent instructions at the head of every epoch's critical path
   const bool evals = a.eval_every > 0 && a.ntest > 0;
   int next_ev = 0, ev_i = 0;
+  bool prev_ev = false;  // the previous epoch evaluated the test loss
   for (int e = 0; e < a.epochs; ++e) {
     if constexpr (kSplit)
       if (t == 0) stamp[0] = clock64();
@@ -265,7 +279,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       double s = lane < kWarpsP ? red[k][lane] : 0.0;
       for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if (a.exchange == kFixed) {
-        if (lane == 0) fixed_publish(a.fixed + size_t(e) * kFixedWords + 2 * k, s, fixed_point(k, tot));
+        if (lane == 0) {
+          int q = 32;  // the gradient sums; a loss at its own binary point, noted for its reader
+          if (k == 0 || k == 3) q = qpub[e & 1][k == 3] = fixed_point(tot[k]);
+          fixed_publish(a.fixed + size_t(e) * kFixedWords + 2 * k, s, q);
+        }
       } else {
         unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
         if (lane == 0) st_relaxed(slot + blockIdx.x, tag_word(s, e));
@@ -293,20 +311,15 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       __syncthreads();
     }
     if (a.exchange == kFixed) {
-      if (warp == 0) {  // lane 2k: value k's high word, lane 2k + 1 its low word
-        const unsigned long long* word = a.fixed + size_t(e) * kFixedWords + lane;
-        const bool mine = lane < 2 * nv;
-        unsigned long long got = mine ? ld_relaxed(word) : 0ull;
-        while (!__all_sync(0xffffffffu, !mine || fixed_count(got) == unsigned(G))) {
-          if (a.poll_ns) __nanosleep(a.poll_ns);
-          if (mine && fixed_count(got) != unsigned(G)) got = ld_relaxed(word);
-        }
-        const long long part = static_cast<long long>(got - unsigned(G) * kFixedOne);
-        const long long lo = __shfl_down_sync(0xffffffffu, part, 1);
-        const int q = fixed_point(lane / 2, tot);  // (tot still holds the previous totals)
-        if (mine && lane % 2 == 0)
-          tot[lane / 2] = lo >= (1ll << 40) ? __longlong_as_double(0x7ff8000000000000ll)  // a block's value was bad
-                                            : double(part) * pow2(32 - q) + double(lo) * pow2(-q);
+      if (warp == 0) {
+        // lanes 0-3: this epoch's gradient sums (the step waits for them); lanes 4-7: the previous
+        // epoch's loss and test loss, off the critical path (their words are complete by now, or
+        // nearly), so their wider binary points cost the step nothing
+        const int k = lane < 2 ? 1 : lane < 4 ? 2 : lane < 6 ? 0 : 3, ep = lane < 4 ? e : e - 1;
+        const bool want = lane < 4 || (lane < 6 && e > 0) || (lane < 8 && prev_ev);
+        const double v = fixed_read(want ? a.fixed + size_t(ep) * kFixedWords + 2 * k + (lane & 1) : nullptr,
+                                    lane < 4 ? 32 : qpub[ep & 1][k == 3], G, a.poll_ns);
+        if (want && lane % 2 == 0) tot[k] = v;
       }
     } else if (warp < nv) {
       const int k = warp;
@@ -352,14 +365,28 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     const float wn = static_cast<float>(double(w) - a.lr * (2.0 * s1 * a.inv_nt));
     const float bn = static_cast<float>(double(b) - a.lr * (2.0 * s2 * a.inv_nt));
     if (blockIdx.x == 0 && t == 0) {
-      a.loss[e] = s0 * a.inv_nt;
-      if (ev) a.test_out[ev_i] = tot[3] * a.inv_ntest;
+      if (a.exchange != kFixed) {
+        a.loss[e] = s0 * a.inv_nt;
+        if (ev) a.test_out[ev_i] = tot[3] * a.inv_ntest;
+      } else {  // the previous epoch's (read one epoch late)
+        if (e > 0) a.loss[e - 1] = s0 * a.inv_nt;
+        if (prev_ev) a.test_out[ev_i - 1] = tot[3] * a.inv_ntest;
+      }
       a.hist[2 * e] = w;
       a.hist[2 * e + 1] = b;
     }
     ev_i += ev;
+    prev_ev = ev;
     w = wn;
     b = bn;
+  }
+  if (a.exchange == kFixed && blockIdx.x == 0 && warp == 0 && a.epochs > 0) {  // the last epoch's losses
+    const int ep = a.epochs - 1, k = lane < 2 ? 0 : 3;
+    const bool want = lane < 2 || (lane < 4 && prev_ev);
+    const double v = fixed_read(want ? a.fixed + size_t(ep) * kFixedWords + 2 * k + (lane & 1) : nullptr,
+                                qpub[ep & 1][k == 3], G, a.poll_ns);
+    if (lane == 0) a.loss[ep] = v * a.inv_nt;
+    if (lane == 2 && prev_ev) a.test_out[ev_i - 1] = v * a.inv_ntest;
   }
   if (blockIdx.x == 0 && t == 0) {
     a.hist[2 * a.epochs] = a.params[0] = w;

@@ -213,9 +213,10 @@ TEST_CASE("phase 3 persistent kernel: two runs are bit-identical, and so are the
   }
   const Run tree = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kPoll, 0);
   const Run fix = run_kernel(x, y, nt, G, 50, 10, 0.025, 0.f, 0.f, p3::kFixed, 0);
-  // a loss's words hold ~38 bits under its last total: each of the G blocks' parts rounds by
-  // up to 2^-39 of it, the float64 tree by ~G ulps (2^-53)
-  for (size_t e = 0; e < tree.loss.size(); ++e) CHECK(rel(fix.loss[e], tree.loss[e]) <= G * 0x1p-38);
+  // a loss's words hold 38 bits under the exponent of its total two epochs earlier: each of the
+  // G blocks' parts rounds by up to 2^-39 of that (here the loss shrinks by less than 2^4 in two
+  // epochs), the float64 tree by ~G ulps (2^-53)
+  for (size_t e = 0; e < tree.loss.size(); ++e) CHECK(rel(fix.loss[e], tree.loss[e]) <= G * 0x1p-35);
   CHECK(rel(fix.w, tree.w) <= 1e-6);
   CHECK(rel(fix.b, tree.b) <= 1e-6);
 }
