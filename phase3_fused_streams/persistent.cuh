@@ -117,16 +117,16 @@ __device__ inline double tag_value(unsigned long long w) {
 // < 2^40). Integer addition is exact and commutative, so the sum is the same whatever order the
 // blocks arrive in: bit-identical runs by construction, exact to 2^-q. q (the same in every
 // block: fixed_point) is 32 for the gradient sums — their error then is far below the fp32 step
-// they feed — and for the losses 38 bits under the exponent of the latest total the blocks have
-// read, so that a loss that shrinks to ~1e-15 (one point fitted almost exactly) keeps its
-// precision; the losses are read one epoch late, off the step's critical path. A value that is
+// they feed — and for the losses 38 bits under the exponent of their total two epochs (test loss:
+// evaluations) before, so that a loss that shrinks to ~1e-15 (one point fitted almost exactly)
+// keeps its precision; the losses are read one epoch late, off the step's critical path. A value that is
 // not finite or too large (|s| · 2^(q-32) >= 2^47: a diverging run) adds 2^40 to lo instead, which
 // no sum of good parts reaches: the reader turns it into a NaN, and the run stops as a diverged
 // one does (exit 7).
 constexpr unsigned long long kFixedOne = 1ull << 56;
 __device__ inline double pow2(int k) { return __longlong_as_double(static_cast<long long>(1023 + k) << 52); }  // |k| < 1023
-// The binary point of a loss's words: 38 bits under the exponent of the latest total of that loss
-// the blocks have read (read off the float64 bits), never coarser than 2^-32 (0: no total yet).
+// The binary point of a loss's words: 38 bits under the exponent of a total of that loss the
+// blocks have read (read off the float64 bits), never coarser than 2^-32.
 __device__ inline int fixed_point(double prev) {
   const int ex = int((__double_as_longlong(prev) >> 52) & 0x7ff) - 1023;  // 1024: inf/NaN; -1023: 0, subnormal
   return prev > 0 && ex < 1024 ? min(1000, max(32, 38 - ex)) : 32;
@@ -184,7 +184,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   extern __shared__ float4 sdata[];
   __shared__ double red[kValues][kWarpsP];
   __shared__ double tot[kValues];
-  __shared__ int qpub[2][2];  // kFixed: the binary points of the loss and test-loss words of epochs by parity
+  // kFixed: the binary points of the loss words of epoch e (qloss[e & 1]) and of the test-loss words
+  // of evaluation i (qtest[i & 1]): set by warp 0 when it reads the loss two epochs (evaluations)
+  // before, read by the publisher and, one epoch later, by warp 0 again; alternating slots, so
+  // no publisher reads a slot warp 0 is writing
+  __shared__ int qloss[2], qtest[2];
   const int G = gridDim.x, t = threadIdx.x, lane = t % 32, warp = t / 32;
   const size_t tlo = part_lo(a.nt, blockIdx.x, G), tcnt = part_lo(a.nt, blockIdx.x + 1, G) - tlo;
   const size_t elo = a.nt + part_lo(a.ntest, blockIdx.x, G);
@@ -213,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   };
   fill(0, tlo + reg_n, sm_n);
   fill(te0, elo, unsigned(ecnt));
-  if (t < kValues) tot[t] = 0.0, qpub[t / 2][t % 2] = 32;  // (kFixed: no totals yet)
+  if (t < 2) qloss[t] = qtest[t] = 32;  // (kFixed: no totals yet)
   __syncthreads();
 
   float w = a.w0, b = a.b0;
@@ -280,8 +284,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if (a.exchange == kFixed) {
         if (lane == 0) {
-          int q = 32;  // the gradient sums; a loss at its own binary point, noted for its reader
-          if (k == 0 || k == 3) q = qpub[e & 1][k == 3] = fixed_point(tot[k]);
+          const int q = k == 0 ? qloss[e & 1] : k == 3 ? qtest[ev_i & 1] : 32;  // (see qloss)
           fixed_publish(a.fixed + size_t(e) * kFixedWords + 2 * k, s, q);
         }
       } else {
@@ -317,9 +320,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
         // nearly), so their wider binary points cost the step nothing
         const int k = lane < 2 ? 1 : lane < 4 ? 2 : lane < 6 ? 0 : 3, ep = lane < 4 ? e : e - 1;
         const bool want = lane < 4 || (lane < 6 && e > 0) || (lane < 8 && prev_ev);
+        int* qp = k == 0 ? &qloss[ep & 1] : &qtest[(ev_i - 1) & 1];  // (lanes 4-7)
         const double v = fixed_read(want ? a.fixed + size_t(ep) * kFixedWords + 2 * k + (lane & 1) : nullptr,
-                                    lane < 4 ? 32 : qpub[ep & 1][k == 3], G, a.poll_ns);
-        if (want && lane % 2 == 0) tot[k] = v;
+                                    lane < 4 ? 32 : *qp, G, a.poll_ns);
+        if (want && lane % 2 == 0) {
+          tot[k] = v;
+          if (lane >= 4) *qp = fixed_point(v);  // that loss's binary point two epochs (evaluations) on
+        }
       }
     } else if (warp < nv) {
       const int k = warp;
@@ -384,7 +391,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     const int ep = a.epochs - 1, k = lane < 2 ? 0 : 3;
     const bool want = lane < 2 || (lane < 4 && prev_ev);
     const double v = fixed_read(want ? a.fixed + size_t(ep) * kFixedWords + 2 * k + (lane & 1) : nullptr,
-                                qpub[ep & 1][k == 3], G, a.poll_ns);
+                                k == 0 ? qloss[ep & 1] : qtest[(ev_i - 1) & 1], G, a.poll_ns);
     if (lane == 0) a.loss[ep] = v * a.inv_nt;
     if (lane == 2 && prev_ev) a.test_out[ev_i - 1] = v * a.inv_ntest;
   }

@@ -161,6 +161,7 @@ TEST_CASE("phase 3 persistent kernel: awkward sizes and grid shapes against the 
       {full + 1, 3, 1, 12, 5, 0.025},       // one point into shared memory
       {3 * full + 12345, 20001, 3, 25, 10, 0.01},  // most in shared memory, odd counts
       {100003, 25001, 7, 40, 9, 0.025},
+      {100003, 25001, 5, 12, 1, 0.01},      // the test loss every epoch (read one epoch late)
       {999983 - 999983 / 5, 999983 / 5, 67, 20, 10, 0.01},  // odd blocks; blocks per SM not whole
       {4000001, 1000000, Gmax, 16, 4, 0.01},
   };
