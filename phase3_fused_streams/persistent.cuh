@@ -184,11 +184,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   extern __shared__ float4 sdata[];
   __shared__ double red[kValues][kWarpsP];
   __shared__ double tot[kValues];
-  // kFixed: the binary points of the loss words of epoch e (qloss[e & 1]) and of the test-loss words
-  // of evaluation i (qtest[i & 1]): set by warp 0 when it reads the loss two epochs (evaluations)
-  // before, read by the publisher and, one epoch later, by warp 0 again; alternating slots, so
-  // no publisher reads a slot warp 0 is writing
-  __shared__ int qloss[2], qtest[2];
+  // kFixed, the losses' binary points. Warp 0 reads the loss of epoch e - 1 during epoch e into
+  // lossv[(e - 1) & 1] (the test loss of evaluation i into testv[i & 1]); the loss's publisher in
+  // epoch e takes its binary point from lossv[e & 1], the total of epoch e - 2 (the test loss's
+  // from evaluation i - 2), notes it in qlpub[e & 1] (qtpub[i & 1]) for warp 0, which reads the
+  // words one epoch later. Alternating slots: no slot is read in the epoch that writes it.
+  __shared__ double lossv[2], testv[2];
+  __shared__ int qlpub[2], qtpub[2];
   const int G = gridDim.x, t = threadIdx.x, lane = t % 32, warp = t / 32;
   const size_t tlo = part_lo(a.nt, blockIdx.x, G), tcnt = part_lo(a.nt, blockIdx.x + 1, G) - tlo;
   const size_t elo = a.nt + part_lo(a.ntest, blockIdx.x, G);
@@ -217,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   };
   fill(0, tlo + reg_n, sm_n);
   fill(te0, elo, unsigned(ecnt));
-  if (t < 2) qloss[t] = qtest[t] = 32;  // (kFixed: no totals yet)
+  if (t < 2) lossv[t] = testv[t] = 0.0;  // (kFixed: no totals yet: binary point 32)
   __syncthreads();
 
   float w = a.w0, b = a.b0;
@@ -284,7 +286,9 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if (a.exchange == kFixed) {
         if (lane == 0) {
-          const int q = k == 0 ? qloss[e & 1] : k == 3 ? qtest[ev_i & 1] : 32;  // (see qloss)
+          int q = 32;  // the gradient sums; a loss at the binary point of its total two back (see lossv)
+          if (k == 0) q = qlpub[e & 1] = fixed_point(lossv[e & 1]);
+          if (k == 3) q = qtpub[ev_i & 1] = fixed_point(testv[ev_i & 1]);
           fixed_publish(a.fixed + size_t(e) * kFixedWords + 2 * k, s, q);
         }
       } else {
@@ -320,13 +324,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
         // nearly), so their wider binary points cost the step nothing
         const int k = lane < 2 ? 1 : lane < 4 ? 2 : lane < 6 ? 0 : 3, ep = lane < 4 ? e : e - 1;
         const bool want = lane < 4 || (lane < 6 && e > 0) || (lane < 8 && prev_ev);
-        int* qp = k == 0 ? &qloss[ep & 1] : &qtest[(ev_i - 1) & 1];  // (lanes 4-7)
+        const int slot = k == 0 ? ep & 1 : (ev_i - 1) & 1;  // (lanes 4-7: epoch e - 1, the last evaluation)
         const double v = fixed_read(want ? a.fixed + size_t(ep) * kFixedWords + 2 * k + (lane & 1) : nullptr,
-                                    lane < 4 ? 32 : *qp, G, a.poll_ns);
-        if (want && lane % 2 == 0) {
-          tot[k] = v;
-          if (lane >= 4) *qp = fixed_point(v);  // that loss's binary point two epochs (evaluations) on
-        }
+                                    lane < 4 ? 32 : k == 0 ? qlpub[slot] : qtpub[slot], G, a.poll_ns);
+        if (want && lane % 2 == 0) tot[k] = v;
+        if (want && lane == 4) lossv[slot] = v;
+        if (want && lane == 6) testv[slot] = v;
       }
     } else if (warp < nv) {
       const int k = warp;
@@ -391,7 +394,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     const int ep = a.epochs - 1, k = lane < 2 ? 0 : 3;
     const bool want = lane < 2 || (lane < 4 && prev_ev);
     const double v = fixed_read(want ? a.fixed + size_t(ep) * kFixedWords + 2 * k + (lane & 1) : nullptr,
-                                k == 0 ? qloss[ep & 1] : qtest[(ev_i - 1) & 1], G, a.poll_ns);
+                                k == 0 ? qlpub[ep & 1] : qtpub[(ev_i - 1) & 1], G, a.poll_ns);
     if (lane == 0) a.loss[ep] = v * a.inv_nt;
     if (lane == 2 && prev_ev) a.test_out[ev_i - 1] = v * a.inv_ntest;
   }
