@@ -31,16 +31,16 @@
 //   on chip (200 bare grid barriers, tools/grid_barrier); the algebraic limit (Σx, Σy, Σx², Σxy in
 //   one pass) is no training loop.
 //
-// MEASURED (H100, profiles/nvidia-h100-80gb-hbm3/, bench_linreg.sh at 51d437c): 5M x 200 in 0.589 ms
-//   (__headline, 2.9 µs an epoch), 2.50x the graph rung (1.472 ms), 6.35x the fastest PyTorch of the
-//   run (compiled-graph, 3.744 ms). Its --epoch-split (record field epoch_split): sums 1.27 µs (the
-//   arithmetic, fp32 warp trees, a __syncthreads: the ~0.6 µs predicted plus ~0.4 of issue above
-//   the FMA count and ~0.2 of trees), publish 0.19, wait for every block 1.44 (the last word lands
-//   ~0.8 µs after it is stored and blocks start ~0.5 µs apart), step 0.15. The wait is the floor's
-//   kind: grid_barrier__bench-linreg's bare counter barrier is 1.01 µs, the same tagged exchange with
-//   no work 1.94 µs. Short of the 0.5 ms and 7.7x goals. H200 (profiles/nvidia-h200/, make run FULL=1
-//   at 8fea4d0): 0.596 ms, 4.61x compiled-graph (2.750 ms); largest n on chip 6,529,710: 0.671 ms,
-//   one point more takes the graph path: 1.677 ms; at n = 500 compiled-graph wins (0.30 vs 0.37 ms).
+// MEASURED (H100, profiles/nvidia-h100-80gb-hbm3/, bench_linreg.sh at 4950a61): 5M x 200 in 0.563 ms
+//   (__headline, 2.8 µs an epoch), 2.61x the graph rung (1.467 ms), 6.15x the fastest PyTorch of the
+//   run (compiled-graph, 3.463 ms). Its --epoch-split (record field epoch_split): sums 0.82 µs (the
+//   ~0.6 µs of fp32 issue predicted, fp32 warp trees, a __syncthreads), publish 0.37, wait for the
+//   gradient words 1.00 (grid_barrier__bench-linreg: a bare counter barrier 1.01 µs, the tagged
+//   exchange with no work 1.94), step 0.47. The tagged exchange in the same build: 0.61 ms (wait
+//   1.57). Short of the 0.5 ms and 7.7x goals. H200 (profiles/nvidia-h200/, make run FULL=1 at
+//   8fea4d0, tagged exchange): 0.596 ms, 4.61x compiled-graph (2.750 ms); largest n on chip
+//   6,529,710: 0.671 ms, one point more takes the graph path: 1.677 ms; at n = 500 compiled-graph
+//   wins (0.30 vs 0.37 ms).
 //
 // History (tuning, options tried and dropped): report/phase_notes/phase3_fused_streams.md; --help: flags.
 #include <cuda_runtime.h>
