@@ -119,10 +119,10 @@ __device__ inline double tag_value(unsigned long long w) {
 // block: fixed_point) is 32 for the gradient sums — their error then is far below the fp32 step
 // they feed — and for the losses 38 bits under the exponent of their total two epochs (test loss:
 // evaluations) before, so that a loss that shrinks to ~1e-15 (one point fitted almost exactly)
-// keeps its precision; the losses are read one epoch late, off the step's critical path. A value that is
-// not finite or too large (|s| · 2^(q-32) >= 2^47: a diverging run) adds 2^40 to lo instead, which
-// no sum of good parts reaches: the reader turns it into a NaN, and the run stops as a diverged
-// one does (exit 7).
+// keeps its precision; the losses are read one epoch late, off the step's critical path. A value
+// that is not finite or too large (|s| · 2^(q-32) >= 2^47: a diverging run) adds 2^40 to lo
+// instead, which no sum of good parts reaches: the reader turns it into a NaN, and the run stops
+// as a diverged one does (exit 7).
 constexpr unsigned long long kFixedOne = 1ull << 56;
 __device__ inline double pow2(int k) { return __longlong_as_double(static_cast<long long>(1023 + k) << 52); }  // |k| < 1023
 // The binary point of a loss's words: 38 bits under the exponent of a total of that loss the
@@ -139,8 +139,10 @@ __device__ inline void fixed_publish(unsigned long long* w2, double s, int q) {
     hi = static_cast<long long>(h);
     lo = llrint((t - h) * 0x1p32);  // t - h is exact: the fraction bits of t
   }
-  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w2), "l"(kFixedOne + static_cast<unsigned long long>(hi)) : "memory");
-  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w2 + 1), "l"(kFixedOne + static_cast<unsigned long long>(lo)) : "memory");
+  const unsigned long long whi = kFixedOne + static_cast<unsigned long long>(hi);
+  const unsigned long long wlo = kFixedOne + static_cast<unsigned long long>(lo);
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w2), "l"(whi) : "memory");
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w2 + 1), "l"(wlo) : "memory");
 }
 // the blocks counted in a word (its parts' sum is within ±2^55)
 __device__ inline unsigned fixed_count(unsigned long long w) { return unsigned((w + (1ull << 55)) >> 56); }
@@ -156,7 +158,8 @@ __device__ inline double fixed_read(const unsigned long long* wd, int q, int G, 
   }
   const long long part = static_cast<long long>(got - unsigned(G) * kFixedOne);
   const long long lo = __shfl_down_sync(0xffffffffu, part, 1);
-  return lo >= (1ll << 40) ? __longlong_as_double(0x7ff8000000000000ll) : double(part) * pow2(32 - q) + double(lo) * pow2(-q);
+  if (lo >= (1ll << 40)) return __longlong_as_double(0x7ff8000000000000ll);  // NaN
+  return double(part) * pow2(32 - q) + double(lo) * pow2(-q);
 }
 
 __device__ inline unsigned long long global_ns() {
