@@ -116,7 +116,7 @@ for c in "${CONFIGS[@]}"; do
       s="$(field "$rec" sum)"
       if [ -z "${sums[$side]:-}" ]; then sums[$side]="$s"
       elif [ "${sums[$side]}" != "$s" ]; then sums[$side]="not reproducible: ${sums[$side]} then $s"; fi
-      samples[$side]+="$(field "$rec" med)"$'\n'
+      samples[$side]+="$(field "$rec" samples)"$'\n'
     done
   done
   if [ "$ok" = 1 ]; then
