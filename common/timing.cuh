@@ -1,6 +1,8 @@
-// common/timing.cuh — CUDA-event timer for device regions.
+// common/timing.cuh — CUDA-event timer for device regions, and a clock for the parts of a kernel.
 //   nb::EventTimer t(stream); t.start(); ...enqueue work...; t.stop(); double ms = t.elapsed_ms();
 // elapsed_ms() synchronizes on the stop event. Events are created once and reused.
+//   nb::SegmentClock<N> c; c.start(on); ...; c.stamp(k); ...; c.add_to(totals);   (device code)
+// adds the SM clock cycles since the previous stamp to segment k (only where `on`: one thread).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -33,6 +35,32 @@ class EventTimer {
  private:
   cudaStream_t stream_;
   cudaEvent_t start_{}, stop_{};
+};
+
+// The --breakdown clock of the persistent kernels: one thread (`on`) adds the SM clock cycles
+// from one stamp to the next to segment k; add_to() adds its segments to the launch's totals.
+template <int N>
+struct SegmentClock {
+  bool timed = false;
+  unsigned long long seg[N] = {};
+  long long t_prev = 0;
+
+  __device__ __forceinline__ SegmentClock() {}
+  __device__ __forceinline__ void start(bool on) {
+    timed = on;
+    t_prev = timed ? clock64() : 0;
+  }
+  __device__ __forceinline__ void stamp(int k) {
+    if (timed) {
+      const long long now = clock64();
+      seg[k] += static_cast<unsigned long long>(now - t_prev);
+      t_prev = now;
+    }
+  }
+  __device__ __forceinline__ void add_to(unsigned long long* totals) const {
+    if (timed)
+      for (int k = 0; k < N; ++k) totals[k] += seg[k];
+  }
 };
 
 }  // namespace nb

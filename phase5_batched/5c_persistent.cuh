@@ -53,6 +53,7 @@
 #include <string>
 
 #include "check.cuh"
+#include "timing.cuh"
 #include "errors.h"
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
@@ -394,10 +395,6 @@ struct PersistBlock : PersistDims<kW1> {
   int c0, ncown, j0, njown;  // own first-layer units c0 .. c0 + ncown, second-layer units j0 .. j0 + njown
   bool adam, keep_grads;
   int nimg[kRowsPerWarp], nlab[kRowsPerWarp];  // the next step's rows of this warp
-  // --breakdown: block 0's thread 0 adds the cycles since its previous stamp to segment i
-  bool timed;
-  unsigned long long seg[kPersistSegments] = {};
-  long long tprev = 0;
 
   __device__ __forceinline__ static PersistParams shape(PersistParams p) {
     if constexpr (kW1) {  // the plan chose this instance only for this shape, nc = 1 and nj as below
@@ -412,18 +409,8 @@ struct PersistBlock : PersistDims<kW1> {
     j0 = blockIdx.x * nj, njown = max(0, min(nj, H2 - j0));
     adam = p.adam && p.M != nullptr;
     keep_grads = p.G != nullptr;
-    timed = p.breakdown != nullptr && blockIdx.x == 0 && tid == 0;
   }
   __device__ __forceinline__ size_t batch_bytes() const { return static_cast<size_t>(B) * xs; }
-
-  __device__ __forceinline__ void start_clock() { tprev = clock64(); }
-  __device__ __forceinline__ void stamp(int i) {
-    if (timed) {
-      const long long now = clock64();
-      seg[i] += static_cast<unsigned long long>(now - tprev);
-      tprev = now;
-    }
-  }
 
   // ---- before the first step: load what this block owns, clear the exchange words it will
   // write, start the first batch's copy
@@ -878,13 +865,10 @@ struct PersistBlock : PersistDims<kW1> {
     }
   }
 
-  // after the last step: its deferred updates (nothing reads the W2 words they publish), the
-  // breakdown's cycles
+  // after the last step: its deferred updates (nothing reads the W2 words they publish)
   __device__ __forceinline__ void finish(const AdamHyper& hy_last) {
     if (p.count > 0) late_updates(hy_last, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
     __syncthreads();
-    if (timed)
-      for (int i = 0; i < kPersistSegments; ++i) p.breakdown[i] += seg[i];
   }
 
   // ---- write back what this block owns (block 0 also writes the W3/b3 replica)
@@ -931,34 +915,36 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
   static_assert(!kW1 || NC == 1, "W1's instance: one first-layer unit per block");
   extern __shared__ __align__(16) unsigned char smem[];
   PersistBlock<NC, kW1> blk(pin, smem);
+  SegmentClock<kPersistSegments> clock;  // --breakdown: block 0's thread 0 (persist_segment_name)
   blk.load_owned();
   cooperative_groups::this_grid().sync();
-  blk.start_clock();
+  clock.start(blk.p.breakdown != nullptr && blockIdx.x == 0 && blk.tid == 0);
   AdamHyper hy_prev{};
   for (int t = 0; t < blk.p.count; ++t) {
     const PersistStep st = blk.step(t);
     blk.fetch_next_indices(st);
     blk.first_layer(st);         // A
-    blk.stamp(0);
+    clock.stamp(0);
     blk.gather_h1(st, hy_prev);  // X1 (and step t-1's late updates)
-    blk.stamp(1);
+    clock.stamp(1);
     blk.second_layer(st);        // B
-    blk.stamp(2);
+    clock.stamp(2);
     blk.store_next_labels(st);
     blk.gather_h2(st);           // X2
-    blk.stamp(3);
+    clock.stamp(3);
     blk.partial_logits();        // C1
-    blk.stamp(4);
+    clock.stamp(4);
     blk.softmax_dz2(st);         // C2
-    blk.stamp(5);
+    clock.stamp(5);
     blk.batch_loss(st);
     blk.dz1_own_units();
-    blk.stamp(6);
+    clock.stamp(6);
     blk.update_first_layer(st);
-    blk.stamp(7);
+    clock.stamp(7);
     hy_prev = st.hy;
   }
   blk.finish(hy_prev);
+  clock.add_to(blk.p.breakdown);
   blk.write_back();
 }
 

@@ -50,6 +50,7 @@
 #include <string>
 
 #include "check.cuh"
+#include "timing.cuh"
 #include "errors.h"
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
@@ -259,32 +260,6 @@ struct ClusterSmem {
   }
 };
 
-// --breakdown: block 0's thread 0 adds the cycles since its previous stamp to segment k
-// (kClSegments kinds of work, named by cluster_segment_name).
-struct BreakdownClock {
-  bool timed = false;
-  unsigned long long seg[kClSegments] = {};
-  long long t_prev = 0;
-
-  __device__ __forceinline__ BreakdownClock() {}
-  __device__ __forceinline__ void start(bool on) {
-    timed = on;
-    t_prev = timed ? clock64() : 0;
-  }
-  __device__ __forceinline__ void stamp(int k) {
-    if (timed) {
-      const long long now = clock64();
-      seg[k] += static_cast<unsigned long long>(now - t_prev);
-      t_prev = now;
-    }
-  }
-  // adds this launch's segments to the totals (only the timed thread)
-  __device__ __forceinline__ void add_to(unsigned long long* breakdown) const {
-    if (timed)
-      for (int k = 0; k < kClSegments; ++k) breakdown[k] += seg[k];
-  }
-};
-
 // Layer l >= 1 of the backward pass and the layer l-1 below it: what both halves of its step (the
 // backward-data product, layer l's updates) read.
 struct BackwardLayer {
@@ -312,9 +287,9 @@ struct ClusterBlock {
   const ClusterSmem smem;
   // The batch as 16-byte chunks: chunk q is row q / (D / 16), bytes 16 * (q % (D / 16)).
   const int cpr, nchunks;
-  BreakdownClock& clock;
+  SegmentClock<kClSegments>& clock;
 
-  __device__ __forceinline__ ClusterBlock(const ClusterParams& params, unsigned char* sm, BreakdownClock& breakdown)
+  __device__ __forceinline__ ClusterBlock(const ClusterParams& params, unsigned char* sm, SegmentClock<kClSegments>& breakdown)
       : p(params), cluster(cg::this_cluster()), r(static_cast<int>(cluster.block_rank())),
         tid(threadIdx.x), lane(tid & 31), wid(tid >> 5), L(p.L), B(p.B), D(p.w[0]), NB(p.NB),
         keep_grads(p.G != nullptr), smem(sm, params), cpr(D / 16), nchunks(B * cpr), clock(breakdown) {}
@@ -697,7 +672,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
   // The --breakdown clock and the next batch's registers are locals of their own, not members of
   // blk: arrays indexed in (not yet unrolled) loops inside blk would keep the compiler from turning
   // blk into registers early, and the loads of p's fields in the loops would stop being hoisted.
-  cl::BreakdownClock clock;
+  SegmentClock<kClSegments> clock;  // --breakdown (kinds of work: cluster_segment_name)
   cl::ClusterBlock blk(p, sm, clock);
   uint4 nx[kClMaxChunks];  // the next batch's bytes: this thread's 16-byte chunks (fetch_batch -> store_x)
   blk.zero_and_load();  // zero the shared memory, load this block's rows, columns and biases
