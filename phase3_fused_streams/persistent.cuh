@@ -60,6 +60,8 @@ inline size_t slot_words(int G) { return 2 * size_t(kValues) * size_t(G) + 1; }
 // kFixed's words: per epoch and value, a high and a low word; zeroed before the launch.
 constexpr int kFixedWords = 2 * kValues;
 inline size_t fixed_words(int epochs) { return size_t(kFixedWords) * size_t(epochs); }
+// word `half` (0: high, 1: low) of value k in epoch e
+__host__ __device__ inline size_t fixed_at(size_t e, int k, int half) { return e * kFixedWords + 2 * k + half; }
 
 struct PersistArgs {
   const float* x;       // train [0, nt), test [nt, nt + ntest) (the phase's storage order)
@@ -131,7 +133,7 @@ __device__ inline int fixed_point(double prev) {
   const int ex = int((__double_as_longlong(prev) >> 52) & 0x7ff) - 1023;  // 1024: inf/NaN; -1023: 0, subnormal
   return prev > 0 && ex < 1024 ? min(1000, max(32, 38 - ex)) : 32;
 }
-__device__ inline void fixed_publish(unsigned long long* w2, double s, int q) {
+__device__ inline void fixed_publish(unsigned long long* whi_at, unsigned long long* wlo_at, double s, int q) {
   long long hi = 0, lo = 1ll << 40;
   const double t = s * pow2(q - 32);
   if (fabs(t) < 0x1p47) {
@@ -141,8 +143,8 @@ __device__ inline void fixed_publish(unsigned long long* w2, double s, int q) {
   }
   const unsigned long long whi = kFixedOne + static_cast<unsigned long long>(hi);
   const unsigned long long wlo = kFixedOne + static_cast<unsigned long long>(lo);
-  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w2), "l"(whi) : "memory");
-  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w2 + 1), "l"(wlo) : "memory");
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(whi_at), "l"(whi) : "memory");
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(wlo_at), "l"(wlo) : "memory");
 }
 // the blocks counted in a word (its parts' sum is within ±2^55)
 __device__ inline unsigned fixed_count(unsigned long long w) { return unsigned((w + (1ull << 55)) >> 56); }
@@ -292,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
           int q = 32;  // the gradient sums; a loss at the binary point of its total two back (see lossv)
           if (k == 0) q = qlpub[e & 1] = fixed_point(lossv[e & 1]);
           if (k == 3) q = qtpub[ev_i & 1] = fixed_point(testv[ev_i & 1]);
-          fixed_publish(a.fixed + size_t(e) * kFixedWords + 2 * k, s, q);
+          fixed_publish(a.fixed + fixed_at(e, k, 0), a.fixed + fixed_at(e, k, 1), s, q);
         }
       } else {
         unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
@@ -328,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
         const int k = lane < 2 ? 1 : lane < 4 ? 2 : lane < 6 ? 0 : 3, ep = lane < 4 ? e : e - 1;
         const bool want = lane < 4 || (lane < 6 && e > 0) || (lane < 8 && prev_ev);
         const int slot = k == 0 ? ep & 1 : (ev_i - 1) & 1;  // (lanes 4-7: epoch e - 1, the last evaluation)
-        const double v = fixed_read(want ? a.fixed + size_t(ep) * kFixedWords + 2 * k + (lane & 1) : nullptr,
+        const double v = fixed_read(want ? a.fixed + fixed_at(ep, k, lane & 1) : nullptr,
                                     lane < 4 ? 32 : k == 0 ? qlpub[slot] : qtpub[slot], G, a.poll_ns);
         if (want && lane % 2 == 0) tot[k] = v;
         if (want && lane == 4) lossv[slot] = v;
@@ -396,7 +398,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   if (a.exchange == kFixed && blockIdx.x == 0 && warp == 0 && a.epochs > 0) {  // the last epoch's losses
     const int ep = a.epochs - 1, k = lane < 2 ? 0 : 3;
     const bool want = lane < 2 || (lane < 4 && prev_ev);
-    const double v = fixed_read(want ? a.fixed + size_t(ep) * kFixedWords + 2 * k + (lane & 1) : nullptr,
+    const double v = fixed_read(want ? a.fixed + fixed_at(ep, k, lane & 1) : nullptr,
                                 k == 0 ? qlpub[ep & 1] : qtpub[(ev_i - 1) & 1], G, a.poll_ns);
     if (lane == 0) a.loss[ep] = v * a.inv_nt;
     if (lane == 2 && prev_ev) a.test_out[ev_i - 1] = v * a.inv_ntest;
