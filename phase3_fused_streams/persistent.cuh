@@ -58,10 +58,20 @@ constexpr unsigned long long kTagMask = 0xFFFull;
 enum Exchange : int { kPoll = 0, kGridSync = 1, kCounter = 2, kFixed = 3 };
 inline size_t slot_words(int G) { return 2 * size_t(kValues) * size_t(G) + 1; }
 // kFixed's words: per epoch and value, a high and a low word; zeroed before the launch.
+// Each word has kCopies copies (block b adds to copy b % kCopies), each on a 128-byte line of its
+// own: the red.adds to one address are serialized where L2 executes them, so fewer blocks a word
+// and more lines in parallel shorten the time until a word is complete.
 constexpr int kFixedWords = 2 * kValues;
-inline size_t fixed_words(int epochs) { return size_t(kFixedWords) * size_t(epochs); }
-// word `half` (0: high, 1: low) of value k in epoch e
-__host__ __device__ inline size_t fixed_at(size_t e, int k, int half) { return e * kFixedWords + 2 * k + half; }
+constexpr int kCopies = 2;
+static_assert(kCopies >= 1 && (kCopies & (kCopies - 1)) == 0 && 8 * kCopies <= 32, "warp 0 reads 8 words x kCopies copies, one a lane");
+constexpr int kLineWords = 16;  // 128 bytes
+inline size_t fixed_words(int epochs) { return size_t(kFixedWords) * kCopies * kLineWords * size_t(epochs); }
+// copy c of word `half` (0: high, 1: low) of value k in epoch e
+__host__ __device__ inline size_t fixed_at(size_t e, int k, int half, int c) {
+  return ((e * kFixedWords + 2 * k + half) * kCopies + c) * kLineWords;
+}
+// the blocks that add to copy c
+__host__ __device__ inline unsigned copy_blocks(int G, int c) { return unsigned(G - c + kCopies - 1) / kCopies; }
 
 struct PersistArgs {
   const float* x;       // train [0, nt), test [nt, nt + ntest) (the phase's storage order)
@@ -149,17 +159,21 @@ __device__ inline void fixed_publish(unsigned long long* whi_at, unsigned long l
 // the blocks counted in a word (its parts' sum is within ±2^55)
 __device__ inline unsigned fixed_count(unsigned long long w) { return unsigned((w + (1ull << 55)) >> 56); }
 
-// kFixed, warp 0: lane pairs (2i, 2i + 1) wait for the words `wd` (lanes with wd null: none) until
-// G blocks have added to them; lane 2i returns the value at binary point q (NaN: a bad block).
-__device__ inline double fixed_read(const unsigned long long* wd, int q, int G, int poll_ns) {
+// kFixed, warp 0: lane g·kCopies + c waits for copy c of word g (`wd`; lanes with wd null: none)
+// until its `cnt` blocks have added to it; the copies' parts are added (exact), and lane
+// 2i·kCopies returns the value of the words 2i (high) and 2i + 1 (low) at binary point q (NaN: a
+// bad block).
+__device__ inline double fixed_read(const unsigned long long* wd, unsigned cnt, int q, int poll_ns) {
   const bool mine = wd != nullptr;
   unsigned long long got = mine ? ld_relaxed(wd) : 0ull;
-  while (!__all_sync(0xffffffffu, !mine || fixed_count(got) == unsigned(G))) {
+  while (!__all_sync(0xffffffffu, !mine || fixed_count(got) == cnt)) {
     if (poll_ns) __nanosleep(poll_ns);
-    if (mine && fixed_count(got) != unsigned(G)) got = ld_relaxed(wd);
+    if (mine && fixed_count(got) != cnt) got = ld_relaxed(wd);
   }
-  const long long part = static_cast<long long>(got - unsigned(G) * kFixedOne);
-  const long long lo = __shfl_down_sync(0xffffffffu, part, 1);
+  long long part = mine ? static_cast<long long>(got - cnt * kFixedOne) : 0ll;
+#pragma unroll
+  for (int o = 1; o < kCopies; o <<= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+  const long long lo = __shfl_down_sync(0xffffffffu, part, kCopies);
   if (lo >= (1ll << 40)) return __longlong_as_double(0x7ff8000000000000ll);  // NaN
   return double(part) * pow2(32 - q) + double(lo) * pow2(-q);
 }
@@ -294,7 +308,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
           int q = 32;  // the gradient sums; a loss at the binary point of its total two back (see lossv)
           if (k == 0) q = qlpub[e & 1] = fixed_point(lossv[e & 1]);
           if (k == 3) q = qtpub[ev_i & 1] = fixed_point(testv[ev_i & 1]);
-          fixed_publish(a.fixed + fixed_at(e, k, 0), a.fixed + fixed_at(e, k, 1), s, q);
+          const int c = blockIdx.x % kCopies;
+          fixed_publish(a.fixed + fixed_at(e, k, 0, c), a.fixed + fixed_at(e, k, 1, c), s, q);
         }
       } else {
         unsigned long long* slot = a.slots + (size_t(e & 1) * kValues + k) * G;
@@ -324,17 +339,18 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     }
     if (a.exchange == kFixed) {
       if (warp == 0) {
-        // lanes 0-3: this epoch's gradient sums (the step waits for them); lanes 4-7: the previous
+        // words g = 0-3: this epoch's gradient sums (the step waits for them); 4-7: the previous
         // epoch's loss and test loss, off the critical path (their words are complete by now, or
-        // nearly), so their wider binary points cost the step nothing
-        const int k = lane < 2 ? 1 : lane < 4 ? 2 : lane < 6 ? 0 : 3, ep = lane < 4 ? e : e - 1;
-        const bool want = lane < 4 || (lane < 6 && e > 0) || (lane < 8 && prev_ev);
-        const int slot = k == 0 ? ep & 1 : (ev_i - 1) & 1;  // (lanes 4-7: epoch e - 1, the last evaluation)
-        const double v = fixed_read(want ? a.fixed + fixed_at(ep, k, lane & 1) : nullptr,
-                                    lane < 4 ? 32 : k == 0 ? qlpub[slot] : qtpub[slot], G, a.poll_ns);
-        if (want && lane % 2 == 0) tot[k] = v;
-        if (want && lane == 4) lossv[slot] = v;
-        if (want && lane == 6) testv[slot] = v;
+        // nearly), so their wider binary points cost the step nothing. Lane g·kCopies + c: copy c.
+        const int g = lane / kCopies, c = lane % kCopies;
+        const int k = g < 2 ? 1 : g < 4 ? 2 : g < 6 ? 0 : 3, ep = g < 4 ? e : e - 1;
+        const bool want = g < 4 || (g < 6 && e > 0) || (g < 8 && prev_ev);
+        const int slot = k == 0 ? ep & 1 : (ev_i - 1) & 1;  // (words 4-7: epoch e - 1, the last evaluation)
+        const double v = fixed_read(want ? a.fixed + fixed_at(ep, k, g & 1, c) : nullptr, copy_blocks(G, c),
+                                    g < 4 ? 32 : k == 0 ? qlpub[slot] : qtpub[slot], a.poll_ns);
+        if (want && lane % (2 * kCopies) == 0) tot[k] = v;
+        if (want && lane == 4 * kCopies) lossv[slot] = v;
+        if (want && lane == 6 * kCopies) testv[slot] = v;
       }
     } else if (warp < nv) {
       const int k = warp;
@@ -396,12 +412,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     b = bn;
   }
   if (a.exchange == kFixed && blockIdx.x == 0 && warp == 0 && a.epochs > 0) {  // the last epoch's losses
-    const int ep = a.epochs - 1, k = lane < 2 ? 0 : 3;
-    const bool want = lane < 2 || (lane < 4 && prev_ev);
-    const double v = fixed_read(want ? a.fixed + fixed_at(ep, k, lane & 1) : nullptr,
-                                k == 0 ? qlpub[ep & 1] : qtpub[(ev_i - 1) & 1], G, a.poll_ns);
+    const int ep = a.epochs - 1, g = lane / kCopies, c = lane % kCopies, k = g < 2 ? 0 : 3;
+    const bool want = g < 2 || (g < 4 && prev_ev);
+    const double v = fixed_read(want ? a.fixed + fixed_at(ep, k, g & 1, c) : nullptr, copy_blocks(G, c),
+                                k == 0 ? qlpub[ep & 1] : qtpub[(ev_i - 1) & 1], a.poll_ns);
     if (lane == 0) a.loss[ep] = v * a.inv_nt;
-    if (lane == 2 && prev_ev) a.test_out[ev_i - 1] = v * a.inv_ntest;
+    if (lane == 2 * kCopies && prev_ev) a.test_out[ev_i - 1] = v * a.inv_ntest;
   }
   if (blockIdx.x == 0 && t == 0) {
     a.hist[2 * a.epochs] = a.params[0] = w;
