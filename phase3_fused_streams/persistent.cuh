@@ -146,7 +146,11 @@ __device__ inline int fixed_point(double prev) {
 __device__ inline void fixed_publish(unsigned long long* whi_at, unsigned long long* wlo_at, double s, int q) {
   long long hi = 0, lo = 1ll << 40;
   const double t = s * pow2(q - 32);
-  if (fabs(t) < 0x1p47) {
+  if (fabs(t) < 0x1p31) {  // (the usual case: one conversion, then the same two words)
+    const long long v = llrint(t * 0x1p32);
+    hi = v >> 32;
+    lo = v & 0xffffffffll;
+  } else if (fabs(t) < 0x1p47) {
     const double h = floor(t);
     hi = static_cast<long long>(h);
     lo = llrint((t - h) * 0x1p32);  // t - h is exact: the fraction bits of t
@@ -198,7 +202,7 @@ __device__ inline void lterm(float w, float b, float x, float y, float& l) {  //
 // One launch = all `a.epochs` epochs. Launched cooperatively (all blocks co-resident) with
 // kThreads threads and smem_bytes(nt, ntest, gridDim.x) bytes of dynamic shared memory. kSplit:
 // the stamping twin of the kernel (--epoch-split), the same arithmetic and the same bits.
-template <bool kSplit>
+template <bool kSplit, bool kFix>  // kFix: a.exchange is kFixed (compiled without the other exchanges' branches)
 __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) {
   extern __shared__ float4 sdata[];
   __shared__ double red[kValues][kWarpsP];
@@ -286,14 +290,18 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       if (te_odd && t == kThreads - 1) lterm(w, b, sdata[te0 + te_pairs].x, sdata[te0 + te_pairs].y, q1);
       v[3] = q0 + q1;
     }
-    // ---- block: warp trees (fp32), the warps' sums in float64 through shared memory
-#pragma unroll
-    for (int k = 0; k < kValues; ++k)
-      if (k < 3 || ev)  // the test loss only on evaluation epochs
-        for (int o = 16; o > 0; o >>= 1) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
-    if (lane == 0)
-#pragma unroll
-      for (int k = 0; k < kValues; ++k) red[k][warp] = double(v[k]);
+    // ---- block: one transposing warp tree (fp32) for the four values: the first two levels
+    // exchange half of the values each (lanes 0-15 keep values 0, 1; then lanes 0-7 value 0,
+    // 8-15 value 1, ...), so 6 shuffles do the work of 20; lane 8k ends with the warp's value k.
+    // The warps' sums in float64 through shared memory.
+    {
+      const bool up16 = lane & 16, up8 = lane & 8;
+      const float u0 = (up16 ? v[2] : v[0]) + __shfl_xor_sync(0xffffffffu, up16 ? v[0] : v[2], 16);
+      const float u1 = (up16 ? v[3] : v[1]) + __shfl_xor_sync(0xffffffffu, up16 ? v[1] : v[3], 16);
+      float u = (up8 ? u1 : u0) + __shfl_xor_sync(0xffffffffu, up8 ? u0 : u1, 8);
+      for (int o = 4; o > 0; o >>= 1) u += __shfl_xor_sync(0xffffffffu, u, o);
+      if ((lane & 7) == 0) red[lane / 8][warp] = double(u);
+    }
     __syncthreads();
     if constexpr (kSplit)
       if (t == 0) stamp[1] = clock64();
@@ -303,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       const int k = warp;
       double s = lane < kWarpsP ? red[k][lane] : 0.0;
       for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      if (a.exchange == kFixed) {
+      if constexpr (kFix) {
         if (lane == 0) {
           int q = 32;  // the gradient sums; a loss at the binary point of its total two back (see lossv)
           if (k == 0) q = qlpub[e & 1] = fixed_point(lossv[e & 1]);
@@ -321,9 +329,9 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
         stamp[2] = clock64();
         stamp[3] = global_ns();
       }
-    if (a.exchange == kGridSync) {
+    if (!kFix && a.exchange == kGridSync) {
       cooperative_groups::this_grid().sync();  // (every thread of the grid)
-    } else if (a.exchange == kCounter) {
+    } else if (!kFix && a.exchange == kCounter) {
       __syncthreads();  // this block's words are stored
       if (t == 0) {
         unsigned* counter = reinterpret_cast<unsigned*>(a.slots + 2 * size_t(kValues) * G);
@@ -337,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
       }
       __syncthreads();
     }
-    if (a.exchange == kFixed) {
+    if constexpr (kFix) {
       if (warp == 0) {
         // words g = 0-3: this epoch's gradient sums (the step waits for them); 4-7: the previous
         // epoch's loss and test loss, off the critical path (their words are complete by now, or
@@ -396,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     const float wn = static_cast<float>(double(w) - a.lr * (2.0 * s1 * a.inv_nt));
     const float bn = static_cast<float>(double(b) - a.lr * (2.0 * s2 * a.inv_nt));
     if (blockIdx.x == 0 && t == 0) {
-      if (a.exchange != kFixed) {
+      if constexpr (!kFix) {
         a.loss[e] = s0 * a.inv_nt;
         if (ev) a.test_out[ev_i] = tot[3] * a.inv_ntest;
       } else {  // the previous epoch's (read one epoch late)
@@ -411,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     w = wn;
     b = bn;
   }
-  if (a.exchange == kFixed && blockIdx.x == 0 && warp == 0 && a.epochs > 0) {  // the last epoch's losses
+  if (kFix && blockIdx.x == 0 && warp == 0 && a.epochs > 0) {  // the last epoch's losses
     const int ep = a.epochs - 1, g = lane / kCopies, c = lane % kCopies, k = g < 2 ? 0 : 3;
     const bool want = g < 2 || (g < 4 && prev_ev);
     const double v = fixed_read(want ? a.fixed + fixed_at(ep, k, g & 1, c) : nullptr, copy_blocks(G, c),
@@ -425,9 +433,12 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
   }
 }
 
-// The kernel: plain, or its stamping twin (--epoch-split).
+// The kernel: plain, or its stamping twin (--epoch-split); for the fixed-point exchange or the others.
 using EpochsKernel = void (*)(PersistArgs);
-inline EpochsKernel epochs_kernel(bool split) { return split ? persistent_epochs<true> : persistent_epochs<false>; }
+inline EpochsKernel epochs_kernel(bool split, bool fixed) {
+  if (fixed) return split ? persistent_epochs<true, true> : persistent_epochs<false, true>;
+  return split ? persistent_epochs<true, false> : persistent_epochs<false, false>;
+}
 
 // What fits on chip, from the device's properties and the compiled kernel's resources.
 struct Fit {
@@ -451,17 +462,22 @@ inline Fit query_fit(int device, int sm_count) {
   int optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   f.smem_optin = size_t(optin);
-  for (bool split : {false, true}) {
-    cudaFuncAttributes fa{};
-    CUDA_CHECK(cudaFuncGetAttributes(&fa, epochs_kernel(split)));
-    if (!split) f.regs_per_thread = fa.numRegs;
-    f.smem_optin = std::min(f.smem_optin, size_t(optin) > fa.sharedSizeBytes ? size_t(optin) - fa.sharedSizeBytes : 0);
-  }
-  for (bool split : {false, true})
-    CUDA_CHECK(cudaFuncSetAttribute(epochs_kernel(split), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(f.smem_optin)));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.blocks_per_sm, epochs_kernel(false), kThreads,
-                                                           f.smem_optin));
+  for (bool fixed : {true, false})
+    for (bool split : {false, true}) {
+      cudaFuncAttributes fa{};
+      CUDA_CHECK(cudaFuncGetAttributes(&fa, epochs_kernel(split, fixed)));
+      if (!split && fixed) f.regs_per_thread = fa.numRegs;  // (the default kernel's)
+      f.smem_optin = std::min(f.smem_optin, size_t(optin) > fa.sharedSizeBytes ? size_t(optin) - fa.sharedSizeBytes : 0);
+    }
+  f.blocks_per_sm = 1 << 30;  // the fewest of the four kernels
+  for (bool fixed : {true, false})
+    for (bool split : {false, true}) {
+      CUDA_CHECK(cudaFuncSetAttribute(epochs_kernel(split, fixed), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(f.smem_optin)));
+      int per_sm = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, epochs_kernel(split, fixed), kThreads, f.smem_optin));
+      f.blocks_per_sm = std::min(f.blocks_per_sm, per_sm);
+    }
   f.grid = std::min(f.blocks_per_sm * sm_count, kMaxGrid);
   f.reg_points = size_t(kThreads) * kRegPts;
   if (!f.cooperative) f.why_not = "this GPU cannot launch cooperative kernels";
@@ -473,7 +489,7 @@ inline Fit query_fit(int device, int sm_count) {
 inline void launch_epochs(const PersistArgs& a, int G, cudaStream_t s) {
   PersistArgs arg = a;
   void* args[] = {&arg};
-  CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(epochs_kernel(a.split != nullptr)), dim3(G),
+  CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(epochs_kernel(a.split != nullptr, a.exchange == kFixed)), dim3(G),
                                          dim3(kThreads), args, smem_bytes(a.nt, a.ntest, G), s));
 }
 
