@@ -205,7 +205,7 @@ __device__ inline void lterm(float w, float b, float x, float y, float& l) {  //
 template <bool kSplit, bool kFix>  // kFix: a.exchange is kFixed (compiled without the other exchanges' branches)
 __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) {
   extern __shared__ float4 sdata[];
-  __shared__ double red[kValues][kWarpsP];
+  __shared__ __align__(16) double red[kValues][kWarpsP];
   __shared__ double tot[kValues];
   // kFixed, the losses' binary points. Warp 0 reads the loss of epoch e - 1 during epoch e into
   // lossv[(e - 1) & 1] (the test loss of evaluation i into testv[i & 1]); the loss's publisher in
@@ -309,8 +309,14 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_epochs(PersistArgs a) 
     // (16 warp sums: the xor tree over lanes 0-15 leaves their sum in each of them)
     if (warp < nv) {
       const int k = warp;
-      double s = lane < kWarpsP ? red[k][lane] : 0.0;
-      for (int o = kWarpsP / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      double s = 0.0;
+      if (lane < kWarpsP / 4) {
+        const double2 p = reinterpret_cast<const double2*>(red[k])[2 * lane];
+        const double2 q2 = reinterpret_cast<const double2*>(red[k])[2 * lane + 1];
+        s = (p.x + p.y) + (q2.x + q2.y);
+      }
+      for (int o = 16; o > 0; o >>= 1)
+        if (4 * o < kWarpsP) s += __shfl_xor_sync(0xffffffffu, s, o);
       if constexpr (kFix) {
         if (lane == 0) {
           int q = 32;  // the gradient sums; a loss at the binary point of its total two back (see lossv)
