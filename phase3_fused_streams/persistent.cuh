@@ -7,16 +7,22 @@
 // test points in dynamic shared memory as float4 {x0, y0, x1, y1} pairs.
 //
 // One epoch, per block: residual, loss and both gradient sums per thread in fp32 (each thread
-// sums ~30-60 points), a warp-shuffle tree (fp32), the warps' sums as float64 through shared
-// memory; then warp k (k < 3, or < 4 on an evaluation epoch: the test loss at the parameters
-// the epoch starts with) reduces value k of the block in float64 and publishes it.
+// sums ~30-60 points), one transposing warp-shuffle tree for the four values (fp32), the warps'
+// sums as float64 through shared memory; then warp k (k < 3, or < 4 on an evaluation epoch: the
+// test loss at the parameters the epoch starts with) reduces value k of the block in float64
+// (four warp sums a lane, then two shuffle levels) and publishes it.
 // The default exchange (kFixed): the value is added, as a fixed-point integer split over two
 // 64-bit words (fixed_publish), into words that belong to this epoch alone (zeroed before the
 // launch, so no slot is ever reused); each word's top byte counts the blocks that have added to
-// it. Warp 0 of every block polls the epoch's 4 gradient words (and the previous epoch's loss
-// words) until every count is G and turns the integer sums back into float64: integer addition
-// is exact and commutative, so every block and every run gets the same bits whatever order the
-// blocks arrived in.
+// it, and each word has kCopies copies on 128-byte lines of their own (block b adds to copy
+// b % kCopies): L2 executes the red.adds to one address one after another, and with every word
+// on one line the last block's adds waited behind ~800 others (spread out: ~0.25 µs less wait an
+// epoch, see the phase notes). Warp 0 of every block polls
+// the epoch's gradient words (and the previous epoch's loss words) until every count is complete,
+// adds the copies and turns the integer sums back into float64: integer addition is exact and
+// commutative, so every block and every run gets the same bits whatever order the blocks arrived
+// in. The kernel is compiled per exchange kind (kFix), so the default carries no branches for
+// the others.
 // The tagged exchange (kPoll, the previous default): the value as ONE 64-bit word, the double with
 // its 12 low mantissa bits replaced by the epoch number mod 2048 (2^-40 relative); every block
 // reads all G words of every value from L2 (lane i: blocks i, i+32, ...), re-reading those whose
@@ -44,6 +50,7 @@ namespace p3 {
 constexpr int kThreads = 512;       // one block per SM: 512 threads x <= 128 registers fill the register file
 constexpr int kRegPts = 40;         // train points per thread held in registers (80 registers of data)
 constexpr int kWarpsP = kThreads / 32;
+static_assert(kWarpsP % 4 == 0 && kWarpsP <= 32, "the block tree reads four warp sums a lane");
 constexpr int kMaxPerLane = 5;      // exchange: words per lane per value -> grid <= 160 blocks
 constexpr int kMaxGrid = 32 * kMaxPerLane;
 constexpr int kValues = 4;          // loss, Σr·x, Σr, test loss
@@ -57,10 +64,8 @@ constexpr unsigned long long kTagMask = 0xFFFull;
 // per block polls those few words (see fixed_word below).
 enum Exchange : int { kPoll = 0, kGridSync = 1, kCounter = 2, kFixed = 3 };
 inline size_t slot_words(int G) { return 2 * size_t(kValues) * size_t(G) + 1; }
-// kFixed's words: per epoch and value, a high and a low word; zeroed before the launch.
-// Each word has kCopies copies (block b adds to copy b % kCopies), each on a 128-byte line of its
-// own: the red.adds to one address are serialized where L2 executes them, so fewer blocks a word
-// and more lines in parallel shorten the time until a word is complete.
+// kFixed's words: per epoch and value, a high and a low word, each in kCopies copies (block b adds
+// to copy b % kCopies), each copy on a 128-byte line of its own; zeroed before the launch.
 constexpr int kFixedWords = 2 * kValues;
 constexpr int kCopies = 2;
 static_assert(kCopies >= 1 && (kCopies & (kCopies - 1)) == 0 && 8 * kCopies <= 32, "warp 0 reads 8 words x kCopies copies, one a lane");
