@@ -16,9 +16,10 @@
 //
 // THE DESIGN DECISION: how blocks meet each epoch. Each block adds its float64 sums, as fixed-point
 //   integers (two words a value, the top byte counting the blocks), into words of the epoch's own
-//   (red.add in L2); one warp a block polls the 4 gradient words (losses one epoch late): the sum
-//   carries its arrival count, and integer addition is exact and commutative, so every block and
-//   run gets the same bits whatever order blocks arrive in (--deterministic costs nothing).
+//   (red.add in L2; every word on a line of its own, in 2 copies, so the adds do not queue behind
+//   each other); one warp a block polls the gradient words (losses one epoch late): integer addition
+//   is exact and commutative, so every block and run gets the same bits whatever order blocks
+//   arrive in (--deterministic costs nothing).
 //   --exchange poll (tagged float64 words, the previous default) | grid-sync | counter: kept.
 //
 // PREDICTION (made before measuring; headline n = 5M: 4M train + 1M test points; H100, 132 SMs)
@@ -31,17 +32,16 @@
 //   on chip (200 bare grid barriers, tools/grid_barrier); the algebraic limit (Σx, Σy, Σx², Σxy in
 //   one pass) is no training loop.
 //
-// MEASURED (H100, profiles/nvidia-h100-80gb-hbm3/, bench_linreg.sh at 4950a61): 5M x 200 in 0.563 ms
-//   (__headline, 2.8 µs an epoch), 2.61x the graph rung (1.467 ms), 6.15x the fastest PyTorch of the
-//   run (compiled-graph, 3.463 ms). Its --epoch-split (record field epoch_split): sums 0.82 µs (the
-//   ~0.6 µs of fp32 issue predicted, fp32 warp trees, a __syncthreads), publish 0.37, wait for the
-//   gradient words 1.00 (grid_barrier__bench-linreg: a bare counter barrier 1.01 µs, the tagged
-//   exchange with no work 1.94), step 0.47. The tagged exchange in the same build: 0.61 ms (wait
-//   1.57). Short of the 0.5 ms and 7.7x goals. H200 (profiles/nvidia-h200/, make run FULL=1 at
-//   8fea4d0, tagged exchange): 0.596 ms, 4.61x compiled-graph (2.750 ms); largest n on chip
-//   6,529,710: 0.671 ms, one point more takes the graph path: 1.677 ms; at n = 500 compiled-graph
-//   wins (0.30 vs 0.37 ms).
-//
+// MEASURED (H100, profiles/nvidia-h100-80gb-hbm3/, bench_linreg.sh at 1c7cf79): 5M x 200 in 0.460 ms
+//   (__headline, 2.3 µs an epoch), 3.19x the graph rung (1.466 ms), 7.96x the fastest PyTorch of the
+//   run (compiled-graph, 3.657 ms). --epoch-split (record field epoch_split): sums 0.78 µs, publish
+//   0.30, wait 0.72 (a bare counter barrier: 1.01, grid_barrier__bench-linreg), step 0.45 (warp 0
+//   starting late: sums + step is the block's 1.2 µs of arithmetic; ncu at 3034a13, logs/: 7,730
+//   instructions a block-epoch, ~1.0 µs of issue, 0.6 of it the fp32 ops). Largest n on chip
+//   6,528,390: 0.538 ms; one point more takes the graph path: 2.295 ms. At n = 500 compiled-graph
+//   wins (0.32 vs 0.38 ms). H200
+//   (profiles/nvidia-h200/, 8fea4d0, tagged exchange): 0.596 ms, 4.61x compiled-graph (2.750 ms).
+
 // History (tuning, options tried and dropped): report/phase_notes/phase3_fused_streams.md; --help: flags.
 #include <cuda_runtime.h>
 

@@ -43,7 +43,7 @@ pytorch_linreg__headline-<impl>.json), 5M points x 200 epochs: eager 55.1 ms (it
 between processes: 101.3 ms in the sweep's 5M record of the same run), compile 118.0 ms, graph
 26.4 ms, compiled-graph 2.75 ms (inductor's default mode kept; compilation and capture excluded),
 cpu 20.5 s on a host whose cores three other benchmark lanes shared. On the H100
-(profiles/nvidia-h100-80gb-hbm3/, 4950a61) compiled-graph takes 3.46 ms.
+(profiles/nvidia-h100-80gb-hbm3/, 1c7cf79) compiled-graph takes 3.66 ms.
 
 Exit codes as the CUDA programs (common/errors.h): 1 validation failed, 2 usage, 3 no CUDA
 device, 4 bad data file, 5 does not fit in GPU memory, 6 output not writable, 7 diverged.
