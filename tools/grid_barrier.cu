@@ -7,7 +7,7 @@
 //   cg-sync   cooperative_groups::this_grid().sync()
 //   counter   one atomicAdd per block (after __threadfence) on a counter that grows by G a round,
 //             thread 0 spins on an acquire load, __syncthreads around it
-//   exchange  phase 3's own exchange without the arithmetic: per round the block's warps meet at
+//   exchange  phase 3's tagged exchange (--exchange poll) without the arithmetic: the warps meet at
 //             __syncthreads, warps 0-2 each publish one tagged 64-bit word (the double with the
 //             round number in its low 12 bits, two slots by parity) and poll every block's word
 //             of their value from L2 (lane i: blocks i, i+32, ...), add them in block order and

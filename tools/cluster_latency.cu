@@ -1,0 +1,248 @@
+// tools/cluster_latency.cu — the latencies a W1 step on chip is made of: how long does a cluster
+// barrier take, how long does one block take to see a word another block wrote into its shared
+// memory (distributed shared memory, DSMEM), and how long through L2 (the flags phase 5's
+// persistent kernel exchanges its activations with)?
+//
+//   cluster-sync  one cluster of C blocks (C = 2, 4, 8, 16 where the GPU allows it) runs --iters
+//                 cooperative_groups cluster.sync(); before each, every block writes rank + round
+//                 into its own shared memory and after it reads its neighbour's through DSMEM: a
+//                 barrier that let a block run ahead would read a stale value (counted, must be 0)
+//   dsmem         in a cluster of C blocks, thread 0 of block 0 and of block C-1 ping-pong a counter:
+//                 each stores the next value into the other's shared memory (st.release.cluster)
+//                 and spins on its own (ld.acquire.cluster); one way = round trip / 2
+//   l2            the same ping-pong between two blocks through one global word each
+//                 (st.release.gpu / ld.acquire.gpu): what a flag through L2 costs one way
+// Each is timed with 0 and with --iters rounds in one launch (CUDA events, --warmup, median of
+// --repeats); per round = (median(iters) - median(0)) / iters, the launch excluded. A ping-pong
+// whose partner never answers gives up after 2^26 polls and counts an error (no hang).
+//
+//   build/tools/cluster_latency [--iters 1000] [--threads 256] [--repeats 11] [--warmup 2] [--out DIR] [--tag default]
+// writes profiles/<device-slug>/cluster_latency__<tag>.json (phase "cluster_latency").
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "check.cuh"
+#include "cli.h"
+#include "device_info.h"
+#include "errors.h"
+#include "record.h"
+#include "stats.h"
+
+namespace {
+
+namespace cg = cooperative_groups;
+constexpr unsigned kMaxPolls = 1u << 26;
+
+__global__ void cluster_sync_kernel(int iters, int* bad) {
+  __shared__ int mine;
+  cg::cluster_group cl = cg::this_cluster();
+  const unsigned rank = cl.block_rank(), C = cl.num_blocks();
+  int* next = cl.map_shared_rank(&mine, (rank + 1) % C);
+  int wrong = 0;
+  for (int i = 0; i < iters; ++i) {
+    if (threadIdx.x == 0) mine = int(rank) + i;
+    cl.sync();
+    if (threadIdx.x == 0 && *next != int((rank + 1) % C) + i) ++wrong;
+    cl.sync();  // nobody overwrites `mine` before its reader has read it
+  }
+  if (wrong) atomicAdd(bad, wrong);
+}
+
+__device__ inline void st_release_cluster(unsigned* p, unsigned v) {
+  asm volatile("st.release.cluster.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ inline unsigned ld_acquire_cluster(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.cluster.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ inline void st_release_gpu(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ inline unsigned ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+// spins until *p reaches v (acquire load `ld`); false after kMaxPolls polls
+template <class Ld>
+__device__ inline bool wait_for(const unsigned* p, unsigned v, Ld ld) {
+  for (unsigned n = 0; n < kMaxPolls; ++n)
+    if (ld(p) >= v) return true;
+  return false;
+}
+
+// block 0 sends 2i+1 to block C-1, which answers 2i+2 (through each other's shared memory)
+__global__ void dsmem_pingpong_kernel(int iters, int* bad) {
+  __shared__ unsigned flag;
+  cg::cluster_group cl = cg::this_cluster();
+  const unsigned rank = cl.block_rank(), last = cl.num_blocks() - 1;
+  if (threadIdx.x == 0) flag = 0;
+  cl.sync();
+  if (threadIdx.x == 0 && (rank == 0 || rank == last)) {
+    unsigned* peer = cl.map_shared_rank(&flag, rank == 0 ? last : 0u);
+    auto ld = [](const unsigned* p) { return ld_acquire_cluster(p); };
+    bool ok = true;
+    for (int i = 0; i < iters && ok; ++i) {
+      if (rank == 0) {
+        st_release_cluster(peer, 2u * i + 1);
+        ok = wait_for(&flag, 2u * i + 2, ld);
+      } else {
+        ok = wait_for(&flag, 2u * i + 1, ld);
+        if (ok) st_release_cluster(peer, 2u * i + 2);
+      }
+    }
+    if (!ok) atomicAdd(bad, 1);
+  }
+  cl.sync();  // no block leaves while another may still write into its shared memory
+}
+
+// the same through global memory: flags[0] is block 0's inbox, flags[1] block 1's (zeroed before)
+__global__ void l2_pingpong_kernel(int iters, unsigned* flags, int* bad) {
+  if (threadIdx.x != 0) return;
+  const unsigned me = blockIdx.x;
+  auto ld = [](const unsigned* p) { return ld_acquire_gpu(p); };
+  bool ok = true;
+  for (int i = 0; i < iters && ok; ++i) {
+    if (me == 0) {
+      st_release_gpu(flags + 1, 2u * i + 1);
+      ok = wait_for(flags, 2u * i + 2, ld);
+    } else {
+      ok = wait_for(flags + 1, 2u * i + 1, ld);
+      if (ok) st_release_gpu(flags, 2u * i + 2);
+    }
+  }
+  if (!ok) atomicAdd(bad, 1);
+}
+
+struct Timer {
+  cudaEvent_t a{}, b{};
+  Timer() {
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+  }
+  ~Timer() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+  template <class F>
+  std::vector<double> time(int warmup, int repeats, F f) {
+    std::vector<double> ms;
+    for (int r = 0; r < warmup + repeats; ++r) {
+      CUDA_CHECK(cudaEventRecord(a));
+      f();
+      CUDA_CHECK(cudaEventRecord(b));
+      CUDA_CHECK(cudaEventSynchronize(b));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+      if (r >= warmup) ms.push_back(t);
+    }
+    return ms;
+  }
+};
+
+// One cluster of C blocks; false (and nothing launched) where the GPU cannot run such a cluster.
+template <class K>
+bool cluster_config(K kernel, int C, int threads, cudaLaunchConfig_t& cfg, cudaLaunchAttribute* at) {
+  CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = C, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+  cfg = cudaLaunchConfig_t{};
+  cfg.gridDim = dim3(C), cfg.blockDim = dim3(threads), cfg.attrs = at, cfg.numAttrs = 1;
+  int clusters = 0;
+  const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(kernel), &cfg);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // (an unsupported cluster size is an answer here, not a failure)
+    return false;
+  }
+  return clusters >= 1;
+}
+
+int run(int argc, char** argv) {
+  int iters = 1000, threads = 256;
+  nb::Cli cli("cluster_latency", "Time a cluster barrier, a DSMEM one-way hop and an L2 flag one-way hop.");
+  cli.add_int("--iters", &iters, "rounds per launch", 1, 1000000);
+  cli.add_int("--threads", &threads, "threads per block of the cluster-sync kernel", 32, 1024);
+  nb::CommonOptions common;
+  common.repeats = 11;
+  common.warmup = 2;
+  cli.add_common(&common);
+  if (!cli.parse(argc, argv)) return nb::kExitOk;
+  nb::check_output_dir(common.out);
+  const nb::DeviceInfo dev = nb::require_device();
+  int cluster_ok = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&cluster_ok, cudaDevAttrClusterLaunch, dev.index));
+  if (!cluster_ok) throw nb::Error(nb::kExitNoDevice, "cluster_latency: this GPU cannot launch thread-block clusters");
+
+  int* bad = nullptr;
+  unsigned* flags = nullptr;
+  CUDA_CHECK(cudaMalloc(&bad, sizeof(int)));
+  CUDA_CHECK(cudaMalloc(&flags, 2 * sizeof(unsigned)));
+  CUDA_CHECK(cudaMemset(bad, 0, sizeof(int)));
+  Timer tm;
+  auto per_round = [&](const char* name, int C, auto launch, double rounds_per_iter) {
+    auto one = [&](int n) { return tm.time(common.warmup, common.repeats, [&] { launch(n); }); };
+    const nb::Stats s0 = nb::summarize(one(0)), sN = nb::summarize(one(iters));
+    const double us = 1e3 * (sN.median - s0.median) / iters / rounds_per_iter;
+    std::printf("%-12s C=%2d: %d rounds %.4f ms, 0 rounds %.4f ms -> %.3f us\n", name, C, iters, sN.median, s0.median, us);
+    return nlohmann::json{{"blocks", C}, {"ms_iters", nb::to_json(sN)}, {"ms_zero", nb::to_json(s0)}, {"us", us}};
+  };
+  nlohmann::json sync = nlohmann::json::array(), dsm = nlohmann::json::array(), skipped = nlohmann::json::array();
+  for (int C : {2, 4, 8, 16}) {
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute at[1];
+    if (!cluster_config(cluster_sync_kernel, C, threads, cfg, at)) {
+      std::printf("cluster-sync C=%2d: this GPU cannot run such a cluster; skipped\n", C);
+      skipped.push_back(C);
+      continue;
+    }
+    // two cluster.sync() a round: the per-barrier time is half of it
+    sync.push_back(per_round("cluster-sync", C, [&](int n) { CUDA_CHECK(cudaLaunchKernelEx(&cfg, cluster_sync_kernel, n, bad)); }, 2.0));
+    cudaLaunchConfig_t cfg2;
+    cudaLaunchAttribute at2[1];
+    if (!cluster_config(dsmem_pingpong_kernel, C, 32, cfg2, at2)) continue;
+    // a round is two one-way hops
+    dsm.push_back(per_round("dsmem", C, [&](int n) { CUDA_CHECK(cudaLaunchKernelEx(&cfg2, dsmem_pingpong_kernel, n, bad)); }, 2.0));
+  }
+  const nlohmann::json l2 = per_round("l2", 2, [&](int n) {
+    CUDA_CHECK(cudaMemsetAsync(flags, 0, 2 * sizeof(unsigned)));
+    l2_pingpong_kernel<<<2, 32>>>(n, flags, bad);
+    CHECK_LAUNCH();
+  }, 2.0);
+  int hbad = -1;
+  CUDA_CHECK(cudaMemcpy(&hbad, bad, sizeof(int), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaFree(bad));
+  CUDA_CHECK(cudaFree(flags));
+
+  nlohmann::json rec = nb::new_record("cluster_latency", "cluster_latency", "cuda", cli);
+  rec["device"] = nb::to_json(dev);
+  rec["timing"] = nb::timing_json("cuda-events", "one launch of --iters rounds (and of 0: subtracted)",
+                                  "the launch; nothing else runs in the kernels", common.warmup,
+                                  nb::summarize(std::vector<double>{l2["ms_iters"]["median"].get<double>()}));
+  rec["timing"]["repeats"] = common.repeats;
+  rec["latency"] = {{"iters", iters},
+                    {"threads", threads},
+                    {"cluster_sync_us", sync},
+                    {"dsmem_one_way_us", dsm},
+                    {"l2_flag_one_way_us", l2},
+                    {"cluster_sizes_not_launchable", skipped},
+                    {"note", "cluster_sync: per cluster.sync() of one cluster of `blocks` blocks; dsmem: thread 0 of "
+                             "block 0 to thread 0 of the cluster's last block, one way; l2: between two blocks, one way"}};
+  const bool ok = hbad == 0;
+  rec["validation"] = {{"performed", true},
+                       {"passed", ok},
+                       {"errors", {{"stale_reads_or_unanswered_pingpongs", hbad}}},
+                       {"tolerances", {{"stale_reads_or_unanswered_pingpongs", 0}}}};
+  if (!ok) rec["status"] = "validation_failed";
+  const std::string path = nb::write_record(rec, common.out, dev.slug, "cluster_latency", common.tag);
+  std::printf("checks: %s (%d stale reads or unanswered ping-pongs)\nrecord: %s\n", ok ? "PASS" : "FAIL", hbad, path.c_str());
+  return ok ? nb::kExitOk : nb::kExitValidation;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return nb::guarded_main(argc, argv, run); }
