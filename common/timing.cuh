@@ -1,10 +1,14 @@
 // common/timing.cuh — CUDA-event timer for device regions, and a clock for the parts of a kernel.
 //   nb::EventTimer t(stream); t.start(); ...enqueue work...; t.stop(); double ms = t.elapsed_ms();
 // elapsed_ms() synchronizes on the stop event. Events are created once and reused.
+//   std::vector<double> ms = nb::time_runs(t, warmup, repeats, [&] { ...enqueue work... });
+// times warmup + repeats calls, one event pair each, and returns the repeats' milliseconds.
 //   nb::SegmentClock<N> c; c.start(on); ...; c.stamp(k); ...; c.add_to(totals);   (device code)
 // adds the SM clock cycles since the previous stamp to segment k (only where `on`: one thread).
 #pragma once
 #include <cuda_runtime.h>
+
+#include <vector>
 
 #include "check.cuh"
 #include "stats.h"
@@ -36,6 +40,19 @@ class EventTimer {
   cudaStream_t stream_;
   cudaEvent_t start_{}, stop_{};
 };
+
+template <class F>
+std::vector<double> time_runs(EventTimer& t, int warmup, int repeats, F&& enqueue) {
+  std::vector<double> ms;
+  for (int r = 0; r < warmup + repeats; ++r) {
+    t.start();
+    enqueue();
+    t.stop();
+    const double one = t.elapsed_ms();
+    if (r >= warmup) ms.push_back(one);
+  }
+  return ms;
+}
 
 // The --breakdown clock of the persistent kernels: one thread (`on`) adds the SM clock cycles
 // from one stamp to the next to segment k; add_to() adds its segments to the launch's totals.

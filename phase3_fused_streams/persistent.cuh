@@ -17,11 +17,10 @@
 // it, and each word has kCopies copies on 128-byte lines of their own (block b adds to copy
 // b % kCopies): L2 executes the red.adds to one address one after another, and with every word
 // on one line the last block's adds waited behind ~800 others (spread out: ~0.25 µs less wait an
-// epoch, see the phase notes). Warp 0 of every block polls
-// the epoch's gradient words (and the previous epoch's loss words) until every count is complete,
-// adds the copies and turns the integer sums back into float64: integer addition is exact and
-// commutative, so every block and every run gets the same bits whatever order the blocks arrived
-// in. The kernel is compiled per exchange kind (kFix), so the default carries no branches for
+// epoch, see the phase notes). Warp 0 of every block polls the epoch's gradient words (and the
+// previous epoch's loss words) until every count is complete, adds the copies and turns the
+// integer sums back into float64: integer addition is exact and commutative, so every block and
+// every run gets the same bits whatever order the blocks arrived in. The kernel is compiled per exchange kind (kFix), so the default carries no branches for
 // the others.
 // The tagged exchange (kPoll, the previous default): the value as ONE 64-bit word, the double with
 // its 12 low mantissa bits replaced by the epoch number mod 2048 (2^-40 relative); every block
@@ -85,7 +84,7 @@ struct PersistArgs {
   int epochs, eval_every;
   double lr, inv_nt, inv_ntest;
   float w0, b0;
-  int exchange;               // kPoll, kGridSync or kCounter (see below)
+  int exchange;               // kFixed (the default), kPoll, kGridSync or kCounter (see above)
   int poll_ns;                // kPoll: __nanosleep between polls of words not yet there (0: none)
   unsigned long long* slots;  // 2 × kValues × gridDim.x tagged words, 0xFF-poisoned before the launch,
                               // then one counter word (kCounter), zeroed before the launch

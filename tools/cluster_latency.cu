@@ -37,6 +37,7 @@
 #include "errors.h"
 #include "record.h"
 #include "stats.h"
+#include "timing.cuh"
 
 namespace {
 
@@ -125,32 +126,6 @@ __global__ void l2_pingpong_kernel(int iters, unsigned* flags, int* bad) {
   if (!ok) atomicAdd(bad, 1);
 }
 
-struct Timer {
-  cudaEvent_t a{}, b{};
-  Timer() {
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-  }
-  ~Timer() {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-  template <class F>
-  std::vector<double> time(int warmup, int repeats, F f) {
-    std::vector<double> ms;
-    for (int r = 0; r < warmup + repeats; ++r) {
-      CUDA_CHECK(cudaEventRecord(a));
-      f();
-      CUDA_CHECK(cudaEventRecord(b));
-      CUDA_CHECK(cudaEventSynchronize(b));
-      float t = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-      if (r >= warmup) ms.push_back(t);
-    }
-    return ms;
-  }
-};
-
 // One cluster of C blocks; false (and nothing launched) where the GPU cannot run such a cluster.
 template <class K>
 bool cluster_config(K kernel, int C, int threads, cudaLaunchConfig_t& cfg, cudaLaunchAttribute* at) {
@@ -189,9 +164,9 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&bad, sizeof(int)));
   CUDA_CHECK(cudaMalloc(&flags, 2 * sizeof(unsigned)));
   CUDA_CHECK(cudaMemset(bad, 0, sizeof(int)));
-  Timer tm;
+  nb::EventTimer tm;
   auto per_round = [&](const char* name, int C, auto launch, double rounds_per_iter) {
-    auto one = [&](int n) { return tm.time(common.warmup, common.repeats, [&] { launch(n); }); };
+    auto one = [&](int n) { return nb::time_runs(tm, common.warmup, common.repeats, [&] { launch(n); }); };
     const nb::Stats s0 = nb::summarize(one(0)), sN = nb::summarize(one(iters));
     const double us = 1e3 * (sN.median - s0.median) / iters / rounds_per_iter;
     std::printf("%-12s C=%2d: %d rounds %.4f ms, 0 rounds %.4f ms -> %.3f us\n", name, C, iters, sN.median, s0.median, us);

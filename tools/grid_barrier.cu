@@ -41,6 +41,7 @@
 #include "errors.h"
 #include "record.h"
 #include "stats.h"
+#include "timing.cuh"
 
 namespace {
 
@@ -122,32 +123,6 @@ __global__ void l2_read_kernel(const float4* p, size_t n4, int passes, float* si
   if (s == 12345.678f) *sink = s;  // never true for the zero-filled buffer; keeps the loads
 }
 
-struct Timer {
-  cudaEvent_t a{}, b{};
-  Timer() {
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-  }
-  ~Timer() {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-  template <class F>
-  std::vector<double> time(int warmup, int repeats, F f) {
-    std::vector<double> ms;
-    for (int r = 0; r < warmup + repeats; ++r) {
-      CUDA_CHECK(cudaEventRecord(a));
-      f();
-      CUDA_CHECK(cudaEventRecord(b));
-      CUDA_CHECK(cudaEventSynchronize(b));
-      float t = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-      if (r >= warmup) ms.push_back(t);
-    }
-    return ms;
-  }
-};
-
 int run(int argc, char** argv) {
   int iters = 200;
   int64_t l2_mb = 32;
@@ -172,7 +147,7 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&bad, sizeof(int)));
   CUDA_CHECK(cudaMalloc(&out, sizeof(int)));
   CUDA_CHECK(cudaMemset(bad, 0, sizeof(int)));
-  Timer tm;
+  nb::EventTimer tm;
   unsigned long long* slots_arg = slots;
   unsigned* out_arg = out;
   int* bad_arg = bad;
@@ -192,7 +167,7 @@ int run(int argc, char** argv) {
     CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(counter_kernel), dim3(G), dim3(kT), args, 0, nullptr));
   };
   auto variant = [&](const char* name, auto launch) {
-    auto one = [&](int n) { return tm.time(common.warmup, common.repeats, [&] { launch(n); }); };
+    auto one = [&](int n) { return nb::time_runs(tm, common.warmup, common.repeats, [&] { launch(n); }); };
     const nb::Stats s0 = nb::summarize(one(0)), sN = nb::summarize(one(iters));
     const double us = 1e3 * (sN.median - s0.median) / iters;
     std::printf("%-9s %d blocks x %d threads: %d rounds %.4f ms, 0 rounds %.4f ms -> %.3f us per round\n", name, G, kT,
@@ -217,7 +192,7 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
   CUDA_CHECK(cudaMemset(buf, 0, bytes));
   const int l2_grid = dev.sm_count * 4;
-  const nb::Stats l2 = nb::summarize(tm.time(common.warmup, common.repeats, [&] {
+  const nb::Stats l2 = nb::summarize(nb::time_runs(tm, common.warmup, common.repeats, [&] {
     l2_read_kernel<<<l2_grid, 512>>>(buf, n4, kPasses, sink);
     CHECK_LAUNCH();
   }));
