@@ -242,8 +242,11 @@ __device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src
     }
   }
 }
+struct NoWork {
+  __device__ __forceinline__ void operator()() const {}
+};
 __device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag) {
-  gather_rows(dst, ld, src, rows, cols, tag, [] {});
+  gather_rows(dst, ld, src, rows, cols, tag, NoWork{});
 }
 
 // NC consecutive floats (16-byte aligned when NC >= 4): one vector access instead of NC scalar
@@ -555,19 +558,23 @@ struct PersistBlock : PersistDims<kW1> {
   // cp.async, labels into registers) and the previous step's off-critical-path updates.
   __device__ __forceinline__ void gather_h1(const PersistStep& st, const AdamHyper& hy_prev) {
     gather_rows(sm.h1, ld1, st.h1x, B, H1, st.T, [&] {
-      if (st.more) {
-        for (int q = 0; q < kRowsPerWarp; ++q) {
-          const int r = wid + q * nwarps;
-          if (r >= B) break;
-          copy_image_async(sm.xl + (st.par ^ 1) * batch_bytes() + static_cast<size_t>(r) * xs,
-                           p.images + static_cast<size_t>(nimg[q]) * D, D, lane);
-          nlab[q] = __ldg(p.labels + nimg[q]);
-        }
-        __pipeline_commit();
-      }
+      fetch_next_batch(st);
       if (st.t > 0) late_updates(hy_prev, st.w2now, st.T);
     });
     __syncthreads();
+  }
+  // next batch, part 2: the images by cp.async, the labels into registers
+  __device__ __forceinline__ void fetch_next_batch(const PersistStep& st) {
+    if (st.more) {
+      for (int q = 0; q < kRowsPerWarp; ++q) {
+        const int r = wid + q * nwarps;
+        if (r >= B) break;
+        copy_image_async(sm.xl + (st.par ^ 1) * batch_bytes() + static_cast<size_t>(r) * xs,
+                         p.images + static_cast<size_t>(nimg[q]) * D, D, lane);
+        nlab[q] = __ldg(p.labels + nimg[q]);
+      }
+      __pipeline_commit();
+    }
   }
 
   // ---- B: second layer, own units (warp dot products) -> own columns of h2, published
@@ -599,12 +606,14 @@ struct PersistBlock : PersistDims<kW1> {
 
   // ---- X2: all of h2 (from the blocks that own second-layer units) and the column slice
   // W2[:, own units] that their owners published during X1 (for dz1)
-  __device__ __forceinline__ void gather_h2(const PersistStep& st) {
+  // (`between`: work for the wait, as gather_rows runs it; the pipelined rung draws a mask there)
+  template <class Between = NoWork>
+  __device__ __forceinline__ void gather_h2(const PersistStep& st, Between between = {}) {
     const int j = tid / NC, c = tid % NC;
     const bool first = tid < H2 * NC && c < ncown;
     const xword* wp = st.w2now + static_cast<size_t>(j) * H1 + c0 + c;
     const xword w2c0 = first ? xload(wp) : 0;
-    gather_rows(sm.h2, ld2, st.h2x, B, H2, st.T);
+    gather_rows(sm.h2, ld2, st.h2x, B, H2, st.T, between);
     if (tid < H2 * NC) sm.w2c[tid] = first ? xvalue(wp, w2c0, st.T) : 0.f;
     for (int e = tid + nt; e < H2 * NC; e += nt) {
       const int jj = e / NC, cc = e % NC;

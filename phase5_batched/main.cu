@@ -143,6 +143,11 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                              ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
                                "every epoch one cooperative persistent kernel (parameters in shared memory, two "
                                "tagged exchanges between blocks a step, no grid barrier); losses read once per epoch"
+                         : o.launch == "pipelined"
+                             ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
+                               "every epoch one cooperative persistent kernel with fewer dependent phases a step "
+                               "(the W1 update fused with the next first layer, last layer and softmax in one pass, "
+                               "dropout masks drawn during the waits); losses read once per epoch"
                          : o.launch == "cluster"
                              ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
                                "every epoch one thread-block cluster kernel (parameters in the blocks' shared memory, "
@@ -275,7 +280,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
 
   const Stats st = summarize(totals);
   rec["timing"] = timing_json("cuda-events",
-                              tr.launch() == Launch::Persistent
+                              tr.launch() == Launch::Persistent || tr.launch() == Launch::Pipelined
                                   ? "per epoch: the permutation kernel and one cooperative launch of the persistent kernel"
                               : tr.launch() == Launch::Cluster
                                   ? "per epoch: the permutation kernel and one launch of the cluster kernel"
@@ -322,12 +327,15 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
     }
     return parts;
   };
-  if (tr.launch() == Launch::Persistent) {
+  if (tr.launch() == Launch::Persistent || tr.launch() == Launch::Pipelined) {
     const PersistPlan& pl = tr.persist_plan();
+    const bool pipe = tr.launch() == Launch::Pipelined;
     rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
     nlohmann::json parts;
-    if (o.breakdown) parts = breakdown_parts(persist_segment_name, kPersistSegments);
-    rec["metrics"]["persistent"] = {{"blocks", pl.blocks},
+    if (o.breakdown)
+      parts = pipe ? breakdown_parts(pipe_segment_name, kPipeSegments) : breakdown_parts(persist_segment_name, kPersistSegments);
+    const char* key = pipe ? "pipelined" : "persistent";
+    rec["metrics"][key] = {{"blocks", pl.blocks},
                                     {"threads_per_block", kPersistThreads},
                                     {"first_layer_units_per_block", pl.nc},
                                     {"second_layer_units_per_block", pl.nj},
@@ -335,7 +343,8 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                                     {"exchanges_per_step", 2},
                                     {"grid_barriers_per_step", 0},
                                     {"shape_compiled_in", pl.specialized}};
-    if (o.breakdown) rec["metrics"]["persistent"]["step_breakdown"] = parts;
+    if (pipe) rec["metrics"][key]["fused_first_layer"] = tr.pipelined_fuses_first_layer();
+    if (o.breakdown) rec["metrics"][key]["step_breakdown"] = parts;
   }
   if (tr.launch() == Launch::Cluster) {
     const ClusterPlan& pl = tr.cluster_plan();
@@ -372,16 +381,17 @@ int run(int argc, char** argv) {
   add_mlp_flags(cli, o, true);
   cli.add_string("--launch", &o.launch,
                  "how an epoch is launched: one CUDA graph of fused kernels, one persistent cooperative kernel "
-                 "(fp32, two hidden layers, own GEMMs), or one thread-block cluster kernel (fp16, SGD, no dropout, "
-                 "batch <= 32, a model that fits the cluster's shared memory: W2 at h = 128)",
-                 {"graph", "persistent", "cluster"});
+                 "(fp32, two hidden layers, own GEMMs), the same with fewer dependent phases a step (pipelined), or "
+                 "one thread-block cluster kernel (fp16, SGD, no dropout, batch <= 32, a model that fits the "
+                 "cluster's shared memory: W2 at h = 128)",
+                 {"graph", "persistent", "pipelined", "cluster"});
   cli.add_int("--blocks", &o.blocks,
               "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM) or of the cluster "
               "(0 = the largest that fits, at most 16)",
               0, 4096);
   cli.add_flag("--generic-kernel", &o.generic_kernel,
-               "persistent kernel: its generic instance even for W1's shape (measures what compiling the shape in "
-               "buys)");
+               "persistent and pipelined kernels: the generic instance even for W1's shape (measures what compiling "
+               "the shape in buys)");
   cli.add_string("--backward", &o.backward,
                  "fp16 graph path: each layer's update and backward-data product in one pass over its weights "
                  "(fused; batch <= 32, widths multiples of 8), or the paired GEMM kernels; auto = fused with SGD",
@@ -391,14 +401,15 @@ int run(int argc, char** argv) {
                  "fetches its weights) while the kernel before it finishes (compute capability 9.0 and up; off below)",
                  {"on", "off"});
   cli.add_flag("--breakdown", &o.breakdown,
-               "persistent and cluster kernels: time the parts of a step (clock stamps of block 0) into the record");
+               "persistent, pipelined and cluster kernels: time the parts of a step (clock stamps of block 0) into the "
+               "record");
   cli.add_flag("--gemm-compare", &compare,
                "only time our GEMM against cuBLASLt on the largest layer's three products (no training)");
   if (!cli.parse(argc, argv)) return 0;
   check_mlp_options(o);
   if (o.layers.back() > kBN) throw Error(kExitUsage, "--layers: the last width must fit one tile");
-  if (o.launch == "persistent" && (o.nlayers() != 3 || o.fp16() || o.gemm != "own"))
-    throw Error(kExitUsage, "--launch persistent: needs two hidden layers (--layers 784,H1,H2,10), --precision fp32 "
+  if ((o.launch == "persistent" || o.launch == "pipelined") && (o.nlayers() != 3 || o.fp16() || o.gemm != "own"))
+    throw Error(kExitUsage, "--launch " + o.launch + ": needs two hidden layers (--layers 784,H1,H2,10), --precision fp32 "
                             "and --gemm own");
   if (o.launch == "cluster" && (!o.fp16() || o.adam() || o.dropout > 0 || o.gemm != "own"))
     throw Error(kExitUsage, "--launch cluster: needs --precision fp16, --optimizer sgd, --dropout 0 and --gemm own");

@@ -25,6 +25,7 @@
 #include "lt.h"
 #include "5c_persistent.h"
 #include "5d_cluster.h"
+#include "5e_pipelined.h"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
 #include "mlp/validate.h"
@@ -43,14 +44,19 @@ using namespace nb::mlp;
 //   Graph       5a/5b: every step's kernels (fused epilogues, PDL, the fused backward) in a CUDA graph
 //   Persistent  5c: one cooperative kernel runs a whole epoch of steps (5c_persistent.cuh)
 //   Cluster     5d: one thread-block cluster runs a whole epoch, activations in DSMEM (5d_cluster.cuh)
-enum class Launch { Graph, Persistent, Cluster };
+//   Pipelined   5e: 5c's kernel with fewer dependent phases a step (5e_pipelined.cuh)
+enum class Launch { Graph, Persistent, Cluster, Pipelined };
 inline Launch parse_launch(const std::string& s) {
-  return s == "persistent" ? Launch::Persistent : s == "cluster" ? Launch::Cluster : Launch::Graph;
+  return s == "persistent"  ? Launch::Persistent
+         : s == "cluster"   ? Launch::Cluster
+         : s == "pipelined" ? Launch::Pipelined
+                            : Launch::Graph;
 }
 inline const char* launch_name(Launch l) {
   switch (l) {
     case Launch::Persistent: return "persistent";
     case Launch::Cluster: return "cluster";
+    case Launch::Pipelined: return "pipelined";
     case Launch::Graph: break;
   }
   return "graph";
@@ -128,7 +134,7 @@ class Trainer {
       }
     }
     size_ws();
-    if (launch_ == Launch::Persistent) plan_persistent_kernel();
+    if (launch_ == Launch::Persistent || launch_ == Launch::Pipelined) plan_persistent_kernel();
     if (launch_ == Launch::Cluster) plan_cluster_kernel();
     plan_fused_backward();
     pdl_ = o_.pdl == "on" && !cublas_ && launch_ == Launch::Graph && dev_.cc_major >= 9;  // PDL is Hopper's
@@ -216,6 +222,11 @@ class Trainer {
     launch_epoch_permutation(first);
     persistent_rung_launch(persist_plan_, launch_params(persist_params_, first, count), st_);
   }
+  // --launch pipelined: the same, rung 5e's kernel.
+  void run_pipelined(int64_t first, int count) {
+    launch_epoch_permutation(first);
+    pipelined_rung_launch(persist_plan_, launch_params(persist_params_, first, count), st_);
+  }
   // --launch cluster: permutation kernel + one cluster launch for steps [first, first + count).
   void run_cluster(int64_t first, int count) {
     launch_epoch_permutation(first);
@@ -226,6 +237,7 @@ class Trainer {
   void run_epoch(int64_t first, int count) {
     switch (launch_) {
       case Launch::Persistent: return run_persistent(first, count);
+      case Launch::Pipelined: return run_pipelined(first, count);
       case Launch::Cluster: return run_cluster(first, count);
       case Launch::Graph: return run_graph(first, count);
     }
@@ -248,7 +260,8 @@ class Trainer {
   bool fused_backward() const { return fused_bwd_; }
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
-  static_assert(kPersistSegments == kClSegments, "one breakdown buffer serves both one-launch kernels");
+  static_assert(kPersistSegments == kClSegments && kPipeSegments <= kPersistSegments,
+                "one breakdown buffer serves the one-launch kernels");
   void start_breakdown() {
     breakdown_.alloc(kPersistSegments);
     CUDA_CHECK(cudaMemsetAsync(breakdown_.get(), 0, breakdown_.bytes(), st_));
@@ -260,6 +273,7 @@ class Trainer {
     return h;
   }
   const PersistPlan& persist_plan() const { return persist_plan_; }
+  bool pipelined_fuses_first_layer() const { return nb::mlp::pipelined_fuses_first_layer(persist_params_, persist_plan_); }
 
   // Flops, compulsory bytes and launches per step, per kernel tag (counted while capturing).
   const std::map<std::string, KernelCost>& costs_per_step() const { return costs_per_step_; }
@@ -392,7 +406,7 @@ class Trainer {
       // auto: SGD only. The fused kernel reads Adam's moments with plain loads in its optimizer
       // pass, a serial round trip per 32-row sub-tile, and W1 (Adam, small layers, grids of 1-52
       // blocks) ran slower with it: 62.2 against 54.5 us a step (H100, dev runs at 340c0c2).
-      if (cublas_ || launch_ == Launch::Persistent || o_.backward == "paired") return;
+      if (cublas_ || launch_ == Launch::Persistent || launch_ == Launch::Pipelined || o_.backward == "paired") return;
       if (o_.backward == "auto" && o_.adam()) return;
       for (int l = 0; l < L_; ++l)
         if (!fused_bwd_supported(o_.layers[l], B_)) return;
@@ -708,8 +722,13 @@ class Trainer {
     p.dropout = o_.dropout > 0, p.key = dropout_key(o_.common.seed), p.threshold = dropout_threshold(o_.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
     p.step_loss = step_loss_.get(), p.bad_step = bad_step_.get();
-    persist_plan_ = persistent_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
-    costs_per_step_["p5_persistent"] = persistent_rung_cost(p, persist_plan_);
+    if (launch_ == Launch::Pipelined) {
+      persist_plan_ = pipelined_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
+      costs_per_step_["p5_pipelined"] = pipelined_rung_cost(p, persist_plan_);
+    } else {
+      persist_plan_ = persistent_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
+      costs_per_step_["p5_persistent"] = persistent_rung_cost(p, persist_plan_);
+    }
   }
   DevBuf<xword> h1x_, h2x_, w2x_;
   DevBuf<unsigned long long> breakdown_;

@@ -1,5 +1,5 @@
-// tests/gpu/test_mlp_persistent.cu — phase 5's persistent epoch kernel (phase5_batched/5c_persistent.cuh)
-// against the float64 reference, step by step: fresh random images, labels, order and weights;
+// tests/gpu/test_mlp_persistent.cu — phase 5's persistent epoch kernels (rung 5c, phase5_batched/
+// 5c_persistent.cuh, and rung 5e, 5e_pipelined.cuh: the second half of the file) against the float64 reference, step by step: fresh random images, labels, order and weights;
 // awkward shapes (batch 1, 7, 33, 64; widths 10, 30, 100, 300), every block/unit split the kernel has
 // (1, 2, 4, 8 first-layer units per block; blocks that own no second-layer unit), Adam and SGD, with
 // and without dropout. Outputs (losses, gradients) are poisoned with NaN before each run.
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "mlp/mlp_record.h"
-#include "../../phase5_batched/5c_persistent.cuh"
+#include "../../phase5_batched/5e_pipelined.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"
 #include "reference.h"
@@ -128,12 +128,13 @@ struct Setup {
     p.step_loss = loss.p, p.bad_step = bad.p;
     return p;
   }
-  // Runs steps [first, first + count) of epoch 0 in one launch.
-  PersistPlan run(int first, int count, bool specialize = true) {
+  // Runs steps [first, first + count) of epoch 0 in one launch (rung 5c's kernel, or 5e's).
+  PersistPlan run(int first, int count, bool specialize = true, bool pipelined = false) {
     PersistParams p = params();
-    PersistPlan pl = plan_persistent(p, cfg.blocks, 0, specialize);
+    PersistPlan pl = pipelined ? plan_pipelined(p, cfg.blocks, 0, specialize) : plan_persistent(p, cfg.blocks, 0, specialize);
     p.s0 = first, p.i0 = first, p.count = count;
-    launch_persistent(pl, p, nullptr);
+    if (pipelined) launch_pipelined(pl, p, nullptr);
+    else launch_persistent(pl, p, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     return pl;
   }
@@ -171,9 +172,12 @@ struct Setup {
   }
 };
 
-void check_against_reference(const Config& c) {
+// pipelined (rung 5e): step k is the last step of one launch of steps 0 .. k from the start, so that
+// steps after the first run the fused W1 update + next first layer (a launch's first step runs only
+// the forward half); its parameters of step k are those the launch of steps 0 .. k-1 ended with.
+void check_against_reference(const Config& c, bool pipelined = false) {
   const int K = 3;
-  INFO("B=" << c.B << " H1=" << c.H1 << " H2=" << c.H2 << " C=" << c.classes << " blocks=" << c.blocks << " adam=" << c.adam
+  INFO("pipelined=" << pipelined << " B=" << c.B << " H1=" << c.H1 << " H2=" << c.H2 << " C=" << c.classes << " blocks=" << c.blocks << " adam=" << c.adam
             << " dropout=" << c.dropout);
   Setup s(c, K);
   nb::MlpParams ref = s.ref_params();
@@ -188,7 +192,9 @@ void check_against_reference(const Config& c) {
     // are compared after the K steps, trajectory against trajectory, with the looser tolerance.
     const nb::MlpParams at_k = s.ref_params(s.P.get());
     s.G.poison();
-    const PersistPlan pl = s.run(k, 1);
+    if (pipelined) s.reset();
+    const PersistPlan pl = pipelined ? s.run(0, k + 1, true, true) : s.run(k, 1);
+    if (pipelined) CHECK(pipelined_fuses_first_layer(s.params(), pl) == (pl.NC == 1 && c.B <= 32));
     if (k == 0) INFO("plan: blocks " << pl.blocks << ", units " << pl.nc << "/" << pl.nj << ", smem " << pl.smem);
     std::vector<int> y;
     const std::vector<double> x = s.batch(k, &y);
@@ -320,6 +326,99 @@ TEST_CASE("mlp persistent: plans it cannot run are refused with exit code 2") {
   p.B = 200;
   try {
     plan_persistent(p, 0, 0);
+    FAIL("expected a refusal");
+  } catch (const nb::Error& e) {
+    CHECK(e.code == nb::kExitUsage);
+  }
+}
+
+// ---- rung 5e (--launch pipelined, 5e_pipelined.cuh): the same kernel with fewer dependent phases
+
+TEST_CASE("mlp pipelined: every step's loss, gradients and update against the float64 reference") {
+  NB_SKIP_WITHOUT_DEVICE();
+  // The fused W1 update + next first layer runs with one first-layer unit a block and batch <= 32
+  // (batch 1, 17, 20, 32; widths 37 and 128; 3, 10 and 12 classes); the others run 5c's two passes
+  // (batch 31 with 2 units a block at width 200, batch 33 and 64, 4 units a block).
+  const Config cases[] = {
+      {1, 37, 20, 0, true, 0.2},        {17, 37, 30, 0, true, 0.2, 3},   {20, 50, 70, 0, false, 0.0, kMaxClasses},
+      {32, 128, 64, 0, true, 0.2},      {32, 128, 64, 0, true, 0.0},     {31, 200, 64, 0, true, 0.2},
+      {33, 200, 37, 0, true, 0.2},      {64, 100, 30, 0, false, 0.0},    {7, 30, 100, 9, true, 0.0},
+      {33, 100, 30, 100, false, 0.2},
+  };
+  for (const Config& c : cases) check_against_reference(c, true);
+}
+
+TEST_CASE("mlp pipelined: steps split over launches and repeated runs are bit-identical") {
+  NB_SKIP_WITHOUT_DEVICE();
+  // fused (one unit a block, batch 17 and W1's 32) and not (batch 33)
+  for (const Config& c : {Config{17, 37, 30, 0, true, 0.2}, Config{32, 128, 64, 0, true, 0.2}, Config{33, 100, 30, 0, true, 0.2}}) {
+    INFO("B=" << c.B << " H1=" << c.H1);
+    Setup s(c, 5);
+    s.run(0, 5, true, true);
+    const std::vector<float> one = s.P.get(), m_one = s.M.get(), loss_one = s.loss.get();
+    s.reset();
+    s.run(0, 2, true, true);
+    s.run(2, 1, true, true);
+    s.run(3, 2, true, true);
+    const std::vector<float> two = s.P.get(), m_two = s.M.get(), loss_two = s.loss.get();
+    s.reset();
+    s.run(0, 5, true, true);
+    const std::vector<float> again = s.P.get();
+    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(m_one.data(), m_two.data(), m_one.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(loss_one.data(), loss_two.data(), loss_one.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(one.data(), again.data(), one.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("mlp pipelined: W1's compiled-in instance and the generic one give bit-identical steps") {
+  NB_SKIP_WITHOUT_DEVICE();
+  const Config c{32, 128, 64, 0, true, 0.2};
+  Setup s(c, 6);
+  const PersistPlan special = s.run(0, 6, true, true);
+  if (!special.specialized) {
+    MESSAGE("skipped: this GPU has fewer than 128 SMs, so W1's split (and its instance) does not apply");
+    return;
+  }
+  const std::vector<float> p1 = s.P.get(), m1 = s.M.get(), loss1 = s.loss.get();
+  s.reset();
+  const PersistPlan generic = s.run(0, 6, false, true);
+  CHECK_FALSE(generic.specialized);
+  const std::vector<float> p2 = s.P.get(), m2 = s.M.get(), loss2 = s.loss.get();
+  CHECK(std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(m1.data(), m2.data(), m1.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(loss1.data(), loss2.data(), loss1.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("mlp pipelined: a non-finite loss sets the divergence flag at its step") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (const Config& c : {Config{33, 100, 30, 0, false, 0.0}, Config{17, 37, 30, 0, false, 0.0}}) {
+    Setup s(c, 4);
+    std::vector<float> p = s.p0;
+    p[s.woff[2] + 3] = NAN;
+    s.P.set(p);
+    s.run(0, 4, true, true);
+    unsigned long long bad = 0;
+    CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
+    CHECK(bad == 0ull);
+    CHECK(std::isnan(s.loss.get()[0]));
+  }
+}
+
+TEST_CASE("mlp pipelined: plans it cannot run are refused with exit code 2, named after the launch mode") {
+  NB_SKIP_WITHOUT_DEVICE();
+  Setup s(Config{32, 128, 64, 0, true, 0.0}, 1);
+  PersistParams p = s.params();
+  try {
+    plan_pipelined(p, 2, 0);
+    FAIL("expected a refusal");
+  } catch (const nb::Error& e) {
+    CHECK(e.code == nb::kExitUsage);
+    CHECK(std::string(e.what()).find("--launch pipelined") == 0);
+  }
+  p.C = kMaxClasses + 1;
+  try {
+    plan_pipelined(p, 0, 0);
     FAIL("expected a refusal");
   } catch (const nb::Error& e) {
     CHECK(e.code == nb::kExitUsage);
