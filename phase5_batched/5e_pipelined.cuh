@@ -44,7 +44,7 @@ namespace mlp {
 
 // Shared memory past rung 5c's layout (bytes from the start of the dynamic buffer).
 struct PipeLayout {
-  size_t mask1, mask2, fpart, dz3, total;
+  size_t mask1, mask2, fpart, total;
 };
 __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC) {
   PipeLayout L{};
@@ -58,7 +58,6 @@ __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC
   L.mask1 = take(static_cast<size_t>(p.B) * NC * f);                  // next step's h1 mask (0 or 1/(1-p))
   L.mask2 = take(static_cast<size_t>(p.B) * (p.nj > 0 ? p.nj : 1) * f);  // this step's h2 mask
   L.fpart = take(static_cast<size_t>(kPersistThreads) * f);           // the fused pass's warp sums
-  L.dz3 = take(static_cast<size_t>(p.B) * class_stride(p.C) * f);     // dz3, rows padded to 4-float groups
   L.total = off;
   return L;
 }
@@ -82,6 +81,40 @@ __device__ __forceinline__ void transpose_sum(float (&a)[1 << L]) {
   }
 }
 
+// Two Adam updates as straight-line code, so that their dependent chains (a square root and two
+// divisions each) overlap: adam_apply's arithmetic, with the skip of a negligible step
+// (adam_step.h) as a select instead of an early return. A skipped step divides 1 by a normal
+// number instead (no division slow path) and keeps p. SGD: p -= lr g.
+__device__ __forceinline__ void opt_apply2(float (&w)[2], const float (&g)[2], float* m0, float* m1, float* v0,
+                                           float* v1, bool adam, float lr, const AdamHyper& h) {
+  if (!adam) {
+    w[0] -= lr * g[0], w[1] -= lr * g[1];
+    return;
+  }
+  float* mp[2] = {m0, m1};
+  float* vp[2] = {v0, v1};
+  float m[2], v[2], q[2];
+  bool skip[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    m[i] = *mp[i], v[i] = *vp[i];
+    m[i] = m[i] + h.omb1 * (g[i] - m[i]);
+    v[i] = v[i] * h.b2 + h.omb2 * g[i] * g[i];
+    skip[i] = adam_step_negligible(w[i], m[i], h.step_size, h.eps);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float denom = sqrtf(skip[i] ? 1.f : v[i]) / h.bc2_sqrt + h.eps;
+    q[i] = (skip[i] ? 1.f : m[i]) / denom;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float np = w[i] - h.step_size * q[i];
+    w[i] = skip[i] ? w[i] : np;
+    *mp[i] = m[i], *vp[i] = v[i];
+  }
+}
+
 template <int NC, bool kW1>
 struct PipeBlock : PersistBlock<NC, kW1> {
   using Base = PersistBlock<NC, kW1>;
@@ -89,20 +122,20 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   using Base::xs, Base::ld1, Base::ld2, Base::cp;
   using Base::nt, Base::nwarps, Base::p, Base::sm, Base::tid, Base::lane, Base::wid;
   using Base::c0, Base::ncown, Base::j0, Base::njown, Base::adam, Base::keep_grads;
-  float *mask1, *mask2, *fpart, *dz3;
+  float *mask1, *mask2, *fpart;
   bool fused;  // the fused W1 update + next first layer (NC == 1, B <= 32)
 
   __device__ __forceinline__ PipeBlock(const PersistParams& pin, unsigned char* smem) : Base(pin, smem) {
     const PipeLayout L = pipe_layout(p, NC);
     mask1 = reinterpret_cast<float*>(smem + L.mask1), mask2 = reinterpret_cast<float*>(smem + L.mask2);
-    fpart = reinterpret_cast<float*>(smem + L.fpart), dz3 = reinterpret_cast<float*>(smem + L.dz3);
+    fpart = reinterpret_cast<float*>(smem + L.fpart);
     fused = pipe_fuses(NC, B);
   }
 
   // ---- dropout masks, drawn while the block waits: the multiplier of each own unit (0: dropped)
   __device__ __forceinline__ void draw_h1_mask(int64_t s) {
     if (p.dropout)
-      for (int o = tid; o < B * ncown; o += nt) {
+      for (int o = nt - 1 - tid; o < B * ncown; o += nt) {  // the last threads: the updates start at 0
         const int r = o / ncown, c = o % ncown;
         mask1[r * NC + c] =
             dropout_bits_dev(p.key, 0u, static_cast<uint64_t>(s), static_cast<uint32_t>(r * H1 + c0 + c)) >= p.threshold
@@ -112,7 +145,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   }
   __device__ __forceinline__ void draw_h2_mask(int64_t s) {
     if (p.dropout)
-      for (int o = tid; o < B * njown; o += nt) {
+      for (int o = nt - 1 - tid; o < B * njown; o += nt) {
         const int r = o / njown, j = o % njown;
         mask2[r * njown + j] =
             dropout_bits_dev(p.key, 1u, static_cast<uint64_t>(s), static_cast<uint32_t>(r * H2 + j0 + j)) >= p.threshold
@@ -136,70 +169,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
           if (drop) h = m2[m * nown + n] != 0.f ? h * m2[m * nown + n] : 0.f;
           xstore(st.h2x + static_cast<size_t>(m) * H2 + j0 + n, h, st.T);
         });
-  }
-
-  // ---- C: the last layer, softmax cross-entropy, dz3 and dz2 = relu'(dz3 W3) in one pass, a
-  // half-warp per batch row. Lane j of the half-warp takes hidden units j, j + 16, ... and all the
-  // classes (W3's transposed rows, 5c's broadcast float4 loads); transpose_sum leaves it the logit of
-  // class j. Then 5c's softmax and dz2 (dz3 shared by shuffles), W3 before its update.
-  __device__ __forceinline__ void last_layer_softmax(const PersistStep& st) {
-    const int half = lane >> 4, j = lane & 15;
-    const float inv = 1.f / static_cast<float>(B);
-    for (int r0 = 2 * wid; r0 < B; r0 += 2 * nwarps) {  // warp-uniform: every lane shuffles
-      const int r = r0 + half;
-      const bool row = r < B, on = row && j < C;
-      float a[16];
-#pragma unroll
-      for (int n = 0; n < 16; ++n) a[n] = 0.f;
-      if (row)
-        for (int u = j; u < H2; u += 16) {
-          const float x = sm.h2[r * ld2 + u];
-#pragma unroll
-          for (int v = 0; v < kMaxClassStride / 4; ++v)
-            if (4 * v < cp) {  // padding columns are 0
-              const float4 t4 = reinterpret_cast<const float4*>(sm.w3 + u * cp)[v];
-              a[4 * v] = fmaf(x, t4.x, a[4 * v]);
-              a[4 * v + 1] = fmaf(x, t4.y, a[4 * v + 1]);
-              a[4 * v + 2] = fmaf(x, t4.z, a[4 * v + 2]);
-              a[4 * v + 3] = fmaf(x, t4.w, a[4 * v + 3]);
-            }
-        }
-      transpose_sum<4, 8>(a);  // lane j: the sum for class j
-      const float z = on ? a[0] + sm.b3[j] : -INFINITY;
-      float mx = z;
-#pragma unroll
-      for (int w = 8; w >= 1; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
-      float sum = on ? expf(z - mx) : 0.f;
-#pragma unroll
-      for (int w = 8; w >= 1; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
-      const float lse = mx + logf(sum);
-      const int y = row ? st.lb[r] : 0;
-      const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
-      const float dz = on ? (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv : 0.f;
-      if (row && j < cp) dz3[r * cp + j] = dz;  // padding classes 0
-      if (row && j == 0) sm.rloss[r] = lse - zy;
-      float d[kMaxClassStride];  // 0 past C
-#pragma unroll
-      for (int n = 0; n < kMaxClassStride; ++n) d[n] = __shfl_sync(0xffffffffu, dz, (half << 4) + n);
-      if (row)
-        for (int u = j; u < H2; u += 16) {
-          float acc = 0.f;
-          if (sm.h2[r * ld2 + u] > 0.f) {
-#pragma unroll
-            for (int v = 0; v < kMaxClassStride / 4; ++v)
-              if (4 * v < cp) {
-                const float4 t4 = reinterpret_cast<const float4*>(sm.w3 + u * cp)[v];
-                acc = fmaf(d[4 * v], t4.x, acc);
-                acc = fmaf(d[4 * v + 1], t4.y, acc);
-                acc = fmaf(d[4 * v + 2], t4.z, acc);
-                acc = fmaf(d[4 * v + 3], t4.w, acc);
-              }
-            acc *= p.scale;
-          }
-          sm.dz2[r * ld2 + u] = acc;
-        }
-    }
-    __syncthreads();
   }
 
   // ---- W1 update of step `up` (null: none) and first layer of step `nx` (null: none), one pass.
@@ -244,19 +213,21 @@ struct PipeBlock : PersistBlock<NC, kW1> {
               for (int i = 0; i < 4; ++i) g[i] = fmaf(d[j], byte_value(xw[j], i), g[i]);
           }
         }
+        float gc[2];
 #pragma unroll
         for (int j = 0; j < 2; ++j) {  // pixels 4kw + 2h + j: first half's sum + second half's
           const float keep = h ? g[2 + j] : g[j], send = h ? g[j] : g[2 + j];
           const float recv = __shfl_xor_sync(0xffffffffu, send, 1);
-          float gc = h ? recv + keep : keep + recv;
-          if (!on) continue;
-          const int k = 4 * kw + 2 * h + j;
-          if (gc != 0.f) gc /= 255.f;  // (0 / 255 would take the division's slow path)
-          if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0) * D + k] = gc;
-          float w = sm.w1[k];
-          opt_apply(w, gc, sm.m1 + k, sm.v1 + k, adam, p.lr, up->hy);
-          sm.w1[k] = w;
-          wn[j] = w;
+          gc[j] = h ? recv + keep : keep + recv;
+          if (gc[j] != 0.f) gc[j] /= 255.f;  // (0 / 255 would take the division's slow path)
+        }
+        if (on) {
+          const int k = 4 * kw + 2 * h;  // the lane's two pixels: k, k + 1
+          if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0) * D + k] = gc[0], p.G[p.w0 + static_cast<size_t>(c0) * D + k + 1] = gc[1];
+          const float2 w2 = *reinterpret_cast<const float2*>(sm.w1 + k);
+          wn[0] = w2.x, wn[1] = w2.y;
+          opt_apply2(wn, gc, sm.m1 + k, sm.m1 + k + 1, sm.v1 + k, sm.v1 + k + 1, adam, p.lr, up->hy);
+          *reinterpret_cast<float2*>(sm.w1 + k) = make_float2(wn[0], wn[1]);
         }
       } else if (on) {
         wn[0] = sm.w1[4 * kw + 2 * h], wn[1] = sm.w1[4 * kw + 2 * h + 1];
@@ -300,31 +271,16 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     }
   }
 
-  // The updates nothing on the critical path waits for (5c's late_updates, same tasks and order of
-  // sums except W3's): a W3 task is one hidden unit n and a group of 4 classes, reading dz3 rows as
-  // float4 (one load a batch row for 4 weights). Run during the next step's wait for h1.
-  __device__ __forceinline__ void late_updates(const AdamHyper& h, xword* w2pub, uint32_t tag) {
-    const int G4 = cp / 4, n3 = H2 * G4, n2 = njown * H1, nb = C + njown;
-    for (int o = tid; o < n3 + n2 + nb; o += nt) {
-      if (o < n3) {
-        const int n = o / G4, m0 = 4 * (o % G4);
-        float g[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
-        for (int r = 0; r < B; ++r) {
-          const float x = sm.h2[r * ld2 + n];
-          const float4 d4 = *reinterpret_cast<const float4*>(dz3 + r * cp + m0);
-          g[0] = fmaf(d4.x, x, g[0]), g[1] = fmaf(d4.y, x, g[1]), g[2] = fmaf(d4.z, x, g[2]), g[3] = fmaf(d4.w, x, g[3]);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int m = m0 + i;
-          if (m >= C) break;
-          if (keep_grads && blockIdx.x == 0) p.G[p.w2 + m * H2 + n] = g[i];
-          const int e = n * cp + m;
-          opt_apply(sm.w3[e], g[i], sm.m3 + e, sm.v3 + e, adam, p.lr, h);
-        }
-      } else if (o < n3 + n2) {
-        const int m = (o - n3) / H1, n = (o - n3) % H1, e = m * ld1 + n;
+  // The updates nothing on the critical path waits for (5c's late_updates: the same tasks, the same
+  // order of sums), split over the two waits by when their results are next needed: the own W2 rows
+  // (published for the column slices) and b2 before this step's second layer, so during the wait
+  // for h1; the W3 replica and b3 before its last layer, so during the wait for h2 (they read the
+  // previous step's h2 and dz3, which the gather and the softmax overwrite only after them).
+  __device__ __forceinline__ void late_updates_w2(const AdamHyper& h, xword* w2pub, uint32_t tag) {
+    const int n2 = njown * H1;
+    for (int o = tid; o < n2 + njown; o += nt) {
+      if (o < n2) {
+        const int m = o / H1, n = o % H1, e = m * ld1 + n;
         const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
         float g = 0.f;
 #pragma unroll 8
@@ -333,25 +289,57 @@ struct PipeBlock : PersistBlock<NC, kW1> {
         opt_apply(sm.w2r[e], g, sm.m2r + e, sm.v2r + e, adam, p.lr, h);
         xstore(w2pub + gi, sm.w2r[e], tag);
       } else {
-        const int j = o - n3 - n2;
+        const int jj = o - n2;
         float g = 0.f;
-        if (j < C) {
 #pragma unroll 8
-          for (int r = 0; r < B; ++r) g += dz3[r * cp + j];
-          if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
-          opt_apply(sm.b3[j], g, sm.mb3 + j, sm.vb3 + j, adam, p.lr, h);
-        } else {
-          const int jj = j - C;
-#pragma unroll 8
-          for (int r = 0; r < B; ++r) g += sm.dz2[r * ld2 + j0 + jj];
-          if (keep_grads) p.G[p.b1 + j0 + jj] = g;
-          opt_apply(sm.b2[jj], g, sm.mb2 + jj, sm.vb2 + jj, adam, p.lr, h);
-        }
+        for (int r = 0; r < B; ++r) g += sm.dz2[r * ld2 + j0 + jj];
+        if (keep_grads) p.G[p.b1 + j0 + jj] = g;
+        opt_apply(sm.b2[jj], g, sm.mb2 + jj, sm.vb2 + jj, adam, p.lr, h);
       }
     }
   }
+  __device__ __forceinline__ void late_updates_w3(const AdamHyper& h) {
+    const int C2 = (C + 1) / 2, n3 = H2 * C2;  // W3 in pairs of rows (m, m + C2) sharing each h2 load
+    for (int o = tid; o < n3 + C; o += nt) {
+      if (o < n3) {
+        const int m = o % C2, n = o / C2;
+        const bool two = m + C2 < C;
+        float g0 = 0.f, g1 = 0.f;
+#pragma unroll 8
+        for (int r = 0; r < B; ++r) {
+          const float x = sm.h2[r * ld2 + n];
+          g0 = fmaf(sm.z3[r * C + m], x, g0);
+          if (two) g1 = fmaf(sm.z3[r * C + m + C2], x, g1);
+        }
+        if (keep_grads && blockIdx.x == 0) {
+          p.G[p.w2 + m * H2 + n] = g0;
+          if (two) p.G[p.w2 + (m + C2) * H2 + n] = g1;
+        }
+        const int e = n * cp + m;
+        if (two) {  // both rows' updates overlapped (the usual case: C even)
+          float w[2] = {sm.w3[e], sm.w3[e + C2]};
+          const float gg[2] = {g0, g1};
+          opt_apply2(w, gg, sm.m3 + e, sm.m3 + e + C2, sm.v3 + e, sm.v3 + e + C2, adam, p.lr, h);
+          sm.w3[e] = w[0], sm.w3[e + C2] = w[1];
+        } else {
+          opt_apply(sm.w3[e], g0, sm.m3 + e, sm.v3 + e, adam, p.lr, h);
+        }
+      } else {
+        const int j = o - n3;
+        float g = 0.f;
+#pragma unroll 8
+        for (int r = 0; r < B; ++r) g += sm.z3[r * C + j];
+        if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
+        opt_apply(sm.b3[j], g, sm.mb3 + j, sm.vb3 + j, adam, p.lr, h);
+      }
+    }
+  }
+  // after the last step: its deferred updates (nothing reads the W2 words they publish)
   __device__ __forceinline__ void finish(const AdamHyper& hy_last) {
-    if (p.count > 0) late_updates(hy_last, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
+    if (p.count > 0) {
+      late_updates_w2(hy_last, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
+      late_updates_w3(hy_last);
+    }
     __syncthreads();
   }
 };
@@ -385,7 +373,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
     blk.fetch_next_indices(st);
     gather_rows(blk.sm.h1, blk.ld1, st.h1x, blk.B, blk.H1, st.T, [&] {  // X1
       blk.fetch_next_batch(st);
-      if (t > 0) blk.late_updates(hy_prev, st.w2now, st.T);
+      if (t > 0) blk.late_updates_w2(hy_prev, st.w2now, st.T);
       blk.draw_h2_mask(st.s);
       if (stamping) __syncthreads(), clock.stamp(0);  // (only when timing the parts: splits X1)
     });
@@ -395,10 +383,12 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
     clock.stamp(2);
     blk.store_next_labels(st);
     blk.gather_h2(st, [&] {  // X2
+      if (t > 0) blk.late_updates_w3(hy_prev);
       if (blk.fused && st.more) blk.draw_h1_mask(st.s + 1);
     });
     clock.stamp(3);
-    blk.last_layer_softmax(st);  // C
+    blk.partial_logits();  // C1, C2 (5c's)
+    blk.softmax_dz2(st);
     clock.stamp(4);
     blk.batch_loss(st);
     __pipeline_wait_prior(0);  // the next batch (its barrier: the one that ends dz1)

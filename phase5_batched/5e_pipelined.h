@@ -18,11 +18,11 @@ namespace mlp {
 constexpr int kPipeSegments = 7;
 inline const char* pipe_segment_name(int i) {
   static const char* names[kPipeSegments] = {
-      "X1a: the previous step's W3/W2 updates, the next batch's fetch, h2's mask (block barrier)",
+      "X1a: the previous step's own W2 rows and b2 updated, the next batch's fetch, h2's mask (block barrier)",
       "X1b: wait for h1 (what is left of it)",
       "B: second layer (own units), publish h2",
-      "X2: wait for h2 and the W2 column slice (meanwhile: the next h1 mask)",
-      "C: last layer + softmax + dz2 in registers (one pass, no partial logits)",
+      "X2: wait for h2 and the W2 column slice (meanwhile: the previous step's W3/b3 updates, the next h1 mask)",
+      "C: last layer (partial logits), softmax cross-entropy and dz2 (5c's C1, C2)",
       "dz1 for own units (and the batch loss)",
       "W1 update fused with the next step's first layer, publish the next h1"};
   return names[i];
