@@ -882,6 +882,10 @@ struct PersistBlock : PersistDims<kW1> {
 
   // ---- write back what this block owns (block 0 also writes the W3/b3 replica)
   __device__ __forceinline__ void write_back() {
+    write_back_rows();
+    write_back_replica();
+  }
+  __device__ __forceinline__ void write_back_rows() {
     for (int e = tid; e < D * ncown; e += nt) {
       const int c = e / D, k = e % D;
       const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
@@ -902,6 +906,8 @@ struct PersistBlock : PersistDims<kW1> {
       p.P[p.b1 + j0 + j] = sm.b2[j];
       if (adam) p.M[p.b1 + j0 + j] = sm.mb2[j], p.V[p.b1 + j0 + j] = sm.vb2[j];
     }
+  }
+  __device__ __forceinline__ void write_back_replica() {
     if (blockIdx.x == 0) {
       for (int e = tid; e < C * H2; e += nt) {
         const int es = (e % H2) * cp + e / H2;

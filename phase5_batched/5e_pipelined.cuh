@@ -123,14 +123,39 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   using Base::nt, Base::nwarps, Base::p, Base::sm, Base::tid, Base::lane, Base::wid;
   using Base::c0, Base::ncown, Base::j0, Base::njown, Base::adam, Base::keep_grads;
   float *mask1, *mask2, *fpart;
-  bool fused;  // the fused W1 update + next first layer (NC == 1, B <= 32)
+  bool fused_;  // the fused W1 update + next first layer (NC == 1, B <= 32); W1's instance: always
+  __device__ __forceinline__ bool fused() const {
+    if constexpr (kW1) return true;
+    else return fused_;
+  }
+  int Q, q0, nq;  // W3 and b3 as Q = C H2 + C elements (W3 row-major, then b3); this block owns q0 .. q0 + nq
 
   __device__ __forceinline__ PipeBlock(const PersistParams& pin, unsigned char* smem) : Base(pin, smem) {
     const PipeLayout L = pipe_layout(p, NC);
     mask1 = reinterpret_cast<float*>(smem + L.mask1), mask2 = reinterpret_cast<float*>(smem + L.mask2);
     fpart = reinterpret_cast<float*>(smem + L.fpart);
-    fused = pipe_fuses(NC, B);
+    fused_ = pipe_fuses(NC, B);
+    Q = C * H2 + C;
+    const int per = (Q + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+    q0 = blockIdx.x * per, nq = max(0, min(per, Q - q0));
   }
+
+  // ---- before the first step: 5c's, and the W3/b3 words this block will publish cleared (both
+  // parities: tags count the launch's steps, and the launch's grid barrier follows)
+  __device__ __forceinline__ void load_owned() {
+    Base::load_owned();
+    for (int o = tid; o < 2 * nq; o += nt) xstore(p.w3x + (o & 1) * Q + q0 + (o >> 1), 0.f, 0u);
+  }
+  // the batch indices of step t (< count) into registers, two steps before their use
+  __device__ __forceinline__ void fetch_indices(int t) {
+    if (t < p.count)
+      for (int q = 0; q < kRowsPerWarp; ++q) {
+        const int r = wid + q * nwarps;
+        if (r < B) this->nimg[q] = __ldg(p.perm + static_cast<size_t>(p.i0 + t) * B + r);
+      }
+  }
+  // the position of W3/b3 element q in the replica
+  __device__ __forceinline__ float& replica(int q) const { return q < C * H2 ? sm.w3[(q % H2) * cp + q / H2] : sm.b3[q - C * H2]; }
 
   // ---- dropout masks, drawn while the block waits: the multiplier of each own unit (0: dropped)
   __device__ __forceinline__ void draw_h1_mask(int64_t s) {
@@ -298,47 +323,74 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       }
     }
   }
-  __device__ __forceinline__ void late_updates_w3(const AdamHyper& h) {
-    const int C2 = (C + 1) / 2, n3 = H2 * C2;  // W3 in pairs of rows (m, m + C2) sharing each h2 load
-    for (int o = tid; o < n3 + C; o += nt) {
-      if (o < n3) {
-        const int m = o % C2, n = o / C2;
-        const bool two = m + C2 < C;
-        float g0 = 0.f, g1 = 0.f;
+  // The block's slice of W3 and b3 (nq of the Q elements, a few), updated from the previous step's
+  // h2 and dz3 and published for every block's replica (gathered with h2). The tasks start half a
+  // block away from the W2 rows' (thread 0 up) and the masks' (the last threads).
+  __device__ __forceinline__ void update_w3_slice(const AdamHyper& h, xword* w3pub, uint32_t tag) {
+    for (int o = (tid + nt / 2) % nt; o < nq; o += nt) {
+      const int q = q0 + o;
+      float g = 0.f;
+      if (q < C * H2) {
+        const int m = q / H2, n = q % H2;
 #pragma unroll 8
-        for (int r = 0; r < B; ++r) {
-          const float x = sm.h2[r * ld2 + n];
-          g0 = fmaf(sm.z3[r * C + m], x, g0);
-          if (two) g1 = fmaf(sm.z3[r * C + m + C2], x, g1);
-        }
-        if (keep_grads && blockIdx.x == 0) {
-          p.G[p.w2 + m * H2 + n] = g0;
-          if (two) p.G[p.w2 + (m + C2) * H2 + n] = g1;
-        }
+        for (int r = 0; r < B; ++r) g = fmaf(sm.z3[r * C + m], sm.h2[r * ld2 + n], g);
         const int e = n * cp + m;
-        if (two) {  // both rows' updates overlapped (the usual case: C even)
-          float w[2] = {sm.w3[e], sm.w3[e + C2]};
-          const float gg[2] = {g0, g1};
-          opt_apply2(w, gg, sm.m3 + e, sm.m3 + e + C2, sm.v3 + e, sm.v3 + e + C2, adam, p.lr, h);
-          sm.w3[e] = w[0], sm.w3[e + C2] = w[1];
-        } else {
-          opt_apply(sm.w3[e], g0, sm.m3 + e, sm.v3 + e, adam, p.lr, h);
-        }
+        opt_apply(sm.w3[e], g, sm.m3 + e, sm.v3 + e, adam, p.lr, h);
+        xstore(w3pub + q, sm.w3[e], tag);
       } else {
-        const int j = o - n3;
-        float g = 0.f;
+        const int j = q - C * H2;
 #pragma unroll 8
         for (int r = 0; r < B; ++r) g += sm.z3[r * C + j];
-        if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
         opt_apply(sm.b3[j], g, sm.mb3 + j, sm.vb3 + j, adam, p.lr, h);
+        xstore(w3pub + q, sm.b3[j], tag);
       }
+      if (keep_grads) p.G[q < C * H2 ? p.w2 + q : p.b2 + (q - C * H2)] = g;
     }
   }
+
+  // ---- X2: 5c's gather_h2, and (after the first step) the W3/b3 words its owners published during
+  // this step's wait for h1, loaded in the same first round, into the replica
+  template <class Between>
+  __device__ __forceinline__ void gather_h2(const PersistStep& st, Between between) {
+    const int j = tid / NC, c = tid % NC;
+    const bool first = tid < H2 * NC && c < ncown;
+    const xword* wp = st.w2now + static_cast<size_t>(j) * H1 + c0 + c;
+    const xword w2c0 = first ? xload(wp) : 0;
+    const xword* w3src = p.w3x + static_cast<size_t>(st.par) * Q;
+    const bool w3 = st.t > 0 && tid < Q;
+    const xword w30 = w3 ? xload(w3src + tid) : 0;
+    gather_rows(sm.h2, ld2, st.h2x, B, H2, st.T, between);
+    if (tid < H2 * NC) sm.w2c[tid] = first ? xvalue(wp, w2c0, st.T) : 0.f;
+    for (int e = tid + nt; e < H2 * NC; e += nt) {
+      const int jj = e / NC, cc = e % NC;
+      const xword* q = st.w2now + static_cast<size_t>(jj) * H1 + c0 + cc;
+      sm.w2c[e] = cc < ncown ? xvalue(q, xload(q), st.T) : 0.f;
+    }
+    if (w3) {
+      replica(tid) = xvalue(w3src + tid, w30, st.T);
+      for (int q = tid + nt; q < Q; q += nt) replica(q) = xvalue(w3src + q, xload(w3src + q), st.T);
+    }
+    __syncthreads();
+  }
+
+  // ---- write back: the own rows (5c's) and the own W3/b3 slice (the replicas are not all current)
+  __device__ __forceinline__ void write_back() {
+    this->write_back_rows();
+    for (int o = tid; o < nq; o += nt) {
+      const int q = q0 + o;
+      const bool w = q < C * H2;
+      const size_t g = w ? p.w2 + q : p.b2 + (q - C * H2);
+      const int e = (q % H2) * cp + q / H2, jb = q - C * H2;
+      p.P[g] = replica(q);
+      if (adam) p.M[g] = w ? sm.m3[e] : sm.mb3[jb], p.V[g] = w ? sm.v3[e] : sm.vb3[jb];
+    }
+  }
+
   // after the last step: its deferred updates (nothing reads the W2 words they publish)
   __device__ __forceinline__ void finish(const AdamHyper& hy_last) {
     if (p.count > 0) {
       late_updates_w2(hy_last, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
-      late_updates_w3(hy_last);
+      update_w3_slice(hy_last, p.w3x + static_cast<size_t>(p.count & 1) * Q, static_cast<uint32_t>(p.count) + 1u);
     }
     __syncthreads();
   }
@@ -357,7 +409,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
   cooperative_groups::this_grid().sync();
   if (blk.p.count > 0) {  // the first step's first layer (the forward half of the fused pass)
     const PersistStep st0 = blk.step(0);
-    if (blk.fused) {
+    if (blk.fused()) {
       blk.draw_h1_mask(st0.s);
       __pipeline_wait_prior(0);
       __syncthreads();
@@ -366,14 +418,18 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
       blk.first_layer(st0);
     }
   }
+  blk.fetch_indices(1);
   clock.start(stamping && blockIdx.x == 0 && blk.tid == 0);
   AdamHyper hy_prev{};
   for (int t = 0; t < blk.p.count; ++t) {
     const PersistStep st = blk.step(t);
-    blk.fetch_next_indices(st);
     gather_rows(blk.sm.h1, blk.ld1, st.h1x, blk.B, blk.H1, st.T, [&] {  // X1
-      blk.fetch_next_batch(st);
-      if (t > 0) blk.late_updates_w2(hy_prev, st.w2now, st.T);
+      blk.fetch_next_batch(st);  // (indices loaded a step ago)
+      blk.fetch_indices(t + 2);
+      if (t > 0) {
+        blk.late_updates_w2(hy_prev, st.w2now, st.T);
+        blk.update_w3_slice(hy_prev, blk.p.w3x + static_cast<size_t>(st.par) * blk.Q, st.T);
+      }
       blk.draw_h2_mask(st.s);
       if (stamping) __syncthreads(), clock.stamp(0);  // (only when timing the parts: splits X1)
     });
@@ -383,8 +439,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
     clock.stamp(2);
     blk.store_next_labels(st);
     blk.gather_h2(st, [&] {  // X2
-      if (t > 0) blk.late_updates_w3(hy_prev);
-      if (blk.fused && st.more) blk.draw_h1_mask(st.s + 1);
+      if (blk.fused() && st.more) blk.draw_h1_mask(st.s + 1);
     });
     clock.stamp(3);
     blk.partial_logits();  // C1, C2 (5c's)
@@ -394,7 +449,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
     __pipeline_wait_prior(0);  // the next batch (its barrier: the one that ends dz1)
     blk.dz1_own_units();
     clock.stamp(5);
-    if (blk.fused) {
+    if (blk.fused()) {
       if (st.more) {
         const PersistStep nx = blk.step(t + 1);
         blk.update_forward(&st, &nx);

@@ -718,6 +718,7 @@ class Trainer {
     h2x_.alloc(2 * static_cast<size_t>(B_) * w[2]);
     w2x_.alloc(2 * static_cast<size_t>(w[2]) * w[1]);
     p.h1x = h1x_.get(), p.h2x = h2x_.get(), p.w2x = w2x_.get();
+    if (launch_ == Launch::Pipelined) w3x_.alloc(2 * (static_cast<size_t>(w[3]) * w[2] + w[3])), p.w3x = w3x_.get();
     p.adam = o_.adam(), p.lr = static_cast<float>(o_.lr);
     p.dropout = o_.dropout > 0, p.key = dropout_key(o_.common.seed), p.threshold = dropout_threshold(o_.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
@@ -730,7 +731,7 @@ class Trainer {
       costs_per_step_["p5_persistent"] = persistent_rung_cost(p, persist_plan_);
     }
   }
-  DevBuf<xword> h1x_, h2x_, w2x_;
+  DevBuf<xword> h1x_, h2x_, w2x_, w3x_;
   DevBuf<unsigned long long> breakdown_;
   cudaStream_t st_{};
   size_t nparams_ = 0;

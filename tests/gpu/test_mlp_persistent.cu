@@ -47,7 +47,7 @@ struct Setup {
   Dev<uint8_t> dpx, dlab;
   Dev<int> dperm;
   Dev<float> P, M, V, G;
-  Dev<xword> h1x, h2x, w2x;  // poisoned (0xFF: tag 0xFFFFFFFF) before every run
+  Dev<xword> h1x, h2x, w2x, w3x;  // poisoned (0xFF: tag 0xFFFFFFFF) before every run
   Dev<float> loss;
   Dev<AdamHyper> dhyper;
   Dev<unsigned long long> bad;
@@ -71,6 +71,7 @@ struct Setup {
         h1x(2 * static_cast<size_t>(c.B) * c.H1),
         h2x(2 * static_cast<size_t>(c.B) * c.H2),
         w2x(2 * static_cast<size_t>(c.H2) * c.H1),
+        w3x(2 * (static_cast<size_t>(c.classes) * c.H2 + c.classes)),
         loss(static_cast<size_t>(steps)),
         dhyper(static_cast<size_t>(steps) + 2),
         bad(1) {
@@ -110,7 +111,7 @@ struct Setup {
     P.set(p0);
     CUDA_CHECK(cudaMemset(M.p, 0, M.n * sizeof(float)));
     CUDA_CHECK(cudaMemset(V.p, 0, V.n * sizeof(float)));
-    G.poison(), loss.poison(), h1x.poison(), h2x.poison(), w2x.poison();
+    G.poison(), loss.poison(), h1x.poison(), h2x.poison(), w2x.poison(), w3x.poison();
     const unsigned long long none = ~0ull;
     CUDA_CHECK(cudaMemcpy(bad.p, &none, sizeof none, cudaMemcpyHostToDevice));
   }
@@ -121,7 +122,7 @@ struct Setup {
     p.P = P.p, p.G = G.p;
     if (cfg.adam) p.M = M.p, p.V = V.p, p.hyper = dhyper.p, p.hyper_n = static_cast<int64_t>(dhyper.n);
     p.w0 = woff[0], p.b0 = boff[0], p.w1 = woff[1], p.b1 = boff[1], p.w2 = woff[2], p.b2 = boff[2];
-    p.h1x = h1x.p, p.h2x = h2x.p, p.w2x = w2x.p;
+    p.h1x = h1x.p, p.h2x = h2x.p, p.w2x = w2x.p, p.w3x = w3x.p;
     p.adam = cfg.adam, p.lr = static_cast<float>(lr());
     p.dropout = cfg.dropout > 0, p.key = key, p.threshold = dropout_threshold(cfg.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - cfg.dropout));
