@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
   AdamHyper hy_prev{};
   for (int t = 0; t < blk.p.count; ++t) {
     const PersistStep st = blk.step(t);
-    gather_rows(blk.sm.h1, blk.ld1, st.h1x, blk.B, blk.H1, st.T, [&] {  // X1
+    const auto x1_work = [&] {  // what a block does while h1 travels
       blk.fetch_next_batch(st);  // (indices loaded a step ago)
       blk.fetch_indices(t + 2);
       if (t > 0) {
@@ -432,7 +432,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
       }
       blk.draw_h2_mask(st.s);
       if (stamping) __syncthreads(), clock.stamp(0);  // (only when timing the parts: splits X1)
-    });
+    };
+    // X1: only the blocks that own second-layer units read h1 (the polls of all blocks' 8-byte
+    // words are what an exchange's latency is made of: fewer readers, less L2 traffic a round)
+    if (blk.njown > 0) gather_rows(blk.sm.h1, blk.ld1, st.h1x, blk.B, blk.H1, st.T, x1_work);
+    else x1_work();
     __syncthreads();
     clock.stamp(1);
     blk.second_layer(st);  // B
