@@ -63,6 +63,7 @@ for dr in 0.2 0; do
   for pr in fp32 fp16; do CONFIGS+=("$t-p5-own-$pr|phase5_batched|$w --precision $pr"); done
   for pr in fp32 fp16; do CONFIGS+=("$t-p5-cublas-$pr|phase5_batched|$w --precision $pr --gemm cublas"); done
   CONFIGS+=("$t-p5-persistent|phase5_batched|$w --launch persistent")
+  CONFIGS+=("$t-p5-pipelined|phase5_batched|$w --launch pipelined")
 done
 for h in 128 1024; do
   w="${W2//H/$h}"

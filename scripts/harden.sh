@@ -15,7 +15,7 @@
 #                                            cost of --deterministic against the default path (GPU)
 #   bash scripts/harden.sh profilers [PHASE...]  each phase (small size, our tracer on) under nsys and ncu:
 #                                            it must complete, its tracer stepping aside with one warning;
-#                                            phase 5 also with --launch persistent and cluster (GPU)
+#                                            phase 5 also with --launch persistent, pipelined and cluster (GPU)
 #
 # Every mode prints a short table last and exits non-zero on any finding. Files:
 #   build/asan/            objects, binary and log of the ASan/UBSan host suite
@@ -293,7 +293,7 @@ variants() {
     phase1_*|phase2_*) lines=("" "--deterministic") ;;
     phase3_*) lines=("" "--source host --chunk 1000 --streams 3 --eval-every 2" "--deterministic" "--pdl early") ;;
     phase4_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --deterministic") ;;
-    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch cluster --precision fp16 --optimizer sgd --dropout 0 --steps 4") ;;
+    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch pipelined" "--launch pipelined --generic-kernel" "--launch cluster --precision fp16 --optimizer sgd --dropout 0 --steps 4") ;;
     *) lines=("") ;;
   esac
   for v in "${lines[@]}"; do
@@ -674,7 +674,7 @@ mode_profilers() {
     "build/$p" --help >"build/help_$p.txt" 2>&1 || true
     pv=("")
     # phase 5's persistent and cluster kernels are one long launch each: profiled as rows of their own
-    [ "$p" = phase5_batched ] && pv+=("--launch persistent" "--launch cluster --precision fp16 --optimizer sgd --dropout 0")
+    [ "$p" = phase5_batched ] && pv+=("--launch persistent" "--launch pipelined" "--launch cluster --precision fp16 --optimizer sgd --dropout 0")
     for extra in "${pv[@]}"; do
       name=$p
       [ -n "$extra" ] && name+=-$(echo "$extra" | awk '{print $2}')

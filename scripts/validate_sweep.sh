@@ -34,7 +34,8 @@ SHAPES=("--batch 32 --layers 784,128,64,10"
 PATHS=("build/phase4_mlp --precision fp32" "build/phase4_mlp --precision fp16"
        "build/phase5_batched --precision fp32" "build/phase5_batched --precision fp16"
        "build/phase5_batched --precision fp32 --gemm cublas" "build/phase5_batched --precision fp16 --gemm cublas"
-       "build/phase5_batched --precision fp32 --launch persistent" "build/phase5_batched --precision fp16 --launch cluster")
+       "build/phase5_batched --precision fp32 --launch persistent" "build/phase5_batched --precision fp32 --launch pipelined"
+       "build/phase5_batched --precision fp16 --launch cluster")
 fails=0
 : >"$LOG"
 for s in "${SHAPES[@]}"; do
