@@ -1,40 +1,41 @@
 // phase5_batched/5e_pipelined.cuh — `--launch pipelined`: rung 5c's persistent kernel with fewer dependent
-// phases a step. Same ownership (a block's W1 rows, W2 rows, a W3 replica in shared memory), same two
-// exchanges of tagged words, same arithmetic in fp32; what changes is how many things in a step wait on
-// the thing before them.
+// phases a step. Same ownership (a block's W1 rows and W2 rows in shared memory, a W3 replica), same
+// two exchanges of tagged words, same fp32 arithmetic; what changes is what in a step waits for what.
 //
-// WHAT IT ADDS OVER 5c (5c's step: A first layer -> X1 wait for h1 -> B second layer -> X2 wait for h2
-// -> C1 partial logits -> C2 softmax + dz2 -> C3 dz1 -> C4 W1 update; --breakdown, H100 a975929, us:
-// 1.76, 2.33, 1.06, 1.59, 0.71, 1.22, 0.32, 1.57 = 10.6 a step):
-//   * the W1 update of step t and the first layer of step t+1 are ONE pass over the block's W1 rows: a
-//     lane pair that has just updated its four pixels' weights multiplies them straight into the next
-//     batch's rows (already in shared memory), a transposing warp reduction sums the pixels, and one
-//     block barrier later the next h1 is published. 5c reads W1 twice and crosses two more barriers;
-//   * the last layer and the softmax are one pass in registers: a half-warp per batch row, each lane
-//     4 hidden units x the classes, a transposing half-warp reduction leaves lane j with logit j (5c
-//     wrote 16 slices of partial logits, crossed a barrier and added them 16 loads deep);
-//   * the dropout masks are drawn while the block waits (h2's during the wait for h1, the next h1's
-//     during the wait for h2), not between a sum and its publication;
-//   * the W3 replica's update reads dz3 as float4 rows (a task = one hidden unit x 4 classes), a third
-//     of 5c's shared-memory wavefronts, so the previous step's updates leave the wait for h1 sooner.
-// The fused pass needs a lane's forward sums for its half of the batch in registers: one first-layer
-// unit a block and a batch of at most 32 rows (W1's split). Other splits run 5c's update and first
-// layer (two passes) in the same place; every other change applies to every shape.
+// WHAT IT ADDS OVER 5c (5c's step, H100 --breakdown at a9a9f1c, us: first layer 1.81, wait for h1 with
+// the previous step's W3/W2 updates 2.35, second layer 1.05, wait for h2 1.55, last layer 0.53,
+// softmax + dz2 1.25, dz1 0.31, W1 update 1.55 = 10.4):
+//   * the W1 update of step t and the first layer of step t+1 are ONE pass over the block's W1 rows:
+//     a lane pair that has just updated its four pixels' weights multiplies them straight into the
+//     next batch's rows (already in shared memory), a transposing warp reduction sums the pixels, and
+//     one block barrier later the next h1 is published (5c reads W1 twice, across two more barriers);
+//   * the small layers' updates leave the critical path: the own W2 rows (needed by the second layer)
+//     run while h1 travels, and W3/b3 are updated as slices, a few elements a block, published as
+//     tagged words and gathered into every replica with h2 (5c updated all of W3 in every block);
+//   * the dropout masks are drawn while the block waits, the batch indices a step ahead;
+//   * blocks that own no second-layer unit (64 of W1's 128) do not read h1: every poll re-reads all
+//     of an exchange's 8-byte words still missing, so fewer readers means less L2 traffic a round.
+// The fused pass keeps a lane's forward sums for half the batch in registers: one first-layer unit
+// a block and a batch of at most 32 rows (W1's split, pipe_fuses). Other splits run 5c's update and
+// first layer (two passes) in the same place; everything else applies to every shape.
 //
-// THE DESIGN DECISION: the step is a chain of latencies, so merge links of the chain rather than
-// make any link's arithmetic faster. Nothing is added to the exchanges; the first step of a launch
-// runs the fused pass's forward half alone, so a launch of n steps and n launches of one step give
-// bit-identical results.
+// THE DESIGN DECISION: a step is a chain of latencies, so merge links of the chain and take work
+// off it rather than make any one link's arithmetic faster. The first step of a launch runs the
+// fused pass's forward half alone, so n steps in one launch or in n launches give the same bits.
 //
-// PREDICTION (written before the first run; H100, W1): X1 2.33 -> ~1.2 us (the updates' loads ~40%
-// of 5c's; what is left is one L2 flag hop, 0.57 us in cluster_latency__h100, and the skew between
-// blocks), B 1.06 -> ~0.7 (no Philox draw: --dropout 0 measured 0.38 less), X2 unchanged 1.6, C1+C2
-// 1.93 -> ~1.1, dz1 0.3, W1 update + next first layer 3.33 -> ~2.1: ~7.0 us a step, ~13 ms an epoch.
-// A floor for this structure on this GPU: 2 L2 hops (1.14 us) + the block-local issue time of a
-// step's ~0.6 MFLOP a block (~0.6 us at 4 warps x 32 FMA a cycle and its byte conversions) + ~8
-// block barriers and shared-memory round trips (~0.1 us each): ~2.5 us, 4.7 ms an epoch.
+// PREDICTION (written before the first run, for the first version, which also fused the last
+// layer with the softmax; H100, W1): ~7.0 us a step, ~13 ms an epoch. A floor for this structure:
+// 2 L2 hops (0.57 us each, tools/cluster_latency) + ~0.6 us of a block's issue time + ~8 block
+// barriers and shared-memory round trips (~0.1 us each): ~2.5 us, 4.7 ms an epoch.
 //
-// MEASURED: see phase5_batched/main.cu's card (the records of the run that measured this rung).
+// MEASURED (H100, bench_mlp.sh at a9a9f1c, profiles/nvidia-h100-80gb-hbm3/): 18.73 ms an epoch, 9.99
+// us a step (phase5_batched__w1-pipelined.json; 5c 19.51 ms in the same run): the prediction
+// missed by 1.4x. Per-block clocks (report/phase_notes/phase5_batched.md) say why: the blocks see an
+// exchange 1.0-1.4 us after its last word is written (a poll round trip under 128 blocks' polling
+// traffic, not the 0.57 us of one hop), and leave it up to ~0.9 us apart, so the next exchange
+// waits for the latest. Block 0's step (--breakdown, 9.9 us): the fused pass 2.76 us against 5c's
+// 3.36, the second layer 0.90 against 1.05, but the two waits 4.24 against 3.90: what the links of
+// the chain gave up, the exchanges took back.
 #pragma once
 #include "5c_persistent.cuh"
 #include "5e_pipelined.h"

@@ -2,46 +2,43 @@
 //
 // WHAT THIS CHAPTER ADDS OVER phase4_mlp (26 host-launched kernels a step, host gather, loss read
 // back every step): the data set on the GPU as bytes, each epoch's order generated on the device
-// (mlp_common.h's Feistel permutation: phase 4's order for the same seed), the batch gathered in
-// the first GEMM's operand loader; fused epilogues (bias+ReLU+dropout, softmax+CE+gradient,
-// ReLU/dropout backward, the optimizer in the weight-gradient GEMM: weight gradients never touch
-// memory); W1 6 launches a step, W2 8; each epoch one CUDA graph; losses read once an epoch.
-// The paths (--help lists every flag and its default):
-//   default (own GEMM graph step)  common/mlp/kernels.cuh products, fused epilogues, one graph;
-//   --gemm cublas      the same trainer on cuBLASLt, the yardstick (--gemm-compare: the products);
-//   --backward auto|fused|paired   fp16 + SGD: one pass over each layer's weights does its update
-//                      and its backward-data product (5b_fused_backward.cuh);
+// (phase 4's Feistel order for the same seed), the batch gathered in the first GEMM's loader; fused
+// epilogues (bias+ReLU+dropout, softmax+CE+gradient, the optimizer in the weight-gradient GEMM);
+// W1 6 launches a step, W2 8; each epoch one CUDA graph; losses read once an epoch. Rungs (--help):
+//   default (own GEMM graph step, 5a)  fused epilogues, one graph; --gemm cublas: cuBLASLt, the yardstick;
+//   --backward auto|fused|paired (5b)  fp16 + SGD: one pass over a layer's weights: update + backward;
 //   --pdl on|off       programmatic dependent launch: a kernel starts while the one before ends;
-//   --launch persistent  W1-shaped (fp32, two hidden layers): the whole epoch ONE cooperative
-//                      kernel, parameters in smem (5c_persistent.cuh); --breakdown times a step;
-//   --launch cluster   W2 at small widths (fp16, SGD, batch <= 32; h = 128 fits): the epoch one
-//                      16-block cluster, activations exchanged through DSMEM (5d_cluster.cuh).
+//   --launch persistent (5c)  W1-shaped (fp32, two hidden layers): an epoch is ONE cooperative
+//                      kernel, parameters in smem, two exchanges of tagged words a step;
+//   --launch pipelined (5e)   5c with fewer dependent phases a step: the W1 update fused with the
+//                      next first layer, the small layers' updates inside the waits (W3 in slices);
+//   --launch cluster (5d)     W2 at small widths (fp16, SGD, batch <= 32): one 16-block cluster, DSMEM.
+//   --breakdown times a step's parts inside the one-launch kernels.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
-//   step waits for the host: what is left between kernels is dependent latency, which the two
-//   one-kernel-an-epoch paths (persistent, cluster) then remove.
+//   step waits for the host: what is left between kernels is dependent latency, which the
+//   one-kernel-an-epoch rungs (persistent, pipelined, cluster) then remove.
 //
-// PREDICTION (before measuring, H100). Graph path, W1: ~14.5 MFLOP, ~4 MB of L2 traffic a step
-//   (~2 µs of work), 6 dependent kernels at ~2-4 µs: 15-25 µs a step, 30-45 ms an epoch; the 10 ms
-//   goal needs one persistent kernel. Persistent: two barriers ~1 µs each + 2-4 µs of small work:
-//   5-8 µs a step, 10-15 ms an epoch. Cluster, h = 128: ~8-10 µs a step, 150-200x eager. W2 at
-//   h = 8192: weight traffic, 14 B x 141 M weights = 2.0 GB a step, ~0.7 ms (PyTorch's ~2.0 ms).
+// PREDICTION (before measuring, H100). Graph path, W1: ~14.5 MFLOP, ~4 MB of L2 traffic a step,
+//   6 dependent kernels at ~2-4 us: 15-25 us a step. Persistent: two barriers ~1 us each + 2-4 us
+//   of small work: 5-8 us a step, 10-15 ms an epoch. Pipelined (5e_pipelined.cuh): ~7 us a step.
+//   Cluster, h = 128: ~8-10 us a step. W2 h = 8192: 2.0 GB of weight traffic a step, ~0.7 ms.
 //
-// MEASURED (NVIDIA H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0; tracer off):
-//   W1 persistent: 20.17 ms an epoch, 10.76 µs a step (phase5_batched__w1-persistent.json): 12.0x
-//   the fastest PyTorch (compiled-graph, 241.8 ms: pytorch_mlp__w1-compiled-graph.json), 127x
-//   eager (2563 ms); graph path 69.77 ms (3.46x). Seeds 1-3: 97.60% mean (the compiled twin 97.59).
-//   --breakdown (__w1-persistent-breakdown.json, µs of 10.62 a step): first layer 1.77, wait for
-//   h1 2.23, second layer 1.06, wait for h2 1.77, last layer 0.65, softmax + dz2 1.23, dz1 0.32,
-//   W1 update 1.59: the two waits are 38%.
-//   W2 h = 128, --launch cluster: 27.8 µs a step (__w2-h128-cluster.json), 2.60x the fastest
-//   PyTorch (compiled-graph, 72.3 µs: pytorch_mlp__w2-h128-compiled-graph.json), 73.2x eager.
-//   W2 h = 8192, own GEMMs (fused backward): 0.584 ms a step (__w2-h8192-own.json), 1.74x the
-//   fastest PyTorch (compiled-graph, 1.015 ms: pytorch_mlp__w2-h8192-compiled-graph.json), 3.06x
-//   eager; cuBLASLt path 0.957, paired backward 0.908.
+// MEASURED. W1 (H100, profiles/nvidia-h100-80gb-hbm3/, scripts/bench_mlp.sh stages w1 match
+//   persist seeds fashion at a9a9f1c, logs/bench_mlp_w1_pipelined_a9a9f1c.log; tracer off):
+//   pipelined 18.73 ms an epoch (phase5_batched__w1-pipelined.json), 14.2x the fastest PyTorch
+//   (compiled-graph, 266.7 ms: pytorch_mlp__w1-compiled-graph.json); persistent 19.51 ms (13.7x);
+//   graph path 70.7 ms (3.8x). Seeds 1-3, pipelined: 97.51% mean (the compiled twin 97.54).
+//   --breakdown, pipelined (__w1-pipelined-breakdown.json, us of 9.9 a step): the previous step's
+//   W2 updates + next batch fetch 1.74, wait for h1 0.67, second layer 0.90, wait for h2 1.83,
+//   last layer + softmax + dz2 1.70, dz1 0.31, W1 update fused with the next first layer 2.76.
+//   W2 (H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0): h = 128 --launch cluster 27.8
+//   us a step (__w2-h128-cluster.json), 2.60x the fastest PyTorch (compiled-graph, 72.3 us);
+//   h = 8192, own GEMMs (fused backward): 0.584 ms a step (__w2-h8192-own.json), 1.74x the fastest
+//   PyTorch (compiled-graph, 1.015 ms); cuBLASLt path 0.957, paired backward 0.908.
 //
-// History — the H100 runs (profiles/nvidia-h100-80gb-hbm3/), the latency trims, how the persistent
-//   and cluster kernels got where they are, what was dropped: report/phase_notes/phase5_batched.md.
+// History — the H200 W1 runs, the latency trims, how the persistent, pipelined and cluster kernels
+//   got where they are, what was dropped: report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -24,7 +24,7 @@ OURS_ORDER = [
     ("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda-graph"),
     ("phase3_fused_streams", "cuda"), ("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"),
     ("phase5_batched", "cuda"), ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"),
-    ("phase5_batched", "cuda-persistent"), ("phase5_batched", "cuda-cluster"),
+    ("phase5_batched", "cuda-persistent"), ("phase5_batched", "cuda-pipelined"), ("phase5_batched", "cuda-cluster"),
 ]
 TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph",
               "pytorch-compiled-graph", "libtorch-eager", "libtorch-graph"]
@@ -41,7 +41,8 @@ TWIN_TITLE = {
     "libtorch-graph": "libtorch CUDA graph (C++)",
 }
 IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuBLASLt",
-              "cuda-persistent": "persistent kernel", "cuda-cluster": "cluster kernel",
+              "cuda-persistent": "persistent kernel", "cuda-pipelined": "pipelined persistent kernel",
+              "cuda-cluster": "cluster kernel",
               "cuda-graph": "per-epoch CUDA graph"}
 
 LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
@@ -51,7 +52,7 @@ LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase
                 ("libtorch_linreg", "libtorch-graph")]
 MLP_IMPLS = [("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"), ("phase5_batched", "cuda"),
              ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"), ("phase5_batched", "cuda-persistent"),
-             ("pytorch_mlp", "pytorch-eager"),
+             ("phase5_batched", "cuda-pipelined"), ("pytorch_mlp", "pytorch-eager"),
              ("pytorch_mlp", "pytorch-compile"), ("pytorch_mlp", "pytorch-graph"),
              ("pytorch_mlp", "pytorch-compiled-graph"), ("libtorch_mlp", "libtorch-eager"), ("libtorch_mlp", "libtorch-graph")]
 SWEEP_NS = [500, 5000, 50000, 500000, 5000000, 10000000, 50000000, 100000000]
@@ -95,7 +96,7 @@ def series_sort_key(key):
 
 # One colour language (issue 22): ours in shades of blue, darker up the ladder; PyTorch in shades of red.
 _COLORS_OURS = ["#c6dbef", "#9ecae1", "#7fb2d9", "#6baed6", "#8fb8de", "#4292c6", "#2171b5", "#3a6fb0", "#08519c", "#08306b",
-                "#041f4a"]
+                "#0b2a5e", "#041f4a"]  # one per OURS_ORDER entry
 _COLORS_TWIN = {"pytorch-cpu": "#bdbdbd", "pytorch-eager": "#fcae91", "pytorch-compile": "#fb6a4a",
                 "pytorch-compile-max-autotune": "#ef3b2c", "pytorch-graph": "#cb181d",
                 "pytorch-compiled-graph": "#67000d", "libtorch-eager": "#fc9272", "libtorch-graph": "#a50f15"}
@@ -696,7 +697,8 @@ def select_w2(records, dup_notes):
     # kernel holds the model in 16 blocks' shared memory, which only h = 128 fits
     expect = {("phase5_batched", "cuda-cluster"): [128]}
     # the libtorch twin trains W1 only
-    for k in [k for k in MLP_IMPLS if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"))
+    for k in [k for k in MLP_IMPLS if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"),
+                                                ("phase5_batched", "cuda-pipelined"))
               and k[0] != "libtorch_mlp"] + list(expect):
         have = {p[0] for p in series.get(k, [])}
         lack = [h for h in expect.get(k, W2_HS) if h not in have]
@@ -1130,7 +1132,8 @@ def select_time_account(records, dup_notes):
         expected = [k for k in (LINREG_IMPLS if wl == "linreg" else MLP_IMPLS) if k[1] != "pytorch-cpu"] + \
             [(twin, m) for m in modes if (twin, m) not in (LINREG_IMPLS + MLP_IMPLS)]
         if wl == "mlp_w2":
-            expected = [k for k in expected if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"))
+            expected = [k for k in expected if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"),
+                                                         ("phase5_batched", "cuda-pipelined"))
                         and k[0] != "libtorch_mlp"]
         lack = [label(*k) for k in expected if k not in have]
         if lack:
@@ -1272,6 +1275,7 @@ RUNGS = [
     ("mlp_w1", ("phase4_mlp", "cuda-fp16"), "fp16 tensor-core GEMMs"),
     ("mlp_w1", ("phase5_batched", "cuda"), "fused kernels, the step captured in a CUDA graph"),
     ("mlp_w1", ("phase5_batched", "cuda-persistent"), "one persistent kernel per epoch"),
+    ("mlp_w1", ("phase5_batched", "cuda-pipelined"), "the same kernel with fewer dependent phases a step"),
     ("mlp_w2_8192", ("phase4_mlp", "cuda-fp16"), "phase 4's fp16 kernels at h = 8192"),
     ("mlp_w2_8192", ("phase5_batched", "cuda-fp16"), "own tiled fp16 GEMMs, fused backward, PDL"),
     ("mlp_w2_128", ("phase5_batched", "cuda-fp16"), "own fp16 GEMMs at h = 128"),
