@@ -153,6 +153,9 @@ MLP_FLAG_CASES = [
 P5_FLAG_CASES = [
     ("launch-unknown", ["--launch", "warp"], ["--launch", "warp"]),
     ("launch-persistent-fp16", ["--launch", "persistent", "--precision", "fp16"], ["--launch persistent", "fp32"]),
+    ("launch-pipelined-fp16", ["--launch", "pipelined", "--precision", "fp16"], ["--launch pipelined", "fp32"]),
+    ("launch-pipelined-one-hidden", ["--launch", "pipelined", "--layers", "784,64,10"], ["--launch pipelined", "two hidden"]),
+    ("launch-pipelined-cublas", ["--launch", "pipelined", "--gemm", "cublas"], ["--launch pipelined", "--gemm own"]),
     ("launch-cluster-fp32", ["--launch", "cluster"], ["--launch cluster", "fp16"]),
     ("launch-cluster-adam", ["--launch", "cluster", "--precision", "fp16", "--dropout", "0"], ["--launch cluster", "sgd"]),
     ("launch-cluster-dropout", ["--launch", "cluster", "--precision", "fp16", "--optimizer", "sgd"],
