@@ -981,31 +981,33 @@ inline const void* persist_kernel(const PersistPlan& pl) {
   }
 }
 
+// The split of the epoch over blocks and the checks that need no kernel, shared by the one-launch
+// rungs that use this ownership (5c, 5e; `mode` names the launch mode in the messages). Sets p.nc,
+// p.nj and pl.smem (this layout's; 5e adds to it).
 // requested_blocks 0: one block per first-layer unit, at most one per SM (the fastest of the
 // block counts measured for W1: see phase5_batched/main.cu).
 // specialize: use W1's instance where the shape and the split match it (false: always the generic
 // instance, to measure what compiling the shape in buys).
-inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int device, bool specialize = true) {
-  int sms = 0, coop = 0, smem_optin = 0;
+inline PersistPlan persist_split(PersistParams& p, int requested_blocks, int device, bool specialize, const std::string& mode) {
+  int sms = 0, coop = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (!coop) throw Error(kExitUsage, "--launch persistent: this GPU cannot launch cooperative kernels (use --launch graph)");
+  if (!coop) throw Error(kExitUsage, mode + ": this GPU cannot launch cooperative kernels (use --launch graph)");
   PersistPlan pl;
   if (p.B > kRowsPerWarp * (kPersistThreads / 32))
-    throw Error(kExitUsage, "--launch persistent: --batch at most " + std::to_string(kRowsPerWarp * (kPersistThreads / 32)) +
+    throw Error(kExitUsage, mode + ": --batch at most " + std::to_string(kRowsPerWarp * (kPersistThreads / 32)) +
                                 " (use --launch graph)");
   if (p.C > kMaxClasses)
-    throw Error(kExitUsage, "--launch persistent: at most " + std::to_string(kMaxClasses) + " classes (the last layer has " +
+    throw Error(kExitUsage, mode + ": at most " + std::to_string(kMaxClasses) + " classes (the last layer has " +
                                 std::to_string(p.C) + "; use --launch graph)");
   if (p.D % 4 != 0)
-    throw Error(kExitUsage, "--launch persistent: the input width must be a multiple of 4 (it is " + std::to_string(p.D) +
+    throw Error(kExitUsage, mode + ": the input width must be a multiple of 4 (it is " + std::to_string(p.D) +
                                 "; use --launch graph)");
   int want = requested_blocks > 0 ? requested_blocks : std::min(sms, p.H1);
   want = std::max(1, std::min(want, p.H1));
   pl.nc = (p.H1 + want - 1) / want;
   if (pl.nc > 8)
-    throw Error(kExitUsage, "--launch persistent: " + std::to_string(want) + " blocks would give each " +
+    throw Error(kExitUsage, mode + ": " + std::to_string(want) + " blocks would give each " +
                                 std::to_string(pl.nc) + " first-layer units (at most 8; use more --blocks or --launch graph)");
   pl.blocks = (p.H1 + pl.nc - 1) / pl.nc;  // every block owns at least one first-layer unit
   pl.NC = persist_nc_template(pl.nc);
@@ -1015,16 +1017,29 @@ inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int d
   const PersistShape& w = kPersistW1;
   pl.specialized = specialize && pl.NC == 1 && pl.nc == 1 && p.B == w.B && p.D == w.D && p.H1 == w.H1 && p.H2 == w.H2 &&
                    p.C == w.C && pl.nj == (w.H2 + w.H1 - 1) / w.H1;
+  return pl;
+}
+
+// Kernel k's shared memory (pl.smem) and the co-residency of pl.blocks of it; refuses what cannot run.
+inline void persist_fit(const PersistPlan& pl, const void* k, int device, const std::string& mode) {
+  int sms = 0, smem_optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (pl.smem > static_cast<size_t>(smem_optin))
-    throw Error(kExitUsage, "--launch persistent: needs " + std::to_string(pl.smem) + " bytes of shared memory per block, the GPU offers " +
+    throw Error(kExitUsage, mode + ": needs " + std::to_string(pl.smem) + " bytes of shared memory per block, the GPU offers " +
                                 std::to_string(smem_optin) + " (smaller --batch or widths, more --blocks, or --launch graph)");
-  const void* k = persist_kernel(pl);
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pl.smem)));
   int per_sm = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kPersistThreads, pl.smem));
   if (per_sm * sms < pl.blocks)
-    throw Error(kExitUsage, "--launch persistent: " + std::to_string(pl.blocks) + " blocks cannot all be resident (" +
+    throw Error(kExitUsage, mode + ": " + std::to_string(pl.blocks) + " blocks cannot all be resident (" +
                                 std::to_string(per_sm) + " per SM x " + std::to_string(sms) + " SMs)");
+}
+
+inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int device, bool specialize = true) {
+  const std::string mode = "--launch persistent";
+  PersistPlan pl = persist_split(p, requested_blocks, device, specialize, mode);
+  persist_fit(pl, persist_kernel(pl), device, mode);
   return pl;
 }
 

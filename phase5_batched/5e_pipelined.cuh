@@ -489,31 +489,12 @@ inline const void* pipe_kernel(const PersistPlan& pl) {
   }
 }
 
-// 5c's plan (the split, its checks), then this kernel's shared memory and residency.
+// 5c's split and its checks, then this kernel's shared memory (5c's layout and the extras) and residency.
 inline PersistPlan plan_pipelined(PersistParams& p, int requested_blocks, int device, bool specialize = true) {
-  PersistPlan pl;
-  try {
-    pl = plan_persistent(p, requested_blocks, device, specialize);
-  } catch (const Error& e) {  // the same limits, named after this launch mode
-    std::string m = e.what();
-    const std::string from = "--launch persistent", to = "--launch pipelined";
-    if (m.compare(0, from.size(), from) == 0) m.replace(0, from.size(), to);
-    throw Error(e.code, m);
-  }
-  int sms = 0, smem_optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const std::string mode = "--launch pipelined";
+  PersistPlan pl = persist_split(p, requested_blocks, device, specialize, mode);
   pl.smem = pipe_layout(p, pl.NC).total;
-  if (pl.smem > static_cast<size_t>(smem_optin))
-    throw Error(kExitUsage, "--launch pipelined: needs " + std::to_string(pl.smem) + " bytes of shared memory per block, the GPU offers " +
-                                std::to_string(smem_optin) + " (smaller --batch or widths, more --blocks, or --launch graph)");
-  const void* k = pipe_kernel(pl);
-  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pl.smem)));
-  int per_sm = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kPersistThreads, pl.smem));
-  if (per_sm * sms < pl.blocks)
-    throw Error(kExitUsage, "--launch pipelined: " + std::to_string(pl.blocks) + " blocks cannot all be resident (" +
-                                std::to_string(per_sm) + " per SM x " + std::to_string(sms) + " SMs)");
+  persist_fit(pl, pipe_kernel(pl), device, mode);
   return pl;
 }
 
