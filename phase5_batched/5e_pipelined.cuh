@@ -297,11 +297,11 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     }
   }
 
-  // The updates nothing on the critical path waits for (5c's late_updates: the same tasks, the same
-  // order of sums), split over the two waits by when their results are next needed: the own W2 rows
-  // (published for the column slices) and b2 before this step's second layer, so during the wait
-  // for h1; the W3 replica and b3 before its last layer, so during the wait for h2 (they read the
-  // previous step's h2 and dz3, which the gather and the softmax overwrite only after them).
+  // The previous step's updates that nothing on the critical path waits for, run while h1 travels:
+  // the own W2 rows (5c's tasks and order of sums; published for the column slices) and b2, needed
+  // by this step's second layer; and the block's slice of W3 and b3 (update_w3_slice below), needed
+  // by this step's last layer through the gather with h2. They read the previous step's h1, h2, dz2
+  // and dz3, which this step's gathers and softmax overwrite only after them.
   __device__ __forceinline__ void late_updates_w2(const AdamHyper& h, xword* w2pub, uint32_t tag) {
     const int n2 = njown * H1;
     for (int o = tid; o < n2 + njown; o += nt) {
