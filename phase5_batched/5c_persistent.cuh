@@ -388,6 +388,8 @@ struct PersistDims<true> {
 // one member function per stage of a step (A, X1, B, X2, C in the file's opening comment).
 template <int NC, bool kW1>
 struct PersistBlock : PersistDims<kW1> {
+  static_assert(NC == 1 || NC == 2 || NC == 4 || NC == 8, "NC: 1, 2, 4 or 8 first-layer units per block");
+  static_assert(!kW1 || NC == 1, "W1's instance: one first-layer unit per block");
   using Dims = PersistDims<kW1>;
   using Dims::B, Dims::D, Dims::H1, Dims::H2, Dims::C, Dims::nc, Dims::nj;
   using Dims::xs, Dims::ks, Dims::ld1, Dims::ld2, Dims::cp, Dims::ldp;
@@ -606,9 +608,10 @@ struct PersistBlock : PersistDims<kW1> {
 
   // ---- X2: all of h2 (from the blocks that own second-layer units) and the column slice
   // W2[:, own units] that their owners published during X1 (for dz1)
-  // (`between`: work for the wait, as gather_rows runs it; the pipelined rung draws a mask there)
-  template <class Between = NoWork>
-  __device__ __forceinline__ void gather_h2(const PersistStep& st, Between between = {}) {
+  // (`between`: work for the wait, as gather_rows runs it; `after`: more words into shared memory
+  // before the barrier. The pipelined rung draws a mask in the one and stores W3's words in the other.)
+  template <class Between = NoWork, class After = NoWork>
+  __device__ __forceinline__ void gather_h2(const PersistStep& st, Between between = {}, After after = {}) {
     const int j = tid / NC, c = tid % NC;
     const bool first = tid < H2 * NC && c < ncown;
     const xword* wp = st.w2now + static_cast<size_t>(j) * H1 + c0 + c;
@@ -620,6 +623,7 @@ struct PersistBlock : PersistDims<kW1> {
       const xword* q = st.w2now + static_cast<size_t>(jj) * H1 + c0 + cc;
       sm.w2c[e] = cc < ncown ? xvalue(q, xload(q), st.T) : 0.f;
     }
+    after();
     __syncthreads();
   }
 
@@ -733,68 +737,84 @@ struct PersistBlock : PersistDims<kW1> {
     __syncthreads();
   }
 
-  // The own first-layer units' parameters. b1 by the last warp (idle in W1's update below when
-  // the pixels' lane pairs fit the other warps, as MNIST's 392 do). W1 own rows: dW1[c0 + c][k] =
-  // sum_r dz1[r][c] x[r][k], applied at once. A pair of lanes takes 4 pixels (one word a row),
-  // each lane half of the rows (with MNIST's dense 196-word rows the pair's rows, 16 apart, share
-  // a bank: a 2-way conflict); the halves are added with one shuffle and each lane updates 2 of
-  // the 4 pixels.
-  __device__ __forceinline__ void update_first_layer(const PersistStep& st) {
+  // b1 of the own units, by the last warp (idle in the W1 update when the pixels' lane pairs fit the
+  // other warps, as MNIST's 392 do)
+  __device__ __forceinline__ void update_b1(const AdamHyper& hy) {
     if (wid == nwarps - 1)
       for (int c = lane; c < ncown; c += 32) {
         float g = 0.f;
 #pragma unroll 8
         for (int r = 0; r < B; ++r) g += sm.dz1[r * NC + c];
         if (keep_grads) p.G[p.b0 + c0 + c] = g;
-        opt_apply(sm.b1[c], g, sm.mb1 + c, sm.vb1 + c, adam, p.lr, st.hy);
+        opt_apply(sm.b1[c], g, sm.mb1 + c, sm.vb1 + c, adam, p.lr, hy);
       }
-    const int KW = D / 4, RB = persist_half_rows(B);
-    for (int o0 = tid - lane; o0 < 2 * KW; o0 += nt) {  // warp-uniform bound: every lane shuffles
-      const int o = o0 + lane, kw = o >> 1, h = o & 1;
-      const bool on = o < 2 * KW;
-      float g[4][NC];
+  }
+  // W1's gradient, lane pair (kw, h): g[i][c] = sum over rows of half h of batch xb of dz1[r][c] times
+  // pixel 4kw + i of row r (as a byte; 0 when !on). A lane reads one word a row (4 pixels).
+  __device__ __forceinline__ void pixel_grads(const uint8_t* xb, int kw, int h, bool on, float (&g)[4][NC]) const {
+    const int RB = persist_half_rows(B);
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int c = 0; c < NC; ++c) g[i][c] = 0.f;
-      if (on) {
-        const int r1 = min(B, (h + 1) * RB);
-        for (int r0 = h * RB; r0 < r1; r0 += 4) {
-          uint32_t xw[4];
+      for (int c = 0; c < NC; ++c) g[i][c] = 0.f;
+    if (on) {
+      const int r1 = min(B, (h + 1) * RB);
+      for (int r0 = h * RB; r0 < r1; r0 += 4) {
+        uint32_t xw[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          xw[j] = r0 + j < B ? reinterpret_cast<const uint32_t*>(xb + static_cast<size_t>(r0 + j) * xs)[kw] : 0u;
+        if constexpr (NC == 1) {
+          const float4 d4 = *reinterpret_cast<const float4*>(sm.dz1 + r0);  // rows past B are 0
+          const float d[4] = {d4.x, d4.y, d4.z, d4.w};
 #pragma unroll
           for (int j = 0; j < 4; ++j)
-            xw[j] = r0 + j < B ? reinterpret_cast<const uint32_t*>(st.xb + static_cast<size_t>(r0 + j) * xs)[kw] : 0u;
-          if constexpr (NC == 1) {
-            const float4 d4 = *reinterpret_cast<const float4*>(sm.dz1 + r0);  // rows past B are 0
-            const float d[4] = {d4.x, d4.y, d4.z, d4.w};
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
+            for (int i = 0; i < 4; ++i) g[i][0] = fmaf(d[j], byte_value(xw[j], i), g[i][0]);
+        } else {
 #pragma unroll
-              for (int i = 0; i < 4; ++i) g[i][0] = fmaf(d[j], byte_value(xw[j], i), g[i][0]);
-          } else {
+          for (int j = 0; j < 4; ++j) {
+            float d[NC];
+            ld_units<NC>(sm.dz1 + (r0 + j) * NC, d);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              float d[NC];
-              ld_units<NC>(sm.dz1 + (r0 + j) * NC, d);
+            for (int i = 0; i < 4; ++i) {
+              const float x = byte_value(xw[j], i);
 #pragma unroll
-              for (int i = 0; i < 4; ++i) {
-                const float x = byte_value(xw[j], i);
-#pragma unroll
-                for (int c = 0; c < NC; ++c) g[i][c] = fmaf(d[c], x, g[i][c]);
-              }
+              for (int c = 0; c < NC; ++c) g[i][c] = fmaf(d[c], x, g[i][c]);
             }
           }
         }
       }
-      float tot[2][NC];  // pixels 4kw + 2h + j: first half's sum + second half's
+    }
+  }
+  // The pair's halves added (one shuffle each): tot[j][c] for pixel 4kw + 2h + j, first half's sum +
+  // second half's. Every lane of the warp calls it.
+  __device__ __forceinline__ static void pair_totals(const float (&g)[4][NC], int h, float (&tot)[2][NC]) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < 2; ++j)
 #pragma unroll
-        for (int c = 0; c < NC; ++c) {
-          const float keep = h ? g[2 + j][c] : g[j][c], send = h ? g[j][c] : g[2 + j][c];
-          const float recv = __shfl_xor_sync(0xffffffffu, send, 1);
-          tot[j][c] = h ? recv + keep : keep + recv;
-        }
+      for (int c = 0; c < NC; ++c) {
+        const float keep = h ? g[2 + j][c] : g[j][c], send = h ? g[j][c] : g[2 + j][c];
+        const float recv = __shfl_xor_sync(0xffffffffu, send, 1);
+        tot[j][c] = h ? recv + keep : keep + recv;
+      }
+  }
+
+  // The own first-layer units' parameters: b1 (update_b1), and the own W1 rows: dW1[c0 + c][k] =
+  // sum_r dz1[r][c] x[r][k], applied at once. A pair of lanes takes 4 pixels (one word a row),
+  // each lane half of the rows (with MNIST's dense 196-word rows the pair's rows, 16 apart, share
+  // a bank: a 2-way conflict); the halves are added with one shuffle and each lane updates 2 of
+  // the 4 pixels.
+  __device__ __forceinline__ void update_first_layer(const PersistStep& st) {
+    update_b1(st.hy);
+    const int KW = D / 4;
+    for (int o0 = tid - lane; o0 < 2 * KW; o0 += nt) {  // warp-uniform bound: every lane shuffles
+      const int o = o0 + lane, kw = o >> 1, h = o & 1;
+      const bool on = o < 2 * KW;
+      float g[4][NC];
+      pixel_grads(st.xb, kw, h, on, g);
+      float tot[2][NC];
+      pair_totals(g, h, tot);
       if (!on) continue;
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -847,31 +867,41 @@ struct PersistBlock : PersistDims<kW1> {
         opt_apply(sm.w3[e], g0, sm.m3 + e, sm.v3 + e, adam, p.lr, h);
         if (two) opt_apply(sm.w3[e + C2], g1, sm.m3 + e + C2, sm.v3 + e + C2, adam, p.lr, h);
       } else if (o < n3 + n2) {
-        const int m = (o - n3) / H1, n = (o - n3) % H1, e = m * ld1 + n;
-        const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
-        float g = 0.f;
-#pragma unroll 8
-        for (int r = 0; r < B; ++r) g = fmaf(sm.dz2[r * ld2 + j0 + m], sm.h1[r * ld1 + n], g);
-        if (keep_grads) p.G[p.w1 + gi] = g;
-        opt_apply(sm.w2r[e], g, sm.m2r + e, sm.v2r + e, adam, p.lr, h);
-        xstore(w2pub + gi, sm.w2r[e], tag);
+        update_w2(o - n3, h, w2pub, tag);
       } else {
         const int j = o - n3 - n2;
-        float g = 0.f;
         if (j < C) {
+          float g = 0.f;
 #pragma unroll 8
           for (int r = 0; r < B; ++r) g += sm.z3[r * C + j];
           if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
           opt_apply(sm.b3[j], g, sm.mb3 + j, sm.vb3 + j, adam, p.lr, h);
         } else {
-          const int jj = j - C;
-#pragma unroll 8
-          for (int r = 0; r < B; ++r) g += sm.dz2[r * ld2 + j0 + jj];
-          if (keep_grads) p.G[p.b1 + j0 + jj] = g;
-          opt_apply(sm.b2[jj], g, sm.mb2 + jj, sm.vb2 + jj, adam, p.lr, h);
+          update_b2(j - C, h);
         }
       }
     }
+  }
+
+  // Own W2 element e2 (row j0 + e2 / H1, column e2 % H1): dW2 = sum_r dz2[r][row] h1[r][col], applied
+  // and published into w2pub with `tag` (for the column slices).
+  __device__ __forceinline__ void update_w2(int e2, const AdamHyper& h, xword* w2pub, uint32_t tag) {
+    const int m = e2 / H1, n = e2 % H1, e = m * ld1 + n;
+    const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
+    float g = 0.f;
+#pragma unroll 8
+    for (int r = 0; r < B; ++r) g = fmaf(sm.dz2[r * ld2 + j0 + m], sm.h1[r * ld1 + n], g);
+    if (keep_grads) p.G[p.w1 + gi] = g;
+    opt_apply(sm.w2r[e], g, sm.m2r + e, sm.v2r + e, adam, p.lr, h);
+    xstore(w2pub + gi, sm.w2r[e], tag);
+  }
+  // b2 of own second-layer unit jj
+  __device__ __forceinline__ void update_b2(int jj, const AdamHyper& h) {
+    float g = 0.f;
+#pragma unroll 8
+    for (int r = 0; r < B; ++r) g += sm.dz2[r * ld2 + j0 + jj];
+    if (keep_grads) p.G[p.b1 + j0 + jj] = g;
+    opt_apply(sm.b2[jj], g, sm.mb2 + jj, sm.vb2 + jj, adam, p.lr, h);
   }
 
   // after the last step: its deferred updates (nothing reads the W2 words they publish)
@@ -926,8 +956,6 @@ struct PersistBlock : PersistDims<kW1> {
 // (--breakdown's segments are the stamps' numbers).
 template <int NC, bool kW1>
 __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(PersistParams pin) {
-  static_assert(NC == 1 || NC == 2 || NC == 4 || NC == 8, "NC: 1, 2, 4 or 8 first-layer units per block");
-  static_assert(!kW1 || NC == 1, "W1's instance: one first-layer unit per block");
   extern __shared__ __align__(16) unsigned char smem[];
   PersistBlock<NC, kW1> blk(pin, smem);
   SegmentClock<kPersistSegments> clock;  // --breakdown: block 0's thread 0 (persist_segment_name)
@@ -967,19 +995,23 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
 
 inline int persist_nc_template(int nc) { return nc <= 1 ? 1 : nc <= 2 ? 2 : nc <= 4 ? 4 : 8; }
 
-template <int NC, bool kW1 = false>
-inline const void* persist_kernel_ptr() {
-  return reinterpret_cast<const void*>(&p5_persistent_epoch<NC, kW1>);
-}
-inline const void* persist_kernel(const PersistPlan& pl) {
-  if (pl.specialized) return persist_kernel_ptr<1, true>();
+// The instance of a kernel template that a plan runs: W1's compiled-in shape, or the generic one for
+// the padded unit count. Kernel<NC, kW1>::ptr() names the instance (5c's below; 5e has its own).
+template <template <int, bool> class Kernel>
+inline const void* persist_instance(const PersistPlan& pl) {
+  if (pl.specialized) return Kernel<1, true>::ptr();
   switch (pl.NC) {
-    case 1: return persist_kernel_ptr<1>();
-    case 2: return persist_kernel_ptr<2>();
-    case 4: return persist_kernel_ptr<4>();
-    default: return persist_kernel_ptr<8>();
+    case 1: return Kernel<1, false>::ptr();
+    case 2: return Kernel<2, false>::ptr();
+    case 4: return Kernel<4, false>::ptr();
+    default: return Kernel<8, false>::ptr();
   }
 }
+template <int NC, bool kW1>
+struct PersistKernel {
+  static const void* ptr() { return reinterpret_cast<const void*>(&p5_persistent_epoch<NC, kW1>); }
+};
+inline const void* persist_kernel(const PersistPlan& pl) { return persist_instance<PersistKernel>(pl); }
 
 // The split of the epoch over blocks and the checks that need no kernel, shared by the one-launch
 // rungs that use this ownership (5c, 5e; `mode` names the launch mode in the messages). Sets p.nc,
@@ -1043,10 +1075,14 @@ inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int d
   return pl;
 }
 
-inline void launch_persistent(const PersistPlan& pl, PersistParams p, cudaStream_t st) {
+// One cooperative launch of kernel k (an instance persist_instance chose) for a plan.
+inline void persist_launch(const void* k, const PersistPlan& pl, PersistParams p, cudaStream_t st) {
   void* args[] = {&p};
-  CUDA_CHECK(cudaLaunchCooperativeKernel(persist_kernel(pl), dim3(pl.blocks), dim3(kPersistThreads), args, pl.smem, st));
+  CUDA_CHECK(cudaLaunchCooperativeKernel(k, dim3(pl.blocks), dim3(kPersistThreads), args, pl.smem, st));
   CHECK_LAUNCH();
+}
+inline void launch_persistent(const PersistPlan& pl, const PersistParams& p, cudaStream_t st) {
+  persist_launch(persist_kernel(pl), pl, p, st);
 }
 
 // Flops and global-memory bytes of one step (what the kernel moves between blocks and from the

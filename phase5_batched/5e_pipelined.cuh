@@ -127,6 +127,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   bool fused_;  // the fused W1 update + next first layer (NC == 1, B <= 32); W1's instance: always
   __device__ __forceinline__ bool fused() const {
     if constexpr (kW1) return true;
+    else if constexpr (NC != 1) return false;  // (the fused pass is not compiled for these)
     else return fused_;
   }
   int Q, q0, nq;  // W3 and b3 as Q = C H2 + C elements (W3 row-major, then b3); this block owns q0 .. q0 + nq
@@ -206,14 +207,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   // are added 4 at a time by 4 lanes and a shuffle pair; bias, ReLU, the mask drawn during X2, publish.
   // NC == 1 and B <= 32 (RB <= 16). Needs the batch of `nx` landed and visible (the caller's barrier).
   __device__ __forceinline__ void update_forward(const PersistStep* up, const PersistStep* nx) {
-    if (up && wid == nwarps - 1)
-      for (int c = lane; c < ncown; c += 32) {
-        float g = 0.f;
-#pragma unroll 8
-        for (int r = 0; r < B; ++r) g += sm.dz1[r * NC + c];
-        if (keep_grads) p.G[p.b0 + c0 + c] = g;
-        opt_apply(sm.b1[c], g, sm.mb1 + c, sm.vb1 + c, adam, p.lr, up->hy);
-      }
+    if (up) this->update_b1(up->hy);
     const int KW = D / 4, RB = persist_half_rows(B);
     float fw[16];
 #pragma unroll
@@ -223,28 +217,13 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       const bool on = o < 2 * KW;
       float wn[2] = {0.f, 0.f};  // this lane's two pixels' weights, updated
       if (up) {
-        float g[4] = {0.f, 0.f, 0.f, 0.f};
-        if (on) {
-          const int r1 = min(B, (h + 1) * RB);
-          for (int r0 = h * RB; r0 < r1; r0 += 4) {
-            uint32_t xw[4];
+        float g[4][NC], tot[2][NC];
+        this->pixel_grads(up->xb, kw, h, on, g);
+        this->pair_totals(g, h, tot);
+        float gc[2];  // pixels 4kw + 2h + j
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-              xw[j] = r0 + j < B ? reinterpret_cast<const uint32_t*>(up->xb + static_cast<size_t>(r0 + j) * xs)[kw] : 0u;
-            const float4 d4 = *reinterpret_cast<const float4*>(sm.dz1 + r0);  // rows past B are 0
-            const float d[4] = {d4.x, d4.y, d4.z, d4.w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-              for (int i = 0; i < 4; ++i) g[i] = fmaf(d[j], byte_value(xw[j], i), g[i]);
-          }
-        }
-        float gc[2];
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {  // pixels 4kw + 2h + j: first half's sum + second half's
-          const float keep = h ? g[2 + j] : g[j], send = h ? g[j] : g[2 + j];
-          const float recv = __shfl_xor_sync(0xffffffffu, send, 1);
-          gc[j] = h ? recv + keep : keep + recv;
+        for (int j = 0; j < 2; ++j) {
+          gc[j] = tot[j][0];
           if (gc[j] != 0.f) gc[j] /= 255.f;  // (0 / 255 would take the division's slow path)
         }
         if (on) {
@@ -305,23 +284,8 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   __device__ __forceinline__ void late_updates_w2(const AdamHyper& h, xword* w2pub, uint32_t tag) {
     const int n2 = njown * H1;
     for (int o = tid; o < n2 + njown; o += nt) {
-      if (o < n2) {
-        const int m = o / H1, n = o % H1, e = m * ld1 + n;
-        const size_t gi = static_cast<size_t>(j0 + m) * H1 + n;
-        float g = 0.f;
-#pragma unroll 8
-        for (int r = 0; r < B; ++r) g = fmaf(sm.dz2[r * ld2 + j0 + m], sm.h1[r * ld1 + n], g);
-        if (keep_grads) p.G[p.w1 + gi] = g;
-        opt_apply(sm.w2r[e], g, sm.m2r + e, sm.v2r + e, adam, p.lr, h);
-        xstore(w2pub + gi, sm.w2r[e], tag);
-      } else {
-        const int jj = o - n2;
-        float g = 0.f;
-#pragma unroll 8
-        for (int r = 0; r < B; ++r) g += sm.dz2[r * ld2 + j0 + jj];
-        if (keep_grads) p.G[p.b1 + j0 + jj] = g;
-        opt_apply(sm.b2[jj], g, sm.mb2 + jj, sm.vb2 + jj, adam, p.lr, h);
-      }
+      if (o < n2) this->update_w2(o, h, w2pub, tag);
+      else this->update_b2(o - n2, h);
     }
   }
   // The block's slice of W3 and b3 (nq of the Q elements, a few), updated from the previous step's
@@ -353,25 +317,15 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   // this step's wait for h1, loaded in the same first round, into the replica
   template <class Between>
   __device__ __forceinline__ void gather_h2(const PersistStep& st, Between between) {
-    const int j = tid / NC, c = tid % NC;
-    const bool first = tid < H2 * NC && c < ncown;
-    const xword* wp = st.w2now + static_cast<size_t>(j) * H1 + c0 + c;
-    const xword w2c0 = first ? xload(wp) : 0;
     const xword* w3src = p.w3x + static_cast<size_t>(st.par) * Q;
     const bool w3 = st.t > 0 && tid < Q;
     const xword w30 = w3 ? xload(w3src + tid) : 0;
-    gather_rows(sm.h2, ld2, st.h2x, B, H2, st.T, between);
-    if (tid < H2 * NC) sm.w2c[tid] = first ? xvalue(wp, w2c0, st.T) : 0.f;
-    for (int e = tid + nt; e < H2 * NC; e += nt) {
-      const int jj = e / NC, cc = e % NC;
-      const xword* q = st.w2now + static_cast<size_t>(jj) * H1 + c0 + cc;
-      sm.w2c[e] = cc < ncown ? xvalue(q, xload(q), st.T) : 0.f;
-    }
-    if (w3) {
-      replica(tid) = xvalue(w3src + tid, w30, st.T);
-      for (int q = tid + nt; q < Q; q += nt) replica(q) = xvalue(w3src + q, xload(w3src + q), st.T);
-    }
-    __syncthreads();
+    Base::gather_h2(st, between, [&] {
+      if (w3) {
+        replica(tid) = xvalue(w3src + tid, w30, st.T);
+        for (int q = tid + nt; q < Q; q += nt) replica(q) = xvalue(w3src + q, xload(w3src + q), st.T);
+      }
+    });
   }
 
   // ---- write back: the own rows (5c's) and the own W3/b3 slice (the replicas are not all current)
@@ -400,8 +354,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
 // The kernel: 5c's setup and grid barrier, the first step's forward, then the steps.
 template <int NC, bool kW1>
 __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(PersistParams pin) {
-  static_assert(NC == 1 || NC == 2 || NC == 4 || NC == 8, "NC: 1, 2, 4 or 8 first-layer units per block");
-  static_assert(!kW1 || NC == 1, "W1's instance: one first-layer unit per block");
   extern __shared__ __align__(16) unsigned char smem[];
   PipeBlock<NC, kW1> blk(pin, smem);
   SegmentClock<kPipeSegments> clock;  // --breakdown: block 0's thread 0 (pipe_segment_name)
@@ -475,19 +427,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
 
 // ------------------------------------------------------------------ host side
 
-template <int NC, bool kW1 = false>
-inline const void* pipe_kernel_ptr() {
-  return reinterpret_cast<const void*>(&p5_pipelined_epoch<NC, kW1>);
-}
-inline const void* pipe_kernel(const PersistPlan& pl) {
-  if (pl.specialized) return pipe_kernel_ptr<1, true>();
-  switch (pl.NC) {
-    case 1: return pipe_kernel_ptr<1>();
-    case 2: return pipe_kernel_ptr<2>();
-    case 4: return pipe_kernel_ptr<4>();
-    default: return pipe_kernel_ptr<8>();
-  }
-}
+template <int NC, bool kW1>
+struct PipeKernel {
+  static const void* ptr() { return reinterpret_cast<const void*>(&p5_pipelined_epoch<NC, kW1>); }
+};
+inline const void* pipe_kernel(const PersistPlan& pl) { return persist_instance<PipeKernel>(pl); }
 
 // 5c's split and its checks, then this kernel's shared memory (5c's layout and the extras) and residency.
 inline PersistPlan plan_pipelined(PersistParams& p, int requested_blocks, int device, bool specialize = true) {
@@ -498,10 +442,8 @@ inline PersistPlan plan_pipelined(PersistParams& p, int requested_blocks, int de
   return pl;
 }
 
-inline void launch_pipelined(const PersistPlan& pl, PersistParams p, cudaStream_t st) {
-  void* args[] = {&p};
-  CUDA_CHECK(cudaLaunchCooperativeKernel(pipe_kernel(pl), dim3(pl.blocks), dim3(kPersistThreads), args, pl.smem, st));
-  CHECK_LAUNCH();
+inline void launch_pipelined(const PersistPlan& pl, const PersistParams& p, cudaStream_t st) {
+  persist_launch(pipe_kernel(pl), pl, p, st);
 }
 
 }  // namespace mlp

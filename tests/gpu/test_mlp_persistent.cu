@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "mlp/mlp_record.h"
@@ -251,18 +252,22 @@ TEST_CASE("mlp persistent: every step's loss, gradients and update against the f
   for (const Config& c : cases) check_against_reference(c);
 }
 
-TEST_CASE("mlp persistent: steps split over launches and repeated runs are bit-identical") {
-  NB_SKIP_WITHOUT_DEVICE();
-  const Config c{33, 100, 30, 0, true, 0.2};
-  Setup s(c, 5);
-  s.run(0, 5);
+// ---- properties both rungs keep (pipelined: rung 5e's kernel, else 5c's)
+
+// The steps of one launch, split over launches of `counts` steps, and run again: bit-identical
+// parameters, Adam moments and losses.
+void check_split_launches(const Config& c, bool pipelined, const std::vector<int>& counts) {
+  INFO("pipelined=" << pipelined << " B=" << c.B << " H1=" << c.H1);
+  int total = 0;
+  for (int n : counts) total += n;
+  Setup s(c, total);
+  s.run(0, total, true, pipelined);
   const std::vector<float> one = s.P.get(), m_one = s.M.get(), loss_one = s.loss.get();
   s.reset();
-  s.run(0, 2);
-  s.run(2, 3);
+  for (int first = 0, i = 0; i < static_cast<int>(counts.size()); first += counts[i++]) s.run(first, counts[i], true, pipelined);
   const std::vector<float> two = s.P.get(), m_two = s.M.get(), loss_two = s.loss.get();
   s.reset();
-  s.run(0, 5);
+  s.run(0, total, true, pipelined);
   const std::vector<float> again = s.P.get();
   CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(m_one.data(), m_two.data(), m_one.size() * sizeof(float)) == 0);
@@ -270,18 +275,18 @@ TEST_CASE("mlp persistent: steps split over launches and repeated runs are bit-i
   CHECK(std::memcmp(one.data(), again.data(), one.size() * sizeof(float)) == 0);
 }
 
-TEST_CASE("mlp persistent: W1's compiled-in instance and the generic one give bit-identical steps") {
-  NB_SKIP_WITHOUT_DEVICE();
+// W1's compiled-in instance and the generic one: bit-identical steps.
+void check_w1_instance(bool pipelined) {
   const Config c{32, 128, 64, 0, true, 0.2};
   Setup s(c, 6);
-  const PersistPlan special = s.run(0, 6, true);
+  const PersistPlan special = s.run(0, 6, true, pipelined);
   if (!special.specialized) {  // W1's split is one block per first-layer unit: 128 SMs needed
     MESSAGE("skipped: this GPU has fewer than 128 SMs, so W1's split (and its instance) does not apply");
     return;
   }
   const std::vector<float> p1 = s.P.get(), m1 = s.M.get(), loss1 = s.loss.get();
   s.reset();
-  const PersistPlan generic = s.run(0, 6, false);
+  const PersistPlan generic = s.run(0, 6, false, pipelined);
   CHECK_FALSE(generic.specialized);
   const std::vector<float> p2 = s.P.get(), m2 = s.M.get(), loss2 = s.loss.get();
   CHECK(std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)) == 0);
@@ -289,48 +294,61 @@ TEST_CASE("mlp persistent: W1's compiled-in instance and the generic one give bi
   CHECK(std::memcmp(loss1.data(), loss2.data(), loss1.size() * sizeof(float)) == 0);
 }
 
-TEST_CASE("mlp persistent: a non-finite loss sets the divergence flag at its step") {
-  NB_SKIP_WITHOUT_DEVICE();
-  const Config c{33, 100, 30, 0, false, 0.0};
+// A NaN weight in the last layer: the first step's loss is NaN and the flag names step 0.
+void check_divergence_flag(const Config& c, bool pipelined) {
+  INFO("pipelined=" << pipelined << " B=" << c.B << " H1=" << c.H1);
   Setup s(c, 4);
   std::vector<float> p = s.p0;
-  p[s.woff[2] + 3] = NAN;  // a NaN weight in the last layer: the first step's loss is NaN
+  p[s.woff[2] + 3] = NAN;
   s.P.set(p);
-  s.run(0, 4);
+  s.run(0, 4, true, pipelined);
   unsigned long long bad = 0;
   CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
   CHECK(bad == 0ull);
   CHECK(std::isnan(s.loss.get()[0]));
 }
 
+// Plans the kernel cannot run: exit code 2, the message naming the launch mode.
+void check_refusals(bool pipelined) {
+  Setup s(Config{32, 128, 64, 0, true, 0.0}, 1);
+  const std::string mode = pipelined ? "--launch pipelined" : "--launch persistent";
+  auto refused = [&](PersistParams p, int blocks) {
+    try {
+      if (pipelined) plan_pipelined(p, blocks, 0);
+      else plan_persistent(p, blocks, 0);
+      FAIL("expected a refusal");
+    } catch (const nb::Error& e) {
+      CHECK(e.code == nb::kExitUsage);
+      CHECK(std::string(e.what()).find(mode) == 0);
+    }
+  };
+  PersistParams p = s.params();
+  refused(p, 2);  // 2 blocks would need 64 first-layer units each (at most 8)
+  p.C = kMaxClasses + 1;
+  refused(p, 0);  // a last layer wider than the kernel's class registers
+  p.C = s.C;
+  p.B = 200;
+  refused(p, 0);  // a batch past the kernel's rows (kRowsPerWarp a warp)
+}
+
+TEST_CASE("mlp persistent: steps split over launches and repeated runs are bit-identical") {
+  NB_SKIP_WITHOUT_DEVICE();
+  check_split_launches(Config{33, 100, 30, 0, true, 0.2}, false, {2, 3});
+}
+
+TEST_CASE("mlp persistent: W1's compiled-in instance and the generic one give bit-identical steps") {
+  NB_SKIP_WITHOUT_DEVICE();
+  check_w1_instance(false);
+}
+
+TEST_CASE("mlp persistent: a non-finite loss sets the divergence flag at its step") {
+  NB_SKIP_WITHOUT_DEVICE();
+  check_divergence_flag(Config{33, 100, 30, 0, false, 0.0}, false);
+}
+
 TEST_CASE("mlp persistent: plans it cannot run are refused with exit code 2") {
   NB_SKIP_WITHOUT_DEVICE();
-  Setup s(Config{32, 128, 64, 0, true, 0.0}, 1);
-  PersistParams p = s.params();
-  // 2 blocks would need 64 first-layer units each (at most 8).
-  try {
-    plan_persistent(p, 2, 0);
-    FAIL("expected a refusal");
-  } catch (const nb::Error& e) {
-    CHECK(e.code == nb::kExitUsage);
-  }
-  // A last layer wider than the kernel's class registers.
-  p.C = kMaxClasses + 1;
-  try {
-    plan_persistent(p, 0, 0);
-    FAIL("expected a refusal");
-  } catch (const nb::Error& e) {
-    CHECK(e.code == nb::kExitUsage);
-  }
-  p.C = s.C;
-  // A batch whose images alone exceed shared memory.
-  p.B = 200;
-  try {
-    plan_persistent(p, 0, 0);
-    FAIL("expected a refusal");
-  } catch (const nb::Error& e) {
-    CHECK(e.code == nb::kExitUsage);
-  }
+  check_refusals(false);
 }
 
 // ---- rung 5e (--launch pipelined, 5e_pipelined.cuh): the same kernel with fewer dependent phases
@@ -352,78 +370,23 @@ TEST_CASE("mlp pipelined: every step's loss, gradients and update against the fl
 TEST_CASE("mlp pipelined: steps split over launches and repeated runs are bit-identical") {
   NB_SKIP_WITHOUT_DEVICE();
   // fused (one unit a block, batch 17 and W1's 32) and not (batch 33)
-  for (const Config& c : {Config{17, 37, 30, 0, true, 0.2}, Config{32, 128, 64, 0, true, 0.2}, Config{33, 100, 30, 0, true, 0.2}}) {
-    INFO("B=" << c.B << " H1=" << c.H1);
-    Setup s(c, 5);
-    s.run(0, 5, true, true);
-    const std::vector<float> one = s.P.get(), m_one = s.M.get(), loss_one = s.loss.get();
-    s.reset();
-    s.run(0, 2, true, true);
-    s.run(2, 1, true, true);
-    s.run(3, 2, true, true);
-    const std::vector<float> two = s.P.get(), m_two = s.M.get(), loss_two = s.loss.get();
-    s.reset();
-    s.run(0, 5, true, true);
-    const std::vector<float> again = s.P.get();
-    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(m_one.data(), m_two.data(), m_one.size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(loss_one.data(), loss_two.data(), loss_one.size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(one.data(), again.data(), one.size() * sizeof(float)) == 0);
-  }
+  for (const Config& c : {Config{17, 37, 30, 0, true, 0.2}, Config{32, 128, 64, 0, true, 0.2}, Config{33, 100, 30, 0, true, 0.2}})
+    check_split_launches(c, true, {2, 1, 2});
 }
 
 TEST_CASE("mlp pipelined: W1's compiled-in instance and the generic one give bit-identical steps") {
   NB_SKIP_WITHOUT_DEVICE();
-  const Config c{32, 128, 64, 0, true, 0.2};
-  Setup s(c, 6);
-  const PersistPlan special = s.run(0, 6, true, true);
-  if (!special.specialized) {
-    MESSAGE("skipped: this GPU has fewer than 128 SMs, so W1's split (and its instance) does not apply");
-    return;
-  }
-  const std::vector<float> p1 = s.P.get(), m1 = s.M.get(), loss1 = s.loss.get();
-  s.reset();
-  const PersistPlan generic = s.run(0, 6, false, true);
-  CHECK_FALSE(generic.specialized);
-  const std::vector<float> p2 = s.P.get(), m2 = s.M.get(), loss2 = s.loss.get();
-  CHECK(std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)) == 0);
-  CHECK(std::memcmp(m1.data(), m2.data(), m1.size() * sizeof(float)) == 0);
-  CHECK(std::memcmp(loss1.data(), loss2.data(), loss1.size() * sizeof(float)) == 0);
+  check_w1_instance(true);
 }
 
 TEST_CASE("mlp pipelined: a non-finite loss sets the divergence flag at its step") {
   NB_SKIP_WITHOUT_DEVICE();
-  for (const Config& c : {Config{33, 100, 30, 0, false, 0.0}, Config{17, 37, 30, 0, false, 0.0}}) {
-    Setup s(c, 4);
-    std::vector<float> p = s.p0;
-    p[s.woff[2] + 3] = NAN;
-    s.P.set(p);
-    s.run(0, 4, true, true);
-    unsigned long long bad = 0;
-    CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
-    CHECK(bad == 0ull);
-    CHECK(std::isnan(s.loss.get()[0]));
-  }
+  for (const Config& c : {Config{33, 100, 30, 0, false, 0.0}, Config{17, 37, 30, 0, false, 0.0}}) check_divergence_flag(c, true);
 }
 
 TEST_CASE("mlp pipelined: plans it cannot run are refused with exit code 2, named after the launch mode") {
   NB_SKIP_WITHOUT_DEVICE();
-  Setup s(Config{32, 128, 64, 0, true, 0.0}, 1);
-  PersistParams p = s.params();
-  try {
-    plan_pipelined(p, 2, 0);
-    FAIL("expected a refusal");
-  } catch (const nb::Error& e) {
-    CHECK(e.code == nb::kExitUsage);
-    CHECK(std::string(e.what()).find("--launch pipelined") == 0);
-  }
-  p.C = kMaxClasses + 1;
-  try {
-    plan_pipelined(p, 0, 0);
-    FAIL("expected a refusal");
-  } catch (const nb::Error& e) {
-    CHECK(e.code == nb::kExitUsage);
-  }
+  check_refusals(true);
 }
 
 }  // namespace
