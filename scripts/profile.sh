@@ -13,9 +13,16 @@
 #          phaseN_nsys_cuda_gpu_kern_sum.csv, phaseN_nsys_nvtx_sum.csv, phaseN_nsys_cuda_gpu_mem_time_sum.csv
 #          (the report compares the kernel list with our CUPTI summary of the same phase)
 #   ncu    phaseN_ncu_<kernel>.ncu-rep and phaseN_ncu_<kernel>.csv (`ncu --import --csv --page details`;
-#          (<kernel>: the regex with other characters as "_"); sections SpeedOfLight, MemoryWorkloadAnalysis, ComputeWorkloadAnalysis; first matching launch).
+#          (<kernel>: the regex with other characters as "_"); sections SpeedOfLight, MemoryWorkloadAnalysis,
+#          ComputeWorkloadAnalysis; the first matching launch after SKIP of them (default 0).
 #          Without ARGS a short run is used (linreg: --n 1000003 --epochs 3; MLP: --epochs 1); its run
 #          record goes to a temporary folder (timings under ncu's replay mean nothing).
+#          SKIP=n: skip n matching launches first. Phase 5's persistent and pipelined launches start with
+#          a one-step launch (modules load, first-call work): SKIP=1 profiles the epoch, not that step.
+#          STALLS=1: instead, where the warps stall and the issue slots go (sections WarpStateStats,
+#          SourceCounters, InstructionStats, LaunchStats), plus the per-instruction page
+#          phaseN_ncu_<kernel>_sass.csv and its summary by stretch of machine code,
+#          phaseN_ncu_<kernel>_regions.json (scripts/ncu_regions.py; PYTHON= names the python3).
 #   trace  phaseN_trace.json (Chrome trace-event JSON) and the record phaseN_xxx__trace.json.
 # Tools: NSYS= / NCU= name the binaries; otherwise PATH, then /opt/nvidia and /usr/local/cuda*.
 # When nsys needs libdw/libelf and the machine lacks them, the Debian packages in .carry/debs are
@@ -110,18 +117,28 @@ ncu)
   fi
   SAFE="$(printf '%s' "$KERNEL" | tr -c 'A-Za-z0-9_' '_' | sed -E 's/_+/_/g; s/^_//; s/_$//' | cut -c1-60)"
   [ -n "$SAFE" ] || SAFE=kernel
+  SKIP="${SKIP:-0}"
+  [[ "$SKIP" =~ ^[0-9]+$ ]] || die 2 "SKIP must be a count of launches (it is '$SKIP')"
   REP="$OUT/phase${N}_ncu_$SAFE"
+  sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis)
+  [ "${STALLS:-0}" = 1 ] && sections=(--section WarpStateStats --section SourceCounters --section InstructionStats --section LaunchStats)
   RECDIR="$(mktemp -d)"
-  echo "+ $NCU_BIN --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis -k regex:$KERNEL -c 1 -o $REP $BIN --no-cupti ${args[*]}"
-  "$NCU_BIN" --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    -k "regex:$KERNEL" -c 1 -f -o "$REP" "$BIN" --no-cupti --tag ncu --out "$RECDIR" "${args[@]}"
+  echo "+ $NCU_BIN ${sections[*]} -k regex:$KERNEL --launch-skip $SKIP -c 1 -o $REP $BIN --no-cupti ${args[*]}"
+  "$NCU_BIN" "${sections[@]}" -k "regex:$KERNEL" --launch-skip "$SKIP" -c 1 -f -o "$REP" "$BIN" --no-cupti --tag ncu \
+    --out "$RECDIR" "${args[@]}"
   rc=$?
   [ $rc -eq 0 ] || die 1 "ncu (or $NAME under it) failed with exit status $rc"
   [ -f "$REP.ncu-rep" ] || die 1 "no kernel matched regex:$KERNEL (no $REP.ncu-rep); see the 'kernels' list of a $NAME record"
   "$NCU_BIN" --import "$REP.ncu-rep" --csv --page details > "$REP.csv.tmp" || die 1 "ncu --import failed"
   mv "$REP.csv.tmp" "$REP.csv"
   echo "profile.sh: wrote $REP.ncu-rep and $REP.csv"
-  grep -E 'Speed Of Light' "$REP.csv" | awk -F'","' '{ printf "  %-40s %10s %s\n", $13, $15, $14 }' | tr -d '"' | head -n 12
+  if [ "${STALLS:-0}" = 1 ]; then
+    "$NCU_BIN" --import "$REP.ncu-rep" --page source --csv --print-source sass > "${REP}_sass.csv.tmp" || die 1 "ncu --import --page source failed"
+    mv "${REP}_sass.csv.tmp" "${REP}_sass.csv"
+    "${PYTHON:-python3}" scripts/ncu_regions.py "${REP}_sass.csv" --json "${REP}_regions.json" || die 1 "scripts/ncu_regions.py failed on ${REP}_sass.csv"
+  else
+    grep -E 'Speed Of Light' "$REP.csv" | awk -F'","' '{ printf "  %-40s %10s %s\n", $13, $15, $14 }' | tr -d '"' | head -n 12
+  fi
   ;;
 trace)
   TRACE="$OUT/phase${N}_trace.json"

@@ -491,11 +491,20 @@ fi
 """
 FAKE_NCU = """#!/bin/bash
 if [ "$1" = --import ]; then
-  echo '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"'
-  echo '"0","fused_epoch_kernel","GPU Speed Of Light Throughput","Memory Throughput","%","88.1"'
+  case "$*" in
+    *"--page source"*)
+      echo '"Kernel Name","fused_epoch_kernel",'
+      echo '"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_wait"'
+      echo '"0x10","      FFMA R1, R2, R3, R1","5","64","5"'
+      echo '"0x20","      EXIT","1","8","1"' ;;
+    *)
+      echo '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"'
+      echo '"0","fused_epoch_kernel","GPU Speed Of Light Throughput","Memory Throughput","%","88.1"' ;;
+  esac
   exit 0
 fi
-out=""; while [ $# -gt 0 ]; do case "$1" in -o|-k|-c|--section) [ "$1" = -o ] && out="$2"; shift 2;; -f) shift;; *) break;; esac; done
+echo "ncu $*" >> "$(dirname "$0")/ncu.log"
+out=""; while [ $# -gt 0 ]; do case "$1" in -o|-k|-c|--section|--launch-skip) [ "$1" = -o ] && out="$2"; shift 2;; -f) shift;; *) break;; esac; done
 echo rep > "$out.ncu-rep"; exec "$@"
 """
 FAKE_PHASE = """#!/bin/bash
@@ -508,7 +517,7 @@ prev=""; for a in "$@"; do [ "$prev" = --trace ] && echo '{"traceEvents": []}' >
 def sandbox(tmp_path):
     root = tmp_path / "repo"
     (root / "scripts").mkdir(parents=True)
-    for s in ("profile.sh", "run_all.sh"):
+    for s in ("profile.sh", "run_all.sh", "ncu_regions.py"):
         shutil.copy(os.path.join(ROOT, "scripts", s), root / "scripts" / s)
     # run_all.sh writes its record with the twins' helpers
     (root / "baselines" / "pytorch").mkdir(parents=True)
@@ -556,6 +565,20 @@ def test_profile_ncu_and_trace(sandbox):
     assert "Memory Throughput" in (d / "phase3_ncu_fused.csv").read_text()
     log = (root / "calls.log").read_text()
     assert "--no-cupti --tag ncu --out " in log and "--n 1000003 --epochs 3 --warmup 0 --repeats 1" in log
+    ncu_log = (root.parent / "bin" / "ncu.log").read_text()
+    assert "--section SpeedOfLight" in ncu_log and "--launch-skip 0 -c 1" in ncu_log
+    # STALLS=1: the warp-state sections, the per-instruction page and its summary by code region
+    p = run("profile.sh", "ncu", "3", KERNEL="fused.*", STALLS="1", SKIP="2")
+    assert p.returncode == 0, p.stdout + p.stderr
+    last = (root.parent / "bin" / "ncu.log").read_text().splitlines()[-1]
+    assert "--section WarpStateStats --section SourceCounters" in last and "--launch-skip 2 -c 1" in last
+    assert "SpeedOfLight" not in last
+    assert (d / "phase3_ncu_fused_sass.csv").exists()
+    summary = json.loads((d / "phase3_ncu_fused_regions.json").read_text())
+    assert summary["kernel"] == "fused_epoch_kernel" and summary["executed_warp_instructions"] == 72
+    assert [g["ops"] for g in summary["regions"]] == [[["FFMA", 1]], [["EXIT", 1]]]
+    p = run("profile.sh", "ncu", "3", KERNEL="fused.*", SKIP="one")
+    assert p.returncode == 2 and "SKIP must be a count" in p.stderr
     p = run("profile.sh", "trace", "3", "--epochs", "5")
     assert p.returncode == 0, p.stdout + p.stderr
     assert json.loads((d / "phase3_trace.json").read_text()) == {"traceEvents": []}
