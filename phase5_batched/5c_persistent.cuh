@@ -186,10 +186,12 @@ __device__ __forceinline__ void xstore(xword* p, float v, uint32_t tag) {
 __device__ __forceinline__ bool xready(xword w, uint32_t tag) { return static_cast<uint32_t>(w >> 32) == tag; }
 __device__ __forceinline__ float xfloat(xword w) { return __uint_as_float(static_cast<uint32_t>(w)); }
 // Polling round r (r > 0: the previous round found a word not ready yet). A block waits only for
-// blocks at most one step behind it, which all run, so the wait ends; the bound (tens of seconds
-// with the sleeps) turns a defect into a launch error instead of a hang.
+// blocks at most one step behind it, which all run, so the wait ends; the bound (2^28 rounds of at
+// least one L2 round trip each: over a minute) turns a defect into a launch error instead of a
+// hang. No sleep between rounds: a word lands at most one round trip before it is seen (a sleep
+// after the 16th round made blocks that wait long, such as rung 5e's blocks that skip h1, see h2
+// late; without it 5e's W1 epoch was ~3% shorter and 5c's unchanged, phase notes).
 __device__ __forceinline__ void xbackoff(uint32_t r) {
-  if (r > 16) __nanosleep(100);
   if (r > (1u << 28)) __trap();
 }
 // The float of the word at p (first loaded as w), polled until its tag is `tag`.

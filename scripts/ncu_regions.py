@@ -2,8 +2,8 @@
 """scripts/ncu_regions.py — where a kernel's issue slots and stalls go, by stretch of machine code.
 
 Reads the per-instruction page of an Nsight Compute report (what `scripts/profile.sh ncu` writes with
-STALLS=1: `ncu --import R.ncu-rep --page source --csv --print-source sass`, from a report with the
-SourceCounters section) and groups the SASS into regions: maximal runs of consecutive instructions
+STALLS=1: `ncu --import R.ncu-rep --page source --csv --print-source sass`, gzipped or not, from a
+report with the SourceCounters section) and groups the SASS into regions: maximal runs of consecutive instructions
 that executed the same number of times (a basic block, or straight-line code across blocks that
 always run together). For each region it gives
 
@@ -13,7 +13,9 @@ always run together). For each region it gives
   * its opcode mix (e.g. PRMT/FADD/FFMA in equal parts: a byte-to-float conversion before each FMA).
 
 A persistent kernel's steps are one launch, so the per-phase timers (--breakdown) say how long a
-phase took and this says what the SM was doing meanwhile.
+phase took and this says what the SM was doing meanwhile. A sample is counted at the instruction the
+warp waits to issue: the wait at a block barrier lands on the instruction after the BAR.SYNC, so it
+belongs to the phase that ends there.
 
   python3 scripts/ncu_regions.py SASS.csv [--json OUT.json] [--top N]
 
@@ -22,6 +24,7 @@ Exit status: 0 done; 2 the file is missing or is not such a page (one line on st
 import argparse
 import collections
 import csv
+import gzip
 import json
 import os
 import re
@@ -44,10 +47,14 @@ def opcode(src):
 def read_page(path):
     """The first kernel of the page: (kernel name, header, rows)."""
     try:
-        with open(path, newline="") as f:
-            lines = list(csv.reader(f))
+        if path.endswith(".gz"):
+            with gzip.open(path, "rt", newline="") as f:
+                lines = list(csv.reader(f))
+        else:
+            with open(path, newline="") as f:
+                lines = list(csv.reader(f))
     except OSError as e:
-        raise Bad(f"cannot read {path}: {e.strerror}")
+        raise Bad(f"cannot read {path}: {e.strerror or e}")
     kernel, i = "", 0
     while i < len(lines) and (not lines[i] or lines[i][0] != "Address"):
         if lines[i] and lines[i][0] == "Kernel Name" and len(lines[i]) > 1:

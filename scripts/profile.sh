@@ -21,7 +21,7 @@
 #          a one-step launch (modules load, first-call work): SKIP=1 profiles the epoch, not that step.
 #          STALLS=1: instead, where the warps stall and the issue slots go (sections WarpStateStats,
 #          SourceCounters, InstructionStats, LaunchStats), plus the per-instruction page
-#          phaseN_ncu_<kernel>_sass.csv and its summary by stretch of machine code,
+#          phaseN_ncu_<kernel>_sass.csv.gz and its summary by stretch of machine code,
 #          phaseN_ncu_<kernel>_regions.json (scripts/ncu_regions.py; PYTHON= names the python3).
 #   trace  phaseN_trace.json (Chrome trace-event JSON) and the record phaseN_xxx__trace.json.
 # Tools: NSYS= / NCU= name the binaries; otherwise PATH, then /opt/nvidia and /usr/local/cuda*.
@@ -134,8 +134,8 @@ ncu)
   echo "profile.sh: wrote $REP.ncu-rep and $REP.csv"
   if [ "${STALLS:-0}" = 1 ]; then
     "$NCU_BIN" --import "$REP.ncu-rep" --page source --csv --print-source sass > "${REP}_sass.csv.tmp" || die 1 "ncu --import --page source failed"
-    mv "${REP}_sass.csv.tmp" "${REP}_sass.csv"
-    "${PYTHON:-python3}" scripts/ncu_regions.py "${REP}_sass.csv" --json "${REP}_regions.json" || die 1 "scripts/ncu_regions.py failed on ${REP}_sass.csv"
+    gzip -c "${REP}_sass.csv.tmp" > "${REP}_sass.csv.gz" && rm -f "${REP}_sass.csv.tmp" || die 1 "cannot write ${REP}_sass.csv.gz"
+    "${PYTHON:-python3}" scripts/ncu_regions.py "${REP}_sass.csv.gz" --json "${REP}_regions.json" || die 1 "scripts/ncu_regions.py failed on ${REP}_sass.csv.gz"
   else
     grep -E 'Speed Of Light' "$REP.csv" | awk -F'","' '{ printf "  %-40s %10s %s\n", $13, $15, $14 }' | tr -d '"' | head -n 12
   fi

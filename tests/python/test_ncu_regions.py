@@ -1,4 +1,5 @@
 """scripts/ncu_regions.py: the per-instruction page of an ncu report grouped into code regions."""
+import gzip
 import json
 import os
 import subprocess
@@ -63,6 +64,11 @@ def test_regions_shares_and_stalls(tmp_path):
     assert "where the warps' samples went: barrier 45.0%, wait 37.5%, long_sb 17.5%" in p.stdout
     p = run(f, "--top", "1", "--json", out)
     assert p.returncode == 0 and len(json.loads(out.read_text())["regions"]) == 1
+    gz = tmp_path / "p_sass.csv.gz"
+    with gzip.open(gz, "wt") as g:
+        g.write(page(ROWS))
+    p = run(gz, "--json", out)
+    assert p.returncode == 0 and json.loads(out.read_text())["executed_warp_instructions"] == total
 
 
 def test_opcode_strips_predicates_and_modifiers():

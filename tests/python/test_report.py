@@ -573,7 +573,7 @@ def test_profile_ncu_and_trace(sandbox):
     last = (root.parent / "bin" / "ncu.log").read_text().splitlines()[-1]
     assert "--section WarpStateStats --section SourceCounters" in last and "--launch-skip 2 -c 1" in last
     assert "SpeedOfLight" not in last
-    assert (d / "phase3_ncu_fused_sass.csv").exists()
+    assert (d / "phase3_ncu_fused_sass.csv.gz").exists() and not (d / "phase3_ncu_fused_sass.csv.tmp").exists()
     summary = json.loads((d / "phase3_ncu_fused_regions.json").read_text())
     assert summary["kernel"] == "fused_epoch_kernel" and summary["executed_warp_instructions"] == 72
     assert [g["ops"] for g in summary["regions"]] == [[["FFMA", 1]], [["EXIT", 1]]]
