@@ -188,9 +188,9 @@ __device__ __forceinline__ float xfloat(xword w) { return __uint_as_float(static
 // Polling round r (r > 0: the previous round found a word not ready yet). A block waits only for
 // blocks at most one step behind it, which all run, so the wait ends; the bound (2^28 rounds of at
 // least one L2 round trip each: over a minute) turns a defect into a launch error instead of a
-// hang. No sleep between rounds: a word lands at most one round trip before it is seen (a sleep
-// after the 16th round made blocks that wait long, such as rung 5e's blocks that skip h1, see h2
-// late; without it 5e's W1 epoch was ~3% shorter and 5c's unchanged, phase notes).
+// hang. No sleep between rounds, so a word is seen at most one round trip after it lands (until
+// 6cc02fc a 100 ns sleep followed the 16th round; dropping it, or sleeping 20 ns, or only after
+// 1,024 rounds, made no measurable difference on an H100: phase notes, logs/probe_backoff_ec2fc57.log).
 __device__ __forceinline__ void xbackoff(uint32_t r) {
   if (r > (1u << 28)) __trap();
 }
