@@ -13,8 +13,8 @@
 //     run while h1 travels, and W3/b3 are updated as slices, a few elements a block, published as
 //     tagged words and gathered into every replica with h2 (5c updated all of W3 in every block);
 //   * the dropout masks are drawn while the block waits, the batch indices a step ahead;
-//   * blocks that own no second-layer unit (64 of W1's 128) do not read h1: every poll re-reads all
-//     of an exchange's 8-byte words still missing, so fewer readers means less L2 traffic a round.
+//   * blocks that own no second-layer unit (64 of W1's 128) do not read h1, which they never use
+//     (half the polls; fewer still, 16 or 32 readers, did not pay: phase notes).
 // The fused pass keeps a lane's forward sums for half the batch in registers: one first-layer unit
 // a block and a batch of at most 32 rows (W1's split, pipe_fuses). Other splits run 5c's update and
 // first layer (two passes) in the same place; everything else applies to every shape.
@@ -30,12 +30,16 @@
 //
 // MEASURED (H100, bench_mlp.sh at a9a9f1c, profiles/nvidia-h100-80gb-hbm3/): 18.73 ms an epoch, 9.99
 // us a step (phase5_batched__w1-pipelined.json; 5c 19.51 ms in the same run): the prediction
-// missed by 1.4x. Per-block clocks (report/phase_notes/phase5_batched.md) say why: the blocks see an
-// exchange 1.0-1.4 us after its last word is written (a poll round trip under 128 blocks' polling
-// traffic, not the 0.57 us of one hop), and leave it up to ~0.9 us apart, so the next exchange
-// waits for the latest. Block 0's step (--breakdown, 9.9 us): the fused pass 2.76 us against 5c's
-// 3.36, the second layer 0.90 against 1.05, but the two waits 4.24 against 3.90: what the links of
-// the chain gave up, the exchanges took back.
+// missed by 1.4x. Per-block clocks (report/phase_notes/phase5_batched.md): the blocks see an
+// exchange 1.0-1.4 us after its last word is written (one hop is 0.57 us) and leave it up to ~0.9
+// us apart, so the next exchange waits for the latest. Block 0's step (--breakdown, 9.9 us): the
+// fused pass 2.76 us against 5c's 3.36, the second layer 0.90 against 1.05, but the two waits 4.24
+// against 3.90: what the links of the chain gave up, the exchanges took back. Less polling traffic
+// (a poll of one word a thread, or 2-4x fewer h1 readers) and no sleep between polls did not
+// shorten the epoch (probe logs of 2026-11-27). ncu (STALLS=1 at 2d0480b, phase5_ncu_p5_pipelined_
+// epoch_regions.json): ~1,980 instructions a warp a step, each scheduler issuing in 42% of its
+// cycles, 18% of them in the fused pass's two pixel loops (over half of those turn bytes into
+// floats): what is left is each block's own chain of short, dependent phases.
 #pragma once
 #include "5c_persistent.cuh"
 #include "5e_pipelined.h"
@@ -386,8 +390,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
       blk.draw_h2_mask(st.s);
       if (stamping) __syncthreads(), clock.stamp(0);  // (only when timing the parts: splits X1)
     };
-    // X1: only the blocks that own second-layer units read h1 (the polls of all blocks' 8-byte
-    // words are what an exchange's latency is made of: fewer readers, less L2 traffic a round)
+    // X1: only the blocks that own second-layer units read h1 (the others never use it)
     if (blk.njown > 0) gather_rows(blk.sm.h1, blk.ld1, st.h1x, blk.B, blk.H1, st.T, x1_work);
     else x1_work();
     __syncthreads();
