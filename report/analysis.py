@@ -13,6 +13,7 @@ Record choice rules (written into the report's appendix too):
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -946,13 +947,29 @@ def nsys_comparison(dev_dir, phase_num, phase_name, records):
 
 
 def ncu_summaries(dev_dir, phase_num):
+    """One entry per `make ncu` details CSV of the phase: its headline rows (speed of light, or the
+    warp-state statistics of a STALLS=1 profile), the sections they come from, and for a stalls
+    profile its summary by code region (phaseN_ncu_<kernel>_regions.json, scripts/ncu_regions.py)."""
     out = []
     if not os.path.isdir(dev_dir):
         return out
     for name in sorted(os.listdir(dev_dir)):
         if name.startswith(f"phase{phase_num}_ncu_") and name.endswith(".csv"):
             rows, problem = parse_ncu_details(os.path.join(dev_dir, name))
-            out.append({"file": name, "rows": rows, "problem": problem})
+            sections = sorted({r["section"] for r in rows})
+            regions, rproblem = None, ""
+            rpath = os.path.join(dev_dir, name[:-len(".csv")] + "_regions.json")
+            if os.path.exists(rpath):
+                try:
+                    with open(rpath, encoding="utf-8") as f:
+                        regions = json.load(f)
+                    if not isinstance(regions, dict) or not isinstance(regions.get("regions"), list):
+                        regions, rproblem = None, "not a summary by code region"
+                except (OSError, ValueError) as e:
+                    rproblem = f"unreadable: {e}"
+            out.append({"file": name, "rows": rows, "problem": problem, "sections": sections,
+                        "regions_file": os.path.basename(rpath) if os.path.exists(rpath) else None,
+                        "regions": regions, "regions_problem": rproblem})
     return out
 
 

@@ -618,13 +618,52 @@ def sec_phases(md, ctx, recs, sel, dev_dir, notes_dir):
                           "generation and warm-up), and nsys sees the whole process: so kernels that run only during "
                           "set-up appear in nsys alone, and call counts differ by design.\n")
         for s in A.ncu_summaries(dev_dir, pn):
-            md.append(f"**Nsight Compute** — {code(s['file'])} (speed-of-light section):\n")
+            what = ("speed-of-light section" if any("Speed Of Light" in x for x in s["sections"]) else
+                    "where the warps stall, `make ncu STALLS=1`" if s["sections"] else "no headline section")
+            md.append(f"**Nsight Compute** — {code(s['file'])} ({what}):\n")
             if s["problem"]:
                 md.append(f"_{s['problem']}._\n")
             elif s["rows"]:
                 md.append(table(["kernel", "metric", "value", "unit"],
                                 [[code(A.short(x["kernel"])), esc(x["metric"]), esc(x["value"]), esc(x["unit"])]
                                  for x in s["rows"]]) + "\n")
+            ncu_regions_block(md, s)
+
+
+def pairs(v):
+    """[name, number] pairs of a list, the malformed ones left out."""
+    return [p for p in as_list(v) if isinstance(p, (list, tuple)) and len(p) == 2 and isinstance(p[0], str)
+            and num(p[1]) is not None]
+
+
+def ncu_regions_block(md, s, limit=8):
+    """A stalls profile's summary by code region (scripts/ncu_regions.py): where the warps' samples
+    went, and the stretches of machine code that took the most issue slots or samples."""
+    if s.get("regions_problem"):
+        md.append(f"_{code(s['regions_file'])}: {esc(s['regions_problem'])}._\n")
+        return
+    g = s.get("regions")
+    if not g:
+        return
+    shares = [(n, v) for n, v in (g.get("stall_share") or {}).items() if num(v) is not None][:8]
+    md.append(f"By stretch of machine code ({code(s['regions_file'])}: runs of instructions that executed equally "
+              f"often; {count(num(g.get('executed_warp_instructions')))} warp instructions executed in the sampling pass, "
+              "which differs from the table's count where polls spin: each replay polls its own number of rounds): the warps' "
+              "samples went to " + ", ".join(f"{esc(n)} {pct(100 * num(v))}" for n, v in shares) +
+              ". A sample counts at the instruction a warp waits to issue, so a barrier's wait shows on the "
+              "instruction after it.\n")
+    rows = []
+    for r in g["regions"][:limit]:
+        if not isinstance(r, dict):
+            continue
+        rows.append([f"{count(num(r.get('first')))}–{count(num(r.get('last')))}", count(num(r.get("instructions"))),
+                     count(num(r.get("executions"))), pct(100 * num(r.get("issue_share")) if num(r.get("issue_share")) is not None else None),
+                     pct(100 * num(r.get("sample_share")) if num(r.get("sample_share")) is not None else None),
+                     ", ".join(f"{esc(p[0])} {pct(100 * num(p[1]))}" for p in pairs(r.get("top_stalls"))) or DASH,
+                     " ".join(f"{esc(p[0])}×{count(num(p[1]))}" for p in pairs(r.get("ops"))) or DASH])
+    if rows:
+        md.append(table(["SASS instructions", "count", "runs", "issue share", "sample share", "top stalls", "opcodes"],
+                        rows) + "\n")
 
 
 # ------------------------------------------------------------------ threats, appendix

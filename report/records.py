@@ -279,18 +279,30 @@ def _num_str(s):
     return v if math.isfinite(v) else None
 
 
+# What a details page's headline is: the speed-of-light section when the profile has it
+# (`make ncu`), else the warp-state and instruction counts of a stalls profile (`make ncu STALLS=1`)
+# with the two launch facts that bound them.
+NCU_STALL_SECTIONS = ("Warp State Statistics", "Instruction Statistics")
+NCU_LAUNCH_METRICS = ("Registers Per Thread", "Block Size", "Grid Size", "Dynamic Shared Memory Per Block")
+
+
 def parse_ncu_details(path):
     """ncu --csv --page details -> [{kernel, section, metric, unit, value}] for the speed-of-light
-    section (the headline numbers of a kernel), or problem."""
+    section (the headline numbers of a kernel), or, in a profile without it, the warp-state and
+    instruction statistics and a few launch facts; or problem."""
     rows, problem = read_csv_table(path, "Metric Name")
     if problem:
         return [], problem
-    out = []
-    for row in rows:
-        sec = row.get("Section Name") or ""
-        if "Speed Of Light" not in sec:
-            continue
-        out.append({"kernel": row.get("Kernel Name") or "?", "section": sec,
-                    "metric": row.get("Metric Name") or "?", "unit": row.get("Metric Unit") or "",
-                    "value": row.get("Metric Value") or ""})
-    return out, ""
+
+    def pick(keep):
+        out = []
+        for row in rows:
+            sec, metric = row.get("Section Name") or "", row.get("Metric Name") or ""
+            if keep(sec, metric):
+                out.append({"kernel": row.get("Kernel Name") or "?", "section": sec, "metric": metric or "?",
+                            "unit": row.get("Metric Unit") or "", "value": row.get("Metric Value") or ""})
+        return out
+    sol = pick(lambda sec, m: "Speed Of Light" in sec)
+    if sol:
+        return sol, ""
+    return pick(lambda sec, m: sec in NCU_STALL_SECTIONS or (sec == "Launch Statistics" and m in NCU_LAUNCH_METRICS)), ""

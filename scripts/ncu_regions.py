@@ -131,7 +131,7 @@ def summarize(kernel, hdr, rows, top=25):
 
 def text(s):
     out = [f"{s['kernel']}: {s['instructions']} SASS instructions ({s['instructions_executed_at_least_once']} executed), "
-           f"{s['executed_warp_instructions']:,} warp instructions issued, {s['stall_samples']:,} warp-state samples"]
+           f"{s['executed_warp_instructions']:,} warp instructions executed, {s['stall_samples']:,} warp-state samples"]
     out.append("where the warps' samples went: " +
                ", ".join(f"{n} {100 * v:.1f}%" for n, v in list(s["stall_share"].items())[:8]))
     out.append(f"{'SASS #':>12} {'instr':>5} {'runs':>12} {'issue%':>6} {'samp%':>6}  top stalls | opcode mix")

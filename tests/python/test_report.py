@@ -809,3 +809,48 @@ def test_compare_builds_refuses_bad_usage_and_needs_a_gpu(tmp_path):
     p = subprocess.run(["bash", script, "HEAD", str(tmp_path / "log")], capture_output=True, text=True, env=env)
     assert p.returncode == 3 and "no GPU" in p.stdout
     assert not (tmp_path / "log").exists()
+
+
+# ------------------------------------------------------------------ Nsight Compute pages in the phase sections
+
+def test_ncu_stalls_profile_gets_its_warp_state_rows_and_regions(tmp_path):
+    d = tmp_path / "dev"
+    d.mkdir()
+    hdr = '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"\n'
+    (d / "phase5_ncu_k.csv").write_text(
+        hdr + '"0","k<1>","Warp State Statistics","Warp Cycles Per Issued Instruction","cycle","9.48"\n'
+        '"0","k<1>","Instruction Statistics","Issued Instructions","inst","7,591"\n'
+        '"0","k<1>","Launch Statistics","Registers Per Thread","register/thread","128"\n'
+        '"0","k<1>","Launch Statistics","Stack Size","","1,024"\n'
+        '"0","k<1>","Source Counters","Branch Instructions","inst","5"\n')
+    (d / "phase5_ncu_k_regions.json").write_text(json.dumps({
+        "kind": "ncu_regions", "executed_warp_instructions": 1200, "stall_share": {"barrier": 0.45, "wait": 0.375},
+        "regions": [{"first": 0, "last": 2, "instructions": 3, "executions": 100, "issue_share": 0.25,
+                     "sample_share": 0.8, "top_stalls": [["barrier", 0.5625], "bad"], "ops": [["LDS", 1], ["BAR", 1]]}]}))
+    # a plain profile beside it keeps its speed-of-light rows only
+    (d / "phase5_ncu_sol.csv").write_text(
+        hdr + '"0","s","GPU Speed Of Light Throughput","Memory Throughput","%","88.1"\n'
+        '"0","s","Warp State Statistics","Warp Cycles Per Issued Instruction","cycle","3.0"\n')
+    (d / "phase5_ncu_bad_regions.json").write_text("{")
+    (d / "phase5_ncu_bad.csv").write_text(hdr)
+    got = {s["file"]: s for s in A.ncu_summaries(str(d), 5)}
+    assert sorted(got) == ["phase5_ncu_bad.csv", "phase5_ncu_k.csv", "phase5_ncu_sol.csv"]
+    k = got["phase5_ncu_k.csv"]
+    assert [r["metric"] for r in k["rows"]] == ["Warp Cycles Per Issued Instruction", "Issued Instructions",
+                                                "Registers Per Thread"]
+    assert k["sections"] == ["Instruction Statistics", "Launch Statistics", "Warp State Statistics"]
+    assert k["regions_file"] == "phase5_ncu_k_regions.json" and k["regions"]["executed_warp_instructions"] == 1200
+    assert [r["metric"] for r in got["phase5_ncu_sol.csv"]["rows"]] == ["Memory Throughput"]
+    assert got["phase5_ncu_sol.csv"]["regions"] is None and got["phase5_ncu_sol.csv"]["regions_file"] is None
+    assert got["phase5_ncu_bad.csv"]["regions"] is None and "unreadable" in got["phase5_ncu_bad.csv"]["regions_problem"]
+    md = []
+    M.ncu_regions_block(md, k)
+    text = "\n".join(md)
+    assert "1,200 warp instructions executed" in text and "barrier 45.0%, wait 37.5%" in text
+    assert "| 0–2 | 3 | 100 | 25.0% | 80.0% | barrier 56.2% | LDS×1 BAR×1 |" in text
+    md = []
+    M.ncu_regions_block(md, got["phase5_ncu_bad.csv"])
+    assert len(md) == 1 and "phase5_ncu_bad_regions.json" in md[0] and "unreadable" in md[0]
+    md = []
+    M.ncu_regions_block(md, got["phase5_ncu_sol.csv"])
+    assert md == []
