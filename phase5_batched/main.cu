@@ -143,8 +143,8 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                          : o.launch == "pipelined"
                              ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
                                "every epoch one cooperative persistent kernel with fewer dependent phases a step "
-                               "(the W1 update fused with the next first layer, last layer and softmax in one pass, "
-                               "dropout masks drawn during the waits); losses read once per epoch"
+                               "(the W1 update fused with the next first layer, the small layers' updates and the "
+                               "dropout masks inside the waits, W3/b3 updated in slices); losses read once per epoch"
                          : o.launch == "cluster"
                              ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
                                "every epoch one thread-block cluster kernel (parameters in the blocks' shared memory, "
@@ -333,13 +333,13 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
       parts = pipe ? breakdown_parts(pipe_segment_name, kPipeSegments) : breakdown_parts(persist_segment_name, kPersistSegments);
     const char* key = pipe ? "pipelined" : "persistent";
     rec["metrics"][key] = {{"blocks", pl.blocks},
-                                    {"threads_per_block", kPersistThreads},
-                                    {"first_layer_units_per_block", pl.nc},
-                                    {"second_layer_units_per_block", pl.nj},
-                                    {"shared_memory_bytes_per_block", pl.smem},
-                                    {"exchanges_per_step", 2},
-                                    {"grid_barriers_per_step", 0},
-                                    {"shape_compiled_in", pl.specialized}};
+                           {"threads_per_block", kPersistThreads},
+                           {"first_layer_units_per_block", pl.nc},
+                           {"second_layer_units_per_block", pl.nj},
+                           {"shared_memory_bytes_per_block", pl.smem},
+                           {"exchanges_per_step", 2},
+                           {"grid_barriers_per_step", 0},
+                           {"shape_compiled_in", pl.specialized}};
     if (pipe) rec["metrics"][key]["fused_first_layer"] = tr.pipelined_fuses_first_layer();
     if (o.breakdown) rec["metrics"][key]["step_breakdown"] = parts;
   }

@@ -88,22 +88,17 @@ def summarize(kernel, hdr, rows, top=25):
     stall_cols = [(h[len("stall_"):], hdr.index(h)) for h in hdr if h.startswith("stall_") and "Not Issued" not in h]
     ex = [num(r[ie]) for r in rows]
     samp = [num(r[isamp]) for r in rows]
+    stalls = [collections.Counter({name: num(r[c]) for name, c in stall_cols}) for r in rows]
     total_ex, total_samp = sum(ex), sum(samp)
     if total_ex == 0:
         raise Bad("no instruction executed (was the SourceCounters section collected?)")
-    stall_tot = collections.Counter()
-    for r in rows:
-        for name, c in stall_cols:
-            stall_tot[name] += num(r[c])
+    stall_tot = sum(stalls, collections.Counter())
     regions, a = [], 0
     for b in range(1, len(rows) + 1):
         if b < len(rows) and ex[b] == ex[a]:
             continue
         if ex[a] > 0:
-            st = collections.Counter()
-            for k in range(a, b):
-                for name, c in stall_cols:
-                    st[name] += num(rows[k][c])
+            st = sum(stalls[a:b], collections.Counter())
             rs = sum(samp[a:b])
             ops = collections.Counter(opcode(rows[k][isrc]) for k in range(a, b))
             regions.append({
