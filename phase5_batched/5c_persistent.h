@@ -61,6 +61,9 @@ struct PersistParams {
   // --breakdown: SM clock cycles of block 0's thread 0 spent in each of kPersistSegments parts of
   // a step, summed over the launch's steps (null: not measured).
   unsigned long long* breakdown = nullptr;
+  // Tests of rung 5f (5f_cluster32.cuh): bit differences between copies of a weight that must agree
+  // (W2's column copies and the owners' rows, the W3 replicas) are added here (null: not checked).
+  unsigned* copy_mismatches = nullptr;
 };
 
 // The parts of a step that --breakdown times (cycles of block 0, thread 0: from one stamp to the next).

@@ -145,6 +145,13 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                                "every epoch one cooperative persistent kernel with fewer dependent phases a step "
                                "(the W1 update fused with the next first layer, the small layers' updates and the "
                                "dropout masks inside the waits, W3/b3 updated in slices); losses read once per epoch"
+                         : o.launch == "cluster32"
+                             ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
+                               "every epoch one 16-block thread-block cluster kernel, fp32 (parameters and Adam state in "
+                               "the blocks' shared memory, h1 and h2 exchanged through distributed shared memory with "
+                               "two cluster barriers a step, the first layer and its weight gradient as 3xTF32 "
+                               "tensor-core products, Adam with approximate root and reciprocal); losses read once "
+                               "per epoch"
                          : o.launch == "cluster"
                              ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
                                "every epoch one thread-block cluster kernel (parameters in the blocks' shared memory, "
@@ -279,6 +286,8 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   rec["timing"] = timing_json("cuda-events",
                               tr.launch() == Launch::Persistent || tr.launch() == Launch::Pipelined
                                   ? "per epoch: the permutation kernel and one cooperative launch of the persistent kernel"
+                              : tr.launch() == Launch::Cluster32
+                                  ? "per epoch: the permutation kernel and one launch of the fp32 cluster kernel"
                               : tr.launch() == Launch::Cluster
                                   ? "per epoch: the permutation kernel and one launch of the cluster kernel"
                                   : "per epoch: the permutation kernel and one CUDA-graph replay of all the epoch's steps",
@@ -343,6 +352,18 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
     if (pipe) rec["metrics"][key]["fused_first_layer"] = tr.pipelined_fuses_first_layer();
     if (o.breakdown) rec["metrics"][key]["step_breakdown"] = parts;
   }
+  if (tr.launch() == Launch::Cluster32) {
+    const PersistPlan& pl = tr.persist_plan();
+    rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
+    rec["metrics"]["cluster32"] = {{"blocks", pl.blocks},
+                                   {"threads_per_block", kC32Threads},
+                                   {"first_layer_units_per_block", pl.nc},
+                                   {"second_layer_units_per_block", pl.nj},
+                                   {"shared_memory_bytes_per_block", pl.smem},
+                                   {"cluster_barriers_per_step", 2},
+                                   {"shape_compiled_in", pl.specialized}};
+    if (o.breakdown) rec["metrics"]["cluster32"]["step_breakdown"] = breakdown_parts(cluster32_segment_name, kC32Segments);
+  }
   if (tr.launch() == Launch::Cluster) {
     const ClusterPlan& pl = tr.cluster_plan();
     rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
@@ -378,17 +399,18 @@ int run(int argc, char** argv) {
   add_mlp_flags(cli, o, true);
   cli.add_string("--launch", &o.launch,
                  "how an epoch is launched: one CUDA graph of fused kernels, one persistent cooperative kernel "
-                 "(fp32, two hidden layers, own GEMMs), the same with fewer dependent phases a step (pipelined), or "
+                 "(fp32, two hidden layers, own GEMMs), the same with fewer dependent phases a step (pipelined), "
                  "one thread-block cluster kernel (fp16, SGD, no dropout, batch <= 32, a model that fits the "
-                 "cluster's shared memory: W2 at h = 128)",
-                 {"graph", "persistent", "pipelined", "cluster"});
+                 "cluster's shared memory: W2 at h = 128), or one fp32 cluster kernel with the first layer on tensor "
+                 "cores (two hidden layers, batch <= 64, at most 8 first-layer units a block: W1)",
+                 {"graph", "persistent", "pipelined", "cluster", "cluster32"});
   cli.add_int("--blocks", &o.blocks,
-              "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM) or of the cluster "
+              "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM) or of a cluster "
               "(0 = the largest that fits, at most 16)",
               0, 4096);
   cli.add_flag("--generic-kernel", &o.generic_kernel,
-               "persistent and pipelined kernels: the generic instance even for W1's shape (measures what compiling "
-               "the shape in buys)");
+               "persistent, pipelined and cluster32 kernels: the generic instance even for W1's shape (measures what "
+               "compiling the shape in buys)");
   cli.add_string("--backward", &o.backward,
                  "fp16 graph path: each layer's update and backward-data product in one pass over its weights "
                  "(fused; batch <= 32, widths multiples of 8), or the paired GEMM kernels; auto = fused with SGD",
@@ -405,7 +427,8 @@ int run(int argc, char** argv) {
   if (!cli.parse(argc, argv)) return 0;
   check_mlp_options(o);
   if (o.layers.back() > kBN) throw Error(kExitUsage, "--layers: the last width must fit one tile");
-  if ((o.launch == "persistent" || o.launch == "pipelined") && (o.nlayers() != 3 || o.fp16() || o.gemm != "own"))
+  if ((o.launch == "persistent" || o.launch == "pipelined" || o.launch == "cluster32") &&
+      (o.nlayers() != 3 || o.fp16() || o.gemm != "own"))
     throw Error(kExitUsage, "--launch " + o.launch + ": needs two hidden layers (--layers 784,H1,H2,10), --precision fp32 "
                             "and --gemm own");
   if (o.launch == "cluster" && (!o.fp16() || o.adam() || o.dropout > 0 || o.gemm != "own"))

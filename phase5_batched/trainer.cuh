@@ -26,6 +26,7 @@
 #include "5c_persistent.h"
 #include "5d_cluster.h"
 #include "5e_pipelined.h"
+#include "5f_cluster32.h"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
 #include "mlp/validate.h"
@@ -45,11 +46,13 @@ using namespace nb::mlp;
 //   Persistent  5c: one cooperative kernel runs a whole epoch of steps (5c_persistent.cuh)
 //   Cluster     5d: one thread-block cluster runs a whole epoch, activations in DSMEM (5d_cluster.cuh)
 //   Pipelined   5e: 5c's kernel with fewer dependent phases a step (5e_pipelined.cuh)
-enum class Launch { Graph, Persistent, Cluster, Pipelined };
+//   Cluster32   5f: the fp32 model in one 16-block cluster, its wide layer on tensor cores (5f_cluster32.cuh)
+enum class Launch { Graph, Persistent, Cluster, Pipelined, Cluster32 };
 inline Launch parse_launch(const std::string& s) {
   return s == "persistent"  ? Launch::Persistent
          : s == "cluster"   ? Launch::Cluster
          : s == "pipelined" ? Launch::Pipelined
+         : s == "cluster32" ? Launch::Cluster32
                             : Launch::Graph;
 }
 inline const char* launch_name(Launch l) {
@@ -57,6 +60,7 @@ inline const char* launch_name(Launch l) {
     case Launch::Persistent: return "persistent";
     case Launch::Cluster: return "cluster";
     case Launch::Pipelined: return "pipelined";
+    case Launch::Cluster32: return "cluster32";
     case Launch::Graph: break;
   }
   return "graph";
@@ -134,7 +138,7 @@ class Trainer {
       }
     }
     size_ws();
-    if (launch_ == Launch::Persistent || launch_ == Launch::Pipelined) plan_persistent_kernel();
+    if (launch_ == Launch::Persistent || launch_ == Launch::Pipelined || launch_ == Launch::Cluster32) plan_persistent_kernel();
     if (launch_ == Launch::Cluster) plan_cluster_kernel();
     plan_fused_backward();
     pdl_ = o_.pdl == "on" && !cublas_ && launch_ == Launch::Graph && dev_.cc_major >= 9;  // PDL is Hopper's
@@ -227,6 +231,11 @@ class Trainer {
     launch_epoch_permutation(first);
     pipelined_rung_launch(persist_plan_, launch_params(persist_params_, first, count), st_);
   }
+  // --launch cluster32: the same parameters, rung 5f's cluster kernel.
+  void run_cluster32(int64_t first, int count) {
+    launch_epoch_permutation(first);
+    cluster32_rung_launch(persist_plan_, launch_params(persist_params_, first, count), st_);
+  }
   // --launch cluster: permutation kernel + one cluster launch for steps [first, first + count).
   void run_cluster(int64_t first, int count) {
     launch_epoch_permutation(first);
@@ -238,6 +247,7 @@ class Trainer {
     switch (launch_) {
       case Launch::Persistent: return run_persistent(first, count);
       case Launch::Pipelined: return run_pipelined(first, count);
+      case Launch::Cluster32: return run_cluster32(first, count);
       case Launch::Cluster: return run_cluster(first, count);
       case Launch::Graph: return run_graph(first, count);
     }
@@ -260,7 +270,7 @@ class Trainer {
   bool fused_backward() const { return fused_bwd_; }
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
-  static_assert(kPersistSegments == kClSegments && kPipeSegments <= kPersistSegments,
+  static_assert(kPersistSegments == kClSegments && kPipeSegments <= kPersistSegments && kC32Segments <= kPersistSegments,
                 "one breakdown buffer serves the one-launch kernels");
   void start_breakdown() {
     breakdown_.alloc(kPersistSegments);
@@ -406,7 +416,9 @@ class Trainer {
       // auto: SGD only. The fused kernel reads Adam's moments with plain loads in its optimizer
       // pass, a serial round trip per 32-row sub-tile, and W1 (Adam, small layers, grids of 1-52
       // blocks) ran slower with it: 62.2 against 54.5 us a step (H100, dev runs at 340c0c2).
-      if (cublas_ || launch_ == Launch::Persistent || launch_ == Launch::Pipelined || o_.backward == "paired") return;
+      if (cublas_ || launch_ == Launch::Persistent || launch_ == Launch::Pipelined || launch_ == Launch::Cluster32 ||
+          o_.backward == "paired")
+        return;
       if (o_.backward == "auto" && o_.adam()) return;
       for (int l = 0; l < L_; ++l)
         if (!fused_bwd_supported(o_.layers[l], B_)) return;
@@ -714,16 +726,21 @@ class Trainer {
     p.P = params_.get();
     if (o_.adam()) p.M = adam_m_.get(), p.V = adam_v_.get(), p.hyper = hyper_.get(), p.hyper_n = static_cast<int64_t>(hyper_.size());
     p.w0 = woff_[0], p.b0 = boff_[0], p.w1 = woff_[1], p.b1 = boff_[1], p.w2 = woff_[2], p.b2 = boff_[2];
-    h1x_.alloc(2 * static_cast<size_t>(B_) * w[1]);
-    h2x_.alloc(2 * static_cast<size_t>(B_) * w[2]);
-    w2x_.alloc(2 * static_cast<size_t>(w[2]) * w[1]);
-    p.h1x = h1x_.get(), p.h2x = h2x_.get(), p.w2x = w2x_.get();
+    if (launch_ != Launch::Cluster32) {  // 5f exchanges through distributed shared memory
+      h1x_.alloc(2 * static_cast<size_t>(B_) * w[1]);
+      h2x_.alloc(2 * static_cast<size_t>(B_) * w[2]);
+      w2x_.alloc(2 * static_cast<size_t>(w[2]) * w[1]);
+      p.h1x = h1x_.get(), p.h2x = h2x_.get(), p.w2x = w2x_.get();
+    }
     if (launch_ == Launch::Pipelined) w3x_.alloc(2 * (static_cast<size_t>(w[3]) * w[2] + w[3])), p.w3x = w3x_.get();
     p.adam = o_.adam(), p.lr = static_cast<float>(o_.lr);
     p.dropout = o_.dropout > 0, p.key = dropout_key(o_.common.seed), p.threshold = dropout_threshold(o_.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
     p.step_loss = step_loss_.get(), p.bad_step = bad_step_.get();
-    if (launch_ == Launch::Pipelined) {
+    if (launch_ == Launch::Cluster32) {
+      persist_plan_ = cluster32_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
+      costs_per_step_["p5_cluster32"] = cluster32_rung_cost(p, persist_plan_);
+    } else if (launch_ == Launch::Pipelined) {
       persist_plan_ = pipelined_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
       costs_per_step_["p5_pipelined"] = pipelined_rung_cost(p, persist_plan_);
     } else {

@@ -26,6 +26,7 @@ OURS_ORDER = [
     ("phase3_fused_streams", "cuda"), ("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"),
     ("phase5_batched", "cuda"), ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"),
     ("phase5_batched", "cuda-persistent"), ("phase5_batched", "cuda-pipelined"), ("phase5_batched", "cuda-cluster"),
+    ("phase5_batched", "cuda-cluster32"),
 ]
 TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph",
               "pytorch-compiled-graph", "libtorch-eager", "libtorch-graph"]
@@ -43,7 +44,7 @@ TWIN_TITLE = {
 }
 IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuBLASLt",
               "cuda-persistent": "persistent kernel", "cuda-pipelined": "pipelined persistent kernel",
-              "cuda-cluster": "cluster kernel",
+              "cuda-cluster": "cluster kernel", "cuda-cluster32": "fp32 cluster kernel",
               "cuda-graph": "per-epoch CUDA graph"}
 
 LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
@@ -53,7 +54,7 @@ LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase
                 ("libtorch_linreg", "libtorch-graph")]
 MLP_IMPLS = [("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"), ("phase5_batched", "cuda"),
              ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt"), ("phase5_batched", "cuda-persistent"),
-             ("phase5_batched", "cuda-pipelined"), ("pytorch_mlp", "pytorch-eager"),
+             ("phase5_batched", "cuda-pipelined"), ("phase5_batched", "cuda-cluster32"), ("pytorch_mlp", "pytorch-eager"),
              ("pytorch_mlp", "pytorch-compile"), ("pytorch_mlp", "pytorch-graph"),
              ("pytorch_mlp", "pytorch-compiled-graph"), ("libtorch_mlp", "libtorch-eager"), ("libtorch_mlp", "libtorch-graph")]
 SWEEP_NS = [500, 5000, 50000, 500000, 5000000, 10000000, 50000000, 100000000]
@@ -699,7 +700,8 @@ def select_w2(records, dup_notes):
     expect = {("phase5_batched", "cuda-cluster"): [128]}
     # the libtorch twin trains W1 only
     for k in [k for k in MLP_IMPLS if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"),
-                                                ("phase5_batched", "cuda-pipelined"))
+                                                ("phase5_batched", "cuda-pipelined"),
+                                                ("phase5_batched", "cuda-cluster32"))
               and k[0] != "libtorch_mlp"] + list(expect):
         have = {p[0] for p in series.get(k, [])}
         lack = [h for h in expect.get(k, W2_HS) if h not in have]
@@ -1150,7 +1152,8 @@ def select_time_account(records, dup_notes):
             [(twin, m) for m in modes if (twin, m) not in (LINREG_IMPLS + MLP_IMPLS)]
         if wl == "mlp_w2":
             expected = [k for k in expected if k not in (("phase5_batched", "cuda"), ("phase5_batched", "cuda-persistent"),
-                                                         ("phase5_batched", "cuda-pipelined"))
+                                                         ("phase5_batched", "cuda-pipelined"),
+                                                         ("phase5_batched", "cuda-cluster32"))
                         and k[0] != "libtorch_mlp"]
         lack = [label(*k) for k in expected if k not in have]
         if lack:
@@ -1293,6 +1296,7 @@ RUNGS = [
     ("mlp_w1", ("phase5_batched", "cuda"), "fused kernels, the step captured in a CUDA graph"),
     ("mlp_w1", ("phase5_batched", "cuda-persistent"), "one persistent kernel per epoch"),
     ("mlp_w1", ("phase5_batched", "cuda-pipelined"), "the same kernel with fewer dependent phases a step"),
+    ("mlp_w1", ("phase5_batched", "cuda-cluster32"), "the model in one 16-block cluster, the wide layer on tensor cores"),
     ("mlp_w2_8192", ("phase4_mlp", "cuda-fp16"), "phase 4's fp16 kernels at h = 8192"),
     ("mlp_w2_8192", ("phase5_batched", "cuda-fp16"), "own tiled fp16 GEMMs, fused backward, PDL"),
     ("mlp_w2_128", ("phase5_batched", "cuda-fp16"), "own fp16 GEMMs at h = 128"),

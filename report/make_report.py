@@ -485,7 +485,8 @@ def phase_targets(phase, sel, recs):
     if phase == "phase5_batched":
         # the W1 speed targets are judged on the fastest fp32 phase 5 path (graph of fused kernels or
         # the persistent kernels)
-        paths = [w1[k] for k in ((phase, "cuda"), (phase, "cuda-persistent"), (phase, "cuda-pipelined")) if k in w1]
+        paths = [w1[k] for k in ((phase, "cuda"), (phase, "cuda-persistent"), (phase, "cuda-pipelined"),
+                                     (phase, "cuda-cluster32")) if k in w1]
         m = min(paths, key=lambda row: (row["epoch_ms"], row["label"])) if paths else None
         if m:
             who = f" ({m['label']})"

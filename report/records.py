@@ -175,8 +175,8 @@ def load_profiles(profiles_dir: str, rel_base: str | None = None):
             r.workload = data["workload"]
             r.impl = data["implementation"]
             # phase 5 records its own-kernel runs as "cuda" whatever the launch and precision: tell its
-            # --launch persistent runs (one cooperative kernel per epoch; --launch pipelined: rung 5e's) and --launch cluster runs (one
-            # thread-block cluster kernel per epoch, fp16) from the graph path, and fp16 from fp32
+            # --launch persistent runs (one cooperative kernel per epoch; --launch pipelined: rung 5e's), --launch cluster runs (one
+            # thread-block cluster kernel per epoch, fp16) and --launch cluster32 runs (rung 5f: fp32 in one cluster) from the graph path, and fp16 from fp32
             prec = (data.get("config") or {}).get("precision") if isinstance(data.get("config"), dict) else None
             launch = (data.get("config") or {}).get("launch") if isinstance(data.get("config"), dict) else None
             if r.impl == "cuda" and data.get("phase") == "phase5_batched":
@@ -184,6 +184,8 @@ def load_profiles(profiles_dir: str, rel_base: str | None = None):
                     r.impl = "cuda-persistent"
                 elif launch == "pipelined":
                     r.impl = "cuda-pipelined"
+                elif launch == "cluster32":
+                    r.impl = "cuda-cluster32"
                 elif launch == "cluster":
                     r.impl = "cuda-cluster"
                 elif prec == "fp16":

@@ -30,25 +30,27 @@
 #   gemm    phase5 --gemm-compare on the W2 h = 8192 shapes, fp16 (and fp32).  tags gemm-compare-*
 #   persist phase 5 --launch persistent on W1 for --blocks in $PERSIST_BLOCKS (2 epochs each),
 #           and at the default split with --generic-kernel (W1's shape not compiled in); then
-#           both instances with --breakdown (5 epochs); --launch pipelined (rung 5e) the same way
-#           at the default split (generic instance, breakdown of both).
+#           both instances with --breakdown (5 epochs); --launch pipelined (rung 5e) and --launch
+#           cluster32 (rung 5f) the same way at the default split (generic instance, breakdown of both).
 #                                     tags w1-persistent-g<G>, -generic, -breakdown, -generic-breakdown,
-#                                          w1-pipelined-generic, -breakdown, -generic-breakdown
+#                                          w1-pipelined-generic, -breakdown, -generic-breakdown,
+#                                          w1-cluster32-generic, -breakdown, -generic-breakdown
 #   sweep   batch-size sweep (phase 5 own and the compiled-graph twin on its init and order, W1
 #           model, $SWEEP_EPOCHS epochs): samples/s for batch in $SWEEP_BATCHES (SWEEP_TWIN=0: no
 #           twin; its inductor mode: SWEEP_TWIN_MODE, default "default").
 #                                                                tags batch-sweep-b<B>[-compiled-graph]
-#   seeds   W1 accuracy, phase 5 own, persistent and pipelined, twins graph and compiled-graph, seeds 1 2 3.
+#   seeds   W1 accuracy, phase 5 own, persistent, pipelined and cluster32, twins graph and compiled-graph,
+#           seeds 1 2 3.
 #                                                                                tags w1-seed<s>-*
 #   fashion W1 as the w1 stage, on Fashion-MNIST (--dataset fashion-mnist, $FASHION_DATA): phase 4
-#           fp32 and fp16, phase 5 own fp32, persistent, pipelined and cuBLASLt, twins eager/compile/graph/
+#           fp32 and fp16, phase 5 own fp32, persistent, pipelined, cluster32 and cuBLASLt, twins eager/compile/graph/
 #           compiled-graph on phase 4's init and order.                          tags w1-fashion-*
 #   autotune  W1 twin with torch.compile mode="max-autotune" (slow to compile; not in the default
 #           stages), on phase 4's init and order (written afresh if the w1 stage did not run).
 #                                                                tags w1-compile-max-autotune
 #
-# The w1, match and seeds stages also run phase 5 with --launch persistent and --launch pipelined
-# (tags *-persistent, *-pipelined).
+# The w1, match and seeds stages also run phase 5 with --launch persistent, pipelined and cluster32
+# (tags *-persistent, *-pipelined, *-cluster32).
 # Environment: RECORDS_DIR (default profiles/<device-slug> via the programs), DATA (default
 # data/mnist, or .carry/data/mnist when that exists), FASHION_DATA (the same for fashion-mnist),
 # PYTHON (python3 with torch), DEPS_PREFIX (default .carry/deps when present), JOBS (16), STAGES
@@ -178,7 +180,7 @@ print("\n== W1 (784-128-64-10, Adam, dropout 0.2, batch 32, 5 epochs): epoch tim
 w1 = [("phase4_mlp__w1-fp32", "phase 4 fp32 (SIMT)"), ("phase4_mlp__w1-fp16", "phase 4 fp16 (WMMA)"),
       ("phase5_batched__w1-own", "phase 5 own fp32"), ("phase5_batched__w1-own-nopdl", "phase 5 own fp32 no PDL"),
       ("phase5_batched__w1-own-fp16", "phase 5 own fp16"), ("phase5_batched__w1-persistent", "phase 5 persistent fp32"),
-      ("phase5_batched__w1-pipelined", "phase 5 pipelined fp32"),
+      ("phase5_batched__w1-pipelined", "phase 5 pipelined fp32"), ("phase5_batched__w1-cluster32", "phase 5 cluster32 fp32"),
       ("phase5_batched__w1-cublaslt", "phase 5 cuBLASLt fp32"), ("pytorch_mlp__w1-eager", "PyTorch eager"),
       ("pytorch_mlp__w1-compile", "PyTorch compile"),
       ("pytorch_mlp__w1-compile-max-autotune", "PyTorch compile autotune"), ("pytorch_mlp__w1-graph", "PyTorch CUDA graph"),
@@ -310,7 +312,7 @@ if k in recs:
           % (m.get("shape_compiled_in"), fmt(per_epoch(recs[k]), "%.2f")))
 
 for impl in ("phase5_batched__w1-seed{}-own", "phase5_batched__w1-seed{}-persistent",
-             "phase5_batched__w1-seed{}-pipelined", "pytorch_mlp__w1-seed{}-graph",
+             "phase5_batched__w1-seed{}-pipelined", "phase5_batched__w1-seed{}-cluster32", "pytorch_mlp__w1-seed{}-graph",
              "pytorch_mlp__w1-seed{}-compiled-graph"):
     a = [acc(get(impl.format(s))) for s in (1, 2, 3)]
     a = [v for v in a if v is not None]
@@ -357,6 +359,7 @@ if [ "$MODE" = check ]; then
     done
     run p5-w1-persistent 0 "$P5" "${R[@]}" --launch persistent --steps 100 --validate --tag check-w1-persistent
     run p5-w1-pipelined 0 "$P5" "${R[@]}" --launch pipelined --steps 100 --validate --tag check-w1-pipelined
+    run p5-w1-cluster32 0 "$P5" "${R[@]}" --launch cluster32 --steps 100 --validate --tag check-w1-cluster32
   else
   run sanitizer 0 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 99 build/tests/gpu_tests -tc="mlp*"
   # Validation on W1 (with dropout: the reference uses the device's masks) and at awkward shapes.
@@ -375,6 +378,10 @@ if [ "$MODE" = check ]; then
   run p5-odd-pipelined 0 "$P5" "${R[@]}" --launch pipelined --layers 784,100,300,10 --batch 33 --optimizer sgd --lr 0.01 --steps 100 --validate --tag check-odd-pipelined
   # the fused W1 update + first layer at an awkward shape (one unit a block, batch <= 32)
   run p5-odd2-pipelined 0 "$P5" "${R[@]}" --launch pipelined --layers 784,37,30,10 --batch 17 --steps 100 --validate --tag check-odd2-pipelined
+  # rung 5f: W1, and awkward shapes (batch 17 with Adam; batch 33 needs the 64-row instance, SGD)
+  run p5-w1-cluster32 0 "$P5" "${R[@]}" --launch cluster32 --steps 300 --validate --tag check-w1-cluster32
+  run p5-odd-cluster32 0 "$P5" "${R[@]}" --launch cluster32 --layers 784,37,100,10 --batch 17 --steps 100 --validate --tag check-odd-cluster32
+  run p5-odd2-cluster32 0 "$P5" "${R[@]}" --launch cluster32 --layers 784,100,30,10 --batch 33 --optimizer sgd --lr 0.01 --steps 100 --validate --tag check-odd2-cluster32
   run p5-w2-1000 0 "$P5" "${R[@]}" --precision fp16 --layers 784,1000,1000,1000,10 --optimizer sgd --lr 0.003 --dropout 0 --steps 300 --validate --tag check-w2-h1000
   run p5-w2-cluster 0 "$P5" "${R[@]}" --precision fp16 --launch cluster --layers 784,128,128,128,10 --optimizer sgd --lr 0.003 --dropout 0 --steps 300 --validate --tag check-w2-h128-cluster
   run p5-odd-cluster 0 "$P5" "${R[@]}" --precision fp16 --launch cluster --layers 784,100,300,10 --batch 31 --optimizer sgd --lr 0.01 --dropout 0 --steps 100 --validate --tag check-odd-cluster
@@ -429,6 +436,7 @@ if has w1; then
   run w1-p5-lt 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-cublaslt
   run w1-p5-persist 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-persistent
   run w1-p5-pipe 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --launch pipelined --tag w1-pipelined
+  run w1-p5-c32 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --launch cluster32 --tag w1-cluster32
   run w1-twins 0 "$PYTHON" "$TWIN" "${R1[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl "$TWIN_W1_IMPLS" --compile-mode "$TWIN_COMPILE_MODE" --profile --tag "w1-{impl}"
   # the same twin in C++ (libtorch): is the per-step cost Python's or the framework's?
   if [ -x "$LT_MLP" ]; then
@@ -445,6 +453,7 @@ if has match; then
   run m-p5-lt 0 "$P5" "${R1[@]}" --dropout 0 --gemm cublas --tag w1-nodrop-cublaslt
   run m-p5-persist 0 "$P5" "${R1[@]}" --dropout 0 --launch persistent --tag w1-nodrop-persistent
   run m-p5-pipe 0 "$P5" "${R1[@]}" --dropout 0 --launch pipelined --tag w1-nodrop-pipelined
+  run m-p5-c32 0 "$P5" "${R1[@]}" --dropout 0 --launch cluster32 --tag w1-nodrop-cluster32
   run m-twins 0 "$PYTHON" "$TWIN" "${R1[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl "$TWIN_MATCH_IMPLS" --compile-mode "$TWIN_COMPILE_MODE" --tag "w1-nodrop-{impl}"
   [ -x "$LT_MLP" ] && run m-libtorch 0 "$LT_MLP" "${R1[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph --tag w1-nodrop
 fi
@@ -492,6 +501,10 @@ if has persist; then
   run pipe-generic 0 "$P5" "${R[@]}" --launch pipelined --generic-kernel --epochs 2 --tag w1-pipelined-generic
   run pipe-bd 0 "$P5" "${R[@]}" --launch pipelined --breakdown --tag w1-pipelined-breakdown
   run pipe-generic-bd 0 "$P5" "${R[@]}" --launch pipelined --generic-kernel --breakdown --tag w1-pipelined-generic-breakdown
+  # rung 5f (--launch cluster32): the same three
+  run c32-generic 0 "$P5" "${R[@]}" --launch cluster32 --generic-kernel --epochs 2 --tag w1-cluster32-generic
+  run c32-bd 0 "$P5" "${R[@]}" --launch cluster32 --breakdown --tag w1-cluster32-breakdown
+  run c32-generic-bd 0 "$P5" "${R[@]}" --launch cluster32 --generic-kernel --breakdown --tag w1-cluster32-generic-breakdown
 fi
 
 if has sweep; then
@@ -521,6 +534,7 @@ if has seeds; then
     run "seed-$s-p5" 0 "$P5" "${R1[@]}" --seed "$s" --tag "w1-seed$s-own" --save-init "$WORK/s${s}init" --save-order "$WORK/s${s}order.npy"
     run "seed-$s-p5p" 0 "$P5" "${R1[@]}" --seed "$s" --launch persistent --tag "w1-seed$s-persistent"
     run "seed-$s-p5e" 0 "$P5" "${R1[@]}" --seed "$s" --launch pipelined --tag "w1-seed$s-pipelined"
+    run "seed-$s-p5f" 0 "$P5" "${R1[@]}" --seed "$s" --launch cluster32 --tag "w1-seed$s-cluster32"
     [ "${SEEDS_TWIN:-1}" = 1 ] && run "seed-$s-twin" 0 "$PYTHON" "$TWIN" "${R1[@]}" --seed "$s" --init "$WORK/s${s}init" --order "$WORK/s${s}order.npy" --impl "$TWIN_SEEDS_IMPLS" --compile-mode "$TWIN_COMPILE_MODE" --tag "w1-seed$s-{impl}"
   done
 fi
@@ -533,6 +547,7 @@ if has fashion; then
   run f-p5-own 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --tag w1-fashion-own
   run f-p5-persist 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --launch persistent --tag w1-fashion-persistent
   run f-p5-pipe 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --launch pipelined --tag w1-fashion-pipelined
+  run f-p5-c32 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --launch cluster32 --tag w1-fashion-cluster32
   run f-p5-lt 0 "$P5" "${F[@]}" --repeats "$P5_REPEATS" --gemm cublas --tag w1-fashion-cublaslt
   run f-twins 0 "$PYTHON" "$TWIN" "${F[@]}" --init "$WORK/finit" --order "$WORK/forder.npy" --impl "$TWIN_W1_IMPLS" --compile-mode "$TWIN_COMPILE_MODE" --tag "w1-fashion-{impl}"
 fi

@@ -1,5 +1,6 @@
-// tests/gpu/test_mlp_persistent.cu — phase 5's persistent epoch kernels (rung 5c, phase5_batched/
-// 5c_persistent.cuh, and rung 5e, 5e_pipelined.cuh: the second half of the file) against the float64 reference, step by step: fresh random images, labels, order and weights;
+// tests/gpu/test_mlp_persistent.cu — phase 5's one-launch fp32 epoch kernels (rung 5c, phase5_batched/
+// 5c_persistent.cuh; rung 5e, 5e_pipelined.cuh; rung 5f, 5f_cluster32.cuh: the later parts of the file)
+// against the float64 reference, step by step: fresh random images, labels, order and weights;
 // awkward shapes (batch 1, 7, 33, 64; widths 10, 30, 100, 300), every block/unit split the kernel has
 // (1, 2, 4, 8 first-layer units per block; blocks that own no second-layer unit), Adam and SGD, with
 // and without dropout. Outputs (losses, gradients) are poisoned with NaN before each run.
@@ -17,6 +18,7 @@
 
 #include "mlp/mlp_record.h"
 #include "../../phase5_batched/5e_pipelined.cuh"
+#include "../../phase5_batched/5f_cluster32.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"
 #include "reference.h"
@@ -25,6 +27,10 @@ namespace nbtest {
 namespace {
 
 using namespace nb::mlp;
+
+// The kernel under test: rung 5c (persistent), 5e (pipelined) or 5f (cluster32).
+enum class Rung { Persistent, Pipelined, Cluster32 };
+const char* rung_name(Rung r) { return r == Rung::Persistent ? "persistent" : r == Rung::Pipelined ? "pipelined" : "cluster32"; }
 
 struct Config {
   int B, H1, H2, blocks;
@@ -52,6 +58,7 @@ struct Setup {
   Dev<float> loss;
   Dev<AdamHyper> dhyper;
   Dev<unsigned long long> bad;
+  Dev<unsigned> mismatches;  // rung 5f: bits in which copies of a weight disagree (must stay 0)
 
   explicit Setup(const Config& c, int steps)
       : cfg(c),
@@ -75,7 +82,8 @@ struct Setup {
         w3x(2 * (static_cast<size_t>(c.classes) * c.H2 + c.classes)),
         loss(static_cast<size_t>(steps)),
         dhyper(static_cast<size_t>(steps) + 2),
-        bad(1) {
+        bad(1),
+        mismatches(1) {
     for (auto& b : px) b = static_cast<uint8_t>(test_rng()() % 256);
     for (auto& l : labels) l = static_cast<uint8_t>(test_rng()() % static_cast<unsigned>(c.classes));
     for (int i = 0; i < n_images; ++i) perm[i] = i;
@@ -115,6 +123,7 @@ struct Setup {
     G.poison(), loss.poison(), h1x.poison(), h2x.poison(), w2x.poison(), w3x.poison();
     const unsigned long long none = ~0ull;
     CUDA_CHECK(cudaMemcpy(bad.p, &none, sizeof none, cudaMemcpyHostToDevice));
+    mismatches.zero();
   }
   PersistParams params() {
     PersistParams p;
@@ -128,18 +137,23 @@ struct Setup {
     p.dropout = cfg.dropout > 0, p.key = key, p.threshold = dropout_threshold(cfg.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - cfg.dropout));
     p.step_loss = loss.p, p.bad_step = bad.p;
+    p.copy_mismatches = mismatches.p;
     return p;
   }
-  // Runs steps [first, first + count) of epoch 0 in one launch (rung 5c's kernel, or 5e's).
-  PersistPlan run(int first, int count, bool specialize = true, bool pipelined = false) {
+  // Runs steps [first, first + count) of epoch 0 in one launch of a rung's kernel.
+  PersistPlan run(int first, int count, bool specialize = true, Rung rung = Rung::Persistent) {
     PersistParams p = params();
-    PersistPlan pl = pipelined ? plan_pipelined(p, cfg.blocks, 0, specialize) : plan_persistent(p, cfg.blocks, 0, specialize);
+    PersistPlan pl = rung == Rung::Pipelined   ? plan_pipelined(p, cfg.blocks, 0, specialize)
+                     : rung == Rung::Cluster32 ? plan_cluster32(p, cfg.blocks, 0, specialize)
+                                               : plan_persistent(p, cfg.blocks, 0, specialize);
     p.s0 = first, p.i0 = first, p.count = count;
-    if (pipelined) launch_pipelined(pl, p, nullptr);
+    if (rung == Rung::Pipelined) launch_pipelined(pl, p, nullptr);
+    else if (rung == Rung::Cluster32) launch_cluster32(pl, p, nullptr);
     else launch_persistent(pl, p, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     return pl;
   }
+  unsigned copy_mismatches() const { return mismatches.get()[0]; }
   std::vector<double> packed(const std::vector<float>& flat) const {
     std::vector<double> out;
     for (int l = 0; l < 3; ++l) {
@@ -177,9 +191,10 @@ struct Setup {
 // pipelined (rung 5e): step k is the last step of one launch of steps 0 .. k from the start, so that
 // steps after the first run the fused W1 update + next first layer (a launch's first step runs only
 // the forward half); its parameters of step k are those the launch of steps 0 .. k-1 ended with.
-void check_against_reference(const Config& c, bool pipelined = false) {
+void check_against_reference(const Config& c, Rung rung = Rung::Persistent) {
   const int K = 3;
-  INFO("pipelined=" << pipelined << " B=" << c.B << " H1=" << c.H1 << " H2=" << c.H2 << " C=" << c.classes << " blocks=" << c.blocks << " adam=" << c.adam
+  const bool pipelined = rung == Rung::Pipelined;
+  INFO(rung_name(rung) << " B=" << c.B << " H1=" << c.H1 << " H2=" << c.H2 << " C=" << c.classes << " blocks=" << c.blocks << " adam=" << c.adam
             << " dropout=" << c.dropout);
   Setup s(c, K);
   nb::MlpParams ref = s.ref_params();
@@ -195,7 +210,7 @@ void check_against_reference(const Config& c, bool pipelined = false) {
     const nb::MlpParams at_k = s.ref_params(s.P.get());
     s.G.poison();
     if (pipelined) s.reset();
-    const PersistPlan pl = pipelined ? s.run(0, k + 1, true, true) : s.run(k, 1);
+    const PersistPlan pl = pipelined ? s.run(0, k + 1, true, rung) : s.run(k, 1, true, rung);
     if (pipelined) CHECK(pipelined_fuses_first_layer(s.params(), pl) == (pl.NC == 1 && c.B <= 32));
     if (k == 0) INFO("plan: blocks " << pl.blocks << ", units " << pl.nc << "/" << pl.nj << ", smem " << pl.smem);
     std::vector<int> y;
@@ -230,6 +245,7 @@ void check_against_reference(const Config& c, bool pipelined = false) {
   CHECK(worst_loss <= 1e-5);
   CHECK(worst_grad <= 1e-5);
   CHECK(nb::rel_error(d_ours, d_ref) <= 2e-4);
+  CHECK(s.copy_mismatches() == 0u);
   unsigned long long bad = 0;
   CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
   CHECK(bad == ~0ull);
@@ -256,18 +272,18 @@ TEST_CASE("mlp persistent: every step's loss, gradients and update against the f
 
 // The steps of one launch, split over launches of `counts` steps, and run again: bit-identical
 // parameters, Adam moments and losses.
-void check_split_launches(const Config& c, bool pipelined, const std::vector<int>& counts) {
-  INFO("pipelined=" << pipelined << " B=" << c.B << " H1=" << c.H1);
+void check_split_launches(const Config& c, Rung rung, const std::vector<int>& counts) {
+  INFO(rung_name(rung) << " B=" << c.B << " H1=" << c.H1);
   int total = 0;
   for (int n : counts) total += n;
   Setup s(c, total);
-  s.run(0, total, true, pipelined);
+  s.run(0, total, true, rung);
   const std::vector<float> one = s.P.get(), m_one = s.M.get(), loss_one = s.loss.get();
   s.reset();
-  for (int first = 0, i = 0; i < static_cast<int>(counts.size()); first += counts[i++]) s.run(first, counts[i], true, pipelined);
+  for (int first = 0, i = 0; i < static_cast<int>(counts.size()); first += counts[i++]) s.run(first, counts[i], true, rung);
   const std::vector<float> two = s.P.get(), m_two = s.M.get(), loss_two = s.loss.get();
   s.reset();
-  s.run(0, total, true, pipelined);
+  s.run(0, total, true, rung);
   const std::vector<float> again = s.P.get();
   CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(m_one.data(), m_two.data(), m_one.size() * sizeof(float)) == 0);
@@ -276,17 +292,17 @@ void check_split_launches(const Config& c, bool pipelined, const std::vector<int
 }
 
 // W1's compiled-in instance and the generic one: bit-identical steps.
-void check_w1_instance(bool pipelined) {
+void check_w1_instance(Rung rung) {
   const Config c{32, 128, 64, 0, true, 0.2};
   Setup s(c, 6);
-  const PersistPlan special = s.run(0, 6, true, pipelined);
-  if (!special.specialized) {  // W1's split is one block per first-layer unit: 128 SMs needed
-    MESSAGE("skipped: this GPU has fewer than 128 SMs, so W1's split (and its instance) does not apply");
+  const PersistPlan special = s.run(0, 6, true, rung);
+  if (!special.specialized) {  // 5c/5e: W1's split is one block per first-layer unit: 128 SMs needed
+    MESSAGE("skipped: this GPU cannot run W1's split, so its instance does not apply");
     return;
   }
   const std::vector<float> p1 = s.P.get(), m1 = s.M.get(), loss1 = s.loss.get();
   s.reset();
-  const PersistPlan generic = s.run(0, 6, false, pipelined);
+  const PersistPlan generic = s.run(0, 6, false, rung);
   CHECK_FALSE(generic.specialized);
   const std::vector<float> p2 = s.P.get(), m2 = s.M.get(), loss2 = s.loss.get();
   CHECK(std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)) == 0);
@@ -295,13 +311,13 @@ void check_w1_instance(bool pipelined) {
 }
 
 // A NaN weight in the last layer: the first step's loss is NaN and the flag names step 0.
-void check_divergence_flag(const Config& c, bool pipelined) {
-  INFO("pipelined=" << pipelined << " B=" << c.B << " H1=" << c.H1);
+void check_divergence_flag(const Config& c, Rung rung) {
+  INFO(rung_name(rung) << " B=" << c.B << " H1=" << c.H1);
   Setup s(c, 4);
   std::vector<float> p = s.p0;
   p[s.woff[2] + 3] = NAN;
   s.P.set(p);
-  s.run(0, 4, true, pipelined);
+  s.run(0, 4, true, rung);
   unsigned long long bad = 0;
   CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
   CHECK(bad == 0ull);
@@ -309,12 +325,13 @@ void check_divergence_flag(const Config& c, bool pipelined) {
 }
 
 // Plans the kernel cannot run: exit code 2, the message naming the launch mode.
-void check_refusals(bool pipelined) {
+void check_refusals(Rung rung) {
   Setup s(Config{32, 128, 64, 0, true, 0.0}, 1);
-  const std::string mode = pipelined ? "--launch pipelined" : "--launch persistent";
+  const std::string mode = std::string("--launch ") + rung_name(rung);
   auto refused = [&](PersistParams p, int blocks) {
     try {
-      if (pipelined) plan_pipelined(p, blocks, 0);
+      if (rung == Rung::Pipelined) plan_pipelined(p, blocks, 0);
+      else if (rung == Rung::Cluster32) plan_cluster32(p, blocks, 0);
       else plan_persistent(p, blocks, 0);
       FAIL("expected a refusal");
     } catch (const nb::Error& e) {
@@ -324,6 +341,7 @@ void check_refusals(bool pipelined) {
   };
   PersistParams p = s.params();
   refused(p, 2);  // 2 blocks would need 64 first-layer units each (at most 8)
+  if (rung == Rung::Cluster32) refused(p, 17);  // a cluster of at most 16 blocks
   p.C = kMaxClasses + 1;
   refused(p, 0);  // a last layer wider than the kernel's class registers
   p.C = s.C;
@@ -333,22 +351,22 @@ void check_refusals(bool pipelined) {
 
 TEST_CASE("mlp persistent: steps split over launches and repeated runs are bit-identical") {
   NB_SKIP_WITHOUT_DEVICE();
-  check_split_launches(Config{33, 100, 30, 0, true, 0.2}, false, {2, 3});
+  check_split_launches(Config{33, 100, 30, 0, true, 0.2}, Rung::Persistent, {2, 3});
 }
 
 TEST_CASE("mlp persistent: W1's compiled-in instance and the generic one give bit-identical steps") {
   NB_SKIP_WITHOUT_DEVICE();
-  check_w1_instance(false);
+  check_w1_instance(Rung::Persistent);
 }
 
 TEST_CASE("mlp persistent: a non-finite loss sets the divergence flag at its step") {
   NB_SKIP_WITHOUT_DEVICE();
-  check_divergence_flag(Config{33, 100, 30, 0, false, 0.0}, false);
+  check_divergence_flag(Config{33, 100, 30, 0, false, 0.0}, Rung::Persistent);
 }
 
 TEST_CASE("mlp persistent: plans it cannot run are refused with exit code 2") {
   NB_SKIP_WITHOUT_DEVICE();
-  check_refusals(false);
+  check_refusals(Rung::Persistent);
 }
 
 // ---- rung 5e (--launch pipelined, 5e_pipelined.cuh): the same kernel with fewer dependent phases
@@ -364,29 +382,69 @@ TEST_CASE("mlp pipelined: every step's loss, gradients and update against the fl
       {33, 200, 37, 0, true, 0.2},      {64, 100, 30, 0, false, 0.0},    {7, 30, 100, 9, true, 0.0},
       {33, 100, 30, 100, false, 0.2},
   };
-  for (const Config& c : cases) check_against_reference(c, true);
+  for (const Config& c : cases) check_against_reference(c, Rung::Pipelined);
 }
 
 TEST_CASE("mlp pipelined: steps split over launches and repeated runs are bit-identical") {
   NB_SKIP_WITHOUT_DEVICE();
   // fused (one unit a block, batch 17 and W1's 32) and not (batch 33)
   for (const Config& c : {Config{17, 37, 30, 0, true, 0.2}, Config{32, 128, 64, 0, true, 0.2}, Config{33, 100, 30, 0, true, 0.2}})
-    check_split_launches(c, true, {2, 1, 2});
+    check_split_launches(c, Rung::Pipelined, {2, 1, 2});
 }
 
 TEST_CASE("mlp pipelined: W1's compiled-in instance and the generic one give bit-identical steps") {
   NB_SKIP_WITHOUT_DEVICE();
-  check_w1_instance(true);
+  check_w1_instance(Rung::Pipelined);
 }
 
 TEST_CASE("mlp pipelined: a non-finite loss sets the divergence flag at its step") {
   NB_SKIP_WITHOUT_DEVICE();
-  for (const Config& c : {Config{33, 100, 30, 0, false, 0.0}, Config{17, 37, 30, 0, false, 0.0}}) check_divergence_flag(c, true);
+  for (const Config& c : {Config{33, 100, 30, 0, false, 0.0}, Config{17, 37, 30, 0, false, 0.0}}) check_divergence_flag(c, Rung::Pipelined);
 }
 
 TEST_CASE("mlp pipelined: plans it cannot run are refused with exit code 2, named after the launch mode") {
   NB_SKIP_WITHOUT_DEVICE();
-  check_refusals(true);
+  check_refusals(Rung::Pipelined);
+}
+
+// ---- rung 5f (--launch cluster32, 5f_cluster32.cuh): the model in one cluster, 3xTF32 tensor cores.
+// Every case also checks that W2's column copies and the W3 replicas never disagree with the rows
+// they mirror (copy_mismatches, counted by the kernel against the owners' shared memory).
+
+TEST_CASE("mlp cluster32: every step's loss, gradients and update against the float64 reference") {
+  NB_SKIP_WITHOUT_DEVICE();
+  // W1's shape (the compiled-in instance) with and without dropout; batch 1, 7, 17, 20, 31 (32-row
+  // instance) and 33, 64 (64-row instance: with SGD, as Adam's state does not fit beside 64 rows);
+  // first-layer widths 30, 37 (3-4 units a block, blocks that own fewer or none), 50; second-layer
+  // widths 20, 30 (blocks that own no second-layer unit), 70, 100 (7-12 a block); 3, 10 and 12
+  // classes; clusters of 16, 13 and 9 blocks.
+  const Config cases[] = {
+      {32, 128, 64, 0, true, 0.2},     {32, 128, 64, 0, true, 0.0},        {1, 37, 20, 0, true, 0.2},
+      {17, 37, 100, 0, true, 0.2, 3},  {33, 37, 30, 0, false, 0.2},        {64, 37, 30, 0, false, 0.0},
+      {20, 50, 70, 13, false, 0.0, 12}, {7, 30, 100, 9, true, 0.0},        {31, 128, 64, 16, true, 0.5},
+  };
+  for (const Config& c : cases) check_against_reference(c, Rung::Cluster32);
+}
+
+TEST_CASE("mlp cluster32: steps split over launches and repeated runs are bit-identical") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (const Config& c : {Config{32, 128, 64, 0, true, 0.2}, Config{33, 37, 30, 0, false, 0.2}})
+    check_split_launches(c, Rung::Cluster32, {2, 1, 2});
+}
+
+TEST_CASE("mlp cluster32: W1's compiled-in instance and the generic one give bit-identical steps") {
+  NB_SKIP_WITHOUT_DEVICE();
+  check_w1_instance(Rung::Cluster32);
+}
+
+TEST_CASE("mlp cluster32: a non-finite loss sets the divergence flag at its step") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (const Config& c : {Config{33, 37, 30, 0, false, 0.0}, Config{32, 128, 64, 0, true, 0.2}}) check_divergence_flag(c, Rung::Cluster32);
+}
+
+TEST_CASE("mlp cluster32: plans it cannot run are refused with exit code 2, named after the launch mode") {
+  NB_SKIP_WITHOUT_DEVICE();
+  check_refusals(Rung::Cluster32);
 }
 
 }  // namespace

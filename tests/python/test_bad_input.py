@@ -156,6 +156,8 @@ P5_FLAG_CASES = [
     ("launch-pipelined-fp16", ["--launch", "pipelined", "--precision", "fp16"], ["--launch pipelined", "fp32"]),
     ("launch-pipelined-one-hidden", ["--launch", "pipelined", "--layers", "784,64,10"], ["--launch pipelined", "two hidden"]),
     ("launch-pipelined-cublas", ["--launch", "pipelined", "--gemm", "cublas"], ["--launch pipelined", "--gemm own"]),
+    ("launch-cluster32-fp16", ["--launch", "cluster32", "--precision", "fp16"], ["--launch cluster32", "fp32"]),
+    ("launch-cluster32-one-hidden", ["--launch", "cluster32", "--layers", "784,64,10"], ["--launch cluster32", "two hidden"]),
     ("launch-cluster-fp32", ["--launch", "cluster"], ["--launch cluster", "fp16"]),
     ("launch-cluster-adam", ["--launch", "cluster", "--precision", "fp16", "--dropout", "0"], ["--launch cluster", "sgd"]),
     ("launch-cluster-dropout", ["--launch", "cluster", "--precision", "fp16", "--optimizer", "sgd"],

@@ -1,0 +1,881 @@
+// phase5_batched/5f_cluster32.cuh — `--launch cluster32`: a whole epoch of W1's fp32 MLP (784-H1-H2-C, Adam,
+// dropout) in ONE 16-block thread-block cluster, the first layer and its weight gradient on tensor cores.
+//
+// WHAT IT ADDS OVER 5e (128 blocks, one first-layer unit each, activations exchanged as tagged words
+// through L2): the model moves onto 16 SMs, 8 first-layer units and 4 second-layer units a block, and
+//   * h1 and h2 travel through distributed shared memory (DSMEM stores into every block) and a hardware
+//     cluster barrier, not polled L2 words;
+//   * with 8 units a block the first layer (32 x 8 outputs over 784 pixels) and W1's gradient (784 x 8
+//     over 32 rows) are matrix products: m16n8k8 TF32 MMAs. The pixels are bytes, exact in TF32, so two
+//     products (W split into a TF32 high part and the rounded rest: "3xTF32" without the third term)
+//     give fp32-level sums;
+//   * the backward pass needs no exchange: every block computes the last layer and all of dz2 (10 x 64:
+//     cheaper to repeat than to send) and keeps a column copy of W2 for its own first-layer units,
+//     updated from the same numbers as the owner's rows (bit-identical; the GPU tests count mismatches);
+//   * the small layers' updates run inside the two barriers' waits (they are next read after them);
+//   * Adam with the hardware's approximate square root and reciprocal (2 ulp): a block updates ~8,000
+//     parameters a step, and IEEE division and root cost ~40 instructions an element instead of ~13.
+//
+// THE DESIGN DECISION: spend SMs to buy latency. 5e's step was a chain of ~10 short phases, each paying
+// an L2 round trip or a block barrier on 128 SMs; here a step has two cluster barriers and block-local
+// phases made short by tensor cores, at the price of 8x more arithmetic per SM.
+//
+// PREDICTION (written before the first run; H100, W1): a step = 2 cluster barriers (0.62 us each for 16
+// blocks, tools/cluster_latency) + A ~0.3 us (MMAs, reduction, pushes) + B ~0.2 + C ~0.3 + D ~0.1 + E
+// ~0.5 (MMAs + 6,272 Adam updates a block: MUFU-bound) + F ~0.1, the deferred updates hidden in the
+// barriers: ~2.8 us a step, ~5.3 ms an epoch. Floor (barriers alone): 1.24 us, 2.3 ms.
+//
+// MEASURED: not yet (this rung has not run on a GPU; see report/phase_notes/phase5_batched.md).
+#pragma once
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "check.cuh"
+#include "errors.h"
+#include "mlp/kernels.cuh"
+#include "mlp/mlp_common.h"
+#include "timing.cuh"
+#include "5f_cluster32.h"
+
+namespace nb {
+namespace mlp {
+
+// ------------------------------------------------------------------ shapes and shared memory
+// The shape as the kernel sees it (host and device compute it the same way).
+struct C32Dims {
+  int B, D, H1, H2, C, NB;
+  int U1, U2;   // first- and second-layer units a block (ceil(H / NB); U1 <= kC32Units)
+  int Bp;       // the batch padded to the instance's row tiles (32 or 64)
+  int ng16;     // groups of 16 pixels (the forward product's K); ng32: groups of 32 (the gradient's M)
+  int ng32;
+  int xs;       // bytes per image row in shared memory: >= ng32 * 32, xs / 16 odd (conflict-free words)
+  int ldw;      // row stride of W1's own rows (floats): >= 32 * ng32, = 16 mod 32
+  int ld1;      // row stride of h1 and W2's own rows: >= H1, = 16 mod 32 (float4 reads by 2 rows at once)
+  int ld2;      // row stride of h2, dz2: H2 rounded up to 4
+  int ld3;      // row stride of W3: >= H2, = 4 mod 32 (float4 reads by 8 classes at once)
+  int ldz;      // row stride of dz1's transposed copies: Bp + 8 (conflict-free float2 reads)
+};
+__host__ __device__ constexpr int c32_up(int x, int m) { return (x + m - 1) / m * m; }
+__host__ __device__ constexpr C32Dims c32_dims(int B, int D, int H1, int H2, int C, int NB, int Bp) {
+  C32Dims d{};
+  d.B = B, d.D = D, d.H1 = H1, d.H2 = H2, d.C = C, d.NB = NB;
+  d.U1 = (H1 + NB - 1) / NB, d.U2 = (H2 + NB - 1) / NB;
+  d.Bp = Bp;
+  d.ng16 = (D + 15) / 16, d.ng32 = (D + 31) / 32;
+  d.xs = d.ng32 * 32 + 16;  // (2 ng32 + 1) 16-byte chunks: an odd number
+  d.ldw = d.ng32 * 32 + 16;
+  d.ld1 = c32_up(H1, 32) + 16;
+  d.ld2 = c32_up(H2, 4);
+  d.ld3 = c32_up(H2, 32) + 4;
+  d.ldz = Bp + 8;
+  return d;
+}
+// W1's shape and split, compiled into one instance of the kernel (every index constant; C32Shape
+// repeats these numbers, which device code cannot read from a host constant).
+constexpr C32Dims kC32W1 = c32_dims(32, 784, 128, 64, 10, 16, 32);
+
+// Byte offsets into the dynamic shared memory.
+struct C32Layout {
+  size_t x, w1, b1, part, h1, h1o, dz1f, dz1h, dz1l, w2r, b2, w2c, h2, h2o, dz2, w3, b3, z3, rloss, lab, mask1, mask2;
+  size_t m1, v1, mb1, vb1, m2r, v2r, mb2, vb2, m2c, v2c, m3, v3, mb3, vb3;  // Adam's state (last; SGD stops before)
+  size_t total;
+};
+__host__ __device__ inline C32Layout c32_layout(const C32Dims& d, bool adam) {
+  C32Layout L{};
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off = (off + bytes + 15) / 16 * 16;
+    return at;
+  };
+  const size_t f = sizeof(float), U = kC32Units, KC = 16 / (d.Bp / 32);
+  L.x = take(static_cast<size_t>(d.Bp) * d.xs);
+  L.w1 = take(U * d.ldw * f);
+  L.b1 = take(U * f);
+  L.part = take(KC * d.Bp * U * f);
+  L.h1 = take(2 * static_cast<size_t>(d.Bp) * d.ld1 * f);  // by step parity
+  L.h1o = take(static_cast<size_t>(d.Bp) * U * f);
+  L.dz1f = take(U * d.ldz * f), L.dz1h = take(U * d.ldz * f), L.dz1l = take(U * d.ldz * f);
+  L.w2r = take(static_cast<size_t>(d.U2) * d.ld1 * f);
+  L.b2 = take(d.U2 * f);
+  L.w2c = take(static_cast<size_t>(d.ld2) * U * f);
+  L.h2 = take(2 * static_cast<size_t>(d.Bp) * d.ld2 * f);  // by step parity
+  L.h2o = take(static_cast<size_t>(d.Bp) * d.U2 * f);
+  L.dz2 = take(static_cast<size_t>(d.Bp) * d.ld2 * f);
+  L.w3 = take(static_cast<size_t>(d.C) * d.ld3 * f);
+  L.b3 = take(d.C * f);
+  L.z3 = take(static_cast<size_t>(d.Bp) * d.C * f);
+  L.rloss = take(d.Bp * f);
+  L.lab = take(d.Bp * sizeof(int));
+  L.mask1 = take(static_cast<size_t>(d.Bp) * U * f);
+  L.mask2 = take(static_cast<size_t>(d.Bp) * d.U2 * f);
+  L.total = off;
+  L.m1 = take(U * d.ldw * f), L.v1 = take(U * d.ldw * f);
+  L.mb1 = take(U * f), L.vb1 = take(U * f);
+  L.m2r = take(static_cast<size_t>(d.U2) * d.ld1 * f), L.v2r = take(static_cast<size_t>(d.U2) * d.ld1 * f);
+  L.mb2 = take(d.U2 * f), L.vb2 = take(d.U2 * f);
+  L.m2c = take(static_cast<size_t>(d.ld2) * U * f), L.v2c = take(static_cast<size_t>(d.ld2) * U * f);
+  L.m3 = take(static_cast<size_t>(d.C) * d.ld3 * f), L.v3 = take(static_cast<size_t>(d.C) * d.ld3 * f);
+  L.mb3 = take(d.C * f), L.vb3 = take(d.C * f);
+  if (adam) L.total = off;
+  return L;
+}
+
+namespace c32 {
+
+namespace cg = cooperative_groups;
+
+// ---- tensor-core helpers: m16n8k8, TF32 operands, fp32 accumulators
+__device__ __forceinline__ uint32_t tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// x = hi + lo with hi and lo both TF32 (lo is the rounded rest): hi*b + lo*b is within ~2^-21 of x*b.
+__device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
+  hi = tf32(x);
+  lo = tf32(x - __uint_as_float(hi));
+}
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Byte i of w as the bits of an exact float (a valid TF32 operand): the byte becomes the low mantissa
+// bits of 2^23, then 2^23 is subtracted.
+__device__ __forceinline__ uint32_t byte_tf32(uint32_t w, int i) {
+  return __float_as_uint(__int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7540u | static_cast<unsigned>(i)))) -
+                         8388608.f);
+}
+
+// ---- the cluster barrier, split: arrive (release: this thread's DSMEM stores are visible to whoever
+// waits) ... work that no other block waits for ... wait (acquire).
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+
+// ---- the optimizer. Every rounding is explicit, so that two copies of a weight updated at two sites
+// of the kernel (W2's rows and its column copy) get the same bits. Adam's root and division are the
+// hardware's approximations (sqrt.approx, 2-ulp reciprocal): no slow path, ~13 instructions an element.
+__device__ __forceinline__ float sqrt_approx(float x) {
+  float r;
+  asm("sqrt.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+struct Opt {
+  bool adam;
+  float lr;
+  AdamHyper h;
+  float inv_bc2;  // 1 / sqrt(1 - b2^t)
+  __device__ __forceinline__ void apply(float& w, float g, float& m, float& v) const {
+    if (!adam) {
+      w = __fmaf_rn(-lr, g, w);
+      return;
+    }
+    m = __fmaf_rn(h.omb1, __fsub_rn(g, m), m);
+    v = __fmaf_rn(__fmul_rn(h.omb2, g), g, __fmul_rn(v, h.b2));
+    const float denom = __fmaf_rn(sqrt_approx(v), inv_bc2, h.eps);
+    w = __fmaf_rn(-h.step_size, __fdividef(m, denom), w);
+  }
+};
+
+// Sum over the batch rows of a[b * lda] * c[b * ldc], in row order (one FMA each).
+__device__ __forceinline__ float dot_rows(const float* a, int lda, const float* c, int ldc, int B) {
+  float g = 0.f;
+#pragma unroll 8
+  for (int b = 0; b < B; ++b) g = __fmaf_rn(a[b * lda], c[b * ldc], g);
+  return g;
+}
+__device__ __forceinline__ float sum_rows(const float* a, int lda, int B) {
+  float g = 0.f;
+#pragma unroll 8
+  for (int b = 0; b < B; ++b) g = __fadd_rn(g, a[b * lda]);
+  return g;
+}
+
+// ------------------------------------------------------------------ the kernel, stage by stage
+// The shape: from the parameters, or W1's constants (kW1).
+template <bool kW1>
+struct C32Shape {
+  const C32Dims d;
+  __device__ __forceinline__ C32Shape(const PersistParams& p, int NB, int Bp)
+      : d(kW1 ? c32_dims(32, 784, 128, 64, 10, 16, 32) : c32_dims(p.B, p.D, p.H1, p.H2, p.C, NB, Bp)) {}
+};
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// One block of the cluster as one of its threads sees it. MT: the batch's 16-row tiles (2 or 4).
+template <int MT, bool kW1>
+struct C32Block : C32Shape<kW1> {
+  using C32Shape<kW1>::d;
+  static constexpr int nt = kC32Threads, nw = nt / 32, U = kC32Units;
+  static constexpr int Bp = 16 * MT, MG = MT / 2, KC = nw / MG;  // warps: MG groups of 32 rows x KC slices of K
+  static constexpr int KS = Bp / 8;                               // the gradient's k-steps (batch rows)
+  static constexpr int kChunks = (Bp * 1024 / 16 + nt - 1) / nt;  // the next batch's 16-byte chunks a thread (D <= 1024)
+  const PersistParams& p;
+  cg::cluster_group cluster;
+  const int r, tid, lane, wid;
+  int c0, own1, j0, own2;  // own units: first layer c0 .. c0 + own1, second layer j0 .. j0 + own2
+  bool keep_grads;
+  unsigned char* const base;
+  const C32Layout L;
+
+  __device__ __forceinline__ C32Block(const PersistParams& params, unsigned char* sm)
+      : C32Shape<kW1>(params, static_cast<int>(cg::this_cluster().num_blocks()), 16 * MT), p(params),
+        cluster(cg::this_cluster()), r(static_cast<int>(cluster.block_rank())), tid(threadIdx.x), lane(tid & 31),
+        wid(tid >> 5), base(sm), L(c32_layout(d, params.adam && params.M != nullptr)) {
+    c0 = r * d.U1, own1 = max(0, min(d.U1, d.H1 - c0));
+    j0 = r * d.U2, own2 = max(0, min(d.U2, d.H2 - j0));
+    keep_grads = p.G != nullptr;
+  }
+  __device__ __forceinline__ float* F(size_t off) const { return reinterpret_cast<float*>(base + off); }
+  __device__ __forceinline__ bool adam() const { return p.adam && p.M != nullptr; }
+
+  // ---- zero everything (pads stay 0 for the whole launch), then load what this block holds
+  __device__ __forceinline__ void zero_and_load() {
+    for (size_t o = static_cast<size_t>(tid) * 16; o < L.total; o += 16 * nt)
+      *reinterpret_cast<uint4*>(base + o) = make_uint4(0, 0, 0, 0);
+    __syncthreads();
+    const bool a = adam();
+    for (int e = tid; e < own1 * d.D; e += nt) {
+      const int u = e / d.D, k = e - u * d.D;
+      const size_t g = p.w0 + static_cast<size_t>(c0 + u) * d.D + k;
+      F(L.w1)[u * d.ldw + k] = p.P[g];
+      if (a) F(L.m1)[u * d.ldw + k] = p.M[g], F(L.v1)[u * d.ldw + k] = p.V[g];
+    }
+    for (int u = tid; u < own1; u += nt) {
+      F(L.b1)[u] = p.P[p.b0 + c0 + u];
+      if (a) F(L.mb1)[u] = p.M[p.b0 + c0 + u], F(L.vb1)[u] = p.V[p.b0 + c0 + u];
+    }
+    for (int e = tid; e < own2 * d.H1; e += nt) {
+      const int j = e / d.H1, k = e - j * d.H1;
+      const size_t g = p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k;
+      F(L.w2r)[j * d.ld1 + k] = p.P[g];
+      if (a) F(L.m2r)[j * d.ld1 + k] = p.M[g], F(L.v2r)[j * d.ld1 + k] = p.V[g];
+    }
+    for (int j = tid; j < own2; j += nt) {
+      F(L.b2)[j] = p.P[p.b1 + j0 + j];
+      if (a) F(L.mb2)[j] = p.M[p.b1 + j0 + j], F(L.vb2)[j] = p.V[p.b1 + j0 + j];
+    }
+    for (int e = tid; e < d.H2 * own1; e += nt) {  // the column copy: W2[j][c0 + c] at w2c[j * U + c]
+      const int j = e / own1, c = e - j * own1;
+      const size_t g = p.w1 + static_cast<size_t>(j) * d.H1 + c0 + c;
+      F(L.w2c)[j * U + c] = p.P[g];
+      if (a) F(L.m2c)[j * U + c] = p.M[g], F(L.v2c)[j * U + c] = p.V[g];
+    }
+    for (int e = tid; e < d.C * d.H2; e += nt) {
+      const int c = e / d.H2, k = e - c * d.H2;
+      F(L.w3)[c * d.ld3 + k] = p.P[p.w2 + e];
+      if (a) F(L.m3)[c * d.ld3 + k] = p.M[p.w2 + e], F(L.v3)[c * d.ld3 + k] = p.V[p.w2 + e];
+    }
+    for (int c = tid; c < d.C; c += nt) {
+      F(L.b3)[c] = p.P[p.b2 + c];
+      if (a) F(L.mb3)[c] = p.M[p.b2 + c], F(L.vb3)[c] = p.V[p.b2 + c];
+    }
+  }
+
+  __device__ __forceinline__ Opt opt(int64_t s) const {  // the optimizer of global step s
+    Opt o;
+    o.adam = adam(), o.lr = p.lr;
+    o.h = AdamHyper{};
+    if (o.adam) o.h = (p.hyper != nullptr && s + 1 < p.hyper_n) ? p.hyper[s + 1] : adam_hyper(p.lr, s + 1);
+    o.inv_bc2 = o.adam ? 1.f / o.h.bc2_sqrt : 1.f;
+    return o;
+  }
+
+  // ---- the batch: bytes into registers early in the step before, into shared memory at its end
+  __device__ __forceinline__ void fetch_batch(int i, uint4 (&nx)[kChunks], int& nlab) const {
+    const int cpr = d.D / 16, n = d.B * cpr;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const int q = tid + j * nt;
+      if (q < n) {
+        const int row = q / cpr, c = q - row * cpr;
+        const int img = __ldg(p.perm + static_cast<size_t>(i) * d.B + row);
+        nx[j] = __ldg(reinterpret_cast<const uint4*>(p.images + static_cast<size_t>(img) * d.D) + c);
+      }
+    }
+    if (tid < d.B) nlab = __ldg(p.labels + __ldg(p.perm + static_cast<size_t>(i) * d.B + tid));
+  }
+  __device__ __forceinline__ void store_batch(const uint4 (&nx)[kChunks], int nlab) const {
+    const int cpr = d.D / 16, n = d.B * cpr;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const int q = tid + j * nt;
+      if (q < n) {
+        const int row = q / cpr, c = q - row * cpr;
+        *reinterpret_cast<uint4*>(base + L.x + static_cast<size_t>(row) * d.xs + 16 * c) = nx[j];
+      }
+    }
+    if (tid < d.B) reinterpret_cast<int*>(base + L.lab)[tid] = nlab;
+  }
+
+  // ---- dropout masks (scale or 0; 1 without dropout): h1's own units of step s, h2's
+  __device__ __forceinline__ void mask_h1(int64_t s) const {
+    for (int e = tid; e < d.B * U; e += nt) {
+      const int b = e / U, c = e - b * U;
+      float m = 1.f;
+      if (p.dropout && c < own1)
+        m = dropout_bits_dev(p.key, 0u, static_cast<uint64_t>(s), static_cast<uint32_t>(b * d.H1 + c0 + c)) >= p.threshold ? p.scale : 0.f;
+      F(L.mask1)[e] = m;
+    }
+  }
+  __device__ __forceinline__ void mask_h2(int64_t s) const {
+    for (int e = tid; e < d.B * d.U2; e += nt) {
+      const int b = e / d.U2, j = e - b * d.U2;
+      float m = 1.f;
+      if (p.dropout && j < own2)
+        m = dropout_bits_dev(p.key, 1u, static_cast<uint64_t>(s), static_cast<uint32_t>(b * d.H2 + j0 + j)) >= p.threshold ? p.scale : 0.f;
+      F(L.mask2)[e] = m;
+    }
+  }
+
+  // Copies own[b][0 .. n) (row stride ldo) into columns col0 .. col0 + n of buf (row stride ld) in every
+  // block of the cluster: 16-byte DSMEM stores where whole float4s line up, 4-byte ones otherwise.
+  __device__ __forceinline__ void push(const float* own, int ldo, int n, float* buf, int ld, int col0) {
+    if (n % 4 == 0 && ldo % 4 == 0 && col0 % 4 == 0) {
+      const int v = n / 4, per = d.B * v, total = d.NB * per;
+      for (int e = tid; e < total; e += nt) {
+        const int q = e / per, rest = e - q * per, b = rest / v, c = rest - b * v;
+        const float4 x = *reinterpret_cast<const float4*>(own + b * ldo + 4 * c);
+        *reinterpret_cast<float4*>(cluster.map_shared_rank(buf + b * ld + col0 + 4 * c, q)) = x;
+      }
+    } else {
+      const int per = d.B * n, total = d.NB * per;
+      for (int e = tid; e < total; e += nt) {
+        const int q = e / per, rest = e - q * per, b = rest / n, c = rest - b * n;
+        *cluster.map_shared_rank(buf + b * ld + col0 + c, q) = own[b * ldo + c];
+      }
+    }
+  }
+
+  // ---- A: first layer, own units. Z[Bp][8] = X[Bp][D] W1own^T on tensor cores: warp (mg, kc) takes
+  // rows 32 mg .. +32 (two m16 tiles) and the kc-th slice of the pixels. In a group of 16 pixels, lane
+  // (g, t) reads one word (4 pixels) of rows g and g + 8 and the float4 of W1's row g at the same 4
+  // pixels: MMA k-step 0 takes pixels 0 and 1 of each lane's 4 (as k = t and t + 4), k-step 1 pixels 2
+  // and 3 (the order of K is free; A and B agree on it). The slices' sums go to `part`, then each
+  // output is their sum in slice order / 255 + b1, ReLU, dropout -> h1o, pushed into every block's h1.
+  __device__ __forceinline__ void first_layer(int par) {
+    const int mg = wid / KC, kc = wid - mg * KC, g = lane >> 2, t = lane & 3;
+    const int q0 = kc * d.ng16 / KC, q1 = (kc + 1) * d.ng16 / KC;
+    const uint32_t* x32 = reinterpret_cast<const uint32_t*>(base + L.x);
+    const int xw = d.xs / 4, row = 32 * mg + g;
+    const float* w1 = F(L.w1);
+    float acc[2][2][4];  // [m tile][hi, lo][fragment]
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][h][e] = 0.f;
+    for (int q = q0; q < q1; ++q) {
+      const float4 w4 = *reinterpret_cast<const float4*>(w1 + g * d.ldw + 16 * q + 4 * t);
+      uint32_t bh[4], bl[4];
+      split(w4.x, bh[0], bl[0]), split(w4.y, bh[1], bl[1]), split(w4.z, bh[2], bl[2]), split(w4.w, bh[3], bl[3]);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t r0 = x32[(row + 16 * i) * xw + 4 * q + t], r1 = x32[(row + 16 * i + 8) * xw + 4 * q + t];
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+          const uint32_t a[4] = {byte_tf32(r0, 2 * ks), byte_tf32(r1, 2 * ks), byte_tf32(r0, 2 * ks + 1),
+                                 byte_tf32(r1, 2 * ks + 1)};
+          mma(acc[i][0], a, bh[2 * ks], bh[2 * ks + 1]);
+          mma(acc[i][1], a, bl[2 * ks], bl[2 * ks + 1]);
+        }
+      }
+    }
+    float* part = F(L.part);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {  // fragment: (row g, cols 2t, 2t+1), (row g + 8, the same cols)
+      const int b = row + 16 * i;
+      *reinterpret_cast<float2*>(part + (kc * Bp + b) * U + 2 * t) =
+          make_float2(acc[i][0][0] + acc[i][1][0], acc[i][0][1] + acc[i][1][1]);
+      *reinterpret_cast<float2*>(part + (kc * Bp + b + 8) * U + 2 * t) =
+          make_float2(acc[i][0][2] + acc[i][1][2], acc[i][0][3] + acc[i][1][3]);
+    }
+    __syncthreads();
+    float* h1o = F(L.h1o);
+    for (int e = tid; e < d.B * U; e += nt) {
+      const int b = e / U, c = e - b * U;
+      float z = 0.f;
+#pragma unroll
+      for (int k = 0; k < KC; ++k) z += part[(k * Bp + b) * U + c];
+      h1o[e] = c < own1 ? fmaxf(z / 255.f + F(L.b1)[c], 0.f) * F(L.mask1)[e] : 0.f;
+    }
+    __syncthreads();
+    push(h1o, U, own1, F(L.h1) + par * Bp * d.ld1, d.ld1, c0);
+  }
+
+  // ---- B: second layer, own units: four lanes an output, each a quarter of H1 in float4s, added by
+  // two shuffles; ReLU, dropout -> h2o, pushed into every block's h2
+  __device__ __forceinline__ void second_layer(int par) {
+    const float* h1 = F(L.h1) + par * Bp * d.ld1;
+    const float* w2r = F(L.w2r);
+    float* h2o = F(L.h2o);
+    const int n4 = (d.H1 + 3) / 4, total = 4 * d.B * d.U2;
+    for (int e0 = tid - lane; e0 < total; e0 += nt) {  // warp-uniform bound: every lane shuffles
+      const int e = e0 + lane, o = e >> 2, kq = e & 3;
+      const bool on = e < total;
+      const int b = on ? o / d.U2 : 0, j = on ? o - b * d.U2 : 0;
+      float s = 0.f;
+      if (on && j < own2)
+        for (int i = kq; i < n4; i += 4) {
+          const float4 a = *reinterpret_cast<const float4*>(h1 + b * d.ld1 + 4 * i);
+          const float4 w = *reinterpret_cast<const float4*>(w2r + j * d.ld1 + 4 * i);
+          s = fmaf(a.x, w.x, s), s = fmaf(a.y, w.y, s), s = fmaf(a.z, w.z, s), s = fmaf(a.w, w.w, s);
+        }
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      if (on && kq == 0) h2o[o] = j < own2 ? fmaxf(s + F(L.b2)[j], 0.f) * F(L.mask2)[o] : 0.f;
+    }
+    __syncthreads();
+    push(h2o, d.U2, own2, F(L.h2) + par * Bp * d.ld2, d.ld2, j0);
+  }
+
+  // ---- the deferred updates of the step before (its h1, h2 of parity pp; dz2, dz3 still in shared
+  // memory): W2's own rows and b2 (tasks first: the second layer needs them after the first wait),
+  // W2's column copy, W3 and b3. Tasks [t0, t1) of the list; window 1 runs the first part, window 2 the
+  // rest. A column-copy element and the owner's row element are computed by the same code from the
+  // same numbers: the same bits.
+  __device__ __forceinline__ int deferred_tasks() const { return own2 * d.H1 + own2 + d.H2 * own1 + d.C * d.H2 + d.C; }
+  __device__ __forceinline__ int deferred_split() const {
+    const int n = deferred_tasks(), half = (n / 2 + nt - 1) / nt * nt;
+    return min(n, max(own2 * d.H1 + own2, half));
+  }
+  __device__ __forceinline__ void deferred(int pp, const Opt& o, int t0, int t1) {
+    const float* h1 = F(L.h1) + pp * Bp * d.ld1;
+    const float* h2 = F(L.h2) + pp * Bp * d.ld2;
+    const float* dz2 = F(L.dz2);
+    const float* z3 = F(L.z3);
+    const int nr = own2 * d.H1, nb2 = own2, nc = d.H2 * own1, nw3 = d.C * d.H2;
+    const bool a = adam();
+    float dummy_m = 0.f, dummy_v = 0.f;
+    for (int e = t0 + tid; e < t1; e += nt) {
+      if (e < nr) {  // W2 row j0 + j, column k
+        const int j = e / d.H1, k = e - j * d.H1, s = j * d.ld1 + k;
+        const float g = dot_rows(dz2 + j0 + j, d.ld2, h1 + k, d.ld1, d.B);
+        if (keep_grads) p.G[p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k] = g;
+        o.apply(F(L.w2r)[s], g, a ? F(L.m2r)[s] : dummy_m, a ? F(L.v2r)[s] : dummy_v);
+      } else if (e < nr + nb2) {  // b2
+        const int j = e - nr;
+        const float g = sum_rows(dz2 + j0 + j, d.ld2, d.B);
+        if (keep_grads) p.G[p.b1 + j0 + j] = g;
+        o.apply(F(L.b2)[j], g, a ? F(L.mb2)[j] : dummy_m, a ? F(L.vb2)[j] : dummy_v);
+      } else if (e < nr + nb2 + nc) {  // the column copy: W2[j][c0 + c]
+        const int e2 = e - nr - nb2, j = e2 / own1, c = e2 - j * own1, s = j * U + c;
+        const float g = dot_rows(dz2 + j, d.ld2, h1 + c0 + c, d.ld1, d.B);
+        o.apply(F(L.w2c)[s], g, a ? F(L.m2c)[s] : dummy_m, a ? F(L.v2c)[s] : dummy_v);
+      } else if (e < nr + nb2 + nc + nw3) {  // W3 (every block's replica)
+        const int e3 = e - nr - nb2 - nc, c = e3 / d.H2, k = e3 - c * d.H2, s = c * d.ld3 + k;
+        const float g = dot_rows(z3 + c, d.C, h2 + k, d.ld2, d.B);
+        if (keep_grads && r == 0) p.G[p.w2 + e3] = g;
+        o.apply(F(L.w3)[s], g, a ? F(L.m3)[s] : dummy_m, a ? F(L.v3)[s] : dummy_v);
+      } else {  // b3
+        const int c = e - nr - nb2 - nc - nw3;
+        const float g = sum_rows(z3 + c, d.C, d.B);
+        if (keep_grads && r == 0) p.G[p.b2 + c] = g;
+        o.apply(F(L.b3)[c], g, a ? F(L.mb3)[c] : dummy_m, a ? F(L.vb3)[c] : dummy_v);
+      }
+    }
+  }
+
+  // ---- C, in every block: logits (two rows a warp, a class a lane: float4s of h2 and W3's row),
+  // softmax cross-entropy, dz3 (kept for W3's update) and the row's loss; dz2 = relu'(dz3 W3) * scale
+  // for every hidden unit (lanes over the units, dz3 broadcast by shuffles). 5c's arithmetic.
+  __device__ __forceinline__ void last_layer(int par) {
+    const float* h2 = F(L.h2) + par * Bp * d.ld2;
+    const float* w3 = F(L.w3);
+    const int* lab = reinterpret_cast<const int*>(base + L.lab);
+    float* dz2 = F(L.dz2);
+    const int half = lane >> 4, j = lane & 15, n4 = d.ld2 / 4;
+    const float inv = 1.f / static_cast<float>(d.B);
+    for (int r0 = 2 * wid; r0 < d.B; r0 += 2 * nw) {
+      const int rr = r0 + half;
+      const bool row = rr < d.B, on = row && j < d.C;
+      float z = -INFINITY;
+      if (on) {
+        float a4[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int i = 0; i < n4; ++i) {
+          const float4 x = *reinterpret_cast<const float4*>(h2 + rr * d.ld2 + 4 * i);
+          const float4 w = *reinterpret_cast<const float4*>(w3 + j * d.ld3 + 4 * i);
+          a4[0] = fmaf(x.x, w.x, a4[0]), a4[1] = fmaf(x.y, w.y, a4[1]);
+          a4[2] = fmaf(x.z, w.z, a4[2]), a4[3] = fmaf(x.w, w.w, a4[3]);
+        }
+        z = F(L.b3)[j] + ((a4[0] + a4[1]) + (a4[2] + a4[3]));
+      }
+      float mx = z;
+#pragma unroll
+      for (int w = 8; w >= 1; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
+      float sum = on ? expf(z - mx) : 0.f;
+#pragma unroll
+      for (int w = 8; w >= 1; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
+      const float lse = mx + logf(sum);
+      const int y = row ? lab[rr] : 0;
+      const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
+      const float dz = on ? (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv : 0.f;
+      if (on) F(L.z3)[rr * d.C + j] = dz;
+      if (row && j == 0) F(L.rloss)[rr] = lse - zy;
+      float dd[kC32MaxClasses];  // 0 past C
+#pragma unroll
+      for (int n = 0; n < kC32MaxClasses; ++n) dd[n] = __shfl_sync(0xffffffffu, dz, (half << 4) + n);
+      if (row)
+        for (int u = j; u < d.H2; u += 16) {
+          float acc = 0.f;
+          if (h2[rr * d.ld2 + u] > 0.f) {
+#pragma unroll
+            for (int n = 0; n < kC32MaxClasses; ++n)
+              if (n < d.C) acc = fmaf(dd[n], w3[n * d.ld3 + u], acc);
+            acc *= p.scale;
+          }
+          dz2[rr * d.ld2 + u] = acc;
+        }
+    }
+    __syncthreads();
+  }
+
+  // ---- D: dz1 for the own units, relu'(dz2 W2[:, own]) * scale: two lanes an output (halves of the
+  // float4s of dz2's row), one shuffle. Kept three ways for the gradient's MMAs, transposed: fp32 (for
+  // b1), and its TF32 high and low parts, column n of the MMA holding unit t for n = 2t, t + 4 for 2t + 1
+  // (so a lane's accumulators hold the same 4 pixels of two units). Then block 0's batch loss.
+  __device__ __forceinline__ void first_layer_grad_in(int64_t s) {
+    const float* dz2 = F(L.dz2);
+    const float* w2c = F(L.w2c);
+    const float* h1o = F(L.h1o);
+    const int n4 = d.ld2 / 4, total = 2 * d.B * U;
+    for (int e0 = tid - lane; e0 < total; e0 += nt) {
+      const int e = e0 + lane, o = e >> 1, kh = e & 1;
+      const bool on = e < total;
+      const int b = o / U, c = o - b * U;
+      float acc = 0.f;
+      if (on)
+        for (int i = kh; i < n4; i += 2) {
+          const float4 x = *reinterpret_cast<const float4*>(dz2 + b * d.ld2 + 4 * i);
+          acc = fmaf(x.x, w2c[(4 * i) * U + c], acc);
+          acc = fmaf(x.y, w2c[(4 * i + 1) * U + c], acc);
+          acc = fmaf(x.z, w2c[(4 * i + 2) * U + c], acc);
+          acc = fmaf(x.w, w2c[(4 * i + 3) * U + c], acc);
+        }
+      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+      if (on && kh == 0) {
+        const float v = c < own1 && h1o[b * U + c] > 0.f ? acc * p.scale : 0.f;
+        const int n = c < 4 ? 2 * c : 2 * (c - 4) + 1;
+        uint32_t hi, lo;
+        split(v, hi, lo);
+        F(L.dz1f)[c * d.ldz + b] = v;
+        reinterpret_cast<uint32_t*>(F(L.dz1h))[n * d.ldz + b] = hi;
+        reinterpret_cast<uint32_t*>(F(L.dz1l))[n * d.ldz + b] = lo;
+      }
+    }
+    if (r == 0 && wid == nw - 1) {  // the batch loss: lane sums, then a fixed shuffle tree (5c's)
+      float ps = 0.f;
+      for (int b = lane; b < d.B; b += 32) ps += F(L.rloss)[b];
+#pragma unroll
+      for (int w = 16; w >= 1; w >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, w);
+      if (lane == 0) {
+        const float mean = ps / static_cast<float>(d.B);
+        p.step_loss[s] = mean;
+        if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
+      }
+    }
+    __syncthreads();
+  }
+
+  // ---- E: the own W1 rows' gradient dW1^T[pixel][unit] = X^T dz1 / 255 on tensor cores (m = pixels,
+  // n = units, k = batch rows), Adam straight from the accumulators. Warp w takes groups of 32 pixels
+  // w, w + 16, ...: lane (g, t) reads the word of pixels 32P + 4g .. +3 in rows 2t and 2t + 1 of each
+  // 8-row k-step (conflict-free: xs / 16 is odd); tile 0 of the group takes pixels 0 and 1 of each
+  // lane's 4 (m = g and g + 8), tile 1 pixels 2 and 3. A lane's accumulators then hold the gradient of
+  // its 4 pixels for units t and t + 4: one float4 of W1, m and v each. b1 by the last warp.
+  __device__ __forceinline__ void update_first_layer(const Opt& o) {
+    const int g = lane >> 2, t = lane & 3;
+    const uint32_t* x32 = reinterpret_cast<const uint32_t*>(base + L.x);
+    const uint32_t* dzh = reinterpret_cast<const uint32_t*>(F(L.dz1h));
+    const uint32_t* dzl = reinterpret_cast<const uint32_t*>(F(L.dz1l));
+    const int xw = d.xs / 4;
+    uint2 bh[KS], bl[KS];
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      bh[ks] = *reinterpret_cast<const uint2*>(dzh + g * d.ldz + 8 * ks + 2 * t);
+      bl[ks] = *reinterpret_cast<const uint2*>(dzl + g * d.ldz + 8 * ks + 2 * t);
+    }
+    const bool a = adam();
+    float* w1 = F(L.w1);
+    float* m1 = a ? F(L.m1) : w1;
+    float* v1 = a ? F(L.v1) : w1;
+    for (int P = wid; P < d.ng32; P += nw) {
+      float acc[2][2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[i][h][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        const int ra = 8 * ks + 2 * t;
+        const uint32_t wa = x32[ra * xw + 8 * P + g], wb = x32[(ra + 1) * xw + 8 * P + g];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const uint32_t af[4] = {byte_tf32(wa, 2 * i), byte_tf32(wa, 2 * i + 1), byte_tf32(wb, 2 * i), byte_tf32(wb, 2 * i + 1)};
+          mma(acc[i][0], af, bh[ks].x, bh[ks].y);
+          mma(acc[i][1], af, bl[ks].x, bl[ks].y);
+        }
+      }
+      const int px = 32 * P + 4 * g;
+#pragma unroll
+      for (int uu = 0; uu < 2; ++uu) {
+        const int u = t + 4 * uu;
+        if (u >= own1) continue;
+        float gr[4];  // pixels px .. px + 3 of unit u: (tile 0: m = g, g + 8), (tile 1: the same)
+        gr[0] = acc[0][0][uu] + acc[0][1][uu], gr[1] = acc[0][0][2 + uu] + acc[0][1][2 + uu];
+        gr[2] = acc[1][0][uu] + acc[1][1][uu], gr[3] = acc[1][0][2 + uu] + acc[1][1][2 + uu];
+        float4* wp = reinterpret_cast<float4*>(w1 + u * d.ldw + px);
+        float4* mp = reinterpret_cast<float4*>(m1 + u * d.ldw + px);
+        float4* vp = reinterpret_cast<float4*>(v1 + u * d.ldw + px);
+        float4 w = *wp, m = a ? *mp : make_float4(0, 0, 0, 0), v = a ? *vp : make_float4(0, 0, 0, 0);
+        float* wv = &w.x;
+        float* mv = &m.x;
+        float* vv = &v.x;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int k = px + i;
+          const float gk = gr[i] * (1.f / 255.f);
+          if (k < d.D) {
+            if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + u) * d.D + k] = gk;
+            o.apply(wv[i], gk, mv[i], vv[i]);
+          }
+        }
+        *wp = w;
+        if (a) *mp = m, *vp = v;
+      }
+    }
+    if (wid == nw - 1 && lane < own1) {
+      const int c = lane;
+      const float gb = sum_rows(F(L.dz1f) + c * d.ldz, 1, d.B);
+      if (keep_grads) p.G[p.b0 + c0 + c] = gb;
+      float dm = 0.f, dv = 0.f;
+      o.apply(F(L.b1)[c], gb, a ? F(L.mb1)[c] : dm, a ? F(L.vb1)[c] : dv);
+    }
+    __syncthreads();
+  }
+
+  // ---- tests: every column copy of W2 against the owner's rows, every W3/b3 replica against block 0's
+  __device__ __forceinline__ void count_copy_mismatches() {
+    cluster.sync();
+    const bool a = adam();
+    unsigned bad = 0;
+    for (int e = tid; e < d.H2 * own1; e += nt) {
+      const int j = e / own1, c = e - j * own1, q = j / d.U2, jj = j - q * d.U2;
+      const int s = jj * d.ld1 + c0 + c;
+      bad += __float_as_uint(F(L.w2c)[j * U + c]) != __float_as_uint(cluster.map_shared_rank(F(L.w2r), q)[s]);
+      if (a) {
+        bad += __float_as_uint(F(L.m2c)[j * U + c]) != __float_as_uint(cluster.map_shared_rank(F(L.m2r), q)[s]);
+        bad += __float_as_uint(F(L.v2c)[j * U + c]) != __float_as_uint(cluster.map_shared_rank(F(L.v2r), q)[s]);
+      }
+    }
+    for (int e = tid; e < d.C * d.ld3; e += nt) bad += __float_as_uint(F(L.w3)[e]) != __float_as_uint(cluster.map_shared_rank(F(L.w3), 0)[e]);
+    for (int c = tid; c < d.C; c += nt) bad += __float_as_uint(F(L.b3)[c]) != __float_as_uint(cluster.map_shared_rank(F(L.b3), 0)[c]);
+    if (bad) atomicAdd(p.copy_mismatches, bad);
+  }
+
+  // ---- write back what this block owns (block 0 also the W3/b3 replica)
+  __device__ __forceinline__ void write_back() {
+    const bool a = adam();
+    for (int e = tid; e < own1 * d.D; e += nt) {
+      const int u = e / d.D, k = e - u * d.D;
+      const size_t g = p.w0 + static_cast<size_t>(c0 + u) * d.D + k;
+      p.P[g] = F(L.w1)[u * d.ldw + k];
+      if (a) p.M[g] = F(L.m1)[u * d.ldw + k], p.V[g] = F(L.v1)[u * d.ldw + k];
+    }
+    for (int u = tid; u < own1; u += nt) {
+      p.P[p.b0 + c0 + u] = F(L.b1)[u];
+      if (a) p.M[p.b0 + c0 + u] = F(L.mb1)[u], p.V[p.b0 + c0 + u] = F(L.vb1)[u];
+    }
+    for (int e = tid; e < own2 * d.H1; e += nt) {
+      const int j = e / d.H1, k = e - j * d.H1;
+      const size_t g = p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k;
+      p.P[g] = F(L.w2r)[j * d.ld1 + k];
+      if (a) p.M[g] = F(L.m2r)[j * d.ld1 + k], p.V[g] = F(L.v2r)[j * d.ld1 + k];
+    }
+    for (int j = tid; j < own2; j += nt) {
+      p.P[p.b1 + j0 + j] = F(L.b2)[j];
+      if (a) p.M[p.b1 + j0 + j] = F(L.mb2)[j], p.V[p.b1 + j0 + j] = F(L.vb2)[j];
+    }
+    if (r == 0) {
+      for (int e = tid; e < d.C * d.H2; e += nt) {
+        const int c = e / d.H2, k = e - c * d.H2;
+        p.P[p.w2 + e] = F(L.w3)[c * d.ld3 + k];
+        if (a) p.M[p.w2 + e] = F(L.m3)[c * d.ld3 + k], p.V[p.w2 + e] = F(L.v3)[c * d.ld3 + k];
+      }
+      for (int c = tid; c < d.C; c += nt) {
+        p.P[p.b2 + c] = F(L.b3)[c];
+        if (a) p.M[p.b2 + c] = F(L.mb3)[c], p.V[p.b2 + c] = F(L.vb3)[c];
+      }
+    }
+  }
+};
+#endif  // !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+
+}  // namespace c32
+
+template <int MT, bool kW1>
+__global__ void __launch_bounds__(kC32Threads, 1) p5_cluster32_epoch(const __grid_constant__ PersistParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters are compute capability 9.0's; the plan refuses older GPUs before a launch
+#else
+  extern __shared__ __align__(128) unsigned char sm[];
+  using Block = c32::C32Block<MT, kW1>;
+  Block blk(p, sm);
+  SegmentClock<kC32Segments> clock;  // --breakdown (cluster32_segment_name)
+  uint4 nx[Block::kChunks];          // the next batch's bytes (this thread's 16-byte chunks)
+  int nlab = 0;
+  blk.zero_and_load();
+  if (p.count > 0) {
+    blk.fetch_batch(p.i0, nx, nlab);
+    blk.mask_h1(p.s0);
+    __syncthreads();  // the zeroing is done everywhere in the block
+    blk.store_batch(nx, nlab);
+  }
+  blk.cluster.sync();  // every block's shared memory is set before any block writes into another's
+  clock.start(p.breakdown != nullptr && blk.r == 0 && blk.tid == 0);
+  const int split = blk.deferred_split(), tasks = blk.deferred_tasks();
+  c32::Opt prev = blk.opt(p.s0);
+  for (int t = 0; t < p.count; ++t) {
+    const int64_t s = p.s0 + t;
+    const int par = t & 1;
+    const bool more = t + 1 < p.count;
+    const c32::Opt o = blk.opt(s);
+    if (more) blk.fetch_batch(p.i0 + t + 1, nx, nlab);  // consumed in F
+    blk.first_layer(par);  // A
+    c32::cluster_arrive();
+    clock.stamp(0);
+    if (t > 0) blk.deferred(par ^ 1, prev, 0, split);  // X1's window
+    blk.mask_h2(s);
+    __syncthreads();
+    c32::cluster_wait();
+    clock.stamp(1);
+    blk.second_layer(par);  // B
+    c32::cluster_arrive();
+    clock.stamp(2);
+    if (t > 0) blk.deferred(par ^ 1, prev, split, tasks);  // X2's window
+    if (more) blk.mask_h1(s + 1);
+    __syncthreads();
+    c32::cluster_wait();
+    clock.stamp(3);
+    blk.last_layer(par);  // C
+    clock.stamp(4);
+    blk.first_layer_grad_in(s);  // D
+    clock.stamp(5);
+    blk.update_first_layer(o);  // E
+    clock.stamp(6);
+    if (more) blk.store_batch(nx, nlab);  // F
+    __syncthreads();
+    clock.stamp(7);
+    prev = o;
+  }
+  if (p.count > 0) blk.deferred((p.count - 1) & 1, prev, 0, tasks);  // the last step's deferred updates
+  __syncthreads();
+  clock.add_to(p.breakdown);
+  if (p.copy_mismatches != nullptr) blk.count_copy_mismatches();
+  blk.write_back();
+  blk.cluster.sync();  // no block leaves while another could still address its shared memory
+#endif
+}
+
+// ------------------------------------------------------------------ host side
+
+inline const void* cluster32_kernel(const PersistPlan& pl) {
+  if (pl.specialized) return reinterpret_cast<const void*>(&p5_cluster32_epoch<2, true>);
+  return pl.NC == 2 ? reinterpret_cast<const void*>(&p5_cluster32_epoch<2, false>)
+                    : reinterpret_cast<const void*>(&p5_cluster32_epoch<4, false>);
+}
+
+// Checks what the kernel can run (exit 2 otherwise) and picks the cluster: requested_blocks (1 .. 16),
+// or 0 = the largest that fits and runs (16 on an H100). pl.NC holds the instance's row tiles (2 or 4).
+inline PersistPlan plan_cluster32(PersistParams& p, int requested_blocks, int device, bool specialize = true) {
+  const auto refuse = [](const std::string& why) { throw Error(kExitUsage, "--launch cluster32: " + why + " (use --launch graph)"); };
+  int cc = 0, smem_optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (cc < 9) refuse("thread-block clusters need compute capability 9.0");
+  if (p.B < 1 || p.B > kC32MaxRows) refuse("--batch at most " + std::to_string(kC32MaxRows));
+  if (p.D % 16 != 0 || p.D > 1024) refuse("the input width must be a multiple of 16, at most 1024 (it is " + std::to_string(p.D) + ")");
+  if (p.C < 1 || p.C > kC32MaxClasses) refuse("at most " + std::to_string(kC32MaxClasses) + " classes");
+  if (requested_blocks < 0 || requested_blocks > kC32MaxBlocks)
+    refuse("--blocks between 1 and " + std::to_string(kC32MaxBlocks) + " (the cluster's size)");
+  const int MT = p.B <= 32 ? 2 : 4;
+  PersistPlan pl;
+  pl.NC = MT;
+  const int lo = requested_blocks > 0 ? requested_blocks : 1, hi = requested_blocks > 0 ? requested_blocks : kC32MaxBlocks;
+  std::string last = "no cluster size fits";
+  for (int nb = hi; nb >= lo; --nb) {
+    const C32Dims d = c32_dims(p.B, p.D, p.H1, p.H2, p.C, nb, 16 * MT);
+    if (d.U1 > kC32Units) {
+      last = std::to_string(nb) + " blocks would hold " + std::to_string(d.U1) + " first-layer units each (at most " +
+             std::to_string(kC32Units) + ")";
+      continue;
+    }
+    const size_t smem = c32_layout(d, p.adam && p.M != nullptr).total;
+    if (smem > static_cast<size_t>(smem_optin)) {
+      last = "needs " + std::to_string(smem) + " bytes of shared memory per block with " + std::to_string(nb) +
+             " blocks, the GPU offers " + std::to_string(smem_optin);
+      continue;
+    }
+    pl.specialized = specialize && MT == 2 && nb == kC32W1.NB && p.B == kC32W1.B && p.D == kC32W1.D && p.H1 == kC32W1.H1 &&
+                     p.H2 == kC32W1.H2 && p.C == kC32W1.C;
+    const void* k = cluster32_kernel(pl);
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = nb, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(nb), cfg.blockDim = dim3(kC32Threads), cfg.dynamicSmemBytes = smem;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    int clusters = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));
+    if (clusters < 1) {
+      last = "a cluster of " + std::to_string(nb) + " blocks with " + std::to_string(smem) + " bytes each cannot run";
+      continue;
+    }
+    pl.blocks = nb, pl.nc = d.U1, pl.nj = d.U2, pl.smem = smem;
+    p.nc = d.U1, p.nj = d.U2;
+    return pl;
+  }
+  refuse(last);
+  return pl;
+}
+
+inline void launch_cluster32(const PersistPlan& pl, const PersistParams& p, cudaStream_t st) {
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = pl.blocks, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(pl.blocks), cfg.blockDim = dim3(kC32Threads), cfg.dynamicSmemBytes = pl.smem, cfg.stream = st;
+  cfg.attrs = at, cfg.numAttrs = 1;
+  const void* k = cluster32_kernel(pl);
+  void* args[] = {const_cast<PersistParams*>(&p)};
+  CUDA_CHECK(cudaLaunchKernelExC(&cfg, k, args));
+  CHECK_LAUNCH();
+}
+
+// Flops and global-memory bytes of one step: the batch's bytes and labels, read by every block;
+// parameters and activations stay on chip (the DSMEM traffic is not counted as memory bytes).
+inline KernelCost cluster32_step_cost(const PersistParams& p, const PersistPlan& pl) {
+  const double B = p.B, D = p.D, H1 = p.H1, H2 = p.H2, C = p.C, G = pl.blocks;
+  KernelCost c;
+  const double fwd = 2 * B * (D * H1 + H1 * H2 + H2 * C);
+  c.flops = fwd /* forward */ + fwd /* weight gradients */ + 2 * B * H1 * H2 /* W2's column copies */ +
+            2 * B * (H1 * H2 + H2 * C) * G /* dz1 own units, dz2 in every block */ +
+            2 * 2 * B * H2 * C * (G - 1) /* the last layer and dW3 repeated in every block */ +
+            2 * B * D * H1 * 2 /* the tensor-core products run twice (high and low parts) */;
+  c.bytes = B * D * G + B * (1 + sizeof(int)) * G;
+  c.calls = 0;
+  return c;
+}
+
+}  // namespace mlp
+}  // namespace nb
