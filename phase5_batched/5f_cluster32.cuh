@@ -28,6 +28,7 @@
 // MEASURED: not yet (this rung has not run on a GPU; see report/phase_notes/phase5_batched.md).
 #pragma once
 #include <cooperative_groups.h>
+#include <cuda/ptx>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -74,17 +75,16 @@ __host__ __device__ constexpr C32Dims c32_dims(int B, int D, int H1, int H2, int
   d.ldz = Bp + 8;
   return d;
 }
-// W1's shape and split, compiled into one instance of the kernel (every index constant; C32Shape
-// repeats these numbers, which device code cannot read from a host constant).
+// W1's shape and split, compiled into one instance of the kernel.
 constexpr C32Dims kC32W1 = c32_dims(32, 784, 128, 64, 10, 16, 32);
 
 // Byte offsets into the dynamic shared memory.
 struct C32Layout {
-  size_t x, w1, b1, part, h1, h1o, dz1f, dz1h, dz1l, w2r, b2, w2c, h2, h2o, dz2, w3, b3, z3, rloss, lab, mask1, mask2;
+  size_t bars, x, w1, b1, part, h1, h1o, dz1f, dz1h, dz1l, w2r, b2, w2c, h2, h2o, dz2, w3, b3, z3, rloss, lab, mask1, mask2;
   size_t m1, v1, mb1, vb1, m2r, v2r, mb2, vb2, m2c, v2c, m3, v3, mb3, vb3;  // Adam's state (last; SGD stops before)
-  size_t total;
+  size_t total_sgd, total_adam, total;  // the bytes in use without and with Adam's state; this layout's
 };
-__host__ __device__ inline C32Layout c32_layout(const C32Dims& d, bool adam) {
+__host__ __device__ constexpr C32Layout c32_layout(const C32Dims& d, bool adam) {
   C32Layout L{};
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -93,6 +93,7 @@ __host__ __device__ inline C32Layout c32_layout(const C32Dims& d, bool adam) {
     return at;
   };
   const size_t f = sizeof(float), U = kC32Units, KC = 16 / (d.Bp / 32);
+  L.bars = take(4 * sizeof(uint64_t));  // mbarriers: h1 and h2 of each step parity
   L.x = take(static_cast<size_t>(d.Bp) * d.xs);
   L.w1 = take(U * d.ldw * f);
   L.b1 = take(U * f);
@@ -108,12 +109,12 @@ __host__ __device__ inline C32Layout c32_layout(const C32Dims& d, bool adam) {
   L.dz2 = take(static_cast<size_t>(d.Bp) * d.ld2 * f);
   L.w3 = take(static_cast<size_t>(d.C) * d.ld3 * f);
   L.b3 = take(d.C * f);
-  L.z3 = take(static_cast<size_t>(d.Bp) * d.C * f);
+  L.z3 = take(static_cast<size_t>(d.Bp) * kC32MaxClasses * f);  // dz3, row stride 12 (float2 reads)
   L.rloss = take(d.Bp * f);
   L.lab = take(d.Bp * sizeof(int));
   L.mask1 = take(static_cast<size_t>(d.Bp) * U * f);
   L.mask2 = take(static_cast<size_t>(d.Bp) * d.U2 * f);
-  L.total = off;
+  L.total_sgd = off;
   L.m1 = take(U * d.ldw * f), L.v1 = take(U * d.ldw * f);
   L.mb1 = take(U * f), L.vb1 = take(U * f);
   L.m2r = take(static_cast<size_t>(d.U2) * d.ld1 * f), L.v2r = take(static_cast<size_t>(d.U2) * d.ld1 * f);
@@ -121,9 +122,73 @@ __host__ __device__ inline C32Layout c32_layout(const C32Dims& d, bool adam) {
   L.m2c = take(static_cast<size_t>(d.ld2) * U * f), L.v2c = take(static_cast<size_t>(d.ld2) * U * f);
   L.m3 = take(static_cast<size_t>(d.C) * d.ld3 * f), L.v3 = take(static_cast<size_t>(d.C) * d.ld3 * f);
   L.mb3 = take(d.C * f), L.vb3 = take(d.C * f);
-  if (adam) L.total = off;
+  L.total_adam = off;
+  L.total = adam ? L.total_adam : L.total_sgd;
   return L;
 }
+
+// W1's shape and layout as compile-time constants (device code reads static constexpr ints, not a
+// host object): the same member names as C32Dims and C32Layout, so one kernel source serves both.
+struct C32DimsW1 {
+  static constexpr int B = kC32W1.B;
+  static constexpr int D = kC32W1.D;
+  static constexpr int H1 = kC32W1.H1;
+  static constexpr int H2 = kC32W1.H2;
+  static constexpr int C = kC32W1.C;
+  static constexpr int NB = kC32W1.NB;
+  static constexpr int U1 = kC32W1.U1;
+  static constexpr int U2 = kC32W1.U2;
+  static constexpr int Bp = kC32W1.Bp;
+  static constexpr int ng16 = kC32W1.ng16;
+  static constexpr int ng32 = kC32W1.ng32;
+  static constexpr int xs = kC32W1.xs;
+  static constexpr int ldw = kC32W1.ldw;
+  static constexpr int ld1 = kC32W1.ld1;
+  static constexpr int ld2 = kC32W1.ld2;
+  static constexpr int ld3 = kC32W1.ld3;
+  static constexpr int ldz = kC32W1.ldz;
+};
+struct C32LayoutW1 {
+  static constexpr C32Layout at = c32_layout(kC32W1, true);
+  static constexpr size_t bars = at.bars;
+  static constexpr size_t x = at.x;
+  static constexpr size_t w1 = at.w1;
+  static constexpr size_t b1 = at.b1;
+  static constexpr size_t part = at.part;
+  static constexpr size_t h1 = at.h1;
+  static constexpr size_t h1o = at.h1o;
+  static constexpr size_t dz1f = at.dz1f;
+  static constexpr size_t dz1h = at.dz1h;
+  static constexpr size_t dz1l = at.dz1l;
+  static constexpr size_t w2r = at.w2r;
+  static constexpr size_t b2 = at.b2;
+  static constexpr size_t w2c = at.w2c;
+  static constexpr size_t h2 = at.h2;
+  static constexpr size_t h2o = at.h2o;
+  static constexpr size_t dz2 = at.dz2;
+  static constexpr size_t w3 = at.w3;
+  static constexpr size_t b3 = at.b3;
+  static constexpr size_t z3 = at.z3;
+  static constexpr size_t rloss = at.rloss;
+  static constexpr size_t lab = at.lab;
+  static constexpr size_t mask1 = at.mask1;
+  static constexpr size_t mask2 = at.mask2;
+  static constexpr size_t m1 = at.m1;
+  static constexpr size_t v1 = at.v1;
+  static constexpr size_t mb1 = at.mb1;
+  static constexpr size_t vb1 = at.vb1;
+  static constexpr size_t m2r = at.m2r;
+  static constexpr size_t v2r = at.v2r;
+  static constexpr size_t mb2 = at.mb2;
+  static constexpr size_t vb2 = at.vb2;
+  static constexpr size_t m2c = at.m2c;
+  static constexpr size_t v2c = at.v2c;
+  static constexpr size_t m3 = at.m3;
+  static constexpr size_t v3 = at.v3;
+  static constexpr size_t mb3 = at.mb3;
+  static constexpr size_t vb3 = at.vb3;
+  static constexpr size_t total_sgd = at.total_sgd, total_adam = at.total_adam;
+};
 
 namespace c32 {
 
@@ -153,10 +218,18 @@ __device__ __forceinline__ uint32_t byte_tf32(uint32_t w, int i) {
                          8388608.f);
 }
 
-// ---- the cluster barrier, split: arrive (release: this thread's DSMEM stores are visible to whoever
-// waits) ... work that no other block waits for ... wait (acquire).
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+// ---- the exchanges: a block's mbarrier for an activation buffer (h1 or h2, by step parity) completes
+// a phase when its own thread 0 has armed it with the bytes the step brings (one arrival) and every
+// producer's st.async has landed (each completes its bytes on the receiver's mbarrier): a receiver
+// waits for the data it needs, not for every block of the cluster to arrive somewhere, and no fence
+// is needed (the first version's release arrive at a cluster barrier cost a MEMBAR a warp).
+__device__ __forceinline__ void arm(uint64_t* bar, uint32_t bytes) {
+  (void)cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar, bytes);
+}
+__device__ __forceinline__ void wait_phase(uint64_t* bar, uint32_t parity) {
+  while (!cuda::ptx::mbarrier_try_wait_parity(cuda::ptx::sem_acquire, cuda::ptx::scope_cluster, bar, parity)) {
+  }
+}
 
 // ---- the optimizer. Every rounding is explicit, so that two copies of a weight updated at two sites
 // of the kernel (W2's rows and its column copy) get the same bits. Adam's root and division are the
@@ -202,8 +275,15 @@ __device__ __forceinline__ float sum_rows(const float* a, int lda, int B) {
 template <bool kW1>
 struct C32Shape {
   const C32Dims d;
-  __device__ __forceinline__ C32Shape(const PersistParams& p, int NB, int Bp)
-      : d(kW1 ? c32_dims(32, 784, 128, 64, 10, 16, 32) : c32_dims(p.B, p.D, p.H1, p.H2, p.C, NB, Bp)) {}
+  const C32Layout L;
+  __device__ __forceinline__ C32Shape(const PersistParams& p, int NB, int Bp, bool adam)
+      : d(c32_dims(p.B, p.D, p.H1, p.H2, p.C, NB, Bp)), L(c32_layout(d, adam)) {}
+};
+template <>
+struct C32Shape<true> {
+  C32DimsW1 d;    // empty: every member a constant
+  C32LayoutW1 L;  // (the offsets do not depend on the optimizer; only the total does)
+  __device__ __forceinline__ C32Shape(const PersistParams&, int, int, bool) {}
 };
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -211,6 +291,7 @@ struct C32Shape {
 template <int MT, bool kW1>
 struct C32Block : C32Shape<kW1> {
   using C32Shape<kW1>::d;
+  using C32Shape<kW1>::L;
   static constexpr int nt = kC32Threads, nw = nt / 32, U = kC32Units;
   static constexpr int Bp = 16 * MT, MG = MT / 2, KC = nw / MG;  // warps: MG groups of 32 rows x KC slices of K
   static constexpr int KS = Bp / 8;                               // the gradient's k-steps (batch rows)
@@ -221,24 +302,32 @@ struct C32Block : C32Shape<kW1> {
   int c0, own1, j0, own2;  // own units: first layer c0 .. c0 + own1, second layer j0 .. j0 + own2
   bool keep_grads;
   unsigned char* const base;
-  const C32Layout L;
+  const size_t total;  // the shared memory in use (with or without Adam's state)
 
   __device__ __forceinline__ C32Block(const PersistParams& params, unsigned char* sm)
-      : C32Shape<kW1>(params, static_cast<int>(cg::this_cluster().num_blocks()), 16 * MT), p(params),
+      : C32Shape<kW1>(params, static_cast<int>(cg::this_cluster().num_blocks()), 16 * MT, params.adam && params.M != nullptr),
+        p(params),
         cluster(cg::this_cluster()), r(static_cast<int>(cluster.block_rank())), tid(threadIdx.x), lane(tid & 31),
-        wid(tid >> 5), base(sm), L(c32_layout(d, params.adam && params.M != nullptr)) {
-    c0 = r * d.U1, own1 = max(0, min(d.U1, d.H1 - c0));
-    j0 = r * d.U2, own2 = max(0, min(d.U2, d.H2 - j0));
+        wid(tid >> 5), base(sm),
+        total(params.adam && params.M != nullptr ? L.total_adam : L.total_sgd) {
+    // (W1's split gives every block U1 and U2 units: constants in its instance)
+    c0 = r * d.U1, own1 = kW1 ? d.U1 : max(0, min(d.U1, d.H1 - c0));
+    j0 = r * d.U2, own2 = kW1 ? d.U2 : max(0, min(d.U2, d.H2 - j0));
     keep_grads = p.G != nullptr;
   }
   __device__ __forceinline__ float* F(size_t off) const { return reinterpret_cast<float*>(base + off); }
+  __device__ __forceinline__ uint64_t* bar(int k) const { return reinterpret_cast<uint64_t*>(base + L.bars) + k; }  // h1: 0, 1; h2: 2, 3
   __device__ __forceinline__ bool adam() const { return p.adam && p.M != nullptr; }
 
   // ---- zero everything (pads stay 0 for the whole launch), then load what this block holds
   __device__ __forceinline__ void zero_and_load() {
-    for (size_t o = static_cast<size_t>(tid) * 16; o < L.total; o += 16 * nt)
+    for (size_t o = static_cast<size_t>(tid) * 16; o < total; o += 16 * nt)
       *reinterpret_cast<uint4*>(base + o) = make_uint4(0, 0, 0, 0);
     __syncthreads();
+    if (tid == 0) {
+      for (int k = 0; k < 4; ++k) cuda::ptx::mbarrier_init(bar(k), 1);
+      cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);  // before the cluster sync
+    }
     const bool a = adam();
     for (int e = tid; e < own1 * d.D; e += nt) {
       const int u = e / d.D, k = e - u * d.D;
@@ -334,20 +423,22 @@ struct C32Block : C32Shape<kW1> {
   }
 
   // Copies own[b][0 .. n) (row stride ldo) into columns col0 .. col0 + n of buf (row stride ld) in every
-  // block of the cluster: 16-byte DSMEM stores where whole float4s line up, 4-byte ones otherwise.
-  __device__ __forceinline__ void push(const float* own, int ldo, int n, float* buf, int ld, int col0) {
+  // block of the cluster, as st.async completing on that block's mbarrier `mb`: 16-byte stores where
+  // whole float4s line up, 4-byte ones otherwise.
+  __device__ __forceinline__ void push(const float* own, int ldo, int n, float* buf, int ld, int col0, uint64_t* mb) {
     if (n % 4 == 0 && ldo % 4 == 0 && col0 % 4 == 0) {
       const int v = n / 4, per = d.B * v, total = d.NB * per;
       for (int e = tid; e < total; e += nt) {
         const int q = e / per, rest = e - q * per, b = rest / v, c = rest - b * v;
-        const float4 x = *reinterpret_cast<const float4*>(own + b * ldo + 4 * c);
-        *reinterpret_cast<float4*>(cluster.map_shared_rank(buf + b * ld + col0 + 4 * c, q)) = x;
+        const float4 x4 = *reinterpret_cast<const float4*>(own + b * ldo + 4 * c);
+        const float x[4] = {x4.x, x4.y, x4.z, x4.w};
+        cuda::ptx::st_async(cluster.map_shared_rank(buf + b * ld + col0 + 4 * c, q), x, cluster.map_shared_rank(mb, q));
       }
     } else {
       const int per = d.B * n, total = d.NB * per;
       for (int e = tid; e < total; e += nt) {
         const int q = e / per, rest = e - q * per, b = rest / n, c = rest - b * n;
-        *cluster.map_shared_rank(buf + b * ld + col0 + c, q) = own[b * ldo + c];
+        cuda::ptx::st_async(cluster.map_shared_rank(buf + b * ld + col0 + c, q), own[b * ldo + c], cluster.map_shared_rank(mb, q));
       }
     }
   }
@@ -406,7 +497,7 @@ struct C32Block : C32Shape<kW1> {
       h1o[e] = c < own1 ? fmaxf(z / 255.f + F(L.b1)[c], 0.f) * F(L.mask1)[e] : 0.f;
     }
     __syncthreads();
-    push(h1o, U, own1, F(L.h1) + par * Bp * d.ld1, d.ld1, c0);
+    push(h1o, U, own1, F(L.h1) + par * Bp * d.ld1, d.ld1, c0, bar(par));
   }
 
   // ---- B: second layer, own units: four lanes an output, each a quarter of H1 in float4s, added by
@@ -432,52 +523,110 @@ struct C32Block : C32Shape<kW1> {
       if (on && kq == 0) h2o[o] = j < own2 ? fmaxf(s + F(L.b2)[j], 0.f) * F(L.mask2)[o] : 0.f;
     }
     __syncthreads();
-    push(h2o, d.U2, own2, F(L.h2) + par * Bp * d.ld2, d.ld2, j0);
+    push(h2o, d.U2, own2, F(L.h2) + par * Bp * d.ld2, d.ld2, j0, bar(2 + par));
   }
 
   // ---- the deferred updates of the step before (its h1, h2 of parity pp; dz2, dz3 still in shared
-  // memory): W2's own rows and b2 (tasks first: the second layer needs them after the first wait),
-  // W2's column copy, W3 and b3. Tasks [t0, t1) of the list; window 1 runs the first part, window 2 the
-  // rest. A column-copy element and the owner's row element are computed by the same code from the
-  // same numbers: the same bits.
-  __device__ __forceinline__ int deferred_tasks() const { return own2 * d.H1 + own2 + d.H2 * own1 + d.C * d.H2 + d.C; }
-  __device__ __forceinline__ int deferred_split() const {
-    const int n = deferred_tasks(), half = (n / 2 + nt - 1) / nt * nt;
-    return min(n, max(own2 * d.H1 + own2, half));
-  }
-  __device__ __forceinline__ void deferred(int pp, const Opt& o, int t0, int t1) {
+  // memory). Window 1 (while h1 travels; the second layer reads W2's rows after it, and no producer can
+  // overwrite h1 of parity pp before this block's next h2 has reached it): W2's own rows (a task a
+  // column k, every own row in registers), b2, W2's column copy (a task a row j and half the own
+  // units). Window 2 (while h2 travels): W3 (a task a hidden unit k and half of the 12 class slots),
+  // b3. Every gradient is a sum over the batch rows in row order, one FMA each, so a column-copy
+  // element and the owner's row element get the same bits.
+  __device__ __forceinline__ void deferred_w2(int pp, const Opt& o) {
     const float* h1 = F(L.h1) + pp * Bp * d.ld1;
-    const float* h2 = F(L.h2) + pp * Bp * d.ld2;
     const float* dz2 = F(L.dz2);
-    const float* z3 = F(L.z3);
-    const int nr = own2 * d.H1, nb2 = own2, nc = d.H2 * own1, nw3 = d.C * d.H2;
     const bool a = adam();
-    float dummy_m = 0.f, dummy_v = 0.f;
-    for (int e = t0 + tid; e < t1; e += nt) {
-      if (e < nr) {  // W2 row j0 + j, column k
-        const int j = e / d.H1, k = e - j * d.H1, s = j * d.ld1 + k;
-        const float g = dot_rows(dz2 + j0 + j, d.ld2, h1 + k, d.ld1, d.B);
-        if (keep_grads) p.G[p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k] = g;
-        o.apply(F(L.w2r)[s], g, a ? F(L.m2r)[s] : dummy_m, a ? F(L.v2r)[s] : dummy_v);
-      } else if (e < nr + nb2) {  // b2
-        const int j = e - nr;
+    float dm = 0.f, dv = 0.f;
+    const int nr = d.H1, nc = 2 * d.H2, nb2 = own2;
+    for (int e = tid; e < nr + nc + nb2; e += nt) {
+      if (e < nr) {  // W2[j0 + j][k] for the own rows j, 4 at a time
+        const int k = e;
+        for (int jc = 0; jc < own2; jc += 4) {
+          float g[4] = {0.f, 0.f, 0.f, 0.f};
+          for (int b = 0; b < d.B; ++b) {
+            const float x = h1[b * d.ld1 + k];
+            const float* dr = dz2 + b * d.ld2 + j0 + jc;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) g[i] = __fmaf_rn(dr[i], x, g[i]);  // (reads past own2 stay in the row's pad or the next units: unused)
+          }
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int j = jc + i;
+            if (j >= own2) break;
+            const int sidx = j * d.ld1 + k;
+            if (keep_grads) p.G[p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k] = g[i];
+            o.apply(F(L.w2r)[sidx], g[i], a ? F(L.m2r)[sidx] : dm, a ? F(L.v2r)[sidx] : dv);
+          }
+        }
+      } else if (e < nr + nc) {  // W2[j][c0 + c], c in half hh of the own units (4 each)
+        const int e2 = e - nr, j = e2 >> 1, hh = e2 & 1;
+        float g[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int b = 0; b < d.B; ++b) {
+          const float x = dz2[b * d.ld2 + j];
+          const float* hr = h1 + b * d.ld1 + c0 + 4 * hh;
+          float hv[4];
+          if (d.U1 % 4 == 0) {  // c0 % 4 == 0: one float4
+            const float4 h4 = *reinterpret_cast<const float4*>(hr);
+            hv[0] = h4.x, hv[1] = h4.y, hv[2] = h4.z, hv[3] = h4.w;
+          } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) hv[i] = hr[i];
+          }
+#pragma unroll
+          for (int i = 0; i < 4; ++i) g[i] = __fmaf_rn(x, hv[i], g[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int c = 4 * hh + i;
+          if (c >= own1) break;
+          const int sidx = j * U + c;
+          o.apply(F(L.w2c)[sidx], g[i], a ? F(L.m2c)[sidx] : dm, a ? F(L.v2c)[sidx] : dv);
+        }
+      } else {  // b2
+        const int j = e - nr - nc;
         const float g = sum_rows(dz2 + j0 + j, d.ld2, d.B);
         if (keep_grads) p.G[p.b1 + j0 + j] = g;
-        o.apply(F(L.b2)[j], g, a ? F(L.mb2)[j] : dummy_m, a ? F(L.vb2)[j] : dummy_v);
-      } else if (e < nr + nb2 + nc) {  // the column copy: W2[j][c0 + c]
-        const int e2 = e - nr - nb2, j = e2 / own1, c = e2 - j * own1, s = j * U + c;
-        const float g = dot_rows(dz2 + j, d.ld2, h1 + c0 + c, d.ld1, d.B);
-        o.apply(F(L.w2c)[s], g, a ? F(L.m2c)[s] : dummy_m, a ? F(L.v2c)[s] : dummy_v);
-      } else if (e < nr + nb2 + nc + nw3) {  // W3 (every block's replica)
-        const int e3 = e - nr - nb2 - nc, c = e3 / d.H2, k = e3 - c * d.H2, s = c * d.ld3 + k;
-        const float g = dot_rows(z3 + c, d.C, h2 + k, d.ld2, d.B);
-        if (keep_grads && r == 0) p.G[p.w2 + e3] = g;
-        o.apply(F(L.w3)[s], g, a ? F(L.m3)[s] : dummy_m, a ? F(L.v3)[s] : dummy_v);
+        o.apply(F(L.b2)[j], g, a ? F(L.mb2)[j] : dm, a ? F(L.vb2)[j] : dv);
+      }
+    }
+  }
+  __device__ __forceinline__ void deferred_w3(int pp, const Opt& o) {
+    const float* h2 = F(L.h2) + pp * Bp * d.ld2;
+    const float* z3 = F(L.z3);
+    const bool a = adam();
+    float dm = 0.f, dv = 0.f;
+    constexpr int CS = kC32MaxClasses, CH = CS / 2;
+    const int nw = 2 * d.H2;
+    for (int e = tid; e < nw + d.C; e += nt) {
+      if (e < nw) {  // W3[c][k] for the classes c of half hh
+        const int k = e >> 1, hh = e & 1;
+        if (CH * hh >= d.C) continue;
+        float g[CH];
+#pragma unroll
+        for (int i = 0; i < CH; ++i) g[i] = 0.f;
+        for (int b = 0; b < d.B; ++b) {
+          const float x = h2[b * d.ld2 + k];
+          const float2* zr = reinterpret_cast<const float2*>(z3 + b * CS + CH * hh);
+#pragma unroll
+          for (int i = 0; i < CH / 2; ++i) {
+            const float2 z = zr[i];
+            g[2 * i] = __fmaf_rn(z.x, x, g[2 * i]), g[2 * i + 1] = __fmaf_rn(z.y, x, g[2 * i + 1]);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < CH; ++i) {
+          const int c = CH * hh + i;
+          if (c >= d.C) break;
+          const int sidx = c * d.ld3 + k;
+          if (keep_grads && r == 0) p.G[p.w2 + static_cast<size_t>(c) * d.H2 + k] = g[i];
+          o.apply(F(L.w3)[sidx], g[i], a ? F(L.m3)[sidx] : dm, a ? F(L.v3)[sidx] : dv);
+        }
       } else {  // b3
-        const int c = e - nr - nb2 - nc - nw3;
-        const float g = sum_rows(z3 + c, d.C, d.B);
+        const int c = e - nw;
+        const float g = sum_rows(z3 + c, CS, d.B);
         if (keep_grads && r == 0) p.G[p.b2 + c] = g;
-        o.apply(F(L.b3)[c], g, a ? F(L.mb3)[c] : dummy_m, a ? F(L.vb3)[c] : dummy_v);
+        o.apply(F(L.b3)[c], g, a ? F(L.mb3)[c] : dm, a ? F(L.vb3)[c] : dv);
       }
     }
   }
@@ -516,7 +665,7 @@ struct C32Block : C32Shape<kW1> {
       const int y = row ? lab[rr] : 0;
       const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
       const float dz = on ? (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv : 0.f;
-      if (on) F(L.z3)[rr * d.C + j] = dz;
+      if (on) F(L.z3)[rr * kC32MaxClasses + j] = dz;
       if (row && j == 0) F(L.rloss)[rr] = lse - zy;
       float dd[kC32MaxClasses];  // 0 past C
 #pragma unroll
@@ -741,30 +890,29 @@ __global__ void __launch_bounds__(kC32Threads, 1) p5_cluster32_epoch(const __gri
   }
   blk.cluster.sync();  // every block's shared memory is set before any block writes into another's
   clock.start(p.breakdown != nullptr && blk.r == 0 && blk.tid == 0);
-  const int split = blk.deferred_split(), tasks = blk.deferred_tasks();
-  c32::Opt prev = blk.opt(p.s0);
+  const uint32_t h1_bytes = static_cast<uint32_t>(p.B * p.H1 * sizeof(float)), h2_bytes = static_cast<uint32_t>(p.B * p.H2 * sizeof(float));
   for (int t = 0; t < p.count; ++t) {
     const int64_t s = p.s0 + t;
     const int par = t & 1;
+    const uint32_t phase = (t >> 1) & 1;  // uses of this parity's buffers so far, mod 2
     const bool more = t + 1 < p.count;
-    const c32::Opt o = blk.opt(s);
+    if (blk.tid == 0) c32::arm(blk.bar(par), h1_bytes), c32::arm(blk.bar(2 + par), h2_bytes);
     if (more) blk.fetch_batch(p.i0 + t + 1, nx, nlab);  // consumed in F
     blk.first_layer(par);  // A
-    c32::cluster_arrive();
     clock.stamp(0);
-    if (t > 0) blk.deferred(par ^ 1, prev, 0, split);  // X1's window
+    if (t > 0) blk.deferred_w2(par ^ 1, blk.opt(s - 1));  // X1's window
     blk.mask_h2(s);
     __syncthreads();
-    c32::cluster_wait();
+    c32::wait_phase(blk.bar(par), phase);
     clock.stamp(1);
     blk.second_layer(par);  // B
-    c32::cluster_arrive();
     clock.stamp(2);
-    if (t > 0) blk.deferred(par ^ 1, prev, split, tasks);  // X2's window
+    if (t > 0) blk.deferred_w3(par ^ 1, blk.opt(s - 1));  // X2's window
     if (more) blk.mask_h1(s + 1);
     __syncthreads();
-    c32::cluster_wait();
+    c32::wait_phase(blk.bar(2 + par), phase);
     clock.stamp(3);
+    const c32::Opt o = blk.opt(s);  // (loaded here: read in E)
     blk.last_layer(par);  // C
     clock.stamp(4);
     blk.first_layer_grad_in(s);  // D
@@ -774,9 +922,13 @@ __global__ void __launch_bounds__(kC32Threads, 1) p5_cluster32_epoch(const __gri
     if (more) blk.store_batch(nx, nlab);  // F
     __syncthreads();
     clock.stamp(7);
-    prev = o;
   }
-  if (p.count > 0) blk.deferred((p.count - 1) & 1, prev, 0, tasks);  // the last step's deferred updates
+  if (p.count > 0) {  // the last step's deferred updates
+    const int pp = (p.count - 1) & 1;
+    const c32::Opt last = blk.opt(p.s0 + p.count - 1);
+    blk.deferred_w2(pp, last);
+    blk.deferred_w3(pp, last);
+  }
   __syncthreads();
   clock.add_to(p.breakdown);
   if (p.copy_mismatches != nullptr) blk.count_copy_mismatches();

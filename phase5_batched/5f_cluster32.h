@@ -26,10 +26,10 @@ constexpr int kC32MaxClasses = 12; // the last layer's width (a half-warp's lane
 constexpr int kC32Segments = 8;
 inline const char* cluster32_segment_name(int i) {
   static const char* names[kC32Segments] = {
-      "A: first layer on tensor cores (3xTF32), bias, ReLU, dropout, h1 pushed into every block",
-      "X1: cluster barrier for h1 (meanwhile: the previous step's W2 rows, W2 columns and b2; h2's mask)",
-      "B: second layer (own units), h2 pushed into every block",
-      "X2: cluster barrier for h2 (meanwhile: the previous step's W3 and b3; the next h1 mask)",
+      "A: first layer on tensor cores (3xTF32), bias, ReLU, dropout, h1 sent to every block",
+      "X1: wait for h1 (meanwhile: the previous step's W2 rows, W2 column copy and b2; h2's mask)",
+      "B: second layer (own units), h2 sent to every block",
+      "X2: wait for h2 (meanwhile: the previous step's W3 and b3; the next h1 mask)",
       "C: last layer, softmax cross-entropy, dz3 and dz2 (in every block)",
       "D: dz1 for the own first-layer units",
       "E: own W1 rows' gradient on tensor cores (3xTF32) and Adam, b1",
