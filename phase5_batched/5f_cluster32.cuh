@@ -29,6 +29,7 @@
 #pragma once
 #include <cooperative_groups.h>
 #include <cuda/ptx>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,7 +54,7 @@ struct C32Dims {
   int Bp;       // the batch padded to the instance's row tiles (32 or 64)
   int ng16;     // groups of 16 pixels (the forward product's K); ng32: groups of 32 (the gradient's M)
   int ng32;
-  int xs;       // bytes per image row in shared memory: >= ng32 * 32, xs / 16 odd (conflict-free words)
+  int xs;       // bytes per image row in shared memory: D or D + 16, xs / 16 odd (conflict-free words)
   int ldw;      // row stride of W1's own rows (floats): >= 32 * ng32, = 16 mod 32
   int ld1;      // row stride of h1 and W2's own rows: >= H1, = 16 mod 32 (float4 reads by 2 rows at once)
   int ld2;      // row stride of h2, dz2: H2 rounded up to 4
@@ -67,7 +68,7 @@ __host__ __device__ constexpr C32Dims c32_dims(int B, int D, int H1, int H2, int
   d.U1 = (H1 + NB - 1) / NB, d.U2 = (H2 + NB - 1) / NB;
   d.Bp = Bp;
   d.ng16 = (D + 15) / 16, d.ng32 = (D + 31) / 32;
-  d.xs = d.ng32 * 32 + 16;  // (2 ng32 + 1) 16-byte chunks: an odd number
+  d.xs = (D / 16) % 2 == 1 ? D : D + 16;
   d.ldw = d.ng32 * 32 + 16;
   d.ld1 = c32_up(H1, 32) + 16;
   d.ld2 = c32_up(H2, 4);
@@ -80,11 +81,13 @@ constexpr C32Dims kC32W1 = c32_dims(32, 784, 128, 64, 10, 16, 32);
 
 // Byte offsets into the dynamic shared memory.
 struct C32Layout {
-  size_t bars, x, w1, b1, part, h1, h1o, dz1f, dz1h, dz1l, w2r, b2, w2c, h2, h2o, dz2, w3, b3, z3, rloss, lab, mask1, mask2;
+  size_t bars, clk, hyp, x, x2, w1, b1, part, h1, h1o, dz1f, dz1h, dz1l, w2r, b2, w2c, h2, h2o, dz2, w3, b3, z3, rloss, lab, mask1, mask2;
   size_t m1, v1, mb1, vb1, m2r, v2r, mb2, vb2, m2c, v2c, m3, v3, mb3, vb3;  // Adam's state (last; SGD stops before)
   size_t total_sgd, total_adam, total;  // the bytes in use without and with Adam's state; this layout's
 };
-__host__ __device__ constexpr C32Layout c32_layout(const C32Dims& d, bool adam) {
+// two_x: a second image buffer, so that the next batch lands by cp.async during the step (W1's
+// instance); without it the next batch waits in registers (the other instances: room for wider layers).
+__host__ __device__ constexpr C32Layout c32_layout(const C32Dims& d, bool adam, bool two_x) {
   C32Layout L{};
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -92,9 +95,14 @@ __host__ __device__ constexpr C32Layout c32_layout(const C32Dims& d, bool adam) 
     off = (off + bytes + 15) / 16 * 16;
     return at;
   };
-  const size_t f = sizeof(float), U = kC32Units, KC = 16 / (d.Bp / 32);
+  const size_t f = sizeof(float), U = kC32Units, KC = 16 / (d.Bp / 16);
   L.bars = take(4 * sizeof(uint64_t));  // mbarriers: h1 and h2 of each step parity
+  L.clk = take((kC32Segments + 1) * sizeof(unsigned long long));  // --breakdown's sums
+  L.hyp = take(2 * 8 * f);  // Adam's constants of a step (by parity): AdamHyper and 1 / bc2_sqrt
+  // E reads whole 32-pixel groups: up to 16 bytes past a row (the next row's: pixels past D, whose
+  // gradients are never used), and past the last row the next buffer's
   L.x = take(static_cast<size_t>(d.Bp) * d.xs);
+  L.x2 = two_x ? take(static_cast<size_t>(d.Bp) * d.xs) : L.x;
   L.w1 = take(U * d.ldw * f);
   L.b1 = take(U * f);
   L.part = take(KC * d.Bp * U * f);
@@ -111,7 +119,7 @@ __host__ __device__ constexpr C32Layout c32_layout(const C32Dims& d, bool adam) 
   L.b3 = take(d.C * f);
   L.z3 = take(static_cast<size_t>(d.Bp) * kC32MaxClasses * f);  // dz3, row stride 12 (float2 reads)
   L.rloss = take(d.Bp * f);
-  L.lab = take(d.Bp * sizeof(int));
+  L.lab = take(2 * d.Bp * sizeof(int));  // by step parity
   L.mask1 = take(static_cast<size_t>(d.Bp) * U * f);
   L.mask2 = take(static_cast<size_t>(d.Bp) * d.U2 * f);
   L.total_sgd = off;
@@ -149,9 +157,12 @@ struct C32DimsW1 {
   static constexpr int ldz = kC32W1.ldz;
 };
 struct C32LayoutW1 {
-  static constexpr C32Layout at = c32_layout(kC32W1, true);
+  static constexpr C32Layout at = c32_layout(kC32W1, true, true);
   static constexpr size_t bars = at.bars;
+  static constexpr size_t clk = at.clk;
+  static constexpr size_t hyp = at.hyp;
   static constexpr size_t x = at.x;
+  static constexpr size_t x2 = at.x2;
   static constexpr size_t w1 = at.w1;
   static constexpr size_t b1 = at.b1;
   static constexpr size_t part = at.part;
@@ -277,7 +288,7 @@ struct C32Shape {
   const C32Dims d;
   const C32Layout L;
   __device__ __forceinline__ C32Shape(const PersistParams& p, int NB, int Bp, bool adam)
-      : d(c32_dims(p.B, p.D, p.H1, p.H2, p.C, NB, Bp)), L(c32_layout(d, adam)) {}
+      : d(c32_dims(p.B, p.D, p.H1, p.H2, p.C, NB, Bp)), L(c32_layout(d, adam, false)) {}
 };
 template <>
 struct C32Shape<true> {
@@ -293,9 +304,10 @@ struct C32Block : C32Shape<kW1> {
   using C32Shape<kW1>::d;
   using C32Shape<kW1>::L;
   static constexpr int nt = kC32Threads, nw = nt / 32, U = kC32Units;
-  static constexpr int Bp = 16 * MT, MG = MT / 2, KC = nw / MG;  // warps: MG groups of 32 rows x KC slices of K
+  static constexpr int Bp = 16 * MT, KC = nw / MT;  // the first layer's warps: MT row tiles x KC slices of K
   static constexpr int KS = Bp / 8;                               // the gradient's k-steps (batch rows)
   static constexpr int kChunks = (Bp * 1024 / 16 + nt - 1) / nt;  // the next batch's 16-byte chunks a thread (D <= 1024)
+  static constexpr bool kX2 = kW1;  // the next batch by cp.async into a second buffer (else in registers)
   const PersistParams& p;
   cg::cluster_group cluster;
   const int r, tid, lane, wid;
@@ -366,16 +378,53 @@ struct C32Block : C32Shape<kW1> {
     }
   }
 
-  __device__ __forceinline__ Opt opt(int64_t s) const {  // the optimizer of global step s
+  // Adam's constants of global step s into slot `slot` of shared memory (one thread, inside a wait;
+  // read after the next block barrier by opt(slot), so no phase waits for the global load)
+  __device__ __forceinline__ void stage_hyper(int64_t s, int slot) const {
+    AdamHyper h{};
+    if (adam()) h = (p.hyper != nullptr && s + 1 < p.hyper_n) ? p.hyper[s + 1] : adam_hyper(p.lr, s + 1);
+    float* w = F(L.hyp) + 8 * slot;
+    w[0] = h.omb1, w[1] = h.b2, w[2] = h.omb2, w[3] = h.eps, w[4] = h.step_size, w[5] = h.bc2_sqrt;
+    w[6] = adam() ? 1.f / h.bc2_sqrt : 1.f;
+  }
+  __device__ __forceinline__ Opt opt(int slot) const {
     Opt o;
     o.adam = adam(), o.lr = p.lr;
-    o.h = AdamHyper{};
-    if (o.adam) o.h = (p.hyper != nullptr && s + 1 < p.hyper_n) ? p.hyper[s + 1] : adam_hyper(p.lr, s + 1);
-    o.inv_bc2 = o.adam ? 1.f / o.h.bc2_sqrt : 1.f;
+    const float* w = F(L.hyp) + 8 * slot;
+    o.h.omb1 = w[0], o.h.b2 = w[1], o.h.omb2 = w[2], o.h.eps = w[3], o.h.step_size = w[4], o.h.bc2_sqrt = w[5];
+    o.inv_bc2 = w[6];
     return o;
   }
+  __device__ __forceinline__ unsigned char* xbuf(int par) const { return base + (kX2 && par ? L.x2 : L.x); }
+  __device__ __forceinline__ int* labels(int par) const { return reinterpret_cast<int*>(base + L.lab) + par * Bp; }
 
-  // ---- the batch: bytes into registers early in the step before, into shared memory at its end
+  // ---- the batch. W1's instance (kX2): the image indices of batch i early in the step before
+  // (fetch_indices), the images by cp.async into the other buffer inside the first wait
+  // (copy_batch), waited for at the step's end. The others: bytes into registers early in the step
+  // before (fetch_batch), into the one buffer at its end (store_batch).
+  __device__ __forceinline__ void fetch_indices(int i, int (&img)[kChunks], int& nlab) const {
+    const int cpr = d.D / 16, n = d.B * cpr;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const int q = tid + j * nt;
+      if (q < n) img[j] = __ldg(p.perm + static_cast<size_t>(i) * d.B + q / cpr);
+    }
+    if (tid < d.B) nlab = __ldg(p.labels + __ldg(p.perm + static_cast<size_t>(i) * d.B + tid));
+  }
+  __device__ __forceinline__ void copy_batch(const int (&img)[kChunks], int nlab, int par) const {
+    const int cpr = d.D / 16, n = d.B * cpr;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const int q = tid + j * nt;
+      if (q < n) {
+        const int row = q / cpr, c = q - row * cpr;
+        __pipeline_memcpy_async(xbuf(par) + static_cast<size_t>(row) * d.xs + 16 * c,
+                                p.images + static_cast<size_t>(img[j]) * d.D + 16 * c, 16);
+      }
+    }
+    __pipeline_commit();
+    if (tid < d.B) labels(par)[tid] = nlab;
+  }
   __device__ __forceinline__ void fetch_batch(int i, uint4 (&nx)[kChunks], int& nlab) const {
     const int cpr = d.D / 16, n = d.B * cpr;
 #pragma unroll
@@ -389,17 +438,17 @@ struct C32Block : C32Shape<kW1> {
     }
     if (tid < d.B) nlab = __ldg(p.labels + __ldg(p.perm + static_cast<size_t>(i) * d.B + tid));
   }
-  __device__ __forceinline__ void store_batch(const uint4 (&nx)[kChunks], int nlab) const {
+  __device__ __forceinline__ void store_batch(const uint4 (&nx)[kChunks], int nlab, int par) const {
     const int cpr = d.D / 16, n = d.B * cpr;
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
       const int q = tid + j * nt;
       if (q < n) {
         const int row = q / cpr, c = q - row * cpr;
-        *reinterpret_cast<uint4*>(base + L.x + static_cast<size_t>(row) * d.xs + 16 * c) = nx[j];
+        *reinterpret_cast<uint4*>(xbuf(par) + static_cast<size_t>(row) * d.xs + 16 * c) = nx[j];
       }
     }
-    if (tid < d.B) reinterpret_cast<int*>(base + L.lab)[tid] = nlab;
+    if (tid < d.B) labels(par)[tid] = nlab;
   }
 
   // ---- dropout masks (scale or 0; 1 without dropout): h1's own units of step s, h2's
@@ -443,50 +492,38 @@ struct C32Block : C32Shape<kW1> {
     }
   }
 
-  // ---- A: first layer, own units. Z[Bp][8] = X[Bp][D] W1own^T on tensor cores: warp (mg, kc) takes
-  // rows 32 mg .. +32 (two m16 tiles) and the kc-th slice of the pixels. In a group of 16 pixels, lane
-  // (g, t) reads one word (4 pixels) of rows g and g + 8 and the float4 of W1's row g at the same 4
-  // pixels: MMA k-step 0 takes pixels 0 and 1 of each lane's 4 (as k = t and t + 4), k-step 1 pixels 2
-  // and 3 (the order of K is free; A and B agree on it). The slices' sums go to `part`, then each
-  // output is their sum in slice order / 255 + b1, ReLU, dropout -> h1o, pushed into every block's h1.
+  // ---- A: first layer, own units. Z[Bp][8] = X[Bp][D] W1own^T on tensor cores: warp (mt, kc) takes
+  // the rows of m16 tile mt and the kc-th slice of the pixels. In a group of 16 pixels, lane (g, t)
+  // reads one word (4 pixels) of rows g and g + 8 and the float4 of W1's row g at the same 4 pixels:
+  // MMA k-step 0 takes pixels 0 and 1 of each lane's 4 (as k = t and t + 4), k-step 1 pixels 2 and 3
+  // (the order of K is free; A and B agree on it). The slices' sums go to `part`, then each output is
+  // their sum in slice order / 255 + b1, ReLU, dropout -> h1o, sent into every block's h1.
   __device__ __forceinline__ void first_layer(int par) {
-    const int mg = wid / KC, kc = wid - mg * KC, g = lane >> 2, t = lane & 3;
+    const int mt = wid / KC, kc = wid - mt * KC, g = lane >> 2, t = lane & 3;
     const int q0 = kc * d.ng16 / KC, q1 = (kc + 1) * d.ng16 / KC;
-    const uint32_t* x32 = reinterpret_cast<const uint32_t*>(base + L.x);
-    const int xw = d.xs / 4, row = 32 * mg + g;
+    const uint32_t* x32 = reinterpret_cast<const uint32_t*>(xbuf(par));
+    const int xw = d.xs / 4, row = 16 * mt + g;
     const float* w1 = F(L.w1);
-    float acc[2][2][4];  // [m tile][hi, lo][fragment]
+    float acc[2][4];  // [hi, lo][fragment]
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][h][e] = 0.f;
+      for (int e = 0; e < 4; ++e) acc[h][e] = 0.f;
     for (int q = q0; q < q1; ++q) {
       const float4 w4 = *reinterpret_cast<const float4*>(w1 + g * d.ldw + 16 * q + 4 * t);
       uint32_t bh[4], bl[4];
       split(w4.x, bh[0], bl[0]), split(w4.y, bh[1], bl[1]), split(w4.z, bh[2], bl[2]), split(w4.w, bh[3], bl[3]);
+      const uint32_t r0 = x32[row * xw + 4 * q + t], r1 = x32[(row + 8) * xw + 4 * q + t];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uint32_t r0 = x32[(row + 16 * i) * xw + 4 * q + t], r1 = x32[(row + 16 * i + 8) * xw + 4 * q + t];
-#pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-          const uint32_t a[4] = {byte_tf32(r0, 2 * ks), byte_tf32(r1, 2 * ks), byte_tf32(r0, 2 * ks + 1),
-                                 byte_tf32(r1, 2 * ks + 1)};
-          mma(acc[i][0], a, bh[2 * ks], bh[2 * ks + 1]);
-          mma(acc[i][1], a, bl[2 * ks], bl[2 * ks + 1]);
-        }
+      for (int ks = 0; ks < 2; ++ks) {
+        const uint32_t a[4] = {byte_tf32(r0, 2 * ks), byte_tf32(r1, 2 * ks), byte_tf32(r0, 2 * ks + 1), byte_tf32(r1, 2 * ks + 1)};
+        mma(acc[0], a, bh[2 * ks], bh[2 * ks + 1]);
+        mma(acc[1], a, bl[2 * ks], bl[2 * ks + 1]);
       }
     }
-    float* part = F(L.part);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {  // fragment: (row g, cols 2t, 2t+1), (row g + 8, the same cols)
-      const int b = row + 16 * i;
-      *reinterpret_cast<float2*>(part + (kc * Bp + b) * U + 2 * t) =
-          make_float2(acc[i][0][0] + acc[i][1][0], acc[i][0][1] + acc[i][1][1]);
-      *reinterpret_cast<float2*>(part + (kc * Bp + b + 8) * U + 2 * t) =
-          make_float2(acc[i][0][2] + acc[i][1][2], acc[i][0][3] + acc[i][1][3]);
-    }
+    float* part = F(L.part);  // fragment: (row g, cols 2t, 2t+1), (row g + 8, the same cols)
+    *reinterpret_cast<float2*>(part + (kc * Bp + row) * U + 2 * t) = make_float2(acc[0][0] + acc[1][0], acc[0][1] + acc[1][1]);
+    *reinterpret_cast<float2*>(part + (kc * Bp + row + 8) * U + 2 * t) = make_float2(acc[0][2] + acc[1][2], acc[0][3] + acc[1][3]);
     __syncthreads();
     float* h1o = F(L.h1o);
     for (int e = tid; e < d.B * U; e += nt) {
@@ -538,47 +575,36 @@ struct C32Block : C32Shape<kW1> {
     const float* dz2 = F(L.dz2);
     const bool a = adam();
     float dm = 0.f, dv = 0.f;
-    const int nr = d.H1, nc = 2 * d.H2, nb2 = own2;
-    for (int e = tid; e < nr + nc + nb2; e += nt) {
-      if (e < nr) {  // W2[j0 + j][k] for the own rows j, 4 at a time
-        const int k = e;
-        for (int jc = 0; jc < own2; jc += 4) {
-          float g[4] = {0.f, 0.f, 0.f, 0.f};
-          for (int b = 0; b < d.B; ++b) {
-            const float x = h1[b * d.ld1 + k];
-            const float* dr = dz2 + b * d.ld2 + j0 + jc;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) g[i] = __fmaf_rn(dr[i], x, g[i]);  // (reads past own2 stay in the row's pad or the next units: unused)
-          }
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int j = jc + i;
-            if (j >= own2) break;
-            const int sidx = j * d.ld1 + k;
-            if (keep_grads) p.G[p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k] = g[i];
-            o.apply(F(L.w2r)[sidx], g[i], a ? F(L.m2r)[sidx] : dm, a ? F(L.v2r)[sidx] : dv);
-          }
+    const int JP = (own2 + 1) / 2, nr = d.H1 * JP, nc = d.H2 * (U / 2), nb2 = own2;
+    for (int e = tid; e < nr + nc + nb2; e += nt) {  // (W1: 256 + 256 + 4 tasks, two outputs each)
+      if (e < nr) {  // W2[j0 + j][k] for own rows j = 2 jp, 2 jp + 1
+        const int k = e / JP, jp = e - k * JP;
+        float g[2] = {0.f, 0.f};
+        for (int b = 0; b < d.B; ++b) {
+          const float x = h1[b * d.ld1 + k];
+          const float* dr = dz2 + b * d.ld2 + j0 + 2 * jp;  // (past own2: the next units or the pad, unused)
+          g[0] = __fmaf_rn(dr[0], x, g[0]), g[1] = __fmaf_rn(dr[1], x, g[1]);
         }
-      } else if (e < nr + nc) {  // W2[j][c0 + c], c in half hh of the own units (4 each)
-        const int e2 = e - nr, j = e2 >> 1, hh = e2 & 1;
-        float g[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int j = 2 * jp + i;
+          if (j >= own2) break;
+          const int sidx = j * d.ld1 + k;
+          if (keep_grads) p.G[p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k] = g[i];
+          o.apply(F(L.w2r)[sidx], g[i], a ? F(L.m2r)[sidx] : dm, a ? F(L.v2r)[sidx] : dv);
+        }
+      } else if (e < nr + nc) {  // W2[j][c0 + c] for own units c = 2 cp, 2 cp + 1
+        const int e2 = e - nr, j = e2 / (U / 2), cp = e2 - j * (U / 2);
+        if (2 * cp >= own1) continue;
+        float g[2] = {0.f, 0.f};
         for (int b = 0; b < d.B; ++b) {
           const float x = dz2[b * d.ld2 + j];
-          const float* hr = h1 + b * d.ld1 + c0 + 4 * hh;
-          float hv[4];
-          if (d.U1 % 4 == 0) {  // c0 % 4 == 0: one float4
-            const float4 h4 = *reinterpret_cast<const float4*>(hr);
-            hv[0] = h4.x, hv[1] = h4.y, hv[2] = h4.z, hv[3] = h4.w;
-          } else {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) hv[i] = hr[i];
-          }
-#pragma unroll
-          for (int i = 0; i < 4; ++i) g[i] = __fmaf_rn(x, hv[i], g[i]);
+          const float* hr = h1 + b * d.ld1 + c0 + 2 * cp;
+          g[0] = __fmaf_rn(x, hr[0], g[0]), g[1] = __fmaf_rn(x, hr[1], g[1]);
         }
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int c = 4 * hh + i;
+        for (int i = 0; i < 2; ++i) {
+          const int c = 2 * cp + i;
           if (c >= own1) break;
           const int sidx = j * U + c;
           o.apply(F(L.w2c)[sidx], g[i], a ? F(L.m2c)[sidx] : dm, a ? F(L.v2c)[sidx] : dv);
@@ -637,7 +663,7 @@ struct C32Block : C32Shape<kW1> {
   __device__ __forceinline__ void last_layer(int par) {
     const float* h2 = F(L.h2) + par * Bp * d.ld2;
     const float* w3 = F(L.w3);
-    const int* lab = reinterpret_cast<const int*>(base + L.lab);
+    const int* lab = labels(par);
     float* dz2 = F(L.dz2);
     const int half = lane >> 4, j = lane & 15, n4 = d.ld2 / 4;
     const float inv = 1.f / static_cast<float>(d.B);
@@ -738,9 +764,9 @@ struct C32Block : C32Shape<kW1> {
   // 8-row k-step (conflict-free: xs / 16 is odd); tile 0 of the group takes pixels 0 and 1 of each
   // lane's 4 (m = g and g + 8), tile 1 pixels 2 and 3. A lane's accumulators then hold the gradient of
   // its 4 pixels for units t and t + 4: one float4 of W1, m and v each. b1 by the last warp.
-  __device__ __forceinline__ void update_first_layer(const Opt& o) {
+  __device__ __forceinline__ void update_first_layer(const Opt& o, int par) {
     const int g = lane >> 2, t = lane & 3;
-    const uint32_t* x32 = reinterpret_cast<const uint32_t*>(base + L.x);
+    const uint32_t* x32 = reinterpret_cast<const uint32_t*>(xbuf(par));
     const uint32_t* dzh = reinterpret_cast<const uint32_t*>(F(L.dz1h));
     const uint32_t* dzl = reinterpret_cast<const uint32_t*>(F(L.dz1l));
     const int xw = d.xs / 4;
@@ -878,18 +904,26 @@ __global__ void __launch_bounds__(kC32Threads, 1) p5_cluster32_epoch(const __gri
   extern __shared__ __align__(128) unsigned char sm[];
   using Block = c32::C32Block<MT, kW1>;
   Block blk(p, sm);
-  SegmentClock<kC32Segments> clock;  // --breakdown (cluster32_segment_name)
-  uint4 nx[Block::kChunks];          // the next batch's bytes (this thread's 16-byte chunks)
+  SharedSegmentClock<kC32Segments> clock;  // --breakdown (cluster32_segment_name)
+  uint4 nx[kW1 ? 1 : Block::kChunks];      // the next batch's bytes (this thread's 16-byte chunks; not W1's)
+  int img[kW1 ? Block::kChunks : 1];       // W1's: the next batch's image of each chunk
   int nlab = 0;
   blk.zero_and_load();
   if (p.count > 0) {
-    blk.fetch_batch(p.i0, nx, nlab);
-    blk.mask_h1(p.s0);
     __syncthreads();  // the zeroing is done everywhere in the block
-    blk.store_batch(nx, nlab);
+    if constexpr (Block::kX2) {
+      blk.fetch_indices(p.i0, img, nlab);
+      blk.copy_batch(img, nlab, 0);
+      __pipeline_wait_prior(0);
+    } else {
+      blk.fetch_batch(p.i0, nx, nlab);
+      blk.store_batch(nx, nlab, 0);
+    }
+    blk.mask_h1(p.s0);
   }
   blk.cluster.sync();  // every block's shared memory is set before any block writes into another's
-  clock.start(p.breakdown != nullptr && blk.r == 0 && blk.tid == 0);
+  clock.start(p.breakdown != nullptr && blk.r == 0 && blk.tid == 0,
+              reinterpret_cast<unsigned long long*>(sm + blk.L.clk));
   const uint32_t h1_bytes = static_cast<uint32_t>(p.B * p.H1 * sizeof(float)), h2_bytes = static_cast<uint32_t>(p.B * p.H2 * sizeof(float));
   for (int t = 0; t < p.count; ++t) {
     const int64_t s = p.s0 + t;
@@ -897,37 +931,44 @@ __global__ void __launch_bounds__(kC32Threads, 1) p5_cluster32_epoch(const __gri
     const uint32_t phase = (t >> 1) & 1;  // uses of this parity's buffers so far, mod 2
     const bool more = t + 1 < p.count;
     if (blk.tid == 0) c32::arm(blk.bar(par), h1_bytes), c32::arm(blk.bar(2 + par), h2_bytes);
-    if (more) blk.fetch_batch(p.i0 + t + 1, nx, nlab);  // consumed in F
+    if (more) {  // the next batch: indices (W1) or bytes (the others) into registers
+      if constexpr (Block::kX2) blk.fetch_indices(p.i0 + t + 1, img, nlab);
+      else blk.fetch_batch(p.i0 + t + 1, nx, nlab);
+    }
     blk.first_layer(par);  // A
     clock.stamp(0);
-    if (t > 0) blk.deferred_w2(par ^ 1, blk.opt(s - 1));  // X1's window
+    if constexpr (Block::kX2)
+      if (more) blk.copy_batch(img, nlab, par ^ 1);  // lands during the step
+    if (blk.tid == 32) blk.stage_hyper(s, par);  // read by E, and by the next step's deferred updates
+    if (t > 0) blk.deferred_w2(par ^ 1, blk.opt(par ^ 1));  // X1's window
     blk.mask_h2(s);
     __syncthreads();
     c32::wait_phase(blk.bar(par), phase);
     clock.stamp(1);
     blk.second_layer(par);  // B
     clock.stamp(2);
-    if (t > 0) blk.deferred_w3(par ^ 1, blk.opt(s - 1));  // X2's window
+    if (t > 0) blk.deferred_w3(par ^ 1, blk.opt(par ^ 1));  // X2's window
     if (more) blk.mask_h1(s + 1);
     __syncthreads();
     c32::wait_phase(blk.bar(2 + par), phase);
     clock.stamp(3);
-    const c32::Opt o = blk.opt(s);  // (loaded here: read in E)
     blk.last_layer(par);  // C
     clock.stamp(4);
     blk.first_layer_grad_in(s);  // D
     clock.stamp(5);
-    blk.update_first_layer(o);  // E
+    blk.update_first_layer(blk.opt(par), par);  // E
     clock.stamp(6);
-    if (more) blk.store_batch(nx, nlab);  // F
+    if (more) {  // F
+      if constexpr (Block::kX2) __pipeline_wait_prior(0);
+      else blk.store_batch(nx, nlab, par ^ 1);
+    }
     __syncthreads();
     clock.stamp(7);
   }
   if (p.count > 0) {  // the last step's deferred updates
     const int pp = (p.count - 1) & 1;
-    const c32::Opt last = blk.opt(p.s0 + p.count - 1);
-    blk.deferred_w2(pp, last);
-    blk.deferred_w3(pp, last);
+    blk.deferred_w2(pp, blk.opt(pp));
+    blk.deferred_w3(pp, blk.opt(pp));
   }
   __syncthreads();
   clock.add_to(p.breakdown);
@@ -970,14 +1011,15 @@ inline PersistPlan plan_cluster32(PersistParams& p, int requested_blocks, int de
              std::to_string(kC32Units) + ")";
       continue;
     }
-    const size_t smem = c32_layout(d, p.adam && p.M != nullptr).total;
+    const bool w1 = specialize && MT == 2 && nb == kC32W1.NB && p.B == kC32W1.B && p.D == kC32W1.D && p.H1 == kC32W1.H1 &&
+                    p.H2 == kC32W1.H2 && p.C == kC32W1.C;
+    const size_t smem = c32_layout(d, p.adam && p.M != nullptr, w1).total;
     if (smem > static_cast<size_t>(smem_optin)) {
       last = "needs " + std::to_string(smem) + " bytes of shared memory per block with " + std::to_string(nb) +
              " blocks, the GPU offers " + std::to_string(smem_optin);
       continue;
     }
-    pl.specialized = specialize && MT == 2 && nb == kC32W1.NB && p.B == kC32W1.B && p.D == kC32W1.D && p.H1 == kC32W1.H1 &&
-                     p.H2 == kC32W1.H2 && p.C == kC32W1.C;
+    pl.specialized = w1;
     const void* k = cluster32_kernel(pl);
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
