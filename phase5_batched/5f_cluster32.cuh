@@ -99,8 +99,7 @@ __host__ __device__ constexpr C32Layout c32_layout(const C32Dims& d, bool adam, 
   L.bars = take(4 * sizeof(uint64_t));  // mbarriers: h1 and h2 of each step parity
   L.clk = take((kC32Segments + 1) * sizeof(unsigned long long));  // --breakdown's sums
   L.hyp = take(2 * 8 * f);  // Adam's constants of a step (by parity): AdamHyper and 1 / bc2_sqrt
-  // E reads whole 32-pixel groups: up to 16 bytes past a row (the next row's: pixels past D, whose
-  // gradients are never used), and past the last row the next buffer's
+  // (E reads whole 32-pixel groups but no word past D: xs = D needs no pad)
   L.x = take(static_cast<size_t>(d.Bp) * d.xs);
   L.x2 = two_x ? take(static_cast<size_t>(d.Bp) * d.xs) : L.x;
   L.w1 = take(U * d.ldw * f);
@@ -791,7 +790,8 @@ struct C32Block : C32Shape<kW1> {
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
         const int ra = 8 * ks + 2 * t;
-        const uint32_t wa = x32[ra * xw + 8 * P + g], wb = x32[(ra + 1) * xw + 8 * P + g];
+        const bool in = 32 * P + 4 * g < d.D;  // (the last group's words past the row: never read)
+        const uint32_t wa = in ? x32[ra * xw + 8 * P + g] : 0u, wb = in ? x32[(ra + 1) * xw + 8 * P + g] : 0u;
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const uint32_t af[4] = {byte_tf32(wa, 2 * i), byte_tf32(wa, 2 * i + 1), byte_tf32(wb, 2 * i), byte_tf32(wb, 2 * i + 1)};
