@@ -28,13 +28,13 @@
 // 2 L2 hops (0.57 us each, tools/cluster_latency) + ~0.6 us of a block's issue time + ~8 block
 // barriers and shared-memory round trips (~0.1 us each): ~2.5 us, 4.7 ms an epoch.
 //
-// MEASURED (H100, bench_mlp.sh at a9a9f1c, profiles/nvidia-h100-80gb-hbm3/): 18.73 ms an epoch, 9.99
-// us a step (phase5_batched__w1-pipelined.json; 5c 19.51 ms in the same run): the prediction
-// missed by 1.4x. Per-block clocks (report/phase_notes/phase5_batched.md): the blocks see an
-// exchange 1.0-1.4 us after its last word is written (one hop is 0.57 us) and leave it up to ~0.9
-// us apart, so the next exchange waits for the latest. Block 0's step (--breakdown, 9.9 us): the
-// fused pass 2.76 us against 5c's 3.36, the second layer 0.90 against 1.05, but the two waits 4.24
-// against 3.90: what the links of the chain gave up, the exchanges took back. Less polling traffic
+// MEASURED (H100, bench_mlp.sh stage w1 at cabb95a, profiles/nvidia-h100-80gb-hbm3/): 18.72 ms an
+// epoch, 9.98 us a step (phase5_batched__w1-pipelined.json; 5c 19.25 ms in the same run): the
+// prediction missed by 1.4x. Per-block clocks (report/phase_notes/phase5_batched.md): the blocks see
+// an exchange 1.0-1.4 us after its last word is written (one hop is 0.57 us) and leave it up to ~0.9
+// us apart, so the next exchange waits for the latest. Block 0's step (--breakdown at cabb95a, 10.0
+// us; 5c's at a9a9f1c): the fused pass 2.76 us against 5c's 3.36, the second layer 0.84 against
+// 1.05, but the two waits 4.31 against 3.90: what the links of the chain gave up, the exchanges took back. Less polling traffic
 // (a poll of one word a thread, or 2-4x fewer h1 readers) and no sleep between polls did not
 // shorten the epoch (probe logs of 2026-11-27). ncu (STALLS=1 at 2d0480b, phase5_ncu_p5_pipelined_
 // epoch_regions.json): ~1,980 instructions a warp a step, each scheduler issuing in 42% of its

@@ -1,31 +1,34 @@
 // phase5_batched/5f_cluster32.cuh — `--launch cluster32`: a whole epoch of W1's fp32 MLP (784-H1-H2-C, Adam,
 // dropout) in ONE 16-block thread-block cluster, the first layer and its weight gradient on tensor cores.
 //
-// WHAT IT ADDS OVER 5e (128 blocks, one first-layer unit each, activations exchanged as tagged words
-// through L2): the model moves onto 16 SMs, 8 first-layer units and 4 second-layer units a block, and
-//   * h1 and h2 travel through distributed shared memory (DSMEM stores into every block) and a hardware
-//     cluster barrier, not polled L2 words;
-//   * with 8 units a block the first layer (32 x 8 outputs over 784 pixels) and W1's gradient (784 x 8
-//     over 32 rows) are matrix products: m16n8k8 TF32 MMAs. The pixels are bytes, exact in TF32, so two
-//     products (W split into a TF32 high part and the rounded rest: "3xTF32" without the third term)
-//     give fp32-level sums;
-//   * the backward pass needs no exchange: every block computes the last layer and all of dz2 (10 x 64:
-//     cheaper to repeat than to send) and keeps a column copy of W2 for its own first-layer units,
-//     updated from the same numbers as the owner's rows (bit-identical; the GPU tests count mismatches);
-//   * the small layers' updates run inside the two barriers' waits (they are next read after them);
-//   * Adam with the hardware's approximate square root and reciprocal (2 ulp): a block updates ~8,000
-//     parameters a step, and IEEE division and root cost ~40 instructions an element instead of ~13.
+// WHAT IT ADDS OVER 5e (128 blocks, one first-layer unit each, activations as tagged words in L2): the
+// model moves onto 16 SMs, 8 first-layer and 4 second-layer units a block, and
+//   * h1 and h2 travel by st.async into every block's shared memory, each completing its bytes on the
+//     receiver's mbarrier: a block waits for its data, not for a barrier every block must reach;
+//   * the first layer (32 x 8 outputs over 784 pixels) and W1's gradient (784 x 8 over 32 rows) are
+//     m16n8k8 TF32 MMAs. The pixels are bytes, exact in TF32, so W (or dz1) split into a TF32 high
+//     part and the rounded rest gives fp32-level sums in two products ("3xTF32" less its third term);
+//   * no exchange in the backward pass: every block repeats the last layer and all of dz2 (10 x 64)
+//     and keeps a column copy of W2 for its own units, updated from the same numbers as the owner's
+//     rows (bit-identical: the GPU tests count mismatches); the small layers' updates run in the waits;
+//   * Adam with the hardware's approximate root and reciprocal (2 ulp, ~13 instructions an element).
 //
-// THE DESIGN DECISION: spend SMs to buy latency. 5e's step was a chain of ~10 short phases, each paying
-// an L2 round trip or a block barrier on 128 SMs; here a step has two cluster barriers and block-local
-// phases made short by tensor cores, at the price of 8x more arithmetic per SM.
+// THE DESIGN DECISION: spend SMs to buy latency: two exchanges a step and block-local phases made
+// short by tensor cores, at the price of 8x the arithmetic (and instructions) on each SM.
 //
-// PREDICTION (written before the first run; H100, W1): a step = 2 cluster barriers (0.62 us each for 16
-// blocks, tools/cluster_latency) + A ~0.3 us (MMAs, reduction, pushes) + B ~0.2 + C ~0.3 + D ~0.1 + E
-// ~0.5 (MMAs + 6,272 Adam updates a block: MUFU-bound) + F ~0.1, the deferred updates hidden in the
-// barriers: ~2.8 us a step, ~5.3 ms an epoch. Floor (barriers alone): 1.24 us, 2.3 ms.
+// PREDICTION (before the first run; H100, W1): 2 cluster barriers (0.62 us each, tools/cluster_latency)
+// + A ~0.3 us + B ~0.2 + C ~0.3 + D ~0.1 + E ~0.5 (6,272 Adam updates a block, MUFU-bound) + F ~0.1,
+// the deferred updates hidden in the waits: ~2.8 us a step, ~5.3 ms an epoch.
 //
-// MEASURED: not yet (this rung has not run on a GPU; see report/phase_notes/phase5_batched.md).
+// MEASURED (H100, bench_mlp.sh stage w1 at cabb95a, profiles/nvidia-h100-80gb-hbm3/): 25.51 ms an
+// epoch, 13.6 us a step (phase5_batched__w1-cluster32.json): 10.4x the compiled-graph twin (266.1 ms),
+// 1.36x SLOWER than rung 5e in the same run (18.72 ms). The prediction missed by 4.8x. --breakdown
+// (__w1-cluster32-breakdown.json, us): A 2.36, X1 2.40, B 1.08, X2 1.99, C 1.94, D 1.11, E 2.84, F 0.11:
+// every phase 4-10x its estimate, the waits included. Why (ncu at 6a9a34b, an earlier version:
+// logs/ncu_cluster32_6a9a34b_regions.json): ~2,600 warp instructions a warp a step, 41k a block on
+// one SM where 5e issues ~32k a block; with 4 warps a scheduler each issues in ~40% of its cycles. A
+// step on 16 SMs is issue-bound: the estimate counted latencies, not the instructions each SM must
+// issue (byte-to-TF32 conversions, Adam, the repeated last layer). Its history: the phase notes.
 #pragma once
 #include <cooperative_groups.h>
 #include <cuda/ptx>

@@ -33,7 +33,7 @@ inline const char* cluster32_segment_name(int i) {
       "C: last layer, softmax cross-entropy, dz3 and dz2 (in every block)",
       "D: dz1 for the own first-layer units",
       "E: own W1 rows' gradient on tensor cores (3xTF32) and Adam, b1",
-      "F: the next batch from registers into shared memory"};
+      "F: the next batch in shared memory (W1's: its cp.async waited for; the others': from registers)"};
   return names[i];
 }
 

@@ -13,6 +13,7 @@
 //   --launch pipelined (5e)   5c with fewer dependent phases a step: the W1 update fused with the
 //                      next first layer, the small layers' updates inside the waits (W3 in slices);
 //   --launch cluster (5d)     W2 at small widths (fp16, SGD, batch <= 32): one 16-block cluster, DSMEM.
+//   --launch cluster32 (5f)   W1's fp32 model in one 16-block cluster, first layer as 3xTF32 MMAs.
 //   --breakdown times a step's parts inside the one-launch kernels.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
@@ -24,14 +25,15 @@
 //   of small work: 5-8 us a step, 10-15 ms an epoch. Pipelined (5e_pipelined.cuh): ~7 us a step.
 //   Cluster, h = 128: ~8-10 us a step. W2 h = 8192: 2.0 GB of weight traffic a step, ~0.7 ms.
 //
-// MEASURED. W1 (H100, profiles/nvidia-h100-80gb-hbm3/, scripts/bench_mlp.sh stages w1 match
-//   persist seeds fashion at a9a9f1c, logs/bench_mlp_w1_pipelined_a9a9f1c.log; tracer off):
-//   pipelined 18.73 ms an epoch (phase5_batched__w1-pipelined.json), 14.2x the fastest PyTorch
-//   (compiled-graph, 266.7 ms: pytorch_mlp__w1-compiled-graph.json); persistent 19.51 ms (13.7x);
-//   graph path 70.7 ms (3.8x). Seeds 1-3, pipelined: 97.51% mean (the compiled twin 97.54).
-//   --breakdown, pipelined (__w1-pipelined-breakdown.json, us of 9.9 a step): the previous step's
-//   W2 updates + next batch fetch 1.74, wait for h1 0.67, second layer 0.90, wait for h2 1.83,
-//   last layer + softmax + dz2 1.70, dz1 0.31, W1 update fused with the next first layer 2.76.
+// MEASURED. W1 (H100, profiles/nvidia-h100-80gb-hbm3/, scripts/bench_mlp.sh stage w1 at cabb95a,
+//   logs/bench_mlp_w1_cluster32_cabb95a.log; tracer off): pipelined 18.72 ms an epoch
+//   (phase5_batched__w1-pipelined.json), 14.2x the fastest PyTorch (compiled-graph, 266.1 ms:
+//   pytorch_mlp__w1-compiled-graph.json); persistent 19.25 ms (13.8x); cluster32 25.51 ms (10.4x:
+//   issue-bound on 16 SMs, 5f's card); graph path 69.8 ms (3.8x). Seeds 1-3 (a9a9f1c), pipelined:
+//   97.51% mean (the compiled twin 97.54).
+//   --breakdown, pipelined (__w1-pipelined-breakdown.json, us of 10.0 a step): the previous step's
+//   W2 updates + next batch fetch 1.76, wait for h1 0.57, second layer 0.84, wait for h2 1.98,
+//   last layer + softmax + dz2 1.75, dz1 0.32, W1 update fused with the next first layer 2.76.
 //   W2 (H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0): h = 128 --launch cluster 27.8
 //   us a step (__w2-h128-cluster.json), 2.60x the fastest PyTorch (compiled-graph, 72.3 us);
 //   h = 8192, own GEMMs (fused backward): 0.584 ms a step (__w2-h8192-own.json), 1.74x the fastest
@@ -360,7 +362,8 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                                    {"first_layer_units_per_block", pl.nc},
                                    {"second_layer_units_per_block", pl.nj},
                                    {"shared_memory_bytes_per_block", pl.smem},
-                                   {"cluster_barriers_per_step", 2},
+                                   {"exchanges_per_step", 2},
+                                   {"cluster_barriers_per_step", 0},
                                    {"shape_compiled_in", pl.specialized}};
     if (o.breakdown) rec["metrics"]["cluster32"]["step_breakdown"] = breakdown_parts(cluster32_segment_name, kC32Segments);
   }

@@ -98,7 +98,7 @@ def series_sort_key(key):
 
 # One colour language (issue 22): ours in shades of blue, darker up the ladder; PyTorch in shades of red.
 _COLORS_OURS = ["#c6dbef", "#9ecae1", "#7fb2d9", "#6baed6", "#8fb8de", "#4292c6", "#2171b5", "#3a6fb0", "#08519c", "#08306b",
-                "#0b2a5e", "#041f4a"]  # one per OURS_ORDER entry
+                "#0b2a5e", "#041f4a", "#021433"]  # one per OURS_ORDER entry
 _COLORS_TWIN = {"pytorch-cpu": "#bdbdbd", "pytorch-eager": "#fcae91", "pytorch-compile": "#fb6a4a",
                 "pytorch-compile-max-autotune": "#ef3b2c", "pytorch-graph": "#cb181d",
                 "pytorch-compiled-graph": "#67000d", "libtorch-eager": "#fc9272", "libtorch-graph": "#a50f15"}
