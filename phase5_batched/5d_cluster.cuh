@@ -50,6 +50,7 @@
 #include <string>
 
 #include "check.cuh"
+#include "cluster_launch.cuh"
 #include "timing.cuh"
 #include "errors.h"
 #include "mlp/kernels.cuh"
@@ -739,15 +740,7 @@ inline ClusterPlan plan_cluster(ClusterParams& p, int requested_blocks, int devi
       continue;
     }
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = nb, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(nb), cfg.blockDim = dim3(kClThreads), cfg.dynamicSmemBytes = smem;
-    cfg.attrs = at, cfg.numAttrs = 1;
-    int clusters = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));
-    if (clusters < 1) {
+    if (ClusterLaunch(nb, kClThreads, smem).max_active(k) < 1) {
       last = "a cluster of " + std::to_string(nb) + " blocks with " + std::to_string(smem) + " bytes each cannot run";
       continue;
     }
@@ -760,14 +753,7 @@ inline ClusterPlan plan_cluster(ClusterParams& p, int requested_blocks, int devi
 }
 
 inline void launch_cluster(const ClusterPlan& pl, const ClusterParams& p, cudaStream_t st) {
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = pl.blocks, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(pl.blocks), cfg.blockDim = dim3(kClThreads), cfg.dynamicSmemBytes = pl.smem, cfg.stream = st;
-  cfg.attrs = at, cfg.numAttrs = 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, p5_cluster_epoch, p));
-  CHECK_LAUNCH();
+  ClusterLaunch(pl.blocks, kClThreads, pl.smem, st).launch(reinterpret_cast<const void*>(&p5_cluster_epoch), p);
 }
 
 // Flops and global-memory bytes of one step: the batch's bytes, read by every block, and the labels;

@@ -40,6 +40,7 @@
 #include <string>
 
 #include "check.cuh"
+#include "cluster_launch.cuh"
 #include "errors.h"
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
@@ -1026,15 +1027,7 @@ inline PersistPlan plan_cluster32(PersistParams& p, int requested_blocks, int de
     const void* k = cluster32_kernel(pl);
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = nb, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(nb), cfg.blockDim = dim3(kC32Threads), cfg.dynamicSmemBytes = smem;
-    cfg.attrs = at, cfg.numAttrs = 1;
-    int clusters = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));
-    if (clusters < 1) {
+    if (ClusterLaunch(nb, kC32Threads, smem).max_active(k) < 1) {
       last = "a cluster of " + std::to_string(nb) + " blocks with " + std::to_string(smem) + " bytes each cannot run";
       continue;
     }
@@ -1047,16 +1040,7 @@ inline PersistPlan plan_cluster32(PersistParams& p, int requested_blocks, int de
 }
 
 inline void launch_cluster32(const PersistPlan& pl, const PersistParams& p, cudaStream_t st) {
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = pl.blocks, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(pl.blocks), cfg.blockDim = dim3(kC32Threads), cfg.dynamicSmemBytes = pl.smem, cfg.stream = st;
-  cfg.attrs = at, cfg.numAttrs = 1;
-  const void* k = cluster32_kernel(pl);
-  void* args[] = {const_cast<PersistParams*>(&p)};
-  CUDA_CHECK(cudaLaunchKernelExC(&cfg, k, args));
-  CHECK_LAUNCH();
+  ClusterLaunch(pl.blocks, kC32Threads, pl.smem, st).launch(cluster32_kernel(pl), p);
 }
 
 // Flops and global-memory bytes of one step: the batch's bytes and labels, read by every block;
