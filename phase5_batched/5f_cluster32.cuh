@@ -82,6 +82,12 @@ __host__ __device__ constexpr C32Dims c32_dims(int B, int D, int H1, int H2, int
 }
 // W1's shape and split, compiled into one instance of the kernel.
 constexpr C32Dims kC32W1 = c32_dims(32, 784, 128, 64, 10, 16, 32);
+// The strides' bank arithmetic (see C32Dims), checked on W1's shape where the compiler can.
+static_assert(kC32W1.xs / 16 % 2 == 1 && kC32W1.xs >= kC32W1.D, "image rows: an odd number of 16-byte chunks");
+static_assert(kC32W1.ldw % 32 == 16 && kC32W1.ld1 % 32 == 16, "W1 rows, h1 rows: 16 words mod 32");
+static_assert(kC32W1.ld3 % 32 == 4 && kC32W1.ldz % 32 == 8 && kC32W1.ld2 % 4 == 0, "W3, dz1 and h2 row strides");
+static_assert(kC32W1.U1 == 8 && kC32W1.U2 == 4 && kC32W1.U1 * kC32W1.NB == kC32W1.H1 && kC32W1.U2 * kC32W1.NB == kC32W1.H2,
+              "W1's split: every block owns 8 first-layer and 4 second-layer units (the instance assumes it)");
 
 // Byte offsets into the dynamic shared memory.
 struct C32Layout {
@@ -203,6 +209,9 @@ struct C32LayoutW1 {
   static constexpr size_t vb3 = at.vb3;
   static constexpr size_t total_sgd = at.total_sgd, total_adam = at.total_adam;
 };
+static_assert(C32LayoutW1::total_adam <= 232448, "W1's layout (two image buffers, Adam) fits an H100's 227 KB a block");
+static_assert(C32LayoutW1::bars % 8 == 0 && C32LayoutW1::x % 16 == 0 && C32LayoutW1::x2 % 16 == 0 && C32LayoutW1::w1 % 16 == 0,
+              "mbarriers 8-byte, cp.async and float4 buffers 16-byte aligned");
 
 namespace c32 {
 
