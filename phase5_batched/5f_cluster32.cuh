@@ -245,7 +245,7 @@ __device__ __forceinline__ uint32_t byte_tf32(uint32_t w, int i) {
 // a phase when its own thread 0 has armed it with the bytes the step brings (one arrival) and every
 // producer's st.async has landed (each completes its bytes on the receiver's mbarrier): a receiver
 // waits for the data it needs, not for every block of the cluster to arrive somewhere, and no fence
-// is needed (the first version's release arrive at a cluster barrier cost a MEMBAR a warp).
+// is needed (a release arrive at a cluster barrier costs a MEMBAR a warp: phase notes).
 __device__ __forceinline__ void arm(uint64_t* bar, uint32_t bytes) {
   (void)cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar, bytes);
 }
