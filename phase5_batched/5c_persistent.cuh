@@ -280,12 +280,6 @@ __device__ __forceinline__ void st_units(float* p, const float (&v)[NC]) {
   }
 }
 
-// Byte i of w as a float, exactly: the byte becomes the low mantissa bits of 2^23 (one byte
-// permute), then 2^23 is subtracted (one add). Two ALU operations instead of a shared-memory table
-// lookup (the first version's table cost one dependent, often bank-conflicted load per pixel).
-__device__ __forceinline__ float byte_value(uint32_t w, int i) {
-  return __int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7540u | static_cast<unsigned>(i)))) - 8388608.f;
-}
 __device__ __forceinline__ void opt_apply(float& w, float g, float* m, float* v, bool adam, float lr,
                                           const AdamHyper& h) {
   if (adam) adam_apply(w, g, *m, *v, h);

@@ -234,12 +234,8 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// Byte i of w as the bits of an exact float (a valid TF32 operand): the byte becomes the low mantissa
-// bits of 2^23, then 2^23 is subtracted.
-__device__ __forceinline__ uint32_t byte_tf32(uint32_t w, int i) {
-  return __float_as_uint(__int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7540u | static_cast<unsigned>(i)))) -
-                         8388608.f);
-}
+// Byte i of w as the bits of an exact float (byte_value, layers.cuh): a valid TF32 operand.
+__device__ __forceinline__ uint32_t byte_tf32(uint32_t w, int i) { return __float_as_uint(byte_value(w, i)); }
 
 // ---- the exchanges: a block's mbarrier for an activation buffer (h1 or h2, by step parity) completes
 // a phase when its own thread 0 has armed it with the bytes the step brings (one arrival) and every
@@ -279,13 +275,7 @@ struct Opt {
   }
 };
 
-// Sum over the batch rows of a[b * lda] * c[b * ldc], in row order (one FMA each).
-__device__ __forceinline__ float dot_rows(const float* a, int lda, const float* c, int ldc, int B) {
-  float g = 0.f;
-#pragma unroll 8
-  for (int b = 0; b < B; ++b) g = __fmaf_rn(a[b * lda], c[b * ldc], g);
-  return g;
-}
+// Sum over the batch rows of a[b * lda], in row order.
 __device__ __forceinline__ float sum_rows(const float* a, int lda, int B) {
   float g = 0.f;
 #pragma unroll 8
@@ -463,23 +453,18 @@ struct C32Block : C32Shape<kW1> {
     if (tid < d.B) labels(par)[tid] = nlab;
   }
 
-  // ---- dropout masks (scale or 0; 1 without dropout): h1's own units of step s, h2's
-  __device__ __forceinline__ void mask_h1(int64_t s) const {
-    for (int e = tid; e < d.B * U; e += nt) {
-      const int b = e / U, c = e - b * U;
+  // ---- dropout masks of step s (scale or 0; 1 without dropout and for padding units): h1's own
+  // units, h2's own units
+  __device__ __forceinline__ void mask_h1(int64_t s) const { draw_mask(F(L.mask1), U, own1, c0, d.H1, 0u, s); }
+  __device__ __forceinline__ void mask_h2(int64_t s) const { draw_mask(F(L.mask2), d.U2, own2, j0, d.H2, 1u, s); }
+  // out[b][u] (n a row) for the units first .. first + own of hidden layer `layer` (width H)
+  __device__ __forceinline__ void draw_mask(float* out, int n, int own, int first, int H, uint32_t layer, int64_t s) const {
+    for (int e = tid; e < d.B * n; e += nt) {
+      const int b = e / n, u = e - b * n;
       float m = 1.f;
-      if (p.dropout && c < own1)
-        m = dropout_bits_dev(p.key, 0u, static_cast<uint64_t>(s), static_cast<uint32_t>(b * d.H1 + c0 + c)) >= p.threshold ? p.scale : 0.f;
-      F(L.mask1)[e] = m;
-    }
-  }
-  __device__ __forceinline__ void mask_h2(int64_t s) const {
-    for (int e = tid; e < d.B * d.U2; e += nt) {
-      const int b = e / d.U2, j = e - b * d.U2;
-      float m = 1.f;
-      if (p.dropout && j < own2)
-        m = dropout_bits_dev(p.key, 1u, static_cast<uint64_t>(s), static_cast<uint32_t>(b * d.H2 + j0 + j)) >= p.threshold ? p.scale : 0.f;
-      F(L.mask2)[e] = m;
+      if (p.dropout && u < own)
+        m = dropout_bits_dev(p.key, layer, static_cast<uint64_t>(s), static_cast<uint32_t>(b * H + first + u)) >= p.threshold ? p.scale : 0.f;
+      out[e] = m;
     }
   }
 
@@ -922,8 +907,7 @@ __global__ void __launch_bounds__(kC32Threads, 1) p5_cluster32_epoch(const __gri
   int img[kW1 ? Block::kChunks : 1];       // W1's: the next batch's image of each chunk
   int nlab = 0;
   blk.zero_and_load();
-  if (p.count > 0) {
-    __syncthreads();  // the zeroing is done everywhere in the block
+  if (p.count > 0) {  // (zero_and_load's barrier already separates the zeroing from these writes)
     if constexpr (Block::kX2) {
       blk.fetch_indices(p.i0, img, nlab);
       blk.copy_batch(img, nlab, 0);
