@@ -33,14 +33,20 @@
 namespace nb {
 namespace mlp {
 
-// Shared memory past rung 5e's layout. Rows of halves D + 8 apart: the 8 rows an ldmatrix phase
-// reads start 4 (2m + 1) r words apart (D = 16 m), 8 distinct groups of 4 banks.
+// Shared memory past rung 5e's layout: the batch as halves, two buffers by step parity, rows of
+// 16 (B <= 16) or 32 halves-rows D + 8 apart (the 8 rows an ldmatrix phase reads then start
+// 4 (2m + 1) r words apart, D = 16 m: 8 distinct groups of 4 banks; rows past B stay 0). The fused
+// pass's scratch (the weights' and dz1's planes, the gradient row) lives in 5c's `part` (the last
+// layer's partial logits, dead from dz1 to the next step's last layer) where it fits: W1's layout
+// is then 232,192 bytes of the 232,448 a block may have.
 __host__ __device__ constexpr int tc_row_stride(int D) { return D + 8; }
+__host__ __device__ constexpr int tc_rows(int B) { return (B + 15) / 16 * 16; }
 struct TcLayout {
   size_t x16, wpl, dpl, gst, total;
 };
 __host__ __device__ inline TcLayout tc_layout(const PersistParams& p) {
   TcLayout L{};
+  const PersistLayout P = persist_layout(p, 1);
   size_t off = (pipe_layout(p, 1).total + 15) / 16 * 16;
   auto take = [&](size_t bytes) {
     const size_t at = off;
@@ -48,10 +54,15 @@ __host__ __device__ inline TcLayout tc_layout(const PersistParams& p) {
     return at;
   };
   const size_t h = sizeof(__half), ld = static_cast<size_t>(tc_row_stride(p.D));
-  L.x16 = take(2 * kTcMaxBatch * ld * h);                          // [2][32][ld]: the batch as halves, by parity
-  L.wpl = take(3 * ld * h);                                         // [3][ld]: the new W1 row as planes
-  L.dpl = take(static_cast<size_t>(kPersistThreads / 32) * 3 * kTcMaxBatch * h);  // [warp][3][32]: dz1's planes
-  L.gst = take(static_cast<size_t>(p.D) * sizeof(float));          // [D]: W1's gradient row
+  L.x16 = take(2 * static_cast<size_t>(tc_rows(p.B)) * ld * h);  // [2][rows][ld]: the batch as halves
+  const size_t wpl = (3 * ld * h + 15) / 16 * 16;                // [3][ld]: the new W1 row as planes
+  const size_t dpl = static_cast<size_t>(kPersistThreads / 32) * 3 * kTcMaxBatch * h;  // [warp][3][32]: dz1's planes
+  const size_t gst = static_cast<size_t>(p.D) * sizeof(float);  // [D]: W1's gradient row
+  if (wpl + dpl + gst <= P.lab - P.part) {
+    L.wpl = P.part, L.dpl = P.part + wpl, L.gst = P.part + wpl + dpl;
+  } else {
+    L.wpl = take(wpl), L.dpl = take(dpl), L.gst = take(gst);
+  }
   L.total = off;
   return L;
 }
@@ -125,12 +136,12 @@ struct TcBlock : PipeBlock<1, kW1> {
     dpl = reinterpret_cast<__half*>(smem + L.dpl), gst = reinterpret_cast<float*>(smem + L.gst);
   }
   __device__ __forceinline__ int ld16() const { return tc_row_stride(D); }
-  __device__ __forceinline__ __half* xh(int par) const { return x16 + static_cast<size_t>(par) * kTcMaxBatch * ld16(); }
+  __device__ __forceinline__ __half* xh(int par) const { return x16 + static_cast<size_t>(par) * tc_rows(B) * ld16(); }
 
   // 5e's, and both half buffers zeroed: rows past B (and the pad columns) stay 0 all launch
   __device__ __forceinline__ void load_owned() {
     Base::load_owned();
-    const int n16 = 2 * kTcMaxBatch * ld16() * static_cast<int>(sizeof(__half)) / 16;
+    const int n16 = 2 * tc_rows(B) * ld16() * static_cast<int>(sizeof(__half)) / 16;
     for (int e = tid; e < n16; e += nt) reinterpret_cast<uint4*>(x16)[e] = make_uint4(0u, 0u, 0u, 0u);
   }
   // The 16-byte chunks of a batch this thread copied (copy_image_async's split: rows wid + q nwarps,
