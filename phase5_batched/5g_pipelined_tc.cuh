@@ -126,7 +126,6 @@ struct TcBlock : PipeBlock<1, kW1> {
   using Base::B, Base::D, Base::H1, Base::xs;
   using Base::nt, Base::nwarps, Base::p, Base::sm, Base::tid, Base::lane, Base::wid;
   using Base::c0, Base::adam, Base::keep_grads, Base::mask1, Base::fpart;
-  static constexpr int kMaxTilesPerWarp = 64;  // D <= 16 * 16 * 64 (smem refuses far earlier)
   __half *x16, *wpl, *dpl;
   float* gst;
 
@@ -184,25 +183,29 @@ struct TcBlock : PipeBlock<1, kW1> {
   }
 
   // ---- W1 update of step `up` (null: none) and first layer of step `nx` (null: none), one pass.
-  // Warp w owns the 16-pixel tiles w, w + 16, ... of the row: it computes their gradient (one
-  // m16n8k16 per tile and 16 batch rows), updates their weights (two a lane), splits them into
-  // planes and multiplies them into the next batch (one m16n8k16 per tile and 16 rows); no other
-  // warp reads what it writes until the warps' partial sums meet after one block barrier.
-  // Needs dz1 (up) and the halves of both batches in shared memory (the callers' barriers).
+  // Warp w owns the 16-pixel tiles w, w + 16, w + 32, w + 48 of the row (those < D / 16): it computes
+  // their gradient (an m16n8k16 per tile and 16 batch rows), updates their weights (two a lane),
+  // splits them into planes and multiplies them into the next batch (an m16n8k16 per tile and 16
+  // rows); no other warp reads what it writes until the warps' partial sums meet after one block
+  // barrier. Needs dz1 (up) and the halves of both batches in shared memory (the callers' barriers).
   __device__ __forceinline__ void update_forward(const PersistStep* up, const PersistStep* nx) {
     const int NT = D / 16, MT = (B + 15) / 16, ld = ld16();
     const int g = lane >> 2, t4 = lane & 3;
-    const int npix = wid < NT ? 16 * ((NT - 1 - wid) / nwarps + 1) : 0;  // the warp's pixels
-    const auto pixel = [&](int e) { return 16 * (wid + nwarps * (e >> 4)) + (e & 15); };  // its e-th pixel
+    int kp[2];  // the lane's two pixels: entries lane and lane + 32 of the warp's tiles' pixels
+    bool on[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int e = lane + 32 * i, j = wid + nwarps * (e >> 4);
+      on[i] = j < NT, kp[i] = 16 * j + (e & 15);
+    }
+    float wn[2] = {0.f, 0.f};  // their weights, updated
     if (up) {
       this->update_b1(up->hy);
-      // dz1 as planes, this warp's copy (lane = batch row), scaled so the largest is in [2^13, 2^14)
+      // dz1 as planes, this warp's copy (lane = batch row), scaled so that the largest is in [2^13, 2^14)
+      // (non-negative floats order as their bits: one warp max of the bits)
       const float d = lane < B ? sm.dz1[lane] : 0.f;
-      float mx = fabsf(d);
-#pragma unroll
-      for (int o = 16; o >= 1; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(tc::kFull, mx, o));
       float s, inv;
-      tc::pow2_scale(mx, s, inv);
+      tc::pow2_scale(__uint_as_float(__reduce_max_sync(tc::kFull, __float_as_uint(fabsf(d)))), s, inv);
       __half hp[3];
       tc::split3(d * s, hp);
       __half* dp = dpl + wid * 3 * kTcMaxBatch;
@@ -216,86 +219,83 @@ struct TcBlock : PipeBlock<1, kW1> {
         bg[kk][1] = g < 3 ? *reinterpret_cast<const uint32_t*>(col + 8) : 0u;
       }
       const __half* xt = xh(up->par);
-      for (int j = wid; j < NT; j += nwarps) {
-        float c[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-        for (int kk = 0; kk < 2; ++kk)
-          if (kk < MT) {
-            uint32_t a[4];  // rows = pixels 16 j.., columns = batch rows 16 kk..: the batch transposed
-            tc::ldsm4_t(a, xt + (16 * kk + (lane & 7) + 8 * ((lane >> 4) & 1)) * ld + 16 * j + 8 * ((lane >> 3) & 1));
-            tc::mma(c, a, bg[kk][0], bg[kk][1]);
-          }
-        float r0, r8;
-        tc::plane_sums(c, r0, r8);
-        if (t4 == 0) gst[16 * j + g] = r0 * inv, gst[16 * j + g + 8] = r8 * inv;
+      for (int i = 0; i < kTcTilesPerWarp; ++i) {
+        const int j = wid + nwarps * i;
+        if (j < NT) {  // (warp-uniform)
+          float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+          for (int kk = 0; kk < 2; ++kk)
+            if (kk < MT) {
+              uint32_t a[4];  // rows = pixels 16 j.., columns = batch rows 16 kk..: the batch transposed
+              tc::ldsm4_t(a, xt + (16 * kk + (lane & 7) + 8 * ((lane >> 4) & 1)) * ld + 16 * j + 8 * ((lane >> 3) & 1));
+              tc::mma(c, a, bg[kk][0], bg[kk][1]);
+            }
+          float r0, r8;
+          tc::plane_sums(c, r0, r8);
+          if (t4 == 0) gst[16 * j + g] = r0 * inv, gst[16 * j + g + 8] = r8 * inv;
+        }
       }
       __syncwarp();
-      // Adam on the warp's pixels, two a lane a round (5e's opt_apply2 and its order of operations)
-      for (int e0 = 0; e0 < npix; e0 += 64) {
-        const int e[2] = {e0 + lane, e0 + lane + 32};
-        if (e[0] >= npix) continue;
-        const bool two = e[1] < npix;
-        const int k[2] = {pixel(e[0]), two ? pixel(e[1]) : pixel(e[0])};
-        float gc[2], wn[2];
+      // Adam on the lane's two pixels (5e's opt_apply2 and its order of operations)
+      float gc[2];
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          gc[i] = gst[k[i]];
-          if (gc[i] != 0.f) gc[i] /= 255.f;  // (0 / 255 would take the division's slow path)
-          wn[i] = sm.w1[k[i]];
-        }
-        if (keep_grads) {
-          p.G[p.w0 + static_cast<size_t>(c0) * D + k[0]] = gc[0];
-          if (two) p.G[p.w0 + static_cast<size_t>(c0) * D + k[1]] = gc[1];
-        }
-        if (two) {
-          opt_apply2(wn, gc, sm.m1 + k[0], sm.m1 + k[1], sm.v1 + k[0], sm.v1 + k[1], adam, p.lr, up->hy);
-          sm.w1[k[0]] = wn[0], sm.w1[k[1]] = wn[1];
-        } else {
-          opt_apply(wn[0], gc[0], sm.m1 + k[0], sm.v1 + k[0], adam, p.lr, up->hy);
-          sm.w1[k[0]] = wn[0];
-        }
+      for (int i = 0; i < 2; ++i) {
+        gc[i] = on[i] ? gst[kp[i]] : 0.f;
+        if (gc[i] != 0.f) gc[i] /= 255.f;  // (0 / 255 would take the division's slow path)
+        wn[i] = on[i] ? sm.w1[kp[i]] : 0.f;
+        if (keep_grads && on[i]) p.G[p.w0 + static_cast<size_t>(c0) * D + kp[i]] = gc[i];
       }
-      __syncwarp();  // (the planes below read weights other lanes of the warp updated)
+      if (on[1]) {  // (then on[0] too)
+        opt_apply2(wn, gc, sm.m1 + kp[0], sm.m1 + kp[1], sm.v1 + kp[0], sm.v1 + kp[1], adam, p.lr, up->hy);
+        sm.w1[kp[0]] = wn[0], sm.w1[kp[1]] = wn[1];
+      } else if (on[0]) {
+        opt_apply(wn[0], gc[0], sm.m1 + kp[0], sm.v1 + kp[0], adam, p.lr, up->hy);
+        sm.w1[kp[0]] = wn[0];
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wn[i] = on[i] ? sm.w1[kp[i]] : 0.f;
     }
     if (!nx) {
       __syncthreads();
       return;
     }
-    // the new weights of the warp's pixels as planes, scaled by a power of two over those pixels
-    float mw = 0.f;
-    for (int e = lane; e < npix; e += 32) mw = fmaxf(mw, fabsf(sm.w1[pixel(e)]));
+    // the new weights as planes (of w / 16: a fixed scale, |w| < 2^19 within fp16's range)
 #pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) mw = fmaxf(mw, __shfl_xor_sync(tc::kFull, mw, o));
-    float sw, invw;
-    tc::pow2_scale(mw, sw, invw);
-    for (int e = lane; e < npix; e += 32) {
-      const int k = pixel(e);
-      __half hp[3];
-      tc::split3(sm.w1[k] * sw, hp);
-      wpl[k] = hp[0], wpl[ld + k] = hp[1], wpl[2 * ld + k] = hp[2];
-    }
+    for (int i = 0; i < 2; ++i)
+      if (on[i]) {
+        __half hp[3];
+        tc::split3(wn[i] * kTcWeightScale, hp);
+        wpl[kp[i]] = hp[0], wpl[ld + kp[i]] = hp[1], wpl[2 * ld + kp[i]] = hp[2];
+      }
     __syncwarp();
     float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     const __half* xn = xh(nx->par);
-    for (int j = wid; j < NT; j += nwarps) {
-      const __half* col = wpl + g * ld + 16 * j + 2 * t4;
-      const uint32_t b0 = g < 3 ? *reinterpret_cast<const uint32_t*>(col) : 0u;
-      const uint32_t b1 = g < 3 ? *reinterpret_cast<const uint32_t*>(col + 8) : 0u;
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-        if (mt < MT) {
-          uint32_t a[4];  // rows = batch rows 16 mt.., columns = pixels 16 j..
-          tc::ldsm4(a, xn + (16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 16 * j + 8 * ((lane >> 4) & 1));
-          tc::mma(acc[mt], a, b0, b1);
-        }
+    for (int i = 0; i < kTcTilesPerWarp; ++i) {
+      const int j = wid + nwarps * i;
+      if (j < NT) {
+        const __half* col = wpl + g * ld + 16 * j + 2 * t4;
+        const uint32_t b0 = g < 3 ? *reinterpret_cast<const uint32_t*>(col) : 0u;
+        const uint32_t b1 = g < 3 ? *reinterpret_cast<const uint32_t*>(col + 8) : 0u;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+          if (mt < MT) {
+            uint32_t a[4];  // rows = batch rows 16 mt.., columns = pixels 16 j..
+            tc::ldsm4(a, xn + (16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 16 * j + 8 * ((lane >> 4) & 1));
+            tc::mma(acc[mt], a, b0, b1);
+          }
+      }
     }
     const int nwu = min(nwarps, NT);  // warps that own tiles
+    const float unscale = 1.f / kTcWeightScale;
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
       if (mt < MT) {
         float r0, r8;
         tc::plane_sums(acc[mt], r0, r8);
-        if (t4 == 0 && wid < nwu) fpart[wid * 32 + 16 * mt + g] = r0 * invw, fpart[wid * 32 + 16 * mt + g + 8] = r8 * invw;
+        if (t4 == 0 && wid < nwu) fpart[wid * 32 + 16 * mt + g] = r0 * unscale, fpart[wid * 32 + 16 * mt + g + 8] = r8 * unscale;
       }
     __syncthreads();
     if (tid < 128) {  // row r: 4 threads, each a quarter of the warps in a fixed order, then 2 shuffles
@@ -333,9 +333,9 @@ inline PersistPlan plan_pipelined_tc(PersistParams& p, int requested_blocks, int
   const std::string mode = "--launch pipelined-tc";
   if (p.B > kTcMaxBatch)
     throw Error(kExitUsage, mode + ": --batch at most " + std::to_string(kTcMaxBatch) + " (use --launch pipelined)");
-  if (p.D % 16 != 0)
-    throw Error(kExitUsage, mode + ": the input width must be a multiple of 16 (it is " + std::to_string(p.D) +
-                                "; use --launch pipelined)");
+  if (p.D % 16 != 0 || p.D > kTcMaxWidth)
+    throw Error(kExitUsage, mode + ": the input width must be a multiple of 16 and at most " + std::to_string(kTcMaxWidth) +
+                                " (it is " + std::to_string(p.D) + "; use --launch pipelined)");
   PersistPlan pl = persist_split(p, requested_blocks, device, specialize, mode);
   if (pl.nc != 1)
     throw Error(kExitUsage, mode + ": needs one first-layer unit a block (" + std::to_string(p.H1) + " units over " +

@@ -30,9 +30,14 @@ inline const char* tc_segment_name(int i) {
 
 struct p5_pipelined_tc {};  // tag for the efficiency table (the kernel's name contains it)
 
-// What the rung runs: one first-layer unit a block, a batch of at most 32 rows, an input width that
-// is a multiple of 16 (whole k16 tiles). Anything else is refused with exit 2.
+// What the rung runs: one first-layer unit a block, a batch of at most 32 rows (two m16 tiles), an
+// input width that is a multiple of 16 (whole k16 tiles) and at most 16 x 16 x kTcTilesPerWarp
+// (each of the 16 warps owns at most that many tiles). Anything else is refused with exit 2.
 constexpr int kTcMaxBatch = 32;
+constexpr int kTcTilesPerWarp = 4;
+constexpr int kTcMaxWidth = 16 * 16 * kTcTilesPerWarp;
+// The weights' planes are of w / 16 (a fixed power of two): |w| < 2^19 stays inside fp16's range.
+constexpr float kTcWeightScale = 0x1p-4f;
 
 PersistPlan pipelined_tc_rung_plan(PersistParams& p, int requested_blocks, int device, bool specialize);
 void pipelined_tc_rung_launch(const PersistPlan& pl, const PersistParams& p, cudaStream_t st);
