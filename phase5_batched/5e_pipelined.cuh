@@ -280,37 +280,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     }
   }
 
-  // ---- the three places where a rung built on this one differs (pipelined_epoch_body calls them)
-  // before the steps: the first step's first layer (the forward half of the fused pass)
-  __device__ __forceinline__ void first_forward(const PersistStep& st0) {
-    if (fused()) {
-      draw_h1_mask(st0.s);
-      __pipeline_wait_prior(0);
-      __syncthreads();
-      update_forward(nullptr, &st0);
-    } else {
-      this->first_layer(st0);
-    }
-  }
-  // during the wait for h2: the next step's h1 mask
-  __device__ __forceinline__ void x2_work(const PersistStep& st) {
-    if (fused() && st.more) draw_h1_mask(st.s + 1);
-  }
-  // the end of step t: the W1 update and the next step's first layer
-  __device__ __forceinline__ void end_step(const PersistStep& st, int t) {
-    if (fused()) {
-      if (st.more) {
-        const PersistStep nx = this->step(t + 1);
-        update_forward(&st, &nx);
-      } else {
-        update_forward(&st, nullptr);
-      }
-    } else {
-      this->update_first_layer(st);
-      if (st.more) this->first_layer(this->step(t + 1));
-    }
-  }
-
   // The previous step's updates that nothing on the critical path waits for, run while h1 travels:
   // the own W2 rows (5c's tasks and order of sums; published for the column slices) and b2, needed
   // by this step's second layer; and the block's slice of W3 and b3 (update_w3_slice below), needed
@@ -386,16 +355,26 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   }
 };
 
-// The kernel's body, templated on the block so that a rung built on this one (5g) replaces the
-// three hooks below (first_forward, x2_work, end_step) and keeps everything else: 5c's setup and
-// grid barrier, the first step's forward, then the steps.
-template <class Blk>
-__device__ __forceinline__ void pipelined_epoch_body(Blk& blk) {
+// The kernel: 5c's setup and grid barrier, the first step's forward, then the steps.
+template <int NC, bool kW1>
+__global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(PersistParams pin) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  PipeBlock<NC, kW1> blk(pin, smem);
   SegmentClock<kPipeSegments> clock;  // --breakdown: block 0's thread 0 (pipe_segment_name)
   const bool stamping = blk.p.breakdown != nullptr;
   blk.load_owned();
   cooperative_groups::this_grid().sync();
-  if (blk.p.count > 0) blk.first_forward(blk.step(0));  // the first step's first layer
+  if (blk.p.count > 0) {  // the first step's first layer (the forward half of the fused pass)
+    const PersistStep st0 = blk.step(0);
+    if (blk.fused()) {
+      blk.draw_h1_mask(st0.s);
+      __pipeline_wait_prior(0);
+      __syncthreads();
+      blk.update_forward(nullptr, &st0);
+    } else {
+      blk.first_layer(st0);
+    }
+  }
   blk.fetch_indices(1);
   clock.start(stamping && blockIdx.x == 0 && blk.tid == 0);
   AdamHyper hy_prev{};
@@ -419,7 +398,9 @@ __device__ __forceinline__ void pipelined_epoch_body(Blk& blk) {
     blk.second_layer(st);  // B
     clock.stamp(2);
     blk.store_next_labels(st);
-    blk.gather_h2(st, [&] { blk.x2_work(st); });  // X2
+    blk.gather_h2(st, [&] {  // X2
+      if (blk.fused() && st.more) blk.draw_h1_mask(st.s + 1);
+    });
     clock.stamp(3);
     blk.partial_logits();  // C1, C2 (5c's)
     blk.softmax_dz2(st);
@@ -428,20 +409,23 @@ __device__ __forceinline__ void pipelined_epoch_body(Blk& blk) {
     __pipeline_wait_prior(0);  // the next batch (its barrier: the one that ends dz1)
     blk.dz1_own_units();
     clock.stamp(5);
-    blk.end_step(st, t);
+    if (blk.fused()) {
+      if (st.more) {
+        const PersistStep nx = blk.step(t + 1);
+        blk.update_forward(&st, &nx);
+      } else {
+        blk.update_forward(&st, nullptr);
+      }
+    } else {
+      blk.update_first_layer(st);
+      if (st.more) blk.first_layer(blk.step(t + 1));
+    }
     clock.stamp(6);
     hy_prev = st.hy;
   }
   blk.finish(hy_prev);
   clock.add_to(blk.p.breakdown);
   blk.write_back();
-}
-
-template <int NC, bool kW1>
-__global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(PersistParams pin) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  PipeBlock<NC, kW1> blk(pin, smem);
-  pipelined_epoch_body(blk);
 }
 
 // ------------------------------------------------------------------ host side

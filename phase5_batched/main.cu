@@ -14,7 +14,6 @@
 //                      next first layer, the small layers' updates inside the waits (W3 in slices);
 //   --launch cluster (5d)     W2 at small widths (fp16, SGD, batch <= 32): one 16-block cluster, DSMEM.
 //   --launch cluster32 (5f)   W1's fp32 model in one 16-block cluster, first layer as 3xTF32 MMAs.
-//   --launch pipelined-tc (5g) 5e with its fused W1 pass on tensor cores (fp16 planes, fp32 sums).
 //   --breakdown times a step's parts inside the one-launch kernels.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
@@ -148,12 +147,6 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                                "every epoch one cooperative persistent kernel with fewer dependent phases a step "
                                "(the W1 update fused with the next first layer, the small layers' updates and the "
                                "dropout masks inside the waits, W3/b3 updated in slices); losses read once per epoch"
-                         : o.launch == "pipelined-tc"
-                             ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
-                               "every epoch one cooperative persistent kernel, rung 5e's, with its fused W1 update and "
-                               "next first layer as tensor-core products (fp16 m16n8k16: the batch as exact halves, "
-                               "dz1 and the weights split into three fp16 planes in the idle columns of the n8 tile, "
-                               "fp32 accumulation); losses read once per epoch"
                          : o.launch == "cluster32"
                              ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
                                "every epoch one 16-block thread-block cluster kernel, fp32 (parameters and Adam state in "
@@ -293,8 +286,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
 
   const Stats st = summarize(totals);
   rec["timing"] = timing_json("cuda-events",
-                              tr.launch() == Launch::Persistent || tr.launch() == Launch::Pipelined ||
-                                      tr.launch() == Launch::PipelinedTc
+                              tr.launch() == Launch::Persistent || tr.launch() == Launch::Pipelined
                                   ? "per epoch: the permutation kernel and one cooperative launch of the persistent kernel"
                               : tr.launch() == Launch::Cluster32
                                   ? "per epoch: the permutation kernel and one launch of the fp32 cluster kernel"
@@ -343,16 +335,14 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
     }
     return parts;
   };
-  if (tr.launch() == Launch::Persistent || tr.launch() == Launch::Pipelined || tr.launch() == Launch::PipelinedTc) {
+  if (tr.launch() == Launch::Persistent || tr.launch() == Launch::Pipelined) {
     const PersistPlan& pl = tr.persist_plan();
-    const bool tc = tr.launch() == Launch::PipelinedTc, pipe = tr.launch() == Launch::Pipelined || tc;
+    const bool pipe = tr.launch() == Launch::Pipelined;
     rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
     nlohmann::json parts;
     if (o.breakdown)
-      parts = tc     ? breakdown_parts(tc_segment_name, kTcSegments)
-              : pipe ? breakdown_parts(pipe_segment_name, kPipeSegments)
-                     : breakdown_parts(persist_segment_name, kPersistSegments);
-    const char* key = tc ? "pipelined_tc" : pipe ? "pipelined" : "persistent";
+      parts = pipe ? breakdown_parts(pipe_segment_name, kPipeSegments) : breakdown_parts(persist_segment_name, kPersistSegments);
+    const char* key = pipe ? "pipelined" : "persistent";
     rec["metrics"][key] = {{"blocks", pl.blocks},
                            {"threads_per_block", kPersistThreads},
                            {"first_layer_units_per_block", pl.nc},
@@ -361,8 +351,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
                            {"exchanges_per_step", 2},
                            {"grid_barriers_per_step", 0},
                            {"shape_compiled_in", pl.specialized}};
-    if (pipe) rec["metrics"][key]["fused_first_layer"] = tc || tr.pipelined_fuses_first_layer();
-    if (tc) rec["metrics"][key]["fused_pass_products"] = "tensor cores: fp16 m16n8k16, three fp16 planes, fp32 accumulation";
+    if (pipe) rec["metrics"][key]["fused_first_layer"] = tr.pipelined_fuses_first_layer();
     if (o.breakdown) rec["metrics"][key]["step_breakdown"] = parts;
   }
   if (tr.launch() == Launch::Cluster32) {
@@ -416,16 +405,14 @@ int run(int argc, char** argv) {
                  "(fp32, two hidden layers, own GEMMs), the same with fewer dependent phases a step (pipelined), "
                  "one thread-block cluster kernel (fp16, SGD, no dropout, batch <= 32, a model that fits the "
                  "cluster's shared memory: W2 at h = 128), or one fp32 cluster kernel with the first layer on tensor "
-                 "cores (two hidden layers, batch <= 64, at most 8 first-layer units a block: W1), or the pipelined "
-                 "kernel with its fused W1 pass on tensor cores (pipelined-tc: batch <= 32, input width a multiple of "
-                 "16, one first-layer unit a block)",
-                 {"graph", "persistent", "pipelined", "cluster", "cluster32", "pipelined-tc"});
+                 "cores (two hidden layers, batch <= 64, at most 8 first-layer units a block: W1)",
+                 {"graph", "persistent", "pipelined", "cluster", "cluster32"});
   cli.add_int("--blocks", &o.blocks,
               "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM) or of a cluster "
               "(0 = the largest that fits, at most 16)",
               0, 4096);
   cli.add_flag("--generic-kernel", &o.generic_kernel,
-               "persistent, pipelined, pipelined-tc and cluster32 kernels: the generic instance even for W1's shape (measures what "
+               "persistent, pipelined and cluster32 kernels: the generic instance even for W1's shape (measures what "
                "compiling the shape in buys)");
   cli.add_string("--backward", &o.backward,
                  "fp16 graph path: each layer's update and backward-data product in one pass over its weights "
@@ -443,7 +430,7 @@ int run(int argc, char** argv) {
   if (!cli.parse(argc, argv)) return 0;
   check_mlp_options(o);
   if (o.layers.back() > kBN) throw Error(kExitUsage, "--layers: the last width must fit one tile");
-  if ((o.launch == "persistent" || o.launch == "pipelined" || o.launch == "cluster32" || o.launch == "pipelined-tc") &&
+  if ((o.launch == "persistent" || o.launch == "pipelined" || o.launch == "cluster32") &&
       (o.nlayers() != 3 || o.fp16() || o.gemm != "own"))
     throw Error(kExitUsage, "--launch " + o.launch + ": needs two hidden layers (--layers 784,H1,H2,10), --precision fp32 "
                             "and --gemm own");

@@ -26,7 +26,6 @@
 #include "5c_persistent.h"
 #include "5d_cluster.h"
 #include "5e_pipelined.h"
-#include "5g_pipelined_tc.h"
 #include "5f_cluster32.h"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
@@ -48,14 +47,12 @@ using namespace nb::mlp;
 //   Cluster     5d: one thread-block cluster runs a whole epoch, activations in DSMEM (5d_cluster.cuh)
 //   Pipelined   5e: 5c's kernel with fewer dependent phases a step (5e_pipelined.cuh)
 //   Cluster32   5f: the fp32 model in one 16-block cluster, its wide layer on tensor cores (5f_cluster32.cuh)
-//   PipelinedTc 5g: 5e's kernel with its fused W1 pass on tensor cores (5g_pipelined_tc.cuh)
-enum class Launch { Graph, Persistent, Cluster, Pipelined, Cluster32, PipelinedTc };
+enum class Launch { Graph, Persistent, Cluster, Pipelined, Cluster32 };
 inline Launch parse_launch(const std::string& s) {
   return s == "persistent"  ? Launch::Persistent
          : s == "cluster"   ? Launch::Cluster
          : s == "pipelined" ? Launch::Pipelined
          : s == "cluster32" ? Launch::Cluster32
-         : s == "pipelined-tc" ? Launch::PipelinedTc
                             : Launch::Graph;
 }
 inline const char* launch_name(Launch l) {
@@ -64,7 +61,6 @@ inline const char* launch_name(Launch l) {
     case Launch::Cluster: return "cluster";
     case Launch::Pipelined: return "pipelined";
     case Launch::Cluster32: return "cluster32";
-    case Launch::PipelinedTc: return "pipelined-tc";
     case Launch::Graph: break;
   }
   return "graph";
@@ -142,7 +138,7 @@ class Trainer {
       }
     }
     size_ws();
-    if (persistent_family()) plan_persistent_kernel();
+    if (launch_ == Launch::Persistent || launch_ == Launch::Pipelined || launch_ == Launch::Cluster32) plan_persistent_kernel();
     if (launch_ == Launch::Cluster) plan_cluster_kernel();
     plan_fused_backward();
     pdl_ = o_.pdl == "on" && !cublas_ && launch_ == Launch::Graph && dev_.cc_major >= 9;  // PDL is Hopper's
@@ -235,11 +231,6 @@ class Trainer {
     launch_epoch_permutation(first);
     pipelined_rung_launch(persist_plan_, launch_params(persist_params_, first, count), st_);
   }
-  // --launch pipelined-tc: the same, rung 5g's kernel.
-  void run_pipelined_tc(int64_t first, int count) {
-    launch_epoch_permutation(first);
-    pipelined_tc_rung_launch(persist_plan_, launch_params(persist_params_, first, count), st_);
-  }
   // --launch cluster32: the same parameters, rung 5f's cluster kernel.
   void run_cluster32(int64_t first, int count) {
     launch_epoch_permutation(first);
@@ -256,7 +247,6 @@ class Trainer {
     switch (launch_) {
       case Launch::Persistent: return run_persistent(first, count);
       case Launch::Pipelined: return run_pipelined(first, count);
-      case Launch::PipelinedTc: return run_pipelined_tc(first, count);
       case Launch::Cluster32: return run_cluster32(first, count);
       case Launch::Cluster: return run_cluster(first, count);
       case Launch::Graph: return run_graph(first, count);
@@ -275,11 +265,6 @@ class Trainer {
     enqueue_step(k, nullptr);
   }
   Launch launch() const { return launch_; }
-  // The one-launch rungs that share 5c's parameters and split (5c, 5e, 5f, 5g).
-  bool persistent_family() const {
-    return launch_ == Launch::Persistent || launch_ == Launch::Pipelined || launch_ == Launch::Cluster32 ||
-           launch_ == Launch::PipelinedTc;
-  }
   bool one_launch() const { return launch_ != Launch::Graph; }  // one kernel launch an epoch
   const ClusterPlan& cluster_plan() const { return cluster_plan_; }
   bool fused_backward() const { return fused_bwd_; }
@@ -431,7 +416,7 @@ class Trainer {
       // auto: SGD only. The fused kernel reads Adam's moments with plain loads in its optimizer
       // pass, a serial round trip per 32-row sub-tile, and W1 (Adam, small layers, grids of 1-52
       // blocks) ran slower with it: 62.2 against 54.5 us a step (H100, dev runs at 340c0c2).
-      if (cublas_ || persistent_family() ||
+      if (cublas_ || launch_ == Launch::Persistent || launch_ == Launch::Pipelined || launch_ == Launch::Cluster32 ||
           o_.backward == "paired")
         return;
       if (o_.backward == "auto" && o_.adam()) return;
@@ -747,7 +732,7 @@ class Trainer {
       w2x_.alloc(2 * static_cast<size_t>(w[2]) * w[1]);
       p.h1x = h1x_.get(), p.h2x = h2x_.get(), p.w2x = w2x_.get();
     }
-    if (launch_ == Launch::Pipelined || launch_ == Launch::PipelinedTc) w3x_.alloc(2 * (static_cast<size_t>(w[3]) * w[2] + w[3])), p.w3x = w3x_.get();
+    if (launch_ == Launch::Pipelined) w3x_.alloc(2 * (static_cast<size_t>(w[3]) * w[2] + w[3])), p.w3x = w3x_.get();
     p.adam = o_.adam(), p.lr = static_cast<float>(o_.lr);
     p.dropout = o_.dropout > 0, p.key = dropout_key(o_.common.seed), p.threshold = dropout_threshold(o_.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
@@ -755,9 +740,6 @@ class Trainer {
     if (launch_ == Launch::Cluster32) {
       persist_plan_ = cluster32_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
       costs_per_step_["p5_cluster32"] = cluster32_rung_cost(p, persist_plan_);
-    } else if (launch_ == Launch::PipelinedTc) {
-      persist_plan_ = pipelined_tc_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
-      costs_per_step_["p5_pipelined_tc"] = pipelined_tc_rung_cost(p, persist_plan_);
     } else if (launch_ == Launch::Pipelined) {
       persist_plan_ = pipelined_rung_plan(p, o_.blocks, dev_.index, !o_.generic_kernel);
       costs_per_step_["p5_pipelined"] = pipelined_rung_cost(p, persist_plan_);

@@ -1,6 +1,5 @@
 // tests/gpu/test_mlp_persistent.cu — phase 5's one-launch fp32 epoch kernels (rung 5c, phase5_batched/
-// 5c_persistent.cuh; rung 5e, 5e_pipelined.cuh; rung 5f, 5f_cluster32.cuh; rung 5g, 5g_pipelined_tc.cuh:
-// the later parts of the file)
+// 5c_persistent.cuh; rung 5e, 5e_pipelined.cuh; rung 5f, 5f_cluster32.cuh: the later parts of the file)
 // against the float64 reference, step by step: fresh random images, labels, order and weights;
 // awkward shapes (batch 1, 7, 33, 64; widths 10, 30, 100, 300), every block/unit split the kernel has
 // (1, 2, 4, 8 first-layer units per block; blocks that own no second-layer unit), Adam and SGD, with
@@ -20,7 +19,6 @@
 #include "mlp/mlp_record.h"
 #include "../../phase5_batched/5e_pipelined.cuh"
 #include "../../phase5_batched/5f_cluster32.cuh"
-#include "../../phase5_batched/5g_pipelined_tc.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"
 #include "reference.h"
@@ -30,13 +28,9 @@ namespace {
 
 using namespace nb::mlp;
 
-// The kernel under test: rung 5c (persistent), 5e (pipelined), 5f (cluster32) or 5g (pipelined-tc).
-enum class Rung { Persistent, Pipelined, Cluster32, PipelinedTc };
-const char* rung_name(Rung r) {
-  return r == Rung::Persistent ? "persistent" : r == Rung::Pipelined ? "pipelined" : r == Rung::Cluster32 ? "cluster32" : "pipelined-tc";
-}
-// 5e and 5g: a launch's first step runs only the forward half of the fused pass
-bool fuses_across_steps(Rung r) { return r == Rung::Pipelined || r == Rung::PipelinedTc; }
+// The kernel under test: rung 5c (persistent), 5e (pipelined) or 5f (cluster32).
+enum class Rung { Persistent, Pipelined, Cluster32 };
+const char* rung_name(Rung r) { return r == Rung::Persistent ? "persistent" : r == Rung::Pipelined ? "pipelined" : "cluster32"; }
 
 struct Config {
   int B, H1, H2, blocks;
@@ -149,14 +143,12 @@ struct Setup {
   // Runs steps [first, first + count) of epoch 0 in one launch of a rung's kernel.
   PersistPlan run(int first, int count, bool specialize = true, Rung rung = Rung::Persistent) {
     PersistParams p = params();
-    PersistPlan pl = rung == Rung::Pipelined     ? plan_pipelined(p, cfg.blocks, 0, specialize)
-                     : rung == Rung::Cluster32   ? plan_cluster32(p, cfg.blocks, 0, specialize)
-                     : rung == Rung::PipelinedTc ? plan_pipelined_tc(p, cfg.blocks, 0, specialize)
-                                                 : plan_persistent(p, cfg.blocks, 0, specialize);
+    PersistPlan pl = rung == Rung::Pipelined   ? plan_pipelined(p, cfg.blocks, 0, specialize)
+                     : rung == Rung::Cluster32 ? plan_cluster32(p, cfg.blocks, 0, specialize)
+                                               : plan_persistent(p, cfg.blocks, 0, specialize);
     p.s0 = first, p.i0 = first, p.count = count;
     if (rung == Rung::Pipelined) launch_pipelined(pl, p, nullptr);
     else if (rung == Rung::Cluster32) launch_cluster32(pl, p, nullptr);
-    else if (rung == Rung::PipelinedTc) launch_pipelined_tc(pl, p, nullptr);
     else launch_persistent(pl, p, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     return pl;
@@ -196,12 +188,12 @@ struct Setup {
   }
 };
 
-// pipelined (rungs 5e and 5g): step k is the last step of one launch of steps 0 .. k from the start, so that
+// pipelined (rung 5e): step k is the last step of one launch of steps 0 .. k from the start, so that
 // steps after the first run the fused W1 update + next first layer (a launch's first step runs only
 // the forward half); its parameters of step k are those the launch of steps 0 .. k-1 ended with.
 void check_against_reference(const Config& c, Rung rung = Rung::Persistent) {
   const int K = 3;
-  const bool pipelined = fuses_across_steps(rung);
+  const bool pipelined = rung == Rung::Pipelined;
   INFO(rung_name(rung) << " B=" << c.B << " H1=" << c.H1 << " H2=" << c.H2 << " C=" << c.classes << " blocks=" << c.blocks << " adam=" << c.adam
             << " dropout=" << c.dropout);
   Setup s(c, K);
@@ -219,7 +211,7 @@ void check_against_reference(const Config& c, Rung rung = Rung::Persistent) {
     s.G.poison();
     if (pipelined) s.reset();
     const PersistPlan pl = pipelined ? s.run(0, k + 1, true, rung) : s.run(k, 1, true, rung);
-    if (rung == Rung::Pipelined) CHECK(pipelined_fuses_first_layer(s.params(), pl) == (pl.NC == 1 && c.B <= 32));
+    if (pipelined) CHECK(pipelined_fuses_first_layer(s.params(), pl) == (pl.NC == 1 && c.B <= 32));
     if (k == 0) INFO("plan: blocks " << pl.blocks << ", units " << pl.nc << "/" << pl.nj << ", smem " << pl.smem);
     std::vector<int> y;
     const std::vector<double> x = s.batch(k, &y);
@@ -340,7 +332,6 @@ void check_refusals(Rung rung) {
     try {
       if (rung == Rung::Pipelined) plan_pipelined(p, blocks, 0);
       else if (rung == Rung::Cluster32) plan_cluster32(p, blocks, 0);
-      else if (rung == Rung::PipelinedTc) plan_pipelined_tc(p, blocks, 0);
       else plan_persistent(p, blocks, 0);
       FAIL("expected a refusal");
     } catch (const nb::Error& e) {
@@ -351,15 +342,6 @@ void check_refusals(Rung rung) {
   PersistParams p = s.params();
   refused(p, 2);  // 2 blocks would need 64 first-layer units each (at most 8)
   if (rung == Rung::Cluster32) refused(p, 17);  // a cluster of at most 16 blocks
-  if (rung == Rung::PipelinedTc) {
-    refused(p, 64);  // two first-layer units a block (the fused tensor-core pass takes one)
-    PersistParams q = p;
-    q.B = 33;
-    refused(q, 0);  // a batch past two m16 tiles
-    q = p;
-    q.D = 780;
-    refused(q, 0);  // an input width that is not whole k16 tiles
-  }
   p.C = kMaxClasses + 1;
   refused(p, 0);  // a last layer wider than the kernel's class registers
   p.C = s.C;
@@ -463,45 +445,6 @@ TEST_CASE("mlp cluster32: a non-finite loss sets the divergence flag at its step
 TEST_CASE("mlp cluster32: plans it cannot run are refused with exit code 2, named after the launch mode") {
   NB_SKIP_WITHOUT_DEVICE();
   check_refusals(Rung::Cluster32);
-}
-
-
-// ---- rung 5g (--launch pipelined-tc, 5g_pipelined_tc.cuh): 5e with its fused W1 pass on tensor cores
-// (fp16 m16n8k16, the batch as exact halves, dz1 and the weights as three fp16 planes).
-
-TEST_CASE("mlp pipelined-tc: every step's loss, gradients and update against the float64 reference") {
-  NB_SKIP_WITHOUT_DEVICE();
-  // W1's shape (the compiled-in instance) with and without dropout; batch 1 and 7 (one m16 tile,
-  // zero rows), 17, 20 and 31 (two tiles, zero rows in the second); first-layer widths 30-128 (one
-  // unit a block; every warp owns 3 or 4 of the 49 pixel tiles); 3, 10 and 12 classes; SGD and
-  // Adam; dropout 0.5; blocks that own no second-layer unit (H2 < H1).
-  const Config cases[] = {
-      {32, 128, 64, 0, true, 0.2},      {32, 128, 64, 0, true, 0.0},   {1, 37, 20, 0, true, 0.2},
-      {17, 37, 30, 0, true, 0.2, 3},    {20, 50, 70, 0, false, 0.0, kMaxClasses}, {7, 30, 100, 0, true, 0.0},
-      {31, 100, 30, 0, false, 0.5},
-  };
-  for (const Config& c : cases) check_against_reference(c, Rung::PipelinedTc);
-}
-
-TEST_CASE("mlp pipelined-tc: steps split over launches and repeated runs are bit-identical") {
-  NB_SKIP_WITHOUT_DEVICE();
-  for (const Config& c : {Config{17, 37, 30, 0, true, 0.2}, Config{32, 128, 64, 0, true, 0.2}})
-    check_split_launches(c, Rung::PipelinedTc, {2, 1, 2});
-}
-
-TEST_CASE("mlp pipelined-tc: W1's compiled-in instance and the generic one give bit-identical steps") {
-  NB_SKIP_WITHOUT_DEVICE();
-  check_w1_instance(Rung::PipelinedTc);
-}
-
-TEST_CASE("mlp pipelined-tc: a non-finite loss sets the divergence flag at its step") {
-  NB_SKIP_WITHOUT_DEVICE();
-  for (const Config& c : {Config{17, 37, 30, 0, false, 0.0}, Config{32, 128, 64, 0, true, 0.2}}) check_divergence_flag(c, Rung::PipelinedTc);
-}
-
-TEST_CASE("mlp pipelined-tc: plans it cannot run are refused with exit code 2, named after the launch mode") {
-  NB_SKIP_WITHOUT_DEVICE();
-  check_refusals(Rung::PipelinedTc);
 }
 
 }  // namespace
