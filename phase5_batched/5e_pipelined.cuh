@@ -2,9 +2,9 @@
 // phases a step. Same ownership (a block's W1 rows and W2 rows in shared memory, a W3 replica), same
 // two exchanges of tagged words, same fp32 arithmetic; what changes is what in a step waits for what.
 //
-// WHAT IT ADDS OVER 5c (5c's step, H100 --breakdown at a9a9f1c, us: first layer 1.81, wait for h1 with
-// the previous step's W3/W2 updates 2.35, second layer 1.05, wait for h2 1.55, last layer 0.53,
-// softmax + dz2 1.25, dz1 0.31, W1 update 1.55 = 10.4):
+// WHAT IT ADDS OVER 5c (5c's step, H100 --breakdown at 62efabe, us: first layer 1.81, wait for h1 with
+// the previous step's W3/W2 updates 2.40, second layer 1.08, wait for h2 1.58, last layer 0.58,
+// softmax + dz2 1.25, dz1 0.31, W1 update 1.55 = 10.6):
 //   * the W1 update of step t and the first layer of step t+1 are ONE pass over the block's W1 rows:
 //     a lane pair that has just updated its four pixels' weights multiplies them straight into the
 //     next batch's rows (already in shared memory), a transposing warp reduction sums the pixels, and
@@ -28,13 +28,13 @@
 // 2 L2 hops (0.57 us each, tools/cluster_latency) + ~0.6 us of a block's issue time + ~8 block
 // barriers and shared-memory round trips (~0.1 us each): ~2.5 us, 4.7 ms an epoch.
 //
-// MEASURED (H100, bench_mlp.sh stage w1 at cabb95a, profiles/nvidia-h100-80gb-hbm3/): 18.72 ms an
-// epoch, 9.98 us a step (phase5_batched__w1-pipelined.json; 5c 19.25 ms in the same run): the
+// MEASURED (H100, bench_mlp.sh stages w1 ... fashion at 62efabe, profiles/nvidia-h100-80gb-hbm3/): 18.80
+// ms an epoch, 10.0 us a step (phase5_batched__w1-pipelined.json; 5c 19.65 ms in the same run): the
 // prediction missed by 1.4x. Per-block clocks (report/phase_notes/phase5_batched.md): the blocks see
 // an exchange 1.0-1.4 us after its last word is written (one hop is 0.57 us) and leave it up to ~0.9
-// us apart, so the next exchange waits for the latest. Block 0's step (--breakdown at cabb95a, 10.0
-// us; 5c's at a9a9f1c): the fused pass 2.76 us against 5c's 3.36, the second layer 0.84 against
-// 1.05, but the two waits 4.31 against 3.90: what the links of the chain gave up, the exchanges took back. Less polling traffic
+// us apart, so the next exchange waits for the latest. Block 0's step (--breakdown, both at 62efabe:
+// 10.0 us, 5c's 10.6): the fused pass 2.74 us against 5c's 3.36, the second layer 0.95 against 1.08,
+// but the two waits 4.24 against 3.98: what the links of the chain gave up, the exchanges took back. Less polling traffic
 // (a poll of one word a thread, or 2-4x fewer h1 readers) and no sleep between polls did not
 // shorten the epoch (probe logs of 2026-11-27). ncu (STALLS=1 at 2d0480b, phase5_ncu_p5_pipelined_
 // epoch_regions.json): ~1,980 instructions a warp a step, each scheduler issuing in 42% of its

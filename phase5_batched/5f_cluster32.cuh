@@ -20,10 +20,10 @@
 // + A ~0.3 us + B ~0.2 + C ~0.3 + D ~0.1 + E ~0.5 (6,272 Adam updates a block, MUFU-bound) + F ~0.1,
 // the deferred updates hidden in the waits: ~2.8 us a step, ~5.3 ms an epoch.
 //
-// MEASURED (H100, bench_mlp.sh stage w1 at cabb95a, profiles/nvidia-h100-80gb-hbm3/): 25.51 ms an
-// epoch, 13.6 us a step (phase5_batched__w1-cluster32.json): 10.4x the compiled-graph twin (266.1 ms),
-// 1.36x SLOWER than rung 5e in the same run (18.72 ms). The prediction missed by 4.8x. --breakdown
-// (__w1-cluster32-breakdown.json, us): A 2.36, X1 2.40, B 1.08, X2 1.99, C 1.94, D 1.11, E 2.84, F 0.11:
+// MEASURED (H100, bench_mlp.sh stages w1 ... fashion at 62efabe, profiles/nvidia-h100-80gb-hbm3/): 26.51
+// ms an epoch, 14.1 us a step (phase5_batched__w1-cluster32.json): 9.9x the compiled-graph twin (263.7
+// ms), 1.41x SLOWER than rung 5e in the same run (18.80 ms). The prediction missed by 5.0x. --breakdown
+// (__w1-cluster32-breakdown.json, us): A 2.36, X1 2.83, B 0.99, X2 2.22, C 1.94, D 1.14, E 2.98, F 0.14:
 // every phase 4-10x its estimate, the waits included. Why (ncu at 6a9a34b, an earlier version:
 // logs/ncu_cluster32_6a9a34b_regions.json): ~2,600 warp instructions a warp a step, 41k a block on
 // one SM where 5e issues ~32k a block; with 4 warps a scheduler each issues in ~40% of its cycles. A

@@ -25,15 +25,15 @@
 //   of small work: 5-8 us a step, 10-15 ms an epoch. Pipelined (5e_pipelined.cuh): ~7 us a step.
 //   Cluster, h = 128: ~8-10 us a step. W2 h = 8192: 2.0 GB of weight traffic a step, ~0.7 ms.
 //
-// MEASURED. W1 (H100, profiles/nvidia-h100-80gb-hbm3/, scripts/bench_mlp.sh stage w1 at cabb95a,
-//   logs/bench_mlp_w1_cluster32_cabb95a.log; tracer off): pipelined 18.72 ms an epoch
-//   (phase5_batched__w1-pipelined.json), 14.2x the fastest PyTorch (compiled-graph, 266.1 ms:
-//   pytorch_mlp__w1-compiled-graph.json); persistent 19.25 ms (13.8x); cluster32 25.51 ms (10.4x:
-//   issue-bound on 16 SMs, 5f's card); graph path 69.8 ms (3.8x). Seeds 1-3 (a9a9f1c), pipelined:
-//   97.51% mean (the compiled twin 97.54).
+// MEASURED. W1 (H100, profiles/nvidia-h100-80gb-hbm3/, scripts/bench_mlp.sh stages w1 ... fashion at
+//   62efabe, logs/bench_mlp_w1_all_62efabe.log; tracer off): pipelined 18.80 ms an epoch
+//   (phase5_batched__w1-pipelined.json), 14.0x the fastest PyTorch (compiled-graph, 263.7 ms:
+//   pytorch_mlp__w1-compiled-graph.json); persistent 19.65 ms (13.4x); cluster32 26.51 ms (9.9x:
+//   issue-bound on 16 SMs, 5f's card); graph path 70.8 ms (3.7x). Seeds 1-3, pipelined: 97.51%
+//   mean (the compiled twin 97.52).
 //   --breakdown, pipelined (__w1-pipelined-breakdown.json, us of 10.0 a step): the previous step's
-//   W2 updates + next batch fetch 1.76, wait for h1 0.57, second layer 0.84, wait for h2 1.98,
-//   last layer + softmax + dz2 1.75, dz1 0.32, W1 update fused with the next first layer 2.76.
+//   W2 updates + next batch fetch 1.74, wait for h1 0.65, second layer 0.95, wait for h2 1.85,
+//   last layer + softmax + dz2 1.76, dz1 0.32, W1 update fused with the next first layer 2.74.
 //   W2 (H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0): h = 128 --launch cluster 27.8
 //   us a step (__w2-h128-cluster.json), 2.60x the fastest PyTorch (compiled-graph, 72.3 us);
 //   h = 8192, own GEMMs (fused backward): 0.584 ms a step (__w2-h8192-own.json), 1.74x the fastest
