@@ -242,7 +242,7 @@ profile:
 	bash scripts/profile.sh nsys "$(PHASE)" $(ARGS)
 ## ncu PHASE=n KERNEL=name [SKIP=n] [STALLS=1] [ARGS=...]: Nsight Compute on one kernel launch (STALLS=1: stalls by code region)
 ncu:
-	KERNEL="$(KERNEL)" SKIP="$(SKIP)" STALLS="$(STALLS)" bash scripts/profile.sh ncu "$(PHASE)" $(ARGS)
+	KERNEL="$(KERNEL)" SKIP="$(SKIP)" STALLS="$(STALLS)" PER="$(PER)" bash scripts/profile.sh ncu "$(PHASE)" $(ARGS)
 ## trace PHASE=n [ARGS=...]: our CUPTI Chrome trace of the phase
 trace:
 	bash scripts/profile.sh trace "$(PHASE)" $(ARGS)

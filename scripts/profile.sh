@@ -22,7 +22,10 @@
 #          STALLS=1: instead, where the warps stall and the issue slots go (sections WarpStateStats,
 #          SourceCounters, InstructionStats, LaunchStats), plus the per-instruction page
 #          phaseN_ncu_<kernel>_sass.csv.gz and its summary by stretch of machine code,
-#          phaseN_ncu_<kernel>_regions.json (scripts/ncu_regions.py; PYTHON= names the python3).
+#          phaseN_ncu_<kernel>_regions.json (scripts/ncu_regions.py; PYTHON= names the python3), and
+#          by CUDA source line, phaseN_ncu_<kernel>_lines.json (scripts/ncu_lines.py, on the
+#          binary's cubins via cuobjdump and nvdisasm -gi; PER=<n> adds executions / n, e.g. warps x
+#          steps of a persistent kernel)
 #   trace  phaseN_trace.json (Chrome trace-event JSON) and the record phaseN_xxx__trace.json.
 # Tools: NSYS= / NCU= name the binaries; otherwise PATH, then /opt/nvidia and /usr/local/cuda*.
 # When nsys needs libdw/libelf and the machine lacks them, the Debian packages in .carry/debs are
@@ -136,6 +139,22 @@ ncu)
     "$NCU_BIN" --import "$REP.ncu-rep" --page source --csv --print-source sass > "${REP}_sass.csv.tmp" || die 1 "ncu --import --page source failed"
     gzip -c "${REP}_sass.csv.tmp" > "${REP}_sass.csv.gz" && rm -f "${REP}_sass.csv.tmp" || die 1 "cannot write ${REP}_sass.csv.gz"
     "${PYTHON:-python3}" scripts/ncu_regions.py "${REP}_sass.csv.gz" --json "${REP}_regions.json" || die 1 "scripts/ncu_regions.py failed on ${REP}_sass.csv.gz"
+    # The same page by CUDA source line (scripts/ncu_lines.py): the binary's cubins (cuobjdump), each
+    # disassembled with its line table (nvdisasm -gi) until one holds the profiled kernel's code.
+    CUOBJ="$(find_tool cuobjdump "${CUOBJDUMP:-}")" && NVDIS="$(find_tool nvdisasm "${NVDISASM:-}")" || {
+      echo "profile.sh: cuobjdump or nvdisasm not found: no ${REP}_lines.json (the regions are written)"; exit 0; }
+    XD="$(mktemp -d)"
+    (cd "$XD" && "$CUOBJ" -xelf all "$OLDPWD/$BIN" > /dev/null) || die 1 "cuobjdump -xelf failed on $BIN"
+    found=0
+    for cub in "$XD"/*.cubin; do
+      [ -f "$cub" ] || continue
+      if "${PYTHON:-python3}" scripts/ncu_lines.py "${REP}_sass.csv.gz" "$cub" --nvdisasm "$NVDIS" ${PER:+--per "$PER"} \
+           --json "${REP}_lines.json" > "$XD/lines.txt" 2> "$XD/lines.err"; then
+        found=1 && cat "$XD/lines.txt" && break
+      fi
+    done
+    rm -rf "$XD"
+    [ "$found" = 1 ] || die 1 "no cubin of $BIN holds the profiled kernel's code (scripts/ncu_lines.py)"
   else
     grep -E 'Speed Of Light' "$REP.csv" | awk -F'","' '{ printf "  %-40s %10s %s\n", $13, $15, $14 }' | tr -d '"' | head -n 12
   fi
