@@ -36,10 +36,12 @@
 // 10.0 us, 5c's 10.6): the fused pass 2.74 us against 5c's 3.36, the second layer 0.95 against 1.08,
 // but the two waits 4.24 against 3.98: what the links of the chain gave up, the exchanges took back. Less polling traffic
 // (a poll of one word a thread, or 2-4x fewer h1 readers) and no sleep between polls did not
-// shorten the epoch (probe logs of 2026-11-27). ncu (STALLS=1 at 2d0480b, phase5_ncu_p5_pipelined_
-// epoch_regions.json): ~1,980 instructions a warp a step, each scheduler issuing in 42% of its
-// cycles, 18% of them in the fused pass's two pixel loops (over half of those turn bytes into
-// floats): what is left is each block's own chain of short, dependent phases.
+// shorten the epoch (probe logs of 2026-11-27). ncu (STALLS=1 at 837ffa2, phase5_ncu_p5_pipelined_
+// epoch_lines.json, by statement of the kernel): ~2,070 instructions a warp a step, each scheduler
+// issuing in 43% of its cycles (9.35 warp cycles an instruction, 4 warps a scheduler): the fused
+// pass 698, the wait for h2 with its gathers 385, softmax + dz2 285, the wait for h1 with its work
+// 268, the partial logits 96, dz1 64, the second layer 60; 225 of them turn bytes into floats. What
+// is left is each block's own chain of short, dependent phases.
 #pragma once
 #include "5c_persistent.cuh"
 #include "5e_pipelined.h"

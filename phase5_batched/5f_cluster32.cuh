@@ -24,9 +24,11 @@
 // ms an epoch, 14.1 us a step (phase5_batched__w1-cluster32.json): 9.9x the compiled-graph twin (263.7
 // ms), 1.41x SLOWER than rung 5e in the same run (18.80 ms). The prediction missed by 5.0x. --breakdown
 // (__w1-cluster32-breakdown.json, us): A 2.36, X1 2.83, B 0.99, X2 2.22, C 1.94, D 1.14, E 2.98, F 0.14:
-// every phase 4-10x its estimate, the waits included. Why (ncu at 6a9a34b, an earlier version:
-// logs/ncu_cluster32_6a9a34b_regions.json): ~2,600 warp instructions a warp a step, 41k a block on
-// one SM where 5e issues ~32k a block; with 4 warps a scheduler each issues in ~40% of its cycles. A
+// every phase 4-10x its estimate, the waits included. Why (ncu at 837ffa2, phase5_ncu_p5_cluster32_
+// lines.json, by statement of the kernel): ~2,590 warp instructions a warp a step, 41k a block on one
+// SM where 5e issues ~33k a block; 10.4 warp cycles an instruction with 4 warps a scheduler, each
+// issuing in ~38% of its cycles. By phase: the W1 update (E) 617, the first layer (A) 464, the last
+// layer and dz2 (C) 379, the deferred W2 update 254, W3's 167, dz1 (D) 159, the second layer 156. A
 // step on 16 SMs is issue-bound: the estimate counted latencies, not the instructions each SM must
 // issue (byte-to-TF32 conversions, Adam, the repeated last layer). Its history: the phase notes.
 #pragma once

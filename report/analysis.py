@@ -951,7 +951,8 @@ def nsys_comparison(dev_dir, phase_num, phase_name, records):
 def ncu_summaries(dev_dir, phase_num):
     """One entry per `make ncu` details CSV of the phase: its headline rows (speed of light, or the
     warp-state statistics of a STALLS=1 profile), the sections they come from, and for a stalls
-    profile its summary by code region (phaseN_ncu_<kernel>_regions.json, scripts/ncu_regions.py)."""
+    profile its summaries by code region (phaseN_ncu_<kernel>_regions.json, scripts/ncu_regions.py)
+    and by source line (phaseN_ncu_<kernel>_lines.json, scripts/ncu_lines.py)."""
     out = []
     if not os.path.isdir(dev_dir):
         return out
@@ -969,9 +970,21 @@ def ncu_summaries(dev_dir, phase_num):
                         regions, rproblem = None, "not a summary by code region"
                 except (OSError, ValueError) as e:
                     rproblem = f"unreadable: {e}"
+            lines, lproblem = None, ""
+            lpath = os.path.join(dev_dir, name[:-len(".csv")] + "_lines.json")
+            if os.path.exists(lpath):
+                try:
+                    with open(lpath, encoding="utf-8") as f:
+                        lines = json.load(f)
+                    if not isinstance(lines, dict) or not isinstance(lines.get("statements"), list):
+                        lines, lproblem = None, "not a summary by source line"
+                except (OSError, ValueError) as e:
+                    lproblem = f"unreadable: {e}"
             out.append({"file": name, "rows": rows, "problem": problem, "sections": sections,
                         "regions_file": os.path.basename(rpath) if os.path.exists(rpath) else None,
-                        "regions": regions, "regions_problem": rproblem})
+                        "regions": regions, "regions_problem": rproblem,
+                        "lines_file": os.path.basename(lpath) if os.path.exists(lpath) else None,
+                        "lines": lines, "lines_problem": lproblem})
     return out
 
 

@@ -629,6 +629,7 @@ def sec_phases(md, ctx, recs, sel, dev_dir, notes_dir):
                                 [[code(A.short(x["kernel"])), esc(x["metric"]), esc(x["value"]), esc(x["unit"])]
                                  for x in s["rows"]]) + "\n")
             ncu_regions_block(md, s)
+            ncu_lines_block(md, s)
 
 
 def pairs(v):
@@ -665,6 +666,34 @@ def ncu_regions_block(md, s, limit=8):
     if rows:
         md.append(table(["SASS instructions", "count", "runs", "issue share", "sample share", "top stalls", "opcodes"],
                         rows) + "\n")
+
+
+def ncu_lines_block(md, s, limit=10):
+    """A stalls profile's summary by statement of the kernel's body (scripts/ncu_lines.py): for a
+    persistent kernel, its phases; with the profile's `per` (warps x steps), instructions a warp a step."""
+    if s.get("lines_problem"):
+        md.append(f"_{code(s['lines_file'])}: {esc(s['lines_problem'])}._\n")
+        return
+    g = s.get("lines")
+    if not g:
+        return
+    per = num(g.get("per"))
+    md.append(f"By statement of the kernel's body ({code(s['lines_file'])}: each instruction charged to the call of the "
+              "kernel's own code it was inlined into; the source lines of the same build, `nvdisasm -gi`)" +
+              (f"; per: executions / {count(per)}, instructions a warp a step for a persistent kernel" if per else "") +
+              ":\n")
+    rows = []
+    for r in g["statements"][:limit]:
+        if not isinstance(r, dict):
+            continue
+        rows.append([code(f"{r.get('file')}:{r.get('line')}"), count(num(r.get("sass_instructions"))),
+                     pct(100 * num(r.get("issue_share")) if num(r.get("issue_share")) is not None else None),
+                     pct(100 * num(r.get("sample_share")) if num(r.get("sample_share")) is not None else None)] +
+                    ([sig(num(r.get("executed_per")), 4)] if per else []) +
+                    [", ".join(f"{esc(p[0])} {pct(100 * num(p[1]))}" for p in pairs(r.get("top_stalls"))) or DASH])
+    if rows:
+        md.append(table(["statement", "SASS instructions", "issue share", "sample share"] + (["per"] if per else []) +
+                        ["top stalls"], rows) + "\n")
 
 
 # ------------------------------------------------------------------ threats, appendix

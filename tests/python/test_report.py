@@ -854,3 +854,34 @@ def test_ncu_stalls_profile_gets_its_warp_state_rows_and_regions(tmp_path):
     md = []
     M.ncu_regions_block(md, got["phase5_ncu_sol.csv"])
     assert md == []
+
+
+def test_ncu_stalls_profile_gets_its_statements(tmp_path):
+    d = tmp_path / "dev"
+    d.mkdir()
+    hdr = '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"\n'
+    row = '"0","k<1>","Warp State Statistics","Warp Cycles Per Issued Instruction","cycle","9.48"\n'
+    for k in ("k", "bad", "odd", "none"):
+        (d / f"phase5_ncu_{k}.csv").write_text(hdr + row)
+    (d / "phase5_ncu_k_lines.json").write_text(json.dumps({
+        "kind": "ncu_lines", "per": 3840000, "statements": [
+            {"file": "5e_pipelined.cuh", "line": 415, "sass_instructions": 1469, "issue_share": 0.337,
+             "sample_share": 0.237, "executed_per": 697.8, "top_stalls": [["barrier", 0.23], "bad"]},
+            "not a statement"]}))
+    (d / "phase5_ncu_bad_lines.json").write_text("{")
+    (d / "phase5_ncu_odd_lines.json").write_text(json.dumps({"kind": "ncu_lines", "lines": []}))
+    got = {s["file"]: s for s in A.ncu_summaries(str(d), 5)}
+    assert got["phase5_ncu_k.csv"]["lines_file"] == "phase5_ncu_k_lines.json"
+    assert got["phase5_ncu_none.csv"]["lines"] is None and got["phase5_ncu_none.csv"]["lines_file"] is None
+    md = []
+    M.ncu_lines_block(md, got["phase5_ncu_k.csv"])
+    text = "\n".join(md)
+    assert "instructions a warp a step" in text and "3,840,000" in text
+    assert "| `5e_pipelined.cuh:415` | 1,469 | 33.7% | 23.7% | 697.8 | barrier 23.0% |" in text
+    for k, why in (("bad", "unreadable"), ("odd", "not a summary by source line")):
+        md = []
+        M.ncu_lines_block(md, got[f"phase5_ncu_{k}.csv"])
+        assert len(md) == 1 and f"phase5_ncu_{k}_lines.json" in md[0] and why in md[0]
+    md = []
+    M.ncu_lines_block(md, got["phase5_ncu_none.csv"])
+    assert md == []
