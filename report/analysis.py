@@ -948,6 +948,21 @@ def nsys_comparison(dev_dir, phase_num, phase_name, records):
     return out
 
 
+def _ncu_summary(path, key, wrong):
+    """A summary JSON beside an ncu CSV: (its object, "") if it has a list under `key`; (None, why)
+    if it is unreadable or another kind; (None, "") if there is none."""
+    if not os.path.exists(path):
+        return None, ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, ValueError) as e:
+        return None, f"unreadable: {e}"
+    if not isinstance(obj, dict) or not isinstance(obj.get(key), list):
+        return None, wrong
+    return obj, ""
+
+
 def ncu_summaries(dev_dir, phase_num):
     """One entry per `make ncu` details CSV of the phase: its headline rows (speed of light, or the
     warp-state statistics of a STALLS=1 profile), the sections they come from, and for a stalls
@@ -960,26 +975,10 @@ def ncu_summaries(dev_dir, phase_num):
         if name.startswith(f"phase{phase_num}_ncu_") and name.endswith(".csv"):
             rows, problem = parse_ncu_details(os.path.join(dev_dir, name))
             sections = sorted({r["section"] for r in rows})
-            regions, rproblem = None, ""
             rpath = os.path.join(dev_dir, name[:-len(".csv")] + "_regions.json")
-            if os.path.exists(rpath):
-                try:
-                    with open(rpath, encoding="utf-8") as f:
-                        regions = json.load(f)
-                    if not isinstance(regions, dict) or not isinstance(regions.get("regions"), list):
-                        regions, rproblem = None, "not a summary by code region"
-                except (OSError, ValueError) as e:
-                    rproblem = f"unreadable: {e}"
-            lines, lproblem = None, ""
+            regions, rproblem = _ncu_summary(rpath, "regions", "not a summary by code region")
             lpath = os.path.join(dev_dir, name[:-len(".csv")] + "_lines.json")
-            if os.path.exists(lpath):
-                try:
-                    with open(lpath, encoding="utf-8") as f:
-                        lines = json.load(f)
-                    if not isinstance(lines, dict) or not isinstance(lines.get("statements"), list):
-                        lines, lproblem = None, "not a summary by source line"
-                except (OSError, ValueError) as e:
-                    lproblem = f"unreadable: {e}"
+            lines, lproblem = _ncu_summary(lpath, "statements", "not a summary by source line")
             out.append({"file": name, "rows": rows, "problem": problem, "sections": sections,
                         "regions_file": os.path.basename(rpath) if os.path.exists(rpath) else None,
                         "regions": regions, "regions_problem": rproblem,

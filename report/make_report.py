@@ -638,13 +638,19 @@ def pairs(v):
             and num(p[1]) is not None]
 
 
+def ncu_part(md, s, part):
+    """A stalls profile's summary `part` ("regions", "lines"), or None: absent, or unreadable (then a
+    line saying why goes into md)."""
+    if s.get(f"{part}_problem"):
+        md.append(f"_{code(s[part + '_file'])}: {esc(s[part + '_problem'])}._\n")
+        return None
+    return s.get(part) or None
+
+
 def ncu_regions_block(md, s, limit=8):
     """A stalls profile's summary by code region (scripts/ncu_regions.py): where the warps' samples
     went, and the stretches of machine code that took the most issue slots or samples."""
-    if s.get("regions_problem"):
-        md.append(f"_{code(s['regions_file'])}: {esc(s['regions_problem'])}._\n")
-        return
-    g = s.get("regions")
+    g = ncu_part(md, s, "regions")
     if not g:
         return
     shares = [(n, v) for n, v in (g.get("stall_share") or {}).items() if num(v) is not None][:8]
@@ -671,10 +677,7 @@ def ncu_regions_block(md, s, limit=8):
 def ncu_lines_block(md, s, limit=10):
     """A stalls profile's summary by statement of the kernel's body (scripts/ncu_lines.py): for a
     persistent kernel, its phases; with the profile's `per` (warps x steps), instructions a warp a step."""
-    if s.get("lines_problem"):
-        md.append(f"_{code(s['lines_file'])}: {esc(s['lines_problem'])}._\n")
-        return
-    g = s.get("lines")
+    g = ncu_part(md, s, "lines")
     if not g:
         return
     per = num(g.get("per"))

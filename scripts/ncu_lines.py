@@ -24,14 +24,13 @@ listing holds no function with the page's instructions (one line on stderr).
 """
 import argparse
 import collections
-import json
 import os
 import re
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ncu_regions import EXEC, SAMPLES, Bad, num, opcode, read_page  # noqa: E402
+from ncu_regions import EXEC, SAMPLES, Bad, num, opcode, read_page, write_json  # noqa: E402
 
 SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 LOCATION = re.compile(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)", line (\d+))?')
@@ -200,10 +199,7 @@ def main(argv=None):
     s["source"] = os.path.basename(a.csv)
     print(text(s))
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(s, f, indent=1)
-        os.replace(tmp, a.json)
+        write_json(a.json, s)
         print(f"ncu_lines.py: wrote {a.json}")
     return 0
 

@@ -138,6 +138,14 @@ def text(s):
     return "\n".join(out)
 
 
+def write_json(path, obj):
+    """obj as JSON at path, whole or not at all (a temporary file, then a rename)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv")
@@ -154,10 +162,7 @@ def main(argv=None):
     s["source"] = os.path.basename(a.csv)
     print(text(s))
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(s, f, indent=1)
-        os.replace(tmp, a.json)
+        write_json(a.json, s)
         print(f"ncu_regions.py: wrote {a.json}")
     return 0
 
