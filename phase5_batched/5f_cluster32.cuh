@@ -344,41 +344,56 @@ struct C32Block : C32Shape<kW1> {
       for (int k = 0; k < 4; ++k) cuda::ptx::mbarrier_init(bar(k), 1);
       cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);  // before the cluster sync
     }
+    move_state<true>();
+  }
+
+  // One tensor and its Adam state between global memory (p.P, p.M, p.V at index g of element e) and
+  // shared memory (w, m, v at index sh): loaded (kLoad) or written back; a: with the Adam state. at(e)
+  // gives {g, sh}.
+  template <bool kLoad, class At>
+  __device__ __forceinline__ void move(bool a, int n, size_t w, size_t m, size_t v, At at) const {
+    for (int e = tid; e < n; e += nt) {
+      const auto [g, sh] = at(e);
+      if constexpr (kLoad) {
+        F(w)[sh] = p.P[g];
+        if (a) F(m)[sh] = p.M[g], F(v)[sh] = p.V[g];
+      } else {
+        p.P[g] = F(w)[sh];
+        if (a) p.M[g] = F(m)[sh], p.V[g] = F(v)[sh];
+      }
+    }
+  }
+  struct At {
+    size_t g;
+    int sh;
+  };
+  // What this block holds, loaded before the first step (kLoad) or written back after the last: its
+  // W1 and W2 rows, b1 and b2 of its units; the W2 column copy (loaded only: the owners' rows are
+  // written); W3 and b3 (every block loads the replica, block 0 writes it back).
+  template <bool kLoad>
+  __device__ __forceinline__ void move_state() {
     const bool a = adam();
-    for (int e = tid; e < own1 * d.D; e += nt) {
+    move<kLoad>(a, own1 * d.D, L.w1, L.m1, L.v1, [&](int e) {
       const int u = e / d.D, k = e - u * d.D;
-      const size_t g = p.w0 + static_cast<size_t>(c0 + u) * d.D + k;
-      F(L.w1)[u * d.ldw + k] = p.P[g];
-      if (a) F(L.m1)[u * d.ldw + k] = p.M[g], F(L.v1)[u * d.ldw + k] = p.V[g];
-    }
-    for (int u = tid; u < own1; u += nt) {
-      F(L.b1)[u] = p.P[p.b0 + c0 + u];
-      if (a) F(L.mb1)[u] = p.M[p.b0 + c0 + u], F(L.vb1)[u] = p.V[p.b0 + c0 + u];
-    }
-    for (int e = tid; e < own2 * d.H1; e += nt) {
+      return At{p.w0 + static_cast<size_t>(c0 + u) * d.D + k, u * d.ldw + k};
+    });
+    move<kLoad>(a, own1, L.b1, L.mb1, L.vb1, [&](int u) { return At{p.b0 + c0 + u, u}; });
+    move<kLoad>(a, own2 * d.H1, L.w2r, L.m2r, L.v2r, [&](int e) {
       const int j = e / d.H1, k = e - j * d.H1;
-      const size_t g = p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k;
-      F(L.w2r)[j * d.ld1 + k] = p.P[g];
-      if (a) F(L.m2r)[j * d.ld1 + k] = p.M[g], F(L.v2r)[j * d.ld1 + k] = p.V[g];
-    }
-    for (int j = tid; j < own2; j += nt) {
-      F(L.b2)[j] = p.P[p.b1 + j0 + j];
-      if (a) F(L.mb2)[j] = p.M[p.b1 + j0 + j], F(L.vb2)[j] = p.V[p.b1 + j0 + j];
-    }
-    for (int e = tid; e < d.H2 * own1; e += nt) {  // the column copy: W2[j][c0 + c] at w2c[j * U + c]
-      const int j = e / own1, c = e - j * own1;
-      const size_t g = p.w1 + static_cast<size_t>(j) * d.H1 + c0 + c;
-      F(L.w2c)[j * U + c] = p.P[g];
-      if (a) F(L.m2c)[j * U + c] = p.M[g], F(L.v2c)[j * U + c] = p.V[g];
-    }
-    for (int e = tid; e < d.C * d.H2; e += nt) {
-      const int c = e / d.H2, k = e - c * d.H2;
-      F(L.w3)[c * d.ld3 + k] = p.P[p.w2 + e];
-      if (a) F(L.m3)[c * d.ld3 + k] = p.M[p.w2 + e], F(L.v3)[c * d.ld3 + k] = p.V[p.w2 + e];
-    }
-    for (int c = tid; c < d.C; c += nt) {
-      F(L.b3)[c] = p.P[p.b2 + c];
-      if (a) F(L.mb3)[c] = p.M[p.b2 + c], F(L.vb3)[c] = p.V[p.b2 + c];
+      return At{p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k, j * d.ld1 + k};
+    });
+    move<kLoad>(a, own2, L.b2, L.mb2, L.vb2, [&](int j) { return At{p.b1 + j0 + j, j}; });
+    if constexpr (kLoad)  // the column copy: W2[j][c0 + c] at w2c[j * U + c]
+      move<kLoad>(a, d.H2 * own1, L.w2c, L.m2c, L.v2c, [&](int e) {
+        const int j = e / own1, c = e - j * own1;
+        return At{p.w1 + static_cast<size_t>(j) * d.H1 + c0 + c, j * U + c};
+      });
+    if (kLoad || r == 0) {
+      move<kLoad>(a, d.C * d.H2, L.w3, L.m3, L.v3, [&](int e) {
+        const int c = e / d.H2, k = e - c * d.H2;
+        return At{p.w2 + e, c * d.ld3 + k};
+      });
+      move<kLoad>(a, d.C, L.b3, L.mb3, L.vb3, [&](int c) { return At{p.b2 + c, c}; });
     }
   }
 
@@ -857,40 +872,7 @@ struct C32Block : C32Shape<kW1> {
   }
 
   // ---- write back what this block owns (block 0 also the W3/b3 replica)
-  __device__ __forceinline__ void write_back() {
-    const bool a = adam();
-    for (int e = tid; e < own1 * d.D; e += nt) {
-      const int u = e / d.D, k = e - u * d.D;
-      const size_t g = p.w0 + static_cast<size_t>(c0 + u) * d.D + k;
-      p.P[g] = F(L.w1)[u * d.ldw + k];
-      if (a) p.M[g] = F(L.m1)[u * d.ldw + k], p.V[g] = F(L.v1)[u * d.ldw + k];
-    }
-    for (int u = tid; u < own1; u += nt) {
-      p.P[p.b0 + c0 + u] = F(L.b1)[u];
-      if (a) p.M[p.b0 + c0 + u] = F(L.mb1)[u], p.V[p.b0 + c0 + u] = F(L.vb1)[u];
-    }
-    for (int e = tid; e < own2 * d.H1; e += nt) {
-      const int j = e / d.H1, k = e - j * d.H1;
-      const size_t g = p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k;
-      p.P[g] = F(L.w2r)[j * d.ld1 + k];
-      if (a) p.M[g] = F(L.m2r)[j * d.ld1 + k], p.V[g] = F(L.v2r)[j * d.ld1 + k];
-    }
-    for (int j = tid; j < own2; j += nt) {
-      p.P[p.b1 + j0 + j] = F(L.b2)[j];
-      if (a) p.M[p.b1 + j0 + j] = F(L.mb2)[j], p.V[p.b1 + j0 + j] = F(L.vb2)[j];
-    }
-    if (r == 0) {
-      for (int e = tid; e < d.C * d.H2; e += nt) {
-        const int c = e / d.H2, k = e - c * d.H2;
-        p.P[p.w2 + e] = F(L.w3)[c * d.ld3 + k];
-        if (a) p.M[p.w2 + e] = F(L.m3)[c * d.ld3 + k], p.V[p.w2 + e] = F(L.v3)[c * d.ld3 + k];
-      }
-      for (int c = tid; c < d.C; c += nt) {
-        p.P[p.b2 + c] = F(L.b3)[c];
-        if (a) p.M[p.b2 + c] = F(L.mb3)[c], p.V[p.b2 + c] = F(L.vb3)[c];
-      }
-    }
-  }
+  __device__ __forceinline__ void write_back() { move_state<false>(); }
 };
 #endif  // !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
