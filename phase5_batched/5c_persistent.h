@@ -45,7 +45,6 @@ struct PersistParams {
   xword* h2x = nullptr;  // [2][B][H2]
   xword* w2x = nullptr;  // [2][H2][H1]
   xword* w3x = nullptr;  // rung 5e only (5e_pipelined.cuh): [2][C * H2 + C], W3 and b3 as their owners publish them
-  bool xfloat = false;   // rung 5e only: its fused pass reads the next batch as floats (plan_pipelined sets it)
   int64_t s0 = 0;        // global step of the first step of this launch
   int i0 = 0;            // its batch index in the epoch
   int count = 0;         // steps in this launch (never past the epoch's end)

@@ -49,16 +49,9 @@
 namespace nb {
 namespace mlp {
 
-// The fused pass's forward reads the next batch as floats: xf[i][o] (a float4) holds the four pixels of
-// word kw = o >> 1 of row (o & 1) * RB + i (0 past the batch), so the lanes o of a warp read 16
-// consecutive bytes each. 2 RB D floats: 100,352 bytes at W1's shape.
-__host__ __device__ inline size_t xfloat_bytes(const PersistParams& p) {
-  return static_cast<size_t>(persist_half_rows(p.B)) * 2 * (p.D / 4) * 4 * sizeof(float);
-}
-
 // Shared memory past rung 5c's layout (bytes from the start of the dynamic buffer).
 struct PipeLayout {
-  size_t mask1, mask2, fpart, clk, xf, total;
+  size_t mask1, mask2, fpart, total;
 };
 __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC) {
   PipeLayout L{};
@@ -72,9 +65,6 @@ __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC
   L.mask1 = take(static_cast<size_t>(p.B) * NC * f);                  // next step's h1 mask (0 or 1/(1-p))
   L.mask2 = take(static_cast<size_t>(p.B) * (p.nj > 0 ? p.nj : 1) * f);  // this step's h2 mask
   L.fpart = take(static_cast<size_t>(kPersistThreads) * f);           // the fused pass's warp sums
-  L.clk = take((kPipeSegments + 1) * sizeof(unsigned long long));      // --breakdown's sums (SharedSegmentClock)
-  L.xf = off;  // p.xfloat: the next batch as floats, in the order the fused pass's lanes read it (xfloat_bytes)
-  if (p.xfloat) take(xfloat_bytes(p));
   L.total = off;
   return L;
 }
@@ -140,19 +130,11 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   using Base::nt, Base::nwarps, Base::p, Base::sm, Base::tid, Base::lane, Base::wid;
   using Base::c0, Base::ncown, Base::j0, Base::njown, Base::adam, Base::keep_grads;
   float *mask1, *mask2, *fpart;
-  float4* xf;   // the next batch as floats (xfloat(): see xfloat_bytes)
-  unsigned long long* clk;
   bool fused_;  // the fused W1 update + next first layer (NC == 1, B <= 32); W1's instance: always
   __device__ __forceinline__ bool fused() const {
     if constexpr (kW1) return true;
     else if constexpr (NC != 1) return false;  // (the fused pass is not compiled for these)
     else return fused_;
-  }
-  // Does the fused pass read the next batch as floats (converted in the wait for h2) instead of bytes?
-  // W1's instance: always (its plan falls back to the generic instance where the copy does not fit).
-  __device__ __forceinline__ bool xfloat() const {
-    if constexpr (kW1) return true;
-    else return fused() && p.xfloat;
   }
   int Q, q0, nq;  // W3 and b3 as Q = C H2 + C elements (W3 row-major, then b3); this block owns q0 .. q0 + nq
 
@@ -160,8 +142,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     const PipeLayout L = pipe_layout(p, NC);
     mask1 = reinterpret_cast<float*>(smem + L.mask1), mask2 = reinterpret_cast<float*>(smem + L.mask2);
     fpart = reinterpret_cast<float*>(smem + L.fpart);
-    xf = reinterpret_cast<float4*>(smem + L.xf);
-    clk = reinterpret_cast<unsigned long long*>(smem + L.clk);
     fused_ = pipe_fuses(NC, B);
     Q = C * H2 + C;
     const int per = (Q + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
@@ -224,22 +204,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
         });
   }
 
-  // ---- the batch of step nx (landed and visible: the caller's barrier) as floats, in the order the
-  // fused pass's forward reads it. Runs in the wait for h2, so the forward on the critical path reads
-  // 4 floats a word instead of turning 4 bytes into floats (8 instructions a word). Exact: byte_value.
-  __device__ __forceinline__ void convert_next_batch(const uint8_t* xb) {
-    const int KW = D / 4, RB = persist_half_rows(B), n = RB * 2 * KW;
-    for (int e = tid; e < n; e += nt) {
-      const int i = e / (2 * KW), o = e % (2 * KW), r = (o & 1) * RB + i;
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (r < B) {
-        const uint32_t xw = reinterpret_cast<const uint32_t*>(xb + static_cast<size_t>(r) * xs)[o >> 1];
-        v = make_float4(byte_value(xw, 0), byte_value(xw, 1), byte_value(xw, 2), byte_value(xw, 3));
-      }
-      xf[e] = v;
-    }
-  }
-
   // ---- W1 update of step `up` (null: none) and first layer of step `nx` (null: none), one pass.
   // Lane pairs as 5c's update: lane (kw, h) sums its half h of the rows of `up`'s batch for the four
   // pixels of word kw, the halves are exchanged by one shuffle, and each lane updates two pixels.
@@ -247,8 +211,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   // half of the rows of `nx`'s batch: fw[i] = row h * RB + i's partial sum. transpose_sum over the 16
   // lanes of the same h leaves lane l the warp's sum for row (l & 1) * RB + (l >> 1); the warps' sums
   // are added 4 at a time by 4 lanes and a shuffle pair; bias, ReLU, the mask drawn during X2, publish.
-  // NC == 1 and B <= 32 (RB <= 16). Needs the batch of `nx` landed and visible (the caller's barrier),
-  // and with xfloat() its float copy (convert_next_batch).
+  // NC == 1 and B <= 32 (RB <= 16). Needs the batch of `nx` landed and visible (the caller's barrier).
   __device__ __forceinline__ void update_forward(const PersistStep* up, const PersistStep* nx) {
     if (up) this->update_b1(up->hy);
     const int KW = D / 4, RB = persist_half_rows(B);
@@ -283,16 +246,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       if (nx) {
         const float q0 = __shfl_xor_sync(0xffffffffu, wn[0], 1), q1 = __shfl_xor_sync(0xffffffffu, wn[1], 1);
         const float w4[4] = {h ? q0 : wn[0], h ? q1 : wn[1], h ? wn[0] : q0, h ? wn[1] : q1};
-        if (on && xfloat())  // (rows past the batch are 0 in the copy)
-#pragma unroll
-          for (int i = 0; i < 16; ++i) {
-            if (i < RB) {
-              const float4 x4 = xf[i * 2 * KW + o];
-              fw[i] = fmaf(x4.x, w4[0], fw[i]), fw[i] = fmaf(x4.y, w4[1], fw[i]);
-              fw[i] = fmaf(x4.z, w4[2], fw[i]), fw[i] = fmaf(x4.w, w4[3], fw[i]);
-            }
-          }
-        else if (on)
+        if (on)
 #pragma unroll
           for (int i = 0; i < 16; ++i) {
             const int r = h * RB + i;
@@ -408,8 +362,7 @@ template <int NC, bool kW1>
 __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(PersistParams pin) {
   extern __shared__ __align__(16) unsigned char smem[];
   PipeBlock<NC, kW1> blk(pin, smem);
-  // --breakdown: block 0's thread 0 (pipe_segment_name); sums in shared memory, not in registers
-  SharedSegmentClock<kPipeSegments> clock;
+  SegmentClock<kPipeSegments> clock;  // --breakdown: block 0's thread 0 (pipe_segment_name)
   const bool stamping = blk.p.breakdown != nullptr;
   blk.load_owned();
   cooperative_groups::this_grid().sync();
@@ -419,14 +372,13 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
       blk.draw_h1_mask(st0.s);
       __pipeline_wait_prior(0);
       __syncthreads();
-      if (blk.xfloat()) blk.convert_next_batch(st0.xb), __syncthreads();
       blk.update_forward(nullptr, &st0);
     } else {
       blk.first_layer(st0);
     }
   }
   blk.fetch_indices(1);
-  clock.start(stamping && blockIdx.x == 0 && blk.tid == 0, blk.clk);
+  clock.start(stamping && blockIdx.x == 0 && blk.tid == 0);
   AdamHyper hy_prev{};
   for (int t = 0; t < blk.p.count; ++t) {
     const PersistStep st = blk.step(t);
@@ -448,13 +400,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
     blk.second_layer(st);  // B
     clock.stamp(2);
     blk.store_next_labels(st);
-    blk.gather_h2(st, [&] {  // X2 (its barrier makes the float copy visible)
+    blk.gather_h2(st, [&] {  // X2
       if (blk.fused() && st.more) blk.draw_h1_mask(st.s + 1);
-      if (blk.xfloat() && st.more) {  // the next batch (fetched during X1) as floats
-        __pipeline_wait_prior(0);
-        __syncthreads();
-        blk.convert_next_batch(blk.step(t + 1).xb);
-      }
     });
     clock.stamp(3);
     blk.partial_logits();  // C1, C2 (5c's)
@@ -492,18 +439,9 @@ struct PipeKernel {
 inline const void* pipe_kernel(const PersistPlan& pl) { return persist_instance<PipeKernel>(pl); }
 
 // 5c's split and its checks, then this kernel's shared memory (5c's layout and the extras) and residency.
-// float_copy = false: the fused pass reads bytes even where the float copy fits (tests: both give the same bits).
-inline PersistPlan plan_pipelined(PersistParams& p, int requested_blocks, int device, bool specialize = true,
-                                  bool float_copy = true) {
+inline PersistPlan plan_pipelined(PersistParams& p, int requested_blocks, int device, bool specialize = true) {
   const std::string mode = "--launch pipelined";
   PersistPlan pl = persist_split(p, requested_blocks, device, specialize, mode);
-  // the fused pass's float copy of the next batch where it fits (else the pass reads bytes; W1's
-  // instance always reads the copy, so without it the plan takes the generic instance)
-  int smem_optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  p.xfloat = float_copy && pipe_fuses(pl.NC, p.B);
-  if (p.xfloat && pipe_layout(p, pl.NC).total > static_cast<size_t>(smem_optin)) p.xfloat = false;
-  if (!p.xfloat) pl.specialized = false;
   pl.smem = pipe_layout(p, pl.NC).total;
   persist_fit(pl, pipe_kernel(pl), device, mode);
   return pl;

@@ -141,10 +141,9 @@ struct Setup {
     return p;
   }
   // Runs steps [first, first + count) of epoch 0 in one launch of a rung's kernel.
-  // (float_copy: rung 5e's fused pass reads the next batch as floats where it fits, else as bytes)
-  PersistPlan run(int first, int count, bool specialize = true, Rung rung = Rung::Persistent, bool float_copy = true) {
+  PersistPlan run(int first, int count, bool specialize = true, Rung rung = Rung::Persistent) {
     PersistParams p = params();
-    PersistPlan pl = rung == Rung::Pipelined   ? plan_pipelined(p, cfg.blocks, 0, specialize, float_copy)
+    PersistPlan pl = rung == Rung::Pipelined   ? plan_pipelined(p, cfg.blocks, 0, specialize)
                      : rung == Rung::Cluster32 ? plan_cluster32(p, cfg.blocks, 0, specialize)
                                                : plan_persistent(p, cfg.blocks, 0, specialize);
     p.s0 = first, p.i0 = first, p.count = count;
@@ -396,26 +395,6 @@ TEST_CASE("mlp pipelined: steps split over launches and repeated runs are bit-id
 TEST_CASE("mlp pipelined: W1's compiled-in instance and the generic one give bit-identical steps") {
   NB_SKIP_WITHOUT_DEVICE();
   check_w1_instance(Rung::Pipelined);
-}
-
-// The fused pass's forward reads the next batch as floats converted during the wait for h2, or (where
-// the copy does not fit) as bytes: the same values in the same order, so the same bits.
-TEST_CASE("mlp pipelined: the fused pass gives the same bits from the float copy of the batch and from its bytes") {
-  NB_SKIP_WITHOUT_DEVICE();
-  for (const Config& c : {Config{17, 37, 30, 0, true, 0.2, 3}, Config{1, 37, 20, 0, true, 0.2}, Config{32, 128, 64, 0, true, 0.2}}) {
-    INFO("B=" << c.B << " H1=" << c.H1 << " H2=" << c.H2);
-    Setup s(c, 5);
-    const PersistPlan copy = s.run(0, 5, false, Rung::Pipelined, true);
-    const std::vector<float> p1 = s.P.get(), m1 = s.M.get(), loss1 = s.loss.get();
-    s.reset();
-    const PersistPlan bytes = s.run(0, 5, false, Rung::Pipelined, false);
-    CHECK(pipelined_fuses_first_layer(s.params(), copy));
-    CHECK(copy.smem == bytes.smem + xfloat_bytes(s.params()));  // the copy was planned in one, not the other
-    const std::vector<float> p2 = s.P.get(), m2 = s.M.get(), loss2 = s.loss.get();
-    CHECK(std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(m1.data(), m2.data(), m1.size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(loss1.data(), loss2.data(), loss1.size() * sizeof(float)) == 0);
-  }
 }
 
 TEST_CASE("mlp pipelined: a non-finite loss sets the divergence flag at its step") {
