@@ -912,6 +912,11 @@ struct PersistBlock : PersistDims<kW1> {
     write_back_replica();
   }
   __device__ __forceinline__ void write_back_rows() {
+    write_back_first_layer();
+    write_back_w2_rows();
+    write_back_b2();
+  }
+  __device__ __forceinline__ void write_back_first_layer() {
     for (int e = tid; e < D * ncown; e += nt) {
       const int c = e / D, k = e % D;
       const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
@@ -922,12 +927,16 @@ struct PersistBlock : PersistDims<kW1> {
       p.P[p.b0 + c0 + c] = sm.b1[c];
       if (adam) p.M[p.b0 + c0 + c] = sm.mb1[c], p.V[p.b0 + c0 + c] = sm.vb1[c];
     }
+  }
+  __device__ __forceinline__ void write_back_w2_rows() {
     for (int e = tid; e < njown * H1; e += nt) {
       const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
       const int es = (e / H1) * ld1 + e % H1;
       p.P[g] = sm.w2r[es];
       if (adam) p.M[g] = sm.m2r[es], p.V[g] = sm.v2r[es];
     }
+  }
+  __device__ __forceinline__ void write_back_b2() {
     for (int j = tid; j < njown; j += nt) {
       p.P[p.b1 + j0 + j] = sm.b2[j];
       if (adam) p.M[p.b1 + j0 + j] = sm.mb2[j], p.V[p.b1 + j0 + j] = sm.vb2[j];

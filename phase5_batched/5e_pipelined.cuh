@@ -51,7 +51,7 @@ namespace mlp {
 
 // Shared memory past rung 5c's layout (bytes from the start of the dynamic buffer).
 struct PipeLayout {
-  size_t mask1, mask2, fpart, total;
+  size_t mask1, mask2, fpart, m2c, v2c, total;
 };
 __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC) {
   PipeLayout L{};
@@ -65,6 +65,8 @@ __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC
   L.mask1 = take(static_cast<size_t>(p.B) * NC * f);                  // next step's h1 mask (0 or 1/(1-p))
   L.mask2 = take(static_cast<size_t>(p.B) * (p.nj > 0 ? p.nj : 1) * f);  // this step's h2 mask
   L.fpart = take(static_cast<size_t>(kPersistThreads) * f);           // the fused pass's warp sums
+  L.m2c = take(static_cast<size_t>(p.H2) * NC * f);                   // Adam's state of the own W2 column (fused())
+  L.v2c = take(static_cast<size_t>(p.H2) * NC * f);
   L.total = off;
   return L;
 }
@@ -130,6 +132,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   using Base::nt, Base::nwarps, Base::p, Base::sm, Base::tid, Base::lane, Base::wid;
   using Base::c0, Base::ncown, Base::j0, Base::njown, Base::adam, Base::keep_grads;
   float *mask1, *mask2, *fpart;
+  float *m2c, *v2c;  // fused(): the block owns W2's column of its first-layer unit (sm.w2c) and updates it
   bool fused_;  // the fused W1 update + next first layer (NC == 1, B <= 32); W1's instance: always
   __device__ __forceinline__ bool fused() const {
     if constexpr (kW1) return true;
@@ -142,6 +145,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     const PipeLayout L = pipe_layout(p, NC);
     mask1 = reinterpret_cast<float*>(smem + L.mask1), mask2 = reinterpret_cast<float*>(smem + L.mask2);
     fpart = reinterpret_cast<float*>(smem + L.fpart);
+    m2c = reinterpret_cast<float*>(smem + L.m2c), v2c = reinterpret_cast<float*>(smem + L.v2c);
     fused_ = pipe_fuses(NC, B);
     Q = C * H2 + C;
     const int per = (Q + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
@@ -153,6 +157,13 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   __device__ __forceinline__ void load_owned() {
     Base::load_owned();
     for (int o = tid; o < 2 * nq; o += nt) xstore(p.w3x + (o & 1) * Q + q0 + (o >> 1), 0.f, 0u);
+    if (fused())  // the own W2 column and its Adam state (5c gathers the column from the rows' owners)
+      for (int j = tid; j < H2; j += nt) {
+        const size_t g = p.w1 + static_cast<size_t>(j) * H1 + c0;
+        const bool own = ncown > 0;
+        sm.w2c[j] = own ? p.P[g] : 0.f;
+        m2c[j] = own && adam ? p.M[g] : 0.f, v2c[j] = own && adam ? p.V[g] : 0.f;
+      }
   }
   // the batch indices of step t (< count) into registers, two steps before their use
   __device__ __forceinline__ void fetch_indices(int t) {
@@ -204,6 +215,39 @@ struct PipeBlock : PersistBlock<NC, kW1> {
         });
   }
 
+  // ---- fused(): W2's column of the own first-layer unit, updated with step `up`'s gradient
+  // dW2[j][c0] = sum_r dz2[r][j] h1[r][c0] (5c's order of the sums: the same bits as 5c's row
+  // owners) after dz1 has used it, and published for step `nx` (null: none), whose second-layer
+  // owners gather their rows from these columns while h1 travels. Run by the warps the fused pass
+  // gives no pixels (W1: warps 13 and 14, one element a lane), else by its last warp; so the row
+  // owners' wait for h1 holds no W2 update (5c's late update of the rows, ~0.4 us of it).
+  __device__ __forceinline__ void update_w2_column(const PersistStep& up, const PersistStep* nx) {
+    const int nwu = min(nwarps, (D / 2 + 31) / 32);  // warps with pixels (2 D / 4 lanes)
+    const int hw0 = min(nwu, nwarps - 1), hwn = max(1, nwarps - 1 - hw0);
+    if (wid < hw0 || wid >= hw0 + hwn || ncown == 0) return;
+    for (int j = tid - 32 * hw0; j < H2; j += 32 * hwn) {
+      float g = 0.f;
+#pragma unroll 8
+      for (int r = 0; r < B; ++r) g = fmaf(sm.dz2[r * ld2 + j], sm.h1o[r * NC], g);
+      const size_t gi = static_cast<size_t>(j) * H1 + c0;
+      if (keep_grads) p.G[p.w1 + gi] = g;
+      opt_apply(sm.w2c[j], g, m2c + j, v2c + j, adam, p.lr, up.hy);
+      if (nx) xstore(nx->w2now + gi, sm.w2c[j], nx->T);
+    }
+  }
+  // ---- X1 (the blocks that own second-layer units): all of h1 and, fused() after the first step,
+  // the own W2 rows from the columns' owners (published in the previous step's fused pass)
+  template <class Between>
+  __device__ __forceinline__ void gather_h1(const PersistStep& st, Between between) {
+    const bool rows = fused() && st.t > 0;
+    const int n2 = njown * H1;
+    const xword* src = st.w2now + static_cast<size_t>(j0) * H1;
+    const xword r0 = rows && tid < n2 ? xload(src + tid) : 0;
+    gather_rows(sm.h1, ld1, st.h1x, B, H1, st.T, between);
+    if (rows)
+      for (int e = tid; e < n2; e += nt) sm.w2r[(e / H1) * ld1 + e % H1] = xvalue(src + e, e == tid ? r0 : xload(src + e), st.T);
+  }
+
   // ---- W1 update of step `up` (null: none) and first layer of step `nx` (null: none), one pass.
   // Lane pairs as 5c's update: lane (kw, h) sums its half h of the rows of `up`'s batch for the four
   // pixels of word kw, the halves are exchanged by one shuffle, and each lane updates two pixels.
@@ -213,7 +257,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   // are added 4 at a time by 4 lanes and a shuffle pair; bias, ReLU, the mask drawn during X2, publish.
   // NC == 1 and B <= 32 (RB <= 16). Needs the batch of `nx` landed and visible (the caller's barrier).
   __device__ __forceinline__ void update_forward(const PersistStep* up, const PersistStep* nx) {
-    if (up) this->update_b1(up->hy);
+    if (up) this->update_b1(up->hy), update_w2_column(*up, nx);
     const int KW = D / 4, RB = persist_half_rows(B);
     float fw[16];
 #pragma unroll
@@ -288,7 +332,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   // by this step's last layer through the gather with h2. They read the previous step's h1, h2, dz2
   // and dz3, which this step's gathers and softmax overwrite only after them.
   __device__ __forceinline__ void late_updates_w2(const AdamHyper& h, xword* w2pub, uint32_t tag) {
-    const int n2 = njown * H1;
+    const int n2 = fused() ? 0 : njown * H1;  // fused(): only b2 (the rows come from the columns' owners)
     for (int o = tid; o < n2 + njown; o += nt) {
       if (o < n2) this->update_w2(o, h, w2pub, tag);
       else this->update_b2(o - n2, h);
@@ -326,17 +370,34 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     const xword* w3src = p.w3x + static_cast<size_t>(st.par) * Q;
     const bool w3 = st.t > 0 && tid < Q;
     const xword w30 = w3 ? xload(w3src + tid) : 0;
-    Base::gather_h2(st, between, [&] {
+    const auto w3words = [&] {
       if (w3) {
         replica(tid) = xvalue(w3src + tid, w30, st.T);
         for (int q = tid + nt; q < Q; q += nt) replica(q) = xvalue(w3src + q, xload(w3src + q), st.T);
       }
-    });
+    };
+    if (fused()) {  // the own W2 column is in shared memory already
+      gather_rows(sm.h2, ld2, st.h2x, B, H2, st.T, between);
+      w3words();
+      __syncthreads();
+    } else {
+      Base::gather_h2(st, between, w3words);
+    }
   }
 
   // ---- write back: the own rows (5c's) and the own W3/b3 slice (the replicas are not all current)
   __device__ __forceinline__ void write_back() {
-    this->write_back_rows();
+    this->write_back_first_layer();
+    if (fused()) {  // the own W2 column (the rows' copies miss the last step's update)
+      for (int j = tid; j < H2 && ncown > 0; j += nt) {
+        const size_t g = p.w1 + static_cast<size_t>(j) * H1 + c0;
+        p.P[g] = sm.w2c[j];
+        if (adam) p.M[g] = m2c[j], p.V[g] = v2c[j];
+      }
+    } else {
+      this->write_back_w2_rows();
+    }
+    this->write_back_b2();
     for (int o = tid; o < nq; o += nt) {
       const int q = q0 + o;
       const bool w = q < C * H2;
@@ -393,7 +454,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
       if (stamping) __syncthreads(), clock.stamp(0);  // (only when timing the parts: splits X1)
     };
     // X1: only the blocks that own second-layer units read h1 (the others never use it)
-    if (blk.njown > 0) gather_rows(blk.sm.h1, blk.ld1, st.h1x, blk.B, blk.H1, st.T, x1_work);
+    if (blk.njown > 0) blk.gather_h1(st, x1_work);
     else x1_work();
     __syncthreads();
     clock.stamp(1);
