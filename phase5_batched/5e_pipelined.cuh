@@ -215,24 +215,36 @@ struct PipeBlock : PersistBlock<NC, kW1> {
         });
   }
 
-  // ---- fused(): W2's column of the own first-layer unit, updated with step `up`'s gradient
-  // dW2[j][c0] = sum_r dz2[r][j] h1[r][c0] (5c's order of the sums: the same bits as 5c's row
-  // owners) after dz1 has used it, and published for step `nx` (null: none), whose second-layer
-  // owners gather their rows from these columns while h1 travels. Run by the warps the fused pass
-  // gives no pixels (W1: warps 13 and 14, one element a lane), else by its last warp; so the row
-  // owners' wait for h1 holds no W2 update (5c's late update of the rows, ~0.4 us of it).
-  __device__ __forceinline__ void update_w2_column(const PersistStep& up, const PersistStep* nx) {
+  // ---- fused(): step `up`'s updates of the small layers, by the warps the fused pass gives no pixels
+  // (W1: warps 13 and 14; else the pass's last warp), in the pass's shadow instead of the next wait
+  // for h1 (where they held up the second layer's owners: 5c's late updates). Tasks:
+  //   * W2's column of the own first-layer unit, which this block owns (sm.w2c, Adam's state in
+  //     m2c/v2c): dW2[j][c0] = sum_r dz2[r][j] h1[r][c0] (5c's order of the sums: the same bits as
+  //     its row owners'), after dz1 has used the column; published for step `nx` (null: none), whose
+  //     second-layer owners gather their rows from the columns while h1 travels (gather_h1);
+  //   * the block's slice of W3 and b3 (update_w3_element), published for `nx`'s gather with h2;
+  //   * b2 of the own second-layer units.
+  __device__ __forceinline__ void update_small_layers(const PersistStep& up, const PersistStep* nx) {
     const int nwu = min(nwarps, (D / 2 + 31) / 32);  // warps with pixels (2 D / 4 lanes)
     const int hw0 = min(nwu, nwarps - 1), hwn = max(1, nwarps - 1 - hw0);
-    if (wid < hw0 || wid >= hw0 + hwn || ncown == 0) return;
-    for (int j = tid - 32 * hw0; j < H2; j += 32 * hwn) {
-      float g = 0.f;
+    if (wid < hw0 || wid >= hw0 + hwn) return;
+    const int n2 = ncown > 0 ? H2 : 0;
+    xword* w3pub = nx ? p.w3x + static_cast<size_t>(nx->par) * Q : nullptr;
+    for (int o = tid - 32 * hw0; o < n2 + nq + njown; o += 32 * hwn) {
+      if (o < n2) {
+        const int j = o;
+        float g = 0.f;
 #pragma unroll 8
-      for (int r = 0; r < B; ++r) g = fmaf(sm.dz2[r * ld2 + j], sm.h1o[r * NC], g);
-      const size_t gi = static_cast<size_t>(j) * H1 + c0;
-      if (keep_grads) p.G[p.w1 + gi] = g;
-      opt_apply(sm.w2c[j], g, m2c + j, v2c + j, adam, p.lr, up.hy);
-      if (nx) xstore(nx->w2now + gi, sm.w2c[j], nx->T);
+        for (int r = 0; r < B; ++r) g = fmaf(sm.dz2[r * ld2 + j], sm.h1o[r * NC], g);
+        const size_t gi = static_cast<size_t>(j) * H1 + c0;
+        if (keep_grads) p.G[p.w1 + gi] = g;
+        opt_apply(sm.w2c[j], g, m2c + j, v2c + j, adam, p.lr, up.hy);
+        if (nx) xstore(nx->w2now + gi, sm.w2c[j], nx->T);
+      } else if (o < n2 + nq) {
+        update_w3_element(o - n2, up.hy, w3pub, nx ? nx->T : 0u);
+      } else {
+        this->update_b2(o - n2 - nq, up.hy);
+      }
     }
   }
   // ---- X1 (the blocks that own second-layer units): all of h1 and, fused() after the first step,
@@ -257,7 +269,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   // are added 4 at a time by 4 lanes and a shuffle pair; bias, ReLU, the mask drawn during X2, publish.
   // NC == 1 and B <= 32 (RB <= 16). Needs the batch of `nx` landed and visible (the caller's barrier).
   __device__ __forceinline__ void update_forward(const PersistStep* up, const PersistStep* nx) {
-    if (up) this->update_b1(up->hy), update_w2_column(*up, nx);
+    if (up) this->update_b1(up->hy), update_small_layers(*up, nx);
     const int KW = D / 4, RB = persist_half_rows(B);
     float fw[16];
 #pragma unroll
@@ -332,7 +344,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   // by this step's last layer through the gather with h2. They read the previous step's h1, h2, dz2
   // and dz3, which this step's gathers and softmax overwrite only after them.
   __device__ __forceinline__ void late_updates_w2(const AdamHyper& h, xword* w2pub, uint32_t tag) {
-    const int n2 = fused() ? 0 : njown * H1;  // fused(): only b2 (the rows come from the columns' owners)
+    const int n2 = njown * H1;
     for (int o = tid; o < n2 + njown; o += nt) {
       if (o < n2) this->update_w2(o, h, w2pub, tag);
       else this->update_b2(o - n2, h);
@@ -342,25 +354,27 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   // h2 and dz3 and published for every block's replica (gathered with h2). The tasks start half a
   // block away from the W2 rows' (thread 0 up) and the masks' (the last threads).
   __device__ __forceinline__ void update_w3_slice(const AdamHyper& h, xword* w3pub, uint32_t tag) {
-    for (int o = (tid + nt / 2) % nt; o < nq; o += nt) {
-      const int q = q0 + o;
-      float g = 0.f;
-      if (q < C * H2) {
-        const int m = q / H2, n = q % H2;
+    for (int o = (tid + nt / 2) % nt; o < nq; o += nt) update_w3_element(o, h, w3pub, tag);
+  }
+  // element o of the slice (published unless w3pub is null)
+  __device__ __forceinline__ void update_w3_element(int o, const AdamHyper& h, xword* w3pub, uint32_t tag) {
+    const int q = q0 + o;
+    float g = 0.f;
+    if (q < C * H2) {
+      const int m = q / H2, n = q % H2;
 #pragma unroll 8
-        for (int r = 0; r < B; ++r) g = fmaf(sm.z3[r * C + m], sm.h2[r * ld2 + n], g);
-        const int e = n * cp + m;
-        opt_apply(sm.w3[e], g, sm.m3 + e, sm.v3 + e, adam, p.lr, h);
-        xstore(w3pub + q, sm.w3[e], tag);
-      } else {
-        const int j = q - C * H2;
+      for (int r = 0; r < B; ++r) g = fmaf(sm.z3[r * C + m], sm.h2[r * ld2 + n], g);
+      const int e = n * cp + m;
+      opt_apply(sm.w3[e], g, sm.m3 + e, sm.v3 + e, adam, p.lr, h);
+      if (w3pub) xstore(w3pub + q, sm.w3[e], tag);
+    } else {
+      const int j = q - C * H2;
 #pragma unroll 8
-        for (int r = 0; r < B; ++r) g += sm.z3[r * C + j];
-        opt_apply(sm.b3[j], g, sm.mb3 + j, sm.vb3 + j, adam, p.lr, h);
-        xstore(w3pub + q, sm.b3[j], tag);
-      }
-      if (keep_grads) p.G[q < C * H2 ? p.w2 + q : p.b2 + (q - C * H2)] = g;
+      for (int r = 0; r < B; ++r) g += sm.z3[r * C + j];
+      opt_apply(sm.b3[j], g, sm.mb3 + j, sm.vb3 + j, adam, p.lr, h);
+      if (w3pub) xstore(w3pub + q, sm.b3[j], tag);
     }
+    if (keep_grads) p.G[q < C * H2 ? p.w2 + q : p.b2 + (q - C * H2)] = g;
   }
 
   // ---- X2: 5c's gather_h2, and (after the first step) the W3/b3 words its owners published during
@@ -410,7 +424,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
 
   // after the last step: its deferred updates (nothing reads the W2 words they publish)
   __device__ __forceinline__ void finish(const AdamHyper& hy_last) {
-    if (p.count > 0) {
+    if (p.count > 0 && !fused()) {  // (fused(): the last step's fused pass made them)
       late_updates_w2(hy_last, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
       update_w3_slice(hy_last, p.w3x + static_cast<size_t>(p.count & 1) * Q, static_cast<uint32_t>(p.count) + 1u);
     }
@@ -446,7 +460,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
     const auto x1_work = [&] {  // what a block does while h1 travels
       blk.fetch_next_batch(st);  // (indices loaded a step ago)
       blk.fetch_indices(t + 2);
-      if (t > 0) {
+      if (t > 0 && !blk.fused()) {  // (fused(): made in the previous step's fused pass)
         blk.late_updates_w2(hy_prev, st.w2now, st.T);
         blk.update_w3_slice(hy_prev, blk.p.w3x + static_cast<size_t>(st.par) * blk.Q, st.T);
       }
