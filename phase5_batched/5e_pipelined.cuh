@@ -216,7 +216,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   }
 
   // ---- fused(): step `up`'s updates of the small layers, by the warps the fused pass gives no pixels
-  // (W1: warps 13 and 14; else the pass's last warp), in the pass's shadow instead of the next wait
+  // (W1: warps 13 to 15, less the lane that updates b1), in the pass's shadow instead of the next wait
   // for h1 (where they held up the second layer's owners: 5c's late updates). Tasks:
   //   * W2's column of the own first-layer unit, which this block owns (sm.w2c, Adam's state in
   //     m2c/v2c): dW2[j][c0] = sum_r dz2[r][j] h1[r][c0] (5c's order of the sums: the same bits as
@@ -226,11 +226,12 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   //   * b2 of the own second-layer units.
   __device__ __forceinline__ void update_small_layers(const PersistStep& up, const PersistStep* nx) {
     const int nwu = min(nwarps, (D / 2 + 31) / 32);  // warps with pixels (2 D / 4 lanes)
-    const int hw0 = min(nwu, nwarps - 1), hwn = max(1, nwarps - 1 - hw0);
-    if (wid < hw0 || wid >= hw0 + hwn) return;
+    const int hw0 = min(nwu, nwarps - 1);             // helpers: warps hw0 .. the last, less b1's lane
+    if (wid < hw0 || tid == nt - 32) return;
+    const int h = tid - 32 * hw0 - (tid > nt - 32 ? 1 : 0), nh = 32 * (nwarps - hw0) - 1;
     const int n2 = ncown > 0 ? H2 : 0;
     xword* w3pub = nx ? p.w3x + static_cast<size_t>(nx->par) * Q : nullptr;
-    for (int o = tid - 32 * hw0; o < n2 + nq + njown; o += 32 * hwn) {
+    for (int o = h; o < n2 + nq + njown; o += nh) {  // (W1: 71 tasks, 95 helpers: one task each)
       if (o < n2) {
         const int j = o;
         float g = 0.f;
