@@ -1,47 +1,45 @@
 // phase5_batched/5e_pipelined.cuh — `--launch pipelined`: rung 5c's persistent kernel with fewer dependent
-// phases a step. Same ownership (a block's W1 rows and W2 rows in shared memory, a W3 replica), same
-// two exchanges of tagged words, same fp32 arithmetic; what changes is what in a step waits for what.
+// phases a step. Same split of the units (a block's W1 rows and W2 rows in shared memory, a W3 replica),
+// same two exchanges of tagged words, same fp32 arithmetic; what changes is what in a step waits for what.
 //
-// WHAT IT ADDS OVER 5c (5c's step, H100 --breakdown at 62efabe, us: first layer 1.81, wait for h1 with
-// the previous step's W3/W2 updates 2.40, second layer 1.08, wait for h2 1.58, last layer 0.58,
-// softmax + dz2 1.25, dz1 0.31, W1 update 1.55 = 10.6):
+// WHAT IT ADDS OVER 5c (5c's step, H100 --breakdown at a7140e0, us: first layer 1.82, wait for h1 with
+// the previous step's W3/W2 updates 2.32, second layer 1.10, wait for h2 1.33, last layer 0.67,
+// softmax + dz2 1.26, dz1 0.31, W1 update 1.56 = 10.4):
 //   * the W1 update of step t and the first layer of step t+1 are ONE pass over the block's W1 rows:
 //     a lane pair that has just updated its four pixels' weights multiplies them straight into the
 //     next batch's rows (already in shared memory), a transposing warp reduction sums the pixels, and
 //     one block barrier later the next h1 is published (5c reads W1 twice, across two more barriers);
-//   * the small layers' updates leave the critical path: the own W2 rows (needed by the second layer)
-//     run while h1 travels, and W3/b3 are updated as slices, a few elements a block, published as
-//     tagged words and gathered into every replica with h2 (5c updated all of W3 in every block);
+//   * the small layers' updates leave the waits: the pass's idle warps (W1: 13 to 15) update, as soon
+//     as dz2 exists, W2's column of the block's own first-layer unit (a block owns it, keeps it for
+//     dz1 and publishes it: the second layer's owners gather their rows from the columns with h1),
+//     the block's slice of W3/b3 (a few elements, gathered into every replica with h2) and b2
+//     (5c updates W3 in every block and its W2 rows while h1 travels, holding up the second layer);
 //   * the dropout masks are drawn while the block waits, the batch indices a step ahead;
-//   * blocks that own no second-layer unit (64 of W1's 128) do not read h1, which they never use
-//     (half the polls; fewer still, 16 or 32 readers, did not pay: phase notes).
-// The fused pass keeps a lane's forward sums for half the batch in registers: one first-layer unit
-// a block and a batch of at most 32 rows (W1's split, pipe_fuses). Other splits run 5c's update and
-// first layer (two passes) in the same place; everything else applies to every shape.
+//   * blocks that own no second-layer unit (64 of W1's 128) do not read h1, which they never use.
+// The fused pass keeps a lane's forward sums for half the batch in registers: one first-layer unit a
+// block and a batch of at most 32 rows (W1's split, pipe_fuses). Other splits run 5c's update, first
+// layer and late W2/W3 updates in the same places; everything else applies to every shape.
 //
 // THE DESIGN DECISION: a step is a chain of latencies, so merge links of the chain and take work
 // off it rather than make any one link's arithmetic faster. The first step of a launch runs the
 // fused pass's forward half alone, so n steps in one launch or in n launches give the same bits.
 //
-// PREDICTION (written before the first run, for the first version, which also fused the last
-// layer with the softmax; H100, W1): ~7.0 us a step, ~13 ms an epoch. A floor for this structure:
-// 2 L2 hops (0.57 us each, tools/cluster_latency) + ~0.6 us of a block's issue time + ~8 block
-// barriers and shared-memory round trips (~0.1 us each): ~2.5 us, 4.7 ms an epoch.
+// PREDICTION (written before the first run, for the first version; H100, W1): ~7.0 us a step, ~13 ms
+// an epoch. A floor for this structure: 2 L2 hops (0.57 us each, tools/cluster_latency) + ~0.6 us of a
+// block's issue time + ~8 block barriers and shared-memory round trips (~0.1 us each): ~2.5 us, 4.7 ms.
 //
-// MEASURED (H100, bench_mlp.sh stages w1 ... fashion at 62efabe, profiles/nvidia-h100-80gb-hbm3/): 18.80
-// ms an epoch, 10.0 us a step (phase5_batched__w1-pipelined.json; 5c 19.65 ms in the same run): the
-// prediction missed by 1.4x. Per-block clocks (report/phase_notes/phase5_batched.md): the blocks see
-// an exchange 1.0-1.4 us after its last word is written (one hop is 0.57 us) and leave it up to ~0.9
-// us apart, so the next exchange waits for the latest. Block 0's step (--breakdown, both at 62efabe:
-// 10.0 us, 5c's 10.6): the fused pass 2.74 us against 5c's 3.36, the second layer 0.95 against 1.08,
-// but the two waits 4.24 against 3.98: what the links of the chain gave up, the exchanges took back. Less polling traffic
-// (a poll of one word a thread, or 2-4x fewer h1 readers) and no sleep between polls did not
-// shorten the epoch (probe logs of 2026-11-27). ncu (STALLS=1 at 837ffa2, phase5_ncu_p5_pipelined_
-// epoch_lines.json, by statement of the kernel): ~2,070 instructions a warp a step, each scheduler
-// issuing in 43% of its cycles (9.35 warp cycles an instruction, 4 warps a scheduler): the fused
-// pass 698, the wait for h2 with its gathers 385, softmax + dz2 285, the wait for h1 with its work
-// 268, the partial logits 96, dz1 64, the second layer 60; 225 of them turn bytes into floats. What
-// is left is each block's own chain of short, dependent phases.
+// MEASURED (H100, bench_mlp.sh stages w1 ... fashion at a7140e0, profiles/nvidia-h100-80gb-hbm3/):
+// 18.76 ms an epoch, 9.8 us a step (phase5_batched__w1-pipelined.json; 5c 19.59 ms in the same run):
+// the prediction missed by 1.4x. Block 0's step (__w1-pipelined-breakdown.json, us; the parts' labels
+// there predate this version's): the batch's fetch and h2's mask 1.24, then the wait for h1 1.01,
+// second layer 0.82, wait for h2 1.76, last layer + softmax + dz2 1.79, dz1 0.32, the fused pass with
+// the small layers' updates beside it 2.91. Taking the updates out of the wait for h1 shortened its
+// work by 0.5 us and the wait grew by 0.4: h1 reaches a block ~2.3 us after the block published its
+// own column, whatever the block does meanwhile (the exchange and the blocks' skew, not the work, is
+// that link now); 0.2 ms an epoch faster in paired runs (logs/probe_small_layers_a7140e0.log). ncu at
+// 837ffa2 (the previous version, phase5_ncu_p5_pipelined_epoch_lines.json): ~2,070 instructions a
+// warp a step at 43% issue, the fused pass 698 of them. What is left: two exchanges of ~2 us each
+// where a hop is 0.57, and each block's own chain of short, dependent phases.
 #pragma once
 #include "5c_persistent.cuh"
 #include "5e_pipelined.h"

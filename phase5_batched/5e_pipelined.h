@@ -18,13 +18,13 @@ namespace mlp {
 constexpr int kPipeSegments = 7;
 inline const char* pipe_segment_name(int i) {
   static const char* names[kPipeSegments] = {
-      "X1a: the previous step's own W2 rows, b2 and W3/b3 slice updated, the next batch's fetch, h2's mask (block barrier)",
-      "X1b: wait for h1 (what is left of it)",
+      "X1a: the next batch's fetch, h2's mask (other splits: and the previous step's W2 rows, b2, W3/b3 slice) (block barrier)",
+      "X1b: wait for h1 and the own W2 rows (what is left of it)",
       "B: second layer (own units), publish h2",
-      "X2: wait for h2, the W2 column slice and the W3/b3 words (meanwhile: the next h1 mask)",
+      "X2: wait for h2 and the W3/b3 words (other splits: and the W2 column slice; meanwhile: the next h1 mask)",
       "C: last layer (partial logits), softmax cross-entropy and dz2 (5c's C1, C2)",
       "dz1 for own units (and the batch loss)",
-      "W1 update fused with the next step's first layer, publish the next h1"};
+      "W1 update fused with the next step's first layer (idle warps: the W2 column, W3/b3 slice, b2), publish the next h1"};
   return names[i];
 }
 

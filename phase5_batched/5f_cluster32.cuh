@@ -20,10 +20,10 @@
 // + A ~0.3 us + B ~0.2 + C ~0.3 + D ~0.1 + E ~0.5 (6,272 Adam updates a block, MUFU-bound) + F ~0.1,
 // the deferred updates hidden in the waits: ~2.8 us a step, ~5.3 ms an epoch.
 //
-// MEASURED (H100, bench_mlp.sh stages w1 ... fashion at 62efabe, profiles/nvidia-h100-80gb-hbm3/): 26.51
-// ms an epoch, 14.1 us a step (phase5_batched__w1-cluster32.json): 9.9x the compiled-graph twin (263.7
-// ms), 1.41x SLOWER than rung 5e in the same run (18.80 ms). The prediction missed by 5.0x. --breakdown
-// (__w1-cluster32-breakdown.json, us): A 2.36, X1 2.83, B 0.99, X2 2.22, C 1.94, D 1.14, E 2.98, F 0.14:
+// MEASURED (H100, bench_mlp.sh stages w1 ... fashion at a7140e0, profiles/nvidia-h100-80gb-hbm3/): 26.44
+// ms an epoch, 14.1 us a step (phase5_batched__w1-cluster32.json): 9.9x the compiled-graph twin (261.5
+// ms), 1.41x SLOWER than rung 5e in the same run (18.76 ms). The prediction missed by 5.0x. --breakdown
+// (__w1-cluster32-breakdown.json, us): A 2.35, X1 2.81, B 0.99, X2 2.18, C 1.93, D 1.13, E 2.96, F 0.13:
 // every phase 4-10x its estimate, the waits included. Why (ncu at 837ffa2, phase5_ncu_p5_cluster32_
 // lines.json, by statement of the kernel): ~2,590 warp instructions a warp a step, 41k a block on one
 // SM where 5e issues ~33k a block; 10.4 warp cycles an instruction with 4 warps a scheduler, each

@@ -11,7 +11,7 @@
 //   --launch persistent (5c)  W1-shaped (fp32, two hidden layers): an epoch is ONE cooperative
 //                      kernel, parameters in smem, two exchanges of tagged words a step;
 //   --launch pipelined (5e)   5c with fewer dependent phases a step: the W1 update fused with the
-//                      next first layer, the small layers' updates inside the waits (W3 in slices);
+//                      next first layer, the small layers' updates in that pass's idle warps;
 //   --launch cluster (5d)     W2 at small widths (fp16, SGD, batch <= 32): one 16-block cluster, DSMEM.
 //   --launch cluster32 (5f)   W1's fp32 model in one 16-block cluster, first layer as 3xTF32 MMAs.
 //   --breakdown times a step's parts inside the one-launch kernels.
@@ -26,14 +26,14 @@
 //   Cluster, h = 128: ~8-10 us a step. W2 h = 8192: 2.0 GB of weight traffic a step, ~0.7 ms.
 //
 // MEASURED. W1 (H100, profiles/nvidia-h100-80gb-hbm3/, scripts/bench_mlp.sh stages w1 ... fashion at
-//   62efabe, logs/bench_mlp_w1_all_62efabe.log; tracer off): pipelined 18.80 ms an epoch
-//   (phase5_batched__w1-pipelined.json), 14.0x the fastest PyTorch (compiled-graph, 263.7 ms:
-//   pytorch_mlp__w1-compiled-graph.json); persistent 19.65 ms (13.4x); cluster32 26.51 ms (9.9x:
-//   issue-bound on 16 SMs, 5f's card); graph path 70.8 ms (3.7x). Seeds 1-3, pipelined: 97.51%
-//   mean (the compiled twin 97.52).
-//   --breakdown, pipelined (__w1-pipelined-breakdown.json, us of 10.0 a step): the previous step's
-//   W2 updates + next batch fetch 1.74, wait for h1 0.65, second layer 0.95, wait for h2 1.85,
-//   last layer + softmax + dz2 1.76, dz1 0.32, W1 update fused with the next first layer 2.74.
+//   a7140e0, logs/bench_mlp_w1_all_a7140e0.log; tracer off): pipelined 18.76 ms an epoch
+//   (phase5_batched__w1-pipelined.json), 13.9x the fastest PyTorch (compiled-graph, 261.5 ms:
+//   pytorch_mlp__w1-compiled-graph.json); persistent 19.59 ms (13.3x); cluster32 26.44 ms (9.9x:
+//   issue-bound on 16 SMs, 5f's card); graph path 70.3 ms (3.7x). Seeds 1-3, pipelined: 97.51%
+//   mean (the compiled twin 97.49).
+//   --breakdown, pipelined (__w1-pipelined-breakdown.json, us of 9.8 a step): next batch's fetch
+//   and h2's mask 1.24, wait for h1 1.01, second layer 0.82, wait for h2 1.76, last layer +
+//   softmax + dz2 1.79, dz1 0.32, W1 update fused with the next first layer 2.91.
 //   W2 (H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0): h = 128 --launch cluster 27.8
 //   us a step (__w2-h128-cluster.json), 2.60x the fastest PyTorch (compiled-graph, 72.3 us);
 //   h = 8192, own GEMMs (fused backward): 0.584 ms a step (__w2-h8192-own.json), 1.74x the fastest
