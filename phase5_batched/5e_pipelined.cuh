@@ -337,7 +337,8 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     }
   }
 
-  // The previous step's updates that nothing on the critical path waits for, run while h1 travels:
+  // Splits without the fused pass (fused() makes these in update_small_layers): the previous step's
+  // updates that nothing on the critical path waits for, run while h1 travels:
   // the own W2 rows (5c's tasks and order of sums; published for the column slices) and b2, needed
   // by this step's second layer; and the block's slice of W3 and b3 (update_w3_slice below), needed
   // by this step's last layer through the gather with h2. They read the previous step's h1, h2, dz2
