@@ -206,9 +206,9 @@ __device__ __forceinline__ float xvalue(const xword* p, xword w, uint32_t tag) {
 // column of each element advance by adding (no division per element).
 // `between()` runs once, by every thread, while the first round of loads is in flight (work that
 // hides the wait); a block barrier follows it, so it may still read dst's old contents.
-// (gather_rows_put: each float goes to put(row, col, value) instead of dst[row * ld + col].)
-template <class Between, class Put>
-__device__ __forceinline__ void gather_rows_put(Put put, const xword* src, int rows, int cols, uint32_t tag, Between between) {
+template <class Between>
+__device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag,
+                                            Between between) {
   constexpr int U = 8;
   constexpr int nt = kPersistThreads;
   const int n = rows * cols;
@@ -232,22 +232,17 @@ __device__ __forceinline__ void gather_rows_put(Put put, const xword* src, int r
     if (dc == 0) {  // cols divides the block (W1's shapes): the column never changes
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (e0 + u * nt < n) put(r + u * dr, c, xfloat(w[u]));
+        if (e0 + u * nt < n) dst[(r + u * dr) * ld + c] = xfloat(w[u]);
       r += U * dr;
     } else {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (e0 + u * nt < n) put(r, c, xfloat(w[u]));
+        if (e0 + u * nt < n) dst[r * ld + c] = xfloat(w[u]);
         r += dr, c += dc;
         if (c >= cols) c -= cols, ++r;
       }
     }
   }
-}
-template <class Between>
-__device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag,
-                                            Between between) {
-  gather_rows_put([&](int r, int c, float v) { dst[r * ld + c] = v; }, src, rows, cols, tag, between);
 }
 struct NoWork {
   __device__ __forceinline__ void operator()() const {}

@@ -43,28 +43,17 @@
 #pragma once
 #include "5c_persistent.cuh"
 #include "5e_pipelined.h"
-#include "mma_tf32.cuh"
 
 namespace nb {
 namespace mlp {
 
 // Shared memory past rung 5c's layout (bytes from the start of the dynamic buffer).
 struct PipeLayout {
-  size_t mask1, mask2, fpart, m2c, v2c, h1f, w2f, b2f, mb2f, vb2f, total;
-  bool rep;  // the fused pass and the second layer in every block (pipe_fuses and the replicas fit)
+  size_t mask1, mask2, fpart, m2c, v2c, total;
 };
-// The second layer's operands in every block (pipe_layout's rep): h1 as (hi, lo) TF32 pairs, row
-// stride S2 pairs (4 mod 16: the MMA's A fragment, lanes (g, t) at rows g and columns t, 64-bit
-// reads, meets 16 bank pairs a half-warp); W2 as floats, row stride S1 (4 mod 32: the B fragment
-// meets 32 banks). Rows and columns past the shape stay 0 (k-steps of 8, tiles of 16 x 8).
-__host__ __device__ constexpr int rep_s1(int H1) { return (H1 + 31) / 32 * 32 + 4; }
-__host__ __device__ constexpr int rep_s2(int H1) { return (H1 + 15) / 16 * 16 + 4; }
-__host__ __device__ constexpr int rep_mask_words(int B, int H2) { return (B * H2 + 31) / 32; }
-constexpr size_t kPipeSmemMax = 232448;  // sm_90's opt-in shared memory a block (227 KB)
 __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC) {
   PipeLayout L{};
-  const size_t base = (persist_layout(p, NC).total + 15) / 16 * 16;
-  size_t off = base;
+  size_t off = (persist_layout(p, NC).total + 15) / 16 * 16;
   auto take = [&](size_t bytes) {
     const size_t at = off;
     off = (off + bytes + 15) / 16 * 16;
@@ -77,16 +66,6 @@ __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC
   L.m2c = take(static_cast<size_t>(p.H2) * NC * f);                   // Adam's state of the own W2 column (fused())
   L.v2c = take(static_cast<size_t>(p.H2) * NC * f);
   L.total = off;
-  if (pipe_fuses(NC, p.B)) {  // the replicas: all of h1, W2 (hi, lo), b2 and its Adam state; h2's whole mask
-    const size_t mask_own = L.mask2;
-    L.mask2 = take(static_cast<size_t>(rep_mask_words(p.B, p.H2)) * f);  // h2's mask as bits
-    L.h1f = take(static_cast<size_t>((p.B + 15) / 16 * 16) * rep_s2(p.H1) * 2 * f);
-    L.w2f = take(static_cast<size_t>((p.H2 + 7) / 8 * 8) * rep_s1(p.H1) * f);
-    L.b2f = take(p.H2 * f), L.mb2f = take(p.H2 * f), L.vb2f = take(p.H2 * f);
-    L.rep = off <= kPipeSmemMax;
-    if (L.rep) L.total = off;
-    else L.mask2 = mask_own;  // (does not fit: 5e's fused pass with the exchange of h2)
-  }
   return L;
 }
 
@@ -159,16 +138,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     else return fused_;
   }
   int Q, q0, nq;  // W3 and b3 as Q = C H2 + C elements (W3 row-major, then b3); this block owns q0 .. q0 + nq
-  // rep(): every block runs the whole second layer (pipe_layout's replicas) and no exchange of h2
-  bool rep_;
-  float2* h1f;
-  float *w2f, *b2f, *mb2f, *vb2f;
-  int mw0, nmw;  // rep(): the words of h2's mask bits this block draws (mw0 ..) and publishes, a step ahead
-  int S1, S2;
-  __device__ __forceinline__ bool rep() const {
-    if constexpr (NC != 1) return false;
-    else return rep_;
-  }
 
   __device__ __forceinline__ PipeBlock(const PersistParams& pin, unsigned char* smem) : Base(pin, smem) {
     const PipeLayout L = pipe_layout(p, NC);
@@ -176,13 +145,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     fpart = reinterpret_cast<float*>(smem + L.fpart);
     m2c = reinterpret_cast<float*>(smem + L.m2c), v2c = reinterpret_cast<float*>(smem + L.v2c);
     fused_ = pipe_fuses(NC, B);
-    rep_ = L.rep;
-    h1f = reinterpret_cast<float2*>(smem + L.h1f), w2f = reinterpret_cast<float*>(smem + L.w2f);
-    b2f = reinterpret_cast<float*>(smem + L.b2f), mb2f = reinterpret_cast<float*>(smem + L.mb2f);
-    vb2f = reinterpret_cast<float*>(smem + L.vb2f);
-    S1 = rep_s1(H1), S2 = rep_s2(H1);
-    const int nw = rep_mask_words(B, H2), mper = (nw + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
-    mw0 = blockIdx.x * mper, nmw = max(0, min(mper, nw - mw0));
     Q = C * H2 + C;
     const int per = (Q + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
     q0 = blockIdx.x * per, nq = max(0, min(per, Q - q0));
@@ -200,24 +162,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
         sm.w2c[j] = own ? p.P[g] : 0.f;
         m2c[j] = own && adam ? p.M[g] : 0.f, v2c[j] = own && adam ? p.V[g] : 0.f;
       }
-    if (rep()) {  // the replicas: all of W2 and b2; the padding 0
-      const int h1n = (B + 15) / 16 * 16 * S2, w2n = (H2 + 7) / 8 * 8 * S1;
-      for (int e = tid; e < h1n; e += nt) h1f[e] = make_float2(0.f, 0.f);
-      for (int e = tid; e < w2n; e += nt) {
-        const int j = e / S1, k = e % S1;
-        w2f[e] = j < H2 && k < H1 ? p.P[p.w1 + static_cast<size_t>(j) * H1 + k] : 0.f;
-      }
-      for (int j = tid; j < H2; j += nt) {
-        b2f[j] = p.P[p.b1 + j];
-        mb2f[j] = adam ? p.M[p.b1 + j] : 0.f, vb2f[j] = adam ? p.V[p.b1 + j] : 0.f;
-      }
-    }
-  }
-  // h1[r][c] into the replica as (hi, lo): hi is v rounded to TF32's 10 bits (to nearest, ties away;
-  // no NaN or infinity comes here), lo the exact rest, which the MMA truncates (~2^-21 of v in all)
-  __device__ __forceinline__ static float2 split_pair(float v) {
-    const float hi = __uint_as_float((__float_as_uint(v) + 0x1000u) & 0xffffe000u);
-    return make_float2(hi, v - hi);
   }
   // the batch indices of step t (< count) into registers, two steps before their use
   __device__ __forceinline__ void fetch_indices(int t) {
@@ -242,7 +186,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       }
   }
   __device__ __forceinline__ void draw_h2_mask(int64_t s) {
-    if (rep()) return;  // (rep(): publish_h2_mask and the gather in X1)
     if (p.dropout)
       for (int o = nt - 1 - tid; o < B * njown; o += nt) {
         const int r = o / njown, j = o % njown;
@@ -251,19 +194,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
                 ? p.scale
                 : 0.f;
       }
-  }
-
-  // ---- rep(): this block's words of step `nx`'s h2 mask (bit i of word w: element 32 w + i of the
-  // row-major B x H2 mask kept), one word a warp by ballot, published in nx's h2 words (unused by rep())
-  __device__ __forceinline__ void publish_h2_mask(const PersistStep& nx) {
-    if (!p.dropout) return;
-    for (int w = wid; w < nmw; w += nwarps) {
-      const int o = 32 * (mw0 + w) + lane;
-      const bool keep = o < B * H2 &&
-                        dropout_bits_dev(p.key, 1u, static_cast<uint64_t>(nx.s), static_cast<uint32_t>(o)) >= p.threshold;
-      const uint32_t bits = __ballot_sync(0xffffffffu, keep);
-      if (lane == 0) xstore(nx.h2x + mw0 + w, __uint_as_float(bits), nx.T);
-    }
   }
 
   // ---- B: second layer, own units (warp dot products, 5c's) with the mask drawn during X1
@@ -283,81 +213,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
         });
   }
 
-  // ---- rep(): B for every unit, on tensor cores. h2 = ReLU(h1 W2^T + b2) x mask as m16n8k8 tiles,
-  // one a warp (W1: 2 x 8 tiles, 16 warps), with fp32-level products from three TF32 MMAs a k-step
-  // (h1_hi W2_hi + h1_hi W2_lo + h1_lo W2_hi, each into its own accumulators: three chains of H1 / 8);
-  // h1's split was made when its words arrived, W2's is made here. h2 goes straight into sm.h2.
-  __device__ __forceinline__ void second_layer_all() {
-    const int g = lane >> 2, t = lane & 3, mtiles = (B + 15) / 16, tiles = mtiles * ((H2 + 7) / 8), ks = (H1 + 7) / 8;
-    for (int o = wid; o < tiles; o += nwarps) {
-      const int mt = o % mtiles, n8 = o / mtiles;
-      const float2* a = h1f + (16 * mt + g) * S2 + t;
-      const float* b = w2f + (8 * n8 + g) * S1 + t;
-      float acc[3][4] = {};
-#pragma unroll 4
-      for (int k = 0; k < ks; ++k) {
-        const float2 av[4] = {a[8 * k], a[8 * S2 + 8 * k], a[8 * k + 4], a[8 * S2 + 8 * k + 4]};
-        const uint32_t ah[4] = {__float_as_uint(av[0].x), __float_as_uint(av[1].x), __float_as_uint(av[2].x), __float_as_uint(av[3].x)};
-        const uint32_t al[4] = {__float_as_uint(av[0].y), __float_as_uint(av[1].y), __float_as_uint(av[2].y), __float_as_uint(av[3].y)};
-        const float2 b0 = split_pair(b[8 * k]), b1 = split_pair(b[8 * k + 4]);
-        mma(acc[0], ah, __float_as_uint(b0.x), __float_as_uint(b1.x));
-        mma(acc[1], ah, __float_as_uint(b0.y), __float_as_uint(b1.y));
-        mma(acc[2], al, __float_as_uint(b0.x), __float_as_uint(b1.x));
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = 16 * mt + g + (i >> 1) * 8, j = 8 * n8 + 2 * t + (i & 1);
-        if (r < B && j < H2) {
-          float h = fmaxf((acc[2][i] + acc[1][i]) + acc[0][i] + b2f[j], 0.f);
-          const int o = r * H2 + j;
-          if (p.dropout) h = (reinterpret_cast<const uint32_t*>(mask2)[o >> 5] >> (o & 31)) & 1u ? h * p.scale : 0.f;
-          sm.h2[r * ld2 + j] = h;
-        }
-      }
-    }
-    __syncthreads();
-  }
-  // ---- rep(): b2, every element in every block (the same numbers everywhere), from step `up`'s dz2
-  __device__ __forceinline__ void update_b2_all(const AdamHyper& h) {
-    for (int j = tid; j < H2; j += nt) {
-      float g = 0.f;
-#pragma unroll 8
-      for (int r = 0; r < B; ++r) g += sm.dz2[r * ld2 + j];
-      if (keep_grads && blockIdx.x == 0) p.G[p.b1 + j] = g;
-      opt_apply(b2f[j], g, mb2f + j, vb2f + j, adam, p.lr, h);
-    }
-  }
-  // ---- rep(), X1: every block gathers all of W2 (the columns their owners published in the previous
-  // step's fused pass), the W3/b3 words (the slices, the same) and h2's mask bits (published a step
-  // ahead), then all of h1 (split for the MMAs as it lands). The others left before the h1 of the
-  // same pass, so they are there first; `between` runs in the first round. After that round's
-  // barrier (the previous fused pass has read mask1 and published h1): the next step's h1 mask and
-  // this block's words of the next h2 mask.
-  template <class Between>
-  __device__ __forceinline__ void gather_x1_rep(const PersistStep& st, const PersistStep* nx, Between between) {
-    const auto h1put = [&](int r, int c, float v) { h1f[r * S2 + c] = split_pair(v); };
-    const auto ahead = [&] {
-      if (nx) draw_h1_mask(nx->s), publish_h2_mask(*nx);
-    };
-    const int nw = p.dropout ? rep_mask_words(B, H2) : 0;
-    const xword mw = tid < nw ? xload(st.h2x + tid) : 0;
-    if (st.t > 0) {
-      gather_rows(w2f, S1, st.w2now, H2, H1, st.T, between);
-      ahead();
-      const xword* w3src = p.w3x + static_cast<size_t>(st.par) * Q;
-      const xword w30 = tid < Q ? xload(w3src + tid) : 0;
-      if (tid < Q) replica(tid) = xvalue(w3src + tid, w30, st.T);
-      for (int q = tid + nt; q < Q; q += nt) replica(q) = xvalue(w3src + q, xload(w3src + q), st.T);
-      gather_rows_put(h1put, st.h1x, B, H1, st.T, NoWork{});
-    } else {
-      gather_rows_put(h1put, st.h1x, B, H1, st.T, between);
-      ahead();
-    }
-    uint32_t* bits = reinterpret_cast<uint32_t*>(mask2);
-    if (tid < nw) bits[tid] = __float_as_uint(xvalue(st.h2x + tid, mw, st.T));
-    for (int q = tid + nt; q < nw; q += nt) bits[q] = __float_as_uint(xvalue(st.h2x + q, xload(st.h2x + q), st.T));
-  }
-
   // ---- fused(): step `up`'s updates of the small layers, by the warps the fused pass gives no pixels
   // (W1: warps 13 to 15, less the lane that updates b1), in the pass's shadow instead of the next wait
   // for h1 (where they held up the second layer's owners: 5c's late updates). Tasks:
@@ -374,8 +229,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     const int h = tid - 32 * hw0 - (tid > nt - 32 ? 1 : 0), nh = 32 * (nwarps - hw0) - 1;
     const int n2 = ncown > 0 ? H2 : 0;
     xword* w3pub = nx ? p.w3x + static_cast<size_t>(nx->par) * Q : nullptr;
-    const int nb2 = rep() ? 0 : njown;  // (rep(): b2 in every block, in the wait for h1)
-    for (int o = h; o < n2 + nq + nb2; o += nh) {  // (W1: 70 tasks, 95 helpers: one task each)
+    for (int o = h; o < n2 + nq + njown; o += nh) {  // (W1: 71 tasks, 95 helpers: one task each)
       if (o < n2) {
         const int j = o;
         float g = 0.f;
@@ -557,14 +411,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     } else {
       this->write_back_w2_rows();
     }
-    if (!rep()) {
-      this->write_back_b2();
-    } else if (blockIdx.x == 0) {  // (the replicas are the same in every block)
-      for (int j = tid; j < H2; j += nt) {
-        p.P[p.b1 + j] = b2f[j];
-        if (adam) p.M[p.b1 + j] = mb2f[j], p.V[p.b1 + j] = vb2f[j];
-      }
-    }
+    this->write_back_b2();
     for (int o = tid; o < nq; o += nt) {
       const int q = q0 + o;
       const bool w = q < C * H2;
@@ -581,7 +428,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       late_updates_w2(hy_last, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
       update_w3_slice(hy_last, p.w3x + static_cast<size_t>(p.count & 1) * Q, static_cast<uint32_t>(p.count) + 1u);
     }
-    if (p.count > 0 && rep()) update_b2_all(hy_last);
     __syncthreads();
   }
 };
@@ -595,7 +441,6 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
   const bool stamping = blk.p.breakdown != nullptr;
   blk.load_owned();
   cooperative_groups::this_grid().sync();
-  if (blk.rep() && blk.p.count > 0) blk.publish_h2_mask(blk.step(0));  // (after the barrier: load_owned cleared the words)
   if (blk.p.count > 0) {  // the first step's first layer (the forward half of the fused pass)
     const PersistStep st0 = blk.step(0);
     if (blk.fused()) {
@@ -619,27 +464,20 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
         blk.late_updates_w2(hy_prev, st.w2now, st.T);
         blk.update_w3_slice(hy_prev, blk.p.w3x + static_cast<size_t>(st.par) * blk.Q, st.T);
       }
-      if (t > 0 && blk.rep()) blk.update_b2_all(hy_prev);
       blk.draw_h2_mask(st.s);
       if (stamping) __syncthreads(), clock.stamp(0);  // (only when timing the parts: splits X1)
     };
-    // X1: rep(): every block; otherwise only the blocks that own second-layer units read h1
-    if (blk.rep()) {
-      const PersistStep nx = blk.step(t + 1);
-      blk.gather_x1_rep(st, st.more ? &nx : nullptr, x1_work);
-    }
-    else if (blk.njown > 0) blk.gather_h1(st, x1_work);
+    // X1: only the blocks that own second-layer units read h1 (the others never use it)
+    if (blk.njown > 0) blk.gather_h1(st, x1_work);
     else x1_work();
     __syncthreads();
     clock.stamp(1);
-    if (blk.rep()) blk.second_layer_all();  // B (rep(): every unit, into sm.h2; no X2)
-    else blk.second_layer(st);
+    blk.second_layer(st);  // B
     clock.stamp(2);
     blk.store_next_labels(st);
-    if (!blk.rep())
-      blk.gather_h2(st, [&] {  // X2
-        if (blk.fused() && st.more) blk.draw_h1_mask(st.s + 1);
-      });
+    blk.gather_h2(st, [&] {  // X2
+      if (blk.fused() && st.more) blk.draw_h1_mask(st.s + 1);
+    });
     clock.stamp(3);
     blk.partial_logits();  // C1, C2 (5c's)
     blk.softmax_dz2(st);

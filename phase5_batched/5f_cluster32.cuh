@@ -48,7 +48,6 @@
 #include "mlp/mlp_common.h"
 #include "timing.cuh"
 #include "5f_cluster32.h"
-#include "mma_tf32.cuh"
 
 namespace nb {
 namespace mlp {
@@ -220,7 +219,23 @@ namespace c32 {
 
 namespace cg = cooperative_groups;
 
-// (tf32, split and mma: mma_tf32.cuh)
+// ---- tensor-core helpers: m16n8k8, TF32 operands, fp32 accumulators
+__device__ __forceinline__ uint32_t tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// x = hi + lo with hi and lo both TF32 (lo is the rounded rest): hi*b + lo*b is within ~2^-21 of x*b.
+__device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
+  hi = tf32(x);
+  lo = tf32(x - __uint_as_float(hi));
+}
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 // Byte i of w as the bits of an exact float (byte_value, layers.cuh): a valid TF32 operand.
 __device__ __forceinline__ uint32_t byte_tf32(uint32_t w, int i) { return __float_as_uint(byte_value(w, i)); }
 
