@@ -377,87 +377,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     if (keep_grads) p.G[q < C * H2 ? p.w2 + q : p.b2 + (q - C * H2)] = g;
   }
 
-  // ---- C in one pass a row: a half-warp a row of the batch, lane s. The logits: lane s sums hidden
-  // units s, s + 16, ... for every class (h2's row against W3's transposed rows), and a transposing
-  // sum over the half-warp (transpose_sum<4, 8>) leaves lane s the logit of class s: no partial sums
-  // through shared memory and no block barrier between the last layer and the softmax (5c's C1 and
-  // C2). Softmax cross-entropy as 5c's (dz3 into z3, the row's loss into rloss); then dz2 = relu'(dz3
-  // W3) for units s, s + 16, ..., four at a time: their W3 rows loaded first, their chains side by
-  // side (5c: one unit's loads and chain after another's).
-  __device__ __forceinline__ void last_layer(const PersistStep& st) {
-    const int half = lane >> 4, s = lane & 15;
-    const float inv = 1.f / static_cast<float>(B);
-    const float4* w3v = reinterpret_cast<const float4*>(sm.w3);
-    const int cv = cp / 4;
-    for (int r0 = 2 * wid; r0 < B; r0 += 2 * nwarps) {  // (warp-uniform: every lane shuffles)
-      const int r = r0 + half;
-      const bool row = r < B;
-      float a[16];
-#pragma unroll
-      for (int n = 0; n < 16; ++n) a[n] = 0.f;  // classes past cp stay 0
-      if (row)
-        for (int k = s; k < H2; k += 16) {
-          const float x = sm.h2[r * ld2 + k];
-#pragma unroll
-          for (int v = 0; v < kMaxClassStride / 4; ++v)
-            if (v < cv) {
-              const float4 t4 = w3v[k * cv + v];
-              a[4 * v] = fmaf(x, t4.x, a[4 * v]);
-              a[4 * v + 1] = fmaf(x, t4.y, a[4 * v + 1]);
-              a[4 * v + 2] = fmaf(x, t4.z, a[4 * v + 2]);
-              a[4 * v + 3] = fmaf(x, t4.w, a[4 * v + 3]);
-            }
-        }
-      transpose_sum<4, 8>(a);  // lane s: class s (the lane bits 8, 4, 2, 1 are s's)
-      const bool on = row && s < C;
-      const float z = on ? a[0] + sm.b3[s] : -INFINITY;
-      float mx = z;
-#pragma unroll
-      for (int w = 8; w >= 1; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
-      float sum = on ? expf(z - mx) : 0.f;
-#pragma unroll
-      for (int w = 8; w >= 1; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
-      const float lse = mx + logf(sum);
-      const int y = row ? st.lb[r] : 0;
-      const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
-      const float dz = on ? (expf(z - lse) - (s == y ? 1.f : 0.f)) * inv : 0.f;
-      if (on) sm.z3[r * C + s] = dz;
-      if (row && s == 0) sm.rloss[r] = lse - zy;
-      float d[kMaxClassStride];  // 0 past C
-#pragma unroll
-      for (int n = 0; n < kMaxClassStride; ++n) d[n] = __shfl_sync(0xffffffffu, dz, (half << 4) + n);
-      if (row) {
-        constexpr int U = 4;
-        for (int u0 = s; u0 < H2; u0 += 16 * U) {
-          float4 t[U][kMaxClassStride / 4];
-#pragma unroll
-          for (int i = 0; i < U; ++i)
-#pragma unroll
-            for (int v = 0; v < kMaxClassStride / 4; ++v)
-              t[i][v] = v < cv && u0 + 16 * i < H2 ? w3v[(u0 + 16 * i) * cv + v] : make_float4(0.f, 0.f, 0.f, 0.f);
-          float acc[U];
-#pragma unroll
-          for (int i = 0; i < U; ++i) {
-            acc[i] = 0.f;
-#pragma unroll
-            for (int v = 0; v < kMaxClassStride / 4; ++v) {  // d and W3's padding columns are 0 past C
-              acc[i] = fmaf(d[4 * v], t[i][v].x, acc[i]);
-              acc[i] = fmaf(d[4 * v + 1], t[i][v].y, acc[i]);
-              acc[i] = fmaf(d[4 * v + 2], t[i][v].z, acc[i]);
-              acc[i] = fmaf(d[4 * v + 3], t[i][v].w, acc[i]);
-            }
-          }
-#pragma unroll
-          for (int i = 0; i < U; ++i) {
-            const int u = u0 + 16 * i;
-            if (u < H2) sm.dz2[r * ld2 + u] = sm.h2[r * ld2 + u] > 0.f ? acc[i] * p.scale : 0.f;
-          }
-        }
-      }
-    }
-    __syncthreads();
-  }
-
   // ---- X2: 5c's gather_h2, and (after the first step) the W3/b3 words its owners published during
   // this step's wait for h1, loaded in the same first round, into the replica
   template <class Between>
@@ -560,7 +479,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
       if (blk.fused() && st.more) blk.draw_h1_mask(st.s + 1);
     });
     clock.stamp(3);
-    blk.last_layer(st);  // C
+    blk.partial_logits();  // C1, C2 (5c's)
+    blk.softmax_dz2(st);
     clock.stamp(4);
     blk.batch_loss(st);
     __pipeline_wait_prior(0);  // the next batch (its barrier: the one that ends dz1)
