@@ -11,7 +11,17 @@
 //                 each stores the next value into the other's shared memory (st.release.cluster)
 //                 and spins on its own (ld.acquire.cluster); one way = round trip / 2
 //   l2            the same ping-pong between two blocks through one global word each
-//                 (st.release.gpu / ld.acquire.gpu): what a flag through L2 costs one way
+//                 (st.release.gpu / ld.acquire.gpu): what a flag through L2 costs one way; and
+//                 with relaxed accesses (l2-relaxed: no fence orders anything else, as phase 5's
+//                 tagged words, whose value and tag travel in one 64-bit access)
+//   allgather     phase 5's exchange with nothing else to do (rungs 5c and 5e: h1 and h2 travel this
+//                 way): a cooperative grid of G blocks of 512 threads (one an SM), each round the
+//                 first P blocks publish W tagged 64-bit words each (value and round, relaxed
+//                 stores, 5c's xstore) and every block gathers all P x W words with 5c's
+//                 gather_rows (8 words a thread in flight, the stale ones reloaded together until
+//                 every tag is the round's), checks them and meets at __syncthreads. Two buffers by
+//                 round parity, as the kernels have. Shapes: W1's h1 (P = G = 128, W = 32), its h2
+//                 (P = 64 of G = 128, W = 32), and one word a block (P = G = 128, W = 1)
 // Each is timed with 0 and with --iters rounds in one launch (CUDA events, --warmup, median of
 // --repeats); per round = (median(iters) - median(0)) / iters, the launch excluded. A ping-pong
 // whose partner never answers gives up after 2^26 polls and counts an error (no hang).
@@ -20,7 +30,8 @@
 // cluster-sync kernel, whose reads follow a barrier, is clean.
 // Measured (NVIDIA H100, profiles/nvidia-h100-80gb-hbm3/cluster_latency__h100.json, c9e7487):
 // cluster.sync() 0.55 µs (2 blocks) to 0.62 µs (16), a DSMEM hop 0.43-0.44 µs, an L2 flag hop 0.57 µs
-// (each the round's time / 2: the cluster-sync round also holds one DSMEM read).
+// (each the round's time / 2: the cluster-sync round also holds one DSMEM read). The all-gathers:
+// the record's allgather_us (measured after that record; see its git commit).
 //
 //   build/tools/cluster_latency [--iters 1000] [--threads 256] [--repeats 11] [--warmup 2] [--out DIR] [--tag default]
 // writes profiles/<device-slug>/cluster_latency__<tag>.json (phase "cluster_latency").
@@ -38,6 +49,7 @@
 #include "record.h"
 #include "stats.h"
 #include "timing.cuh"
+#include "../phase5_batched/5c_persistent.cuh"
 
 namespace {
 
@@ -75,6 +87,14 @@ __device__ inline unsigned ld_acquire_gpu(const unsigned* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+__device__ inline void st_relaxed_gpu(unsigned* p, unsigned v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ inline unsigned ld_relaxed_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 // spins until *p reaches v (acquire load `ld`); false after kMaxPolls polls
 template <class Ld>
 __device__ inline bool wait_for(const unsigned* p, unsigned v, Ld ld) {
@@ -108,22 +128,47 @@ __global__ void dsmem_pingpong_kernel(int iters, int* bad) {
   cl.sync();  // no block leaves while another may still write into its shared memory
 }
 
-// the same through global memory: flags[0] is block 0's inbox, flags[1] block 1's (zeroed before)
+// the same through global memory: flags[0] is block 0's inbox, flags[1] block 1's (zeroed before);
+// release/acquire accesses, or relaxed ones (kRelaxed)
+template <bool kRelaxed>
 __global__ void l2_pingpong_kernel(int iters, unsigned* flags, int* bad) {
   if (threadIdx.x != 0) return;
   const unsigned me = blockIdx.x;
-  auto ld = [](const unsigned* p) { return ld_acquire_gpu(p); };
+  auto ld = [](const unsigned* p) { return kRelaxed ? ld_relaxed_gpu(p) : ld_acquire_gpu(p); };
+  auto st = [](unsigned* p, unsigned v) { kRelaxed ? st_relaxed_gpu(p, v) : st_release_gpu(p, v); };
   bool ok = true;
   for (int i = 0; i < iters && ok; ++i) {
     if (me == 0) {
-      st_release_gpu(flags + 1, 2u * i + 1);
+      st(flags + 1, 2u * i + 1);
       ok = wait_for(flags, 2u * i + 2, ld);
     } else {
       ok = wait_for(flags + 1, 2u * i + 1, ld);
-      if (ok) st_release_gpu(flags, 2u * i + 2);
+      if (ok) st(flags, 2u * i + 2);
     }
   }
   if (!ok) atomicAdd(bad, 1);
+}
+
+// The all-gather: round i publishes value(b, w, i) with tag i + 1 into buffer i & 1 ([W][P], 5e's
+// layout of h1: row w, column b), then gathers and checks every word. A block runs at most one round
+// ahead of any other (each round needs every producer's words), so a buffer is never overwritten
+// before every block has read it.
+__device__ __forceinline__ float allgather_value(int b, int w, int i) { return static_cast<float>(b * 64 + w + (i & 1023) * 8192); }
+__global__ void __launch_bounds__(nb::mlp::kPersistThreads, 1) allgather_kernel(int iters, int P, int W, nb::mlp::xword* buf, int* bad) {
+  extern __shared__ float got[];  // [W][P]
+  int wrong = 0;
+  for (int i = 0; i < iters; ++i) {
+    const uint32_t T = static_cast<uint32_t>(i) + 1u;
+    nb::mlp::xword* b = buf + static_cast<size_t>(i & 1) * P * W;
+    if (static_cast<int>(blockIdx.x) < P)
+      for (int w = threadIdx.x; w < W; w += blockDim.x) nb::mlp::xstore(b + static_cast<size_t>(w) * P + blockIdx.x, allgather_value(blockIdx.x, w, i), T);
+    nb::mlp::gather_rows(got, P, b, W, P, T);
+    __syncthreads();
+    for (int e = threadIdx.x; e < W * P; e += blockDim.x)
+      if (got[e] != allgather_value(e % P, e / P, i)) ++wrong;
+    __syncthreads();  // every check reads `got` before the next round's gather writes it
+  }
+  if (wrong) atomicAdd(bad, wrong);
 }
 
 // One cluster of C blocks; false (and nothing launched) where the GPU cannot run such a cluster.
@@ -191,9 +236,41 @@ int run(int argc, char** argv) {
   }
   const nlohmann::json l2 = per_round("l2", 2, [&](int n) {
     CUDA_CHECK(cudaMemsetAsync(flags, 0, 2 * sizeof(unsigned)));
-    l2_pingpong_kernel<<<2, 32>>>(n, flags, bad);
+    l2_pingpong_kernel<false><<<2, 32>>>(n, flags, bad);
     CHECK_LAUNCH();
   }, 2.0);
+  const nlohmann::json l2r = per_round("l2-relaxed", 2, [&](int n) {
+    CUDA_CHECK(cudaMemsetAsync(flags, 0, 2 * sizeof(unsigned)));
+    l2_pingpong_kernel<true><<<2, 32>>>(n, flags, bad);
+    CHECK_LAUNCH();
+  }, 2.0);
+  // the all-gathers: one cooperative block an SM (at most G = 128 of them), 512 threads
+  nlohmann::json ag = nlohmann::json::array();
+  {
+    constexpr int nt = nb::mlp::kPersistThreads;
+    int per_sm = 0;
+    const struct { int P, W; } shapes[] = {{128, 32}, {64, 32}, {128, 1}};
+    nb::mlp::xword* buf = nullptr;
+    CUDA_CHECK(cudaMalloc(&buf, 2 * sizeof(nb::mlp::xword) * 128 * 32));
+    for (const auto& sh : shapes) {
+      const int G = std::min(128, dev.sm_count), P = std::min(sh.P, G), W = sh.W;
+      const size_t smem = sizeof(float) * P * W;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, allgather_kernel, nt, smem));
+      if (per_sm < 1) throw nb::Error(nb::kExitNoDevice, "cluster_latency: the all-gather kernel cannot run a block an SM");
+      int n = 0;
+      void* args[] = {&n, const_cast<int*>(&P), const_cast<int*>(&W), &buf, &bad};
+      const nlohmann::json r = per_round("allgather", G, [&](int rounds) {
+        n = rounds;
+        CUDA_CHECK(cudaMemsetAsync(buf, 0, 2 * sizeof(nb::mlp::xword) * P * W));  // tags 0: no round's
+        CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(allgather_kernel), dim3(G), dim3(nt), args, smem, nullptr));
+      }, 1.0);
+      nlohmann::json e = r;
+      e["producers"] = P, e["words_each"] = W, e["bytes_gathered_per_block"] = 8 * P * W;
+      std::printf("  (allgather: %d producers x %d words, gathered by %d blocks: %d bytes a block a round)\n", P, W, G, 8 * P * W);
+      ag.push_back(e);
+    }
+    CUDA_CHECK(cudaFree(buf));
+  }
   int hbad = -1;
   CUDA_CHECK(cudaMemcpy(&hbad, bad, sizeof(int), cudaMemcpyDeviceToHost));
   CUDA_CHECK(cudaFree(bad));
@@ -210,17 +287,20 @@ int run(int argc, char** argv) {
                     {"cluster_sync_us", sync},
                     {"dsmem_one_way_us", dsm},
                     {"l2_flag_one_way_us", l2},
+                    {"l2_relaxed_one_way_us", l2r},
+                    {"allgather_us", ag},
                     {"cluster_sizes_not_launchable", skipped},
                     {"note", "cluster_sync: per cluster.sync() of one cluster of `blocks` blocks; dsmem: thread 0 of "
-                             "block 0 to thread 0 of the cluster's last block, one way; l2: between two blocks, one way"}};
+                             "block 0 to thread 0 of the cluster's last block, one way; l2: between two blocks, one way (l2_relaxed: relaxed accesses); "
+                             "allgather: per round of phase 5's exchange (publish, gather, check, two block barriers)"}};
   const bool ok = hbad == 0;
   rec["validation"] = {{"performed", true},
                        {"passed", ok},
-                       {"errors", {{"stale_reads_or_unanswered_pingpongs", hbad}}},
-                       {"tolerances", {{"stale_reads_or_unanswered_pingpongs", 0}}}};
+                       {"errors", {{"stale_or_wrong_reads_or_unanswered_pingpongs", hbad}}},
+                       {"tolerances", {{"stale_or_wrong_reads_or_unanswered_pingpongs", 0}}}};
   if (!ok) rec["status"] = "validation_failed";
   const std::string path = nb::write_record(rec, common.out, dev.slug, "cluster_latency", common.tag);
-  std::printf("checks: %s (%d stale reads or unanswered ping-pongs)\nrecord: %s\n", ok ? "PASS" : "FAIL", hbad, path.c_str());
+  std::printf("checks: %s (%d stale or wrong reads or unanswered ping-pongs)\nrecord: %s\n", ok ? "PASS" : "FAIL", hbad, path.c_str());
   return ok ? nb::kExitOk : nb::kExitValidation;
 }
 
