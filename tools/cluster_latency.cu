@@ -149,22 +149,97 @@ __global__ void l2_pingpong_kernel(int iters, unsigned* flags, int* bad) {
   if (!ok) atomicAdd(bad, 1);
 }
 
-// The all-gather: round i publishes value(b, w, i) with tag i + 1 into buffer i & 1 ([W][P], 5e's
-// layout of h1: row w, column b), then gathers and checks every word. A block runs at most one round
-// ahead of any other (each round needs every producer's words), so a buffer is never overwritten
-// before every block has read it.
+// The all-gather: round i publishes value(b, w, i) for round tag i + 1 into buffer i & 1, then
+// gathers and checks every word. A block runs at most one round ahead of any other (each round needs
+// every producer's words), so a buffer is never overwritten before every block has read it. Three
+// protocols (kProto):
+//   0 tagged words ([W][P], 5e's layout of h1), 5c's gather_rows: what the kernels do
+//   1 tagged words, two a load (ld.relaxed.v2.u64: each 64-bit element is its own access, so a
+//     word's value and tag still arrive together): half the load instructions, the same bytes
+//   2 plain floats ([P][W]: a producer's words contiguous) and a flag a producer: every lane of the
+//     producer's warp stores its word and fences (fence.acq_rel.gpu), then after __syncwarp lane 0
+//     stores the round into the flag; a consumer warp polls the flags of its producers (lanes), and
+//     for each producer it finds ready (ld.acquire) loads its words, one coalesced load: half the
+//     bytes and a flag of 4 bytes to poll, for a fence at the producer and one more round trip
 __device__ __forceinline__ float allgather_value(int b, int w, int i) { return static_cast<float>(b * 64 + w + (i & 1023) * 8192); }
-__global__ void __launch_bounds__(nb::mlp::kPersistThreads, 1) allgather_kernel(int iters, int P, int W, nb::mlp::xword* buf, int* bad) {
+__device__ __forceinline__ void xload2(const nb::mlp::xword* p, nb::mlp::xword& a, nb::mlp::xword& b) {
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+template <int kProto>
+__global__ void __launch_bounds__(nb::mlp::kPersistThreads, 1)
+    allgather_kernel(int iters, int P, int W, nb::mlp::xword* buf, float* data, unsigned* flags, int* bad) {
+  using nb::mlp::xword;
   extern __shared__ float got[];  // [W][P]
+  constexpr int nt = nb::mlp::kPersistThreads;
+  const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
   int wrong = 0;
   for (int i = 0; i < iters; ++i) {
     const uint32_t T = static_cast<uint32_t>(i) + 1u;
-    nb::mlp::xword* b = buf + static_cast<size_t>(i & 1) * P * W;
-    if (static_cast<int>(blockIdx.x) < P)
-      for (int w = threadIdx.x; w < W; w += blockDim.x) nb::mlp::xstore(b + static_cast<size_t>(w) * P + blockIdx.x, allgather_value(blockIdx.x, w, i), T);
-    nb::mlp::gather_rows(got, P, b, W, P, T);
+    const bool mine = static_cast<int>(blockIdx.x) < P;
+    if constexpr (kProto < 2) {
+      xword* b = buf + static_cast<size_t>(i & 1) * P * W;
+      if (mine)
+        for (int w = tid; w < W; w += nt) nb::mlp::xstore(b + static_cast<size_t>(w) * P + blockIdx.x, allgather_value(blockIdx.x, w, i), T);
+      if constexpr (kProto == 0) {
+        nb::mlp::gather_rows(got, P, b, W, P, T);
+      } else {  // pairs of words: thread tid takes pairs tid, tid + nt, ... (P W even)
+        constexpr int U = 4;
+        const int np = P * W / 2;
+        for (int q0 = tid; q0 < np; q0 += U * nt) {
+          xword w[U][2];
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (q0 + u * nt < np) xload2(b + 2 * (q0 + u * nt), w[u][0], w[u][1]);
+            else w[u][0] = w[u][1] = static_cast<xword>(T) << 32;
+          for (uint32_t round = 1;; ++round) {
+            bool all = true;
+#pragma unroll
+            for (int u = 0; u < U; ++u) all = all && nb::mlp::xready(w[u][0], T) && nb::mlp::xready(w[u][1], T);
+            if (all) break;
+            nb::mlp::xbackoff(round);
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+              if (!nb::mlp::xready(w[u][0], T) || !nb::mlp::xready(w[u][1], T)) xload2(b + 2 * (q0 + u * nt), w[u][0], w[u][1]);
+          }
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (q0 + u * nt < np) {
+              const int e = 2 * (q0 + u * nt);  // words e, e + 1: row e / P, columns e % P and the next
+              got[e] = nb::mlp::xfloat(w[u][0]), got[e + 1] = nb::mlp::xfloat(w[u][1]);
+            }
+        }
+      }
+    } else {
+      float* d = data + static_cast<size_t>(i & 1) * P * W;
+      unsigned* f = flags + static_cast<size_t>(i & 1) * P;
+      if (mine && wid == 0) {
+        if (lane < W) d[static_cast<size_t>(blockIdx.x) * W + lane] = allgather_value(blockIdx.x, lane, i);
+        __threadfence();
+        __syncwarp();
+        if (lane == 0) asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(f + blockIdx.x), "r"(T) : "memory");
+      }
+      // warp wid: producers wid, wid + 16, ...; lane k watches producer wid + 16 k
+      const int nw = nt / 32, mine_n = (P - wid + nw - 1) / nw;
+      unsigned done = 0u, want = mine_n >= 32 ? ~0u : ((1u << mine_n) - 1u);
+      for (uint32_t round = 1; done != want; ++round) {
+        nb::mlp::xbackoff(round);
+        unsigned v = 0u;
+        if (lane < mine_n && !((done >> lane) & 1u))
+          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(f + wid + nw * lane) : "memory");
+        unsigned fresh = __ballot_sync(0xffffffffu, lane < mine_n && !((done >> lane) & 1u) && v >= T);
+        done |= fresh;
+        while (fresh) {
+          const int k = __ffs(fresh) - 1;
+          fresh &= fresh - 1u;
+          const int pb = wid + nw * k;
+          // the acquire above was lane k's: share it with the warp before the others read the data
+          __syncwarp();
+          if (lane < W) got[lane * P + pb] = __ldcg(d + static_cast<size_t>(pb) * W + lane);
+        }
+      }
+    }
     __syncthreads();
-    for (int e = threadIdx.x; e < W * P; e += blockDim.x)
+    for (int e = tid; e < W * P; e += nt)
       if (got[e] != allgather_value(e % P, e / P, i)) ++wrong;
     __syncthreads();  // every check reads `got` before the next round's gather writes it
   }
@@ -248,28 +323,39 @@ int run(int argc, char** argv) {
   nlohmann::json ag = nlohmann::json::array();
   {
     constexpr int nt = nb::mlp::kPersistThreads;
-    int per_sm = 0;
-    const struct { int P, W; } shapes[] = {{128, 32}, {64, 32}, {128, 1}};
+    const struct { int P, W, proto; } shapes[] = {{128, 32, 0}, {64, 32, 0}, {128, 1, 0}, {128, 32, 1},
+                                                   {64, 32, 1}, {128, 32, 2}, {64, 32, 2}, {128, 1, 2}};
+    const void* kernels[] = {reinterpret_cast<const void*>(allgather_kernel<0>), reinterpret_cast<const void*>(allgather_kernel<1>),
+                             reinterpret_cast<const void*>(allgather_kernel<2>)};
+    const char* protos[] = {"tagged words (gather_rows)", "tagged words, two a load", "floats and a flag a producer"};
     nb::mlp::xword* buf = nullptr;
+    float* data = nullptr;
+    unsigned* fl = nullptr;
     CUDA_CHECK(cudaMalloc(&buf, 2 * sizeof(nb::mlp::xword) * 128 * 32));
+    CUDA_CHECK(cudaMalloc(&data, 2 * sizeof(float) * 128 * 32));
+    CUDA_CHECK(cudaMalloc(&fl, 2 * sizeof(unsigned) * 128));
     for (const auto& sh : shapes) {
       const int G = std::min(128, dev.sm_count), P = std::min(sh.P, G), W = sh.W;
       const size_t smem = sizeof(float) * P * W;
-      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, allgather_kernel, nt, smem));
+      int per_sm = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels[sh.proto], nt, smem));
       if (per_sm < 1) throw nb::Error(nb::kExitNoDevice, "cluster_latency: the all-gather kernel cannot run a block an SM");
       int n = 0;
-      void* args[] = {&n, const_cast<int*>(&P), const_cast<int*>(&W), &buf, &bad};
+      void* args[] = {&n, const_cast<int*>(&P), const_cast<int*>(&W), &buf, &data, &fl, &bad};
       const nlohmann::json r = per_round("allgather", G, [&](int rounds) {
         n = rounds;
         CUDA_CHECK(cudaMemsetAsync(buf, 0, 2 * sizeof(nb::mlp::xword) * P * W));  // tags 0: no round's
-        CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(allgather_kernel), dim3(G), dim3(nt), args, smem, nullptr));
+        CUDA_CHECK(cudaMemsetAsync(fl, 0, 2 * sizeof(unsigned) * P));
+        CUDA_CHECK(cudaLaunchCooperativeKernel(kernels[sh.proto], dim3(G), dim3(nt), args, smem, nullptr));
       }, 1.0);
       nlohmann::json e = r;
-      e["producers"] = P, e["words_each"] = W, e["bytes_gathered_per_block"] = 8 * P * W;
-      std::printf("  (allgather: %d producers x %d words, gathered by %d blocks: %d bytes a block a round)\n", P, W, G, 8 * P * W);
+      e["producers"] = P, e["words_each"] = W, e["protocol"] = protos[sh.proto];
+      std::printf("  (allgather, %s: %d producers x %d words, gathered by %d blocks)\n", protos[sh.proto], P, W, G);
       ag.push_back(e);
     }
     CUDA_CHECK(cudaFree(buf));
+    CUDA_CHECK(cudaFree(data));
+    CUDA_CHECK(cudaFree(fl));
   }
   int hbad = -1;
   CUDA_CHECK(cudaMemcpy(&hbad, bad, sizeof(int), cudaMemcpyDeviceToHost));
