@@ -206,12 +206,9 @@ __device__ __forceinline__ float xvalue(const xword* p, xword w, uint32_t tag) {
 // column of each element advance by adding (no division per element).
 // `between()` runs once, by every thread, while the first round of loads is in flight (work that
 // hides the wait); a block barrier follows it, so it may still read dst's old contents.
-// (gather_words: any test of a word's readiness, `ready(w)`, and each word as it came to put(row,
-// col, w); `fill`, a word that is ready, stands for the chunk's words past the end. Rung 5e's packed
-// exchange: two floats a word.)
-template <class Between, class Ready, class Put>
-__device__ __forceinline__ void gather_words(Put put, Ready ready, xword fill, const xword* src, int rows, int cols,
-                                             Between between) {
+template <class Between>
+__device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag,
+                                            Between between) {
   constexpr int U = 8;
   constexpr int nt = kPersistThreads;
   const int n = rows * cols;
@@ -220,38 +217,32 @@ __device__ __forceinline__ void gather_words(Put put, Ready ready, xword fill, c
   for (int e0 = threadIdx.x, first = 1; first || e0 < n; e0 += U * nt, first = 0) {  // every thread: the first chunk
     xword w[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) w[u] = e0 + u * nt < n ? xload(src + e0 + u * nt) : fill;
+    for (int u = 0; u < U; ++u) w[u] = e0 + u * nt < n ? xload(src + e0 + u * nt) : static_cast<xword>(tag) << 32;
     if (first) between(), __syncthreads();
     for (uint32_t round = 1;; ++round) {
       bool all = true;
 #pragma unroll
-      for (int u = 0; u < U; ++u) all = all && ready(w[u]);
+      for (int u = 0; u < U; ++u) all = all && xready(w[u], tag);
       if (all) break;
       xbackoff(round);
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (!ready(w[u])) w[u] = xload(src + e0 + u * nt);
+        if (!xready(w[u], tag)) w[u] = xload(src + e0 + u * nt);
     }
     if (dc == 0) {  // cols divides the block (W1's shapes): the column never changes
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (e0 + u * nt < n) put(r + u * dr, c, w[u]);
+        if (e0 + u * nt < n) dst[(r + u * dr) * ld + c] = xfloat(w[u]);
       r += U * dr;
     } else {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (e0 + u * nt < n) put(r, c, w[u]);
+        if (e0 + u * nt < n) dst[r * ld + c] = xfloat(w[u]);
         r += dr, c += dc;
         if (c >= cols) c -= cols, ++r;
       }
     }
   }
-}
-template <class Between>
-__device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag,
-                                            Between between) {
-  gather_words([&](int r, int c, xword w) { dst[r * ld + c] = xfloat(w); }, [&](xword w) { return xready(w, tag); },
-               static_cast<xword>(tag) << 32, src, rows, cols, between);
 }
 struct NoWork {
   __device__ __forceinline__ void operator()() const {}

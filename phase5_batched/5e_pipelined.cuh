@@ -122,28 +122,6 @@ __device__ __forceinline__ void opt_apply2(float (&w)[2], const float (&g)[2], f
   }
 }
 
-// ---- the packed exchange (fused splits): two activations in one 64-bit word. h1 and h2 are ReLU
-// outputs (fmaxf, which never returns a NaN, times a dropout multiplier >= 0), so their sign bits
-// carry no information: each word's two sign bits hold the tag bit of its step instead, and a
-// reader masks them off. A buffer (by step parity) is reused every second step and a block runs at
-// most one step ahead of any other, so one bit that flips with each reuse tells the step's words
-// from the previous ones: bit(T) = ((T + 1) / 2) mod 2 is 1, 1, 0, 0, 1, 1, ... for T = 1, 2, ...,
-// and the words the launch cleared (0) are never taken for its first steps'. Half the words of 5c's
-// value-and-tag words: half the bytes a reader polls.
-__device__ __forceinline__ uint32_t pack_bit(uint32_t T) { return ((T + 1u) >> 1) & 1u; }
-__device__ __forceinline__ xword pack2(float a, float b, uint32_t bit) {
-  const uint32_t lo = __float_as_uint(a) | (bit << 31), hi = __float_as_uint(b) | (bit << 31);
-  return (static_cast<xword>(hi) << 32) | lo;
-}
-__device__ __forceinline__ bool packed_ready(xword w, uint32_t bit) {
-  return static_cast<uint32_t>(w >> 63) == bit && ((static_cast<uint32_t>(w) >> 31) & 1u) == bit;
-}
-__device__ __forceinline__ float packed_lo(xword w) { return __uint_as_float(static_cast<uint32_t>(w) & 0x7fffffffu); }
-__device__ __forceinline__ float packed_hi(xword w) { return __uint_as_float(static_cast<uint32_t>(w >> 32) & 0x7fffffffu); }
-__device__ __forceinline__ void xstore_word(xword* p, xword w) {
-  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
-}
-
 template <int NC, bool kW1>
 struct PipeBlock : PersistBlock<NC, kW1> {
   using Base = PersistBlock<NC, kW1>;
@@ -160,9 +138,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     else return fused_;
   }
   int Q, q0, nq;  // W3 and b3 as Q = C H2 + C elements (W3 row-major, then b3); this block owns q0 .. q0 + nq
-  // fused(): h1 goes packed, rows i and RB + i in word i (i < min(RB, B)); packed2(): h2 too, rows
-  // i and i + 16 (i < min(16, B)), where every block owns at most one second-layer unit
-  __device__ __forceinline__ bool packed2() const { return fused() && p.nj <= 1; }
 
   __device__ __forceinline__ PipeBlock(const PersistParams& pin, unsigned char* smem) : Base(pin, smem) {
     const PipeLayout L = pipe_layout(p, NC);
@@ -229,28 +204,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     const float* m2 = mask2;
     const int nown = njown;
     const bool drop = p.dropout;
-    if (packed2()) {  // warp_dot_gemm's sums (warp w: rows w and w + 16), published as one packed word
-      if (njown == 1 && wid < B) {
-        const int m = wid, m2r = wid + nwarps;
-        const bool two = m2r < B;
-        float s1 = 0.f, s2 = 0.f;
-        for (int k = lane; k < H1; k += 32) {
-          s1 = fmaf(h1[m * ld1 + k], w2r[k], s1);
-          if (two) s2 = fmaf(h1[m2r * ld1 + k], w2r[k], s2);
-        }
-#pragma unroll
-        for (int x = 16; x >= 1; x >>= 1) {
-          s1 += __shfl_xor_sync(0xffffffffu, s1, x);
-          s2 += __shfl_xor_sync(0xffffffffu, s2, x);
-        }
-        if (lane == 0) {
-          float a = fmaxf(s1 + b2[0], 0.f), b = two ? fmaxf(s2 + b2[0], 0.f) : 0.f;
-          if (drop) a = m2[m] != 0.f ? a * m2[m] : 0.f, b = two && m2[m2r] != 0.f ? b * m2[m2r] : 0.f;
-          xstore_word(st.h2x + static_cast<size_t>(m) * H2 + j0, pack2(a, b, pack_bit(st.T)));
-        }
-      }
-      return;
-    }
     warp_dot_gemm(
         B, njown, H1, [&](int m, int k) { return h1[m * ld1 + k]; }, [&](int k, int n) { return w2r[n * ld1 + k]; },
         [&](int m, int n, float acc) {
@@ -301,18 +254,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     const int n2 = njown * H1;
     const xword* src = st.w2now + static_cast<size_t>(j0) * H1;
     const xword r0 = rows && tid < n2 ? xload(src + tid) : 0;
-    if (fused()) {  // packed: rows i and RB + i in word i
-      const int RB = persist_half_rows(B), np = min(RB, B);
-      const uint32_t bit = pack_bit(st.T);
-      gather_words(
-          [&](int i, int c, xword w) {
-            sm.h1[i * ld1 + c] = packed_lo(w);
-            if (RB + i < B) sm.h1[(RB + i) * ld1 + c] = packed_hi(w);
-          },
-          [&](xword w) { return packed_ready(w, bit); }, pack2(0.f, 0.f, bit), st.h1x, np, H1, between);
-    } else {
-      gather_rows(sm.h1, ld1, st.h1x, B, H1, st.T, between);
-    }
+    gather_rows(sm.h1, ld1, st.h1x, B, H1, st.T, between);
     if (rows)
       for (int e = tid; e < n2; e += nt) sm.w2r[(e / H1) * ld1 + e % H1] = xvalue(src + e, e == tid ? r0 : xload(src + e), st.T);
   }
@@ -386,15 +328,12 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       z += __shfl_xor_sync(0xffffffffu, z, 1);
       z += __shfl_xor_sync(0xffffffffu, z, 2);
       const int i = s >> 1, r = (s & 1) * RB + i;
-      float hv = 0.f;
-      if (i < RB && r < B) {
-        hv = fmaxf(z / 255.f + sm.b1[0], 0.f);
+      if (q == 0 && i < RB && r < B) {
+        float hv = fmaxf(z / 255.f + sm.b1[0], 0.f);
         if (p.dropout) hv = mask1[r] != 0.f ? hv * mask1[r] : 0.f;
-        if (q == 0) sm.h1o[r] = hv;
+        sm.h1o[r] = hv;
+        xstore(nx->h1x + static_cast<size_t>(r) * H1 + c0, hv, nx->T);
       }
-      const float hb = __shfl_down_sync(0xffffffffu, hv, 4);  // slot s + 1's (row RB + i) to slot s (row i)
-      if (q == 0 && (s & 1) == 0 && i < min(RB, B))  // packed: rows i and RB + i
-        xstore_word(nx->h1x + static_cast<size_t>(i) * H1 + c0, pack2(hv, hb, pack_bit(nx->T)));
     }
   }
 
@@ -451,17 +390,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
         for (int q = tid + nt; q < Q; q += nt) replica(q) = xvalue(w3src + q, xload(w3src + q), st.T);
       }
     };
-    if (packed2()) {  // the own W2 column is in shared memory already; rows i and i + 16 in word i
-      const uint32_t bit = pack_bit(st.T);
-      gather_words(
-          [&](int i, int j, xword w) {
-            sm.h2[i * ld2 + j] = packed_lo(w);
-            if (i + nwarps < B) sm.h2[(i + nwarps) * ld2 + j] = packed_hi(w);
-          },
-          [&](xword w) { return packed_ready(w, bit); }, pack2(0.f, 0.f, bit), st.h2x, min(nwarps, B), H2, between);
-      w3words();
-      __syncthreads();
-    } else if (fused()) {
+    if (fused()) {  // the own W2 column is in shared memory already
       gather_rows(sm.h2, ld2, st.h2x, B, H2, st.T, between);
       w3words();
       __syncthreads();
