@@ -21,7 +21,7 @@
 //                 gather_rows (8 words a thread in flight, the stale ones reloaded together until
 //                 every tag is the round's), checks them and meets at __syncthreads. Two buffers by
 //                 round parity, as the kernels have. Shapes: W1's h1 (P = G = 128, W = 32), its h2
-//                 (P = 64 of G = 128, W = 32), and one word a block (P = G = 128, W = 1)
+//                 (P = 64 of G = 128, W = 32), both with half the words (W = 16: two activations a word, rung 5e), and one word a block (P = G = 128, W = 1)
 // Each is timed with 0 and with --iters rounds in one launch (CUDA events, --warmup, median of
 // --repeats); per round = (median(iters) - median(0)) / iters, the launch excluded. A ping-pong
 // whose partner never answers gives up after 2^26 polls and counts an error (no hang).
@@ -323,7 +323,7 @@ int run(int argc, char** argv) {
   nlohmann::json ag = nlohmann::json::array();
   {
     constexpr int nt = nb::mlp::kPersistThreads;
-    const struct { int P, W, proto; } shapes[] = {{128, 32, 0}, {64, 32, 0}, {128, 1, 0}, {128, 32, 1},
+    const struct { int P, W, proto; } shapes[] = {{128, 32, 0}, {64, 32, 0}, {128, 1, 0}, {128, 16, 0}, {64, 16, 0}, {128, 32, 1},
                                                    {64, 32, 1}, {128, 32, 2}, {64, 32, 2}, {128, 1, 2}};
     const void* kernels[] = {reinterpret_cast<const void*>(allgather_kernel<0>), reinterpret_cast<const void*>(allgather_kernel<1>),
                              reinterpret_cast<const void*>(allgather_kernel<2>)};
