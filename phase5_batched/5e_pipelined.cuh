@@ -36,10 +36,11 @@
 // the small layers' updates beside it 2.91. Taking the updates out of the wait for h1 shortened its
 // work by 0.5 us and the wait grew by 0.4: h1 reaches a block ~2.3 us after the block published its
 // own column, whatever the block does meanwhile (the exchange and the blocks' skew, not the work, is
-// that link now); 0.2 ms an epoch faster in paired runs (logs/probe_small_layers_a7140e0.log). ncu at
-// 837ffa2 (the previous version, phase5_ncu_p5_pipelined_epoch_lines.json): ~2,070 instructions a
-// warp a step at 43% issue, the fused pass 698 of them. What is left: two exchanges of ~2 us each
-// where a hop is 0.57, and each block's own chain of short, dependent phases.
+// that link now); 0.2 ms an epoch faster in paired runs (logs/probe_small_layers_a7140e0.log). ncu of
+// these kernels (cf1d7c9, phase5_ncu_p5_pipelined_epoch_lines.json): 1,993 warp instructions a warp a
+// step, ~1,320 of them on the chain (the fused pass 743): 2.7 us if every cycle issued. The exchange
+// alone on an idle chip (tools/cluster_latency, cluster_latency__h100.json): 2.3 us a round at h1's
+// shape, 1.9 at h2's. This structure's floor is then ~6.9 us a step, ~12.9 ms an epoch (phase notes).
 #pragma once
 #include "5c_persistent.cuh"
 #include "5e_pipelined.h"
