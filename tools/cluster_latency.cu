@@ -21,7 +21,10 @@
 //                 gather_rows (8 words a thread in flight, the stale ones reloaded together until
 //                 every tag is the round's), checks them and meets at __syncthreads. Two buffers by
 //                 round parity, as the kernels have. Shapes: W1's h1 (P = G = 128, W = 32), its h2
-//                 (P = 64 of G = 128, W = 32), both with half the words (W = 16: two activations a word, rung 5e), and one word a block (P = G = 128, W = 1)
+//                 (P = 64 of G = 128, W = 32), both with half the words (W = 16: two activations a
+//                 word), and one word a block (P = G = 128, W = 1). Also two protocols the kernels
+//                 do not use: two tagged words a load, and plain floats with a flag a producer
+//                 (allgather_kernel's comment)
 // Each is timed with 0 and with --iters rounds in one launch (CUDA events, --warmup, median of
 // --repeats); per round = (median(iters) - median(0)) / iters, the launch excluded. A ping-pong
 // whose partner never answers gives up after 2^26 polls and counts an error (no hang).
@@ -30,8 +33,10 @@
 // cluster-sync kernel, whose reads follow a barrier, is clean.
 // Measured (NVIDIA H100, profiles/nvidia-h100-80gb-hbm3/cluster_latency__h100.json, c9e7487):
 // cluster.sync() 0.55 µs (2 blocks) to 0.62 µs (16), a DSMEM hop 0.43-0.44 µs, an L2 flag hop 0.57 µs
-// (each the round's time / 2: the cluster-sync round also holds one DSMEM read). The all-gathers:
-// the record's allgather_us (measured after that record; see its git commit).
+// (each the round's time / 2: the cluster-sync round also holds one DSMEM read). Since 410ea0f (the
+// same record): a relaxed L2 hop 0.23 us; the all-gather 2.30 us a round at W1's h1 shape, 1.90 at
+// h2's, 1.79 / 1.56 with half the words, 0.98 for one word a block; two words a load 3.55 / 3.04;
+// floats and a flag a producer 7.8 / 7.0 / 7.6 (the fences).
 //
 //   build/tools/cluster_latency [--iters 1000] [--threads 256] [--repeats 11] [--warmup 2] [--out DIR] [--tag default]
 // writes profiles/<device-slug>/cluster_latency__<tag>.json (phase "cluster_latency").
