@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(nb::mlp::kPersistThreads, 1)
         if (lane < W) d[static_cast<size_t>(blockIdx.x) * W + lane] = allgather_value(blockIdx.x, lane, i);
         __threadfence();
         __syncwarp();
-        if (lane == 0) asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(f + blockIdx.x), "r"(T) : "memory");
+        if (lane == 0) st_relaxed_gpu(f + blockIdx.x, T);
       }
       // warp wid: producers wid, wid + 16, ...; lane k watches producer wid + 16 k
       const int nw = nt / 32, mine_n = (P - wid + nw - 1) / nw;
@@ -229,8 +229,7 @@ __global__ void __launch_bounds__(nb::mlp::kPersistThreads, 1)
       for (uint32_t round = 1; done != want; ++round) {
         nb::mlp::xbackoff(round);
         unsigned v = 0u;
-        if (lane < mine_n && !((done >> lane) & 1u))
-          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(f + wid + nw * lane) : "memory");
+        if (lane < mine_n && !((done >> lane) & 1u)) v = ld_acquire_gpu(f + wid + nw * lane);
         unsigned fresh = __ballot_sync(0xffffffffu, lane < mine_n && !((done >> lane) & 1u) && v >= T);
         done |= fresh;
         while (fresh) {
