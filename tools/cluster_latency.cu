@@ -24,7 +24,9 @@
 //                 (P = 64 of G = 128, W = 32), both with half the words (W = 16: two activations a
 //                 word), and one word a block (P = G = 128, W = 1). Also two protocols the kernels
 //                 do not use: two tagged words a load, and plain floats with a flag a producer
-//                 (allgather_kernel's comment)
+//                 (allgather_kernel's comment). And the tagged words with the producers 2 us late
+//                 (a spin on %globaltimer before they publish), the readers polling meanwhile, as
+//                 in the kernels, where readers wait for the slowest producer: round - 2 us.
 // Each is timed with 0 and with --iters rounds in one launch (CUDA events, --warmup, median of
 // --repeats); per round = (median(iters) - median(0)) / iters, the launch excluded. A ping-pong
 // whose partner never answers gives up after 2^26 polls and counts an error (no hang).
@@ -172,7 +174,7 @@ __device__ __forceinline__ void xload2(const nb::mlp::xword* p, nb::mlp::xword& 
 }
 template <int kProto>
 __global__ void __launch_bounds__(nb::mlp::kPersistThreads, 1)
-    allgather_kernel(int iters, int P, int W, nb::mlp::xword* buf, float* data, unsigned* flags, int* bad) {
+    allgather_kernel(int iters, int P, int W, nb::mlp::xword* buf, float* data, unsigned* flags, int* bad, int late_ns) {
   using nb::mlp::xword;
   extern __shared__ float got[];  // [W][P]
   constexpr int nt = nb::mlp::kPersistThreads;
@@ -181,6 +183,11 @@ __global__ void __launch_bounds__(nb::mlp::kPersistThreads, 1)
   for (int i = 0; i < iters; ++i) {
     const uint32_t T = static_cast<uint32_t>(i) + 1u;
     const bool mine = static_cast<int>(blockIdx.x) < P;
+    if (late_ns > 0 && mine && tid < W) {  // late producers: the readers poll for late_ns before any word lands
+      uint64_t t0, t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+      do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < static_cast<uint64_t>(late_ns));
+    }
     if constexpr (kProto < 2) {
       xword* b = buf + static_cast<size_t>(i & 1) * P * W;
       if (mine)
@@ -327,8 +334,10 @@ int run(int argc, char** argv) {
   nlohmann::json ag = nlohmann::json::array();
   {
     constexpr int nt = nb::mlp::kPersistThreads;
-    const struct { int P, W, proto; } shapes[] = {{128, 32, 0}, {64, 32, 0}, {128, 1, 0}, {128, 16, 0}, {64, 16, 0}, {128, 32, 1},
-                                                   {64, 32, 1}, {128, 32, 2}, {64, 32, 2}, {128, 1, 2}};
+    const struct { int P, W, proto, late_ns; } shapes[] = {
+        {128, 32, 0, 0}, {64, 32, 0, 0}, {128, 1, 0, 0}, {128, 16, 0, 0}, {64, 16, 0, 0}, {128, 32, 1, 0}, {64, 32, 1, 0},
+        {128, 32, 2, 0}, {64, 32, 2, 0}, {128, 1, 2, 0}, {128, 32, 0, 2000}, {128, 16, 0, 2000}, {64, 32, 0, 2000},
+        {64, 16, 0, 2000}, {128, 1, 0, 2000}};
     const void* kernels[] = {reinterpret_cast<const void*>(allgather_kernel<0>), reinterpret_cast<const void*>(allgather_kernel<1>),
                              reinterpret_cast<const void*>(allgather_kernel<2>)};
     const char* protos[] = {"tagged words (gather_rows)", "tagged words, two a load", "floats and a flag a producer"};
@@ -345,7 +354,8 @@ int run(int argc, char** argv) {
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels[sh.proto], nt, smem));
       if (per_sm < 1) throw nb::Error(nb::kExitNoDevice, "cluster_latency: the all-gather kernel cannot run a block an SM");
       int n = 0;
-      void* args[] = {&n, const_cast<int*>(&P), const_cast<int*>(&W), &buf, &data, &fl, &bad};
+      int late = sh.late_ns;
+      void* args[] = {&n, const_cast<int*>(&P), const_cast<int*>(&W), &buf, &data, &fl, &bad, &late};
       const nlohmann::json r = per_round("allgather", G, [&](int rounds) {
         n = rounds;
         CUDA_CHECK(cudaMemsetAsync(buf, 0, 2 * sizeof(nb::mlp::xword) * P * W));  // tags 0: no round's
@@ -353,8 +363,9 @@ int run(int argc, char** argv) {
         CUDA_CHECK(cudaLaunchCooperativeKernel(kernels[sh.proto], dim3(G), dim3(nt), args, smem, nullptr));
       }, 1.0);
       nlohmann::json e = r;
-      e["producers"] = P, e["words_each"] = W, e["protocol"] = protos[sh.proto];
-      std::printf("  (allgather, %s: %d producers x %d words, gathered by %d blocks)\n", protos[sh.proto], P, W, G);
+      e["producers"] = P, e["words_each"] = W, e["protocol"] = protos[sh.proto], e["producer_delay_ns"] = late;
+      std::printf("  (allgather, %s: %d producers x %d words, gathered by %d blocks%s)\n", protos[sh.proto], P, W, G,
+                  late ? ", the producers 2 us late: subtract 2 us" : "");
       ag.push_back(e);
     }
     CUDA_CHECK(cudaFree(buf));
