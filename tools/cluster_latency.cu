@@ -35,10 +35,11 @@
 // cluster-sync kernel, whose reads follow a barrier, is clean.
 // Measured (NVIDIA H100, profiles/nvidia-h100-80gb-hbm3/cluster_latency__h100.json, c9e7487):
 // cluster.sync() 0.55 µs (2 blocks) to 0.62 µs (16), a DSMEM hop 0.43-0.44 µs, an L2 flag hop 0.57 µs
-// (each the round's time / 2: the cluster-sync round also holds one DSMEM read). Since 410ea0f (the
-// same record): a relaxed L2 hop 0.23 us; the all-gather 2.30 us a round at W1's h1 shape, 1.90 at
-// h2's, 1.79 / 1.56 with half the words, 0.98 for one word a block; two words a load 3.55 / 3.04;
-// floats and a flag a producer 7.8 / 7.0 / 7.6 (the fences).
+// (each the round's time / 2: the cluster-sync round also holds one DSMEM read). Since e2f796c (the
+// same record; another machine than 410ea0f's, whose run was ~4% faster): a relaxed L2 hop 0.25 us;
+// the all-gather 2.39 us a round at W1's h1 shape, 1.93 at h2's, 1.85 / 1.63 with half the words,
+// 1.04 for one word a block; with the producers 2 us late, past those 2 us: 2.17, 2.57, 1.73 / 2.29,
+// 1.05; two words a load 3.50 / 2.95; floats and a flag a producer 8.1 / 7.1 / 7.6 (the fences).
 //
 //   build/tools/cluster_latency [--iters 1000] [--threads 256] [--repeats 11] [--warmup 2] [--out DIR] [--tag default]
 // writes profiles/<device-slug>/cluster_latency__<tag>.json (phase "cluster_latency").
