@@ -39,8 +39,8 @@
 // that link now); 0.2 ms an epoch faster in paired runs (logs/probe_small_layers_a7140e0.log). ncu of
 // these kernels (cf1d7c9, phase5_ncu_p5_pipelined_epoch_lines.json): 1,993 warp instructions a warp a
 // step, ~1,320 of them on the chain (the fused pass 743): 2.7 us if every cycle issued. The exchange
-// alone on an idle chip (tools/cluster_latency, cluster_latency__h100.json): 2.3 us a round at h1's
-// shape, 1.9 at h2's. This structure's floor is then ~6.9 us a step, ~12.9 ms an epoch (phase notes).
+// alone on an idle chip (tools/cluster_latency, cluster_latency__h100.json): 2.3-2.4 us a round at h1's
+// shape, 1.9 at h2's. This structure's floor is then ~7 us a step, ~13 ms an epoch (phase notes).
 #pragma once
 #include "5c_persistent.cuh"
 #include "5e_pipelined.h"
