@@ -50,10 +50,8 @@ namespace mlp {
 
 // Shared memory past rung 5c's layout (bytes from the start of the dynamic buffer).
 struct PipeLayout {
-  size_t mask1, mask2, fpart, m2c, v2c, xf, total;
-  bool fcopy;  // the fused pass keeps the next batch's pixels as floats (xf) for its next W1 update
+  size_t mask1, mask2, fpart, m2c, v2c, total;
 };
-constexpr size_t kPipeSmemMax = 232448;  // sm_90's shared memory a block can opt into (227 KB)
 __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC) {
   PipeLayout L{};
   size_t off = (persist_layout(p, NC).total + 15) / 16 * 16;
@@ -69,11 +67,6 @@ __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC
   L.m2c = take(static_cast<size_t>(p.H2) * NC * f);                   // Adam's state of the own W2 column (fused())
   L.v2c = take(static_cast<size_t>(p.H2) * NC * f);
   L.total = off;
-  if (pipe_fuses(NC, p.B)) {  // persist_half_rows(B) rows x D / 2 lane pairs x 4 pixels, where it fits
-    L.xf = take(static_cast<size_t>(persist_half_rows(p.B)) * (p.D / 2) * 4 * f);
-    L.fcopy = off <= kPipeSmemMax;
-    if (L.fcopy) L.total = off;
-  }
   return L;
 }
 
@@ -139,9 +132,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   using Base::c0, Base::ncown, Base::j0, Base::njown, Base::adam, Base::keep_grads;
   float *mask1, *mask2, *fpart;
   float *m2c, *v2c;  // fused(): the block owns W2's column of its first-layer unit (sm.w2c) and updates it
-  float4* xf;        // fcopy(): [row i < RB][lane pair o < D / 2] the pair's 4 pixels of the batch, as floats
-  bool fcopy_;
-  __device__ __forceinline__ bool fcopy() const { return fused() && fcopy_; }
   bool fused_;  // the fused W1 update + next first layer (NC == 1, B <= 32); W1's instance: always
   __device__ __forceinline__ bool fused() const {
     if constexpr (kW1) return true;
@@ -154,7 +144,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     const PipeLayout L = pipe_layout(p, NC);
     mask1 = reinterpret_cast<float*>(smem + L.mask1), mask2 = reinterpret_cast<float*>(smem + L.mask2);
     fpart = reinterpret_cast<float*>(smem + L.fpart);
-    xf = reinterpret_cast<float4*>(smem + L.xf), fcopy_ = L.fcopy;
     m2c = reinterpret_cast<float*>(smem + L.m2c), v2c = reinterpret_cast<float*>(smem + L.v2c);
     fused_ = pipe_fuses(NC, B);
     Q = C * H2 + C;
@@ -271,29 +260,6 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       for (int e = tid; e < n2; e += nt) sm.w2r[(e / H1) * ld1 + e % H1] = xvalue(src + e, e == tid ? r0 : xload(src + e), st.T);
   }
 
-  // ---- fcopy(): 5c's pixel_grads (NC == 1) from the floats the previous pass stored for this batch
-  // (the same rows of the same lane pair o, in the same order: the same sums), not from its bytes
-  __device__ __forceinline__ void pixel_grads_f(int o, int h, bool on, float (&g)[4][NC]) const {
-    const int RB = persist_half_rows(B);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) g[i][0] = 0.f;
-    if (on) {
-      const int r1 = min(B, (h + 1) * RB);
-      for (int r0 = h * RB; r0 < r1; r0 += 4) {
-        const float4 d4 = *reinterpret_cast<const float4*>(sm.dz1 + r0);  // rows past B are 0
-        const float d[4] = {d4.x, d4.y, d4.z, d4.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float4 x = r0 + j < B ? xf[(r0 + j - h * RB) * (D / 2) + o] : make_float4(0.f, 0.f, 0.f, 0.f);
-          g[0][0] = fmaf(d[j], x.x, g[0][0]);
-          g[1][0] = fmaf(d[j], x.y, g[1][0]);
-          g[2][0] = fmaf(d[j], x.z, g[2][0]);
-          g[3][0] = fmaf(d[j], x.w, g[3][0]);
-        }
-      }
-    }
-  }
-
   // ---- W1 update of step `up` (null: none) and first layer of step `nx` (null: none), one pass.
   // Lane pairs as 5c's update: lane (kw, h) sums its half h of the rows of `up`'s batch for the four
   // pixels of word kw, the halves are exchanged by one shuffle, and each lane updates two pixels.
@@ -314,8 +280,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       float wn[2] = {0.f, 0.f};  // this lane's two pixels' weights, updated
       if (up) {
         float g[4][NC], tot[2][NC];
-        if (fcopy()) pixel_grads_f(o, h, on, g);
-        else this->pixel_grads(up->xb, kw, h, on, g);
+        this->pixel_grads(up->xb, kw, h, on, g);
         this->pair_totals(g, h, tot);
         float gc[2];  // pixels 4kw + 2h + j
 #pragma unroll
@@ -343,10 +308,8 @@ struct PipeBlock : PersistBlock<NC, kW1> {
             const int r = h * RB + i;
             if (i < RB && r < B) {
               const uint32_t xw = reinterpret_cast<const uint32_t*>(nx->xb + static_cast<size_t>(r) * xs)[kw];
-              const float x4[4] = {byte_value(xw, 0), byte_value(xw, 1), byte_value(xw, 2), byte_value(xw, 3)};
 #pragma unroll
-              for (int e = 0; e < 4; ++e) fw[i] = fmaf(x4[e], w4[e], fw[i]);
-              if (fcopy()) xf[i * (D / 2) + o] = make_float4(x4[0], x4[1], x4[2], x4[3]);  // for the next update
+              for (int e = 0; e < 4; ++e) fw[i] = fmaf(byte_value(xw, e), w4[e], fw[i]);
             }
           }
       }
