@@ -40,7 +40,8 @@
 // these kernels (cf1d7c9, phase5_ncu_p5_pipelined_epoch_lines.json): 1,993 warp instructions a warp a
 // step, ~1,320 of them on the chain (the fused pass 743): 2.7 us if every cycle issued. The exchange
 // alone on an idle chip (tools/cluster_latency, cluster_latency__h100.json): 2.3-2.4 us a round at h1's
-// shape, 1.9 at h2's. This structure's floor is then ~7 us a step, ~13 ms an epoch (phase notes).
+// shape, 1.9 at h2's. This structure's floor is then ~7 us a step, ~13 ms an epoch, not the
+// prediction's 2.5 us: it counted one 0.57 us hop an exchange; an exchange of 4,096 words costs four.
 #pragma once
 #include "5c_persistent.cuh"
 #include "5e_pipelined.h"
