@@ -165,7 +165,7 @@ __global__ void l2_pingpong_kernel(int iters, unsigned* flags, int* bad) {
 //   1 tagged words, two a load (ld.relaxed.v2.u64: each 64-bit element is its own access, so a
 //     word's value and tag still arrive together): half the load instructions, the same bytes
 //   2 plain floats ([P][W]: a producer's words contiguous) and a flag a producer: every lane of the
-//     producer's warp stores its word and fences (fence.acq_rel.gpu), then after __syncwarp lane 0
+//     producer's warp stores its word and fences (__threadfence), then after __syncwarp lane 0
 //     stores the round into the flag; a consumer warp polls the flags of its producers (lanes), and
 //     for each producer it finds ready (ld.acquire) loads its words, one coalesced load: half the
 //     bytes and a flag of 4 bytes to poll, for a fence at the producer and one more round trip
