@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/bench_linreg.sh — the linear-regression benchmark of issue 3, on one GPU, in one run:
-# phases 1-3 and the PyTorch twin (cpu, eager, compile, graph, compiled-graph), every number into a
+# phases 1-3, the PyTorch twin (cpu, eager, compile, graph, compiled-graph) and the JAX twin (jit-step,
+# jit-run; where JAX is importable, else one skip line), every number into a
 # run record. Phase 3 runs its default path (one persistent kernel with the data on chip where it
 # fits, else the per-epoch CUDA graph) under the usual tags, and the graph path (--path graph) under
 # the same tags with the suffix -graph (implementation cuda-graph), so the sweep shows both paths
@@ -30,7 +31,8 @@
 #             sizes (phase 1 from 5M on: no warm-up, one run: 4 s at 5M, 85 s at 100M). One
 #             progress line per point.
 # Before them, a phase-3 pre-flight picks its configuration (see below).
-# SWEEP_PARTS picks the sweep's implementations (default "p1 p2 p3 twin-gpu twin-cpu"): phase 1
+# SWEEP_PARTS picks the sweep's implementations (default "p1 p2 p3 twin-gpu jax twin-cpu"; jax: the JAX
+# twin in $SWEEP_JAX_IMPLS, default jit-run; the headline's JAX modes: HEADLINE_JAX_IMPLS): phase 1
 # is slow (per-element double atomics: ~85 s per run at 100M), so its sweep can be run as its own
 # invocation (SWEEP_PARTS="p1 twin-cpu") and left out of another; without p1 (or above
 # P1_MAX_N) phase 1 only writes the points for the twin (one epoch, record in a scratch folder).
@@ -55,7 +57,7 @@ PYTHON="${PYTHON:-python3}"
 JOBS="${JOBS:-16}"
 REPEATS="${REPEATS:-5}"
 STAGES="${STAGES:-headline sweep host}"
-SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu twin-cpu}"
+SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu jax twin-cpu}"
 P1_MAX_N="${P1_MAX_N:-1000000000000}"
 has_part() { [[ " $SWEEP_PARTS " == *" $1 "* ]]; }
 SWEEP_NS="${SWEEP_NS:-500,5000,50000,500000,5000000,10000000,50000000,100000000}"
@@ -67,6 +69,12 @@ P1=build/phase1_naive
 P2=build/phase2_shared_mem
 P3=build/phase3_fused_streams
 TWIN=baselines/pytorch/linreg.py
+JAX_TWIN=baselines/jax/linreg.py
+# The JAX twin runs where JAX is importable (the GPU machines); elsewhere one line says it is skipped.
+HEADLINE_JAX_IMPLS="${HEADLINE_JAX_IMPLS:-jit-step,jit-run}"
+SWEEP_JAX_IMPLS="${SWEEP_JAX_IMPLS:-jit-run}"
+HAVE_JAX=0
+"$PYTHON" -c 'import jax' >/dev/null 2>&1 && HAVE_JAX=1
 FAILS=0
 T_START=$(date +%s)
 
@@ -293,6 +301,13 @@ if [[ " $STAGES " == *" headline "* ]]; then
   run "$LOGS/headline-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl "$HEADLINE_TWIN_IMPLS" \
     --validate --warmup 1 --repeats "$REPEATS" --tag headline --profile "${OUTARGS[@]}"
   grep -h "^pytorch_linreg\|^validate" "$LOGS/headline-twin.log" | sed 's/^/    /'
+  if [ "$HAVE_JAX" = 1 ]; then
+    run "$LOGS/headline-jax.log" "$PYTHON" "$JAX_TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl "$HEADLINE_JAX_IMPLS" \
+      --validate --warmup 1 --repeats "$REPEATS" --tag headline --profile "${OUTARGS[@]}"
+    grep -h "^jax_linreg\|^validate" "$LOGS/headline-jax.log" | sed 's/^/    /'
+  else
+    note "  JAX not importable by $PYTHON: headline without the JAX twin"
+  fi
   if [ "$HEADLINE_SYNC" = 1 ]; then
   run "$LOGS/headline-twin-sync.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl eager --sync-every-epoch \
     --warmup 1 --repeats "$REPEATS" --tag headline "${OUTARGS[@]}"
@@ -359,6 +374,16 @@ if [[ " $STAGES " == *" sweep "* ]]; then
     --warmup 1 --repeats 3 --tag "sweep-n{n}" "${OUTARGS[@]}"
   grep -h "^pytorch_linreg" "$LOGS/sweep-twin-gpu.log" | sed 's/ -> .*//; s/^/    /'
   fi
+  if has_part jax; then
+    if [ "$HAVE_JAX" = 1 ]; then
+      note "sweep: JAX twin ${SWEEP_JAX_IMPLS//,/, }"
+      run "$LOGS/sweep-jax.log" "$PYTHON" "$JAX_TWIN" --data "$DATA_DIR/linreg_n{n}.npy" --n "$SWEEP_NS" --impl "$SWEEP_JAX_IMPLS" \
+        --warmup 1 --repeats 3 --tag "sweep-n{n}" "${OUTARGS[@]}"
+      grep -h "^jax_linreg" "$LOGS/sweep-jax.log" | sed 's/ -> .*//; s/^/    /'
+    else
+      note "sweep: JAX not importable by $PYTHON: no JAX twin"
+    fi
+  fi
   if has_part twin-cpu; then
   note "sweep: PyTorch twin cpu (up to 10M)"
   CPU_LIST=$(IFS=,; echo "${CPU_NS[*]}")
@@ -391,14 +416,16 @@ rows = [("phase1_naive", "phase1_naive__headline.json"), ("phase2_shared_mem", "
         ("phase3 graph --deterministic", "phase3_fused_streams__det-n5000000-graph.json")]
 rows += [(f"pytorch {i}", f"pytorch_linreg__headline-{i}.json") for i in ("cpu", "eager", "compile", "graph", "compiled-graph", "eager-sync-every-epoch")]
 rows += [(f"libtorch {i}", f"libtorch_linreg__headline-{i}.json") for i in ("eager", "graph")]
+rows += [(f"jax {i}", f"jax_linreg__headline-{i}.json") for i in ("jit-step", "jit-run")]
+FRAMEWORKS = ("pytorch", "libtorch", "jax")
 recs = [(lab, load(f), f) for lab, f in rows]
 eager = med(load("pytorch_linreg__headline-eager.json"))
-# the fastest PyTorch mode of this run (Python or C++): every "x PyTorch" is against it
-fast = min(((med(r), lab) for lab, r, f in recs if r and lab.split()[0] in ("pytorch", "libtorch") and "cpu" not in lab),
+# the fastest framework mode of this run (PyTorch in Python or C++, JAX): every "x fastest" is against it
+fast = min(((med(r), lab) for lab, r, f in recs if r and lab.split()[0] in FRAMEWORKS and "cpu" not in lab),
            default=(None, "-"))
 p3 = load("phase3_fused_streams__headline.json")
 bad = checked = 0
-print("\nHEADLINE: 5M points x 200 epochs (median of the runs; speed-up vs PyTorch eager and vs the fastest PyTorch: %s)" % fast[1])
+print("\nHEADLINE: 5M points x 200 epochs (median of the runs; speed-up vs PyTorch eager and vs the fastest framework: %s)" % fast[1])
 print(f"{'implementation':28s} {'total ms':>10s} {'us/epoch':>9s} {'vs eager':>9s} {'vs fastest':>10s} {'w':>11s} {'b':>11s} {'dw/w vs p3':>10s} {'db/b vs p3':>10s}  record")
 for lab, r, f in recs:
     if not r:
@@ -411,7 +438,7 @@ for lab, r, f in recs:
     if p3 and w is not None and b is not None:
         dw = abs(w - p3["metrics"]["w"]) / abs(p3["metrics"]["w"])
         db = abs(b - p3["metrics"]["b"]) / abs(p3["metrics"]["b"])
-        if lab.startswith("pytorch") or lab.startswith("libtorch"):
+        if lab.split()[0] in FRAMEWORKS:
             checked += 1
             bad += 0 if (dw <= 1e-4 and db <= 1e-4) else 1
     sp = f"{eager / m:8.1f}x" if eager and m else "-"
@@ -423,12 +450,13 @@ if p1 and p2:
     print(f"phase2 vs phase1: {p1 / p2:.1f}x (target >= 2x)")
 if p3 and eager:
     print(f"phase3 headline {med(p3):.3f} ms (target <= 0.5 ms), {eager / med(p3):.1f}x eager, "
-          + (f"{fast[0] / med(p3):.2f}x the fastest PyTorch ({fast[1]}; target >= 7.7x)" if fast[0] else "no fastest PyTorch"))
+          + (f"{fast[0] / med(p3):.2f}x the fastest framework ({fast[1]}; target >= 7.7x)" if fast[0] else "no framework twin"))
 print("\nSWEEP (median total ms, 200 epochs)")
 ns = sorted({int(os.path.basename(f).split("sweep-n")[1].split("-")[0].split(".")[0]) for f in glob.glob(os.path.join(d, "*__sweep-n*.json"))})
 impls = [("phase1", "phase1_naive__sweep-n{}.json"), ("phase2", "phase2_shared_mem__sweep-n{}.json"),
          ("phase3", "phase3_fused_streams__sweep-n{}.json"), ("p3 graph", "phase3_fused_streams__sweep-n{}-graph.json")] + \
-        [(i, "pytorch_linreg__sweep-n{}-" + i + ".json") for i in ("cpu", "eager", "compile", "graph", "compiled-graph")]
+        [(i, "pytorch_linreg__sweep-n{}-" + i + ".json") for i in ("cpu", "eager", "compile", "graph", "compiled-graph")] + \
+        [("jax " + i, "jax_linreg__sweep-n{}-" + i + ".json") for i in ("jit-run",)]
 print(f"{'n':>11s} " + " ".join(f"{lab:>10s}" for lab, _ in impls) + "  phase3 path, GB/s (% copy)")
 for n in ns:
     cells = []

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bench_mlp.sh — the MLP benchmark of issue 4 on one GPU in one run: phase4_mlp (fp32,
-# fp16), phase5_batched (own kernels, cuBLASLt) and the PyTorch twin (eager, compile, graph), every
-# number into a run record, a short table last.
+# fp16), phase5_batched (own kernels, cuBLASLt), the PyTorch twin (eager, compile, graph, compiled-graph)
+# and the JAX twin (jit-step, jit-epoch, jit-run; where JAX is importable, else one skip line a stage),
+# every number into a run record, a short table last.
 #
 #   scripts/bench_mlp.sh           build, then the stages in $STAGES, then the table
 #   scripts/bench_mlp.sh --check   correctness instead of speed: the MLP GPU kernel tests plainly and
@@ -59,6 +60,8 @@
 # also for fashion), TWIN_COMPILE_MODE (auto) and SWEEP_TWIN_MODE (default): the compiled-graph
 # twin's --compile-mode,
 # W2_HS ("128 256 512 1024 2048 4096 8192"), W2_STEPS (5000), W2_STEPS_SLOW (500),
+# JAX_W1_IMPLS / JAX_MATCH_IMPLS / JAX_W2_IMPLS / JAX_SWEEP_IMPLS (the JAX twin's modes in the w1, match,
+# w2 and sweep stages, on the PyTorch twin's init and order, always with --validate),
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
 # ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), PERSIST_BLOCKS
 # ("16 32 64 128": fewer than 16 blocks would give a block more than the kernel's 8 units),
@@ -111,6 +114,15 @@ fi
 P4=build/phase4_mlp
 P5=build/phase5_batched
 TWIN=baselines/pytorch/mlp.py
+JAX_TWIN=baselines/jax/mlp.py
+# The JAX twin (where JAX is importable: the GPU machines; elsewhere one skip line a stage) on the same
+# init and order as the PyTorch twin, with --validate; its modes per stage:
+JAX_W1_IMPLS="${JAX_W1_IMPLS:-jit-step,jit-epoch,jit-run}"
+JAX_MATCH_IMPLS="${JAX_MATCH_IMPLS:-jit-epoch,jit-run}"
+JAX_W2_IMPLS="${JAX_W2_IMPLS:-jit-epoch,jit-run}"
+JAX_SWEEP_IMPLS="${JAX_SWEEP_IMPLS:-jit-run}"
+HAVE_JAX=0
+"$PYTHON" -c 'import jax' >/dev/null 2>&1 && HAVE_JAX=1
 LT_MLP=build/libtorch_mlp
 WORK=build/bench_mlp
 LOGS=$WORK/logs
@@ -119,6 +131,16 @@ T_START=$(date +%s)
 mkdir -p "$LOGS"
 
 note() { printf '[%4ds] %s\n' $(( $(date +%s) - T_START )) "$*"; }
+# jax_run NAME ARGS...: the JAX twin, or one line saying it is skipped where JAX is not importable
+jax_run() {
+  local name="$1"
+  shift
+  if [ "$HAVE_JAX" = 1 ]; then
+    run "$name" 0 "$PYTHON" "$JAX_TWIN" "$@"
+  else
+    note "skip   $name: JAX is not importable by $PYTHON"
+  fi
+}
 # run NAME EXPECTED_RC CMD...: output to $LOGS/NAME.log; a different exit status counts as a failure
 # (EXPECTED_RC "any": only reported).
 run() {
@@ -185,10 +207,13 @@ w1 = [("phase4_mlp__w1-fp32", "phase 4 fp32 (SIMT)"), ("phase4_mlp__w1-fp16", "p
       ("pytorch_mlp__w1-compile", "PyTorch compile"),
       ("pytorch_mlp__w1-compile-max-autotune", "PyTorch compile autotune"), ("pytorch_mlp__w1-graph", "PyTorch CUDA graph"),
       ("pytorch_mlp__w1-compiled-graph", "PyTorch compiled-graph"),
-      ("libtorch_mlp__w1-eager", "libtorch eager (C++)"), ("libtorch_mlp__w1-graph", "libtorch CUDA graph (C++)")]
+      ("libtorch_mlp__w1-eager", "libtorch eager (C++)"), ("libtorch_mlp__w1-graph", "libtorch CUDA graph (C++)"),
+      ("jax_mlp__w1-jit-step", "JAX jit-step"), ("jax_mlp__w1-jit-epoch", "JAX jit-epoch"),
+      ("jax_mlp__w1-jit-run", "JAX jit-run")]
 eager = per_epoch(get("pytorch_mlp__w1-eager"))
-# "x fastest": against the fastest PyTorch mode of this run (Python or C++), named in the heading
-fastest = min(((per_epoch(get(k)), label) for k, label in w1 if k.split("__")[0] in ("pytorch_mlp", "libtorch_mlp")
+# "x fastest": against the fastest framework mode of this run (PyTorch in Python or C++, JAX), named in
+# the heading
+fastest = min(((per_epoch(get(k)), label) for k, label in w1 if k.split("__")[0] in ("pytorch_mlp", "libtorch_mlp", "jax_mlp")
                and per_epoch(get(k))), default=(None, "-"))
 graph = fastest[0]
 print("(x fastest: against %s, %s ms an epoch)" % (fastest[1], fmt(fastest[0], "%.1f")))
@@ -248,7 +273,10 @@ pairs = [("phase4_mlp__w1-nodrop-fp32", "pytorch_mlp__w1-nodrop-eager"),
          ("pytorch_mlp__w1-nodrop-graph", "pytorch_mlp__w1-nodrop-eager"),
          ("pytorch_mlp__w1-nodrop-compiled-graph", "pytorch_mlp__w1-nodrop-eager"),
          ("libtorch_mlp__w1-nodrop-eager", "pytorch_mlp__w1-nodrop-eager"),
-         ("libtorch_mlp__w1-nodrop-graph", "pytorch_mlp__w1-nodrop-eager")]
+         ("libtorch_mlp__w1-nodrop-graph", "pytorch_mlp__w1-nodrop-eager"),
+         ("jax_mlp__w1-nodrop-jit-epoch", "pytorch_mlp__w1-nodrop-eager"),
+         ("jax_mlp__w1-nodrop-jit-run", "pytorch_mlp__w1-nodrop-eager"),
+         ("phase5_batched__w1-nodrop-own", "jax_mlp__w1-nodrop-jit-run")]
 for h in (128, 1024, 8192):
     pairs.append((f"phase5_batched__w2-h{h}-own", f"pytorch_mlp__w2-h{h}-eager"))
 pairs.append(("phase5_batched__w2-h128-cluster", "pytorch_mlp__w2-h128-eager"))
@@ -268,13 +296,14 @@ if hs:
             ("phase4_mlp__w2-h{}-fp16", "p4 fp16"), ("phase4_mlp__w2-h{}-fp32", "p4 fp32"),
             ("pytorch_mlp__w2-h{}-eager", "eager"), ("pytorch_mlp__w2-h{}-compile", "compile"),
             ("pytorch_mlp__w2-h{}-compile-max-autotune", "autotune"),
-            ("pytorch_mlp__w2-h{}-graph", "graph"), ("pytorch_mlp__w2-h{}-compiled-graph", "comp-graph")]
+            ("pytorch_mlp__w2-h{}-graph", "graph"), ("pytorch_mlp__w2-h{}-compiled-graph", "comp-graph"),
+            ("jax_mlp__w2-h{}-jit-epoch", "jax epoch"), ("jax_mlp__w2-h{}-jit-run", "jax run")]
     print("%6s" % "h" + "".join("%12s" % c[1] for c in cols) + "%10s%10s" % ("x eager", "x fastest"))  # best phase 5 path
     for h in hs:
         vals = [per_step(get(c[0].format(h))) for c in cols]
         best = min((v for v in vals[:5] if v), default=None)  # the fastest phase 5 path
         x = vals[7] / best if best and vals[7] else None
-        fast = min((v for v in vals[7:] if v), default=None)  # the fastest PyTorch mode
+        fast = min((v for v in vals[7:] if v), default=None)  # the fastest framework mode (PyTorch, JAX)
         xf = fast / best if best and fast else None
         print("%6d" % h + "".join("%12s" % fmt(v, "%.4f") for v in vals) + "%10s%10s" % (fmt(x, "%.1f"), fmt(xf, "%.2f")))
 
@@ -288,15 +317,16 @@ for k in sorted(gc):
 
 sw = sorted((int(m.group(1)), k) for k in recs for m in [re.search(r"^phase5_batched__batch-sweep-b(\d+)$", k)] if m)
 if sw:
-    print("\n== batch sweep (phase 5 own vs the PyTorch compiled-graph twin, W1 model): samples/s")
+    print("\n== batch sweep (phase 5 own vs the fastest twin: PyTorch compiled-graph or JAX jit-run, W1 model): samples/s")
     for b, k in sw:
         m = recs[k].get("metrics") or {}
-        t = get("pytorch_mlp__batch-sweep-b%d-compiled-graph" % b)
-        tm = (t or {}).get("metrics") or {}
-        print("  batch %5d  %12s samples/s  %8s ms/epoch  acc %s   twin %12s samples/s  x %s" % (
+        twins = [(((get(f) or {}).get("metrics") or {}).get("samples_per_s"), lab)
+                 for f, lab in (("pytorch_mlp__batch-sweep-b%d-compiled-graph" % b, "PyTorch compiled-graph"),
+                                ("jax_mlp__batch-sweep-b%d-jit-run" % b, "JAX jit-run"))]
+        tsps, tlab = max(((v, lab) for v, lab in twins if v), default=(None, "-"))
+        print("  batch %5d  %12s samples/s  %8s ms/epoch  acc %s   fastest twin %12s samples/s (%s)  x %s" % (
               b, fmt(m.get("samples_per_s"), "%.3g"), fmt(per_epoch(recs[k]), "%.2f"), fmt(acc(recs[k])),
-              fmt(tm.get("samples_per_s"), "%.3g"),
-              fmt(m["samples_per_s"] / tm["samples_per_s"] if m.get("samples_per_s") and tm.get("samples_per_s") else None)))
+              fmt(tsps, "%.3g"), tlab, fmt(m["samples_per_s"] / tsps if m.get("samples_per_s") and tsps else None)))
 
 import re
 pg = sorted((int(m.group(1)), k) for k in recs for m in [re.search(r"__w1-persistent-g(\d+)$", k)] if m)
@@ -439,6 +469,7 @@ if has w1; then
   run w1-p5-pipe 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --launch pipelined --tag w1-pipelined
   run w1-p5-c32 0 "$P5" "${R1[@]}" --repeats "$P5_REPEATS" --launch cluster32 --tag w1-cluster32
   run w1-twins 0 "$PYTHON" "$TWIN" "${R1[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl "$TWIN_W1_IMPLS" --compile-mode "$TWIN_COMPILE_MODE" --profile --tag "w1-{impl}"
+  jax_run w1-jax "${R1[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl "$JAX_W1_IMPLS" --validate --profile --tag "w1-{impl}"
   # the same twin in C++ (libtorch): is the per-step cost Python's or the framework's?
   if [ -x "$LT_MLP" ]; then
     run w1-libtorch 0 "$LT_MLP" "${R1[@]}" --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl eager,graph --tag w1
@@ -456,6 +487,7 @@ if has match; then
   run m-p5-pipe 0 "$P5" "${R1[@]}" --dropout 0 --launch pipelined --tag w1-nodrop-pipelined
   run m-p5-c32 0 "$P5" "${R1[@]}" --dropout 0 --launch cluster32 --tag w1-nodrop-cluster32
   run m-twins 0 "$PYTHON" "$TWIN" "${R1[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl "$TWIN_MATCH_IMPLS" --compile-mode "$TWIN_COMPILE_MODE" --tag "w1-nodrop-{impl}"
+  jax_run m-jax "${R1[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl "$JAX_MATCH_IMPLS" --validate --tag "w1-nodrop-{impl}"
   [ -x "$LT_MLP" ] && run m-libtorch 0 "$LT_MLP" "${R1[@]}" --dropout 0 --init "$WORK/minit" --order "$WORK/morder.npy" --impl eager,graph --tag w1-nodrop
 fi
 
@@ -479,6 +511,7 @@ if has w2; then
     impls=$TWIN_W2_IMPLS
     [[ " $TWIN_COMPILE_W2 " == *" $h "* ]] && impls=compile,$TWIN_W2_IMPLS
     # The twin reads phase 5's --steps order (which covers $W2_STEPS >= $W2_STEPS_SLOW steps).
+    [ "${W2_TWINS:-1}" = 1 ] && jax_run "w2-$h-jax" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$JAX_W2_IMPLS" --validate --profile --tag "w2-h$h-{impl}"
     [ "${W2_TWINS:-1}" = 1 ] && run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --compile-mode "$TWIN_COMPILE_MODE" --profile --tag "w2-h$h-{impl}"
   done
 fi
@@ -517,6 +550,9 @@ if has sweep; then
     [ "${SWEEP_TWIN:-1}" = 1 ] && run "sweep-$b-twin" 0 "$PYTHON" "$TWIN" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" \
       --workload mlp_batch_sweep --init "$WORK/sw${b}init" --order "$WORK/sw${b}order.npy" --impl compiled-graph \
       --compile-mode "$SWEEP_TWIN_MODE" --tag "batch-sweep-b$b-{impl}"
+    [ "${SWEEP_TWIN:-1}" = 1 ] && jax_run "sweep-$b-jax" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" \
+      --workload mlp_batch_sweep --init "$WORK/sw${b}init" --order "$WORK/sw${b}order.npy" --impl "$JAX_SWEEP_IMPLS" \
+      --validate --tag "batch-sweep-b$b-{impl}"
   done
 fi
 

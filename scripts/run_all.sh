@@ -17,7 +17,9 @@
 # Quick mode exports NB_RUN_MODE=quick: every record written says "run_mode": "quick", and the report
 # prefers a full run's record wherever both fill one slot. Its reductions (QUICK_* below, each
 # passed to the bench scripts as their own environment variables, which a caller's setting overrides):
-#   linear regression: REPEATS=2, SWEEP_NS=5000,500000,5000000, SWEEP_PARTS="p1 p2 p3 twin-gpu"
+#   (both: the JAX twins run beside the PyTorch ones where JAX is importable, one skip line where not;
+#   the quick W1 stage runs JAX jit-epoch and jit-run only, JAX_W1_IMPLS)
+#   linear regression: REPEATS=2, SWEEP_NS=5000,500000,5000000, SWEEP_PARTS="p1 p2 p3 twin-gpu jax"
 #     (no CPU twin in the sweep), P1_MAX_N=500000 (phase 1 swept up to 500K only), the headline's
 #     twin in eager, graph and compiled-graph (HEADLINE_TWIN_IMPLS; no torch.compile alone, no CPU,
 #     HEADLINE_SYNC=0: no eager with loss.item() every epoch), the sweep's twin in eager and
@@ -109,7 +111,7 @@ bench() {  # bench linreg|mlp: the bench script, with the quick reductions in qu
   if [ "$MODE" = full ]; then bash "scripts/bench_$b.sh"; return; fi
   if [ "$b" = linreg ]; then
     env REPEATS="${REPEATS:-2}" SWEEP_NS="${SWEEP_NS:-5000,500000,5000000}" \
-      SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu}" P1_MAX_N="${P1_MAX_N:-500000}" \
+      SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu jax}" P1_MAX_N="${P1_MAX_N:-500000}" \
       HEADLINE_TWIN_IMPLS="${HEADLINE_TWIN_IMPLS:-eager,graph,compiled-graph}" HEADLINE_SYNC="${HEADLINE_SYNC:-0}" \
       SWEEP_TWIN_IMPLS="${SWEEP_TWIN_IMPLS:-eager,compiled-graph}" \
       P3_CANDIDATES="${P3_CANDIDATES:---update next-epoch --blocks-per-sm 2}" P3_POLL_CANDIDATES="${P3_POLL_CANDIDATES:-200 400}" \
@@ -119,7 +121,7 @@ bench() {  # bench linreg|mlp: the bench script, with the quick reductions in qu
       W2_STEPS="${W2_STEPS:-500}" W2_STEPS_SLOW="${W2_STEPS_SLOW:-200}" W2_PAIRED_HS="${W2_PAIRED_HS:-}" \
       W2_NOPDL_HS="${W2_NOPDL_HS:-}" TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-}" P5_REPEATS="${P5_REPEATS:-2}" \
       TWIN_W1_IMPLS="${TWIN_W1_IMPLS:-eager,graph,compiled-graph}" TWIN_W2_IMPLS="${TWIN_W2_IMPLS:-eager,graph,compiled-graph}" \
-      TWIN_COMPILE_MODE="${TWIN_COMPILE_MODE:-default}" \
+      TWIN_COMPILE_MODE="${TWIN_COMPILE_MODE:-default}" JAX_W1_IMPLS="${JAX_W1_IMPLS:-jit-epoch,jit-run}" \
       SWEEP_BATCHES="${SWEEP_BATCHES:-32 512 8192}" SWEEP_EPOCHS="${SWEEP_EPOCHS:-1}" SWEEP_TWIN=0 SEEDS_TWIN=0 \
       bash scripts/bench_mlp.sh
   fi
