@@ -9,7 +9,9 @@ Record choice rules (written into the report's appendix too):
 - the tag names the role of a run: `headline*`, `sweep*`, `w1`, `w1-nodrop`, `w1-seed<k>`, `w2*`,
   `batch-sweep*`, `host-streams<k>`; a trailing `-<implementation>` on the tag is ignored (a twin
   writing several implementations needs distinct file names);
-- when two records fill the same slot, the newest (utc_time, then path) wins and the report says so.
+- when two records fill the same slot, the newest (utc_time, then path) wins and the report says so;
+- the framework twins are PyTorch from Python (`pytorch_*`), PyTorch from C++ (`libtorch_*`) and JAX
+  (`jax_*`): "the fastest framework mode" is the fastest of all of them on the device, named.
 """
 from __future__ import annotations
 
@@ -28,10 +30,12 @@ OURS_ORDER = [
     ("phase5_batched", "cuda-persistent"), ("phase5_batched", "cuda-pipelined"), ("phase5_batched", "cuda-cluster"),
     ("phase5_batched", "cuda-cluster32"),
 ]
+JAX_IMPLS = ["jax-jit-step", "jax-jit-epoch", "jax-jit-run"]
 TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph",
-              "pytorch-compiled-graph", "libtorch-eager", "libtorch-graph"]
+              "pytorch-compiled-graph", "libtorch-eager", "libtorch-graph"] + JAX_IMPLS
 PHASE_ORDER = ["phase1_naive", "phase2_shared_mem", "phase3_fused_streams", "phase4_mlp", "phase5_batched",
-               "pytorch_linreg", "pytorch_mlp", "libtorch_linreg", "libtorch_mlp", "ceilings", "tracer_overhead"]
+               "pytorch_linreg", "pytorch_mlp", "libtorch_linreg", "libtorch_mlp", "jax_linreg", "jax_mlp",
+               "ceilings", "tracer_overhead"]
 PHASE_TITLE = {
     "phase1_naive": "phase 1 naive", "phase2_shared_mem": "phase 2 shared mem",
     "phase3_fused_streams": "phase 3 fused+streams", "phase4_mlp": "phase 4", "phase5_batched": "phase 5",
@@ -41,6 +45,7 @@ TWIN_TITLE = {
     "compile-max-autotune": "PyTorch compile max-autotune", "graph": "PyTorch CUDA graph",
     "compiled-graph": "PyTorch compiled-graph", "libtorch-eager": "libtorch eager (C++)",
     "libtorch-graph": "libtorch CUDA graph (C++)",
+    "jax-jit-step": "JAX jit-step", "jax-jit-epoch": "JAX jit-epoch", "jax-jit-run": "JAX jit-run",
 }
 IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuBLASLt",
               "cuda-persistent": "persistent kernel", "cuda-pipelined": "pipelined persistent kernel",
@@ -62,13 +67,30 @@ W2_HS = [128, 256, 512, 1024, 2048, 4096, 8192]
 BATCH_IMPLS = [("phase5_batched", "cuda"), ("pytorch_mlp", "pytorch-compiled-graph")]
 
 
-def is_twin(phase):
+def is_torch(phase):
     """PyTorch from Python (pytorch_*) or from C++ (libtorch_*)."""
     return phase.startswith("pytorch") or phase.startswith("libtorch")
 
 
+def is_jax(phase):
+    """The JAX twin (jax_linreg, jax_mlp)."""
+    return phase.startswith("jax_")
+
+
+def is_twin(phase):
+    """A framework twin: PyTorch (from Python or C++) or JAX; everything else is ours or a tool."""
+    return is_torch(phase) or is_jax(phase)
+
+
+def framework(phase):
+    """'PyTorch' (Python or C++), 'JAX', or None for ours."""
+    return "JAX" if is_jax(phase) else "PyTorch" if is_torch(phase) else None
+
+
 def label(phase, impl):
-    """Human name of a series, e.g. 'phase 2 shared mem', 'PyTorch eager (sync every epoch)'."""
+    """Human name of a series, e.g. 'phase 2 shared mem', 'PyTorch eager (sync every epoch)', 'JAX jit-run'."""
+    if is_jax(phase):
+        return TWIN_TITLE.get(impl, "JAX " + (impl[len("jax-"):] if impl.startswith("jax-") else impl))
     if is_twin(phase):
         base = impl[len("pytorch-"):] if impl.startswith("pytorch-") else impl  # libtorch-*: kept whole
         sync = base.endswith("-sync-every-epoch")
@@ -96,12 +118,13 @@ def series_sort_key(key):
     return (1 if is_twin(phase) else 0, oi, ti, "sync-every-epoch" in impl, pi, phase, impl)
 
 
-# One colour language (issue 22): ours in shades of blue, darker up the ladder; PyTorch in shades of red.
+# One colour language: ours in shades of blue, darker up the ladder; PyTorch in shades of red; JAX in greens.
 _COLORS_OURS = ["#c6dbef", "#9ecae1", "#7fb2d9", "#6baed6", "#8fb8de", "#4292c6", "#2171b5", "#3a6fb0", "#08519c", "#08306b",
                 "#0b2a5e", "#041f4a", "#021433"]  # one per OURS_ORDER entry
 _COLORS_TWIN = {"pytorch-cpu": "#bdbdbd", "pytorch-eager": "#fcae91", "pytorch-compile": "#fb6a4a",
                 "pytorch-compile-max-autotune": "#ef3b2c", "pytorch-graph": "#cb181d",
                 "pytorch-compiled-graph": "#67000d", "libtorch-eager": "#fc9272", "libtorch-graph": "#a50f15"}
+_COLORS_JAX = {"jax-jit-step": "#a1d99b", "jax-jit-epoch": "#41ab5d", "jax-jit-run": "#00441b"}
 
 
 def color(key):
@@ -109,13 +132,15 @@ def color(key):
     if key in OURS_ORDER:
         return _COLORS_OURS[OURS_ORDER.index(key)]
     base = impl.replace("-sync-every-epoch", "")
+    if is_jax(phase):
+        return _COLORS_JAX.get(base, "#238b45")
     if is_twin(phase):
         return _COLORS_TWIN.get(base, "#636363")
     return "#252525"
 
 
 def marker(key):
-    return "s" if is_twin(key[0]) else "o"
+    return "D" if is_jax(key[0]) else "s" if is_twin(key[0]) else "o"
 
 
 def linestyle(key):
@@ -150,7 +175,7 @@ def base_tag(r):
         if tag.endswith("-" + c) and len(tag) > len(c) + 1:
             return tag[: -len(c) - 1]
     cands = sorted({r.impl, r.impl.replace("pytorch-", "", 1), r.impl.replace("cuda-", "", 1),
-                    r.impl.replace("libtorch-", "", 1), "fp16", "fp32"},
+                    r.impl.replace("libtorch-", "", 1), r.impl.replace("jax-", "", 1), "fp16", "fp32"},
                    key=lambda s: (-len(s), s))
     for c in cands:
         if c and tag.endswith("-" + c) and len(tag) > len(c) + 1:
@@ -679,7 +704,7 @@ def select_w2(records, dup_notes):
     for k in series:
         series[k].sort(key=lambda t: t[0])
     keys = sorted(series, key=series_sort_key)
-    # relative speed: fastest PyTorch mode at that h / ours
+    # relative speed: the fastest framework mode (PyTorch, libtorch or JAX) at that h / ours
     twin_best = {}
     for k in keys:
         if is_twin(k[0]):
@@ -1063,7 +1088,8 @@ def time_account(r):
     final synchronize), launches (kernel executions), kernel_ms, device_ms (kernels + copies), busy_ms
     (union of device intervals), idle_ms (unit_ms - busy_ms), cats (ms by class), source, busy_source,
     skipped_ms (our MLP runs: evaluation kernels left out), steps (units the summary covers).
-    Twins: the record's `account` (torch.profiler over one extra run); classes, launches and kernel
+    Twins: the record's `account` (torch.profiler over one extra run; JAX: the profiled run its
+    `account.source` names, and only records with an `account`); classes, launches and kernel
     time recomputed from its kernel summary with the current rules. Ours: CUPTI summary / (trace_runs
     x units per run); busy = the summed device time, times the overlap a trace beside the record shows."""
     nbc = _twin_common()
@@ -1073,6 +1099,8 @@ def time_account(r):
     acc = r.data.get("account") if isinstance(r.data.get("account"), dict) else None
     out = {"unit": unit, "unit_ms": unit_ms, "host_ms": None, "host_ops_ms": None, "launch_calls": None,
            "skipped_ms": 0.0, "record": r}
+    if is_jax(r.phase) and not acc:
+        return None
     if is_twin(r.phase):
         steps = num(acc.get("steps")) if acc else None
         if steps is None and not acc and unit == "epoch":
@@ -1084,8 +1112,11 @@ def time_account(r):
                                            for c in ACCOUNT_CATEGORIES}
         if s is None:
             return None
-        out.update(steps=steps, source="torch.profiler, one extra untimed run of " +
-                   (f"{int(steps)} {unit}s" if steps else "the training"))
+        runs = f"{int(steps)} {unit}s" if steps else "the training"
+        out.update(steps=steps, source="torch.profiler, one extra untimed run of " + runs)
+        if is_jax(r.phase):
+            src = acc.get("source")
+            out["source"] = src if isinstance(src, str) and src else "the JAX profiler, one extra untimed run of " + runs
         if acc:
             out.update(host_ms=num(acc.get("host_ms_per_unit")), host_ops_ms=num(acc.get("host_ops_ms_per_unit")),
                        launch_calls=num(acc.get("launch_calls_per_unit")))
@@ -1177,8 +1208,8 @@ def select_time_account(records, dup_notes):
 
 
 # ------------------------------------------------------------------ the first screen (issue 22)
-# The summary table (one row per workload: our best rung against every PyTorch mode of the same
-# device's selected records) and the ladder table (each rung: what it adds, its time, its gain over
+# The summary table (one row per workload: our best rung against every framework mode -- PyTorch,
+# libtorch, JAX -- of the same device's selected records) and the ladder table (each rung: what it adds, its time, its gain over
 # the rung before, what limits it, its share of its roof). Built from the selections the figures use.
 
 SUMMARY_MODES = [("eager", "PyTorch eager"), ("compile", "compile"), ("graph", "CUDA graph"),
@@ -1187,8 +1218,8 @@ FP32_LANES_PER_SM = {(9, 0): 128, (8, 9): 128, (8, 6): 128, (8, 0): 64, (7, 0): 
 
 
 def twin_mode(key):
-    """'eager', 'compile', 'graph', 'compiled-graph', 'compile-max-autotune', 'libtorch-eager', ...
-    of a twin series key; None for ours, the CPU twin and the sync-every-epoch variant."""
+    """'eager', 'compile', 'graph', 'compiled-graph', 'compile-max-autotune', 'libtorch-eager', ...,
+    'jax-jit-run', ... of a twin series key; None for ours, the CPU twin and the sync-every-epoch variant."""
     phase, impl = key
     if not is_twin(phase) or impl.endswith("-sync-every-epoch") or impl == "pytorch-cpu":
         return None
@@ -1196,15 +1227,20 @@ def twin_mode(key):
 
 
 def _summary_row(name, unit, ours, twins):
-    """ours: [(label, ms, record)]; twins: {mode: (ms, record)} -> one summary row."""
+    """ours: [(label, ms, record)]; twins: {mode: (ms, record)} -> one summary row. `fastest` is the
+    fastest framework mode of all (PyTorch from Python or C++, JAX), (ms, mode, record)."""
     best = min(ours, key=lambda t: (t[1], t[0])) if ours else None
-    lib = [(ms_, m, r) for m, (ms_, r) in twins.items() if m.startswith("libtorch")]
-    libbest = min(lib, key=lambda t: (t[0], t[1])) if lib else None
-    fastest = min(((ms_, m, r) for m, (ms_, r) in twins.items()), key=lambda t: (t[0], t[1])) if twins else None
+
+    def fastest_of(pred):
+        c = [(ms_, m, r) for m, (ms_, r) in twins.items() if pred(m)]
+        return min(c, key=lambda t: (t[0], t[1])) if c else None
+    libbest = fastest_of(lambda m: m.startswith("libtorch"))
+    jaxbest = fastest_of(lambda m: m.startswith("jax-"))
+    fastest = fastest_of(lambda m: True)
     eager = twins.get("eager")
     return {"workload": name, "unit": unit, "ours": best,
             "modes": {m: twins.get(m) for m, _ in SUMMARY_MODES},
-            "libtorch": libbest, "fastest": fastest, "eager": eager,
+            "libtorch": libbest, "jax": jaxbest, "fastest": fastest, "eager": eager,
             "x_fastest": (fastest[0] / best[1]) if best and fastest else None,
             "x_eager": (eager[0] / best[1]) if best and eager else None,
             "records": ([best[2]] if best else []) + [r for _, r in twins.values()]}

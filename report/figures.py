@@ -56,7 +56,37 @@ def _setup():
     _pin_fonts()
 
 
-OURS_COLOR, TWIN_COLOR = "#08519c", "#cb181d"  # one colour language: ours blue shades, PyTorch red shades
+OURS_COLOR, TWIN_COLOR, JAX_COLOR = "#08519c", "#cb181d", "#006d2c"  # ours blue shades, PyTorch red, JAX green
+
+
+def _label_color(key):
+    return JAX_COLOR if A.is_jax(key[0]) else TWIN_COLOR if A.is_twin(key[0]) else OURS_COLOR
+
+
+def _plot_runs(ax, pts, grid, **kw):
+    """Draws one series of (x, y, ...) points sorted by x: two neighbouring points are joined by a line
+    unless a value of grid (the sweep's x values) lies between them that the series did not measure; a
+    point left without a neighbour is drawn on its own. So a mode measured at a few widths shows as
+    points, and no line passes through x values it never ran. A series without gaps is one plot call."""
+    runs = []
+    for p in pts:
+        if runs and not any(runs[-1][-1][0] < x < p[0] for x in grid):
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    label = kw.pop("label", None)
+    carrier = max(range(len(runs)), key=lambda i: (len(runs[i]), -i)) if runs else 0  # the legend shows a line if any
+    for i, run in enumerate(runs):
+        style = dict(kw)
+        if len(runs) > 1 and len(run) == 1:
+            style["linestyle"] = "none"
+        ax.plot([p[0] for p in run], [p[1] for p in run], label=label if i == carrier else None, **style)
+
+
+def _grid(series, ours_only=False):
+    """The x values of a sweep: those of our series (ours_only, where there are any), else of all."""
+    xs = {p[0] for k, pts in series.items() if not (ours_only and A.is_twin(k[0])) for p in pts}
+    return sorted(xs) if xs else sorted({p[0] for pts in series.values() for p in pts})
 
 
 def _finish(fig, path, title, device, records, extra_footer="", tight=(0, 0.035, 1, 0.96)):
@@ -197,7 +227,7 @@ def fig3_breakdown(d, path, device):
         ax.set_yticks(ys)
         ax.set_yticklabels([_short(r["label"], 40) for r in rows], fontsize=8.5)
         for t, r in zip(ax.get_yticklabels(), rows):
-            t.set_color(TWIN_COLOR if A.is_twin(r["key"][0]) else OURS_COLOR)
+            t.set_color(_label_color(r["key"]))
         ax.set_xlim(0, top * 1.35)
         ax.set_xlabel(f"µs per {unit}: device time by kind of kernel, then GPU idle (host, framework, launches)")
         ax.set_title(p["title"], fontsize=9.5)
@@ -207,7 +237,8 @@ def fig3_breakdown(d, path, device):
                       frameon=False, fontsize=8)
     fig.text(0.5, 0.955, _finding(d, ""), ha="center", fontsize=9)
     _finish(fig, path, "Figure 3 — where a step goes: device time and the idle (host) part, every implementation",
-            device, [r["record"] for p in panels for r in p["rows"]], "labels: blue ours, red PyTorch",
+            device, [r["record"] for p in panels for r in p["rows"]], "labels: blue ours, red PyTorch" +
+            (", green JAX" if any(A.is_jax(r["key"][0]) for p in panels for r in p["rows"]) else ""),
             tight=(0, 0.035, 1, 0.94))
 
 
@@ -327,9 +358,10 @@ def fig5_w1(d, path, device):
 def fig6_w2(d, path, device):
     _setup()
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.6))
+    grid = A.W2_HS  # a mode measured at a few of the sweep's widths only: points, not lines through the others
     for k, pts in d["series"].items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), color=A.color(k),
-                linestyle=A.linestyle(k), label=A.label(*k), markersize=5)
+        _plot_runs(ax, pts, grid, marker=A.marker(k), color=A.color(k),
+                   linestyle=A.linestyle(k), label=A.label(*k), markersize=5)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("hidden width h (784-h-h-h-10, log2 scale)")
@@ -337,14 +369,13 @@ def fig6_w2(d, path, device):
     ax.set_title("time per training step (lower is better)", fontsize=9.5)
     _pow2_ticks(ax, [p[0] for pts in d["series"].values() for p in pts])
     for k, pts in d["rel"].items():
-        ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), color=A.color(k),
-                 label=A.label(*k), markersize=5)
-    ax2.axhline(1.0, color="black", linewidth=1.2, linestyle="--", label="parity with PyTorch")
+        _plot_runs(ax2, pts, grid, marker=A.marker(k), color=A.color(k), label=A.label(*k), markersize=5)
+    ax2.axhline(1.0, color="black", linewidth=1.2, linestyle="--", label="parity with the fastest framework")
     ax2.set_xscale("log", base=2)
     ax2.set_yscale("log")
     ax2.set_xlabel("hidden width h (log2 scale)")
-    ax2.set_ylabel("fastest PyTorch mode's time / ours (×, log)")
-    ax2.set_title("relative speed (above 1: ours faster than every PyTorch mode)", fontsize=9.5)
+    ax2.set_ylabel("fastest framework mode's time / ours (×, log)")
+    ax2.set_title("relative speed (above 1: ours faster than every framework mode)", fontsize=9.5)
     _pow2_ticks(ax2, [p[0] for pts in d["series"].values() for p in pts])
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
@@ -464,30 +495,35 @@ def fig8_efficiency(d, path, device):
 
 
 def batch_finding(series):
-    """Where the fastest PyTorch mode of the sweep overtakes phase 5, from the points themselves."""
+    """Where the fastest framework mode of the sweep (PyTorch or JAX, named) overtakes phase 5, from the
+    points themselves."""
     ours = dict((p[0], p[1]) for k, pts in series.items() if not A.is_twin(k[0]) for p in pts)
-    twin = {}
+    twin, who = {}, {}
     for k, pts in series.items():
         if A.is_twin(k[0]):
             for p in pts:
-                twin[p[0]] = max(twin.get(p[0], 0.0), p[1])
+                if p[1] > twin.get(p[0], 0.0):
+                    twin[p[0]], who[p[0]] = p[1], A.framework(k[0])
     both = sorted(b for b in ours if b in twin)
     if not both:
         return "samples per second against the batch size (higher is better)"
     over = [b for b in both if twin[b] > ours[b]]
     if not over:
-        return (f"phase 5 trains faster than PyTorch at every batch size from {both[0]:,} to {both[-1]:,} "
+        names = " and ".join(n for n in ("PyTorch", "JAX") if n in {who[b] for b in both})
+        return (f"phase 5 trains faster than {names} at every batch size from {both[0]:,} to {both[-1]:,} "
                 f"({ours[both[0]] / twin[both[0]]:.3g}x at {both[0]:,}, {ours[both[-1]] / twin[both[-1]]:.3g}x at {both[-1]:,})")
-    return (f"phase 5 is {ours[both[0]] / twin[both[0]]:.3g}x PyTorch at batch {both[0]:,}; from batch {over[0]:,} on "
-            f"PyTorch trains faster ({twin[both[-1]] / ours[both[-1]]:.3g}x at {both[-1]:,}): big batches are big GEMMs")
+    last = f", {who[both[-1]]}" if who[both[-1]] != who[over[0]] else ""
+    return (f"phase 5 is {ours[both[0]] / twin[both[0]]:.3g}x {who[both[0]]} at batch {both[0]:,}; from batch {over[0]:,} on "
+            f"{who[over[0]]} trains faster ({twin[both[-1]] / ours[both[-1]]:.3g}x at {both[-1]:,}{last}): big batches are big GEMMs")
 
 
 def fig9_batch(d, path, device):
     _setup()
     fig, ax = plt.subplots(figsize=(10, 5.6))
+    grid = _grid(d["series"], ours_only=True)  # the batch sizes of our sweep
     for k, pts in d["series"].items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), color=A.color(k),
-                linestyle=A.linestyle(k), label=A.label(*k), markersize=5)
+        _plot_runs(ax, pts, grid, marker=A.marker(k), color=A.color(k),
+                   linestyle=A.linestyle(k), label=A.label(*k), markersize=5)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size (samples per step, log2 scale)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -253,10 +254,10 @@ def sec_fig6(md, ctx, d):
         for h, t, r in pts:
             rx = relm.get(h)
             rows.append([A.label(*k), str(h), ms(t), (times(rx[0]) + f" (vs {rx[1]})") if rx else DASH, ctx.link(r)])
-    md.append(long_table(["implementation", "h", "time per step", "fastest PyTorch / ours", "record"], rows,
+    md.append(long_table(["implementation", "h", "time per step", "fastest framework / ours", "record"], rows,
                          "Every point of the figure") + "\n")
     if d["twin_best"]:
-        md.append("The fastest PyTorch time at each h comes from: " + "; ".join(
+        md.append("The fastest framework time at each h comes from: " + "; ".join(
             f"h = {h}: {A.label(*k)} ({ctx.link(r)})" for h, (_, k, r) in sorted(d["twin_best"].items())) + ".\n")
 
 
@@ -395,6 +396,10 @@ def sec_time_account(md, ctx, d, slug, device, figdir, written):
         srcs = sorted({row["busy_source"] for row in p["rows"] if row["busy_source"]})
         notes = [f"busy time: {s_} — " + ", ".join(row["label"] for row in p["rows"] if row["busy_source"] == s_)
                  for s_ in srcs]
+        jax_src = sorted({row["source"] for row in p["rows"] if A.is_jax(row["key"][0]) and row.get("source")})
+        notes += [f"JAX's `account`: {esc(s_)} — " + ", ".join(row["label"] for row in p["rows"]
+                                                             if A.is_jax(row["key"][0]) and row.get("source") == s_)
+                  for s_ in jax_src]
         skipped = [row for row in p["rows"] if row["skipped_ms"]]
         if skipped:
             notes.append("evaluation kernels (names with `eval`) left out of our summaries, as the timed step excludes "
@@ -498,7 +503,7 @@ def phase_targets(phase, sel, recs):
             if wgraph:
                 x = wgraph["epoch_ms"] / m["epoch_ms"]
                 out.append(("W1: ≥ 45× the CUDA-graph twin" + who, times(x), verdict(x >= 45), [m["record"], wgraph["record"]]))
-            twins = [row for k, row in w1.items() if A.is_twin(k[0]) and row["peak_mem"] is not None]
+            twins = [row for k, row in w1.items() if A.is_torch(k[0]) and row["peak_mem"] is not None]
             if m["peak_mem"] is not None and twins:
                 lo = min(twins, key=lambda row: (row["peak_mem"], row["label"]))
                 out.append(("W1 peak device memory ≤ the twin's", f"{sig(m['peak_mem'] / 2**20)} MiB vs {sig(lo['peak_mem'] / 2**20)} MiB ({lo['label']})",
@@ -717,7 +722,56 @@ def config_summary(r, limit=12):
     return " ".join(parts) if parts else DASH
 
 
-def sec_threats(md, ctx, recs, all_dev):
+def jax_timing_paragraph(ctx, recs, summ):
+    """How the JAX twin is timed and what its clock includes, from its records; None without JAX records.
+    summ: the summary rows (analysis.summary_table), whose `jax` entry is each workload's fastest JAX mode."""
+    jx = [r for r in recs if A.is_jax(r.phase)]
+    if not jx:
+        return None
+    methods = ", ".join(code(m) for m in sorted({str(dget(r.data, "timing", "method")) for r in jx}))
+    s = ("**How JAX is timed** — CUDA events are not available from JAX, so the JAX twin times with the host's wall "
+         f"clock, stopped after `block_until_ready` (`timing.method` {methods}). Every timed interval — the whole run; "
+         "for the MLP's jit-step and jit-epoch modes, each epoch (baselines/jax) — includes one dispatch from Python "
+         "and one host-device synchronisation, which the CUDA-event times of ours and of PyTorch do not; jit-step "
+         "also dispatches once an epoch (linear regression) or a step (MLP) inside its interval.")
+    with_d = [(num(dget(r.data, "timing", "dispatch_ms")), r) for r in jx]
+    with_d = sorted(((d, r) for d, r in with_d if d is not None), key=lambda t: (t[0], t[1].path))
+    used = []
+    if with_d:
+        ds = [d for d, _ in with_d]
+        med = statistics.median(ds)
+        s += (f" The twin measures that overhead as `timing.dispatch_ms`, the wall time of dispatching an empty jitted "
+              f"function and blocking on it: median {ms(med)} over {len(ds)} JAX record(s) ({ms(ds[0])} to {ms(ds[-1])}).")
+        parts = []
+        for row in summ or []:
+            if not row.get("jax"):
+                continue
+            t, m, rec = row["jax"]
+            total = rec.total_ms()
+            if not total:
+                continue
+            epochs = rec.cfg_num("epochs") if rec.phase == "jax_mlp" and m != "jax-jit-run" else None
+            interval = f"an epoch, {ms(total / epochs)}" if epochs else f"the run, {ms(total)}"
+            parts.append(f"{row['workload']}: {mode_name(m)} (timed interval: {interval}), the dispatch "
+                         f"{pct(med / (total / epochs if epochs else total) * 100)} of it")
+            used.append(rec)
+        if parts:
+            s += " Against the fastest JAX mode of each workload — " + "; ".join(parts) + "."
+    else:
+        s += " No JAX record of this device carries `timing.dispatch_ms`, so that overhead is not quantified here."
+    prec = sorted({str(dget(r.data, "software", "matmul_precision")) for r in jx
+                   if dget(r.data, "software", "matmul_precision") is not None})
+    if prec:
+        s += f" JAX's matmul precision: {', '.join(map(code, prec))} (`software.matmul_precision`)."
+    flags = sorted({str(dget(r.data, "software", "xla_flags")) for r in jx if dget(r.data, "software", "xla_flags")})
+    if flags:
+        s += " XLA flags: " + ", ".join(map(code, flags)) + "."
+    if with_d:  # the fastest modes' records and those with the least and the most dispatch time
+        s += " Records: " + ctx.links(used + [with_d[0][1], with_d[-1][1]]) + "."
+    return s + "\n"
+
+
+def sec_threats(md, ctx, recs, all_dev, summ=None):
     md.append("### Threats to validity\n")
     md.append("**What each side's timing includes and excludes** (from the records' `timing` objects):\n")
     groups = {}
@@ -787,6 +841,9 @@ def sec_threats(md, ctx, recs, all_dev):
         bullets.append("Notes the records carry: " + "; ".join(f"{code(f)}: {esc(n)}" for f, n in notes[:30]) +
                        (" …" if len(notes) > 30 else "") + ".")
     md.append("\n".join("- " + b for b in bullets) + "\n")
+    jp = jax_timing_paragraph(ctx, recs, summ)
+    if jp:
+        md.append(jp)
     tc = A.tracer_cost(recs)
     if tc:
         ratios = sorted(x["ratio"] for x in tc)
@@ -800,10 +857,16 @@ def sec_threats(md, ctx, recs, all_dev):
         md.append(table(["implementation", "tag", "timed (median)", "traced run", "traced / timed", "record"], rows) + "\n")
 
 
+def framework_version(r):
+    """'JAX 0.4.35 (jaxlib 0.4.35)' of a JAX record (software.jax, software.jaxlib)."""
+    sw = r.data.get("software") or {}
+    return f"JAX {sw.get('jax')}" + (f" (jaxlib {sw.get('jaxlib')})" if sw.get("jaxlib") else "")
+
+
 def appendix(md, ctx, devices):
     md.append("## Appendix A — every record read\n")
     md.append("Each table cell above names the record it comes from; this is what each record says about "
-              "itself. Versions: GPU driver / CUDA runtime / PyTorch.\n")
+              "itself. Versions: GPU driver / CUDA runtime / framework (PyTorch's version, or JAX's with its jaxlib).\n")
     for slug, (name, recs) in devices.items():
         md.append(f"### {name} (`{slug}`)\n")
         rows = []
@@ -812,13 +875,13 @@ def appendix(md, ctx, devices):
             sw = d.get("software") or {}
             drv = sw.get("driver") if sw.get("driver") is not None else dget(d, "device", "driver_version")
             cud = sw.get("cuda_runtime") if sw.get("cuda_runtime") is not None else dget(d, "device", "runtime_version")
-            vers = f"{version(drv)} / {version(cud)} / {sw.get('torch') or DASH}"
+            vers = f"{version(drv)} / {version(cud)} / {framework_version(r) if sw.get('jax') else sw.get('torch') or DASH}"
             commit = str(dget(d, "git", "commit", default="unknown"))[:10] + (" (dirty)" if dget(d, "git", "dirty") is True else "")
             t = d.get("timing") or {}
             tm = f"{t.get('method')}; includes: {t.get('includes', DASH)}; excludes: {t.get('excludes', DASH)}"
             status = r.status + ("; " + "; ".join(r.problems) if r.problems else "")
             rows.append([ctx.link(r), r.utc_time, esc(r.device_name), vers, code(commit), esc(config_summary(r)), esc(tm), esc(status)])
-        md.append(table(["record", "UTC time", "device", "driver / CUDA / torch", "commit", "config", "timing", "status"], rows) + "\n")
+        md.append(table(["record", "UTC time", "device", "driver / CUDA / framework", "commit", "config", "timing", "status"], rows) + "\n")
 
 
 def method_appendix(md):
@@ -838,7 +901,13 @@ def method_appendix(md):
         "of the first launch of the most-launched kernel (one per epoch in phase 3); copies are events whose category or name says memcpy/memset/HtoD/DtoH; "
         "host rows are events whose category or process name says nvtx/range/host/cpu. The trace preferred is the one "
         "of a `host-streams<k>` record with the largest k.",
-        "Figure 6's relative speed: the fastest PyTorch mode's time at that h / ours.",
+        "Framework modes: PyTorch from Python (`pytorch_*` records), PyTorch from C++ (`libtorch_*`) and JAX "
+        "(`jax_*`). Every × against \"the fastest framework\" divides by the fastest of all of them measured on the "
+        "same device (the record each figure selects for that mode) and names the framework and mode beside the ratio.",
+        "Figure 6's relative speed: the fastest framework mode's time at that h / ours. In figures 6 and 9 two "
+        "points of a series are joined by a line only when the series measured every width (batch size) of the "
+        "sweep between them (the widths h = " + ", ".join(map(str, A.W2_HS)) + "; our batch sizes); a mode "
+        "measured at a few of them is drawn as points.",
         "Figures 10–12 (where the time goes): per unit = summary total / units the summary covers (twins: "
         "`account.steps`, else config.epochs for linear regression; ours: trace_runs × epochs or steps); idle = "
         "timed median per unit − device-busy time; the run without programmatic dependent launch where there is "
@@ -861,7 +930,13 @@ def slower(x):
 
 
 def mode_name(m):
-    return A.TWIN_TITLE.get(m, "PyTorch " + m) if m else DASH
+    """A framework mode named with its framework: 'PyTorch compiled-graph', 'libtorch CUDA graph (C++)',
+    'JAX jit-run' (twin_mode's keys)."""
+    if not m:
+        return DASH
+    if m.startswith("jax-"):
+        return A.label("jax_", m)
+    return A.TWIN_TITLE.get(m, "PyTorch " + m)
 
 
 def quick_note(recs):
@@ -885,7 +960,7 @@ def front_data(sel, acc, bench, rs):
     w2s = [r for r in summ if "W2" in r["workload"]]
     if lr and lr["ours"] and lr["fastest"]:
         f[1] = (f"{lr['ours'][0]} trains 5M points × 200 epochs in {ms(lr['ours'][1])}, {slower(lr['x_fastest'])} "
-                f"than the fastest PyTorch mode ({mode_name(lr['fastest'][1])}, {ms(lr['fastest'][0])})")
+                f"than the fastest framework mode ({mode_name(lr['fastest'][1])}, {ms(lr['fastest'][0])})")
     if sel[2]["series"]:
         k = ("phase3_fused_streams", "cuda")
         pts = sel[2]["series"].get(k) or next(iter(sel[2]["series"].values()))
@@ -893,13 +968,12 @@ def front_data(sel, acc, bench, rs):
             (n0, t0, _), (n1, t1, _) = pts[0], pts[-1]
             f[2] = (f"{A.label(*k) if k in sel[2]['series'] else 'the first series'}: {sig(n1 / n0, 3)}× more points cost "
                     f"{sig(t1 / t0, 3)}× the time ({ms(t0)} at n = {n0:,}, {ms(t1)} at n = {n1:,})")
-    idle = []
+    tw, ou = [], []
     for p in acc["panels"]:
         for row in p["rows"]:
             if row["unit_ms"] and row["busy_ms"] is not None:
-                idle.append((max(0.0, 1 - row["busy_ms"] / row["unit_ms"]) * 100, row["label"], p["what"]))
-    tw = [x for x in idle if "PyTorch" in x[1] or "libtorch" in x[1]]
-    ou = [x for x in idle if x not in tw]
+                (tw if A.is_twin(row["key"][0]) else ou).append(
+                    (max(0.0, 1 - row["busy_ms"] / row["unit_ms"]) * 100, row["label"], p["what"]))
     if tw and ou:
         a, b = max(tw), min(ou)
         f[3] = (f"the GPU sits idle for up to {sig(a[0], 3)}% of {a[2]} under {a[1]}, "
@@ -916,7 +990,7 @@ def front_data(sel, acc, bench, rs):
             best[h] = max(best.get(h, 0), x)
         win = sum(1 for x in best.values() if x > 1)
         hs = sorted(best)
-        f[6] = (f"our fastest path beats the fastest PyTorch mode at {win} of {len(best)} widths "
+        f[6] = (f"our fastest path beats the fastest framework mode at {win} of {len(best)} widths "
                 f"({slower(best[hs[0]])} at h = {hs[0]}, {slower(best[hs[-1]])} at h = {hs[-1]})")
     gaps = [g[0] for p in sel[7]["panels"] for g in p["gaps"].values()]
     if gaps:
@@ -947,16 +1021,16 @@ def answer_sentences(summ, acc, spread):
         s = (f"On {p['title']}, {e['label']} keeps the GPU busy for {us(e['busy_ms'])} of each {e['unit']}'s "
              f"{us(e['unit_ms'])} ({pct(e['busy_ms'] / e['unit_ms'] * 100)}); the rest is the framework and launches")
         if f is not e:
-            s += (f"; its fastest profiled mode, {f['label']}, takes {us(f['unit_ms'])} with the GPU busy "
+            s += (f"; the fastest profiled framework mode, {f['label']}, takes {us(f['unit_ms'])} with the GPU busy "
                   f"{pct(min(f['busy_ms'] / f['unit_ms'], 1.0) * 100)}")
         out.append(s + ".")
         if len(out) == 2:
             break
-    # question 2: how fast can hand-written CUDA train them (ours vs the fastest PyTorch mode)
+    # question 2: how fast can hand-written CUDA train them (ours vs the fastest framework mode)
     for r in summ:
         if r["ours"] and r["fastest"]:
             out.append(f"{r['workload'][0].upper() + r['workload'][1:]}: {r['ours'][0]} takes {ms(r['ours'][1])}, "
-                       f"{slower(r['x_fastest'])} than the fastest PyTorch mode measured on this device, "
+                       f"{slower(r['x_fastest'])} than the fastest framework mode measured on this device, "
                        f"{mode_name(r['fastest'][1])} ({ms(r['fastest'][0])}).")
         if len(out) == 5:
             break
@@ -1032,18 +1106,26 @@ def front_page(md, ctx, slug, name, all_rs, rs, sel, acc, fr, drawn, figdir):
     summ = fr["summary"]
     if any(r["ours"] for r in summ):
         rows = []
+        jax = any(r["jax"] for r in summ)  # a JAX column where the device has JAX records
         for r in summ:
             cells = [r["workload"], (f"{ms(r['ours'][1])} ({r['ours'][0]})" if r["ours"] else DASH)]
             cells += [ms(r["modes"][m][0]) if r["modes"].get(m) else DASH for m, _ in A.SUMMARY_MODES]
             cells.append(f"{ms(r['libtorch'][0])} ({A.TWIN_TITLE.get(r['libtorch'][1], r['libtorch'][1])})" if r["libtorch"] else DASH)
+            if jax:
+                cells.append(f"{ms(r['jax'][0])} ({mode_name(r['jax'][1])})" if r["jax"] else DASH)
             cells.append(f"{times(r['x_fastest'])} vs {mode_name(r['fastest'][1])}" if r["x_fastest"] else DASH)
             cells.append(times(r["x_eager"]))
             rows.append(cells)
         md.append(table(["workload", "our best (rung)", "PyTorch eager", "compile", "CUDA graph", "compiled-graph",
-                         "libtorch (best mode)", "× fastest PyTorch (mode)", "× eager"], rows) + "\n")
+                         "libtorch (best mode)"] + (["JAX (best mode)"] if jax else []) +
+                        ["× fastest framework (mode)", "× eager"], rows) + "\n")
         sp = fr["spread"]
-        md.append("Times are medians of repeats; × = PyTorch's time / ours, against the fastest PyTorch mode measured on "
-                  "this device (named). Eager varies between processes on the same machine" +
+        fws = "PyTorch from Python or C++, or JAX" if jax else "PyTorch from Python or C++"
+        md.append("Times are medians of repeats; × = the framework's time / ours, against the fastest framework mode "
+                  f"measured on this device ({fws}; named beside the ratio)" +
+                  ("; JAX is timed by the host's clock around `block_until_ready`, which includes a dispatch and a "
+                   "synchronisation that CUDA events do not (Threats to validity, in the appendix)" if jax else "") +
+                  ". Eager varies between processes on the same machine" +
                   (f" ({ms(sp[0])} to {ms(sp[1])} over {sp[2]} linear-regression records at 5M × 200)" if sp else "") +
                   ", so × eager is the looser of the two ratios. Records: " +
                   ctx.links([x for r in summ for x in r["records"]][:40]) + ".\n")
@@ -1132,8 +1214,10 @@ def build(profiles, out, notes_dir):
         app.append(f"## Device: {name}\n")
         drivers = sorted({version((r.data.get("software") or {}).get("driver") or dget(r.data, "device", "driver_version")) for r in all_rs})
         torches = sorted({str((r.data.get("software") or {}).get("torch")) for r in all_rs if (r.data.get("software") or {}).get("torch")})
+        jaxes = sorted({framework_version(r) for r in all_rs if A.is_jax(r.phase) and (r.data.get("software") or {}).get("jax")})
         app.append(f"Folder `profiles/{slug}/`; {len(all_rs)} record(s) dated {A.date_range(all_rs)} (UTC); "
-                   f"driver {', '.join(drivers)}; PyTorch {', '.join(torches) or DASH}.\n")
+                   f"driver {', '.join(drivers)}; PyTorch {', '.join(torches) or DASH}" +
+                   (f"; {', '.join(jaxes)}" if jaxes else "") + ".\n")
         if not_ok:
             app.append("Records not drawn because their status is not `ok`: " +
                        ", ".join(f"{ctx.link(r)} ({r.status})" for r in sorted(not_ok, key=lambda r: r.path)) + ".\n")
@@ -1186,7 +1270,7 @@ def build(profiles, out, notes_dir):
             app.append("Records left out because a newer record filled the same slot:\n\n" +
                        "\n".join("- " + d for d in fig_dups) + "\n")
         sec_phases(app, ctx, rs, sel, dev_dir, notes_dir)
-        sec_threats(app, ctx, rs, all_rs)
+        sec_threats(app, ctx, rs, all_rs, fr["summary"])
         front_page(md, ctx, slug, name, all_rs, rs, sel, acc, fr, drawn, figdir)
 
     appendix(app, ctx, dev_named)

@@ -1,7 +1,7 @@
 """Tests of report/make_report.py on the committed fixture records (tests/fixtures/records).
 
-The fixtures hold made-up numbers for two devices (an H100 with every workload kind, an A100 with a
-few records), a truncated record and a schema-version-2 record. The report is built twice into
+The fixtures hold made-up numbers for two devices (an H100 with every workload kind, the JAX twin's
+records among them, an A100 with a few records), a truncated record and a schema-version-2 record. The report is built twice into
 sibling temporary folders; the tests read the Markdown back and check the figures exist, the
 tables carry the records' numbers, broken records are named, nothing mixes devices and the two
 builds are byte-identical.
@@ -37,7 +37,8 @@ def built(tmp_path_factory):
 
     def spy(fig, path, title, device, records, extra_footer="", **kw):
         calls.append({"path": path, "title": title, "device": device, "slugs": sorted({r.slug for r in records}),
-                      "devices": sorted({r.device_name for r in records if not r.impl.startswith("pytorch-cpu")})})
+                      "devices": sorted({r.device_name for r in records if not r.impl.startswith("pytorch-cpu")}),
+                      "axes": axes_facts(fig), "footer": extra_footer})
         return real_finish(fig, path, title, device, records, extra_footer, **kw)
 
     F._finish = spy
@@ -51,6 +52,28 @@ def built(tmp_path_factory):
     with open(os.path.join(out_a, "REPORT.md"), encoding="utf-8") as f:
         main = f.read()
     return {"a": out_a, "b": out_b, "md": md, "main": main, "calls": calls}
+
+
+def axes_facts(fig):
+    """What a figure shows, read back from its matplotlib objects: per axes its title, y tick labels
+    (text, colour), legend texts and lines (label, linestyle, x values); plus the figure's own legends."""
+    from matplotlib.colors import to_hex
+    out = []
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        out.append({"title": ax.get_title(),
+                    "yticks": [(t.get_text(), to_hex(t.get_color())) for t in ax.get_yticklabels()],
+                    "legend": [t.get_text() for t in leg.get_texts()] if leg else [],
+                    "lines": [(ln.get_label(), ln.get_linestyle(), [float(x) for x in ln.get_xdata()],
+                               to_hex(ln.get_color())) for ln in ax.get_lines()]})
+    out.append({"figure_legend": [t.get_text() for lg in fig.legends for t in lg.get_texts()]})
+    return out
+
+
+def figure_call(built, slug, stem):
+    hits = [c for c in built["calls"] if os.path.basename(c["path"]) == f"{slug}__{stem}.png"]
+    assert len(hits) == 1, stem
+    return hits[0]
 
 
 def device_section(md, slug):
@@ -125,7 +148,11 @@ def test_ladder_table_carries_the_record_numbers(built):
     assert p3["median"] == "0.6250 ms" and p3["speed-up vs eager"] == "151×" and p3["--validate"] == "passed"
     assert row(rows, implementation="PyTorch eager")["speed-up vs eager"] == "1.00×"
     assert row(rows, implementation="PyTorch eager (sync every epoch)")["median"] == "131.0 ms"
-    assert len(rows) == 8
+    jr = row(rows, implementation="JAX jit-run")                # the JAX twin's rows beside PyTorch's
+    assert jr["median"] == "9.500 ms" and jr["speed-up vs eager"] == "9.92×" and jr["--validate"] == "passed"
+    assert "jax_linreg__headline-jit-run.json" in jr["record"]
+    assert row(rows, implementation="JAX jit-step")["median"] == "30.00 ms"
+    assert len(rows) == 10
     assert "headline-old.json`, not" not in sec and "not `phase1_naive__headline-old.json`" in sec
 
 
@@ -230,7 +257,10 @@ def test_every_record_is_in_the_appendix_with_its_facts(built):
                 assert f"[`{name}`](" in app, name
     rows = table_after(app, f"### NVIDIA H100 80GB HBM3 (`{H100}`)")
     r = next(x for x in rows if "pytorch_linreg__headline-eager.json" in x["record"])
-    assert r["driver / CUDA / torch"] == "580.65 / 13.0 / 2.11.0" and r["commit"] == "`0123456789`"
+    assert r["driver / CUDA / framework"] == "580.65 / 13.0 / 2.11.0" and r["commit"] == "`0123456789`"
+    j = next(x for x in rows if "jax_mlp__w1-jit-epoch.json" in x["record"])
+    assert j["driver / CUDA / framework"] == "580.65 / 13.0 / JAX 0.4.35 (jaxlib 0.4.35)"
+    assert j["timing"].startswith("host-wall-clock-block-until-ready; includes:")
     assert "n=5000000" in r["config"] and r["timing"].startswith("cuda-events; includes: training epochs")
     chk = next(x for x in rows if "phase2_shared_mem__check.json" in x["record"])
     assert chk["status"] == "validation_failed"
@@ -697,7 +727,9 @@ def test_first_screen_answers_summary_and_ladder(built):
     # fixtures: phase 3 0.625 ms; eager 94.25, compile 40.5, graph 8.75 ms: the fastest mode is the graph
     assert lr["our best (rung)"] == "0.6250 ms (phase 3 fused+streams)"
     assert (lr["PyTorch eager"], lr["compile"], lr["CUDA graph"]) == ("94.25 ms", "40.50 ms", "8.750 ms")
-    assert lr["× fastest PyTorch (mode)"] == "14.0× vs PyTorch CUDA graph" and lr["× eager"] == "151×"
+    # JAX jit-run (9.5 ms) is slower than PyTorch's CUDA graph here: the ratio stays PyTorch's, named
+    assert lr["JAX (best mode)"] == "9.500 ms (JAX jit-run)"
+    assert lr["× fastest framework (mode)"] == "14.0× vs PyTorch CUDA graph" and lr["× eager"] == "151×"
     w2 = row(summ, workload="MLP W2 (784-h-h-h-10), h = 128, one step")
     assert w2["our best (rung)"] == "0.01500 ms (phase 5 cluster kernel)" and w2["compiled-graph"] == "—"
     assert "Eager varies between processes on the same machine" in main
@@ -724,8 +756,9 @@ def test_summary_prefers_the_fastest_mode_and_says_slower(tmp_path):
     assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
     main = (out / "REPORT.md").read_text()
     lr = row(table_after(main, "## Answers"), workload="linear regression, 5M points × 200 epochs")
-    assert lr["compiled-graph"] == "1.000 ms" and lr["× fastest PyTorch (mode)"] == "0.0800× vs PyTorch compiled-graph"
-    assert "12.5× slower than the fastest PyTorch mode measured on this device, PyTorch compiled-graph" in main
+    assert lr["compiled-graph"] == "1.000 ms" and lr["× fastest framework (mode)"] == "0.0800× vs PyTorch compiled-graph"
+    assert "12.5× slower than the fastest framework mode measured on this device, PyTorch compiled-graph" in main
+    assert "JAX (best mode)" not in lr and "JAX" not in main     # no JAX record: no JAX column, no JAX words
     assert M.slower(0.0271) == "36.9× slower" and M.slower(37) == "37.0× faster"
 
 
@@ -809,6 +842,204 @@ def test_compare_builds_refuses_bad_usage_and_needs_a_gpu(tmp_path):
     p = subprocess.run(["bash", script, "HEAD", str(tmp_path / "log")], capture_output=True, text=True, env=env)
     assert p.returncode == 3 and "no GPU" in p.stdout
     assert not (tmp_path / "log").exists()
+
+
+# ------------------------------------------------------------------ the JAX twin: the fastest framework mode
+
+def test_the_fastest_framework_mode_is_named_beside_every_ratio(built):
+    # fixtures: JAX is the fastest framework at W1 (jit-epoch, 400 ms an epoch against PyTorch's CUDA
+    # graph at 460) and W2 h = 128 (0.25 ms a step against 0.300); PyTorch at W2 h = 8192 (1.776 against 2.0)
+    main = built["main"]
+    summ = table_after(main, "## Answers: NVIDIA H100 80GB HBM3")
+    w1 = row(summ, workload="MLP W1 (784-128-64-10), one epoch")
+    assert w1["JAX (best mode)"] == "400.0 ms (JAX jit-epoch)" and w1["CUDA graph"] == "460.0 ms"
+    assert w1["× fastest framework (mode)"] == "36.4× vs JAX jit-epoch"          # 400 / 11.0
+    h128 = row(summ, workload="MLP W2 (784-h-h-h-10), h = 128, one step")
+    assert h128["× fastest framework (mode)"] == "16.7× vs JAX jit-run"           # 0.25 / 0.015
+    h8192 = row(summ, workload="MLP W2 (784-h-h-h-10), h = 8192, one step")
+    assert h8192["JAX (best mode)"] == "2.000 ms (JAX jit-run)"
+    assert h8192["× fastest framework (mode)"] == "2.85× vs PyTorch CUDA graph"   # 1.776 / 0.624
+    assert ("MLP W1 (784-128-64-10), one epoch: phase 5 cuBLASLt takes 11.00 ms, 36.4× faster than the fastest "
+            "framework mode measured on this device, JAX jit-epoch (400.0 ms).") in main
+    assert "#### Figure 5 — Phase 5 cuBLASLt trains a W1 epoch in 11.00 ms, 36.4× faster than JAX jit-epoch" in main
+    assert "PyTorch from Python or C++, or JAX; named beside the ratio" in main
+    assert "fastest PyTorch" not in main
+    sec = device_section(built["md"], H100)
+    f6 = table_after(sec, "### Figure 6")
+    assert row(f6, implementation="phase 5 cluster kernel", h="128")["fastest framework / ours"] == "16.7× (vs JAX jit-run)"
+    assert row(f6, implementation="phase 5 cuBLASLt", h="8192")["fastest framework / ours"] == "2.85× (vs PyTorch CUDA graph)"
+    assert [r["h"] for r in f6 if r["implementation"] == "JAX jit-run"] == ["128", "1024", "8192"]
+    assert "h = 128: JAX jit-run ([`jax_mlp__w2-h128-jit-run.json`]" in sec
+    f9 = table_after(sec, "### Figure 9")
+    assert row(f9, implementation="JAX jit-run", batch="8,192")["samples/s"] == "9,500,000"
+
+
+def _fixture_copy(tmp_path, keep=lambda name: True):
+    dst = tmp_path / "profiles" / H100
+    dst.mkdir(parents=True)
+    for n in sorted(os.listdir(os.path.join(FIXTURES, H100))):
+        if keep(n):
+            shutil.copy(os.path.join(FIXTURES, H100, n), dst / n)
+    return tmp_path / "profiles", dst
+
+
+def _set_median(path, ms_):
+    rec = json.loads(path.read_text())
+    rec["timing"]["total_ms"].update(min=ms_, median=ms_, max=ms_)
+    path.write_text(json.dumps(rec))
+
+
+def test_the_fastest_framework_switches_with_the_records(tmp_path):
+    # the same device with JAX's linear regression faster than PyTorch's CUDA graph, and its W1 slower:
+    # the linear-regression ratio moves to JAX, W1's back to PyTorch, each named
+    profiles, dst = _fixture_copy(tmp_path)
+    _set_median(dst / "jax_linreg__headline-jit-run.json", 2.0)
+    _set_median(dst / "jax_mlp__w1-jit-epoch.json", 3000.0)
+    out = tmp_path / "out"
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    main = (out / "REPORT.md").read_text()
+    summ = table_after(main, "## Answers")
+    assert row(summ, workload="linear regression, 5M points × 200 epochs")["× fastest framework (mode)"] == "3.20× vs JAX jit-run"
+    assert row(summ, workload="MLP W1 (784-128-64-10), one epoch")["× fastest framework (mode)"] == "41.8× vs PyTorch CUDA graph"
+    assert ("#### Figure 1 — Phase 3 fused+streams trains 5M points × 200 epochs in 0.6250 ms, 3.20× faster than the "
+            "fastest framework mode (JAX jit-run, 2.000 ms)") in main
+
+
+def test_without_jax_records_the_report_has_no_jax(tmp_path):
+    profiles, _ = _fixture_copy(tmp_path, keep=lambda n: not n.startswith("jax_"))
+    out = tmp_path / "out"
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    main, app = (out / "REPORT.md").read_text(), (out / "APPENDIX.md").read_text()
+    assert "JAX" not in main and "How JAX is timed" not in app
+    summ = table_after(main, "## Answers")
+    assert "JAX (best mode)" not in summ[0]
+    # PyTorch's numbers as with JAX beside them; W1 and W2 h = 128 against PyTorch's fastest again
+    assert row(summ, workload="linear regression, 5M points × 200 epochs")["× fastest framework (mode)"] == "14.0× vs PyTorch CUDA graph"
+    assert row(summ, workload="MLP W1 (784-128-64-10), one epoch")["× fastest framework (mode)"] == "41.8× vs PyTorch CUDA graph"
+    assert row(summ, workload="MLP W2 (784-h-h-h-10), h = 128, one step")["× fastest framework (mode)"] == "20.0× vs PyTorch CUDA graph"
+    f1 = table_after(app, "### Figure 1")
+    assert len(f1) == 8 and row(f1, implementation="PyTorch CUDA graph")["median"] == "8.750 ms"
+    assert "phase 5 trains faster than PyTorch at every batch size from 32 to 8,192" in F.batch_finding(
+        A.select_batch(A.benchmarks([r for r in A_records(H100) if not r.phase.startswith("jax_")]), [])["series"])
+
+
+def test_jax_in_the_figures(built):
+    jcol = {k: A.color(("jax_mlp", k)) for k in A.JAX_IMPLS}
+    assert len(set(jcol.values())) == 3 and all(c.startswith("#") for c in jcol.values())
+    assert A.marker(("jax_mlp", "jax-jit-run")) == "D" and A.label("jax_mlp", "jax-jit-epoch") == "JAX jit-epoch"
+    ticks = lambda c, i=0: [t for t, _ in c["axes"][i]["yticks"]]
+    f1 = figure_call(built, H100, "fig1_linreg_ladder")
+    assert {"JAX jit-run", "JAX jit-step"} <= set(ticks(f1))
+    f5 = figure_call(built, H100, "fig5_mlp_w1")
+    assert {"JAX jit-step", "JAX jit-epoch"} <= set(ticks(f5)) and "JAX jit-epoch" in ticks(f5, 1)
+    # figure 6: JAX ran h = 128, 1024 and 8192 only: three points, no line through the widths between
+    f6 = figure_call(built, H100, "fig6_mlp_w2_sweep")
+    jl = [ln for ln in f6["axes"][0]["lines"] if ln[3] == jcol["jax-jit-run"]]
+    assert sorted(x for ln in jl for x in ln[2]) == [128.0, 1024.0, 8192.0]
+    assert all(len(ln[2]) == 1 and ln[1] == "None" for ln in jl)
+    assert [ln[0] for ln in jl].count("JAX jit-run") == 1 and "JAX jit-run" in f6["axes"][-1]["figure_legend"]
+    graph = [ln for ln in f6["axes"][0]["lines"] if ln[0] == "PyTorch CUDA graph"]
+    assert len(graph) == 1 and graph[0][1] == "-" and len(graph[0][2]) == 7         # a full sweep: one line
+    assert "parity with the fastest framework" in f6["axes"][-1]["figure_legend"]
+    # figure 9: the same, and the finding names the framework that overtakes phase 5
+    f9 = figure_call(built, H100, "fig9_batch_sweep")
+    jl = [ln for ln in f9["axes"][0]["lines"] if ln[3] == jcol["jax-jit-run"]]
+    assert len(jl) == 3 and all(ln[1] == "None" for ln in jl) and "JAX jit-run" in f9["axes"][0]["legend"]
+    assert f9["axes"][0]["title"].startswith("phase 5 is 1.33x JAX at batch 32; from batch 8,192 on JAX trains faster")
+    # figures 10-12: JAX's account beside PyTorch's (jit-step has no `account`: not drawn)
+    for stem, want in (("fig10_time_account_linreg", "JAX jit-run"), ("fig11_time_account_mlp_w1", "JAX jit-epoch"),
+                       ("fig12_time_account_mlp_w2", "JAX jit-run")):
+        assert want in ticks(figure_call(built, H100, stem)), stem
+    assert "JAX jit-step" not in ticks(figure_call(built, H100, "fig11_time_account_mlp_w1"))
+    f3 = figure_call(built, H100, "fig3_epoch_breakdown")
+    colours = dict(f3["axes"][1]["yticks"])
+    assert colours["JAX jit-epoch"] == F.JAX_COLOR and colours["PyTorch eager"] == F.TWIN_COLOR
+    assert f3["footer"] == "labels: blue ours, red PyTorch, green JAX"
+
+
+def test_jax_time_account_rows(built):
+    sec = device_section(built["md"], H100)
+    w1 = table_after(sec, "#### Figure 11")
+    j = row(w1, implementation="JAX jit-epoch")
+    assert (j["time per step (timed)"], j["device busy"], j["gemm (µs)"], j["kernels per step"]) == (
+        "213.3 µs", "150.0 µs", "70.00", "9.00")
+    assert "JAX jit-step" not in [r["implementation"] for r in w1]
+    assert "JAX's `account`: jax.profiler over one extra untimed run of 200 steps — JAX jit-epoch" in sec
+    lr = table_after(sec, "#### Figure 10")
+    assert row(lr, implementation="JAX jit-run")["time per epoch (timed)"] == "47.50 µs"
+
+
+def test_threats_say_how_jax_is_timed(built):
+    sec = device_section(built["md"], H100)
+    thr = sec[sec.index("### Threats to validity"):]
+    para = thr[thr.index("**How JAX is timed**"):].split("\n")[0]
+    assert "`host-wall-clock-block-until-ready`" in para and "block_until_ready" in para
+    # timing.dispatch_ms of the seven JAX records that carry it: 0.02 (x3), 0.025, 0.03 (x2), 0.035
+    assert "median 0.02500 ms over 7 JAX record(s) (0.02000 ms to 0.03500 ms)" in para
+    # the share of each workload's fastest JAX mode's timed interval: the run, or (MLP jit-epoch) an epoch
+    assert ("linear regression, 5M points × 200 epochs: JAX jit-run (timed interval: the run, 9.500 ms), the dispatch "
+            "0.263% of it") in para
+    assert ("MLP W1 (784-128-64-10), one epoch: JAX jit-epoch (timed interval: an epoch, 400.0 ms), the dispatch "
+            "0.00625% of it") in para
+    assert "h = 128, one step: JAX jit-run (timed interval: the run, 1,250 ms), the dispatch 0.00200% of it" in para
+    assert "`highest`" in para and "[`jax_linreg__headline-jit-run.json`](" in para
+    assert "How JAX is timed" not in device_section(built["md"], A100)
+    assert "JAX (best mode)" not in table_after(built["main"], "## Answers on another device")[0]
+    # without dispatch_ms the paragraph says so, and still says what the clock includes
+    recs = [r for r in A_records(H100) if r.phase.startswith("jax_")]
+    for r in recs:
+        r.data["timing"].pop("dispatch_ms", None)
+    text = M.jax_timing_paragraph(M.Ctx(built["a"]), recs, [])
+    assert "one dispatch from Python and one host-device synchronisation" in text and "not quantified" in text
+    assert "Records:" not in text
+    assert M.jax_timing_paragraph(M.Ctx(built["a"]), [r for r in A_records(H100) if not r.phase.startswith("jax_")], []) is None
+
+
+def test_fastest_framework_choice_and_names():
+    def summ(twins):
+        return A._summary_row("w", "u", [("ours", 1.0, None)], twins)
+    r = summ({"eager": (9.0, None), "graph": (2.0, None), "libtorch-graph": (3.0, None), "jax-jit-run": (1.5, None),
+              "jax-jit-step": (4.0, None)})
+    assert r["fastest"][:2] == (1.5, "jax-jit-run") and r["x_fastest"] == 1.5 and r["jax"][:2] == (1.5, "jax-jit-run")
+    assert r["libtorch"][:2] == (3.0, "libtorch-graph") and r["modes"]["graph"] == (2.0, None)
+    r = summ({"eager": (9.0, None), "graph": (2.0, None), "jax-jit-run": (2.5, None)})
+    assert r["fastest"][:2] == (2.0, "graph") and r["jax"][:2] == (2.5, "jax-jit-run")
+    assert summ({"graph": (2.0, None)})["jax"] is None
+    assert (M.mode_name("jax-jit-run"), M.mode_name("jax-jit-epoch"), M.mode_name("graph"), M.mode_name("libtorch-graph"),
+            M.mode_name("jax-foo")) == ("JAX jit-run", "JAX jit-epoch", "PyTorch CUDA graph", "libtorch CUDA graph (C++)",
+                                        "JAX foo")
+    assert A.twin_mode(("jax_mlp", "jax-jit-run")) == "jax-jit-run" and A.is_twin("jax_mlp") and not A.is_torch("jax_mlp")
+    assert A.framework("jax_linreg") == "JAX" and A.framework("libtorch_mlp") == "PyTorch" and A.framework("phase4_mlp") is None
+
+    class R:
+        def __init__(self, tag, impl):
+            self.tag, self.impl = tag, impl
+    assert [A.base_tag(R(t, i)) for t, i in (("w1-jit-epoch", "jax-jit-epoch"), ("w1-nodrop-jit-run", "jax-jit-run"),
+                                               ("w2-h128-jit-run", "jax-jit-run"), ("headline-jit-step", "jax-jit-step"),
+                                               ("batch-sweep-b8192-jit-run", "jax-jit-run"))] == [
+        "w1", "w1-nodrop", "w2-h128", "headline", "batch-sweep-b8192"]
+
+
+def test_series_with_gaps_are_drawn_as_points():
+    class Ax:
+        def __init__(self):
+            self.calls = []
+
+        def plot(self, xs, ys, **kw):
+            self.calls.append((list(xs), kw.get("linestyle"), kw.get("label")))
+    grid = [128, 256, 512, 1024, 2048]
+    ax = Ax()
+    F._plot_runs(ax, [(128, 1.0), (256, 2.0), (512, 3.0)], grid, linestyle="-", label="full")
+    assert ax.calls == [([128, 256, 512], "-", "full")]                      # no gap: one line, as before
+    ax = Ax()
+    F._plot_runs(ax, [(128, 1.0), (1024, 2.0), (2048, 3.0)], grid, linestyle="-", label="gappy")
+    assert ax.calls == [([128], "none", None), ([1024, 2048], "-", "gappy")]  # the legend carries the line
+    ax = Ax()
+    F._plot_runs(ax, [(128, 1.0), (2048, 3.0)], grid, linestyle="-", label="two")
+    assert ax.calls == [([128], "none", "two"), ([2048], "none", None)]
+    ax = Ax()
+    F._plot_runs(ax, [(256, 1.0), (384, 2.0), (512, 3.0)], grid, linestyle="-", label="odd")   # 384: not a sweep width
+    assert ax.calls == [([256, 384, 512], "-", "odd")]
 
 
 # ------------------------------------------------------------------ Nsight Compute pages in the phase sections
