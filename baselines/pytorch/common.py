@@ -464,10 +464,11 @@ def memcpy_summary_from_chrome_trace(trace):
 # The report uses the same rules for our CUPTI summaries (report/analysis.py imports this module), so
 # both sides are classified alike. Rules, in order; the first that matches wins (lower-case name):
 KERNEL_CLASSES = ["gemm", "elementwise", "optimizer", "reduction", "copy", "other"]
-KERNEL_CLASS_PREFIXES = [  # torch.compile (inductor) names say what a Triton kernel is
-    ("gemm", ("triton_tem", "triton_mm")),
-    ("reduction", ("triton_red", "triton_per")),
-    ("elementwise", ("triton_poi",)),
+KERNEL_CLASS_PREFIXES = [  # torch.compile (inductor) names say what a Triton kernel is, and so do XLA's
+    ("gemm", ("triton_tem", "triton_mm", "gemm_fusion", "cublas")),
+    ("reduction", ("triton_red", "triton_per", "input_reduce", "reduce_")),
+    ("copy", ("input_scatter", "loop_dynamic_update_slice", "loop_pad", "loop_convert", "loop_gather", "input_gather")),
+    ("elementwise", ("triton_poi", "loop_")),
 ]
 KERNEL_CLASS_RULES = [
     # cuBLAS / cuBLASLt / CUTLASS kernels (split-K reduce and epilogue kernels included) and ours; our
