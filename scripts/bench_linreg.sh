@@ -420,7 +420,7 @@ rows += [(f"jax {i}", f"jax_linreg__headline-{i}.json") for i in ("jit-step", "j
 FRAMEWORKS = ("pytorch", "libtorch", "jax")
 recs = [(lab, load(f), f) for lab, f in rows]
 eager = med(load("pytorch_linreg__headline-eager.json"))
-# the fastest framework mode of this run (PyTorch in Python or C++, JAX): every "x fastest" is against it
+# every "x fastest" is against the fastest framework mode among these records (PyTorch in Python or C++, JAX)
 fast = min(((med(r), lab) for lab, r, f in recs if r and lab.split()[0] in FRAMEWORKS and "cpu" not in lab),
            default=(None, "-"))
 p3 = load("phase3_fused_streams__headline.json")

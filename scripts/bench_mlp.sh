@@ -211,8 +211,8 @@ w1 = [("phase4_mlp__w1-fp32", "phase 4 fp32 (SIMT)"), ("phase4_mlp__w1-fp16", "p
       ("jax_mlp__w1-jit-step", "JAX jit-step"), ("jax_mlp__w1-jit-epoch", "JAX jit-epoch"),
       ("jax_mlp__w1-jit-run", "JAX jit-run")]
 eager = per_epoch(get("pytorch_mlp__w1-eager"))
-# "x fastest": against the fastest framework mode of this run (PyTorch in Python or C++, JAX), named in
-# the heading
+# "x fastest": against the fastest framework mode among these records (PyTorch in Python or C++, JAX),
+# named in the heading
 fastest = min(((per_epoch(get(k)), label) for k, label in w1 if k.split("__")[0] in ("pytorch_mlp", "libtorch_mlp", "jax_mlp")
                and per_epoch(get(k))), default=(None, "-"))
 graph = fastest[0]

@@ -187,78 +187,46 @@ def timing_json(includes, excludes, warmup, totals, per_epoch, compile_total_ms,
 # jax.profiler.trace(..., create_perfetto_trace=True) writes a Chrome-format trace: processes named
 # "/device:GPU:<n>..." hold the kernels and copies (one thread per stream), "/host:CPU" the host's
 # threads (Python, the runtime's API calls). Times are microseconds.
-def _process_names(events):
-    names = {}
+def _names(events, kind):
+    """{pid: name} (kind "process_name") or {(pid, tid): name} (kind "thread_name") from the trace's
+    metadata events."""
+    out = {}
     for ev in events:
-        if isinstance(ev, dict) and ev.get("ph") == "M" and ev.get("name") == "process_name":
-            names[ev.get("pid")] = str((ev.get("args") or {}).get("name", ""))
-    return names
+        if isinstance(ev, dict) and ev.get("ph") == "M" and ev.get("name") == kind:
+            key = ev.get("pid") if kind == "process_name" else (ev.get("pid"), ev.get("tid"))
+            out[key] = str((ev.get("args") or {}).get("name", ""))
+    return out
 
 
-def _is_device(pname):
-    return "/device:gpu" in pname.lower()
+def device_work(trace):
+    """(kernel events, copy events, host events) of a jax.profiler Chrome-format trace (dict, event
+    list or path, gzip or not). Device events are those of a process named /device:GPU:..., kept only
+    on its stream lines (threads named "Stream #..."), where XLA's profiler puts kernels and copies:
+    its other lines (XLA Ops, XLA Modules) repeat the same time at coarser grain and would count it
+    twice. Host events are those of every other process."""
+    if isinstance(trace, str):
+        opener = gzip.open if trace.endswith(".gz") else open
+        with opener(trace, "rt", encoding="utf-8") as f:
+            trace = json.load(f)
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+    pnames, tnames = _names(events, "process_name"), _names(events, "thread_name")
+    device, host = [], []
+    for ev in events:
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        if nbc._num(ev.get("ts")) is None or nbc._num(ev.get("dur")) is None:
+            continue
+        (device if "/device:gpu" in pnames.get(ev.get("pid"), "").lower() else host).append(ev)
+    on_stream = [ev for ev in device if "stream" in tnames.get((ev.get("pid"), ev.get("tid")), "").lower()]
+    device = on_stream or device  # a trace without stream names: every device line
+    kernels = [ev for ev in device if not _is_copy(str(ev.get("name", "")))]
+    copies = [ev for ev in device if _is_copy(str(ev.get("name", "")))]
+    return kernels, copies, host
 
 
 def _is_copy(name):
     low = name.lower()
     return "memcpy" in low or "memset" in low
-
-
-def split_trace(trace):
-    """(kernel X events, copy X events, host X events) of a jax.profiler Chrome-format trace (dict,
-    event list or path, gzip or not): device events are those of a process named /device:GPU:...,
-    host events those of the others."""
-    if isinstance(trace, str):
-        opener = gzip.open if trace.endswith(".gz") else open
-        with opener(trace, "rt", encoding="utf-8") as f:
-            trace = json.load(f)
-    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-    pnames = _process_names(events)
-    kernels, copies, host = [], [], []
-    for ev in events:
-        if not isinstance(ev, dict) or ev.get("ph") != "X":
-            continue
-        ts, dur = nbc._num(ev.get("ts")), nbc._num(ev.get("dur"))
-        if ts is None or dur is None:
-            continue
-        pname = pnames.get(ev.get("pid"), "")
-        if _is_device(pname):
-            # XLA's device lines also carry the HLO ops and modules that enclose the kernels (their
-            # own lines, "XLA Ops" / "XLA Modules"): only the stream lines' events are device work
-            (copies if _is_copy(str(ev.get("name", ""))) else kernels).append(ev)
-        else:
-            host.append(ev)
-    return kernels, copies, host
-
-
-def _thread_names(events):
-    names = {}
-    for ev in events:
-        if isinstance(ev, dict) and ev.get("ph") == "M" and ev.get("name") == "thread_name":
-            names[(ev.get("pid"), ev.get("tid"))] = str((ev.get("args") or {}).get("name", ""))
-    return names
-
-
-def device_work(trace):
-    """(kernel events, copy events, host events, notes): split_trace's device events kept only on
-    the stream lines of the GPU process (a thread named "Stream #..." or "... stream ..."), where
-    XLA's profiler puts kernels and copies; its other lines (XLA Ops, XLA Modules, Steps) repeat the
-    same time at coarser grain and would be counted twice."""
-    if isinstance(trace, str):
-        opener = gzip.open if trace.endswith(".gz") else open
-        with opener(trace, "rt", encoding="utf-8") as f:
-            trace = json.load(f)
-    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-    kernels, copies, host = split_trace(events)
-    tnames = _thread_names(events)
-
-    def on_stream(ev):
-        return "stream" in tnames.get((ev.get("pid"), ev.get("tid")), "").lower()
-
-    if any(on_stream(ev) for ev in kernels + copies):
-        kernels = [ev for ev in kernels if on_stream(ev)]
-        copies = [ev for ev in copies if on_stream(ev)]
-    return kernels, copies, host
 
 
 def _summary(evs, key):
@@ -341,14 +309,12 @@ def profile_run(jax, run, unit, units, unit_ms, keep_trace=""):
         os.makedirs(d, exist_ok=True)
         keep_trace = os.path.join(d, f"jax_trace_{unit}{units}_{int(time.time() * 1e3) % 10**8}.json.gz")
     with tempfile.TemporaryDirectory() as td:
-        t0 = time.perf_counter()
         with jax.profiler.trace(td, create_perfetto_trace=True):
             t1 = time.perf_counter()
             out = run()
             t2 = time.perf_counter()
             jax.block_until_ready(out)
             t3 = time.perf_counter()
-        del t0
         found = glob.glob(os.path.join(td, "**", "perfetto_trace.json.gz"), recursive=True)
         if not found:
             raise nbc.NbError(nbc.EXIT_INTERNAL, f"jax.profiler wrote no perfetto_trace.json.gz under {td}")

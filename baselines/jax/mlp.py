@@ -157,6 +157,7 @@ class Trainer:
     def __init__(self, jax, impl, args, data, init, order):
         import jax.numpy as jnp  # noqa: PLC0415
         import numpy as np  # noqa: PLC0415
+        import optax  # noqa: PLC0415
 
         self.jax, self.impl, self.args = jax, impl, args
         tr_x, tr_y, te_x, te_y = data
@@ -188,7 +189,6 @@ class Trainer:
         def steps(state, n):
             return jax.lax.scan(lambda st, _: (step(st), None), state, None, length=n)[0]
 
-        self._step, self._steps = step, steps
         self.compile_ms = 0.0
         self.exes = {}
         if impl == "jit-step":
@@ -208,8 +208,6 @@ class Trainer:
                 if l + 1 < len(params):
                     z = jnp.maximum(z, 0)
             z = z.astype(jnp.float32)
-            import optax  # noqa: PLC0415
-
             loss = optax.softmax_cross_entropy_with_integer_labels(z, self.ty).sum()
             return loss, jnp.sum(jnp.argmax(z, axis=1) == self.ty)
 

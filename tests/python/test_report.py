@@ -1116,3 +1116,13 @@ def test_ncu_stalls_profile_gets_its_statements(tmp_path):
     md = []
     M.ncu_lines_block(md, got["phase5_ncu_none.csv"])
     assert md == []
+
+
+def test_batch_finding_names_each_framework_where_the_lead_changes_hands():
+    ours, torch, jax = ("phase5_batched", "cuda"), ("pytorch_mlp", "pytorch-compiled-graph"), ("jax_mlp", "jax-jit-run")
+    series = {ours: [(32, 10.0), (1024, 100.0), (2048, 200.0), (8192, 300.0)],
+              torch: [(32, 2.0), (1024, 50.0), (2048, 150.0), (8192, 450.0)],
+              jax: [(1024, 120.0)]}
+    s = F.batch_finding(series)
+    assert s.startswith("phase 5 is 5x PyTorch at batch 32; faster than phase 5: JAX at 1,024, PyTorch at 8,192 ")
+    assert "(1.5x at 8,192, PyTorch)" in s and "from batch" not in s
