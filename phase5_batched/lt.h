@@ -46,12 +46,15 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
   ~LtGemm() { destroy(); }
 
+  // tf32: fp32 operands multiplied as TF32 (CUBLAS_COMPUTE_32F_FAST_TF32): the GEMM benchmark's
+  // labelled "TF32" row, never the fp32 yardstick.
   template <class T>
-  void plan(const LtHandle& h, bool ta, bool tb, int m, int n, int k, int lda, int ldb, int ldd) {
+  void plan(const LtHandle& h, bool ta, bool tb, int m, int n, int k, int lda, int ldb, int ldd, bool tf32 = false) {
     destroy();
     h_ = &h;
     const cudaDataType_t ab = std::is_same<T, __half>::value ? CUDA_R_16F : CUDA_R_32F;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasComputeType_t ct = (tf32 && !std::is_same<T, __half>::value) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, ct, CUDA_R_32F));
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
@@ -103,10 +106,10 @@ class LtGemm {
 struct LtLayer {
   LtGemm fwd, dgrad, wgrad;
   template <class T>
-  void plan(const LtHandle& h, int B, int in, int out, bool with_dgrad) {
-    fwd.plan<T>(h, true, false, out, B, in, in, in, out);        // Z^T = W(T) · X^T
-    if (with_dgrad) dgrad.plan<T>(h, false, false, in, B, out, in, out, in);  // dH^T = W^T · dZ^T
-    wgrad.plan<T>(h, false, true, in, out, B, in, out, in);      // dW^T = X^T · dZ(T)
+  void plan(const LtHandle& h, int B, int in, int out, bool with_dgrad, bool tf32 = false) {
+    fwd.plan<T>(h, true, false, out, B, in, in, in, out, tf32);        // Z^T = W(T) · X^T
+    if (with_dgrad) dgrad.plan<T>(h, false, false, in, B, out, in, out, in, tf32);  // dH^T = W^T · dZ^T
+    wgrad.plan<T>(h, false, true, in, out, B, in, out, in, tf32);      // dW^T = X^T · dZ(T)
   }
   // Z[B,out] = X[B,in] · W^T
   void forward(const void* X, const void* W, float* Z, cudaStream_t st) const { fwd.run(W, X, Z, st); }

@@ -130,7 +130,7 @@ ValidationResult validate(Trainer<T>& tr, const MlpOptions& o, const Schedule& s
 
 template <class T>
 int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Dataset& ds, const Schedule& sc,
-          const HostParams& init) {
+          const HostParams& init, Fp32Gemm fp32_gemm) {
   const bool cublas = o.gemm == "cublas";
   nlohmann::json rec = new_record(kPhase, o.workload, cublas ? "cuda-cublaslt" : "cuda", cli);
   rec["device"] = to_json(dev);
@@ -165,7 +165,14 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
 
   size_t free0 = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free0, &total));
-  Trainer<T> tr(o, sc, dev, ds, init);
+  Trainer<T> tr(o, sc, dev, ds, init, fp32_gemm);
+  const nlohmann::json plan = tr.gemm_plan();
+  if (!plan.empty()) {
+    std::printf("GEMM plan (a step's products: M x N x K, rung, K slices):\n");
+    for (const auto& q : plan)
+      std::printf("  %-18s %6d x %5d x %5d  %-9s %d\n", q["product"].get<std::string>().c_str(), q["M"].get<int>(),
+                  q["N"].get<int>(), q["K"].get<int>(), q["rung"].get<std::string>().c_str(), q["splits"].get<int>());
+  }
 
   Peaks peaks;
   if (o.common.measure_peaks) {
@@ -317,6 +324,8 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
   rec["metrics"]["backward"] = tr.fused_backward() ? "fused" : "paired";  // own graph path's backward kernels
   rec["metrics"]["pdl"] = tr.pdl();  // own graph path: kernels launched with programmatic dependent launch
+  rec["metrics"]["gemm_plan"] = plan;  // own graph path: each product's rung and K slices ([] on the other paths)
+  rec["metrics"]["fp32_gemm"] = fp32_gemm_name(fp32_gemm);
   // --breakdown of a one-launch kernel: block 0's cycles per part, as shares of the median step
   auto breakdown_parts = [&](const char* (*name)(int), int n) {
     nlohmann::json parts = nlohmann::json::array();
@@ -425,8 +434,14 @@ int run(int argc, char** argv) {
   cli.add_flag("--breakdown", &o.breakdown,
                "persistent, pipelined and cluster kernels: time the parts of a step (clock stamps of block 0) into the "
                "record");
+  std::string fp32_gemm = "auto";
+  cli.add_string("--fp32-gemm", &fp32_gemm,
+                 "own graph path, fp32: which GEMM rung computes each product: 3xTF32 tensor-core tiles (step 5 of the "
+                 "ladder, fp32-accurate) for products of at least 64 rows and 2^25 multiply-adds and the 32 x 64 SIMT "
+                 "tile below (auto), or one rung for every product",
+                 {"auto", "tile", "tf32x3"});
   cli.add_flag("--gemm-compare", &compare,
-               "only time our GEMM against cuBLASLt on the largest layer's three products (no training)");
+               "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");
   if (!cli.parse(argc, argv)) return 0;
   check_mlp_options(o);
   if (o.layers.back() > kBN) throw Error(kExitUsage, "--layers: the last width must fit one tile");
@@ -443,7 +458,8 @@ int run(int argc, char** argv) {
   }
   const MlpSetup s = prepare_mlp_run(o);
   const DeviceInfo dev = require_device();
-  return o.fp16() ? train<__half>(o, cli, dev, s.ds, s.sc, s.init) : train<float>(o, cli, dev, s.ds, s.sc, s.init);
+  const Fp32Gemm fg = parse_fp32_gemm(fp32_gemm);
+  return o.fp16() ? train<__half>(o, cli, dev, s.ds, s.sc, s.init, fg) : train<float>(o, cli, dev, s.ds, s.sc, s.init, fg);
 }
 
 }  // namespace

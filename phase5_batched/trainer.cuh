@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "check.cuh"
 #include "cli.h"
 #include "device_info.h"
@@ -68,12 +70,32 @@ inline const char* launch_name(Launch l) {
 
 constexpr int kEvalRows = 2048;  // a multiple of kBM: tile indices of the eval arrays stay global
 
+// Which GEMM rung computes the own path's fp32 products (--fp32-gemm): per product, step 5 of the
+// ladder (3xTF32 on tensor cores, common/mlp/gemm/5_tf32x3.cuh) where it pays, the 32 x 64 SIMT
+// tile elsewhere (auto); or one of them for every product.
+enum class Fp32Gemm { Auto, Tile, TF32x3 };
+inline Fp32Gemm parse_fp32_gemm(const std::string& s) {
+  return s == "tile" ? Fp32Gemm::Tile : s == "tf32x3" ? Fp32Gemm::TF32x3 : Fp32Gemm::Auto;
+}
+inline const char* fp32_gemm_name(Fp32Gemm g) {
+  return g == Fp32Gemm::Tile ? "tile" : g == Fp32Gemm::TF32x3 ? "tf32x3" : "auto";
+}
+// auto's rule: 3xTF32 from kX3MinRows output rows and kX3MinMacs multiply-adds up (below that the
+// 32 x 64 tile's smaller blocks fill more SMs and its launch is as short).
+constexpr int kX3MinRows = 64;
+constexpr double kX3MinMacs = 32.0 * 1024 * 1024;
+inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
+  if (choice != Fp32Gemm::Auto) return choice == Fp32Gemm::TF32x3;
+  return M >= kX3MinRows && static_cast<double>(M) * N * K >= kX3MinMacs;
+}
+
 template <class T>
 class Trainer {
  public:
-  Trainer(const MlpOptions& o, const Schedule& sc, const DeviceInfo& dev, const Dataset& ds, const HostParams& init)
+  Trainer(const MlpOptions& o, const Schedule& sc, const DeviceInfo& dev, const Dataset& ds, const HostParams& init,
+          Fp32Gemm fp32_gemm = Fp32Gemm::Auto)
       : o_(o), sc_(sc), dev_(dev), ds_(ds), init_(init), L_(o.nlayers()), B_(o.batch), cublas_(o.gemm == "cublas"),
-        launch_(parse_launch(o.launch)) {
+        launch_(parse_launch(o.launch)), fp32_gemm_(fp32_gemm) {
     const auto& w = o.layers;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st_, cudaStreamNonBlocking));
     // Parameters: one flat fp32 buffer W0, b0, W1, b1, ... (the cuBLASLt path's optimizer is one launch).
@@ -265,6 +287,29 @@ class Trainer {
     enqueue_step(k, nullptr);
   }
   Launch launch() const { return launch_; }
+  // The own graph step's GEMM plan: every product of a training step with its shape, the rung that
+  // computes it and its K slices (empty on the other paths). Printed at the start, kept in the record.
+  nlohmann::json gemm_plan() const {
+    nlohmann::json out = nlohmann::json::array();
+    if (cublas_ || launch_ != Launch::Graph || fused_bwd_) return out;
+    const StepRef sr{nullptr, 0};
+    auto add = [&](const std::string& name, const auto& p) {
+      const char* rung = p.rung == GemmRung::TF32x3 ? "tf32x3" : kHalf ? "tile-wmma" : "tile-simt";
+      out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
+    };
+    const auto& w = o_.layers;
+    FwdFirst f;
+    f.M = B_, f.N = w[1], f.K = w[0];
+    plan_splitk_into_slot(f, 0);
+    add("forward 0", f);
+    for (int l = 1; l + 1 < L_; ++l) add("forward " + std::to_string(l), fwd_hidden(l, sr));
+    if (L_ > 1) add("forward " + std::to_string(L_ - 1), fwd_last(sr));
+    for (int l = L_ - 1; l >= 1; --l) add("backward-data " + std::to_string(l), bwd_data(l, 0));
+    for (int l = L_ - 1; l >= 1; --l) add("weight-gradient " + std::to_string(l), update(l, sr, 0));
+    add("weight-gradient 0", update0(sr, 1));
+    return out;
+  }
+
   bool one_launch() const { return launch_ != Launch::Graph; }  // one kernel launch an epoch
   const ClusterPlan& cluster_plan() const { return cluster_plan_; }
   bool fused_backward() const { return fused_bwd_; }
@@ -444,6 +489,8 @@ class Trainer {
   void plan_splitk_into_slot(P& p, int slot) const {
     p.ws = ws_[slot].get(), p.counters = counters_[slot].get();
     plan_splits_p5(p, dev_.sm_count);
+    if constexpr (!kHalf)
+      if (use_tf32x3(fp32_gemm_, p.M, p.N, p.K)) plan_tf32x3(p, dev_.sm_count);
     if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)
     if (ws_floats(p) > ws_[slot].size() || (p.splits > 1 && static_cast<size_t>(p.tiles()) > counters_[slot].size()))
       throw Error(kExitInternal, "split-K workspace " + std::to_string(slot) + " too small for a " + std::to_string(p.M) +
@@ -508,6 +555,10 @@ class Trainer {
     return n * (8.0 + (o_.adam() ? 16.0 : 0.0) + (kHalf ? 2.0 : 0.0));
   }
 
+  template <class P1, class P2>
+  static bool split_pair(const P1& a, const P2& b) {  // launch_gemm_pair runs them as two launches
+    return a.rung != GemmRung::Tile || b.rung != GemmRung::Tile;
+  }
   void enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
     const auto& w = o_.layers;
     const double ob = sizeof(T);
@@ -565,15 +616,15 @@ class Trainer {
     for (int l = L_ - 1; l >= 2; --l) {
       auto u = update(l, sr, 0);
       auto d = bwd_data(l - 1, 1);
-      launch_gemm_pair<p5_update_and_bwd_data, T>(u, d, st_, pdl_);
+      launch_gemm_pair<p5_update_and_bwd_data, T>(u, d, st_, pdl_);  // two launches when a step-5 product is in it
       add_cost(costs, "p5_update_and_bwd_data", u, update_bytes(l), true);
-      add_cost(costs, "p5_update_and_bwd_data", d, static_cast<double>(B_) * w[l - 1] * 2 * ob, false);
+      add_cost(costs, "p5_update_and_bwd_data", d, static_cast<double>(B_) * w[l - 1] * 2 * ob, split_pair(u, d));
     }
     auto u1 = update(1, sr, 0);
     auto u0 = update0(sr, 1);
     launch_gemm_pair<p5_update_pair, T>(u1, u0, st_, pdl_);
     add_cost(costs, "p5_update_pair", u1, update_bytes(1), true);
-    add_cost(costs, "p5_update_pair", u0, update_bytes(0), false);
+    add_cost(costs, "p5_update_pair", u0, update_bytes(0), split_pair(u1, u0));
   }
 
   // ----- cuBLASLt path: the same epilogue functors, run after each cuBLASLt product.
@@ -681,7 +732,7 @@ class Trainer {
       for (int l = 0; l < L_ && rows > 0; ++l) {
         GemmProblem<MatView<T, true>, WView, StoreEpi> p;
         p.M = rows, p.N = w[l + 1], p.K = w[l];
-        plan_splits_p5(p, dev_.sm_count);
+        plan_splitk_into_slot(p, 0);
         note(p, 0);
       }
     for (int s = 0; s < 2; ++s) {
@@ -699,6 +750,7 @@ class Trainer {
   const int L_, B_;
   const bool cublas_;
   const Launch launch_;
+  const Fp32Gemm fp32_gemm_;
   PersistParams persist_params_;
   PersistPlan persist_plan_;
   ClusterParams cluster_params_;

@@ -37,7 +37,9 @@
 //   gemm/2_cp_async.cuh       fp16 tiles by cp.async, three stages
 //   gemm/3_split_k.cuh        the split-K fix-up
 //   gemm/4_kernels.cuh        the kernels and their launchers
+//   gemm/5_tf32x3.cuh         fp32-accurate products on tensor cores (3xTF32, 64 x 64 tiles)
 //   layers.cuh                every other operation of the trainer (one kernel each)
 #pragma once
 #include "mlp/gemm/4_kernels.cuh"
+#include "mlp/gemm/5_tf32x3.cuh"
 #include "mlp/layers.cuh"

@@ -60,8 +60,12 @@ std::vector<float> as_float(const std::vector<__half>& v) {
 // C[M,N] = A[M,K]·W with W [K,N]; backward weight C[M,N] = A^T·X with A stored [K,M], X [K,N].
 enum class Kind { Fwd, Dgrad, Wgrad };
 
+// terms = 0: the 32 x 64 tile (steps 1-4), planned with plan_splits. terms = 3: step 5 (3xTF32),
+// planned with plan_tf32x3 and launched through launch_gemm; terms = 1: step 5's kernel with the
+// high parts only (plain TF32), which the fp32 tolerance must reject. With terms > 0 the second
+// launch must equal the first bit for bit (the split-K sums run in slice order).
 template <class T>
-double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used) {
+double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, int terms = 0) {
   const std::vector<float> a = random_vec(static_cast<size_t>(M) * K), b = random_vec(static_cast<size_t>(K) * N);
   // a: logical A[M,K] (stored row-major, or as [K,M] for Wgrad). b: logical B[K,N] storage per kind.
   std::vector<double> ref(static_cast<size_t>(M) * N, 0.0);
@@ -84,20 +88,30 @@ double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used) 
   epi.c = dc.p, epi.ldc = N;
   auto go = [&](auto p) {
     p.M = M, p.N = N, p.K = K, p.epi = epi;
-    plan_splits(p, sm_count);
+    if (terms > 0) plan_tf32x3(p, sm_count);
+    else plan_splits(p, sm_count);
     Dev<float> ws(std::max<size_t>(ws_floats(p), 1));
     Dev<unsigned> ctr(p.tiles());
     CUDA_CHECK(cudaMemset(ctr.p, 0, ctr.n * sizeof(unsigned)));
     p.ws = ws.p, p.counters = ctr.p;
     *splits_used = p.splits;
-    launch_gemm<p4_gemm_fwd, T>(p, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    auto launch = [&] {
+      if constexpr (std::is_same<T, float>::value) {
+        if (terms == 1) launch_tf32x3<p4_gemm_fwd, decltype(p), 1>(p, nullptr, false);
+        else launch_gemm<p4_gemm_fwd, T>(p, nullptr);
+      } else {
+        launch_gemm<p4_gemm_fwd, T>(p, nullptr);
+      }
+      CUDA_CHECK(cudaDeviceSynchronize());
+    };
+    launch();
+    const std::vector<float> first = dc.get();
     // A second launch reuses the counters: they must have been reset by the last block.
     dc.poison();
-    launch_gemm<p4_gemm_fwd, T>(p, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    launch();
     const auto c = ctr.get();
     for (unsigned v : c) REQUIRE(v == 0u);
+    if (terms > 0) REQUIRE(std::memcmp(first.data(), dc.get().data(), first.size() * sizeof(float)) == 0);
   };
   if (kind == Kind::Fwd) {
     GemmProblem<MatView<T, true>, MatView<T, false>, StoreEpi> p;
@@ -168,6 +182,37 @@ void gemm_sweep(double tol) {
 TEST_CASE("mlp: fp32 SIMT GEMM, all three layouts, awkward shapes, split-K") {
   NB_SKIP_WITHOUT_DEVICE();
   gemm_sweep<float>(1e-5);
+}
+
+// Step 5, 3xTF32: the fp32 tolerance of a K-long sum, 2u·sqrt(K) (u = 2^-24, the probabilistic
+// bound validate.h uses), plus 8u for the operand split (hi + lo keeps about 22 bits: each operand
+// errs by up to 2^-22 = 4u). Shapes: M, N, K off the 64 x 64 x 32 tile, K = 1, batch-long K (the
+// weight gradient at batch 8,191) split and unsplit, the three layouts; the one-term kernel (plain
+// TF32, about 2^-12 per operand) must fail the same bound.
+double tf32x3_tol(int K) { return 2 * std::ldexp(1.0, -24) * std::sqrt(static_cast<double>(K)) + 8 * std::ldexp(1.0, -24); }
+
+TEST_CASE("mlp: 3xTF32 tensor-core GEMM (step 5) within the fp32 tolerance, awkward shapes, split-K bit-stable") {
+  NB_SKIP_WITHOUT_DEVICE();
+  struct Shape { int M, N, K; };
+  const Shape shapes[] = {{1, 10, 1}, {33, 100, 10}, {65, 300, 1}, {100, 10, 300}, {129, 100, 1000},
+                          {257, 300, 100}, {100, 130, 8191}, {300, 784, 129}};
+  int split_runs = 0;
+  for (Kind kind : {Kind::Fwd, Kind::Dgrad, Kind::Wgrad})
+    for (const Shape& s : shapes)
+      for (int sm : {1, 132}) {
+        int splits = 0;
+        const double e = run_gemm<float>(kind, s.M, s.N, s.K, sm, &splits, 3);
+        split_runs += splits > 1;
+        INFO(kind_name(kind) << " M=" << s.M << " N=" << s.N << " K=" << s.K << " sm=" << sm << " splits=" << splits);
+        CHECK(e <= tf32x3_tol(s.K));
+      }
+  CHECK(split_runs > 0);
+  for (Kind kind : {Kind::Fwd, Kind::Wgrad}) {
+    int splits = 0;
+    const double e = run_gemm<float>(kind, 129, 100, 1000, 132, &splits, 1);
+    INFO(kind_name(kind) << " one-term TF32: rel.err " << e << " against tol " << tf32x3_tol(1000));
+    CHECK(e > tf32x3_tol(1000));
+  }
 }
 
 TEST_CASE("mlp: fp16 WMMA GEMM, all three layouts, awkward shapes, split-K") {

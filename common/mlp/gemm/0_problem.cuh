@@ -164,6 +164,12 @@ struct StoreEpi {
 };
 
 // ------------------------------------------------------------------ one GEMM problem
+// Which mainloop computes the product (fp32 operands only; fp16 products always take Tile):
+//   Tile    the 32 x 64 block tile of steps 1-4 (SIMT FMA for fp32, WMMA for fp16);
+//   TF32x3  step 5: a 64 x 64 block tile on tensor cores, each fp32 operand split into two TF32
+//           parts and three products summed in fp32 (plan_tf32x3 sets it, with its own splits).
+enum class GemmRung : int { Tile = 0, TF32x3 = 1 };
+
 template <class AV, class BV, class Epi>
 struct GemmProblem {
   using AView = AV;
@@ -172,6 +178,7 @@ struct GemmProblem {
   static constexpr int kBK = TileCfg<Elem>::kBK;
   int M = 0, N = 0, K = 0;
   int splits = 1, kchunk = 0;   // kchunk: K range per split, a multiple of the k-tile
+  GemmRung rung = GemmRung::Tile;
   AV a;
   BV b;
   Epi epi;

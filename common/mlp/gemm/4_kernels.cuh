@@ -111,10 +111,20 @@ __global__ void __launch_bounds__(TileCfg<T>::kThreads) gemm_pair_kernel(P1 p1, 
   else gemm_tile<T, Loop::Either, P2>(p2, blockIdx.x - b1, sm);
 }
 
+// Step 5's launcher (5_tf32x3.cuh): fp32 problems planned with p.rung = GemmRung::TF32x3.
+template <class Tag, class P, int kTerms>
+inline void launch_tf32x3(const P& p, cudaStream_t st, bool pdl);
+
 // pdl: launch with programmatic stream serialization (phase 5's step; see pdl_wait).
 template <class Tag, class T, class P>
 inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;
+  if constexpr (std::is_same<T, float>::value) {
+    if (p.rung == GemmRung::TF32x3) {
+      launch_tf32x3<Tag, P, 3>(p, st, pdl);
+      return;
+    }
+  }
   constexpr int NT = TileCfg<T>::kThreads;
   if constexpr (AsyncEligible<P>::value) {
     if (uses_async(p)) {
@@ -126,8 +136,14 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
   else launch_kernel(gemm_kernel<Tag, T, P, false, true>, p.blocks(), NT, gemm_dyn_smem(p), st, pdl, p);
 }
 
+// A pair with a step-5 problem in it runs as two launches (the rungs' blocks differ in size).
 template <class Tag, class T, class P1, class P2>
 inline void launch_gemm_pair(const P1& p1, const P2& p2, cudaStream_t st, bool pdl = false) {
+  if (p1.rung != GemmRung::Tile || p2.rung != GemmRung::Tile) {
+    launch_gemm<Tag, T>(p1, st, pdl);
+    launch_gemm<Tag, T>(p2, st, pdl);
+    return;
+  }
   const size_t dyn = gemm_dyn_smem(p1) > gemm_dyn_smem(p2) ? gemm_dyn_smem(p1) : gemm_dyn_smem(p2);
   launch_kernel(gemm_pair_kernel<Tag, T, P1, P2>, p1.blocks() + p2.blocks(), TileCfg<T>::kThreads, dyn, st, pdl, p1,
                 p2);
