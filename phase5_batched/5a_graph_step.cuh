@@ -58,9 +58,11 @@ template <class T>
 struct GatherView {
   using Elem = T;
   static constexpr bool kContig = true;  // (row, pixel): pixels contiguous
+  static constexpr bool kByteRows = true;  // step 5 of the GEMM ladder stages its tiles as bytes
   const uint8_t* data = nullptr;         // images, 784 bytes each
   int ld = 784;
   RowMap rows;
+  __device__ __forceinline__ const uint8_t* row_bytes(int r) const { return data + static_cast<size_t>(rows.image(r)) * ld; }
 
   template <int V>
   __device__ __forceinline__ void load(int r, int c, int nrows, int ncols, T (&v)[V]) const {

@@ -25,33 +25,116 @@ namespace mlp {
 
 constexpr int kXBM = 64, kXBN = kBN, kXBK = 32;  // block tile (kXBN = the epilogues' kBN), k-tile
 constexpr int kXThreads = 256;                   // 8 warps, 2 (m) x 4 (n), each a 32 x 16 warp tile
-constexpr int kXLdK = kXBK + 4;                  // [row][k] operand layout: 36 floats a row
-constexpr int kXLdR = kXBM + 8;                  // [k][row] operand layout: 72 floats a row
-constexpr int kXOpElems = kXBM * kXLdK;          // one operand stage, either layout
-static_assert(kXBM == kXBN && kXBM * kXLdK == kXBK * kXLdR, "one stage size serves both layouts");
+constexpr int kXStages = 3;                      // k-tiles in flight (cp.async)
+static_assert(kXBM == kXBN, "A's and B's tiles are both 64 x 32: one staging code for either");
 static_assert(kXThreads == TileCfg<float>::kThreads, "the fp32 epilogues assume 256 threads");
-// Bank check of the fragment reads: a warp reads element (g, t) for g = lane / 4, t = lane % 4;
-// at g * 36 + t (banks 4g + t) or t * 72 + g (banks 8t + g): 32 different banks either way.
 
-struct alignas(128) X3Smem {
-  union {
-    struct {
-      float a[2][kXOpElems];
-      float b[2][kXOpElems];
-    } stage;
-    float c[kXBM / kBM][kBM * kLdc];  // the result as two 32 x 64 sub-tiles, as the epilogues read them
-  };
+// ------------------------------------------------------------------ staging an operand tile
+// Each operand's k-tile goes global -> shared memory by cp.async, kXStages deep, in the element
+// type and the layout it has in memory: a view's (r, c) element lies along its contiguous axis,
+// so a tile is stored [outer][inner] with 4-element chunks along the inner axis. fp32 matrices
+// move 16-byte chunks; phase 5's gathered images (GatherView) move their bytes, 4-byte chunks, and
+// become fp32 (byte / 255, the view's own arithmetic) only when a fragment is read. A tile is
+// 64 (the 64-wide axis: m of A, n of B) by 32 (k). Row strides keep the fragment reads free of
+// bank conflicts: a warp reads elements (g, t), g = lane / 4, t = lane % 4, along the two axes;
+// fp32 at g * 36 + t (banks 4g + t) or t * 72 + g (banks 8t + g); bytes in 36- or 80-byte rows.
+// A view of bytes that stand for byte / 255 (phase 5's gathered images, GatherView) declares
+// kByteRows = true, row_bytes(r) (the bytes of its row r, contiguous) and ld; its tiles are staged
+// as bytes. Every other fp32 view is a MatView<float, C>.
+template <class V, class = void>
+struct ByteRows : std::false_type {};
+template <class V>
+struct ByteRows<V, std::void_t<decltype(V::kByteRows)>> : std::integral_constant<bool, V::kByteRows> {};
+
+template <class V, bool kBytes = ByteRows<V>::value>
+struct X3Tile {  // fp32 elements
+  using Elem = float;
+  static constexpr int kLd36 = 36, kLd72 = 72;  // strides for a 32- and a 64-long inner axis
+  __device__ static float get(const float* s, int outer, int inner, int ld) { return s[outer * ld + inner]; }
 };
-
-// A stores its tile the way its memory runs: k-contiguous A as As[m][k], m-contiguous A as As[k][m];
-// B alike (n-contiguous Bs[k][n], k-contiguous Bs[n][k]). The stores are then whole float4 chunks.
-template <bool kContig>
-__device__ __forceinline__ float x3_a(const float* as, int m, int k) {
-  return kContig ? as[m * kXLdK + k] : as[k * kXLdR + m];
+template <class V>
+struct X3Tile<V, true> {  // bytes
+  using Elem = uint8_t;
+  static constexpr int kLd36 = 36, kLd72 = 80;
+  __device__ static float get(const uint8_t* s, int outer, int inner, int ld) {
+    return static_cast<float>(s[outer * ld + inner]) / 255.0f;
+  }
+};
+template <class V>
+constexpr int x3_tile_bytes() {  // either orientation of a 64 x 32 tile, padded
+  using S = X3Tile<V>;
+  constexpr int a = 64 * S::kLd36, b = 32 * S::kLd72;
+  return static_cast<int>(sizeof(typename S::Elem)) * (a > b ? a : b);
 }
-template <bool kContig>
-__device__ __forceinline__ float x3_b(const float* bs, int k, int n) {
-  return kContig ? bs[k * kXLdR + n] : bs[n * kXLdK + k];
+__host__ __device__ constexpr int x3_round128(int b) { return (b + 127) / 128 * 128; }
+
+// Issues this thread's two chunks of the tile whose logical rows are [r0, r0 + R) and columns
+// [c0, c0 + C) of view v (bounds rows x cols), into dst. Whole chunks inside the matrix go by
+// cp.async (a chunk cut by the edge copies its valid part and zero-fills the rest); chunks a
+// vector access cannot take (unaligned views) go through the view's own load.
+template <int R, int C, class V>
+__device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, int cols, void* dst) {
+  using S = X3Tile<V>;
+  using E = typename S::Elem;
+  constexpr bool kC = V::kContig;
+  constexpr int kOuter = kC ? R : C, kInner = kC ? C : R;
+  constexpr int kLd = kInner == 32 ? S::kLd36 : S::kLd72;
+  static_assert(kOuter * kInner / 4 == 2 * kXThreads, "two 4-element chunks a thread");
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int ch = threadIdx.x + i * kXThreads;
+    const int o = ch / (kInner / 4), in = (ch % (kInner / 4)) * 4;
+    const int r = kC ? r0 + o : r0 + in, c = kC ? c0 + in : c0 + o;  // the chunk's first element
+    const int outer = kC ? r : c, inner = kC ? c : r;
+    const int outer_lim = kC ? rows : cols, inner_lim = kC ? cols : rows;
+    E* d = static_cast<E*>(dst) + o * kLd + in;
+    const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(d));
+    const int valid = outer < outer_lim ? max(0, min(4, inner_lim - inner)) : 0;
+    const E* src = nullptr;
+    bool vec = false;
+    if constexpr (std::is_same<E, float>::value) {
+      vec = v.vec_ok;
+      src = v.p + (valid > 0 ? static_cast<size_t>(outer) * v.ld + inner : 0);
+    } else {
+      src = valid > 0 ? v.row_bytes(outer) + inner : v.row_bytes(0);  // (nothing read when valid == 0)
+      vec = v.ld % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 4 == 0;
+    }
+    if (vec) {
+      constexpr int kBytes = 4 * sizeof(E);
+      const int src_bytes = valid * static_cast<int>(sizeof(E));
+      if constexpr (kBytes == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src), "r"(src_bytes));
+      else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(saddr), "l"(src), "r"(src_bytes));
+    } else {
+      float e[4];
+      v.template load<4>(r, c, rows, cols, e);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if constexpr (std::is_same<E, float>::value) d[j] = e[j];
+        else d[j] = static_cast<E>(__float2int_rn(e[j] * 255.0f));  // the byte back (exact)
+      }
+    }
+  }
+}
+__device__ __forceinline__ void x3_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void x3_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Element (m, k) of A's staged tile and (k, n) of B's, tile-relative.
+template <class AV>
+__device__ __forceinline__ float x3_a(const void* s, int m, int k) {
+  using S = X3Tile<AV>;
+  const auto* t = static_cast<const typename S::Elem*>(s);
+  return AV::kContig ? S::get(t, m, k, S::kLd36) : S::get(t, k, m, S::kLd72);
+}
+template <class BV>
+__device__ __forceinline__ float x3_b(const void* s, int k, int n) {
+  using S = X3Tile<BV>;
+  const auto* t = static_cast<const typename S::Elem*>(s);
+  return BV::kContig ? S::get(t, k, n, S::kLd72) : S::get(t, n, k, S::kLd36);
 }
 
 // x = hi + lo with both parts TF32 (round to nearest, ties away: cvt.rna). x - hi is exact in fp32.
@@ -72,6 +155,10 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 // The accumulators of one warp tile: 2 (m16) x 2 (n8) mma tiles. kTerms = 3 is the rung; kTerms = 1
 // (hi·hi only: plain TF32) exists so that the tests can show a one-term product fails the fp32
 // tolerance they hold the rung to.
+// Two levels of accumulation: the tensor cores add into a k-tile's own accumulators (32 values of
+// k: 12 MMAs), which are then added to the running sums in ordinary fp32 (round to nearest). The
+// tensor cores' own additions do not round to nearest: accumulating a whole K = 8,191 in them came
+// out 5.1 times over the fp32 tolerance (error growing with K: a bias), the two levels within it.
 template <int kTerms = 3>
 struct AccumX3 {
   float d[2][2][4];
@@ -86,84 +173,78 @@ struct AccumX3 {
   // Warp w owns rows 32 (w / 4) .. +31 and columns 16 (w % 4) .. +15 of the block tile. Fragment
   // ownership (PTX ISA, mma.m16n8k8 .tf32): lane = 4g + t holds A (g, t), (g+8, t), (g, t+4),
   // (g+8, t+4); B (t, g), (t+4, g); C (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
-  template <bool kAContig, bool kBContig>
-  __device__ __forceinline__ void mma(const float* as, const float* bs) {
+  template <class AV, class BV>
+  __device__ __forceinline__ void mma(const void* as, const void* bs) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
+    float part[2][2][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[i][j][e] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < kXBK; kk += 8) {
       uint32_t bh[2][2], bl[2][2];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int n = wn + j * 8 + g;
-        split_tf32(x3_b<kBContig>(bs, kk + t, n), bh[j][0], bl[j][0]);
-        split_tf32(x3_b<kBContig>(bs, kk + t + 4, n), bh[j][1], bl[j][1]);
+        split_tf32(x3_b<BV>(bs, kk + t, n), bh[j][0], bl[j][0]);
+        split_tf32(x3_b<BV>(bs, kk + t + 4, n), bh[j][1], bl[j][1]);
       }
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int m = wm + i * 16 + g;
         uint32_t ah[4], al[4];
-        split_tf32(x3_a<kAContig>(as, m, kk + t), ah[0], al[0]);
-        split_tf32(x3_a<kAContig>(as, m + 8, kk + t), ah[1], al[1]);
-        split_tf32(x3_a<kAContig>(as, m, kk + t + 4), ah[2], al[2]);
-        split_tf32(x3_a<kAContig>(as, m + 8, kk + t + 4), ah[3], al[3]);
+        split_tf32(x3_a<AV>(as, m, kk + t), ah[0], al[0]);
+        split_tf32(x3_a<AV>(as, m + 8, kk + t), ah[1], al[1]);
+        split_tf32(x3_a<AV>(as, m, kk + t + 4), ah[2], al[2]);
+        split_tf32(x3_a<AV>(as, m + 8, kk + t + 4), ah[3], al[3]);
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           if (kTerms == 3) {  // the small terms first
-            mma_tf32(d[i][j], al, bh[j]);
-            mma_tf32(d[i][j], ah, bl[j]);
+            mma_tf32(part[i][j], al, bh[j]);
+            mma_tf32(part[i][j], ah, bl[j]);
           }
-          mma_tf32(d[i][j], ah, bh[j]);
+          mma_tf32(part[i][j], ah, bh[j]);
         }
       }
     }
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) d[i][j][e] += part[i][j][e];
   }
-  // Into the two 32 x 64 sub-tiles: warp rows 32 (w / 4) .. are exactly sub-tile w / 4.
-  __device__ __forceinline__ void store(X3Smem& sm) const {
+  // Into the two 32 x 64 sub-tiles at c (each kBM * kLdc floats): warp rows 32 (w / 4) .. are
+  // exactly sub-tile w / 4.
+  __device__ __forceinline__ void store(float* c) const {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    float* c = sm.c[warp / 4];
+    float* sub = c + (warp / 4) * (kBM * kLdc);
     const int wn = (warp % 4) * 16;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int r = i * 16 + g, col = wn + j * 8 + 2 * t;
-        *reinterpret_cast<float2*>(&c[r * kLdc + col]) = make_float2(d[i][j][0], d[i][j][1]);
-        *reinterpret_cast<float2*>(&c[(r + 8) * kLdc + col]) = make_float2(d[i][j][2], d[i][j][3]);
+        *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(d[i][j][0], d[i][j][1]);
+        *reinterpret_cast<float2*>(&sub[(r + 8) * kLdc + col]) = make_float2(d[i][j][2], d[i][j][3]);
       }
   }
 };
 
-// One k-tile of A (64 x 32) and B (32 x 64) in registers: two float4 chunks of each a thread.
-struct X3Regs {
-  float a[2][4];
-  float b[2][4];
+// Dynamic shared memory of a problem: kXStages stages of A's and B's tiles, which the result's two
+// 32 x 64 sub-tiles overlay once the loop is done.
+template <class P>
+struct X3Layout {
+  static constexpr int kA = x3_round128(x3_tile_bytes<typename P::AView>());
+  static constexpr int kB = x3_round128(x3_tile_bytes<typename P::BView>());
+  static constexpr int kStage = kA + kB;
+  static constexpr int kResult = 2 * kBM * kLdc * static_cast<int>(sizeof(float));
+  static constexpr int kBytes = kXStages * kStage > kResult ? kXStages * kStage : kResult;
 };
-
-template <class P>
-__device__ __forceinline__ void x3_load(const P& p, int m0, int n0, int k0, int kend, X3Regs& rg) {
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int c = threadIdx.x + i * kXThreads;
-    if (P::AView::kContig) p.a.template load<4>(m0 + c / 8, k0 + (c % 8) * 4, p.M, kend, rg.a[i]);
-    else p.a.template load<4>(m0 + (c % 16) * 4, k0 + c / 16, p.M, kend, rg.a[i]);
-    if (P::BView::kContig) p.b.template load<4>(k0 + c / 16, n0 + (c % 16) * 4, kend, p.N, rg.b[i]);
-    else p.b.template load<4>(k0 + (c % 8) * 4, n0 + c / 8, kend, p.N, rg.b[i]);
-  }
-}
-template <class P>
-__device__ __forceinline__ void x3_store(float* as, float* bs, const X3Regs& rg) {
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int c = threadIdx.x + i * kXThreads;
-    const float4 va = make_float4(rg.a[i][0], rg.a[i][1], rg.a[i][2], rg.a[i][3]);
-    const float4 vb = make_float4(rg.b[i][0], rg.b[i][1], rg.b[i][2], rg.b[i][3]);
-    if (P::AView::kContig) *reinterpret_cast<float4*>(&as[(c / 8) * kXLdK + (c % 8) * 4]) = va;
-    else *reinterpret_cast<float4*>(&as[(c / 16) * kXLdR + (c % 16) * 4]) = va;
-    if (P::BView::kContig) *reinterpret_cast<float4*>(&bs[(c / 16) * kXLdR + (c % 16) * 4]) = vb;
-    else *reinterpret_cast<float4*>(&bs[(c / 8) * kXLdK + (c % 8) * 4]) = vb;
-  }
-}
 
 // Output tiles of 64 x 64 (the split-K slots and counters stay those of the 32 x 64 tiles).
 template <class P>
@@ -171,37 +252,52 @@ __host__ __device__ inline int x3_tiles(const P& p) {
   return ((p.M + kXBM - 1) / kXBM) * p.tiles_n();
 }
 
-// One (64 x 64 tile, split): the register-staged loop of step 1 at this tile size, then per 32-row
-// sub-tile the fix-up and the epilogue.
+// One (64 x 64 tile, split): the cp.async pipeline, then per 32-row sub-tile the fix-up and the
+// epilogue.
 template <class Tag, class P, int kTerms>
 __global__ void __launch_bounds__(kXThreads, 2) gemm_tf32x3_kernel(P p) {
   extern __shared__ __align__(128) unsigned char gemm_dyn[];
-  X3Smem& sm = *reinterpret_cast<X3Smem*>(gemm_dyn);
+  using AV = typename P::AView;
+  using BV = typename P::BView;
+  using Lay = X3Layout<P>;
   const int xt = x3_tiles(p);
   const int split = blockIdx.x / xt, tile = blockIdx.x % xt;
   const int bn = tile % p.tiles_n(), bm = tile / p.tiles_n();
   const int m0 = bm * kXBM, n0 = bn * kXBN;
   const int kbeg = split * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
-  const int ntiles = kend > kbeg ? (kend - kbeg + kXBK - 1) / kXBK : 0;
+  const int nst = kend > kbeg ? (kend - kbeg + kXBK - 1) / kXBK : 0;
+  auto a_stage = [&](int s) { return gemm_dyn + s * Lay::kStage; };
+  auto b_stage = [&](int s) { return gemm_dyn + s * Lay::kStage + Lay::kA; };
 
   AccumX3<kTerms> acc;
-  X3Regs rg;
+  // B's first stages go out before the PDL wait (phase 5 never has the kernel just before write a
+  // B operand: weights, images, or activations of the forward pass), A's after it.
+#pragma unroll
+  for (int s = 0; s < kXStages - 1; ++s)
+    if (s < nst) x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
   pdl_wait();
   pdl_launch_dependents();
-  if (ntiles > 0) x3_load(p, m0, n0, kbeg, kend, rg);
-  p.epi.prefetch(m0, n0, p.M, p.N);  // sub-tile 0's; under the first loads
-  if (ntiles > 0) {
-    x3_store<P>(sm.stage.a[0], sm.stage.b[0], rg);
-    __syncthreads();
+#pragma unroll
+  for (int s = 0; s < kXStages - 1; ++s) {
+    if (s < nst) x3_issue<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(s));
+    x3_commit();
   }
-  for (int t = 0; t < ntiles; ++t) {
-    const int cur = t & 1;
-    if (t + 1 < ntiles) x3_load(p, m0, n0, kbeg + (t + 1) * kXBK, kend, rg);
-    acc.template mma<P::AView::kContig, P::BView::kContig>(sm.stage.a[cur], sm.stage.b[cur]);
-    if (t + 1 < ntiles) x3_store<P>(sm.stage.a[cur ^ 1], sm.stage.b[cur ^ 1], rg);
-    __syncthreads();
+  p.epi.prefetch(m0, n0, p.M, p.N);  // sub-tile 0's; under the first stages' latency
+  for (int t = 0; t < nst; ++t) {
+    x3_wait<kXStages - 2>();  // stage t has landed (this thread's copies) ...
+    __syncthreads();          // ... and everyone's; every warp is done with stage t - 1
+    const int nx = t + kXStages - 1;
+    if (nx < nst) {
+      x3_issue<kXBM, kXBK>(p.a, m0, kbeg + nx * kXBK, p.M, kend, a_stage(nx % kXStages));
+      x3_issue<kXBK, kXBN>(p.b, kbeg + nx * kXBK, n0, kend, p.N, b_stage(nx % kXStages));
+    }
+    x3_commit();
+    acc.template mma<AV, BV>(a_stage(t % kXStages), b_stage(t % kXStages));
   }
-  acc.store(sm);
+  x3_wait<0>();
+  __syncthreads();
+  float* cs = reinterpret_cast<float*>(gemm_dyn);
+  acc.store(cs);
   __syncthreads();
 
   using Epi = typename std::decay<decltype(p.epi)>::type;
@@ -209,29 +305,32 @@ __global__ void __launch_bounds__(kXThreads, 2) gemm_tf32x3_kernel(P p) {
   for (int s = 0; s < kXBM / kBM; ++s) {
     const int ms = m0 + s * kBM;
     if (ms >= p.M) break;  // the same for every block of this tile row: fix-ups stay matched
+    float* sub = cs + s * (kBM * kLdc);
     if (s > 0) {
       __syncthreads();  // the previous sub-tile's epilogue is done with the per-block scratch
       p.epi.prefetch(ms, n0, p.M, p.N);
       __syncthreads();
     }
     if (p.splits > 1 &&
-        !splitk_fixup<kXThreads, VecFixup<Epi>::value>(sm.c[s], p.ws, p.counters, (ms / kBM) * p.tiles_n() + bn, split,
+        !splitk_fixup<kXThreads, VecFixup<Epi>::value>(sub, p.ws, p.counters, (ms / kBM) * p.tiles_n() + bn, split,
                                                        p.splits))
       continue;
-    p.epi(sm.c[s], ms, n0, p.M, p.N);
+    p.epi(sub, ms, n0, p.M, p.N);
   }
 }
 
-// Picks the split count for this rung: about two blocks an SM (2 fit: 36 KB of shared memory and at
-// most 128 registers a thread), at least four k-tiles a slice, at most 16 slices.
+// Picks the split count for this rung: two blocks fit an SM (shared memory, at most 128 registers a
+// thread); a product with fewer tiles than SMs is cut into slices of at least four k-tiles (at most
+// 16) until its blocks fill about two per SM. (At batch 8,192 the first layer's forward has 256
+// tiles: one wave as it is.)
 template <class P>
 inline void plan_tf32x3(P& p, int sm_count) {
   p.rung = GemmRung::TF32x3;
   const int ktiles = (p.K + kXBK - 1) / kXBK;
-  const int tiles = x3_tiles(p), want = 2 * sm_count;
+  const int tiles = x3_tiles(p);
   int s = 1;
-  if (tiles < want && ktiles >= 8) {
-    s = (want + tiles - 1) / tiles;
+  if (tiles < sm_count && ktiles >= 8) {
+    s = (2 * sm_count + tiles - 1) / tiles;
     s = s < 16 ? s : 16;
     s = s < ktiles / 4 ? s : ktiles / 4;
   }
@@ -242,7 +341,13 @@ inline void plan_tf32x3(P& p, int sm_count) {
 
 template <class Tag, class P, int kTerms>
 inline void launch_tf32x3(const P& p, cudaStream_t st, bool pdl) {
-  launch_kernel(gemm_tf32x3_kernel<Tag, P, kTerms>, x3_tiles(p) * p.splits, kXThreads, sizeof(X3Smem), st, pdl, p);
+  constexpr int kSmem = X3Layout<P>::kBytes;
+  static bool attr_set = false;  // per instance: above 48 KB a kernel must ask for its shared memory
+  if (!attr_set) {
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_tf32x3_kernel<Tag, P, kTerms>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    attr_set = true;
+  }
+  launch_kernel(gemm_tf32x3_kernel<Tag, P, kTerms>, x3_tiles(p) * p.splits, kXThreads, kSmem, st, pdl, p);
 }
 
 }  // namespace mlp
