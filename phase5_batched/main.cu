@@ -437,8 +437,8 @@ int run(int argc, char** argv) {
   std::string fp32_gemm = "auto";
   cli.add_string("--fp32-gemm", &fp32_gemm,
                  "own graph path, fp32: which GEMM rung computes each product: 3xTF32 tensor-core tiles (step 5 of the "
-                 "ladder, fp32-accurate) for products of at least 64 rows and 2^25 multiply-adds and the 32 x 64 SIMT "
-                 "tile below (auto), or one rung for every product",
+                 "ladder, fp32-accurate) for products of at least 64 rows, 2^25 multiply-adds and 16 tiles of 64 x 64, "
+                 "the 32 x 64 SIMT tile for the others (auto); or one rung for every product",
                  {"auto", "tile", "tf32x3"});
   cli.add_flag("--gemm-compare", &compare,
                "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");

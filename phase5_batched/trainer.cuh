@@ -80,13 +80,18 @@ inline Fp32Gemm parse_fp32_gemm(const std::string& s) {
 inline const char* fp32_gemm_name(Fp32Gemm g) {
   return g == Fp32Gemm::Tile ? "tile" : g == Fp32Gemm::TF32x3 ? "tf32x3" : "auto";
 }
-// auto's rule: 3xTF32 from kX3MinRows output rows and kX3MinMacs multiply-adds up (below that the
-// 32 x 64 tile's smaller blocks fill more SMs and its launch is as short).
+// auto's rule: 3xTF32 for products of at least kX3MinRows output rows, kX3MinMacs multiply-adds
+// and kX3MinTiles of its 64 x 64 tiles; the 32 x 64 SIMT tile elsewhere. (Measured with the GEMM
+// benchmark, scripts/bench_gemm.sh: below that the SIMT tile's smaller blocks fill more SMs, and a
+// product with few 64 x 64 tiles, like W1's 64 x 128 weight gradient, needs 16 K slices to fill
+// the GPU and their fix-up costs more than the tensor cores save.)
 constexpr int kX3MinRows = 64;
 constexpr double kX3MinMacs = 32.0 * 1024 * 1024;
+constexpr int kX3MinTiles = 16;
 inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
   if (choice != Fp32Gemm::Auto) return choice == Fp32Gemm::TF32x3;
-  return M >= kX3MinRows && static_cast<double>(M) * N * K >= kX3MinMacs;
+  const int tiles = ((M + kXBM - 1) / kXBM) * ((N + kXBN - 1) / kXBN);
+  return M >= kX3MinRows && static_cast<double>(M) * N * K >= kX3MinMacs && tiles >= kX3MinTiles;
 }
 
 template <class T>

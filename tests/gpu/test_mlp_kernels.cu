@@ -191,8 +191,22 @@ TEST_CASE("mlp: fp32 SIMT GEMM, all three layouts, awkward shapes, split-K") {
 // TF32, about 2^-12 per operand) must fail the same bound.
 double tf32x3_tol(int K) { return 2 * std::ldexp(1.0, -24) * std::sqrt(static_cast<double>(K)) + 8 * std::ldexp(1.0, -24); }
 
+__global__ void byte_quotients_kernel(float* div, float* fast) {
+  const unsigned b = threadIdx.x;
+  div[b] = static_cast<float>(b) / 255.0f;
+  fast[b] = byte_over_255(b);
+}
+
 TEST_CASE("mlp: 3xTF32 tensor-core GEMM (step 5) within the fp32 tolerance, awkward shapes, split-K bit-stable") {
   NB_SKIP_WITHOUT_DEVICE();
+  {  // the gathered images' bytes: step 5's division-free byte / 255 is the division, bit for bit
+    Dev<float> d(256), f(256);
+    byte_quotients_kernel<<<1, 256>>>(d.p, f.p);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const auto dv = d.get(), fv = f.get();
+    REQUIRE(std::memcmp(dv.data(), fv.data(), 256 * sizeof(float)) == 0);
+  }
   struct Shape { int M, N, K; };
   const Shape shapes[] = {{1, 10, 1}, {33, 100, 10}, {65, 300, 1}, {100, 10, 300}, {129, 100, 1000},
                           {257, 300, 100}, {100, 130, 8191}, {300, 784, 129}};
