@@ -152,7 +152,8 @@ def linestyle(key):
 # figures of time take the default run; figures of kernels (breakdown, efficiency) take a run
 # without programmatic dependent launch where there is one, because under PDL a kernel starts
 # before the one ahead of it has finished and CUPTI's duration then includes that wait.
-ABLATIONS = ("-paired", "-nopdl", "-breakdown")  # --breakdown runs time themselves with clock stamps
+ABLATIONS = ("-paired", "-nopdl", "-breakdown", "-tile")  # --breakdown runs time themselves with clock stamps;
+# -tile: phase 5 with --fp32-gemm tile (the 32 x 64 SIMT tile for every product, no GEMM step 5)
 
 
 def is_ablation(r):

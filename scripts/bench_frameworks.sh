@@ -15,8 +15,9 @@
 #                                                                          tags w1-nodrop-own, w1-nodrop-<impl>
 #   w2      W2 (784-h-h-h-10, SGD, fp16) at h in $W2_HS: phase 5 own (and cluster at 128), PyTorch
 #           compiled-graph, JAX jit-epoch and jit-run.                     tags w2-h<h>-own, -cluster, -<impl>
-#   sweep   the W1 model at batch in $SWEEP_BATCHES (2 epochs): phase 5 own, PyTorch compiled-graph, JAX
-#           jit-run.                                                       tags batch-sweep-b<B>[-<impl>]
+#   sweep   the W1 model at batch in $SWEEP_BATCHES (2 epochs): phase 5 own (its default GEMM plan, and
+#           --fp32-gemm tile: the 32 x 64 SIMT tile for every product), PyTorch compiled-graph, JAX
+#           jit-run.                                        tags batch-sweep-b<B>[-tile|-<impl>]
 #
 # Environment: RECORDS_DIR (default profiles/<device-slug>), DATA (.carry/data/mnist or data/mnist),
 # PYTHON, JOBS (16), STAGES ("linreg w1 match w2 sweep"), W2_HS ("128 8192"), SWEEP_BATCHES
@@ -123,6 +124,7 @@ if has sweep; then
   for b in $SWEEP_BATCHES; do
     run "sweep-$b" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --tag "batch-sweep-b$b" --save-init "$WORK/sw${b}init" --save-order "$WORK/sw${b}order.npy"
     S=("${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --init "$WORK/sw${b}init" --order "$WORK/sw${b}order.npy")
+    run "sweep-$b-tile" build/phase5_batched "${S[@]}" --fp32-gemm tile --tag "batch-sweep-b$b-tile"
     run "sweep-$b-torch" "$PYTHON" baselines/pytorch/mlp.py "${S[@]}" --impl compiled-graph --compile-mode "$TWIN_MODE" --tag "batch-sweep-b$b-{impl}"
     jax "sweep-$b-jax" baselines/jax/mlp.py "${S[@]}" --impl jit-run --validate --tag "batch-sweep-b$b-{impl}"
     pack

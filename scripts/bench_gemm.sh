@@ -1,23 +1,21 @@
 #!/usr/bin/env bash
-# scripts/bench_gemm.sh — the GEMM ladder against cuBLASLt, and what its rungs buy a training step.
+# scripts/bench_gemm.sh — the GEMM ladder against cuBLASLt. (What the rungs buy a training step:
+# scripts/bench_frameworks.sh's sweep runs phase 5's plan and --fp32-gemm tile beside the twins.)
 #
 #   test   the GEMM cases of the GPU tests (every rung against float64 at awkward shapes), plain and
 #          under compute-sanitizer memcheck
 #   gemm   phase 5's GEMM benchmark (--gemm-compare) on the W1 model (784-128-64-10) at every batch in
 #          $BATCHES, fp32 and fp16: every product of a step, each own rung and cuBLASLt, checked
 #          against float64 and timed.                                      tags gemm-b<B>[-fp16]
-#   step   phase 5 (W1, Adam, dropout 0.2, 2 epochs, --validate) at every batch in $BATCHES with
-#          --fp32-gemm tile (the 32 x 64 SIMT tile for every product) and auto (3xTF32 where the plan
-#          puts it), and fp16.                       tags rungs-b<B>-tile, rungs-b<B>-auto, rungs-b<B>-fp16
 #
-# Environment: STAGES ("test gemm step"), BATCHES ("32 64 128 256 512 1024 2048 4096 8192"),
+# Environment: STAGES ("test gemm"), BATCHES ("32 64 128 256 512 1024 2048 4096 8192"),
 # RECORDS_DIR (default profiles/<device-slug>), DATA (.carry/data/mnist or data/mnist), JOBS (16),
 # PACK (a .tgz of the records and logs, rewritten after every stage). Exit status: 0 when every run
 # succeeded (and validated); 1 otherwise; 3 without a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 if [ -z "${DEPS_PREFIX:-}" ] && [ -d .carry/deps ]; then export DEPS_PREFIX=.carry/deps; fi
-STAGES="${STAGES:-test gemm step}"
+STAGES="${STAGES:-test gemm}"
 BATCHES="${BATCHES:-32 64 128 256 512 1024 2048 4096 8192}"
 JOBS="${JOBS:-16}"
 if [ -z "${DATA:-}" ]; then
@@ -75,16 +73,6 @@ if has gemm; then
   pack
 fi
 
-if has step; then
-  note "stage step (batches $BATCHES)"
-  for b in $BATCHES; do
-    S=("${O[@]}" --data "$DATA" --batch "$b" --epochs 2 --repeats 3 --validate --workload mlp_batch_sweep)
-    run "step-b$b-tile" build/phase5_batched "${S[@]}" --fp32-gemm tile --tag "rungs-b$b-tile"
-    run "step-b$b-auto" build/phase5_batched "${S[@]}" --fp32-gemm auto --tag "rungs-b$b-auto"
-    run "step-b$b-fp16" build/phase5_batched "${S[@]}" --precision fp16 --tag "rungs-b$b-fp16"
-  done
-  pack
-fi
 pack
 note "done: $FAILS failure(s)"
 [ "$FAILS" -eq 0 ]

@@ -273,14 +273,22 @@ def summaries(kernels, copies):
 def account_from_trace(trace, unit, units, unit_ms=None, host_ms=None, profiled_ms=None, source=""):
     """The record's `account` (the PyTorch twins' keys) from a jax.profiler trace of a run of
     `units` steps or epochs: kernel executions and time by class (nbc.summary_account's rules),
-    device busy time (the union of kernel and copy intervals), the idle gap against the timed median
-    unit_ms, and the host's API calls that launch work."""
+    device busy time (the union of kernel and copy intervals, given the timed unit's share when the
+    profiler stretched the run: see below), the idle gap against the timed median unit_ms, and the
+    host's API calls that launch work."""
     kernels, copies, host = device_work(trace)
     ks, ms = summaries(kernels, copies)
     acc = nbc.summary_account(ks, ms, units)
     if acc is None:
         return None, ks, ms
-    busy = nbc.union_length([(ev["ts"], ev["ts"] + ev["dur"]) for ev in kernels + copies]) / 1e3 / units
+    busy_profiled = nbc.union_length([(ev["ts"], ev["ts"] + ev["dur"]) for ev in kernels + copies]) / 1e3 / units
+    # The profiler stretches the run it watches (each kernel is traced; W1's 20-odd small kernels a
+    # step took 81 us of device time a step under it against a 42 us timed step), so the profiled
+    # run's busy time is not the timed run's. The account gives the timed unit the profiled run's
+    # busy share: busy = busy_profiled x unit_ms / profiled_ms (raw value and stretch kept beside it).
+    per_unit_profiled = None if profiled_ms is None else profiled_ms / units
+    stretch = (per_unit_profiled / unit_ms) if (per_unit_profiled and unit_ms) else None
+    busy = busy_profiled / stretch if (stretch and stretch > 1.0) else busy_profiled
     launch_calls = sum(1 for ev in host if str(ev.get("name", "")).startswith(nbc.LAUNCH_CALL_PREFIXES))
     host_api = [(ev["ts"], ev["ts"] + ev["dur"]) for ev in host
                 if str(ev.get("name", "")).startswith(("cu", "cuda")) and "synchronize" not in str(ev.get("name")).lower()]
@@ -295,6 +303,8 @@ def account_from_trace(trace, unit, units, unit_ms=None, host_ms=None, profiled_
         "launch_calls_per_unit": launch_calls / units,
         **{k: v for k, v in acc.items() if k != "skipped_ms_per_unit"},
         "busy_ms_per_unit": busy,
+        "busy_ms_per_unit_profiled": busy_profiled,
+        "profiler_stretch": nbc.finite_or_null(stretch) if stretch is not None else None,
         "idle_ms_per_unit": None if unit_ms is None else nbc.finite_or_null(unit_ms - busy),
     }
     return out, ks, ms

@@ -127,6 +127,31 @@ def test_trace_parser_counts_stream_lines_once(tmp_path):
     assert acc2 == acc
 
 
+def test_account_gives_the_timed_unit_the_profiled_busy_share():
+    # profiled run 0.008 ms a step against a timed 0.004: stretched 2x, so busy is halved (the same
+    # share of the timed step) and never exceeds it; the raw value stays beside it
+    acc, _, _ = jaxtwin.account_from_trace(synthetic_trace(), "step", 2, unit_ms=0.004, profiled_ms=0.016)
+    assert acc["profiler_stretch"] == pytest.approx(2.0)
+    assert acc["busy_ms_per_unit_profiled"] == pytest.approx(0.0055)
+    assert acc["busy_ms_per_unit"] == pytest.approx(0.00275)
+    assert acc["idle_ms_per_unit"] == pytest.approx(0.004 - 0.00275)
+    # a profiled run no slower than the timed one keeps the measured busy time
+    acc, _, _ = jaxtwin.account_from_trace(synthetic_trace(), "step", 2, unit_ms=0.010, profiled_ms=0.016)
+    assert acc["busy_ms_per_unit"] == pytest.approx(0.0055)
+
+
+def test_params_auto_picks_by_parameter_count():
+    args = jmlp.parser().parse_args(["--layers", "784,128,64,10"])
+    assert args.params == "auto"
+    note = jmlp.resolve_params(args)
+    assert args.params == "flat" and "flat" in note[0]
+    args = jmlp.parser().parse_args(["--layers", "784,8192,8192,8192,10"])
+    jmlp.resolve_params(args)
+    assert args.params == "tree"
+    args = jmlp.parser().parse_args(["--layers", "784,8192,8192,8192,10", "--params", "flat"])
+    assert jmlp.resolve_params(args) == [] and args.params == "flat"
+
+
 # ----------------------------------------------------------------------------- with JAX (CPU)
 @pytest.fixture(scope="module")
 def jax_cpu():
