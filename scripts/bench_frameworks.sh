@@ -124,7 +124,7 @@ if has sweep; then
   for b in $SWEEP_BATCHES; do
     run "sweep-$b" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --tag "batch-sweep-b$b" --save-init "$WORK/sw${b}init" --save-order "$WORK/sw${b}order.npy"
     S=("${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --init "$WORK/sw${b}init" --order "$WORK/sw${b}order.npy")
-    run "sweep-$b-tile" build/phase5_batched "${S[@]}" --fp32-gemm tile --tag "batch-sweep-b$b-tile"
+    run "sweep-$b-tile" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --fp32-gemm tile --tag "batch-sweep-b$b-tile"
     run "sweep-$b-torch" "$PYTHON" baselines/pytorch/mlp.py "${S[@]}" --impl compiled-graph --compile-mode "$TWIN_MODE" --tag "batch-sweep-b$b-{impl}"
     jax "sweep-$b-jax" baselines/jax/mlp.py "${S[@]}" --impl jit-run --validate --tag "batch-sweep-b$b-{impl}"
     pack
