@@ -15,6 +15,11 @@
 //   --launch cluster (5d)     W2 at small widths (fp16, SGD, batch <= 32): one 16-block cluster, DSMEM.
 //   --launch cluster32 (5f)   W1's fp32 model in one 16-block cluster, first layer as 3xTF32 MMAs.
 //   --breakdown times a step's parts inside the one-launch kernels.
+//   --fp32-gemm auto|tile|tf32x3  the graph path's fp32 products: where the batch makes them
+//                      arithmetic, step 5 of the GEMM ladder (3xTF32 on tensor cores, fp32-accurate;
+//                      common/mlp/gemm/5_tf32x3.cuh), the 32 x 64 SIMT tile elsewhere. The plan is
+//                      printed at start and kept in the record (metrics.gemm_plan).
+//   --gemm-compare    the GEMM benchmark: every product of a step, each rung and cuBLASLt.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the
@@ -38,6 +43,15 @@
 //   us a step (__w2-h128-cluster.json), 2.60x the fastest PyTorch (compiled-graph, 72.3 us);
 //   h = 8192, own GEMMs (fused backward): 0.584 ms a step (__w2-h8192-own.json), 1.74x the fastest
 //   PyTorch (compiled-graph, 1.015 ms); cuBLASLt path 0.957, paired backward 0.908.
+//
+//   Batch sweep (H200, scripts/bench_frameworks.sh sweep at 726ecdb, logs/frameworks_726ecdb/): the
+//   step leaves latency for arithmetic between batch 1,024 and 8,192. With the GEMM plan (3xTF32 for
+//   the first layer's products) a batch-8,192 step takes 0.357 ms (__batch-sweep-b8192.json),
+//   against PyTorch compiled-graph 0.296 and JAX jit-run 0.260: 0.73x the fastest framework (JAX).
+//   At batch 1,024: 93.1 us against JAX 77.1 (0.83x); at 32: 36.9 us against JAX 39.3 (1.07x).
+//   The GEMM benchmark (__gemm-b8192.json) says why: the first layer's forward and weight gradient
+//   take 60 and 97 us on step 5 (110 and 107 on the SIMT tile), near cuBLASLt fp32 (55, 74 us),
+//   where cuBLASLt TF32 needs 29 and 28: step 5 reaches about a sixth of the tensor cores' rate.
 //
 // History — the H200 W1 runs, the latency trims, how the persistent, pipelined and cluster kernels
 //   got where they are, what was dropped: report/phase_notes/phase5_batched.md.
