@@ -1,60 +1,38 @@
 // phase5_batched — the same MLP as phase 4, with the whole data path batched onto the GPU.
 //
 // WHAT THIS CHAPTER ADDS OVER phase4_mlp (26 host-launched kernels a step, host gather, loss read
-// back every step): the data set on the GPU as bytes, each epoch's order generated on the device
-// (phase 4's Feistel order for the same seed), the batch gathered in the first GEMM's loader; fused
-// epilogues (bias+ReLU+dropout, softmax+CE+gradient, the optimizer in the weight-gradient GEMM);
-// W1 6 launches a step, W2 8; each epoch one CUDA graph; losses read once an epoch. Rungs (--help):
-//   default (own GEMM graph step, 5a)  fused epilogues, one graph; --gemm cublas: cuBLASLt, the yardstick;
-//   --backward auto|fused|paired (5b)  fp16 + SGD: one pass over a layer's weights: update + backward;
-//   --pdl on|off       programmatic dependent launch: a kernel starts while the one before ends;
-//   --launch persistent (5c)  W1-shaped (fp32, two hidden layers): an epoch is ONE cooperative
-//                      kernel, parameters in smem, two exchanges of tagged words a step;
-//   --launch pipelined (5e)   5c with fewer dependent phases a step: the W1 update fused with the
-//                      next first layer, the small layers' updates in that pass's idle warps;
-//   --launch cluster (5d)     W2 at small widths (fp16, SGD, batch <= 32): one 16-block cluster, DSMEM.
-//   --launch cluster32 (5f)   W1's fp32 model in one 16-block cluster, first layer as 3xTF32 MMAs.
-//   --breakdown times a step's parts inside the one-launch kernels.
-//   --fp32-gemm auto|tile|tf32x3  the graph path's fp32 products: where the batch makes them
-//                      arithmetic, step 5 of the GEMM ladder (3xTF32 on tensor cores, fp32-accurate;
-//                      common/mlp/gemm/5_tf32x3.cuh), the 32 x 64 SIMT tile elsewhere. The plan is
-//                      printed at start and kept in the record (metrics.gemm_plan).
-//   --gemm-compare    the GEMM benchmark: every product of a step, each rung and cuBLASLt.
+// back every step): the data on the GPU as bytes, each epoch's order generated on the device, the
+// batch gathered in the first GEMM's loader; fused epilogues (bias+ReLU+dropout, softmax+CE+
+// gradient, the optimizer in the weight-gradient GEMM); each epoch one CUDA graph. Rungs (--help):
+//   default (5a) own GEMMs, fused epilogues, one graph; --gemm cublas: cuBLASLt, the yardstick;
+//   --backward auto|fused|paired (5b)  fp16 + SGD: one pass over a layer's weights for its backward;
+//   --pdl on|off  programmatic dependent launch: a kernel starts while the one before ends;
+//   --launch persistent (5c) / pipelined (5e)  W1's shape: an epoch in ONE cooperative kernel;
+//   --launch cluster (5d)  W2 at small widths: one 16-block cluster, activations in DSMEM;
+//   --launch cluster32 (5f)  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs;
+//   --fp32-gemm auto|tile|tf32x3  big-batch fp32 products on tensor cores, fp32-accurate (step 5
+//     of the GEMM ladder, common/mlp/gemm/5_tf32x3.cuh); the plan is printed and recorded;
+//   --gemm-compare  the GEMM benchmark (every product of a step, each rung and cuBLASLt).
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the
-//   one-kernel-an-epoch rungs (persistent, pipelined, cluster) then remove.
+//   one-kernel-an-epoch rungs remove; where the batch makes the step arithmetic, the GEMMs' rate.
 //
-// PREDICTION (before measuring, H100). Graph path, W1: ~14.5 MFLOP, ~4 MB of L2 traffic a step,
-//   6 dependent kernels at ~2-4 us: 15-25 us a step. Persistent: two barriers ~1 us each + 2-4 us
-//   of small work: 5-8 us a step, 10-15 ms an epoch. Pipelined (5e_pipelined.cuh): ~7 us a step.
-//   Cluster, h = 128: ~8-10 us a step. W2 h = 8192: 2.0 GB of weight traffic a step, ~0.7 ms.
+// PREDICTION (before measuring, H100). Graph path, W1: ~14.5 MFLOP, 6 dependent kernels at ~2-4 us:
+//   15-25 us a step. Persistent: 5-8 us a step; pipelined ~7 us. Cluster, h = 128: ~8-10 us a
+//   step. W2 h = 8192: 2.0 GB of weight traffic a step, ~0.7 ms. Batch 8,192 (3.9 GFLOP a step):
+//   3xTF32 at half of mma.sync's TF32 rate, ~20 us for each of the first layer's two products.
 //
-// MEASURED. W1 (H100, profiles/nvidia-h100-80gb-hbm3/, scripts/bench_mlp.sh stages w1 ... fashion at
-//   a7140e0, logs/bench_mlp_w1_all_a7140e0.log; tracer off): pipelined 18.76 ms an epoch
-//   (phase5_batched__w1-pipelined.json), 13.9x the fastest PyTorch (compiled-graph, 261.5 ms:
-//   pytorch_mlp__w1-compiled-graph.json); persistent 19.59 ms (13.3x); cluster32 26.44 ms (9.9x:
-//   issue-bound on 16 SMs, 5f's card); graph path 70.3 ms (3.7x). Seeds 1-3, pipelined: 97.51%
-//   mean (the compiled twin 97.49).
-//   --breakdown, pipelined (__w1-pipelined-breakdown.json, us of 9.8 a step): next batch's fetch
-//   and h2's mask 1.24, wait for h1 1.01, second layer 0.82, wait for h2 1.76, last layer +
-//   softmax + dz2 1.79, dz1 0.32, W1 update fused with the next first layer 2.91.
-//   W2 (H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0): h = 128 --launch cluster 27.8
-//   us a step (__w2-h128-cluster.json), 2.60x the fastest PyTorch (compiled-graph, 72.3 us);
-//   h = 8192, own GEMMs (fused backward): 0.584 ms a step (__w2-h8192-own.json), 1.74x the fastest
-//   PyTorch (compiled-graph, 1.015 ms); cuBLASLt path 0.957, paired backward 0.908.
+// MEASURED (H200, profiles/nvidia-h200/; every x against the fastest framework of the same run).
+//   W1 (bench_frameworks.sh at 726ecdb): pipelined 18.61 ms an epoch (__w1-pipelined.json), 4.11x
+//   JAX jit-epoch (76.52 ms). W2 (f48aed3): h = 128 --launch cluster 27.15 us a step, 1.29x JAX
+//   jit-run (35.06); h = 8192 own GEMMs 0.588 ms, 1.77x JAX jit-run (1.038). Batch sweep (726ecdb):
+//   32: 36.9 us a step, 1.07x JAX; 1,024: 93.1 us, 0.83x; 8,192: 0.357 ms (__batch-sweep-b8192),
+//   0.73x JAX jit-run (0.260; PyTorch compiled-graph 0.296). __gemm-b8192.json says why: the first
+//   layer's forward and weight gradient take 60 and 97 us on step 5 (SIMT tile 110, 107; cuBLASLt
+//   fp32 55, 74; cuBLASLt TF32 29, 28): a sixth of the tensor cores' TF32 rate, not ~20 us.
 //
-//   Batch sweep (H200, scripts/bench_frameworks.sh sweep at 726ecdb, logs/frameworks_726ecdb/): the
-//   step leaves latency for arithmetic between batch 1,024 and 8,192. With the GEMM plan (3xTF32 for
-//   the first layer's products) a batch-8,192 step takes 0.357 ms (__batch-sweep-b8192.json),
-//   against PyTorch compiled-graph 0.296 and JAX jit-run 0.260: 0.73x the fastest framework (JAX).
-//   At batch 1,024: 93.1 us against JAX 77.1 (0.83x); at 32: 36.9 us against JAX 39.3 (1.07x).
-//   The GEMM benchmark (__gemm-b8192.json) says why: the first layer's forward and weight gradient
-//   take 60 and 97 us on step 5 (110 and 107 on the SIMT tile), near cuBLASLt fp32 (55, 74 us),
-//   where cuBLASLt TF32 needs 29 and 28: step 5 reaches about a sixth of the tensor cores' rate.
-//
-// History — the H200 W1 runs, the latency trims, how the persistent, pipelined and cluster kernels
-//   got where they are, what was dropped: report/phase_notes/phase5_batched.md.
+// History, the H100 runs, breakdowns and what was dropped: report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

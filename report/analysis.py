@@ -906,6 +906,208 @@ def select_efficiency(records, dup_notes):
             "missing": missing, "records": used + ([peak_rec] if peak_rec else [])}
 
 
+# ------------------------------------------------------------------ figure 13: the GEMM ladder against cuBLASLt
+# Phase 5's GEMM benchmark (--gemm-compare; records tagged gemm-b<B>, fp16 ones gemm-b<B>-fp16) times
+# every product of the W1 step alone, for each rung of the GEMM ladder and for cuBLASLt, and checks
+# each row against a float64 reference. The figure follows the two products of layer 0, which carry
+# most of a big-batch step's multiply-adds, across the batch sizes.
+
+GEMM_BATCHES = [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+GEMM_PRODUCTS = [(0, "forward"), (0, "weight-gradient")]
+GEMM_PRECISIONS = ["fp32", "fp16"]
+GEMM_IMPLS = {"fp32": ["own-tile", "own-tf32x3", "cublaslt-fp32", "cublaslt-tf32"],
+              "fp16": ["own-tile-wmma", "cublaslt-fp16"]}
+GEMM_YARDSTICK = {"fp32": "cublaslt-fp32", "fp16": "cublaslt-fp16"}
+GEMM_NOT_FP32 = ("cublaslt-tf32",)  # faster arithmetic, not fp32 numerics: recorded, never judged
+GEMM_TITLE = {"own-tile": "own-tile (32×64 SIMT tile)", "own-tf32x3": "own-tf32x3 (step 5: 3×TF32 on tensor cores)",
+              "cublaslt-fp32": "cuBLASLt fp32 (the yardstick)", "cublaslt-tf32": "cuBLASLt TF32 (TF32, not fp32 numerics)",
+              "own-tile-wmma": "own-tile-wmma (fp16 WMMA tile)", "cublaslt-fp16": "cuBLASLt fp16 (the yardstick)"}
+GEMM_SHORT = {"cublaslt-fp32": "cuBLASLt fp32", "cublaslt-tf32": "cuBLASLt TF32", "cublaslt-fp16": "cuBLASLt fp16"}
+_GEMM_TAG = re.compile(r"^gemm-b(\d+)(?:-|$)")  # gemm-b8192, gemm-b8192-fp16, ...
+
+
+def gemm_short(impl):
+    return GEMM_SHORT.get(impl, impl)
+
+
+def gemm_rows(r):
+    """The well-formed rows of a record's metrics.gemm_bench (dicts with a layer, product, impl and
+    finite TFLOP/s)."""
+    out = []
+    for row in as_list(dget(r.data, "metrics", "gemm_bench")):
+        if (isinstance(row, dict) and isinstance(row.get("impl"), str) and isinstance(row.get("product"), str)
+                and isinstance(row.get("layer"), int) and not isinstance(row.get("layer"), bool)
+                and num(row.get("tflops")) is not None):
+            out.append(row)
+    return out
+
+
+def gemm_key(r):
+    """(precision, batch) of a GEMM benchmark record (phase 5, tag gemm-b<B>[-...], rows in
+    metrics.gemm_bench), else None. Batch: metrics.batch, else config.batch, else the tag's;
+    precision: config.precision, else fp16 where the tag says -fp16."""
+    m = _GEMM_TAG.match(r.tag)
+    if r.phase != "phase5_batched" or not m or not gemm_rows(r):
+        return None
+    b = r.metric("batch")
+    if b is None:
+        b = r.cfg_num("batch")
+    if b is None:
+        b = int(m.group(1))
+    prec = str(r.config.get("precision") or ("fp16" if "-fp16" in r.tag else "fp32"))
+    return (prec if prec in GEMM_PRECISIONS else "fp32", int(b))
+
+
+def gemm_shape(row, batch):
+    """'B × 128 × 784' (M × N × K, the batch's dimension named B)."""
+    return " × ".join("B" if num(row.get(d)) == batch else f"{int(num(row.get(d)) or 0):,}" for d in ("M", "N", "K"))
+
+
+def select_gemm(records, dup_notes):
+    """Figure 13: per precision (fp32, fp16) and product of GEMM_PRODUCTS, one series per
+    implementation: (batch, TFLOP/s, row, record), the newest record of each (precision, batch).
+    Also every row of the records picked (for the check counts), the roofs the records give (fp32:
+    the nominal SIMT peak from device properties; fp16: the measured tensor-core peak) and what is missing."""
+    cands = [r for r in records if gemm_key(r) is not None]
+    picked = group_pick(cands, gemm_key, lambda k: f"Figure 13 GEMM benchmark {k[0]} batch={k[1]}", dup_notes)
+    panels, missing, used = [], [], []
+    fp32_t, fp32_note = fp32_peak_tflops(records)
+    _, fp16_t, peak_rec = peaks_for(records)
+    roofs = {}
+    if fp32_t:
+        roofs["fp32"] = {"tflops": fp32_t, "record": None, "text": f"the roof of own-tile and cuBLASLt fp32, the {fp32_note}",
+                         "label": f"nominal fp32 SIMT peak {fp32_t:.0f} TFLOP/s (device properties, not measured),\n"
+                                  "roof of own-tile and cuBLASLt fp32"}
+    if fp16_t:
+        roofs["fp16"] = {"tflops": fp16_t, "record": peak_rec,
+                         "text": f"the roof of both fp16 rows, the measured fp16 tensor-core peak {fp16_t:.0f} TFLOP/s",
+                         "label": f"measured fp16 tensor-core peak {fp16_t:.0f} TFLOP/s (`ceilings` record),\n"
+                                  "roof of both fp16 rows"}
+    for prec in GEMM_PRECISIONS:
+        recs = {b: r for (p, b), r in picked.items() if p == prec}
+        suffix = "-fp16" if prec == "fp16" else ""
+        if not recs:
+            missing.append(f"{prec}: no `gemm-b<B>{suffix}` records")
+            continue
+        used += [recs[b] for b in sorted(recs)]
+        lack = [b for b in GEMM_BATCHES if b not in recs]
+        if lack:
+            missing.append(f"{prec}: no record at batch " + ", ".join(f"{b:,}" for b in lack))
+        for layer, product in GEMM_PRODUCTS:
+            series = {}
+            for b in sorted(recs):
+                seen = set()
+                for row in gemm_rows(recs[b]):
+                    if row["layer"] == layer and row["product"] == product and row["impl"] not in seen:
+                        seen.add(row["impl"])
+                        series.setdefault(row["impl"], []).append((b, num(row["tflops"]), row, recs[b]))
+            if not series:
+                missing.append(f"{prec} layer {layer} {product}: no rows")
+                continue
+            order = GEMM_IMPLS[prec]
+            impls = sorted(series, key=lambda i: (order.index(i) if i in order else len(order), i))
+            for i in order:
+                have = {p[0] for p in series.get(i, [])}
+                if not have:
+                    missing.append(f"{prec} layer {layer} {product}: no {gemm_short(i)} rows")
+                elif set(recs) - have:
+                    missing.append(f"{prec} layer {layer} {product}: no {gemm_short(i)} row at batch " +
+                                   ", ".join(f"{b:,}" for b in sorted(set(recs) - have)))
+            bmax = max(recs)
+            ref = {p[0]: p[1] for p in series.get(GEMM_YARDSTICK[prec], [])}
+            at = max((b for b in ref if all(b in {p[0] for p in series[i]} for i in impls)), default=None)
+            top = next((p[2] for i in impls for p in series[i] if p[0] == bmax), None)
+            panels.append({"precision": prec, "layer": layer, "product": product,
+                           "shape": gemm_shape(top, bmax) if top else "",
+                           "series": {i: series[i] for i in impls}, "yardstick": GEMM_YARDSTICK[prec],
+                           "ratio_batch": at,
+                           "ratios": {i: dict((p[0], p[1]) for p in series[i])[at] / ref[at] for i in impls}
+                           if at is not None and ref.get(at) else {}})
+    if "fp32" not in roofs and any(p["precision"] == "fp32" for p in panels):
+        missing.append("fp32 SIMT roof: the records' device properties do not give the FP32 lanes per SM")
+    if "fp16" not in roofs and any(p["precision"] == "fp16" for p in panels):
+        missing.append("fp16 tensor-core roof: no `ceilings` record with peaks.fp16_tflops")
+    if any(p["precision"] == "fp32" for p in panels):
+        missing.append("TF32 tensor-core roof: no record measures it (own-tf32x3 and cuBLASLt TF32 have no roof line)")
+    rows = [(gemm_key(r), row, r) for r in used for row in gemm_rows(r)]
+    judged = [(k, row, r) for k, row, r in rows if row.get("passed") in (True, False)]
+    over = [num(row.get("rel_err")) / num(row.get("tol")) for _, row, _ in judged
+            if num(row.get("rel_err")) is not None and num(row.get("tol"))]
+    check = {"records": len(used), "rows": len(rows), "judged": len(judged),
+             "passed": sum(1 for _, row, _ in judged if row.get("passed") is True),
+             "failed": [(k, row, r) for k, row, r in judged if row.get("passed") is False],
+             "worst_over_tol": max(over) if over else None,
+             "records_not_passed": [r for r in used if dget(r.data, "validation", "passed") is not True]}
+    # the unjudged TF32 rows against the fp32 tolerance of the same product (their rows carry none)
+    tol_of = {}
+    for k, row, r in rows:
+        if num(row.get("tol")):
+            tol_of[(r.path, row["layer"], row["product"])] = num(row.get("tol"))
+    tf = [num(row.get("rel_err")) / tol_of[(r.path, row["layer"], row["product"])] for k, row, r in rows
+          if row["impl"] in GEMM_NOT_FP32 and num(row.get("rel_err")) is not None
+          and (r.path, row["layer"], row["product"]) in tol_of]
+    check["tf32_over_tol"] = (min(tf), max(tf)) if tf else None
+    return {"panels": panels, "roofs": roofs, "check": check, "missing": missing,
+            "records": used + ([roofs["fp16"]["record"]] if "fp16" in roofs and roofs["fp16"]["record"] else [])}
+
+
+def gemm_share(d):
+    """(share of multiply-adds, batch, record): the GEMM_PRODUCTS' multiply-adds over those of every
+    product of the fp32 record at the largest batch (one implementation's rows: the yardstick's)."""
+    fp32 = [p for p in d["panels"] if p["precision"] == "fp32"]
+    recs = sorted({(pt[0], pt[3].path): pt for p in fp32 for pt in p["series"].get("cublaslt-fp32", [])}.items())
+    if not recs:
+        return None
+    b, _, _, r = recs[-1][1]
+    mnk = lambda row: (num(row.get("M")) or 0) * (num(row.get("N")) or 0) * (num(row.get("K")) or 0)
+    rows = [row for row in gemm_rows(r) if row["impl"] == "cublaslt-fp32"]
+    tot = sum(mnk(row) for row in rows)
+    ours = sum(mnk(row) for row in rows if (row["layer"], row["product"]) in GEMM_PRODUCTS)
+    return (ours / tot, b, r) if tot else None
+
+
+def _sig3(x):
+    """3 significant digits, trailing zeros kept (1.30, 37.0, 120)."""
+    return f"{x:#.3g}".rstrip(".")
+
+
+def _ratio_words(x):
+    """37.0× faster / 1.30× slower (never 0.769×)."""
+    return f"{_sig3(x)}× faster" if x >= 1 else f"{_sig3(1 / x)}× slower"
+
+
+def gemm_finding(d):
+    """The figure's finding from the fp32 panels at the largest batch every implementation ran:
+    the fastest fp32-accurate GEMM of each product, and the best own rung against cuBLASLt fp32."""
+    ps = [p for p in d["panels"] if p["precision"] == "fp32" and p["ratios"]]
+    if not ps:
+        return None
+    lead, own = {}, {}
+    for p in ps:
+        acc = {i: x for i, x in p["ratios"].items() if i not in GEMM_NOT_FP32}
+        lead[p["product"]] = max(acc, key=lambda i: (acc[i], i))
+        o = {i: x for i, x in acc.items() if i.startswith("own")}
+        if o:
+            own[p["product"]] = max(o, key=lambda i: (o[i], i))
+    batches = sorted({p["ratio_batch"] for p in ps})
+    at = f"at batch {batches[0]:,}" if len(batches) == 1 else "at the largest batch"
+    name = lambda p: p.replace("-", " ")
+    leaders = sorted(set(lead.values()))
+    if len(leaders) == 1 and len(ps) > 1:
+        s = f"{at} {gemm_short(leaders[0])} is the fastest fp32-accurate GEMM on both of layer 0's products"
+    else:
+        s = f"{at} " + " and ".join(f"{gemm_short(lead[p['product']])} leads layer 0's {name(p['product'])}" for p in ps)
+    rat = {p["product"]: p["ratios"][own[p["product"]]] for p in ps if p["product"] in own}
+    owns = sorted(set(own.values()))
+    if rat and len(owns) == 1:
+        s += (f"; the best own rung, {owns[0]}, is " + " and ".join(
+            f"{_ratio_words(x)} on the {name(p)}" for p, x in rat.items()) + " than cuBLASLt fp32")
+    elif rat:
+        s += "; the best own rungs: " + ", ".join(f"{own[p]} {_ratio_words(x)} than cuBLASLt fp32 on the {name(p)}"
+                                                  for p, x in rat.items())
+    return s
+
+
 # ------------------------------------------------------------------ nsys / ncu companions
 
 def base_kernel_name(name):
@@ -1123,6 +1325,15 @@ def time_account(r):
                        launch_calls=num(acc.get("launch_calls_per_unit")))
         busy = num(acc.get("busy_ms_per_unit")) if acc else None
         busy_source = "union of the profiled run's device intervals"
+        if is_jax(r.phase) and acc and "profiler_stretch" not in acc:
+            # a JAX record from before the twin gave the timed unit the profiled run's busy share
+            # (baselines/jax/jaxtwin.py): the same correction here, from the record's own fields
+            prof, um = num(acc.get("profiled_ms_per_unit")), num(acc.get("unit_ms"))
+            if busy is not None and prof and um and prof > um:
+                busy *= um / prof
+                busy_source += ", given the timed unit's share (the profiled run took " + f"{prof / um:.2f}x as long)"
+        elif is_jax(r.phase) and acc and num(acc.get("profiler_stretch")):
+            busy_source += f", given the timed unit's share (the profiled run took {num(acc.get('profiler_stretch')):.2f}x as long)"
         if busy is None:
             busy = num(s.get("device_ms_per_unit"))
             busy_source = "summed device time (record without `account`: kernels and copies taken not to overlap)"

@@ -1,6 +1,7 @@
-"""The nine figures. Each function takes the dict an analysis.select_* function returned (records
-of one device only), draws it with matplotlib's Agg backend and fixed settings, and writes a PNG
-without a timestamp or software tag, so the same records give the same file.
+"""The figures (1-9 and 13; 10-12 are fig_time_account). Each function takes the dict an
+analysis.select_* function returned (records of one device only), draws it with matplotlib's Agg
+backend and fixed settings, and writes a PNG without a timestamp or software tag, so the same
+records give the same file.
 """
 from __future__ import annotations
 
@@ -591,3 +592,91 @@ def fig_time_account(panel, path, device, title):
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.28 if len(rows) < 5 else -0.16),
               ncol=len(handles), frameon=False)
     _finish(fig, path, title, device, [row["record"] for row in rows], "timed medians; device time from profiler runs")
+
+
+# figure 13: ours in blues (darker up the ladder), cuBLASLt in greys; TF32 dashed with hollow markers
+GEMM_STYLE = {
+    "own-tile": dict(color="#6baed6", marker="o", linestyle="-", linewidth=1.6),
+    "own-tf32x3": dict(color="#08519c", marker="s", linestyle="-", linewidth=1.6),
+    "cublaslt-fp32": dict(color="#252525", marker="D", linestyle="-", linewidth=2.2),
+    "cublaslt-tf32": dict(color="#737373", marker="D", linestyle="--", linewidth=1.4, markerfacecolor="white"),
+    "own-tile-wmma": dict(color="#08519c", marker="o", linestyle="-", linewidth=1.6),
+    "cublaslt-fp16": dict(color="#252525", marker="D", linestyle="-", linewidth=2.2),
+}
+
+
+def gemm_ratio_text(p):
+    """'at B = 8,192, × cuBLASLt fp32's TFLOP/s:' and one line per other implementation (the yardstick named)."""
+    if not p["ratios"]:
+        return f"no {A.gemm_short(p['yardstick'])} row to compare with"
+    parts = [f"{A.gemm_short(i)}" + (" (not fp32 numerics)" if i in A.GEMM_NOT_FP32 else "") + f": {x:.3g}×"
+             for i, x in p["ratios"].items() if i != p["yardstick"]]
+    return f"at B = {p['ratio_batch']:,}, × {A.gemm_short(p['yardstick'])}'s TFLOP/s\n" + "\n".join(parts)
+
+
+def fig13_gemm(d, path, device):
+    _setup()
+    from matplotlib.lines import Line2D  # noqa: PLC0415
+    precs = [q for q in A.GEMM_PRECISIONS if any(p["precision"] == q for p in d["panels"])]
+    ncols = max(sum(1 for p in d["panels"] if p["precision"] == q) for q in precs)
+    legend_rows = max(len(A.GEMM_IMPLS[q]) + 1 for q in precs) + 1
+    height = 4.6 * len(precs) + 1.4 + 0.2 * legend_rows
+    fig, axes = plt.subplots(len(precs), ncols, figsize=(13, height), squeeze=False)
+    failed = False
+    columns = []
+    for ri, q in enumerate(precs):
+        ps = [p for p in d["panels"] if p["precision"] == q]
+        roof = d["roofs"].get(q)
+        ys = [pt[1] for p in ps for pts in p["series"].values() for pt in pts if pt[1] > 0]
+        lo, hi = min(ys) / 1.6, max(ys + ([roof["tflops"]] if roof else [])) * 1.8
+        handles = {}
+        grid = sorted({pt[0] for p in ps for pts in p["series"].values() for pt in pts})  # the batches measured
+        for ci in range(ncols):
+            ax = axes[ri, ci]
+            if ci >= len(ps):
+                ax.set_visible(False)
+                continue
+            p = ps[ci]
+            for impl, pts in p["series"].items():
+                st = dict(GEMM_STYLE.get(impl, dict(color="#969696", marker="^", linestyle="-")))
+                _plot_runs(ax, pts, grid, label=A.GEMM_TITLE.get(impl, impl), markersize=5.5, **st)
+                bad = [pt for pt in pts if pt[2].get("passed") is False]
+                if bad:
+                    failed = True
+                    ax.plot([pt[0] for pt in bad], [pt[1] for pt in bad], linestyle="none", marker="x",
+                            color="#cb181d", markersize=11, markeredgewidth=2.2, label="failed its tolerance", zorder=5)
+            if roof:
+                ax.axhline(roof["tflops"], color="#555555", linestyle=":", linewidth=1.4, label=roof["label"])
+            for h, l in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(l, h)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_ylim(lo, hi)
+            ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+            _pow2_ticks(ax, [pt[0] for pts in p["series"].values() for pt in pts])
+            ax.set_title(f"{q}, layer 0 {p['product'].replace('-', ' ')}: M × N × K = {p['shape']}", fontsize=10)
+            # the lower right is empty: throughput grows with the batch
+            ax.text(0.98, 0.03, gemm_ratio_text(p), transform=ax.transAxes, ha="right", va="bottom", fontsize=8.5,
+                    bbox=dict(facecolor="white", edgecolor="#bbbbbb", alpha=0.9, pad=3.0))
+            if ci == 0:
+                ax.set_ylabel(f"{q} GEMM throughput (TFLOP/s, log scale)")
+            if ri == len(precs) - 1:
+                ax.set_xlabel("batch size B (log2 scale)")
+        columns.append((q, handles))
+    # one legend below the panels, a column per precision (the same lines in every panel of a row)
+    hs, ls = [], []
+    for q, handles in columns:
+        col = [(Line2D([], [], linestyle="none"), f"{q} rows:")] + [(h, l) for l, h in handles.items()]
+        col += [(Line2D([], [], linestyle="none"), "")] * (legend_rows - len(col))
+        hs += [h for h, _ in col]
+        ls += [l for _, l in col]
+    bottom = (0.2 * legend_rows + 0.45) / height
+    fig.legend(hs, ls, loc="lower center", ncol=len(columns), bbox_to_anchor=(0.5, 0.02), frameon=False, fontsize=8.5,
+               handlelength=2.6, columnspacing=3.0)
+    top = 1 - 0.8 / height
+    fig.text(0.5, 1 - 0.42 / height, textwrap.fill(_finding(d, "TFLOP/s of layer 0's two products against the batch size"),
+                                                    140), ha="center", va="top", fontsize=9.5)
+    _finish(fig, path, "Figure 13 — the GEMM ladder against cuBLASLt (phase 5's GEMM benchmark, W1 784-128-64-10)",
+            device, d["records"], "TFLOP/s = 2·M·N·K / the row's time; rows judged against a float64 reference "
+            "(2u·√K + 8u)" + ("; red ×: failed its tolerance" if failed else ""),
+            tight=(0, bottom, 1, top))

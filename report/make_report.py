@@ -36,6 +36,7 @@ FIGURES = [
     (7, "loss_curves", "Loss curves, ours against the twin"),
     (8, "efficiency", "Efficiency against the measured peaks"),
     (9, "batch_sweep", "Phase 5 batch-size sweep"),
+    (13, "gemm_ladder", "The GEMM ladder against cuBLASLt"),  # 10-12: where the time goes (ACCOUNT_FIG_FIRST)
 ]
 PHASES = [(1, "phase1_naive"), (2, "phase2_shared_mem"), (3, "phase3_fused_streams"), (4, "phase4_mlp"),
           (5, "phase5_batched")]
@@ -309,6 +310,81 @@ def sec_fig8(md, ctx, d):
 def sec_fig9(md, ctx, d):
     rows = [[A.label(*k), f"{b:,}", sig(s, 4), ctx.link(r)] for k, pts in d["series"].items() for b, s, r in pts]
     md.append(long_table(["implementation", "batch", "samples/s", "record"], rows, "Every point of the figure") + "\n")
+
+
+def sci(x):
+    """A small positive quantity (relative error, tolerance) in 3 significant digits with an exponent."""
+    return DASH if x is None else f"{x:.3g}"
+
+
+def sec_fig13(md, ctx, d):
+    rows = []
+    for p in d["panels"]:
+        ref = {pt[0]: pt[1] for pt in p["series"].get(p["yardstick"], [])}
+        for impl, pts in p["series"].items():
+            for b, t, row, r in pts:
+                shape = " × ".join(f"{int(num(row.get(k)) or 0):,}" for k in ("M", "N", "K"))
+                chk = {True: "passed", False: "**FAILED**"}.get(row.get("passed"), "not judged")
+                rows.append([p["precision"], f"layer {p['layer']} {p['product']}", f"{b:,}", A.gemm_short(impl), shape,
+                             us(num(row.get("ms"))), sig(t, 4), times(t / ref[b]) if ref.get(b) else DASH,
+                             sci(num(row.get("rel_err"))), sci(num(row.get("tol"))), chk,
+                             count(num(row.get("splits"))), ctx.link(r)])
+    md.append(long_table(["precision", "product", "batch", "implementation", "M × N × K", "time", "TFLOP/s",
+                          "× the TFLOP/s of cuBLASLt at the same precision", "relative error vs float64",
+                          "tolerance", "check", "K slices", "record"], rows, "Every point of the figure") + "\n")
+    roofs = [f"{q}: {esc(v['text'])}" + (f" ({ctx.link(v['record'])})" if v["record"] else "")
+             for q, v in sorted(d["roofs"].items(), key=lambda kv: A.GEMM_PRECISIONS.index(kv[0]))
+             if any(p["precision"] == q for p in d["panels"])]
+    incl = sorted({str(dget(r.data, "timing", "includes")) for r in d["records"]
+                   if A.gemm_key(r) and dget(r.data, "timing", "includes")})
+    md.append("Time: the row's `ms`" + (f" (the records' `timing.includes`: {'; '.join(esc(i) for i in incl)})" if incl else "") +
+              "; TFLOP/s: the row's `tflops`, 2·M·N·K / that time. Roofs drawn: " + ("; ".join(roofs) if roofs else "none") +
+              ".\n")
+    md.append(gemm_check_sentence(ctx, d) + "\n")
+
+
+def gemm_check_sentence(ctx, d):
+    """How the rows are checked, and what the records drawn say about it."""
+    c = d["check"]
+    precs = [q for q in A.GEMM_PRECISIONS if any(p["precision"] == q for p in d["panels"])]
+    us_ = {"fp32": "u = 2^-24 for fp32", "fp16": "u = 2^-22 for fp16 (whose reference multiplies the same fp16 operands)"}
+    s = ("Every row is checked against a float64 reference computed on the GPU from the same operands: the norm-wise "
+         "relative error of every row but cuBLASLt TF32's must stay within 2u·√K + 8u, with "
+         f"{' and '.join(us_[q] for q in precs)}. "
+         f"{c['passed']:,} of the {c['judged']:,} judged rows of the {c['records']} record(s) drawn meet it")
+    if c["worst_over_tol"] is not None:
+        s += f" (the largest error: {pct(c['worst_over_tol'] * 100)} of its tolerance)"
+    s += "."
+    if c["failed"]:
+        s += " Over their tolerance: " + "; ".join(
+            f"{k[0]} batch {k[1]:,} layer {row['layer']} {esc(row['product'])} {esc(row['impl'])}: "
+            f"{sci(num(row.get('rel_err')))} against {sci(num(row.get('tol')))} ({ctx.link(r)})"
+            for k, row, r in c["failed"][:12]) + (" …" if len(c["failed"]) > 12 else "") + "."
+    if c["records_not_passed"]:
+        s += " Records whose `validation.passed` is not true: " + ctx.links(c["records_not_passed"]) + "."
+    if c["tf32_over_tol"]:
+        s += (f" cuBLASLt TF32's error is recorded, never judged: it reaches {times(c['tf32_over_tol'][1])} the fp32 "
+              "tolerance of the same product.")
+    return s
+
+
+def gemm_paragraph(ctx, d):
+    """Figure 13's paragraph in REPORT.md: what the products and the rungs are, and how they are checked."""
+    fp32 = [p for p in d["panels"] if p["precision"] == "fp32"] or d["panels"]
+    share = A.gemm_share(d)
+    s = ("Phase 5's GEMM benchmark (`--gemm-compare`) times every product of a W1 step (784-128-64-10) on its own at "
+         "batch B. Drawn are layer 0's " +
+         " and ".join(f"{p['product'].replace('-', ' ')} (M × N × K = {p['shape']})" for p in fp32) +
+         (f": {pct(share[0] * 100)} of the multiply-adds of the step's GEMMs at batch {share[1]:,} "
+          f"({ctx.link(share[2])})" if share else "") + ". ")
+    s += ("The rungs: own-tile is the 32 × 64 SIMT tile (fp32 FMAs on the CUDA cores, steps 1–4 of the GEMM ladder); "
+          "own-tf32x3 is step 5, which splits each fp32 operand into two TF32 parts and adds three tensor-core products "
+          "in fp32; both are planned as phase 5 plans them (split-K and its fix-up). cuBLASLt fp32 "
+          "(`CUBLAS_COMPUTE_32F`) is the yardstick. cuBLASLt TF32 (dashed, hollow markers) rounds the operands to "
+          "TF32: faster arithmetic, not the same numerics as fp32.")
+    if any(p["precision"] == "fp16" for p in d["panels"]):
+        s += " The fp16 row sets own-tile-wmma, the fp16 tile on WMMA tensor-core instructions, against cuBLASLt fp16."
+    return s + " " + gemm_check_sentence(ctx, d)
 
 
 # ------------------------------------------------------------------ where the time goes (per-step account)
@@ -912,6 +988,12 @@ def method_appendix(md):
         "`account.steps`, else config.epochs for linear regression; ours: trace_runs × epochs or steps); idle = "
         "timed median per unit − device-busy time; the run without programmatic dependent launch where there is "
         "one. Kernel classes, first rule that matches the lower-case name: " + "; ".join(A.ACCOUNT_RULES) + ".",
+        "Figure 13 (the GEMM ladder against cuBLASLt): phase 5's GEMM benchmark records, tags `gemm-b<B>` (fp32) and "
+        "`gemm-b<B>-fp16` (batch from metrics.batch, precision from config.precision), the newest per precision and "
+        "batch; of their `metrics.gemm_bench` rows, layer 0's forward and weight-gradient products; TFLOP/s as the "
+        "row gives it (2·M·N·K / its time). The ratios in each panel's box and the finding compare each implementation "
+        "with cuBLASLt of the same precision at the largest batch every implementation ran; \"fp32-accurate\" leaves "
+        "out cuBLASLt TF32, which the benchmark records and never judges.",
         "Figure 8: each implementation's most representative record with an `efficiency` object (headline, else W2 at the "
         "largest h, else W1); arithmetic intensity = flops / bytes.",
         "Numbers are printed with 4 significant digits (3 for ratios and percentages); — means absent or not finite.",
@@ -1004,6 +1086,8 @@ def front_data(sel, acc, bench, rs):
         pts = sel[9]["series"][k0]
         bb = max(pts, key=lambda p: (p[1], -p[0]))
         f[9] = f"{A.label(*k0)} peaks at batch {bb[0]:,} ({sig(bb[1], 3)} samples/s)"
+    if sel[13]["panels"]:
+        f[13] = A.gemm_finding(sel[13])
     sents = answer_sentences(summ, acc, spread)
     return {"summary": summ, "ladder": lad, "spread": spread, "findings": f, "sentences": sents,
             "odd": odd_results(sel, acc, bench, spread)}
@@ -1146,20 +1230,29 @@ def front_page(md, ctx, slug, name, all_rs, rs, sel, acc, fr, drawn, figdir):
                   "of a rung's key kernels (figure 8). Above 100% of copy bandwidth: the data is L2-resident.\n")
     md.append("### Figures\n")
     titles = {n_: t for n_, _, t in FIGURES}
-    for n_ in sorted(drawn):
+
+    def show(n_):
         fname = drawn[n_]
         finding = sel[n_].get("finding")
         md.append(f"#### Figure {n_} — {finding[0].upper() + finding[1:] if finding else titles[n_]}\n")
         md.append(f"![Figure {n_}: {titles[n_]} on {name}]({ctx.rel(os.path.join(figdir, fname))})\n")
+        if n_ == 13:
+            md.append(gemm_paragraph(ctx, sel[13]) + "\n")
         for o in fr["odd"].get(n_, []):
             md.append(o + "\n")
         md.append(f"{titles[n_]}; every point in [APPENDIX.md](APPENDIX.md#device-{slug}).\n")
+    for n_ in sorted(drawn):
+        if n_ < ACCOUNT_FIG_FIRST:
+            show(n_)
     for i, (wl, title, _) in enumerate(A.ACCOUNT_PANELS):
         fname = (acc.get("drawn") or {}).get(wl)
         if fname:
             n_ = ACCOUNT_FIG_FIRST + i
             md.append(f"#### Figure {n_} — where the time goes: {title}\n")
             md.append(f"![Figure {n_}: where the time goes, {title}, on {name}]({ctx.rel(os.path.join(figdir, fname))})\n")
+    for n_ in sorted(drawn):
+        if n_ >= ACCOUNT_FIG_FIRST:
+            show(n_)
     runs = [r for r in all_rs if r.phase == "run_all"]
     for r in A.newest_first(runs)[:1]:
         steps = [x for x in as_list(r.data.get("steps")) if isinstance(x, dict)]
@@ -1201,7 +1294,7 @@ def build(profiles, out, notes_dir):
         app.append("Other JSON files under profiles/ (traces and companions, not records): " +
                    ", ".join(code(o) for o in sorted(others)) + ".\n")
     if not records:
-        md.append("## No records\n\nNo run record was found under `profiles/`: none of the nine figures can be drawn. "
+        md.append("## No records\n\nNo run record was found under `profiles/`: none of the figures can be drawn. "
                   "Run `make run` on a GPU machine to produce them.\n")
 
     written = set()
@@ -1224,30 +1317,34 @@ def build(profiles, out, notes_dir):
         dups = []
         sel = {1: A.select_ladder(bench, dups), 2: A.select_scaling(bench, dups), 3: A.select_breakdown(bench, dups),
                4: A.select_timeline(bench, dups), 5: A.select_w1(bench, dups), 6: A.select_w2(bench, dups),
-               7: A.select_losses(bench, dups), 8: A.select_efficiency(bench, dups), 9: A.select_batch(bench, dups)}
+               7: A.select_losses(bench, dups), 8: A.select_efficiency(bench, dups), 9: A.select_batch(bench, dups),
+               13: A.select_gemm(bench, dups)}
         acc = A.select_time_account(bench, dups)
         sel[8]["fp32_tflops"], sel[8]["fp32_note"] = A.fp32_peak_tflops(bench)
         sel[3]["account"] = acc
         can = {1: bool(sel[1]["rows"]), 2: bool(sel[2]["series"]), 3: bool(acc["panels"]),
                4: "events" in sel[4],
                5: bool(sel[5]["rows"]), 6: bool(sel[6]["series"]), 7: bool(sel[7]["panels"]),
-               8: any(p["ai"] and p["tflops"] for p in sel[8]["points"]), 9: bool(sel[9]["series"])}
+               8: any(p["ai"] and p["tflops"] for p in sel[8]["points"]), 9: bool(sel[9]["series"]),
+               13: bool(sel[13]["panels"])}
         reasons = {1: "no linreg record tagged `headline*` with a total time", 2: "no linreg record tagged `sweep*`",
                    3: "no headline or W1 record carries a kernel summary",
                    4: "; ".join(sel[4]["missing"]) or "no usable phase-3 trace",
                    5: "no mlp_w1 record tagged `w1`", 6: "no mlp_w2 record", 7: "no W1-nodrop or W2 loss curve",
                    8: "no record with an `efficiency` entry having both FLOPs and bytes",
-                   9: "no mlp_batch_sweep record with metrics.samples_per_s"}
+                   9: "no mlp_batch_sweep record with metrics.samples_per_s",
+                   13: "no phase5_batched record tagged `gemm-b<B>` with rows in `metrics.gemm_bench`"}
         fns = {1: F.fig1_ladder, 2: F.fig2_scaling, 3: F.fig3_breakdown, 4: F.fig4_timeline, 5: F.fig5_w1,
-               6: F.fig6_w2, 7: F.fig7_losses, 8: F.fig8_efficiency, 9: F.fig9_batch}
+               6: F.fig6_w2, 7: F.fig7_losses, 8: F.fig8_efficiency, 9: F.fig9_batch, 13: F.fig13_gemm}
         secs = {1: sec_fig1, 2: sec_fig2, 3: sec_fig3, 4: sec_fig4, 5: sec_fig5, 6: sec_fig6, 7: sec_fig7,
-                8: sec_fig8, 9: sec_fig9}
+                8: sec_fig8, 9: sec_fig9, 13: sec_fig13}
         fr = front_data(sel, acc, bench, rs)
         for n_ in fns:
             sel[n_]["finding"] = fr["findings"].get(n_)
         missing_lines = []
         drawn = {}
-        for n_, stem, title in FIGURES:
+
+        def one_figure(n_, stem, title):
             fname = figure_block(app, ctx, n_, slug, stem, title, sel[n_], can[n_], reasons[n_], name, fns[n_], figdir)
             if fname:
                 written.add(fname)
@@ -1259,9 +1356,16 @@ def build(profiles, out, notes_dir):
                                      (" Expected: " + "; ".join(miss) + "." if miss and n_ != 4 else ""))
             elif miss:
                 missing_lines.append(f"Figure {n_} ({title}): drawn without " + "; ".join(miss) + ".")
+        # in number order: the figures before where the time goes (10-12), those sections, the figures after
+        for n_, stem, title in FIGURES:
+            if n_ < ACCOUNT_FIG_FIRST:
+                one_figure(n_, stem, title)
         sec_time_account(app, ctx, acc, slug, name, figdir, written)
         for m in acc["missing"]:
             missing_lines.append(f"Where the time goes (figures {ACCOUNT_FIG_FIRST}–{ACCOUNT_FIG_FIRST + 2}): " + m + ".")
+        for n_, stem, title in FIGURES:
+            if n_ >= ACCOUNT_FIG_FIRST:
+                one_figure(n_, stem, title)
         fig_dups = sorted(set(dups))
         app.append("### Missing figures and records on this device\n")
         app.append(("\n".join("- " + m for m in missing_lines) if missing_lines else "Every figure is drawn with every "
