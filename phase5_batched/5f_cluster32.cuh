@@ -219,23 +219,9 @@ namespace c32 {
 
 namespace cg = cooperative_groups;
 
-// ---- tensor-core helpers: m16n8k8, TF32 operands, fp32 accumulators
-__device__ __forceinline__ uint32_t tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-// x = hi + lo with hi and lo both TF32 (lo is the rounded rest): hi*b + lo*b is within ~2^-21 of x*b.
-__device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
-  hi = tf32(x);
-  lo = tf32(x - __uint_as_float(hi));
-}
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+// ---- tensor-core helpers: m16n8k8 TF32 products with fp32 sums, and the split of an fp32 operand
+// into two TF32 parts (hi*b + lo*b is within ~2^-21 of x*b), are the GEMM ladder's step 5
+// (split_tf32, mma_tf32: common/mlp/gemm/5_tf32x3.cuh).
 // Byte i of w as the bits of an exact float (byte_value, layers.cuh): a valid TF32 operand.
 __device__ __forceinline__ uint32_t byte_tf32(uint32_t w, int i) { return __float_as_uint(byte_value(w, i)); }
 
@@ -526,13 +512,13 @@ struct C32Block : C32Shape<kW1> {
     for (int q = q0; q < q1; ++q) {
       const float4 w4 = *reinterpret_cast<const float4*>(w1 + g * d.ldw + 16 * q + 4 * t);
       uint32_t bh[4], bl[4];
-      split(w4.x, bh[0], bl[0]), split(w4.y, bh[1], bl[1]), split(w4.z, bh[2], bl[2]), split(w4.w, bh[3], bl[3]);
+      split_tf32(w4.x, bh[0], bl[0]), split_tf32(w4.y, bh[1], bl[1]), split_tf32(w4.z, bh[2], bl[2]), split_tf32(w4.w, bh[3], bl[3]);
       const uint32_t r0 = x32[row * xw + 4 * q + t], r1 = x32[(row + 8) * xw + 4 * q + t];
 #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         const uint32_t a[4] = {byte_tf32(r0, 2 * ks), byte_tf32(r1, 2 * ks), byte_tf32(r0, 2 * ks + 1), byte_tf32(r1, 2 * ks + 1)};
-        mma(acc[0], a, bh[2 * ks], bh[2 * ks + 1]);
-        mma(acc[1], a, bl[2 * ks], bl[2 * ks + 1]);
+        mma_tf32(acc[0], a, bh[2 * ks], bh[2 * ks + 1]);
+        mma_tf32(acc[1], a, bl[2 * ks], bl[2 * ks + 1]);
       }
     }
     float* part = F(L.part);  // fragment: (row g, cols 2t, 2t+1), (row g + 8, the same cols)
@@ -752,7 +738,7 @@ struct C32Block : C32Shape<kW1> {
         const float v = c < own1 && h1o[b * U + c] > 0.f ? acc * p.scale : 0.f;
         const int n = c < 4 ? 2 * c : 2 * (c - 4) + 1;
         uint32_t hi, lo;
-        split(v, hi, lo);
+        split_tf32(v, hi, lo);
         F(L.dz1f)[c * d.ldz + b] = v;
         reinterpret_cast<uint32_t*>(F(L.dz1h))[n * d.ldz + b] = hi;
         reinterpret_cast<uint32_t*>(F(L.dz1l))[n * d.ldz + b] = lo;
@@ -810,8 +796,8 @@ struct C32Block : C32Shape<kW1> {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const uint32_t af[4] = {byte_tf32(wa, 2 * i), byte_tf32(wa, 2 * i + 1), byte_tf32(wb, 2 * i), byte_tf32(wb, 2 * i + 1)};
-          mma(acc[i][0], af, bh[ks].x, bh[ks].y);
-          mma(acc[i][1], af, bl[ks].x, bl[ks].y);
+          mma_tf32(acc[i][0], af, bh[ks].x, bh[ks].y);
+          mma_tf32(acc[i][1], af, bl[ks].x, bl[ks].y);
         }
       }
       const int px = 32 * P + 4 * g;
