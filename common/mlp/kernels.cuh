@@ -9,6 +9,8 @@
 //               tile, 4 warps each owning a 16x32 piece (two accumulator fragments). Long K
 //               slices of plain fp16 matrices skip the registers: their tiles go global -> shared
 //               memory by cp.async, 3 stages of 64 values of k (see "the cp.async mainloop").
+// Step 5 (gemm/5_tf32x3.cuh) adds fp32-accurate tensor-core products for big fp32 products
+// (3xTF32, 64 x 64 tiles), chosen per problem (GemmProblem::rung; phase 5 plans it).
 // Each launch picks a kernel instance that contains only the mainloop it runs (and no split-K
 // code when the product is not split); blocks walk the output tiles row by row.
 // Operands are *views*: a view maps a logical element (row, col) to memory and loads V consecutive

@@ -1,11 +1,12 @@
 // common/mlp/gemm/5_tf32x3.cuh — the GEMM ladder, step 5: fp32-accurate products on tensor cores.
 //
-// Adds: a 64 x 64 block tile whose 8 warps each own a 32 x 16 warp tile of mma.sync m16n8k8 TF32
-// tiles, with every fp32 operand split into a TF32 high part and a TF32 remainder
-// (x = hi + lo, hi = x rounded to TF32, lo = (x - hi) rounded to TF32) and three products summed in
-// fp32: lo·hi + hi·lo + hi·hi (lo·lo, about 2^-22 of the product, is dropped). One TF32 product
-// keeps 11 significant bits of each operand; the pair keeps about 22, close to fp32's 24, so the
-// sums stay inside the fp32 tolerance against float64 while the multiplies run on tensor cores.
+// Adds: tensor cores for fp32 products. Every fp32 operand is split into a TF32 high part and a
+// TF32 remainder (x = hi + lo, hi = x rounded to TF32, lo = (x - hi) rounded to TF32) and three
+// mma.sync m16n8k8 products are summed in fp32: lo·hi + hi·lo + hi·hi (lo·lo, about 2^-22 of the
+// product, is dropped). One TF32 operand keeps 11 significant bits; the pair keeps about 22, close
+// to fp32's 24, so the sums stay inside the fp32 tolerance against float64. 64 x 64 block tiles,
+// 8 warps of 32 x 16; the k-tiles arrive by a three-stage cp.async pipeline, each operand staged
+// in its own element type (phase 5's gathered images as bytes).
 // The one design decision: keep every epilogue of steps 0-4 unchanged. The 64 x 64 result tile is
 // written to shared memory as two 32 x 64 sub-tiles in the layout those epilogues read (row stride
 // kLdc), and each sub-tile goes through the split-K fix-up and the epilogue exactly as a block of
@@ -13,8 +14,10 @@
 // Prediction, before measuring (H200, W1 at batch 8,192): the two big products (8,192 x 128 x 784
 // forward, 128 x 784 x 8,192 weight gradient, 1.64 GFLOP each) cost 4.9 GFLOP of TF32 work each
 // here; at half of the dense TF32 peak that mma.sync reaches (about 250 TFLOP/s) that is about
-// 20 us each, against 202 and 273 us for the 32 x 64 SIMT tile.
-// Measured: see profiles/<device>/phase5_batched__gemm-b<B>.json (scripts/bench_gemm.sh).
+// 20 us each, against 202 and 273 us for the 32 x 64 SIMT tile inside phase 5's step.
+// Measured (H200, 726ecdb): 60 and 97 us, 27.2 and 17.0 TFLOP/s (cuBLASLt fp32 30.1 and 22.1):
+// profiles/nvidia-h200/phase5_batched__gemm-b8192.json — a sixth of the tensor cores' TF32 rate
+// (report/phase_notes/phase5_batched.md says what stands in the way).
 #pragma once
 #include <cstdint>
 
