@@ -840,6 +840,29 @@ def select_losses(records, dup_notes):
     return {"panels": panels, "missing": missing, "records": used}
 
 
+def gemm_speed_rows(r):
+    """(product, own speed / cuBLASLt speed) of a GEMM comparison record, old form (`gemm_compare`:
+    the largest layer's three products) or the GEMM benchmark's (`gemm_bench`: every layer's; the
+    largest layer's products, the fastest own rung against cuBLASLt of the same precision)."""
+    old = [row for row in as_list(dget(r.data, "metrics", "gemm_compare")) if isinstance(row, dict)]
+    if old:
+        return [(str(row.get("product")), num(row.get("own_over_cublaslt_speed"))) for row in old
+                if num(row.get("own_over_cublaslt_speed")) is not None]
+    rows = [row for row in as_list(dget(r.data, "metrics", "gemm_bench")) if isinstance(row, dict)]
+    if not rows:
+        return []
+    size = lambda row: (num(row.get("M")) or 0) * (num(row.get("N")) or 0) * (num(row.get("K")) or 0)
+    big = max(rows, key=size).get("layer")
+    out = []
+    for prod in ("forward", "backward-data", "weight-gradient"):
+        here = [row for row in rows if row.get("layer") == big and row.get("product") == prod and num(row.get("ms"))]
+        own = [num(row["ms"]) for row in here if str(row.get("impl", "")).startswith("own-")]
+        lt = [num(row["ms"]) for row in here if row.get("impl") in ("cublaslt-fp32", "cublaslt-fp16")]
+        if own and lt:
+            out.append((prod, lt[0] / min(own)))
+    return out
+
+
 def select_batch(records, dup_notes):
     cands = [r for r in records if r.workload == "mlp_batch_sweep" and r.cfg_num("batch")
              and r.metric("samples_per_s") is not None]

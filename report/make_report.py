@@ -615,11 +615,9 @@ def phase_targets(phase, sel, recs):
         # h = 8192 shapes); the whole trainer's step against the cuBLASLt trainer's as a second view
         gc = A.newest_first([r for r in recs if r.phase == phase and r.tag == "gemm-compare-h8192-fp16"])
         if gc:
-            for row in as_list(dget(gc[0].data, "metrics", "gemm_compare")):
-                x = num(row.get("own_over_cublaslt_speed")) if isinstance(row, dict) else None
-                if x is not None:
-                    out.append((f"W2 h = 8192, fp16 {esc(str(row.get('product')))}: own GEMM ≥ 70% of cuBLASLt's speed",
-                                pct(x * 100), verdict(x >= 0.7), [gc[0]]))
+            for prod, x in A.gemm_speed_rows(gc[0]):
+                out.append((f"W2 h = 8192, fp16 {esc(prod)}: own GEMM ≥ 70% of cuBLASLt's speed",
+                            pct(x * 100), verdict(x >= 0.7), [gc[0]]))
         lt = {h: (t, r) for h, t, r in sel[6]["series"].get((phase, "cuda-cublaslt"), [])}
         if 8192 in own and 8192 in lt:
             x = lt[8192][0] / own[8192][0]
@@ -1164,9 +1162,7 @@ def odd_results(sel, acc, bench, spread):
     gc = A.newest_first([r for r in bench if r.tag == "gemm-compare-h8192-fp16"])
     if 8192 in own and 8192 in lt:
         x = A.step_ms(lt[8192]) / A.step_ms(own[8192])
-        speeds = [num(row.get("own_over_cublaslt_speed")) for row in as_list(dget(gc[0].data, "metrics", "gemm_compare"))
-                  if isinstance(row, dict)] if gc else []
-        speeds = [v for v in speeds if v is not None]
+        speeds = [x for _, x in A.gemm_speed_rows(gc[0])] if gc else []
         ta, tb = A.time_account(own[8192]), A.time_account(lt[8192])
         if speeds and x > 1:
             why = (f"the own trainer launches {sig(ta['launches'], 3)} kernels a step against cuBLASLt's {sig(tb['launches'], 3)} "

@@ -309,11 +309,11 @@ if hs:
 
 gc = [k for k in recs if "gemm-compare" in k]
 for k in sorted(gc):
-    print("\n== %s (own GEMM vs cuBLASLt, speed ratio = cuBLASLt time / own time)" % k.split("__")[1])
-    for row in recs[k]["metrics"]["gemm_compare"]:
-        print("  %-8s %5dx%5dx%5d  own %.4f ms (%.1f TFLOP/s, %.0f GB/s)  cuBLASLt %.4f ms  ratio %.2f" % (
-            row["product"], row["M"], row["N"], row["K"], row["own_ms"], row["own_tflops"], row["own_gbps"],
-            row["cublaslt_ms"], row["own_over_cublaslt_speed"]))
+    print("\n== %s (the GEMM benchmark: each own rung and cuBLASLt, every product)" % k.split("__")[1])
+    for row in recs[k]["metrics"].get("gemm_bench", []):  # the GEMM benchmark: one row per product and rung
+        print("  L%d %-15s %5dx%5dx%5d  %-14s %.4f ms  %6.2f TFLOP/s  rel.err %.1e" % (
+            row["layer"], row["product"], row["M"], row["N"], row["K"], row["impl"], row["ms"], row["tflops"],
+            row["rel_err"] if row.get("rel_err") is not None else float("nan")))
 
 sw = sorted((int(m.group(1)), k) for k in recs for m in [re.search(r"^phase5_batched__batch-sweep-b(\d+)$", k)] if m)
 if sw:

@@ -175,3 +175,24 @@ def test_without_gemm_records_figure_13_is_listed_as_not_drawn(tmp_path):
     assert ("- Figure 13 (The GEMM ladder against cuBLASLt): **not drawn** — no phase5_batched record tagged `gemm-b<B>` "
             "with rows in `metrics.gemm_bench`. Expected: fp32: no `gemm-b<B>` records; fp16: no `gemm-b<B>-fp16` "
             "records.") in app
+
+
+def test_gemm_speed_rows_read_both_record_forms():
+    # the GEMM benchmark's rows: the largest layer's products, the fastest own rung against cuBLASLt
+    recs = {r.file: r for r in h100_records()}
+    r = recs["phase5_batched__gemm-b8192.json"]
+    rows = dict(A.gemm_speed_rows(r))
+    big = max((row for row in r.data["metrics"]["gemm_bench"]), key=lambda w: w["M"] * w["N"] * w["K"])["layer"]
+    for prod, x in rows.items():
+        here = [w for w in r.data["metrics"]["gemm_bench"] if w["layer"] == big and w["product"] == prod]
+        own = min(w["ms"] for w in here if w["impl"].startswith("own-"))
+        lt = [w["ms"] for w in here if w["impl"] == "cublaslt-fp32"][0]
+        assert x == pytest.approx(lt / own)
+    assert "forward" in rows and "weight-gradient" in rows
+    # the older form (the largest layer's products, one row each with its speed ratio) still reads
+    import types
+
+    old = types.SimpleNamespace(data={"metrics": {"gemm_compare": [
+        {"product": "forward", "own_over_cublaslt_speed": 0.8}, {"product": "wgrad", "own_over_cublaslt_speed": 1.25}]}})
+    assert A.gemm_speed_rows(old) == [("forward", 0.8), ("wgrad", 1.25)]
+    assert A.gemm_speed_rows(types.SimpleNamespace(data={"metrics": {}})) == []
