@@ -443,6 +443,8 @@ int run(int argc, char** argv) {
                             "and --gemm own");
   if (o.launch == "cluster" && (!o.fp16() || o.adam() || o.dropout > 0 || o.gemm != "own"))
     throw Error(kExitUsage, "--launch cluster: needs --precision fp16, --optimizer sgd, --dropout 0 and --gemm own");
+  if (fp32_gemm != "auto" && (o.fp16() || o.gemm != "own" || o.launch != "graph"))
+    throw Error(kExitUsage, "--fp32-gemm " + fp32_gemm + ": needs --precision fp32, --gemm own and --launch graph");
   check_output_dir(o.common.out);  // a bad --out fails now (exit 6), not after training
   if (compare) {
     const DeviceInfo dev = require_device();

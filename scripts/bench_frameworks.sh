@@ -95,8 +95,8 @@ if has w1; then
   note "stage w1"
   run w1-p5 build/phase5_batched "${R[@]}" --epochs 5 --repeats 3 --tag w1-own --save-init "$WORK/w1init" --save-order "$WORK/w1order.npy"
   run w1-p5pipe build/phase5_batched "${R[@]}" --epochs 5 --repeats 3 --launch pipelined --tag w1-pipelined
-  run w1-torch "$PYTHON" baselines/pytorch/mlp.py "${R[@]}" --epochs 5 --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl compiled-graph --compile-mode "$TWIN_MODE" --profile --tag "w1-{impl}"
-  jax w1-jax baselines/jax/mlp.py "${R[@]}" --epochs 5 --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl jit-step,jit-epoch,jit-run --validate --profile --tag "w1-{impl}"
+  run w1-torch "$PYTHON" baselines/pytorch/mlp.py "${R[@]}" --epochs 5 --repeats 3 --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl compiled-graph --compile-mode "$TWIN_MODE" --profile --tag "w1-{impl}"
+  jax w1-jax baselines/jax/mlp.py "${R[@]}" --epochs 5 --repeats 3 --init "$WORK/w1init" --order "$WORK/w1order.npy" --impl jit-step,jit-epoch,jit-run --validate --profile --tag "w1-{impl}"
   pack
 fi
 

@@ -164,6 +164,10 @@ P5_FLAG_CASES = [
      ["--launch cluster", "--dropout 0"]),
     ("launch-cluster-cublas", ["--launch", "cluster", "--precision", "fp16", "--optimizer", "sgd", "--dropout", "0",
                                "--gemm", "cublas"], ["--launch cluster", "--gemm own"]),
+    ("fp32-gemm-bad", ["--fp32-gemm", "tf32"], ["--fp32-gemm"]),
+    ("fp32-gemm-fp16", ["--fp32-gemm", "tf32x3", "--precision", "fp16"], ["--fp32-gemm tf32x3", "fp32"]),
+    ("fp32-gemm-cublas", ["--fp32-gemm", "tile", "--gemm", "cublas"], ["--fp32-gemm tile", "--gemm own"]),
+    ("fp32-gemm-persistent", ["--fp32-gemm", "tile", "--launch", "persistent"], ["--fp32-gemm tile", "--launch graph"]),
 ]
 
 
