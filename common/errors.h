@@ -6,7 +6,7 @@
 // returns the code. Nothing aborts, so destructors run and no half-written file is left behind
 // (records are written atomically: see record.h).
 //
-// Exit codes (also listed in README.md, "Exit codes and errors"):
+// Exit codes (also listed in docs/ERRORS.md):
 //   0    success
 //   1    --validate ran and a tolerance was exceeded (the record says which)
 //   2    usage: unknown flag, missing or malformed value, value out of range

@@ -1,5 +1,5 @@
 """Bad input and faults (issue 6): every case gives one line naming the problem and a documented
-exit code (common/errors.h, README "Exit codes and errors"), never a crash, never a partial record.
+exit code (common/errors.h, docs/ERRORS.md), never a crash, never a partial record.
 
 Drives the built phases (build/phase*; a missing one is skipped with its reason) and the scripts.
 Every run gets CUDA_VISIBLE_DEVICES="" unless the case needs the GPU, so on any machine a check
