@@ -1540,6 +1540,16 @@ def _busy_share(acc_panels, wl, key):
     return None, None
 
 
+HBM_ROOF = "copy bandwidth"  # the roof name of the measured HBM copy bandwidth in a ladder row's roof
+
+
+def above_hbm_roof(roof):
+    """True where a ladder row's roof (percent, roof name, record) is the HBM copy bandwidth and the row
+    moves its counted bytes faster than it: the bytes a step is counted to move stay on chip (registers,
+    shared memory, L2), so the HBM roof does not bound the row and a percentage of it means nothing."""
+    return bool(roof) and roof[1].startswith(HBM_ROOF) and roof[0] > 100
+
+
 def _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops):
     """The best share of its roof among the key kernels of the rung's own record (its `efficiency`
     object): fp16 kernels against the tensor-core peak, fp32 ones against the fp32 peak, bandwidth
@@ -1556,7 +1566,7 @@ def _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops):
         g, t = num(e.get("gbps")), num(e.get("tflops"))
         cands = []
         if g is not None and copy_gbps:
-            cands.append((g / copy_gbps * 100, f"copy bandwidth ({short(base_kernel_name(kname), 24)})"))
+            cands.append((g / copy_gbps * 100, f"{HBM_ROOF} ({short(base_kernel_name(kname), 24)})"))
         if t is not None:
             if prec == "fp16" and fp16_tflops:
                 cands.append((t / fp16_tflops * 100, f"fp16 tensor peak ({short(base_kernel_name(kname), 24)})"))
@@ -1621,7 +1631,7 @@ def ladder_table(sel, acc, records):
         if wl == "linreg" and copy_gbps:
             n, ep = r.cfg_num("n"), r.cfg_num("epochs")
             if n and ep:
-                roof = (bytes_per_epoch_linreg(int(n)) * ep / (t / 1e3) / 1e9 / copy_gbps * 100, "copy bandwidth", r)
+                roof = (bytes_per_epoch_linreg(int(n)) * ep / (t / 1e3) / 1e9 / copy_gbps * 100, HBM_ROOF, r)
         elif wl != "linreg":
             roof = _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops)
         wname = {"linreg": "linreg 5M × 200", "mlp_w1": "W1 epoch", "mlp_w2_8192": "W2 h = 8192 step",

@@ -13,6 +13,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.text  # noqa: E402
+import matplotlib.transforms  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter, MaxNLocator, NullLocator  # noqa: E402
 
@@ -433,7 +435,61 @@ def fig7_losses(d, path, device):
     _finish(fig, path, "Figure 7 — loss curves, ours against the PyTorch twin", device, d["records"])
 
 
+def _text_box(ann, renderer):
+    """The box of an annotation's text alone, without its leader line, in pixels."""
+    ann.update_positions(renderer)
+    return matplotlib.text.Text.get_window_extent(ann, renderer)
+
+
+def _place_numbers(fig, ax, pts, texts, fontsize=7.5):
+    """Writes texts[i] beside point pts[i] (data coordinates), each at the first of a ring of offsets
+    (nearest first) where its box overlaps no marker and no number placed before it, and, on the first
+    ring, lies nearer its own point than any other; a number moved off the first ring gets a thin leader
+    line to its point. Returns the annotations."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    to_px = ax.transData.transform
+    r_mark = 5.5 * fig.dpi / 72  # a marker of s = 55 (points²) has a radius of ~4 points; with its edge
+    marks = []
+    for x, y in pts:
+        px, py = to_px((x, y))
+        marks.append(matplotlib.transforms.Bbox.from_extents(px - r_mark, py - r_mark, px + r_mark, py + r_mark))
+    dirs = [(1, 0.35), (-1, 0.35), (1, -1), (-1, -1), (0, 1.3), (0, -1.6), (1, 1), (-1, 1),
+            (0.5, 1.2), (-0.5, 1.2), (0.5, -1.4), (-0.5, -1.4)]
+    cands = [(dx * r, dy * r) for r in (6, 11, 17, 24, 32, 42, 54) for dx, dy in dirs]
+    placed, anns = [], []
+    order = sorted(range(len(pts)), key=lambda i: (-pts[i][1], pts[i][0], i))
+    for i in order:
+        choice = None
+        for dx, dy in cands:
+            trial = ax.annotate(texts[i], pts[i], fontsize=fontsize, xytext=(dx, dy), textcoords="offset points",
+                                ha="left" if dx > 0 else "right" if dx < 0 else "center", va="center")
+            box = _text_box(trial, renderer).expanded(1.1, 1.1)
+            trial.remove()
+            inside = ax.get_window_extent(renderer).contains(box.x0, box.y0) and \
+                ax.get_window_extent(renderer).contains(box.x1, box.y1)
+            near = (dx, dy) in cands[:len(dirs)]  # no leader line: the number must lie nearest its own point
+            cx, cy = (box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2
+            dist = [math.hypot(cx - (m.x0 + m.x1) / 2, cy - (m.y0 + m.y1) / 2) for m in marks]
+            if inside and not any(box.overlaps(b) for b in placed + marks) and \
+                    (not near or dist[i] <= min(dist)):
+                choice = (dx, dy)
+                break
+        dx, dy = choice or cands[0]
+        far = (dx, dy) not in cands[:len(dirs)]
+        ann = ax.annotate(texts[i], pts[i], fontsize=fontsize, xytext=(dx, dy), textcoords="offset points",
+                          ha="left" if dx > 0 else "right" if dx < 0 else "center", va="center", fontweight="bold",
+                          bbox=dict(boxstyle="square,pad=0.05", facecolor="white", edgecolor="none", alpha=0.8),
+                          arrowprops=dict(arrowstyle="-", color="#888888", linewidth=0.6, shrinkA=0, shrinkB=3)
+                          if far else None, zorder=4)
+        placed.append(_text_box(ann, renderer))
+        anns.append((i, ann))
+    return [a for _, a in sorted(anns, key=lambda t: t[0])]
+
+
 def fig8_efficiency(d, path, device):
+    """Key kernels against the roofs. Each point carries a number beside it, placed clear of every marker
+    and other number; the legend entry of its implementation lists the numbers with the kernel names."""
     _setup()
     fig, ax = plt.subplots(figsize=(11, 6.4))
     pts = [p for p in d["points"] if p["ai"] and p["tflops"]]
@@ -447,51 +503,36 @@ def fig8_efficiency(d, path, device):
     xs = np.logspace(np.log10(lo), np.log10(hi), 200)
     if bw:
         ax.plot(xs, xs * bw / 1000, color="black", linewidth=1.2, linestyle="--",
-                label=f"measured copy bandwidth {bw:.0f} GB/s")
+                label=f"measured HBM copy bandwidth {bw:.0f} GB/s (a point above it keeps its data on chip)")
     if fp:
         ax.axhline(fp, color="#333333", linewidth=1.2, linestyle="-.",
                    label=f"measured fp16 tensor-core peak {fp:.0f} TFLOP/s (roof of fp16 kernels: filled)")
     if fp32:
         ax.axhline(fp32, color="#777777", linewidth=1.2, linestyle=":",
                    label=f"nominal fp32 peak {fp32:.0f} TFLOP/s (roof of fp32 kernels: hollow)")
-    seen = set()
-    for p in pts:
-        k = p["key"]
-        prec = str(p["record"].config.get("precision") or ("fp16" if "fp16" in k[1] else "fp32"))
+    keys = list(dict.fromkeys(p["key"] for p in pts))
+    num = {id(p): i + 1 for i, p in enumerate(sorted(pts, key=lambda q: keys.index(q["key"])))}
+    for k in keys:
+        mine = [p for p in pts if p["key"] == k]
+        r = mine[0]["record"]
+        prec = str(r.config.get("precision") or ("fp16" if "fp16" in k[1] else "fp32"))
         c = A.color(k)
-        ax.scatter([p["ai"]], [p["tflops"]], facecolors=c if prec == "fp16" else "white", edgecolors=c,
-                   marker=A.marker(k), s=55, linewidth=1.6,
-                   label=(A.label(*k) + f" ({A.base_tag(p['record'])})") if k not in seen else None, zorder=3)
-        seen.add(k)
+        names = "   ".join((f"{num[id(p)]} " + _short(A.base_kernel_name(p["kernel"]) or p["kernel"], 28))
+                           .replace(" ", "\u00a0") for p in mine)  # a number and its name never split apart
+        lab = A.label(*k) + f" ({A.base_tag(r)})\n" + textwrap.fill(names, 78, initial_indent="    ",
+                                                                     subsequent_indent="    ", break_on_hyphens=False)
+        ax.scatter([p["ai"] for p in mine], [p["tflops"] for p in mine], facecolors=c if prec == "fp16" else "white",
+                   edgecolors=c, marker=A.marker(k), s=55, linewidth=1.6, label=lab, zorder=3)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
-    # Kernel names beside their points, each moved up or down (in steps of 9 points) until it
-    # overlaps no name placed before it: several kernels share nearly the same intensity.
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    placed = []
-    cands = [(side * 5, dy) for dy in (3, -10, 12, -19, 21, -28, 30, -37, 39, -46) for side in (1, -1)]
-    for p in sorted(pts, key=lambda q: (-q["tflops"], q["ai"])):
-        name = _short(A.base_kernel_name(p["kernel"]), 28)
-        choice = cands[0]
-        for dx, dy in cands:
-            trial = ax.annotate(name, (p["ai"], p["tflops"]), fontsize=7, xytext=(dx, dy), textcoords="offset points",
-                                ha="left" if dx > 0 else "right")
-            box = trial.get_window_extent(renderer)
-            trial.remove()
-            if not any(box.overlaps(b) for b in placed):
-                choice = (dx, dy)
-                break
-        dx, dy = choice
-        ann = ax.annotate(name, (p["ai"], p["tflops"]), fontsize=7, xytext=(dx, dy), textcoords="offset points",
-                          ha="left" if dx > 0 else "right",
-                          arrowprops=dict(arrowstyle="-", color="#999999", linewidth=0.6) if abs(dy) > 3 else None)
-        placed.append(ann.get_window_extent(renderer))
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved, log scale)")
     ax.set_ylabel("achieved TFLOP/s (log scale)")
-    ax.set_title(_finding(d, "key kernels of each phase against the measured ceilings (roofline)"), fontsize=9.5)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5, frameon=False)
+    ax.set_title(textwrap.fill(_finding(d, "key kernels of each phase against the measured ceilings (roofline)"), 130),
+                 fontsize=9.5, loc="left")  # from the axes' left edge, over the legend's column: two lines at most
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5, frameon=False, labelspacing=0.7)
+    fig.tight_layout(rect=(0, 0.035, 1, 0.96))  # the layout _finish keeps, so the numbers are placed on it
+    _place_numbers(fig, ax, [(p["ai"], p["tflops"]) for p in pts], [str(num[id(p)]) for p in pts])
     _finish(fig, path, "Figure 8 — efficiency: achieved throughput against the roofs", device, d["records"])
 
 

@@ -56,12 +56,19 @@ def built(tmp_path_factory):
 
 def axes_facts(fig):
     """What a figure shows, read back from its matplotlib objects: per axes its title, y tick labels
-    (text, colour), legend texts and lines (label, linestyle, x values); plus the figure's own legends."""
+    (text, colour), legend texts and lines (label, linestyle, x values), its annotations (text, box in
+    pixels) and the pixel centres of its scatter markers; plus the figure's own legends."""
     from matplotlib.colors import to_hex
+    from matplotlib.text import Annotation
     out = []
     for ax in fig.axes:
         leg = ax.get_legend()
-        out.append({"title": ax.get_title(),
+        anns = [a for a in ax.texts if isinstance(a, Annotation)]
+        renderer = fig.canvas.get_renderer() if anns else None
+        out.append({"title": ax.get_title(), "title_left": ax.get_title(loc="left"),
+                    "notes": [(a.get_text(), tuple(F._text_box(a, renderer).extents)) for a in anns],
+                    "marks": [tuple(xy) for c in ax.collections if c.get_offsets() is not None and len(c.get_offsets())
+                              for xy in ax.transData.transform(c.get_offsets())],
                     "yticks": [(t.get_text(), to_hex(t.get_color())) for t in ax.get_yticklabels()],
                     "legend": [t.get_text() for t in leg.get_texts()] if leg else [],
                     "lines": [(ln.get_label(), ln.get_linestyle(), [float(x) for x in ln.get_xdata()],
@@ -736,13 +743,91 @@ def test_first_screen_answers_summary_and_ladder(built):
     lad = table_after(main, "### The ladder")
     p2 = row(lad, rung="phase 2 shared mem")
     assert p2["time"] == "4.125 ms" and p2["gain over the rung before"] == "3.03×"
-    assert p2["% of its roof"] == "53.5% of copy bandwidth"     # 8 B x 4M x 200 / 4.125 ms / 2,900 GB/s
+    assert p2["against its roof"] == "53.5% of copy bandwidth"     # 8 B x 4M x 200 / 4.125 ms / 2,900 GB/s
+    # phase 3 moves its counted bytes at 3.53x the copy peak: no share of a roof that does not bound it
+    assert row(lad, rung="phase 3 fused+streams")["against its roof"] == "on chip: 3.53× the HBM copy rate"
     assert row(lad, rung="phase 3 fused+streams")["what limits it"].startswith("the GPU (busy")
     # the odd result where it appears: > 100% of copy bandwidth at 5M is L2 residency
     assert "fit the 50.0 MiB L2 cache" in main
     # figure titles state findings; the every-point tables live in the appendix
     assert "#### Figure 1 — Phase 3 fused+streams trains 5M points × 200 epochs in 0.6250 ms, 14.0× faster" in main
     assert "[APPENDIX.md](APPENDIX.md" in main and "## Appendix A" not in main and "## Appendix A" in built["md"]
+
+
+def _over_100(text):
+    """The percentages over 100 that text states."""
+    return [p for p in re.findall(r"(\d[\d,]*(?:\.\d+)?)%", text) if float(p.replace(",", "")) > 100]
+
+
+def test_fig8_states_no_share_over_100_of_a_roof(built):
+    main = built["main"]
+    # fixtures: phase 3 moves 32 MB x 200 epochs in 0.625 ms, 3.53x the 2,900 GB/s copy peak: on chip, so the
+    # headline names the best share of a roof that bounds a rung (phase 2, 53.5%) and phase 3 as a multiple
+    want = ("Phase 2 shared mem (linreg 5M × 200) comes nearest a roof that bounds it: 53.5% of copy bandwidth; "
+            "phase 3 fused+streams runs above the HBM roof: its data stays on chip (3.53× the HBM copy rate)")
+    heads = re.findall(r"^#### Figure 8 — (.+)$", main, re.M)
+    assert heads == [want]                                   # the A100 has no figure 8
+    f8 = figure_call(built, H100, "fig8_efficiency")["axes"][0]
+    assert " ".join(f8["title_left"].split()) == want and not _over_100(f8["title_left"])
+    # the rule in one sentence beside the figure and under the ladder
+    i = main.index("#### Figure 8")
+    assert M.ROOF_RULE in main[i:main.index("\n#### ", i + 1)]
+    assert M.ROOF_RULE in main[main.index("### The ladder"):main.index("### Figures")]
+    # every ladder table (both devices): the roof column states no share over 100% either
+    cells = [r["against its roof"] for m_ in re.finditer("### The ladder", main)
+             for r in table_after(main[m_.start():], "### The ladder")]
+    assert len(cells) > 10 and "on chip: 3.21× the HBM copy rate" in cells     # the A100's phase 3
+    assert not [c for c in cells if _over_100(c)]
+    assert M.roof_text(64.4, "copy bandwidth (k)") == "64.4% of copy bandwidth (k)"
+    assert M.roof_text(333.0, "copy bandwidth (k)") == "on chip: 3.33× the HBM copy rate (k)"
+    assert M.roof_text(120.0, "fp32 peak, nominal (k)") == "above the fp32 peak, nominal (k): 1.20× it"
+
+
+def test_fig8_on_chip_rungs_only(tmp_path):
+    """With every rung above the HBM roof the headline states no percentage at all; the appendix table of
+    figure 8 gives a kernel over the copy peak as a multiple of it."""
+    profiles, dst = _copy_device(tmp_path, ["phase3_fused_streams__headline.json", "ceilings__default.json"])
+    rec = json.load(open(dst / "phase3_fused_streams__headline.json"))
+    rec["efficiency"]["fused_epoch_kernel"].update({"gbps": 8990.0, "pct_copy_peak": 310.0})
+    (dst / "phase3_fused_streams__headline.json").write_text(json.dumps(rec))
+    out = tmp_path / "out"
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    main, app = (out / "REPORT.md").read_text(), (out / "APPENDIX.md").read_text()
+    heads = re.findall(r"^#### Figure 8 — (.+)$", main, re.M)
+    assert heads == ["Phase 3 fused+streams runs above the HBM roof: its data stays on chip (3.53× the HBM copy rate)"]
+    k = row(table_after(app, "### Figure 8"), implementation="phase 3 fused+streams")
+    assert k["% of copy peak"] == "on chip: 3.10× the HBM copy rate"
+
+
+def test_fig8_numbers_overlap_no_marker_and_no_other_number(tmp_path, monkeypatch):
+    """The kernels are numbered beside their points, clear of every marker and of each other, and the
+    legend names each number's kernel; checked on the fixtures and on a crowd of 24 points."""
+    d = A.select_efficiency(A_records(H100), [])
+    base = [p for p in d["points"] if p["ai"] and p["tflops"]]
+    crowd = []  # a grid of 20 kernels a factor 1.4 apart in intensity and 2 in TFLOP/s, and 4 more around it
+    xy = [(ai, tf) for ai in (10, 14, 20, 28, 40) for tf in (8, 16, 32, 64)] + [(1, 3), (1, 14), (3, 3.1), (60, 0.9)]
+    for i, (ai, tf) in enumerate(xy):
+        p = dict(base[i % len(base)])
+        p.update(kernel=f"k{i:02d}_kernel", ai=ai, tflops=tf)
+        crowd.append(p)
+    calls = []
+    real_finish = F._finish
+    monkeypatch.setattr(F, "_finish", lambda fig, path, *a, **kw: (calls.append(axes_facts(fig)[0]),
+                                                                   real_finish(fig, path, *a, **kw)))
+    F.fig8_efficiency(d, str(tmp_path / "a.png"), "dev")
+    F.fig8_efficiency(dict(d, points=crowd), str(tmp_path / "b.png"), "dev")
+
+    def hit(a, b):
+        return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    for facts, pts in zip(calls, (base, crowd)):
+        notes, marks = facts["notes"], facts["marks"]
+        assert sorted(int(t) for t, _ in notes) == list(range(1, len(pts) + 1)) and len(marks) == len(pts)
+        boxes = [b for _, b in notes]
+        for i, a in enumerate(boxes):
+            assert not any(hit(a, b) for b in boxes[i + 1:]), notes
+            assert not any(a[0] <= x <= a[2] and a[1] <= y <= a[3] for x, y in marks), notes
+    assert any("1\u00a0fused_epoch_kernel" in lab for lab in calls[0]["legend"])
+    assert any("24\u00a0k23_kernel" in lab for lab in calls[1]["legend"])
 
 
 def test_summary_prefers_the_fastest_mode_and_says_slower(tmp_path):
