@@ -39,8 +39,8 @@
 //   starting late: sums + step is the block's 1.2 µs of arithmetic; ncu at 3034a13, logs/: 7,730
 //   instructions a block-epoch, ~1.0 µs of issue, 0.6 of it the fp32 ops). Largest n on chip
 //   6,528,390: 0.538 ms; one point more takes the graph path: 2.295 ms. At n = 500 compiled-graph
-//   wins (0.32 vs 0.38 ms). H200
-//   (profiles/nvidia-h200/, 8fea4d0, tagged exchange): 0.596 ms, 4.61x compiled-graph (2.750 ms).
+//   wins (0.32 vs 0.38 ms). H200 (profiles/nvidia-h200/, bench_frameworks.sh at f48aed3, fixed-point
+//   exchange): 0.458 ms (__headline), 5.78x the fastest framework (PyTorch compiled-graph, 2.649 ms).
 
 // History (tuning, options tried and dropped): report/phase_notes/phase3_fused_streams.md; --help: flags.
 #include <cuda_runtime.h>
