@@ -167,15 +167,8 @@ def run_one(jax, args, points, n, impl, dispatch):
         rec["account"], rec["kernels"], rec["memcpy"] = jaxtwin.profile_run(
             jax, tr.run, "epoch", epochs, rec["timing"]["per_epoch_ms_median"])
         rec["notes"].append(f"kernels/memcpy: jax.profiler over one extra untimed run of {epochs} epochs (trace not kept)")
-    if args.validate:
-        rec["validation"], ok = ptl.validate(points, args.lr, epochs, got)
-    else:
-        rec["validation"], ok = {"performed": False, "passed": None, "errors": {}, "tolerances": {}}, True
     finite = all(math.isfinite(v) for v in [got["w"], got["b"], *got["loss"]])
-    if not finite:
-        rec["status"] = "diverged"
-    elif not ok:
-        rec["status"] = "validation_failed"
+    ok = nbc.settle_validation(rec, args.validate, lambda: ptl.validate(points, args.lr, epochs, got), not finite)
     path = nbc.write_record(rec, args.out, slug, PHASE, tag)
     print(f"{PHASE} {implementation}: n={n} epochs={epochs} w={got['w']:.7f} b={got['b']:.7f} "
           f"train_loss={got['loss'][-1]:.7f} test_loss={got['test_loss']:.7f} "

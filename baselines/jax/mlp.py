@@ -403,15 +403,7 @@ def run_impl(jax, args, impl, data, init, order, own_inputs, dispatch):
         rec["account"], rec["kernels"], rec["memcpy"] = jaxtwin.profile_run(
             jax, lambda: tr.run_steps(0, n), "step", n, rec["timing"]["per_step_ms"]["median"])
         rec["notes"].append(f"kernels/memcpy: jax.profiler over {n} extra untimed steps (trace not kept)")
-    if args.validate:
-        rec["validation"], ok = validate(jax, args, data, init, order)
-    else:
-        rec["validation"], ok = {"performed": False, "passed": None, "errors": {}, "tolerances": {}}, True
-    if diverged:
-        rec["status"] = "diverged"
-        rec["notes"].append(diverged)
-    elif not ok:
-        rec["status"] = "validation_failed"
+    ok = nbc.settle_validation(rec, args.validate, lambda: validate(jax, args, data, init, order), diverged)
     path = nbc.write_record(rec, args.out, rec["device"]["slug"], PHASE, tag)
     print(f"record: {path}  (median {med:.2f} ms, {rec['timing']['per_step_ms']['median'] * 1e3:.2f} us a step, "
           f"compile {tr.compile_ms:.0f} ms, dispatch {dispatch * 1e3:.1f} us)" if med else f"record: {path}", flush=True)

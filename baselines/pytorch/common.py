@@ -239,6 +239,23 @@ def record_path(out_dir, slug, phase, tag):
     return os.path.join(d, f"{phase}__{tag}.json")
 
 
+def settle_validation(rec, validate, run_it, diverged=""):
+    """The end of every twin's run before its record is written: `validation` from run_it() (which
+    returns (validation, ok)) when `validate`, else "not performed"; then the status: diverged (the
+    message, when given, into the notes) before validation_failed. Returns ok."""
+    if validate:
+        rec["validation"], ok = run_it()
+    else:
+        rec["validation"], ok = {"performed": False, "passed": None, "errors": {}, "tolerances": {}}, True
+    if diverged:
+        rec["status"] = "diverged"
+        if isinstance(diverged, str):
+            rec["notes"].append(diverged)
+    elif not ok:
+        rec["status"] = "validation_failed"
+    return ok
+
+
 def write_record(rec, out_dir, slug, phase, tag):
     """profiles/<slug>/<phase>__<tag>.json (or <out_dir>/...), atomically; returns the path."""
     path = record_path(out_dir, slug, phase, tag)

@@ -522,15 +522,8 @@ def run_one(torch, args, points, n, impl, gpu_slug):
                                                         units=epochs, unit_ms=rec["timing"]["per_epoch_ms_median"])
         rec["trace_file"] = os.path.basename(trace)
         rec["notes"].append(f"kernels/memcpy: torch.profiler over one extra untimed run of {epochs} epochs")
-    if args.validate:
-        rec["validation"], ok = validate(points, args.lr, epochs, got)
-    else:
-        rec["validation"], ok = {"performed": False, "passed": None, "errors": {}, "tolerances": {}}, True
     finite = all(math.isfinite(v) for v in [got["w"], got["b"], *got["loss"]])
-    if not finite:
-        rec["status"] = "diverged"
-    elif not ok:
-        rec["status"] = "validation_failed"
+    ok = nbc.settle_validation(rec, args.validate, lambda: validate(points, args.lr, epochs, got), not finite)
     path = nbc.write_record(rec, args.out, slug, PHASE, tag)
     print(
         f"{PHASE} {implementation}: n={n} epochs={epochs} w={got['w']:.7f} b={got['b']:.7f} "

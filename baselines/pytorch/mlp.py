@@ -830,15 +830,7 @@ def run_impl(torch, args, impl, data, init, order, own_inputs):
                                                             setup=tr.reset, record=rec, unit="step", units=n,
                                                             unit_ms=rec["timing"]["per_step_ms"]["median"])
         rec["notes"].append(f"kernels/memcpy: torch.profiler over {n} extra untimed steps (trace not kept)")
-    if args.validate:
-        rec["validation"], ok = validate(torch, args, data, init, order)
-    else:
-        rec["validation"], ok = {"performed": False, "passed": None, "errors": {}, "tolerances": {}}, True
-    if diverged:
-        rec["status"] = "diverged"
-        rec["notes"].append(diverged)
-    elif not ok:
-        rec["status"] = "validation_failed"
+    ok = nbc.settle_validation(rec, args.validate, lambda: validate(torch, args, data, init, order), diverged)
     path = nbc.write_record(rec, args.out, rec["device"]["slug"], PHASE, tag)
     print(f"record: {path}")
     if diverged:
