@@ -228,7 +228,7 @@ sanitize: all
 ## data: data/mnist and data/fashion-mnist from DATA_SRC or the public mirrors, md5 verified
 data:
 	bash scripts/fetch_data.sh "$(DATA_SRC)" data
-## run [FULL=1]: the quick notebook, ~4 min on an H100 (run_all__quick.json; FULL=1: every benchmark); without a GPU only the report
+## run [FULL=1]: the quick notebook, ~5 min on an H100/H200, records in profiles/<gpu>/quick/ (FULL=1: every benchmark, profiles/<gpu>/); without a GPU only the report
 run:
 	FULL=$(FULL) bash scripts/run_all.sh
 ## report: report/REPORT.md and report/figures from profiles/ (no GPU needed)

@@ -20,6 +20,7 @@ import math
 import os
 import re
 import statistics
+import subprocess
 
 from records import as_list, dget, num, parse_nsys_kern_sum, parse_ncu_details, read_chrome_trace
 
@@ -65,6 +66,87 @@ MLP_IMPLS = [("phase4_mlp", "cuda-fp32"), ("phase4_mlp", "cuda-fp16"), ("phase5_
 SWEEP_NS = [500, 5000, 50000, 500000, 5000000, 10000000, 50000000, 100000000]
 W2_HS = [128, 256, 512, 1024, 2048, 4096, 8192]
 BATCH_IMPLS = [("phase5_batched", "cuda"), ("pytorch_mlp", "pytorch-compiled-graph")]
+
+
+# ------------------------------------------------------------------ which files the report may read
+
+_TRACKED = None  # None: every file that exists; else the real paths of the files git tracks
+
+
+def git_tracked(folder):
+    """The real paths of the files git tracks in the work tree that holds folder (committed or staged),
+    or None where git is not there or folder is not in a work tree: then every file that exists counts."""
+    try:
+        top = subprocess.run(["git", "-C", folder, "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=60)
+        if top.returncode != 0 or not top.stdout.strip():
+            return None
+        root = top.stdout.strip()
+        ls = subprocess.run(["git", "-C", root, "ls-files", "-z"], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if ls.returncode != 0:
+        return None
+    root = os.path.realpath(root)
+    return {os.path.join(root, *p.split("/")) for p in ls.stdout.decode("utf-8", "replace").split("\0") if p}
+
+
+def set_tracked(paths):
+    """Which files the report reads: paths (a set of real paths, git_tracked's) or None for every file."""
+    global _TRACKED
+    _TRACKED = None if paths is None else set(paths)
+
+
+def present(path):
+    """True where path exists and, in a git checkout, is tracked: a file that is not committed (a trace
+    or a profile made here and not added) is left out, so a fresh clone gives the same report."""
+    if not path or not os.path.exists(path):
+        return False
+    return _TRACKED is None or os.path.realpath(path) in _TRACKED
+
+
+def pct_text(p):
+    """A percentage as the report prints it everywhere: 3 significant digits ('64.7%', '0.0360%')."""
+    if p is None:
+        return "—"
+    if p == 0:
+        return "0%"
+    e = math.floor(math.log10(abs(p)))
+    d = max(0, 2 - e)
+    return f"{round(p, d):,.{d}f}%"
+
+
+def busy_pct(row):
+    """The device-busy share of a time-account row, percent of the timed unit (unclamped), or None."""
+    if not row or row.get("busy_ms") is None or not row.get("unit_ms"):
+        return None
+    return row["busy_ms"] / row["unit_ms"] * 100
+
+
+def busy_text(p, unit="step"):
+    """A busy share in words, the same everywhere: '64.7%'; over 100% (the profiled or traced run's
+    device time exceeds the timed unit: that run was slower, or under programmatic dependent launch a
+    kernel's duration includes its wait) never a percentage: 'all of it (device time 1.11× the step)'."""
+    if p is None:
+        return "—"
+    if p <= 100:
+        return pct_text(p)
+    return f"all of it (device time {sig3(p / 100)}× the {unit})"
+
+
+BUSY_OVER_NOTE = ("Where the device time of the profiled or traced run exceeds the timed unit, the busy share is "
+                  "\"all of it\" with the device time as a multiple of the unit, never a percentage over 100%: that "
+                  "run took longer than the timed ones (tracer or profiler cost), or, under programmatic dependent "
+                  "launch, a kernel's duration includes its wait for the kernel ahead.")
+
+
+def sig3(x):
+    """3 significant digits without exponent (ratios)."""
+    if x == 0:
+        return "0"
+    e = math.floor(math.log10(abs(x)))
+    d = max(0, 2 - e)
+    return f"{round(x, d):,.{d}f}"
 
 
 def is_torch(phase):
@@ -565,7 +647,7 @@ def trace_path(r):
     # another machine names the path it had there (e.g. /root/out/profiles/...): the file of that
     # name beside the record is the one that travelled with it.
     beside = os.path.join(os.path.dirname(r.abspath), os.path.basename(tf))
-    if os.path.exists(beside):
+    if present(beside):
         return beside
     if os.path.isabs(tf):
         return tf
@@ -585,7 +667,7 @@ def select_timeline(records, dup_notes):
     problems = []
     for r in sorted(cands, key=pref, reverse=True):
         p = trace_path(r)
-        if not os.path.exists(p):
+        if not present(p):
             problems.append(f"`{r.file}` names trace `{r.data.get('trace_file')}`, which is not there")
             continue
         events, tnames, pnames, problem = read_chrome_trace(p)
@@ -871,14 +953,35 @@ def select_batch(records, dup_notes):
     series = {}
     for (phase, impl, b), r in picked.items():
         series.setdefault((phase, impl), []).append((b, r.metric("samples_per_s"), r))
+    missing = [label(*k) for k in BATCH_IMPLS if k not in series]
+    if not any(is_twin(k[0]) for k in series):
+        missing = sorted(set(missing) | {"any PyTorch twin"})
+    # a twin mode without sweep records but with a W1 record of the sweep's own model (layers, optimizer,
+    # dropout, data, precision: the sweep is W1 at other batch sizes) stands at its W1 batch as one point
+    from_w1 = set()
+    ours = [r for r in picked.values() if not is_twin(r.phase)]
+    model = {_batch_model(r) for r in ours}
+    if len(model) == 1:
+        w1 = [r for r in records if is_twin(r.phase) and r.workload == "mlp_w1" and base_tag(r) == "w1"
+              and r.cfg_num("batch") and r.metric("samples_per_s") is not None and _batch_model(r) in model
+              and not any(k[1] == r.impl for k in series)]
+        for (phase, impl), r in sorted(group_pick(w1, lambda r: (r.phase, r.impl),
+                                                  lambda k: f"Figure 9 {label(*k)} (W1 run)", []).items()):
+            series[(phase, impl)] = [(int(r.cfg_num("batch")), r.metric("samples_per_s"), r)]
+            from_w1.add((phase, impl))
     for k in series:
         series[k].sort(key=lambda t: t[0])
     keys = sorted(series, key=series_sort_key)
-    missing = [label(*k) for k in BATCH_IMPLS if k not in series]
-    if not any(is_twin(k[0]) for k in keys):
-        missing = sorted(set(missing) | {"any PyTorch twin"})
-    return {"series": {k: series[k] for k in keys}, "missing": missing,
+    return {"series": {k: series[k] for k in keys}, "missing": missing, "from_w1": from_w1,
             "records": [p[2] for k in keys for p in series[k]]}
+
+
+def _batch_model(r):
+    """What makes a batch-sweep point and a W1 run the same model: layers, optimizer, dropout, dataset,
+    precision (config), as a hashable tuple."""
+    c = r.config
+    return (str(c.get("layers")), str(c.get("optimizer")), str(c.get("dropout")), str(c.get("dataset")),
+            str(c.get("precision") or "fp32"))
 
 
 # ------------------------------------------------------------------ figure 8: efficiency
@@ -1153,7 +1256,7 @@ def nsys_comparison(dev_dir, phase_num, phase_name, records):
     """nsys kernel list (profiles/<slug>/phaseN_nsys_cuda_gpu_kern_sum.csv) against the CUPTI
     summary of a record of that phase. None when no CSV."""
     path = os.path.join(dev_dir, f"phase{phase_num}_nsys_cuda_gpu_kern_sum.csv")
-    if not os.path.exists(path):
+    if not present(path):
         return None
     rows, problem = parse_nsys_kern_sum(path)
     out = {"csv": path, "problem": problem, "rows": [], "record": None}
@@ -1202,7 +1305,7 @@ def nsys_comparison(dev_dir, phase_num, phase_name, records):
 def _ncu_summary(path, key, wrong):
     """A summary JSON beside an ncu CSV: (its object, "") if it has a list under `key`; (None, why)
     if it is unreadable or another kind; (None, "") if there is none."""
-    if not os.path.exists(path):
+    if not present(path):
         return None, ""
     try:
         with open(path, encoding="utf-8") as f:
@@ -1223,7 +1326,7 @@ def ncu_summaries(dev_dir, phase_num):
     if not os.path.isdir(dev_dir):
         return out
     for name in sorted(os.listdir(dev_dir)):
-        if name.startswith(f"phase{phase_num}_ncu_") and name.endswith(".csv"):
+        if name.startswith(f"phase{phase_num}_ncu_") and name.endswith(".csv") and present(os.path.join(dev_dir, name)):
             rows, problem = parse_ncu_details(os.path.join(dev_dir, name))
             sections = sorted({r["section"] for r in rows})
             rpath = os.path.join(dev_dir, name[:-len(".csv")] + "_regions.json")
@@ -1231,9 +1334,9 @@ def ncu_summaries(dev_dir, phase_num):
             lpath = os.path.join(dev_dir, name[:-len(".csv")] + "_lines.json")
             lines, lproblem = _ncu_summary(lpath, "statements", "not a summary by source line")
             out.append({"file": name, "rows": rows, "problem": problem, "sections": sections,
-                        "regions_file": os.path.basename(rpath) if os.path.exists(rpath) else None,
+                        "regions_file": os.path.basename(rpath) if present(rpath) else None,
                         "regions": regions, "regions_problem": rproblem,
-                        "lines_file": os.path.basename(lpath) if os.path.exists(lpath) else None,
+                        "lines_file": os.path.basename(lpath) if present(lpath) else None,
                         "lines": lines, "lines_problem": lproblem})
     return out
 
@@ -1296,7 +1399,7 @@ def _trace_overlap(r):
     """(union of device intervals / summed device time) from a Chrome trace beside our record:
     below 1 where kernels or copies ran concurrently. None without a readable trace."""
     p = trace_path(r)
-    if not p or not os.path.exists(p):
+    if not p or not present(p):
         return None
     events, _, pnames, problem = read_chrome_trace(p)
     if problem:
@@ -1535,9 +1638,18 @@ def fp32_peak_tflops(records):
 def _busy_share(acc_panels, wl, key):
     p = next((p for p in acc_panels if p["workload"] == wl), None)
     row = next((x for x in (p["rows"] if p else []) if x["key"] == key), None)
-    if row and row["busy_ms"] is not None and row["unit_ms"]:
-        return row["busy_ms"] / row["unit_ms"] * 100, row["record"]
-    return None, None
+    b = busy_pct(row)
+    return (b, row["record"]) if b is not None else (None, None)
+
+
+def copy_share(r, t_ms, copy_gbps):
+    """The bytes a linear-regression run reads (8 B x n_train a epoch, bytes_per_epoch_linreg) per second
+    of its time t_ms, as a percent of the measured copy bandwidth; None without n, epochs or a time.
+    Over 100: the data stays on chip (L2), the HBM roof does not bound the run."""
+    n, ep = r.cfg_num("n"), r.cfg_num("epochs")
+    if not (n and ep and t_ms and copy_gbps):
+        return None
+    return bytes_per_epoch_linreg(int(n)) * ep / (t_ms / 1e3) / 1e9 / copy_gbps * 100
 
 
 HBM_ROOF = "copy bandwidth"  # the roof name of the measured HBM copy bandwidth in a ladder row's roof
@@ -1624,14 +1736,15 @@ def ladder_table(sel, acc, records):
         if busy is None:
             limit = "—"
         elif busy >= 80:
-            limit = f"the GPU (busy {busy:.0f}% of the {unit})"
+            limit = (f"the GPU (busy {busy_text(busy, unit)} of the {unit})" if busy <= 100 else
+                     f"the GPU (busy all of the {unit}: device time {sig3(busy / 100)}× it)")
         else:
-            limit = f"host and launches (GPU busy {busy:.0f}% of the {unit})"
+            limit = f"host and launches (GPU busy {busy_text(busy, unit)} of the {unit})"
         roof = None
         if wl == "linreg" and copy_gbps:
-            n, ep = r.cfg_num("n"), r.cfg_num("epochs")
-            if n and ep:
-                roof = (bytes_per_epoch_linreg(int(n)) * ep / (t / 1e3) / 1e9 / copy_gbps * 100, HBM_ROOF, r)
+            cs = copy_share(r, t, copy_gbps)
+            if cs is not None:
+                roof = (cs, HBM_ROOF, r)
         elif wl != "linreg":
             roof = _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops)
         wname = {"linreg": "linreg 5M × 200", "mlp_w1": "W1 epoch", "mlp_w2_8192": "W2 h = 8192 step",

@@ -81,7 +81,7 @@ def _plot_runs(ax, pts, grid, **kw):
     carrier = max(range(len(runs)), key=lambda i: (len(runs[i]), -i)) if runs else 0  # the legend shows a line if any
     for i, run in enumerate(runs):
         style = dict(kw)
-        if len(runs) > 1 and len(run) == 1:
+        if len(run) == 1:  # a point without a measured neighbour: a marker, never a line (legend too)
             style["linestyle"] = "none"
         ax.plot([p[0] for p in run], [p[1] for p in run], label=label if i == carrier else None, **style)
 
@@ -218,10 +218,10 @@ def fig3_breakdown(d, path, device):
             iu = idle / 100 * denom * 1e3
             if iu > 0:
                 ax.barh(y, iu, left=left, color=ACCOUNT_IDLE, edgecolor="#999999", linewidth=0.4, hatch="//")
-            busy = row["busy_ms"] / row["unit_ms"] * 100 if row["busy_ms"] is not None and row["unit_ms"] else None
+            busy = A.busy_pct(row)
             txt = _fmt_ms(row["unit_ms"]) if row["unit_ms"] is not None else "—"
             if busy is not None:
-                txt += f" · idle {max(0.0, 100 - busy):.0f}%"
+                txt += f" · idle {A.pct_text(max(0.0, 100 - busy))}"
             if left + iu > top * 1.35:
                 ax.text(top * 1.33, y, txt + "  (bar runs off the scale)", va="center", ha="right", fontsize=8,
                         bbox=dict(facecolor="white", edgecolor="none", pad=1.0))
@@ -376,6 +376,9 @@ def fig6_w2(d, path, device):
     ax2.axhline(1.0, color="black", linewidth=1.2, linestyle="--", label="parity with the fastest framework")
     ax2.set_xscale("log", base=2)
     ax2.set_yscale("log")
+    ax2.yaxis.set_major_formatter(FormatStrFormatter("%g"))  # 0.6, 1, 2 rather than 6×10⁻¹
+    ax2.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    ax2.tick_params(axis="y", which="minor", labelsize=7.5)
     ax2.set_xlabel("hidden width h (log2 scale)")
     ax2.set_ylabel("fastest framework mode's time / ours (×, log)")
     ax2.set_title("relative speed (above 1: ours faster than every framework mode)", fontsize=9.5)
@@ -550,6 +553,10 @@ def batch_finding(series):
     if not both:
         return "samples per second against the batch size (higher is better)"
     over = [b for b in both if twin[b] > ours[b]]
+    if len(both) == 1:
+        b = both[0]
+        return (f"at batch {b:,}, the one batch size both ran, phase 5 trains {ours[b] / twin[b]:.3g}x as fast as the "
+                f"fastest {who[b]} mode")
     if not over:
         names = " and ".join(n for n in ("PyTorch", "JAX") if n in {who[b] for b in both})
         return (f"phase 5 trains faster than {names} at every batch size from {both[0]:,} to {both[-1]:,} "
@@ -565,16 +572,18 @@ def fig9_batch(d, path, device):
     _setup()
     fig, ax = plt.subplots(figsize=(10, 5.6))
     grid = _grid(d["series"], ours_only=True)  # the batch sizes of our sweep
+    w1 = d.get("from_w1") or set()
     for k, pts in d["series"].items():
-        _plot_runs(ax, pts, grid, marker=A.marker(k), color=A.color(k),
-                   linestyle=A.linestyle(k), label=A.label(*k), markersize=5)
+        _plot_runs(ax, pts, grid, marker=A.marker(k), color=A.color(k), linestyle=A.linestyle(k),
+                   label=A.label(*k) + (" (its W1 run)" if k in w1 else ""), markersize=5)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size (samples per step, log2 scale)")
     ax.set_ylabel("training throughput (samples/s, log scale)")
     ax.set_title(textwrap.fill(batch_finding(d["series"]), 110), fontsize=9.5)
     _pow2_ticks(ax, [p[0] for pts in d["series"].values() for p in pts])
-    ax.legend(loc="upper left")
+    # the curves rise to the upper right: the legend goes where they are not
+    ax.legend(loc="lower right", fontsize=8)
     _finish(fig, path, "Figure 9 — phase 5 batch-size sweep", device, d["records"])
 
 
@@ -608,24 +617,28 @@ def fig_time_account(panel, path, device, title):
         for c, w in segs:
             ax.barh(y, w, left=left, color=ACCOUNT_COLORS[c], edgecolor="white", linewidth=0.4)
             if w >= 8:
-                ax.text(left + w / 2, y, f"{w:.0f}%", ha="center", va="center", fontsize=7.5)
+                ax.text(left + w / 2, y, A.pct_text(w), ha="center", va="center", fontsize=7.5)
             left += w
         if idle > 0:
             ax.barh(y, idle, left=left, color=ACCOUNT_IDLE, edgecolor="#999999", linewidth=0.4, hatch="//")
             if idle >= 8:
-                ax.text(left + idle / 2, y, f"{idle:.0f}%", ha="center", va="center", fontsize=7.5, color="#444444")
+                ax.text(left + idle / 2, y, A.pct_text(idle), ha="center", va="center", fontsize=7.5, color="#444444")
         txt = _fmt_ms(row["unit_ms"]) if row["unit_ms"] is not None else "—"
-        if row["busy_ms"] is not None and row["unit_ms"]:
-            share = row["busy_ms"] / row["unit_ms"] * 100
-            txt += f" · GPU busy {share:.0f}%" if share < 100 else " · GPU busy ≥ 100%"
+        share = A.busy_pct(row)
+        if share is not None:  # over 100%: the busy time exceeds the step (report: BUSY_OVER_NOTE), never a share
+            txt += (f" · GPU busy {A.pct_text(share)}" if share <= 100 else
+                    f" · busy all ({A.sig3(share / 100)}× device time)")
         ax.text(101.5, y, txt, va="center", fontsize=8.5)
     ax.set_yticks(ys)
     ax.set_yticklabels([_short(row["label"], 44) for row in rows])
-    ax.set_xlim(0, 132)
+    ax.set_xlim(0, 142)
     ax.set_xticks([0, 20, 40, 60, 80, 100])
     unit = rows[0]["unit"] if rows else "step"
+    over = any((A.busy_pct(row) or 0) > 100 for row in rows)
     ax.set_xlabel(f"share of the {unit}'s time (%): device time by kind of kernel, then the GPU's wait\n"
-                  f"(right of the bars: time per {unit})")
+                  f"(right of the bars: time per {unit}" +
+                  ")" + (f"\n\"N× device time\": the profiled or traced run's device time is N× the timed {unit}; "
+                         "its bar shows that device time" if over else ""))
     ax.set_title("kernels classified by name (see report); hatched: step time minus device-busy time "
                  "(host, framework, launch gaps)", fontsize=9)
     handles = [Patch(color=ACCOUNT_COLORS[c], label=c) for c in A.ACCOUNT_CATEGORIES] + \

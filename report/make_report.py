@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -71,7 +72,7 @@ def times(x):
 
 
 def pct(x):
-    return DASH if x is None else sig(x, 3) + "%"
+    return DASH if x is None else A.pct_text(x)
 
 
 ROOF_RULE = ("A kernel or rung is given as a share of a roof only where that roof bounds it: one that moves its counted bytes "
@@ -89,6 +90,20 @@ def roof_text(p, name):
     if name.startswith(A.HBM_ROOF):
         return f"on chip: {times(p / 100)} the HBM copy rate{name[len(A.HBM_ROOF):]}"
     return f"above the {name}: {times(p / 100)} it"
+
+
+COPY_RATE_RULE = ("A run that reads faster than the measured copy bandwidth is given as a multiple of that rate, never "
+                  "as a percentage over 100%: the copy bandwidth counts bytes read and written, a training epoch "
+                  "mostly reads, and where the points fit the L2 cache (n of a few million) the epochs after the first "
+                  "read L2, not HBM.")
+
+
+def copy_rate_text(p):
+    """A linear-regression run's read rate against the copy bandwidth (analysis.copy_share): '64.4% of copy
+    bandwidth', over 100% '1.02× the HBM copy rate' (COPY_RATE_RULE)."""
+    if p is None:
+        return DASH
+    return f"{pct(p)} of copy bandwidth" if p <= 100 else f"{times(p / 100)} the HBM copy rate"
 
 
 def esc(s):
@@ -179,13 +194,13 @@ def sec_fig2(md, ctx, d):
             epochs = r.cfg_num("epochs")
             gbps = (A.bytes_per_epoch_linreg(n) * epochs / (t / 1e3) / 1e9) if epochs and t else None
             rows.append([A.label(*k), f"{n:,}", ms(t), sig(t * 1e3 / epochs, 4) + " µs" if epochs else DASH,
-                         sig(gbps, 4), pct(gbps / f["copy_gbps"] * 100) if f and gbps else DASH, ctx.link(r)])
+                         sig(gbps, 4), copy_rate_text(A.copy_share(r, t, f["copy_gbps"])) if f else DASH, ctx.link(r)])
     md.append(long_table(["implementation", "n", "training time", "per epoch", "effective GB/s (8 B × n_train / epoch)",
-                          "% of copy bandwidth", "record"], rows, "Every point of the figure") + "\n")
+                          "against the copy bandwidth", "record"], rows, "Every point of the figure") + "\n")
     if f:
         md.append(f"Floor: 8 bytes (x and y, float32) × n_train × {f['epochs']} epochs / {sig(f['copy_gbps'])} GB/s "
                   f"(peaks.copy_gbps of {ctx.link(f['record'])}, which counts bytes read + written); "
-                  "n_train = n − ⌊n/5⌋.\n")
+                  "n_train = n − ⌊n/5⌋. " + COPY_RATE_RULE + "\n")
 
 
 def sec_fig3(md, ctx, d):
@@ -202,11 +217,13 @@ def sec_fig3(md, ctx, d):
                         [sig(b["sum_us"], 4) + flag, sig(b["measured_us"], 4), ctx.link(b["record"])])
         md.append(table(["implementation"] + A.CATEGORIES + ["sum", "measured epoch (total / epochs)", "record"], rows) + "\n")
         krows = []
-        for b in p["bars"]:
-            for name, cat, us, calls in b["kernels"][:8]:
-                krows.append([b["label"], code(A.short(name)), cat, sig(us, 4), count(calls), ctx.link(b["record"])])
+        for b in p["bars"]:  # one row an implementation, its kernels one a line of the cell
+            ks = [f"{code(A.short(name))} {sig(us, 4)} µs, {cat}, {count(calls)} calls"
+                  for name, cat, us, calls in b["kernels"][:8]]
+            if ks:
+                krows.append([b["label"], "<br>".join(ks), ctx.link(b["record"])])
         md.append("<details><summary>Kernels behind the bars (top 8 per implementation)</summary>\n")
-        md.append(table(["implementation", "kernel / copy", "category", "µs per epoch", "calls (whole summary)", "record"],
+        md.append(table(["implementation", "kernel or copy: µs per epoch, category, calls (whole summary)", "record"],
                         krows) + "\n")
         md.append("</details>\n")
         rcats = sorted({c for b in p["bars"] if b["ranges"] for c in b["ranges"]})
@@ -328,8 +345,14 @@ def sec_fig8(md, ctx, d):
 
 
 def sec_fig9(md, ctx, d):
-    rows = [[A.label(*k), f"{b:,}", sig(s, 4), ctx.link(r)] for k, pts in d["series"].items() for b, s, r in pts]
+    w1 = d.get("from_w1") or set()
+    rows = [[A.label(*k) + (" (its W1 run)" if k in w1 else ""), f"{b:,}", sig(s, 4), ctx.link(r)]
+            for k, pts in d["series"].items() for b, s, r in pts]
     md.append(long_table(["implementation", "batch", "samples/s", "record"], rows, "Every point of the figure") + "\n")
+    if w1:
+        md.append("\"Its W1 run\": a framework mode with no batch-sweep record on this device is drawn at the batch "
+                  "of its W1 record (`metrics.samples_per_s`), which trains the sweep's model (the same layers, "
+                  "optimizer, dropout, data and precision).\n")
 
 
 def sci(x):
@@ -478,7 +501,7 @@ def sec_time_account(md, ctx, d, slug, device, figdir, written):
         u = p["rows"][0]["unit"]
         rows = []
         for row in p["rows"]:
-            share = pct(row["busy_ms"] / row["unit_ms"] * 100) if row["busy_ms"] is not None and row["unit_ms"] else DASH
+            share = A.busy_text(A.busy_pct(row), row["unit"])
             rows.append([row["label"], us(row["unit_ms"]), us(row["host_ms"]),
                          sig(row["launches"], 3) if row["launches"] is not None else DASH,
                          us(row["kernel_ms"]), us(row["busy_ms"]), us(row["idle_ms"]), share] +
@@ -501,6 +524,8 @@ def sec_time_account(md, ctx, d, slug, device, figdir, written):
             notes.append("evaluation kernels (names with `eval`) left out of our summaries, as the timed step excludes "
                          "evaluation: " + ", ".join(f"{row['label']} {us(row['skipped_ms'])} per {u}" for row in skipped))
         md.append("Sources: " + "; ".join(notes) + ".\n")
+        if any((A.busy_pct(row) or 0) > 100 for row in p["rows"]):
+            md.append(A.BUSY_OVER_NOTE + "\n")
 
 
 # ------------------------------------------------------------------ phases: predicted vs measured
@@ -544,8 +569,9 @@ def phase_targets(phase, sel, recs):
             if n >= 50000000 and f:
                 ep = r.cfg_num("epochs")
                 gb = A.bytes_per_epoch_linreg(n) * ep / (t / 1e3) / 1e9
-                out.append((f"n = {n:,}: epoch reads ≥ 85% of copy bandwidth", f"{sig(gb)} GB/s = {pct(gb / f['copy_gbps'] * 100)}",
-                            verdict(gb / f["copy_gbps"] >= 0.85), [r, f["record"]]))
+                cs = A.copy_share(r, t, f["copy_gbps"])
+                out.append((f"n = {n:,}: epoch reads ≥ 85% of copy bandwidth", f"{sig(gb)} GB/s = {copy_rate_text(cs)}",
+                            verdict(cs >= 85), [r, f["record"]]))
         hs = {}
         for r in recs:
             bt = A.base_tag(r)
@@ -655,14 +681,31 @@ def top_kernels(r, n=5):
              k.get("grid"), k.get("block")) for k in ks[:n]]
 
 
+def note_contents(text, limit=16):
+    """The parts of a phase note, in order: its headings, else the bold words that open its paragraphs
+    ('What it adds', 'Predicted', ...), parentheses and a closing full stop left out."""
+    heads = [m.strip() for m in re.findall(r"^#{1,6}\s+(.+?)\s*$", text, flags=re.M)]
+    if not heads:
+        heads = [m.strip() for m in re.findall(r"^\*\*([^*\n]+?)\*\*", text, flags=re.M)]
+    out = []
+    for h in heads:
+        h = re.sub(r"\s*\(.*?\)", "", h).rstrip(" .:—")
+        if h and h not in out:
+            out.append(h)
+    return out[:limit] + (["…"] if len(out) > limit else [])
+
+
 def sec_phases(md, ctx, recs, sel, dev_dir, notes_dir):
     md.append("### The phases: what each adds, what was predicted, what was measured\n")
     for pn, phase in PHASES:
         md.append(f"#### Phase {pn} — `{phase}`\n")
         notes_path = os.path.join(notes_dir, phase + ".md")
-        if os.path.exists(notes_path):
+        if A.present(notes_path):
             with open(notes_path, encoding="utf-8") as f:
-                md.append(f.read().strip() + "\n")
+                parts = note_contents(f.read())
+            md.append(f"**Notes** — [{code(phase + '.md')}]({ctx.rel(notes_path)})" +
+                      (": " + "; ".join(parts) if parts else "") + ". Below, what the records of this device "
+                      "measure.\n")
         mine = [r for r in recs if r.phase == phase]
         if not mine:
             md.append("**Measured.** No records of this phase on this device: not yet measured.\n")
@@ -1044,8 +1087,9 @@ def quick_note(recs):
     if not q:
         return ""
     return (f"{len(q)} of the records drawn come from `make run`'s quick notebook (run_mode quick: REPEATS=2, sweep at "
-            "n = 5,000, 500,000 and 5,000,000, W2 at h = 128 and 8192 with 1,000/200 steps, batch sweep at 32, 512 "
-            "and 8,192, no torch.compile alone or max-autotune twin); a full run's record replaces each where both exist.")
+            "n = 5,000, 500,000 and 5,000,000, W1 one epoch, W2 at h = 128 and 8192 with 500/200 steps, batch sweep "
+            "at 32, 512 and 8,192, one JAX mode a workload, no torch.compile alone or max-autotune twin; stored under "
+            "profiles/<device>/quick/); a full run's record replaces each where both exist.")
 
 
 def front_data(sel, acc, bench, rs):
@@ -1092,6 +1136,15 @@ def front_data(sel, acc, bench, rs):
         hs = sorted(best)
         f[6] = (f"our fastest path beats the fastest framework mode at {win} of {len(best)} widths "
                 f"({slower(best[hs[0]])} at h = {hs[0]}, {slower(best[hs[-1]])} at h = {hs[-1]})")
+        # A framework measured at a few widths only: the ratio elsewhere is against the others.
+        fam = {}
+        for k, pts in sel[6]["series"].items():
+            if str(k[0]).startswith("jax"):
+                fam.setdefault("JAX", set()).update(p[0] for p in pts)
+        for name, widths in sorted(fam.items()):
+            if set(hs) - widths:
+                f[6] += (f"; {name} measured at h = {', '.join(f'{h:,}' for h in sorted(widths))} only, "
+                         f"the other widths against PyTorch")
     gaps = [g[0] for p in sel[7]["panels"] for g in p["gaps"].values()]
     if gaps:
         f[7] = f"our loss curves stay within {sig(max(gaps) * 100, 3)}% of PyTorch's at every logged point"
@@ -1123,6 +1176,23 @@ def front_data(sel, acc, bench, rs):
             "odd": odd_results(sel, acc, bench, spread)}
 
 
+def summary_records(md, ctx, slug, summ):
+    """The records behind the report's summary table, one a row (a line of links would be unreadable)."""
+    rows = []
+    for row in summ:
+        seen = set()
+        for r in row["records"]:
+            if r is None or r.path in seen:
+                continue
+            seen.add(r.path)
+            rows.append([row["workload"], A.label(r.phase, r.impl), ctx.link(r)])
+    if not rows:
+        return
+    md.append(f'<a id="summary-records-{slug}"></a>\n')
+    md.append("### Records behind the summary table\n")
+    md.append(long_table(["workload", "implementation", "record"], rows, "The record of every cell", limit=40) + "\n")
+
+
 def answer_sentences(summ, acc, spread):
     out = []
     # question 1: how much time does PyTorch spend (account: busy vs timed step)
@@ -1133,10 +1203,10 @@ def answer_sentences(summ, acc, spread):
         e = next((row for row in tw if row["key"][1] == "pytorch-eager"), tw[0])
         f = min(tw, key=lambda row: (row["unit_ms"], row["label"]))
         s = (f"On {p['title']}, {e['label']} keeps the GPU busy for {us(e['busy_ms'])} of each {e['unit']}'s "
-             f"{us(e['unit_ms'])} ({pct(e['busy_ms'] / e['unit_ms'] * 100)}); the rest is the framework and launches")
+             f"{us(e['unit_ms'])} ({A.busy_text(A.busy_pct(e), e['unit'])}); the rest is the framework and launches")
         if f is not e:
             s += (f"; the fastest profiled framework mode, {f['label']}, takes {us(f['unit_ms'])} with the GPU busy "
-                  f"{pct(min(f['busy_ms'] / f['unit_ms'], 1.0) * 100)}")
+                  f"{A.busy_text(A.busy_pct(f), f['unit'])}")
         out.append(s + ".")
         if len(out) == 2:
             break
@@ -1171,21 +1241,24 @@ def odd_results(sel, acc, bench, spread):
         odd.setdefault(1, []).append(f"Eager with a `loss.item()` sync every epoch ({ms(sy['ms'])}) measured faster than "
                                      f"without ({ms(e['ms'])}){sp}.")
     f = sel[2]["floor"]
-    for n, t, r in sel[2]["series"].get(("phase3_fused_streams", "cuda"), []):
-        if f and n == 5000000:
-            ep = r.cfg_num("epochs")
-            gb = A.bytes_per_epoch_linreg(n) * ep / (t / 1e3) / 1e9
-            l2 = num(dget(r.data, "device", "l2_bytes"))
-            if gb > f["copy_gbps"]:
-                odd[2] = [f"At 5M points phase 3 reads at {times(gb / f['copy_gbps'])} the HBM copy rate: the "
-                          f"{sig(A.bytes_per_epoch_linreg(n) / 1e6, 3)} MB an epoch reads fit the "
-                          f"{sig(l2 / 2**20, 3) + ' MiB ' if l2 else ''}L2 cache, so epochs after the first read L2, not HBM."]
+    # phase 3 at 5M points: the headline record where there is one (the ladder's number, said once), else
+    # the sweep's point at n = 5M
+    p3 = lad.get(("phase3_fused_streams", "cuda"))
+    at5m = ([(5000000, p3["ms"], p3["record"])] if p3 and p3["record"].cfg_num("n") == 5000000 else
+            [x for x in sel[2]["series"].get(("phase3_fused_streams", "cuda"), []) if x[0] == 5000000])
+    for n, t, r in at5m[:1]:
+        cs = A.copy_share(r, t, f["copy_gbps"]) if f else None
+        l2 = num(dget(r.data, "device", "l2_bytes"))
+        if cs is not None and cs > 100:
+            odd[2] = [f"At 5M points phase 3 reads at {times(cs / 100)} the HBM copy rate ({code(r.file)}): the "
+                      f"{sig(A.bytes_per_epoch_linreg(n) / 1e6, 3)} MB an epoch reads fit the "
+                      f"{sig(l2 / 2**20, 3) + ' MiB ' if l2 else ''}L2 cache, so epochs after the first read L2, not HBM."]
     w1 = {r["key"]: r for r in sel[5]["rows"]}
     a, b = w1.get(("phase4_mlp", "cuda-fp32")), w1.get(("phase4_mlp", "cuda-fp16"))
     if a and b and b["epoch_ms"] >= 0.9 * a["epoch_ms"]:
         p = next((p for p in acc["panels"] if p["workload"] == "mlp_w1"), None)
         row = next((x for x in (p["rows"] if p else []) if x["key"] == b["key"]), None)
-        why = (f"its GPU is busy {pct(row['busy_ms'] / row['unit_ms'] * 100)} of a step (CUPTI summary), so the host-driven "
+        why = (f"its GPU is busy {A.busy_text(A.busy_pct(row), 'step')} of a step (CUPTI summary), so the host-driven "
                "step, not the GEMMs, sets the pace" if row and row["busy_ms"] is not None and row["unit_ms"]
                else "no kernel summary of phase 4 fp16 W1 says where its step goes")
         odd[5] = [f"Phase 4 fp16 ({ms(b['epoch_ms'])} an epoch) is no faster than fp32 ({ms(a['epoch_ms'])}): {why}."]
@@ -1239,8 +1312,8 @@ def front_page(md, ctx, slug, name, all_rs, rs, sel, acc, fr, drawn, figdir):
                    "synchronisation that CUDA events do not (Threats to validity, in the appendix)" if jax else "") +
                   ". Eager varies between processes on the same machine" +
                   (f" ({ms(sp[0])} to {ms(sp[1])} over {sp[2]} linear-regression records at 5M × 200)" if sp else "") +
-                  ", so × eager is the looser of the two ratios. Records: " +
-                  ctx.links([x for r in summ for x in r["records"]][:40]) + ".\n")
+                  ", so × eager is the looser of the two ratios. The record behind every cell: "
+                  f"[APPENDIX.md](APPENDIX.md#summary-records-{slug}).\n")
     lad = fr["ladder"]
     if lad["rows"]:
         md.append("### The ladder\n")
@@ -1255,7 +1328,8 @@ def front_page(md, ctx, slug, name, all_rs, rs, sel, acc, fr, drawn, figdir):
                   "under 80% the host and launches, not the GPU, set the pace. Roofs: the copy bandwidth and fp16 "
                   "tensor-core peak of the `ceilings` record" + (f" ({ctx.link(lad['peak_record'])})" if lad["peak_record"] else "") +
                   "; fp32 kernels against the nominal fp32 peak (device properties; no record measures it); the best "
-                  "of a rung's key kernels (figure 8). " + ROOF_RULE + "\n")
+                  "of a rung's key kernels (figure 8). " + ROOF_RULE +
+                  (" " + A.BUSY_OVER_NOTE if any((r["busy"] or 0) > 100 for r in lad["rows"]) else "") + "\n")
     md.append("### Figures\n")
     titles = {n_: t for n_, _, t in FIGURES}
 
@@ -1291,8 +1365,23 @@ def front_page(md, ctx, slug, name, all_rs, rs, sel, acc, fr, drawn, figdir):
                                                      f"({esc(x.get('status'))})" for x in steps) + ".\n")
 
 
-def build(profiles, out, notes_dir):
+def build(profiles, out, notes_dir, untracked=False):
+    # In a git checkout the report reads only the files git tracks: a trace, profile or record made here
+    # and not added would make this report differ from a fresh clone's. Without git, every file counts.
+    tracked = None if untracked else A.git_tracked(os.path.abspath(profiles))
+    A.set_tracked(tracked)
     records, skipped, others = load_profiles(profiles)
+    if tracked is not None:
+        base = os.path.dirname(os.path.abspath(profiles))
+        left = sorted([r.path for r in records if not A.present(r.abspath)] +
+                      [x.path for x in skipped if not A.present(os.path.join(base, x.path))] +
+                      [o for o in others if not A.present(os.path.join(base, o))])
+        records = [r for r in records if A.present(r.abspath)]
+        skipped = [x for x in skipped if A.present(os.path.join(base, x.path))]
+        others = [o for o in others if A.present(os.path.join(base, o))]
+        if left:
+            print(f"make_report: {len(left)} file(s) under {profiles} not tracked by git, left out (git add them, "
+                  "or --untracked): " + ", ".join(left[:5]) + (" …" if len(left) > 5 else ""), file=sys.stderr)
     figdir = os.path.join(out, "figures")
     os.makedirs(figdir, exist_ok=True)
     ctx = Ctx(out)
@@ -1369,6 +1458,7 @@ def build(profiles, out, notes_dir):
         secs = {1: sec_fig1, 2: sec_fig2, 3: sec_fig3, 4: sec_fig4, 5: sec_fig5, 6: sec_fig6, 7: sec_fig7,
                 8: sec_fig8, 9: sec_fig9, 13: sec_fig13}
         fr = front_data(sel, acc, bench, rs)
+        summary_records(app, ctx, slug, fr["summary"])
         for n_ in fns:
             sel[n_]["finding"] = fr["findings"].get(n_)
         missing_lines = []
@@ -1436,13 +1526,15 @@ def main(argv=None):
     ap.add_argument("--profiles", default="profiles", help="folder holding <device-slug>/<phase>__<tag>.json")
     ap.add_argument("--out", default="report", help="folder for REPORT.md and figures/")
     ap.add_argument("--notes", default=os.path.join(HERE, "phase_notes"), help="per-phase prose (<phase>.md)")
+    ap.add_argument("--untracked", action="store_true",
+                    help="also read files git does not track (a preview before committing; default: tracked only)")
     a = ap.parse_args(argv)
     if not os.path.isdir(a.profiles):
         print(f"make_report: --profiles {a.profiles}: not a folder", file=sys.stderr)
         return 2
     try:
         os.makedirs(a.out, exist_ok=True)
-        records, skipped, figs = build(a.profiles, a.out, a.notes)
+        records, skipped, figs = build(a.profiles, a.out, a.notes, a.untracked)
     except OSError as e:
         print(f"make_report: cannot write the report under {a.out}: {e}", file=sys.stderr)
         return 4

@@ -67,6 +67,7 @@ class Record:
     date: str = ""            # YYYY-MM-DD from utc_time
     utc_time: str = ""
     problems: list = field(default_factory=list)
+    quick: bool = False       # read from profiles/<slug>/quick/ (make run's quick notebook)
 
     @property
     def file(self) -> str:
@@ -136,9 +137,16 @@ def _load_json(path):
     return json.loads(text, parse_constant=bad_constant)
 
 
-def load_profiles(profiles_dir: str, rel_base: str | None = None):
-    """Reads every profiles/<slug>/*.json. Returns (records, skipped, others) where others lists
-    JSON files that are not named like a record (traces etc.), as repository-relative paths.
+QUICK_DIR = "quick"  # profiles/<slug>/quick/: the records of `make run`'s quick notebook
+
+
+def load_profiles(profiles_dir: str, rel_base: str | None = None, shadowed: list | None = None):
+    """Reads every profiles/<slug>/*.json and profiles/<slug>/quick/*.json (the quick notebook's
+    records: `quick` is True and run_mode says "quick" whatever the file says). Returns (records,
+    skipped, others) where others lists JSON files that are not named like a record (traces etc.), as
+    repository-relative paths. A quick record whose slot (its device folder, phase and tag) a full
+    run's usable record (status ok, not run_mode quick) fills is left out: the full one wins; when
+    `shadowed` is a list, those quick records are appended to it.
     rel_base: the folder paths are reported relative to (default: the parent of profiles_dir)."""
     profiles_dir = os.path.abspath(profiles_dir)
     rel_base = os.path.abspath(rel_base or os.path.dirname(profiles_dir))
@@ -149,59 +157,87 @@ def load_profiles(profiles_dir: str, rel_base: str | None = None):
         full_dir = os.path.join(profiles_dir, slug_dir)
         if not os.path.isdir(full_dir):
             continue
-        for name in sorted(os.listdir(full_dir)):
-            if not name.endswith(".json"):
-                continue
-            abspath = os.path.join(full_dir, name)
-            rel = os.path.relpath(abspath, rel_base).replace(os.sep, "/")
-            m = RECORD_NAME.match(name)
-            if not m:
-                others.append(rel)
-                continue
-            try:
-                data = _load_json(abspath)
-            except (OSError, UnicodeDecodeError) as e:
-                skipped.append(Skipped(rel, f"cannot read: {e.__class__.__name__}: {e}"))
-                continue
-            except ValueError as e:
-                skipped.append(Skipped(rel, f"not valid JSON: {e}"))
-                continue
-            problem = check_record(data)
-            if problem:
-                skipped.append(Skipped(rel, problem))
-                continue
-            r = Record(path=rel, abspath=abspath, data=data, folder_slug=slug_dir, tag=m.group("tag"))
-            r.phase = data["phase"]
-            r.workload = data["workload"]
-            r.impl = data["implementation"]
-            # phase 5 records its own-kernel runs as "cuda" whatever the launch and precision: tell its
-            # --launch persistent runs (one cooperative kernel per epoch; --launch pipelined: rung 5e's), --launch cluster runs (one
-            # thread-block cluster kernel per epoch, fp16) and --launch cluster32 runs (rung 5f: fp32 in one cluster) from the graph path, and fp16 from fp32
-            prec = (data.get("config") or {}).get("precision") if isinstance(data.get("config"), dict) else None
-            launch = (data.get("config") or {}).get("launch") if isinstance(data.get("config"), dict) else None
-            if r.impl == "cuda" and data.get("phase") == "phase5_batched":
-                if launch == "persistent":
-                    r.impl = "cuda-persistent"
-                elif launch == "pipelined":
-                    r.impl = "cuda-pipelined"
-                elif launch == "cluster32":
-                    r.impl = "cuda-cluster32"
-                elif launch == "cluster":
-                    r.impl = "cuda-cluster"
-                elif prec == "fp16":
-                    r.impl = "cuda-fp16"
-            dev_slug = dget(data, "device", "slug")
-            r.slug = dev_slug if isinstance(dev_slug, str) and dev_slug else slug_dir
-            r.device_name = data["device"]["name"]
-            r.utc_time = data["utc_time"]
-            r.date = r.utc_time[:10]
-            if m.group("phase") != r.phase:
-                r.problems.append(f"file name says phase '{m.group('phase')}', record says '{r.phase}'")
-            if r.slug != slug_dir:
-                r.problems.append(f"stored under profiles/{slug_dir}/ but device.slug is '{r.slug}'")
-            records.append(r)
+        mine = _load_folder(full_dir, slug_dir, rel_base, False, skipped, others)
+        quick_dir = os.path.join(full_dir, QUICK_DIR)
+        if os.path.isdir(quick_dir):
+            full_slots = {record_slot(r) for r in mine if r.status == "ok" and r.data.get("run_mode") != "quick"}
+            for r in _load_folder(quick_dir, slug_dir, rel_base, True, skipped, others):
+                if record_slot(r) in full_slots:
+                    if shadowed is not None:
+                        shadowed.append(r)
+                else:
+                    mine.append(r)
+        records += mine
     records.sort(key=lambda r: (r.slug, r.path))
     return records, skipped, others
+
+
+def record_slot(r):
+    """The slot a record fills for the full-over-quick rule: its device folder, phase and tag."""
+    return (r.folder_slug, r.phase, r.tag)
+
+
+def _load_folder(folder, slug_dir, rel_base, quick, skipped, others):
+    """The records of one folder (profiles/<slug_dir>/, or its quick/ subfolder when quick)."""
+    where = f"profiles/{slug_dir}/" + (f"{QUICK_DIR}/" if quick else "")
+    out = []
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".json"):
+            continue
+        abspath = os.path.join(folder, name)
+        rel = os.path.relpath(abspath, rel_base).replace(os.sep, "/")
+        m = RECORD_NAME.match(name)
+        if not m:
+            others.append(rel)
+            continue
+        try:
+            data = _load_json(abspath)
+        except (OSError, UnicodeDecodeError) as e:
+            skipped.append(Skipped(rel, f"cannot read: {e.__class__.__name__}: {e}"))
+            continue
+        except ValueError as e:
+            skipped.append(Skipped(rel, f"not valid JSON: {e}"))
+            continue
+        problem = check_record(data)
+        if problem:
+            skipped.append(Skipped(rel, problem))
+            continue
+        r = Record(path=rel, abspath=abspath, data=data, folder_slug=slug_dir, tag=m.group("tag"), quick=quick)
+        r.phase = data["phase"]
+        r.workload = data["workload"]
+        r.impl = data["implementation"]
+        # phase 5 records its own-kernel runs as "cuda" whatever the launch and precision: tell its
+        # --launch persistent runs (one cooperative kernel per epoch; --launch pipelined: rung 5e's), --launch cluster runs (one
+        # thread-block cluster kernel per epoch, fp16) and --launch cluster32 runs (rung 5f: fp32 in one cluster) from the graph path, and fp16 from fp32
+        prec = (data.get("config") or {}).get("precision") if isinstance(data.get("config"), dict) else None
+        launch = (data.get("config") or {}).get("launch") if isinstance(data.get("config"), dict) else None
+        if r.impl == "cuda" and data.get("phase") == "phase5_batched":
+            if launch == "persistent":
+                r.impl = "cuda-persistent"
+            elif launch == "pipelined":
+                r.impl = "cuda-pipelined"
+            elif launch == "cluster32":
+                r.impl = "cuda-cluster32"
+            elif launch == "cluster":
+                r.impl = "cuda-cluster"
+            elif prec == "fp16":
+                r.impl = "cuda-fp16"
+        dev_slug = dget(data, "device", "slug")
+        r.slug = dev_slug if isinstance(dev_slug, str) and dev_slug else slug_dir
+        r.device_name = data["device"]["name"]
+        r.utc_time = data["utc_time"]
+        r.date = r.utc_time[:10]
+        if m.group("phase") != r.phase:
+            r.problems.append(f"file name says phase '{m.group('phase')}', record says '{r.phase}'")
+        if r.slug != slug_dir:
+            r.problems.append(f"stored under {where} but device.slug is '{r.slug}'")
+        if quick and data.get("run_mode") != "quick":
+            # the folder decides: the report's full-over-quick preference reads run_mode
+            if "run_mode" in data:
+                r.problems.append(f"stored under {where} but run_mode is {json.dumps(data.get('run_mode'))}")
+            data["run_mode"] = "quick"
+        out.append(r)
+    return out
 
 
 # ------------------------------------------------------------------ companion files

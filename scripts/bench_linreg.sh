@@ -212,7 +212,9 @@ fi
 OUTARGS=()
 [ -n "${RECORDS_DIR:-}" ] && OUTARGS=(--out "$RECORDS_DIR")
 [ "$MODE" = summary ] && STAGES=""
-SLUG=$("$PYTHON" -c 'import sys; sys.path.insert(0, "baselines/pytorch"); import common, torch; print(common.device_slug(torch.cuda.get_device_properties(0).name))' 2>/dev/null)
+# (the device slug only where RECORDS_DIR does not name the folder: it costs a torch import and a CUDA context)
+SLUG=""
+[ -z "${RECORDS_DIR:-}" ] && SLUG=$("$PYTHON" -c 'import sys; sys.path.insert(0, "baselines/pytorch"); import common, torch; print(common.device_slug(torch.cuda.get_device_properties(0).name))' 2>/dev/null)
 RDIR="${RECORDS_DIR:-profiles/${SLUG:-unknown-device}}"
 mkdir -p "$RDIR"
 note "records: $RDIR"

@@ -1,42 +1,53 @@
 #!/usr/bin/env bash
 # scripts/run_all.sh — `make run`: the notebook, ending with the report.
 #
-#   make run            the quick notebook (default): every figure drawn from fewer sizes, widths and
-#                       repeats; about 4 minutes on an H100 from a fresh clone, build included (232 s before the
-#                       report in profiles/nvidia-h100-80gb-hbm3/run_all__quick.json, 249 s with it)
+#   make run            the quick notebook (default): every figure drawn from fewer sizes, widths,
+#                       epochs, repeats and framework modes; its records go to profiles/<slug>/quick/, where
+#                       they never replace a full run's; about 5 minutes on an H100 or H200 from a fresh
+#                       clone, build included (docs/RUNNING.md: the estimate from the recorded step times)
 #   make run FULL=1     everything: with 2 or more GPUs visible scripts/bench_lanes.sh (the benchmarks
-#                       and their --check spread over the GPUs), else bench_linreg.sh then bench_mlp.sh
+#                       and their --check spread over the GPUs), else bench_linreg.sh then bench_mlp.sh;
+#                       its records go to profiles/<slug>/
 #
 # With a GPU (nvidia-smi -L lists one): fetch and verify the data (`make data`: MNIST and
 # Fashion-MNIST; phases 4-5 need it), build everything, measure the tracer's overhead
-# (tools/tracer_overhead), run the benchmarks — which write run records under
-# profiles/<device-slug>/ — write this run's own record (profiles/<slug>/run_all__<mode>.json: phase
-# run_all, each step with its duration and status, timing.total_ms), then `make report`.
-# Without a GPU: one line saying so, then `make report` from the committed profiles/.
+# (tools/tracer_overhead), run the benchmarks — which write run records — write this run's own record
+# (run_all__<mode>.json: phase run_all, each step with its duration and status, timing.total_ms),
+# then `make report`. Without a GPU: one line saying so, then `make report` from the committed profiles/.
 #
-# Quick mode exports NB_RUN_MODE=quick: every record written says "run_mode": "quick", and the report
-# prefers a full run's record wherever both fill one slot. Its reductions (QUICK_* below, each
-# passed to the bench scripts as their own environment variables, which a caller's setting overrides):
-#   (both: the JAX twins run beside the PyTorch ones where JAX is importable, one skip line where not;
-#   the quick W1 stage runs JAX jit-epoch and jit-run only, JAX_W1_IMPLS)
-#   linear regression: REPEATS=2, SWEEP_NS=5000,500000,5000000, SWEEP_PARTS="p1 p2 p3 twin-gpu jax"
-#     (no CPU twin in the sweep), P1_MAX_N=500000 (phase 1 swept up to 500K only), the headline's
-#     twin in eager, graph and compiled-graph (HEADLINE_TWIN_IMPLS; no torch.compile alone, no CPU,
-#     HEADLINE_SYNC=0: no eager with loss.item() every epoch), the sweep's twin in eager and
-#     compiled-graph (SWEEP_TWIN_IMPLS), phase 3's pre-flight with one graph configuration and two
-#     --poll-ns values (P3_CANDIDATES, P3_POLL_CANDIDATES)
-#   MLP: STAGES="w1 w2 sweep seeds" (no match, gemm, persist, fashion), W1_EPOCHS=2, W2_HS="128 8192",
+# Where the records go: a full run writes profiles/<slug>/ (the device slug of common/device_info.h);
+# the quick notebook writes every record of its run — the benchmarks', the tracer overhead's and
+# run_all__quick.json — to profiles/<slug>/quick/ (RECORDS_DIR, passed to the bench scripts and
+# tools as --out), so a quick run never overwrites a full run's record. `make report` reads both
+# folders; where a full record and a quick one fill the same slot (device, phase, tag) the full one
+# is used (report/records.py load_profiles).
+#
+# Quick mode exports NB_RUN_MODE=quick: every record written says "run_mode": "quick". Its
+# reductions, each passed to the bench scripts as their own environment variables (a caller's
+# setting overrides):
+#   (both: the JAX twins run beside the PyTorch ones where JAX is importable, one skip line where not,
+#   in one mode a stage: the fastest of the stage in the H200's full-run records)
+#   linear regression: REPEATS=2, SWEEP_NS=5000,500000,5000000, SWEEP_PARTS="p1 p2 p3 twin-gpu"
+#     (no CPU twin and no JAX twin in the sweep), P1_MAX_N=500000 (phase 1 swept up to 500K only), the
+#     headline's twin in eager, graph and compiled-graph (HEADLINE_TWIN_IMPLS; no torch.compile alone,
+#     no CPU, HEADLINE_SYNC=0: no eager with loss.item() every epoch), the headline's JAX twin in
+#     jit-run only (HEADLINE_JAX_IMPLS), the sweep's twin in eager and compiled-graph
+#     (SWEEP_TWIN_IMPLS), phase 3's pre-flight with one graph configuration and one --poll-ns value
+#     (P3_CANDIDATES, P3_POLL_CANDIDATES=400)
+#   MLP: STAGES="w1 w2 sweep seeds" (no match, gemm, persist, fashion), W1_EPOCHS=1, W2_HS="128 8192",
 #     W2_STEPS=500, W2_STEPS_SLOW=200, no paired/no-PDL ablations, P5_REPEATS=2,
 #     SWEEP_BATCHES="32 512 8192", SWEEP_EPOCHS=1, no twin in the batch sweep or the seed study;
 #     the MLP twins run eager, graph and compiled-graph only (torch.compile alone and max-autotune
 #     left out: their compilation is most of the full run's twin time), and the compiled-graph twin
-#     compiles in inductor's default mode (TWIN_COMPILE_MODE=default: no minute of GEMM autotuning).
+#     compiles in inductor's default mode (TWIN_COMPILE_MODE=default: no minute of GEMM autotuning);
+#     the JAX twin in jit-epoch at W1 (JAX_W1_IMPLS) and jit-run at W2 (JAX_W2_IMPLS): each JAX
+#     mode compiles its own program and validates against the float64 reference on its own.
 #
 # Environment: FULL (1: everything), JOBS (parallel build jobs, default: nproc), DEPS_PREFIX
 # (default .carry/deps when present), DATA_SRC (as for make data), PYTHON (interpreter with torch),
-# RECORDS_DIR (every record of the run there instead of profiles/<slug>/: the benchmarks', the tracer
-# overhead's and this run's own; the report step still reads profiles/), anything the bench scripts
-# read. Exit status: 0 when every step succeeded; 1 when a step failed
+# RECORDS_DIR (every record of the run there instead of profiles/<slug>/ or profiles/<slug>/quick/:
+# the benchmarks', the tracer overhead's and this run's own; the report step still reads profiles/),
+# anything the bench scripts read. Exit status: 0 when every step succeeded; 1 when a step failed
 # (the report is still rebuilt from whatever records exist, and says which are missing).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -53,6 +64,20 @@ MODE=quick
 [ "${FULL:-0}" = 1 ] && MODE=full
 export NB_RUN_MODE=$MODE
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+# The device slug of common/device_info.h (the twins' helper where python3 can import it, else the
+# same rule in sed): lower case, every run of other characters one '-'.
+device_slug() {
+  python3 -c 'import sys; sys.path.insert(0, "baselines/pytorch"); import common; print(common.device_slug(sys.argv[1]))' \
+    "${1:-unknown}" 2>/dev/null ||
+    printf '%s' "${1:-unknown}" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//'
+}
+SLUG=$(device_slug "$GPU_NAME")
+# The quick notebook's records in their own folder: they never replace a full run's.
+if [ "$MODE" = quick ] && [ -z "${RECORDS_DIR:-}" ]; then
+  export RECORDS_DIR="profiles/${SLUG:-unknown}/quick"
+fi
+[ -n "${RECORDS_DIR:-}" ] && mkdir -p "$RECORDS_DIR"
 T0=$(date +%s%N)
 now_ms() { echo $(( ($(date +%s%N) - T0) / 1000000 )); }
 
@@ -72,7 +97,7 @@ if [ "$MODE" = quick ]; then
   has_tracer_overhead && add tracer_overhead 5 "run_tracer_overhead"
   add bench_linreg 100 "start_build_mlp && bench linreg"
   add build_mlp 5 "wait_build_mlp"
-  add bench_mlp 140 "bench mlp"
+  add bench_mlp 170 "bench mlp"
 else
   add build 75 "make $MAKE_ARGS all"
   has_tracer_overhead && add tracer_overhead 5 "run_tracer_overhead"
@@ -111,17 +136,17 @@ bench() {  # bench linreg|mlp: the bench script, with the quick reductions in qu
   if [ "$MODE" = full ]; then bash "scripts/bench_$b.sh"; return; fi
   if [ "$b" = linreg ]; then
     env REPEATS="${REPEATS:-2}" SWEEP_NS="${SWEEP_NS:-5000,500000,5000000}" \
-      SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu jax}" P1_MAX_N="${P1_MAX_N:-500000}" \
+      SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu}" P1_MAX_N="${P1_MAX_N:-500000}" \
       HEADLINE_TWIN_IMPLS="${HEADLINE_TWIN_IMPLS:-eager,graph,compiled-graph}" HEADLINE_SYNC="${HEADLINE_SYNC:-0}" \
-      SWEEP_TWIN_IMPLS="${SWEEP_TWIN_IMPLS:-eager,compiled-graph}" \
-      P3_CANDIDATES="${P3_CANDIDATES:---update next-epoch --blocks-per-sm 2}" P3_POLL_CANDIDATES="${P3_POLL_CANDIDATES:-200 400}" \
+      HEADLINE_JAX_IMPLS="${HEADLINE_JAX_IMPLS:-jit-run}" SWEEP_TWIN_IMPLS="${SWEEP_TWIN_IMPLS:-eager,compiled-graph}" \
+      P3_CANDIDATES="${P3_CANDIDATES:---update next-epoch --blocks-per-sm 2}" P3_POLL_CANDIDATES="${P3_POLL_CANDIDATES:-400}" \
       bash scripts/bench_linreg.sh
   else
-    env STAGES="${STAGES:-w1 w2 sweep seeds}" W2_HS="${W2_HS:-128 8192}" W1_EPOCHS="${W1_EPOCHS:-2}" \
+    env STAGES="${STAGES:-w1 w2 sweep seeds}" W2_HS="${W2_HS:-128 8192}" W1_EPOCHS="${W1_EPOCHS:-1}" \
       W2_STEPS="${W2_STEPS:-500}" W2_STEPS_SLOW="${W2_STEPS_SLOW:-200}" W2_PAIRED_HS="${W2_PAIRED_HS:-}" \
       W2_NOPDL_HS="${W2_NOPDL_HS:-}" TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-}" P5_REPEATS="${P5_REPEATS:-2}" \
       TWIN_W1_IMPLS="${TWIN_W1_IMPLS:-eager,graph,compiled-graph}" TWIN_W2_IMPLS="${TWIN_W2_IMPLS:-eager,graph,compiled-graph}" \
-      TWIN_COMPILE_MODE="${TWIN_COMPILE_MODE:-default}" JAX_W1_IMPLS="${JAX_W1_IMPLS:-jit-epoch,jit-run}" \
+      TWIN_COMPILE_MODE="${TWIN_COMPILE_MODE:-default}" JAX_W1_IMPLS="${JAX_W1_IMPLS:-jit-epoch}" JAX_W2_IMPLS="${JAX_W2_IMPLS:-jit-run}" \
       SWEEP_BATCHES="${SWEEP_BATCHES:-32 512 8192}" SWEEP_EPOCHS="${SWEEP_EPOCHS:-1}" SWEEP_TWIN=0 SEEDS_TWIN=0 \
       bash scripts/bench_mlp.sh
   fi
@@ -156,9 +181,7 @@ done
 # Written by the twins' record helpers (baselines/pytorch/common.py: the device slug, the commit with
 # NB_GIT_COMMIT / NB_GIT_DIRTY winning over the repository, the checks and the atomic write).
 write_run_record() {
-  local name
-  name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
-  python3 - "$name" "$MODE" "$NGPU" "$(now_ms)" "${RESULTS[@]}" <<'EOF' || return 1
+  python3 - "$GPU_NAME" "$MODE" "$NGPU" "$(now_ms)" "${RESULTS[@]}" <<'EOF' || return 1
 import os, socket, sys
 sys.path.insert(0, os.path.join("baselines", "pytorch"))
 import common as nbc  # noqa: E402
@@ -207,4 +230,7 @@ if [ $status -ne 0 ]; then
   echo "run_all.sh: failed steps: ${failed[*]} (the report lists the records that are missing)"
 fi
 echo "run_all.sh: the report is report/REPORT.md (figures in report/figures/, every record in report/APPENDIX.md)"
+if [ "$MODE" = quick ]; then
+  echo "run_all.sh: this run's records are in ${RECORDS_DIR}/; the report uses a full run's record wherever one fills the same slot"
+fi
 exit $status
