@@ -6,8 +6,7 @@
 // product, is dropped). One TF32 operand keeps 11 significant bits; the pair keeps about 22, close
 // to fp32's 24, so the sums stay inside the fp32 tolerance against float64. 64 x 64 block tiles,
 // 8 warps of 32 x 16; the k-tiles arrive by a three-stage cp.async pipeline, each operand staged
-// in its own element type (phase 5's gathered images as bytes), and each k-tile is split once per
-// block into (hi, lo) pairs in shared memory, which the warps read 8 bytes at a time.
+// in its own element type (phase 5's gathered images as bytes).
 // The one design decision: keep every epilogue of steps 0-4 unchanged. The 64 x 64 result tile is
 // written to shared memory as two 32 x 64 sub-tiles in the layout those epilogues read (row stride
 // kLdc), and each sub-tile goes through the split-K fix-up and the epilogue exactly as a block of
@@ -38,7 +37,7 @@ static_assert(kXThreads == TileCfg<float>::kThreads, "the fp32 epilogues assume 
 // type and the layout it has in memory: a view's (r, c) element lies along its contiguous axis,
 // so a tile is stored [outer][inner] with 4-element chunks along the inner axis. fp32 matrices
 // move 16-byte chunks; phase 5's gathered images (GatherView) move their bytes, 4-byte chunks, and
-// become fp32 (byte / 255, the view's own arithmetic) only when the k-tile is split. A tile is
+// become fp32 (byte / 255, the view's own arithmetic) only when a fragment is read. A tile is
 // 64 (the 64-wide axis: m of A, n of B) by 32 (k). Row strides keep the fragment reads free of
 // bank conflicts: a warp reads elements (g, t), g = lane / 4, t = lane % 4, along the two axes;
 // fp32 at g * 36 + t (banks 4g + t) or t * 72 + g (banks 8t + g); bytes in 36- or 80-byte rows.
@@ -167,32 +166,6 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
   mma_tf32(d, a, b[0], b[1]);
 }
 
-// The split k-tile: each staged operand tile is split once per block, every element into its
-// (hi, lo) TF32 pair, into shared memory as [m][k] (A) and [n][k] (B) rows of uint2 pairs. Without
-// it every warp that reads an element splits it again (A's elements four times, B's twice) and a
-// byte element is divided by 255 each time: 12 scalar shared-memory reads and 36 conversion
-// instructions went with every 12 MMAs. Row stride kXLdSplit = 36 pairs: a warp's fragment read
-// (lane 4g + t at row g, column t) then puts each half-warp's 16 8-byte words on 16 different bank
-// pairs (36 g + t = 4 g + t mod 16).
-constexpr int kXLdSplit = kXBK + 4;
-constexpr int kXSplitBytes = 2 * kXBM * kXLdSplit * static_cast<int>(sizeof(uint2));  // A's and B's
-
-// Splits one staged operand tile (64 along m or n, by 32 along k) into dst. Lanes walk the staged
-// tile's contiguous axis, so the reads are conflict-free; the writes are too when that axis is k.
-template <class V, bool kIsA>
-__device__ __forceinline__ void x3_split_operand(const void* staged, uint2* dst) {
-  constexpr bool kInnerK = kIsA ? V::kContig : !V::kContig;
-#pragma unroll
-  for (int i = 0; i < kXBM * kXBK / kXThreads; ++i) {
-    const int e = threadIdx.x + i * kXThreads;
-    const int o = kInnerK ? e / kXBK : e % kXBM;
-    const int k = kInnerK ? e % kXBK : e / kXBM;
-    uint32_t hi, lo;
-    split_tf32(kIsA ? x3_a<V>(staged, o, k) : x3_b<V>(staged, k, o), hi, lo);
-    dst[o * kXLdSplit + k] = make_uint2(hi, lo);
-  }
-}
-
 // The accumulators of one warp tile: 2 (m16) x 2 (n8) mma tiles. kTerms = 3 is the rung; kTerms = 1
 // (hi·hi only: plain TF32) exists so that the tests can show a one-term product fails the fp32
 // tolerance they hold the rung to.
@@ -213,9 +186,9 @@ struct AccumX3 {
   }
   // Warp w owns rows 32 (w / 4) .. +31 and columns 16 (w % 4) .. +15 of the block tile. Fragment
   // ownership (PTX ISA, mma.m16n8k8 .tf32): lane = 4g + t holds A (g, t), (g+8, t), (g, t+4),
-  // (g+8, t+4); B (t, g), (t+4, g); C (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1). sa and sb hold
-  // the k-tile split (x3_split_operand): one 8-byte read gives an element's two parts.
-  __device__ __forceinline__ void mma(const uint2* sa, const uint2* sb) {
+  // (g+8, t+4); B (t, g), (t+4, g); C (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
+  template <class AV, class BV>
+  __device__ __forceinline__ void mma(const void* as, const void* bs) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
     float part[2][2][4];
@@ -230,15 +203,18 @@ struct AccumX3 {
       uint32_t bh[2][2], bl[2][2];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const uint2* b = sb + (wn + j * 8 + g) * kXLdSplit + kk + t;
-        const uint2 b0 = b[0], b1 = b[4];
-        bh[j][0] = b0.x, bl[j][0] = b0.y, bh[j][1] = b1.x, bl[j][1] = b1.y;
+        const int n = wn + j * 8 + g;
+        split_tf32(x3_b<BV>(bs, kk + t, n), bh[j][0], bl[j][0]);
+        split_tf32(x3_b<BV>(bs, kk + t + 4, n), bh[j][1], bl[j][1]);
       }
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const uint2* a = sa + (wm + i * 16 + g) * kXLdSplit + kk + t;
-        const uint2 a0 = a[0], a1 = a[8 * kXLdSplit], a2 = a[4], a3 = a[8 * kXLdSplit + 4];
-        const uint32_t ah[4] = {a0.x, a1.x, a2.x, a3.x}, al[4] = {a0.y, a1.y, a2.y, a3.y};
+        const int m = wm + i * 16 + g;
+        uint32_t ah[4], al[4];
+        split_tf32(x3_a<AV>(as, m, kk + t), ah[0], al[0]);
+        split_tf32(x3_a<AV>(as, m + 8, kk + t), ah[1], al[1]);
+        split_tf32(x3_a<AV>(as, m, kk + t + 4), ah[2], al[2]);
+        split_tf32(x3_a<AV>(as, m + 8, kk + t + 4), ah[3], al[3]);
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           if (kTerms == 3) {  // the small terms first
@@ -273,17 +249,15 @@ struct AccumX3 {
   }
 };
 
-// Dynamic shared memory of a problem: kXStages stages of A's and B's staged tiles, then the split
-// k-tile; the result's two 32 x 64 sub-tiles overlay the stages once the loop is done.
+// Dynamic shared memory of a problem: kXStages stages of A's and B's tiles, which the result's two
+// 32 x 64 sub-tiles overlay once the loop is done.
 template <class P>
 struct X3Layout {
   static constexpr int kA = x3_round128(x3_tile_bytes<typename P::AView>());
   static constexpr int kB = x3_round128(x3_tile_bytes<typename P::BView>());
   static constexpr int kStage = kA + kB;
   static constexpr int kResult = 2 * kBM * kLdc * static_cast<int>(sizeof(float));
-  static constexpr int kSplit = kXStages * kStage;  // offset of the split k-tile
-  static constexpr int kBytes = kSplit + kXSplitBytes;
-  static_assert(kResult <= kSplit, "the result tile overlays the stages only");
+  static constexpr int kBytes = kXStages * kStage > kResult ? kXStages * kStage : kResult;
 };
 
 // Output tiles of 64 x 64 (the split-K slots and counters stay those of the 32 x 64 tiles).
@@ -308,8 +282,6 @@ __global__ void __launch_bounds__(kXThreads, 2) gemm_tf32x3_kernel(P p) {
   const int nst = kend > kbeg ? (kend - kbeg + kXBK - 1) / kXBK : 0;
   auto a_stage = [&](int s) { return gemm_dyn + s * Lay::kStage; };
   auto b_stage = [&](int s) { return gemm_dyn + s * Lay::kStage + Lay::kA; };
-  uint2* split_a = reinterpret_cast<uint2*>(gemm_dyn + Lay::kSplit);
-  uint2* split_b = split_a + kXBM * kXLdSplit;
 
   AccumX3<kTerms> acc;
   // B's first stages go out before the PDL wait (phase 5 never has the kernel just before write a
@@ -327,17 +299,14 @@ __global__ void __launch_bounds__(kXThreads, 2) gemm_tf32x3_kernel(P p) {
   p.epi.prefetch(m0, n0, p.M, p.N);  // sub-tile 0's; under the first stages' latency
   for (int t = 0; t < nst; ++t) {
     x3_wait<kXStages - 2>();  // stage t has landed (this thread's copies) ...
-    __syncthreads();          // ... and everyone's; every warp is done with stage t - 1 and split k-tile t - 1
+    __syncthreads();          // ... and everyone's; every warp is done with stage t - 1
     const int nx = t + kXStages - 1;
     if (nx < nst) {
       x3_issue<kXBM, kXBK>(p.a, m0, kbeg + nx * kXBK, p.M, kend, a_stage(nx % kXStages));
       x3_issue<kXBK, kXBN>(p.b, kbeg + nx * kXBK, n0, kend, p.N, b_stage(nx % kXStages));
     }
     x3_commit();
-    x3_split_operand<AV, true>(a_stage(t % kXStages), split_a);
-    x3_split_operand<BV, false>(b_stage(t % kXStages), split_b);
-    __syncthreads();  // the split k-tile is whole (the next k-tile's first barrier keeps it until every warp is done)
-    acc.mma(split_a, split_b);
+    acc.template mma<AV, BV>(a_stage(t % kXStages), b_stage(t % kXStages));
   }
   x3_wait<0>();
   __syncthreads();
