@@ -355,6 +355,32 @@ def sec_fig9(md, ctx, d):
                   "optimizer, dropout, data and precision).\n")
 
 
+def batch_step_table(d):
+    """Figure 9's sweep as time a step (batch / samples per second), one row a batch where ours and a
+    framework mode were both measured, with ours against the fastest framework mode of the row."""
+    series = {k: {b: (b / sps * 1e3 if sps else None) for b, sps, _ in pts}
+              for k, pts in d["series"].items() if k not in (d.get("from_w1") or set())}
+    ours = [k for k in series if not A.is_twin(k[0])]
+    twins = [k for k in series if A.is_twin(k[0])]
+    if not ours or not twins:
+        return ""
+    rows = []
+    for b in sorted({b for k in ours for b in series[k]}):
+        tw = [(series[k][b], k) for k in twins if series[k].get(b)]
+        mine = [(series[k][b], k) for k in ours if series[k].get(b)]
+        if not tw or not mine:
+            continue
+        best, mk = min(mine)
+        fast, fk = min(tw)
+        rows.append([f"{b:,}"] + [us(series[k].get(b)) if series[k].get(b) else DASH for k in ours + twins] +
+                    [f"{times(fast / best)} vs {A.label(*fk)}"])
+    if not rows:
+        return ""
+    return (table(["batch"] + [A.label(*k) for k in ours + twins] + ["ours × fastest framework"], rows) +
+            "\n\nµs a step (batch / samples per second of each record); × = the fastest framework mode's time at that "
+            "batch / ours.\n")
+
+
 def sci(x):
     """A small positive quantity (relative error, tolerance) in 3 significant digits with an exponent."""
     return DASH if x is None else f"{x:.3g}"
@@ -1340,6 +1366,8 @@ def front_page(md, ctx, slug, name, all_rs, rs, sel, acc, fr, drawn, figdir):
         md.append(f"![Figure {n_}: {titles[n_]} on {name}]({ctx.rel(os.path.join(figdir, fname))})\n")
         if n_ == 13:
             md.append(gemm_paragraph(ctx, sel[13]) + "\n")
+        if n_ == 9:
+            md.append(batch_step_table(sel[9]))
         for o in fr["odd"].get(n_, []):
             md.append(o + "\n")
         if n_ == 8:
