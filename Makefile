@@ -231,9 +231,10 @@ data:
 ## run [FULL=1]: the quick notebook, ~5 min on an H100/H200, records in profiles/<gpu>/quick/ (FULL=1: every benchmark, profiles/<gpu>/); without a GPU only the report
 run:
 	FULL=$(FULL) bash scripts/run_all.sh
-## report: report/REPORT.md and report/figures from profiles/ (no GPU needed)
-report: $(VENV_PY)
-	$(VENV_PY) report/make_report.py --profiles profiles --out report
+## report [REPORT_PY=python3]: report/REPORT.md and report/figures from profiles/ (no GPU needed; REPORT_PY: an interpreter with numpy and matplotlib instead of the pinned venv, e.g. on a machine without network; its PNGs may differ in bytes)
+REPORT_PY ?= $(VENV_PY)
+report: $(if $(filter $(VENV_PY),$(REPORT_PY)),$(VENV_PY))
+	$(REPORT_PY) report/make_report.py --profiles profiles --out report
 ## gpu-check: on a GPU machine: build, test-gpu, each phase briefly with --validate, archive to OUT_DIR
 gpu-check:
 	bash scripts/gpu_check.sh

@@ -65,6 +65,7 @@
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
 # ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), P5_REPEATS (3), PERSIST_BLOCKS
 # ("16 32 64 128": fewer than 16 blocks would give a block more than the kernel's 8 units),
+# W2_PROFILE_HS (unset: the W2 twins run --profile at every width; set: only at these),
 # W2_PAIRED_HS ("128 1024 8192"), W2_NOPDL_HS ("128 1024 8192"), W2_CLUSTER_HS ("128"; these three
 # and TWIN_COMPILE_W2 set empty mean none: no such runs), W2_TWINS and
 # SEEDS_TWIN (1; 0 skips those twin runs), CHECK_LEVEL (full; quick = kernel tests + W1 validation).
@@ -510,9 +511,12 @@ if has w2; then
     run "w2-$h-p4-32" 0 "$P4" "${R[@]}" "${W2[@]}" --precision fp32 --steps "$W2_STEPS_SLOW" --tag "w2-h$h-fp32"
     impls=$TWIN_W2_IMPLS
     [[ " $TWIN_COMPILE_W2 " == *" $h "* ]] && impls=compile,$TWIN_W2_IMPLS
+    # The twins' kernel lists (--profile) at every width, or at $W2_PROFILE_HS only where that is set.
+    prof=(--profile)
+    [ -n "${W2_PROFILE_HS+x}" ] && [[ " $W2_PROFILE_HS " != *" $h "* ]] && prof=()
     # The twin reads phase 5's --steps order (which covers $W2_STEPS >= $W2_STEPS_SLOW steps).
-    [ "${W2_TWINS:-1}" = 1 ] && jax_run "w2-$h-jax" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$JAX_W2_IMPLS" --validate --profile --tag "w2-h$h-{impl}"
-    [ "${W2_TWINS:-1}" = 1 ] && run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --compile-mode "$TWIN_COMPILE_MODE" --profile --tag "w2-h$h-{impl}"
+    [ "${W2_TWINS:-1}" = 1 ] && jax_run "w2-$h-jax" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$JAX_W2_IMPLS" --validate "${prof[@]}" --tag "w2-h$h-{impl}"
+    [ "${W2_TWINS:-1}" = 1 ] && run "w2-$h-twins" 0 "$PYTHON" "$TWIN" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS_SLOW" --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl "$impls" --compile-mode "$TWIN_COMPILE_MODE" "${prof[@]}" --tag "w2-h$h-{impl}"
   done
 fi
 

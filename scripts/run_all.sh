@@ -41,7 +41,8 @@
 #     left out: their compilation is most of the full run's twin time), and the compiled-graph twin
 #     compiles in inductor's default mode (TWIN_COMPILE_MODE=default: no minute of GEMM autotuning);
 #     the JAX twin in jit-epoch at W1 (JAX_W1_IMPLS) and jit-run at W2 (JAX_W2_IMPLS): each JAX
-#     mode compiles its own program and validates against the float64 reference on its own.
+#     mode compiles its own program and validates against the float64 reference on its own; the W2
+#     twins' kernel lists (--profile) at h = 128 only (W2_PROFILE_HS: Figure 12 accounts h = 128).
 #
 # Environment: FULL (1: everything), JOBS (parallel build jobs, default: nproc), DEPS_PREFIX
 # (default .carry/deps when present), DATA_SRC (as for make data), PYTHON (interpreter with torch),
@@ -144,7 +145,7 @@ bench() {  # bench linreg|mlp: the bench script, with the quick reductions in qu
   else
     env STAGES="${STAGES:-w1 w2 sweep seeds}" W2_HS="${W2_HS:-128 8192}" W1_EPOCHS="${W1_EPOCHS:-1}" \
       W2_STEPS="${W2_STEPS:-500}" W2_STEPS_SLOW="${W2_STEPS_SLOW:-200}" W2_PAIRED_HS="${W2_PAIRED_HS:-}" \
-      W2_NOPDL_HS="${W2_NOPDL_HS:-}" TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-}" P5_REPEATS="${P5_REPEATS:-2}" \
+      W2_NOPDL_HS="${W2_NOPDL_HS:-}" TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-}" W2_PROFILE_HS="${W2_PROFILE_HS:-128}" P5_REPEATS="${P5_REPEATS:-2}" \
       TWIN_W1_IMPLS="${TWIN_W1_IMPLS:-eager,graph,compiled-graph}" TWIN_W2_IMPLS="${TWIN_W2_IMPLS:-eager,graph,compiled-graph}" \
       TWIN_COMPILE_MODE="${TWIN_COMPILE_MODE:-default}" JAX_W1_IMPLS="${JAX_W1_IMPLS:-jit-epoch}" JAX_W2_IMPLS="${JAX_W2_IMPLS:-jit-run}" \
       SWEEP_BATCHES="${SWEEP_BATCHES:-32 512 8192}" SWEEP_EPOCHS="${SWEEP_EPOCHS:-1}" SWEEP_TWIN=0 SEEDS_TWIN=0 \
