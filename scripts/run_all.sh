@@ -3,8 +3,8 @@
 #
 #   make run            the quick notebook (default): every figure drawn from fewer sizes, widths,
 #                       epochs, repeats and framework modes; its records go to profiles/<slug>/quick/, where
-#                       they never replace a full run's; about 5 minutes on an H100 or H200 from a fresh
-#                       clone, build included (docs/RUNNING.md: the estimate from the recorded step times)
+#                       they never replace a full run's; 426 s on an H200 from a fresh copy before the
+#                       report (profiles/nvidia-h200/quick/run_all__quick.json; docs/RUNNING.md)
 #   make run FULL=1     everything: with 2 or more GPUs visible scripts/bench_lanes.sh (the benchmarks
 #                       and their --check spread over the GPUs), else bench_linreg.sh then bench_mlp.sh;
 #                       its records go to profiles/<slug>/
