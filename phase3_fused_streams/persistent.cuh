@@ -42,6 +42,7 @@
 #include <cooperative_groups.h>
 
 #include "check.cuh"
+#include "tagged_exchange.cuh"
 #include "stats.h"
 
 namespace p3 {
@@ -110,14 +111,10 @@ inline size_t smem_bytes(size_t nt, size_t ntest, int G) {
   return ((tr + 1) / 2 + (te + 1) / 2) * 16;
 }
 
-__device__ inline void st_relaxed(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ inline unsigned long long ld_relaxed(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
+// The exchange words' relaxed gpu-scope accesses (common/tagged_exchange.cuh); tag_word packs this
+// phase's value and tag.
+__device__ inline void st_relaxed(unsigned long long* p, unsigned long long v) { nb::st_relaxed_gpu(p, v); }
+__device__ inline unsigned long long ld_relaxed(const unsigned long long* p) { return nb::ld_relaxed_gpu(p); }
 __device__ inline unsigned long long tag_word(double v, int e) {
   return (static_cast<unsigned long long>(__double_as_longlong(v)) & ~kTagMask) | (unsigned(e) & 0x7FFu);
 }

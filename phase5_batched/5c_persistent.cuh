@@ -1,48 +1,28 @@
-// phase5_batched/5c_persistent.cuh — `--launch persistent`: a whole epoch of the two-hidden-layer MLP
-// (784-H1-H2-10, fp32) as ONE cooperative kernel, instead of one CUDA-graph node per GEMM.
-//
-// Why: the graph path spends ~43 us a step in 6 dependent kernels of 3-12 us each, every one a
-// chain of memory latencies on a grid of 1-56 blocks. Here G blocks stay resident for the epoch and
-// the parameters live in their shared memory; a step costs two exchanges between blocks (no grid
-// barrier) and the latencies of the block-local work between them.
-//
-// Who owns what (block b of G; nc = ceil(H1 / G) first-layer units, nj = ceil(H2 / G) second-layer
-// units per block):
-//   * W1 rows c0 .. c0+nc (the weights into its first-layer units), b1 of those units, and their
-//     Adam state: shared memory, all epoch long;
-//   * W2 rows j0 .. j0+nj (weights into its second-layer units), b2 of those, Adam state: the same;
-//   * W3, b3 (10 x H2, tiny): a replica in every block, updated identically everywhere (same
-//     inputs, same instructions, same order: bit-identical replicas).
-// One step t (global step s, batch i of the epoch):
-//   A.  the batch's images were copied into shared memory by cp.async during step t-1; first layer
-//       for the block's own units (lane = batch row, warp = slice of the pixels, bytes turned into
-//       floats in registers), bias, ReLU, dropout -> own columns of h1, published;
-//   X1. gather all of h1 (B x H1). While its words travel: the next batch's fetch, and step t-1's
-//       updates that nothing on the critical path waited for (W3/b3 replica, own W2 rows and b2,
-//       the W2 rows published for the column slices);
-//   B.  second layer for the own units (warp dot products) -> own columns of h2, published;
+// phase5_batched/5c_persistent.cuh — rung 5c, `--launch persistent`: a whole epoch of W1's MLP (784-H1-H2-C,
+// fp32, Adam, dropout) as ONE cooperative kernel instead of one CUDA-graph node per GEMM.
+// WHAT IT ADDS: G blocks stay resident for the epoch with the parameters in their shared memory; a step is
+// two exchanges of tagged words between blocks (no grid barrier) and the block-local work between them.
+// BUILDS ON: 5b's fused backward (the arithmetic), the graph path's data and Adam constants.
+// OWNERSHIP (block b of G, 5c_persistent_split.cuh): the W1 rows of its nc first-layer units and the W2
+// rows of its nj second-layer units, with biases and Adam state, in shared memory; W3/b3 replicated in
+// every block and updated identically (bit-identical replicas). One step t:
+//   A.  first layer of the own units (the batch landed by cp.async during step t-1), published into h1;
+//   X1. gather all of h1; meanwhile the next batch's fetch and step t-1's off-path updates (W3/b3, own W2
+//       rows and b2, the W2 rows published for the column slices);
+//   B.  second layer of the own units (warp dot products), published into h2;
 //   X2. gather all of h2 and the column slice W2[:, own units] (for dz1);
-//   C.  in every block: the last layer, softmax cross-entropy, its gradient dz3 and dz2 = relu'(dz3
-//       W3) (10 x H2: cheaper to repeat than to exchange; partial logits in registers with lane =
-//       batch row over a transposed W3, then two rows a warp: softmax, dz3 shared by shuffles, dz2);
-//       dz1 for the own first-layer units; the own W1 rows and b1 updated (weight gradients go
-//       straight into Adam).
-// W1's shape (784-128-64-10, batch 32, one unit a block) runs an instance of the kernel with the
-// shape compiled in (kPersistW1 below): same code and order of operations, constant index math.
-// The exchanges: each word is a float and the tag of the step that wrote it, in one 64-bit access
-// (xword, below); a reader polls its words until they carry its step's tag. Nothing else orders the
-// blocks, so the two grid barriers a step of the first version are gone (their cost was ~1.2 us
-// each). Exchange buffers are double-buffered by step parity: a block can run at most one step
-// ahead of any other (each step's h1 comes from every block), so it never overwrites a word that a
-// slower block still has to read. The launch's one grid barrier is at its start, after every block
-// cleared the words it will write (tags count the launch's own steps).
-//
-// Arithmetic is fp32 throughout (pixels are the same x/255 as the graph path's, applied as one
-// division per sum of byte * weight; dropout bits from the same Philox counters; Adam's constants
-// from the same host table), so `--validate` compares with the float64 reference to the same
-// tolerances. The order of the sums differs from the graph path's GEMMs, so the two launch modes
-// are not bit-identical to each other; each is bit-reproducible (no atomics except the integer
-// atomicMin of the divergence flag).
+//   C.  in every block: last layer, softmax cross-entropy, dz3 and dz2 (cheaper to repeat than to
+//       exchange); dz1 for the own units; their W1 rows and b1 updated.
+// THE DESIGN DECISION: exchange words carry the tag of the step that wrote them (onchip_tagged_words.cuh)
+// and a reader polls until its step's tag is there, so nothing else orders the blocks: the first
+// version's two grid barriers a step (~1.2 us each) are gone. Buffers are double-buffered by step parity
+// (a block runs at most one step ahead of any other); the launch's one grid barrier follows the clearing
+// of the words each block will write (tags count the launch's own steps). W1's shape runs an instance
+// with the shape compiled in (kPersistW1): the same code and order of operations, constant index math.
+// Arithmetic is fp32 with the graph path's pixel scaling, dropout bits and Adam constants (so --validate
+// compares to the float64 reference); sums run in another order than the graph path's GEMMs, so the two
+// are not bit-identical to each other; each is bit-reproducible (no atomics but the divergence flag).
+// MEASURED (H200): 20.17 ms an epoch, 10.76 us a step (w1-persistent.json); the phase notes hold the rest.
 #pragma once
 #include <cooperative_groups.h>
 #include <cuda_pipeline.h>
@@ -58,290 +38,16 @@
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
 #include "5c_persistent.h"
+#include "5c_persistent_split.cuh"
+#include "onchip_optimizer.cuh"
+#include "onchip_softmax_loss.cuh"
+#include "onchip_tagged_words.cuh"
+#include "onchip_warp_ops.cuh"
 
 namespace nb {
 namespace mlp {
 
-
-
-
-
-// Shared-memory layout (bytes from the start of the dynamic buffer), the same on host and device.
-struct PersistLayout {
-  size_t xl, w1, m1, v1, b1, mb1, vb1, h1, h1o, dz1, w2r, m2r, v2r, b2, mb2, vb2, w2c, h2, dz2, w3, m3, v3, b3,
-      mb3, vb3, z3, rloss, part, lab, total;
-  int ks = 1;   // K slices of the first layer (warps per group of 32 batch rows)
-  int xs = 4;   // bytes per image row in shared memory (see image_stride)
-};
-
-// Images sit in shared memory row by row. D % 16 == 0 (MNIST's 784): dense rows, filled by
-// 16-byte cp.async; the first layer's lanes (one row each) then meet a 4-way bank conflict (196
-// words a row: rows 8 apart share a bank). Otherwise the stride is an odd number of words (no
-// conflict) and the copies are 4 bytes each. Measured on W1 (H100): an odd stride (788 bytes)
-// with 4-byte copies cost ~1 ms an epoch more (29.8-31.4 vs 28.5-29.7 ms): issuing four times as
-// many copies costs more than the conflict. D % 4 == 0.
-__host__ __device__ constexpr int image_stride(int D) { return D % 16 == 0 ? D : 4 * ((D / 4) | 1); }
-// The W1 update splits the batch rows in two halves of this many rows (a multiple of 4).
-__host__ __device__ constexpr int persist_half_rows(int B) { return ((B + 1) / 2 + 3) / 4 * 4; }
-
-// Row strides of the shared-memory matrices whose rows are read by different lanes at once: odd,
-// so that up to 32 rows fall into 32 different banks (a stride of 64 or 128 floats put every row
-// in the same bank: a 10- to 16-way conflict, measured at ~2-4 us a step before the padding).
-__host__ __device__ constexpr int odd_stride(int n) { return n | 1; }
-// W3 (and its Adam state) is stored transposed, [H2][cp]: the last layer and dz2 read the C
-// weights of one hidden unit together, as cp / 4 float4 loads. cp / 4 is odd, so the 8 lanes of a
-// quarter-warp reading 8 consecutive units hit 8 disjoint groups of 4 banks. Padding columns are 0.
-constexpr int kMaxClasses = 12;      // the persistent kernel's limit on the last layer's width
-constexpr int kMaxClassStride = 12;  // class_stride(kMaxClasses)
-__host__ __device__ constexpr int class_stride(int C) { return 4 * (((C + 3) / 4) | 1); }
-
-// The first layer's K slices: warps per group of 32 batch rows.
-__host__ __device__ constexpr int persist_slices(int B) {
-  return (B + 31) / 32 >= kPersistThreads / 32 ? 1 : (kPersistThreads / 32) / ((B + 31) / 32);
-}
-
-__host__ __device__ inline PersistLayout persist_layout(const PersistParams& p, int NC) {
-  PersistLayout L{};
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    const size_t at = off;
-    off = (off + bytes + 15) / 16 * 16;
-    return at;
-  };
-  const size_t f = sizeof(float);
-  const int groups = (p.B + 31) / 32, warps = kPersistThreads / 32;
-  L.ks = persist_slices(p.B);
-  L.xs = image_stride(p.D);
-  L.xl = take(2 * static_cast<size_t>(p.B) * L.xs);  // the batch, double-buffered by step parity
-  L.w1 = take(static_cast<size_t>(p.D) * NC * f);
-  L.b1 = take(NC * f), L.mb1 = take(NC * f), L.vb1 = take(NC * f);
-  const size_t l1 = odd_stride(p.H1), l2 = odd_stride(p.H2);
-  L.h1 = take(static_cast<size_t>(p.B) * l1 * f);
-  L.h1o = take(static_cast<size_t>(p.B) * NC * f);
-  L.dz1 = take(static_cast<size_t>(2 * persist_half_rows(p.B)) * NC * f);  // rows past B stay 0
-  L.w2r = take(static_cast<size_t>(p.nj) * l1 * f);
-  L.b2 = take(p.nj * f), L.mb2 = take(p.nj * f), L.vb2 = take(p.nj * f);
-  L.w2c = take(static_cast<size_t>(p.H2) * NC * f);
-  L.h2 = take(static_cast<size_t>(p.B) * l2 * f);
-  L.dz2 = take(static_cast<size_t>(p.B) * l2 * f);
-  const size_t l3 = class_stride(p.C);
-  L.w3 = take(static_cast<size_t>(p.H2) * l3 * f);
-  L.b3 = take(p.C * f), L.mb3 = take(p.C * f), L.vb3 = take(p.C * f);
-  L.z3 = take(static_cast<size_t>(p.B) * p.C * f);
-  L.rloss = take(p.B * f);
-  // scratch: the first layer's K slices, or the last layer's slices of H2 (warps / groups of them)
-  const size_t part = std::max(static_cast<size_t>(L.ks) * p.B * NC, static_cast<size_t>(warps / groups) * p.B * odd_stride(p.C));
-  L.part = take(part * f);
-  L.lab = take(2 * p.B * sizeof(int));
-  // Adam's state of the weight matrices last: every offset depends on the shape only (constants in
-  // W1's instance), and SGD does not pay for it (it never touches these)
-  L.total = off;
-  L.m1 = take(static_cast<size_t>(p.D) * NC * f), L.v1 = take(static_cast<size_t>(p.D) * NC * f);
-  L.m2r = take(static_cast<size_t>(p.nj) * l1 * f), L.v2r = take(static_cast<size_t>(p.nj) * l1 * f);
-  L.m3 = take(static_cast<size_t>(p.H2) * l3 * f), L.v3 = take(static_cast<size_t>(p.H2) * l3 * f);
-  if (p.adam) L.total = off;
-  return L;
-}
-
-// ------------------------------------------------------------------ device helpers
-// out(m, n) = sum_k a(m, k) b(k, n) for few outputs with a long K: one warp per output, lanes
-// split K, a butterfly of shuffles adds them (fixed order: reproducible); two outputs per warp at
-// a time, finished by lanes 0 and 1. No shared scratch, no block barrier.
-template <class FA, class FB, class Fin>
-__device__ __forceinline__ void warp_dot_gemm(int M, int N, int K, FA a, FB b, Fin fin) {
-  constexpr int nw = kPersistThreads / 32;
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, MN = M * N;
-  for (int o = w; o < MN; o += 2 * nw) {
-    const int o2 = o + nw;
-    const bool two = o2 < MN;
-    int m = o, n = 0, m2 = two ? o2 : m, n2 = 0;  // N == 1 (W1's one unit a block): no division
-    if (N > 1) m = o / N, n = o % N, m2 = two ? o2 / N : m, n2 = two ? o2 % N : n;
-    float s1 = 0.f, s2 = 0.f;
-    for (int k = lane; k < K; k += 32) {
-      s1 = fmaf(a(m, k), b(k, n), s1);
-      s2 = fmaf(a(m2, k), b(k, n2), s2);
-    }
-#pragma unroll
-    for (int x = 16; x >= 1; x >>= 1) {
-      s1 += __shfl_xor_sync(0xffffffffu, s1, x);
-      s2 += __shfl_xor_sync(0xffffffffu, s2, x);
-    }
-    if (lane == 0) fin(m, n, s1);
-    if (lane == 1 && two) fin(m2, n2, s2);
-  }
-}
-
-// ---- the exchange words. Relaxed gpu-scope accesses: coherent in L2 (never a stale L1 line),
-// and the 64-bit word is read or written whole, so a reader sees either the old tag or the new
-// tag together with its value.
-__device__ __forceinline__ xword xload(const xword* p) {
-  xword w;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
-  return w;
-}
-__device__ __forceinline__ void xstore(xword* p, float v, uint32_t tag) {
-  const xword w = (static_cast<xword>(tag) << 32) | __float_as_uint(v);
-  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
-}
-__device__ __forceinline__ bool xready(xword w, uint32_t tag) { return static_cast<uint32_t>(w >> 32) == tag; }
-__device__ __forceinline__ float xfloat(xword w) { return __uint_as_float(static_cast<uint32_t>(w)); }
-// Polling round r (r > 0: the previous round found a word not ready yet). A block waits only for
-// blocks at most one step behind it, which all run, so the wait ends; the bound (2^28 rounds of at
-// least one L2 round trip each: over a minute) turns a defect into a launch error instead of a
-// hang. No sleep between rounds, so a word is seen at most one round trip after it lands (until
-// 6cc02fc a 100 ns sleep followed the 16th round; dropping it, or sleeping 20 ns, or only after
-// 1,024 rounds, made no measurable difference on an H100: phase notes, logs/probe_backoff_ec2fc57.log).
-__device__ __forceinline__ void xbackoff(uint32_t r) {
-  if (r > (1u << 28)) __trap();
-}
-// The float of the word at p (first loaded as w), polled until its tag is `tag`.
-__device__ __forceinline__ float xvalue(const xword* p, xword w, uint32_t tag) {
-  for (uint32_t r = 1; !xready(w, tag); ++r) xbackoff(r), w = xload(p);
-  return xfloat(w);
-}
-
-// rows x cols tagged words from global src (row stride cols) into shared dst (row stride ld),
-// waiting for `tag`. A thread's U words are loaded together and, while any is not ready, the
-// stale ones are reloaded together: one L2 round trip a round, never one per word. The row and
-// column of each element advance by adding (no division per element).
-// `between()` runs once, by every thread, while the first round of loads is in flight (work that
-// hides the wait); a block barrier follows it, so it may still read dst's old contents.
-template <class Between>
-__device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag,
-                                            Between between) {
-  constexpr int U = 8;
-  constexpr int nt = kPersistThreads;
-  const int n = rows * cols;
-  const int dr = nt / cols, dc = nt % cols;  // a step of nt elements: dr rows and dc columns
-  int r = threadIdx.x / cols, c = threadIdx.x % cols;
-  for (int e0 = threadIdx.x, first = 1; first || e0 < n; e0 += U * nt, first = 0) {  // every thread: the first chunk
-    xword w[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) w[u] = e0 + u * nt < n ? xload(src + e0 + u * nt) : static_cast<xword>(tag) << 32;
-    if (first) between(), __syncthreads();
-    for (uint32_t round = 1;; ++round) {
-      bool all = true;
-#pragma unroll
-      for (int u = 0; u < U; ++u) all = all && xready(w[u], tag);
-      if (all) break;
-      xbackoff(round);
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (!xready(w[u], tag)) w[u] = xload(src + e0 + u * nt);
-    }
-    if (dc == 0) {  // cols divides the block (W1's shapes): the column never changes
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (e0 + u * nt < n) dst[(r + u * dr) * ld + c] = xfloat(w[u]);
-      r += U * dr;
-    } else {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (e0 + u * nt < n) dst[r * ld + c] = xfloat(w[u]);
-        r += dr, c += dc;
-        if (c >= cols) c -= cols, ++r;
-      }
-    }
-  }
-}
-struct NoWork {
-  __device__ __forceinline__ void operator()() const {}
-};
-__device__ __forceinline__ void gather_rows(float* dst, int ld, const xword* src, int rows, int cols, uint32_t tag) {
-  gather_rows(dst, ld, src, rows, cols, tag, NoWork{});
-}
-
-// NC consecutive floats (16-byte aligned when NC >= 4): one vector access instead of NC scalar
-// ones (a warp reading rows k = lane of a [D][NC] array would otherwise meet NC-way conflicts).
-template <int NC>
-__device__ __forceinline__ void ld_units(const float* p, float (&v)[NC]) {
-  if constexpr (NC % 4 == 0) {
-#pragma unroll
-    for (int c = 0; c < NC; c += 4) {
-      const float4 t = *reinterpret_cast<const float4*>(p + c);
-      v[c] = t.x, v[c + 1] = t.y, v[c + 2] = t.z, v[c + 3] = t.w;
-    }
-  } else if constexpr (NC == 2) {
-    const float2 t = *reinterpret_cast<const float2*>(p);
-    v[0] = t.x, v[1] = t.y;
-  } else {
-    v[0] = p[0];
-  }
-}
-template <int NC>
-__device__ __forceinline__ void st_units(float* p, const float (&v)[NC]) {
-  if constexpr (NC % 4 == 0) {
-#pragma unroll
-    for (int c = 0; c < NC; c += 4) *reinterpret_cast<float4*>(p + c) = make_float4(v[c], v[c + 1], v[c + 2], v[c + 3]);
-  } else if constexpr (NC == 2) {
-    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
-  } else {
-    p[0] = v[0];
-  }
-}
-
-__device__ __forceinline__ void opt_apply(float& w, float g, float* m, float* v, bool adam, float lr,
-                                          const AdamHyper& h) {
-  if (adam) adam_apply(w, g, *m, *v, h);
-  else w -= lr * g;
-}
-
-// The batch of step i+1 is fetched in three parts spread over step i, so that no warp stalls on a
-// dependent global load: (1) its image indices into registers (at the start of step i), (2) the
-// images by cp.async into shared memory and the labels into registers (while waiting for h1),
-// (3) the labels into shared memory (after the second layer). Warp w handles rows w + q * warps,
-// q < kRowsPerWarp.
-constexpr int kRowsPerWarp = 4;  // so a batch has at most 4 * 16 = 64 rows
-
-__device__ __forceinline__ void copy_image_async(uint8_t* dst, const uint8_t* src, int D, int lane) {
-  if (D % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {  // 16-byte copies (dense rows)
-    for (int c = lane; c < D / 16; c += 32) __pipeline_memcpy_async(dst + 16 * c, src + 16 * c, 16);
-  } else {  // 4-byte copies into a padded row
-    for (int c = lane; c < D / 4; c += 32) __pipeline_memcpy_async(dst + 4 * c, src + 4 * c, 4);
-  }
-}
-
-// W1's shape (MNIST, 784-128-64-10, batch 32), compiled into one instance of the kernel: every
-// index, division, loop bound and shared-memory offset that depends on the shape becomes a
-// constant. The generic instances read the shape from the parameters (at run time, a step spent
-// ~6k of its ~61k warp instructions a block on that index arithmetic, with integer divisions on
-// the critical path; measured in ncu's source counters). Same code, same order of operations:
-// both instances give bit-identical results on W1 (tests/gpu/test_mlp_persistent.cu).
-struct PersistShape {
-  int B, D, H1, H2, C;
-};
-constexpr PersistShape kPersistW1{32, 784, 128, 64, 10};
-
 // ------------------------------------------------------------------ the kernel, stage by stage
-// The shared-memory carve-up: one pointer per array of PersistLayout (whose offsets the host
-// computes identically). NC = the block's first-layer units, padded to the instance's width.
-struct PersistSmem {
-  uint8_t* xl;                  // [2][B][xs]: this step's batch and the next one (cp.async)
-  float *w1, *m1, *v1;          // [D][NC]: W1[c0 + c][k] at w1[k * NC + c], and its Adam state
-  float *b1, *mb1, *vb1;        // [NC]
-  float* h1;                    // [B][ld1]: all first-layer units
-  float* h1o;                   // [B][NC]: own units
-  float* dz1;                   // [2 * persist_half_rows(B)][NC]: rows past B stay 0
-  float *w2r, *m2r, *v2r;       // [nj][ld1]: own rows of W2
-  float *b2, *mb2, *vb2;        // [nj]
-  float* w2c;                   // [H2][NC]: W2[j][c0 + c], the column slice for dz1
-  float *h2, *dz2;              // [B][ld2]
-  float *w3, *m3, *v3;          // [H2][cp] replica: W3[m][n] at w3[n * cp + m]
-  float *b3, *mb3, *vb3;        // [C]
-  float* z3;                    // [B][C]: logits, then dz3
-  float* rloss;                 // [B]: each row's loss
-  float* part;                  // scratch: partial sums of the first and the last layer
-  int* lab;                     // [2][B]
-  __device__ __forceinline__ PersistSmem(unsigned char* s, const PersistLayout& L)
-      : xl(s + L.xl), w1(f(s, L.w1)), m1(f(s, L.m1)), v1(f(s, L.v1)), b1(f(s, L.b1)), mb1(f(s, L.mb1)),
-        vb1(f(s, L.vb1)), h1(f(s, L.h1)), h1o(f(s, L.h1o)), dz1(f(s, L.dz1)), w2r(f(s, L.w2r)), m2r(f(s, L.m2r)),
-        v2r(f(s, L.v2r)), b2(f(s, L.b2)), mb2(f(s, L.mb2)), vb2(f(s, L.vb2)), w2c(f(s, L.w2c)), h2(f(s, L.h2)),
-        dz2(f(s, L.dz2)), w3(f(s, L.w3)), m3(f(s, L.m3)), v3(f(s, L.v3)), b3(f(s, L.b3)), mb3(f(s, L.mb3)),
-        vb3(f(s, L.vb3)), z3(f(s, L.z3)), rloss(f(s, L.rloss)), part(f(s, L.part)),
-        lab(reinterpret_cast<int*>(s + L.lab)) {}
-  __device__ static __forceinline__ float* f(unsigned char* s, size_t o) { return reinterpret_cast<float*>(s + o); }
-};
-
 // What one step t works on: its global step, exchange tag, batch buffer and exchange buffers (by
 // parity), Adam's constants.
 struct PersistStep {
@@ -354,30 +60,6 @@ struct PersistStep {
   xword *h1x, *h2x;   // this step's exchange words
   xword* w2now;       // step t's W2 (its column slices)
   AdamHyper hy;
-};
-
-// The shape as the stages see it: read from the parameters in the generic instances, constants in
-// W1's (kPersistW1), so that every loop bound, index and offset that depends on it folds while
-// each stage is compiled (before it is inlined into the kernel).
-template <bool kW1>
-struct PersistDims {
-  int B, D, H1, H2, C, nc, nj;
-  int xs;        // bytes per image row in shared memory (image_stride)
-  int ks;        // K slices of the first layer (persist_slices)
-  int ld1, ld2;  // row strides of h1, w2r / h2, dz2
-  int cp;        // row stride of w3, m3, v3
-  int ldp;       // row stride of the partial logits in part
-  __device__ __forceinline__ explicit PersistDims(const PersistParams& p)
-      : B(p.B), D(p.D), H1(p.H1), H2(p.H2), C(p.C), nc(p.nc), nj(p.nj), xs(image_stride(p.D)), ks(persist_slices(p.B)),
-        ld1(odd_stride(p.H1)), ld2(odd_stride(p.H2)), cp(class_stride(p.C)), ldp(odd_stride(p.C)) {}
-};
-template <>
-struct PersistDims<true> {
-  static constexpr int B = kPersistW1.B, D = kPersistW1.D, H1 = kPersistW1.H1, H2 = kPersistW1.H2, C = kPersistW1.C;
-  static constexpr int nc = 1, nj = (H2 + H1 - 1) / H1;
-  static constexpr int xs = image_stride(D), ks = persist_slices(B), ld1 = odd_stride(H1), ld2 = odd_stride(H2),
-                       cp = class_stride(C), ldp = odd_stride(C);
-  __device__ __forceinline__ explicit PersistDims(const PersistParams&) {}
 };
 
 // One block of the persistent kernel: its share of the parameters (shared memory), the shape, and
@@ -670,18 +352,10 @@ struct PersistBlock : PersistDims<kW1> {
         z = sm.b3[j];
         for (int q = 0; q < ks; ++q) z += sm.part[(q * B + r) * ldp + j];
       }
-      float mx = z;
-#pragma unroll
-      for (int w = 8; w >= 1; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
-      float sum = on ? expf(z - mx) : 0.f;
-#pragma unroll
-      for (int w = 8; w >= 1; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
-      const float lse = mx + logf(sum);
-      const int y = row ? st.lb[r] : 0;
-      const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
-      const float dz = on ? (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv : 0.f;
+      float loss;
+      const float dz = softmax_xent_half_warp(z, on, half, j, [&] { return row ? st.lb[r] : 0; }, inv, loss);
       if (on) sm.z3[r * C + j] = dz;
-      if (row && j == 0) sm.rloss[r] = lse - zy;
+      if (row && j == 0) sm.rloss[r] = loss;
       float d[kMaxClassStride];  // 0 past C
 #pragma unroll
       for (int n = 0; n < kMaxClassStride; ++n) d[n] = __shfl_sync(0xffffffffu, dz, (half << 4) + n);
@@ -708,17 +382,7 @@ struct PersistBlock : PersistDims<kW1> {
 
   // the batch loss, by block 0's last warp: lane sums, then a fixed shuffle tree
   __device__ __forceinline__ void batch_loss(const PersistStep& st) {
-    if (wid == nwarps - 1 && blockIdx.x == 0) {
-      float part_sum = 0.f;
-      for (int r = lane; r < B; r += 32) part_sum += sm.rloss[r];
-#pragma unroll
-      for (int w = 16; w >= 1; w >>= 1) part_sum += __shfl_xor_sync(0xffffffffu, part_sum, w);
-      if (lane == 0) {
-        const float mean = part_sum / static_cast<float>(B);
-        p.step_loss[st.s] = mean;
-        if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(st.s));
-      }
-    }
+    if (wid == nwarps - 1 && blockIdx.x == 0) batch_mean_loss(sm.rloss, B, lane, p.step_loss, p.bad_step, st.s);
   }
 
   // dz1 for the own first-layer units: relu'(dz2 W2[:, own]) (W2 of the step's start)
@@ -998,80 +662,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_persistent_epoch(Persis
 
 // ------------------------------------------------------------------ host side
 
-inline int persist_nc_template(int nc) { return nc <= 1 ? 1 : nc <= 2 ? 2 : nc <= 4 ? 4 : 8; }
-
-// The instance of a kernel template that a plan runs: W1's compiled-in shape, or the generic one for
-// the padded unit count. Kernel<NC, kW1>::ptr() names the instance (5c's below; 5e has its own).
-template <template <int, bool> class Kernel>
-inline const void* persist_instance(const PersistPlan& pl) {
-  if (pl.specialized) return Kernel<1, true>::ptr();
-  switch (pl.NC) {
-    case 1: return Kernel<1, false>::ptr();
-    case 2: return Kernel<2, false>::ptr();
-    case 4: return Kernel<4, false>::ptr();
-    default: return Kernel<8, false>::ptr();
-  }
-}
 template <int NC, bool kW1>
 struct PersistKernel {
   static const void* ptr() { return reinterpret_cast<const void*>(&p5_persistent_epoch<NC, kW1>); }
 };
 inline const void* persist_kernel(const PersistPlan& pl) { return persist_instance<PersistKernel>(pl); }
-
-// The split of the epoch over blocks and the checks that need no kernel, shared by the one-launch
-// rungs that use this ownership (5c, 5e; `mode` names the launch mode in the messages). Sets p.nc,
-// p.nj and pl.smem (this layout's; 5e adds to it).
-// requested_blocks 0: one block per first-layer unit, at most one per SM (the fastest of the
-// block counts measured for W1: see phase5_batched/main.cu).
-// specialize: use W1's instance where the shape and the split match it (false: always the generic
-// instance, to measure what compiling the shape in buys).
-inline PersistPlan persist_split(PersistParams& p, int requested_blocks, int device, bool specialize, const std::string& mode) {
-  int sms = 0, coop = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
-  if (!coop) throw Error(kExitUsage, mode + ": this GPU cannot launch cooperative kernels (use --launch graph)");
-  PersistPlan pl;
-  if (p.B > kRowsPerWarp * (kPersistThreads / 32))
-    throw Error(kExitUsage, mode + ": --batch at most " + std::to_string(kRowsPerWarp * (kPersistThreads / 32)) +
-                                " (use --launch graph)");
-  if (p.C > kMaxClasses)
-    throw Error(kExitUsage, mode + ": at most " + std::to_string(kMaxClasses) + " classes (the last layer has " +
-                                std::to_string(p.C) + "; use --launch graph)");
-  if (p.D % 4 != 0)
-    throw Error(kExitUsage, mode + ": the input width must be a multiple of 4 (it is " + std::to_string(p.D) +
-                                "; use --launch graph)");
-  int want = requested_blocks > 0 ? requested_blocks : std::min(sms, p.H1);
-  want = std::max(1, std::min(want, p.H1));
-  pl.nc = (p.H1 + want - 1) / want;
-  if (pl.nc > 8)
-    throw Error(kExitUsage, mode + ": " + std::to_string(want) + " blocks would give each " +
-                                std::to_string(pl.nc) + " first-layer units (at most 8; use more --blocks or --launch graph)");
-  pl.blocks = (p.H1 + pl.nc - 1) / pl.nc;  // every block owns at least one first-layer unit
-  pl.NC = persist_nc_template(pl.nc);
-  pl.nj = (p.H2 + pl.blocks - 1) / pl.blocks;
-  p.nc = pl.nc, p.nj = pl.nj;
-  pl.smem = persist_layout(p, pl.NC).total;
-  const PersistShape& w = kPersistW1;
-  pl.specialized = specialize && pl.NC == 1 && pl.nc == 1 && p.B == w.B && p.D == w.D && p.H1 == w.H1 && p.H2 == w.H2 &&
-                   p.C == w.C && pl.nj == (w.H2 + w.H1 - 1) / w.H1;
-  return pl;
-}
-
-// Kernel k's shared memory (pl.smem) and the co-residency of pl.blocks of it; refuses what cannot run.
-inline void persist_fit(const PersistPlan& pl, const void* k, int device, const std::string& mode) {
-  int sms = 0, smem_optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (pl.smem > static_cast<size_t>(smem_optin))
-    throw Error(kExitUsage, mode + ": needs " + std::to_string(pl.smem) + " bytes of shared memory per block, the GPU offers " +
-                                std::to_string(smem_optin) + " (smaller --batch or widths, more --blocks, or --launch graph)");
-  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(pl.smem)));
-  int per_sm = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kPersistThreads, pl.smem));
-  if (per_sm * sms < pl.blocks)
-    throw Error(kExitUsage, mode + ": " + std::to_string(pl.blocks) + " blocks cannot all be resident (" +
-                                std::to_string(per_sm) + " per SM x " + std::to_string(sms) + " SMs)");
-}
 
 inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int device, bool specialize = true) {
   const std::string mode = "--launch persistent";
@@ -1080,12 +675,6 @@ inline PersistPlan plan_persistent(PersistParams& p, int requested_blocks, int d
   return pl;
 }
 
-// One cooperative launch of kernel k (an instance persist_instance chose) for a plan.
-inline void persist_launch(const void* k, const PersistPlan& pl, PersistParams p, cudaStream_t st) {
-  void* args[] = {&p};
-  CUDA_CHECK(cudaLaunchCooperativeKernel(k, dim3(pl.blocks), dim3(kPersistThreads), args, pl.smem, st));
-  CHECK_LAUNCH();
-}
 inline void launch_persistent(const PersistPlan& pl, const PersistParams& p, cudaStream_t st) {
   persist_launch(persist_kernel(pl), pl, p, st);
 }
@@ -1104,7 +693,6 @@ inline KernelCost persist_step_cost(const PersistParams& p, const PersistPlan& p
   c.calls = 0;
   return c;
 }
-
 
 }  // namespace mlp
 }  // namespace nb

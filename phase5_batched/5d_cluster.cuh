@@ -1,44 +1,28 @@
-// phase5_batched/5d_cluster.cuh — `--launch cluster`: a whole epoch of W2's MLP (fp16 operands, fp32
-// accumulation and master weights, plain SGD, no dropout) as ONE thread-block cluster: up to 16
-// blocks on 16 SMs that keep every parameter in their shared memory and exchange activations through
-// distributed shared memory, with a hardware cluster barrier between dependent layers.
-//
-// Why: at W2's h = 128 the graph path's step is 8 dependent kernels of 5-10 us each (~57 us a step)
-// on grids of 2-52 blocks: each kernel is a chain of global-memory latencies (weights, activations,
-// split-K fix-ups) plus its launch. The whole model is ~0.8 MB (fp32 masters and fp16 copies), so a
-// cluster of 16 SMs holds it on chip. A step then costs the block-local work of each layer and one
-// cluster barrier per dependency between blocks: L-1 in the forward pass (every block needs all of
-// the previous layer's outputs) and L-2 in the backward pass.
-//
-// Who holds what (block r of NB; layer l maps in_l -> out_l; hidden layer l's units are split in
-// ceil(out_l / NB) per block, block r owning units u0 = r * U .. ):
-//   * row copy of layer l: the rows W_l[u0 .. u0+U) (the weights into its own units), fp32 master
-//     + fp16 copy, and their biases. The last layer (out = classes) is replicated: every block holds
-//     all of its rows, updated identically everywhere.
-//   * column copy of layer l >= 1: the columns W_l[:, c0 .. c0+U_{l-1}) for the block's own units of
-//     layer l-1 (fp32 + fp16), so the backward-data product dZ_{l-1}[:, own] = dZ_l · W_l[:, own]
-//     needs no reduction between blocks. Both copies are updated from the same fp16 operands in the
-//     same tensor-core k-steps, so they stay bit-identical (the GPU tests count mismatches).
-//   * the full activations H_l (B x out_l, fp16) and the full output gradients dZ_l of the hidden
-//     layers above the first: every block writes its own columns into every block's copy (DSMEM
-//     stores), then the cluster barrier. Only the first hidden layer's H is double-buffered (by step
-//     parity): it is the one write of step t+1 that can come before the first barrier of t+1, while a
-//     slower block still reads H_0 of step t in its updates. Every other write comes after that
-//     barrier, which no block passes before all have finished step t.
-// One step (batch i):
-//   forward, l = 0 .. L-2: Z = A · W_l[own]^T (WMMA m32n8k16, warps split over units and K), bias,
-//     ReLU, fp16 -> own columns of H_l, pushed to every block; cluster barrier.
-//   last layer (every block): logits, softmax cross-entropy, dZ = (p - onehot)/B in fp16.
-//   backward, l = L-1 .. 1: dZ_{l-1}[:, own] = (dZ_l · W_l[:, own]) * relu'(H_{l-1}) (WMMA), pushed
-//     (l-1 >= 1) or kept (l-1 = 0); arrive at the cluster barrier (l-1 >= 1); layer l's rows,
-//     columns and biases updated (WMMA m16n16k16 weight gradients, SGD from the accumulators)
-//     while the others arrive; wait.
-//   first layer: dW_0[own] = dZ_0[:, own]^T · X (WMMA m8n32k16), SGD straight from the accumulators.
-//   The next batch's bytes were loaded into registers at the start of the step; they become the
-//   fp16 X (x / 255, the graph path's rounding) after the update.
-// Arithmetic as the graph path's: fp16 operands, fp32 accumulation (in a different order), fp32
-// bias/softmax/loss, fp32 SGD w - lr * g (one fused multiply-add), the fp16 copy = the master rounded. Not bit-identical
-// to the graph path (sum order); bit-reproducible itself (no atomics but the divergence flag).
+// phase5_batched/5d_cluster.cuh — rung 5d, `--launch cluster`: a whole epoch of W2's MLP (fp16 operands, fp32
+// accumulation and master weights, plain SGD, no dropout) as ONE thread-block cluster of up to 16 blocks on
+// 16 SMs that keep every parameter in their shared memory and exchange activations through DSMEM.
+// BUILDS ON the graph path's W2 arithmetic (fp16 operands, fp32 sums, SGD as one FMA) and the shared on-chip
+// parts (onchip_*.cuh: the carve-up, the push's loop, the cluster plan, the copy check). WHAT IT ADDS: at h = 128
+// the graph path's step is 8 dependent kernels of 5-10 us on grids of 2-52 blocks; the ~0.8 MB model fits
+// 16 SMs, so a step costs each layer's block-local work plus one cluster barrier per dependency between
+// blocks (L-1 forward, L-2 backward).
+// WHO HOLDS WHAT (block r of NB; hidden layer l's units split ceil(out_l / NB) a block):
+//   * rows W_l[u0 .. u0+U) of each layer (fp32 master + fp16 copy) and their biases; the last layer is
+//     replicated in every block and updated identically;
+//   * columns W_l[:, own units of layer l-1] (fp32 + fp16), so dZ_{l-1}[:, own] = dZ_l W_l[:, own] needs
+//     no reduction between blocks; rows and columns are updated from the same fp16 operands in the same
+//     tensor-core k-steps, so they stay bit-identical (the GPU tests count mismatches);
+//   * the full activations H_l (fp16) and the hidden layers' dZ_l: every block pushes its own columns into
+//     every block's copy, then the cluster barrier (H_0 double-buffered by step parity: the one write of
+//     step t+1 that can precede its first barrier).
+// One step: forward (WMMA m32n8k16, bias, ReLU, push, barrier) for l = 0 .. L-2; the last layer in every
+// block (softmax cross-entropy, dZ in fp16); backward for l = L-1 .. 1 (dZ_{l-1}, pushed; layer l's rows,
+// columns and biases updated by WMMA m16n16k16 weight gradients while the others arrive); the first
+// layer's update (WMMA m8n32k16); the next batch (in registers since the step's start) becomes X.
+// THE DESIGN DECISION: replicate and mirror instead of reducing: column copies and a replicated last
+// layer trade duplicate arithmetic for one barrier per dependency. Not bit-identical to the graph path
+// (sum order); bit-reproducible itself (no atomics but the divergence flag).
+// MEASURED (H200): 27.15 us a step at W2 h = 128 (w2-h128-cluster.json), 1.85x the graph path.
 #pragma once
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
@@ -56,12 +40,12 @@
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
 #include "5d_cluster.h"
+#include "onchip_cluster.cuh"
+#include "onchip_optimizer.cuh"
+#include "onchip_smem_carve.cuh"
 
 namespace nb {
 namespace mlp {
-
-
-
 
 __host__ __device__ inline int cl_round(int x, int m) { return (x + m - 1) / m * m; }
 
@@ -74,12 +58,8 @@ __host__ __device__ inline int cl_own(const ClusterLayer& y, int r) {
 
 // The shared-memory layout for NB blocks; returns the bytes a block needs.
 inline size_t cluster_layout(ClusterParams& p) {
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    const size_t at = off;
-    off = (off + bytes + 127) / 128 * 128;
-    return at;
-  };
+  SmemCarve<128> carve;
+  const auto take = [&](size_t bytes) { return carve.take(bytes); };
   const int L = p.L, NB = p.NB;
   int scratch_floats = kClWarps * 8 * 32;  // the first layer's update: one 8 x 32 tile per warp
   auto mm_scratch = [](int ntiles, int ksteps) {
@@ -124,8 +104,8 @@ inline size_t cluster_layout(ClusterParams& p) {
   p.ldo = maxu + 8;
   p.own16 = take(sizeof(__half) * kClRows * p.ldo);
   for (int l = 0; l + 1 < L; ++l) p.ly[l].hown = take(sizeof(__half) * kClRows * p.ldo);
-  p.total = off;
-  return off;
+  p.total = carve.off;
+  return carve.off;
 }
 
 namespace cl {
@@ -183,13 +163,9 @@ __device__ __forceinline__ float col_sum(const __half* dz, int ld) {
   return g;
 }
 
-// The SGD step w - lr * g as one explicit fused multiply-add: both weight copies must round it the
-// same way, which `w -= lr * g` leaves to the compiler's contraction choice at each site.
-__device__ __forceinline__ float sgd(float w, float g, float lr) { return __fmaf_rn(-lr, g, w); }
-
 // One weight's step: its fp32 master in w32, the fp16 copy (the master rounded) in w16.
 __device__ __forceinline__ void sgd_store(float* w32, __half* w16, float g, float lr) {
-  const float w = sgd(*w32, g, lr);
+  const float w = sgd_fma(*w32, g, lr);
   *w32 = w, *w16 = __float2half_rn(w);
 }
 
@@ -201,18 +177,14 @@ __device__ __forceinline__ void push_own(Cluster& cluster, const __half* own16, 
                                          int u0, int NB) {
   __syncthreads();
   if (own % 8 == 0 && u0 % 8 == 0) {
-    const int ch = own / 8, n = NB * kClRows * ch;
-    for (int e = threadIdx.x; e < n; e += kClThreads) {
-      const int q = e / (kClRows * ch), rest = e - q * kClRows * ch, b = rest / ch, c = rest - b * ch;
+    for_each_push_element(threadIdx.x, kClThreads, NB, kClRows, own / 8, [&](int q, int b, int c) {
       const uint4 v = *reinterpret_cast<const uint4*>(own16 + b * ldo + 8 * c);
       *reinterpret_cast<uint4*>(cluster.map_shared_rank(dst + b * ld + u0 + 8 * c, q)) = v;
-    }
+    });
   } else {
-    const int n = NB * kClRows * own;
-    for (int e = threadIdx.x; e < n; e += kClThreads) {
-      const int q = e / (kClRows * own), rest = e - q * kClRows * own, b = rest / own, u = rest - b * own;
+    for_each_push_element(threadIdx.x, kClThreads, NB, kClRows, own, [&](int q, int b, int u) {
       *cluster.map_shared_rank(dst + b * ld + u0 + u, q) = own16[b * ldo + u];
-    }
+    });
   }
 }
 
@@ -563,7 +535,7 @@ struct ClusterBlock {
     for (int u = tid; u < own; u += kClThreads) {
       const float g = cl::col_sum(dz + u0 + u, y.ldc);
       if (keep_grads && (!y.rep || r == 0)) p.G[p.boff[l] + u0 + u] = g;
-      bias[u] = cl::sgd(bias[u], g, p.lr);
+      bias[u] = sgd_fma(bias[u], g, p.lr);
     }
   }
 
@@ -605,7 +577,7 @@ struct ClusterBlock {
     for (int u = tid; u < own; u += kClThreads) {
       const float g = cl::col_sum(dzt + u * kClLdT, 1);
       if (keep_grads) p.G[p.boff[0] + u0 + u] = g;
-      bias[u] = cl::sgd(bias[u], g, p.lr);
+      bias[u] = sgd_fma(bias[u], g, p.lr);
     }
   }
 
@@ -622,8 +594,8 @@ struct ClusterBlock {
         const int q = y.rep ? r : i / y.U, ui = y.rep ? i : i - q * y.U;
         const float* rw32 = cluster.map_shared_rank(smem.rows32(y), q);
         const __half* rw16 = cluster.map_shared_rank(smem.rows16(y), q);
-        bad += __float_as_uint(smem.cols32(y)[e]) != __float_as_uint(rw32[ui * y.in + c0 + k]);
-        bad += __half_as_ushort(smem.cols16(y)[k * y.ldc + i]) != __half_as_ushort(rw16[ui * y.ldr + c0 + k]);
+        bad += bits_differ(smem.cols32(y)[e], rw32[ui * y.in + c0 + k]);
+        bad += bits_differ(smem.cols16(y)[k * y.ldc + i], rw16[ui * y.ldr + c0 + k]);
       }
     }
     // the replicated last layer: every block's rows against block 0's
@@ -632,12 +604,12 @@ struct ClusterBlock {
     const __half* r16 = cluster.map_shared_rank(smem.rows16(yl), 0);
     for (int e = tid; e < yl.out * yl.in; e += kClThreads) {
       const int u = e / yl.in, k = e - u * yl.in;
-      bad += __float_as_uint(smem.rows32(yl)[e]) != __float_as_uint(r32[e]);
-      bad += __half_as_ushort(smem.rows16(yl)[u * yl.ldr + k]) != __half_as_ushort(r16[u * yl.ldr + k]);
+      bad += bits_differ(smem.rows32(yl)[e], r32[e]);
+      bad += bits_differ(smem.rows16(yl)[u * yl.ldr + k], r16[u * yl.ldr + k]);
     }
     const float* rb = cluster.map_shared_rank(smem.bias(yl), 0);
-    for (int c = tid; c < yl.out; c += kClThreads) bad += __float_as_uint(smem.bias(yl)[c]) != __float_as_uint(rb[c]);
-    if (bad) atomicAdd(p.copy_mismatches, bad);
+    for (int c = tid; c < yl.out; c += kClThreads) bad += bits_differ(smem.bias(yl)[c], rb[c]);
+    report_mismatches(bad, p.copy_mismatches);
   }
 
   // ---- write back what this block owns (block 0 also the replicated last layer)
@@ -714,10 +686,8 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
 // (1 .. 16), or 0 = the largest the GPU runs with the layout fitting (16 on an H100).
 inline ClusterPlan plan_cluster(ClusterParams& p, int requested_blocks, int device) {
   const auto refuse = [](const std::string& why) { throw Error(kExitUsage, "--launch cluster: " + why + " (use --launch graph)"); };
-  int cc = 0, smem_optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (cc < 9) refuse("thread-block clusters need compute capability 9.0");
+  const ClusterDevice dev(device);
+  if (dev.cc < 9) refuse("thread-block clusters need compute capability 9.0");
   if (p.L < 2 || p.L > kClMaxLayers) refuse("needs 1 to " + std::to_string(kClMaxLayers - 1) + " hidden layers");
   if (p.B < 1 || p.B > kClRows) refuse("--batch at most " + std::to_string(kClRows));
   if (p.w[0] % 16 != 0) refuse("the input width must be a multiple of 16 (it is " + std::to_string(p.w[0]) + ")");
@@ -728,20 +698,18 @@ inline ClusterPlan plan_cluster(ClusterParams& p, int requested_blocks, int devi
   const void* k = reinterpret_cast<const void*>(&p5_cluster_epoch);
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   ClusterPlan pl;
-  const int lo = requested_blocks > 0 ? requested_blocks : 1, hi = requested_blocks > 0 ? requested_blocks : kClMaxBlocks;
+  const ClusterSizes sizes(requested_blocks, kClMaxBlocks);
   std::string last = "no cluster size fits";
-  for (int nb = hi; nb >= lo; --nb) {
+  for (int nb = sizes.hi; nb >= sizes.lo; --nb) {
     ClusterParams q = p;
     q.NB = nb;
     const size_t smem = cluster_layout(q);
-    if (smem > static_cast<size_t>(smem_optin)) {
-      last = "needs " + std::to_string(smem) + " bytes of shared memory per block with " + std::to_string(nb) +
-             " blocks, the GPU offers " + std::to_string(smem_optin);
+    if (const std::string why = cluster_smem_refusal(nb, smem, dev.smem_optin); !why.empty()) {
+      last = why;
       continue;
     }
-    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    if (ClusterLaunch(nb, kClThreads, smem).max_active(k) < 1) {
-      last = "a cluster of " + std::to_string(nb) + " blocks with " + std::to_string(smem) + " bytes each cannot run";
+    if (const std::string why = cluster_run_refusal(k, nb, kClThreads, smem); !why.empty()) {
+      last = why;
       continue;
     }
     p = q;

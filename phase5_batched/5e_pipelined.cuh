@@ -1,50 +1,30 @@
-// phase5_batched/5e_pipelined.cuh — `--launch pipelined`: rung 5c's persistent kernel with fewer dependent
-// phases a step. Same split of the units (a block's W1 rows and W2 rows in shared memory, a W3 replica),
-// same two exchanges of tagged words, same fp32 arithmetic; what changes is what in a step waits for what.
-//
-// WHAT IT ADDS OVER 5c (5c's step, H100 --breakdown at a7140e0, us: first layer 1.82, wait for h1 with
-// the previous step's W3/W2 updates 2.32, second layer 1.10, wait for h2 1.33, last layer 0.67,
-// softmax + dz2 1.26, dz1 0.31, W1 update 1.56 = 10.4):
-//   * the W1 update of step t and the first layer of step t+1 are ONE pass over the block's W1 rows:
-//     a lane pair that has just updated its four pixels' weights multiplies them straight into the
-//     next batch's rows (already in shared memory), a transposing warp reduction sums the pixels, and
-//     one block barrier later the next h1 is published (5c reads W1 twice, across two more barriers);
-//   * the small layers' updates leave the waits: the pass's idle warps (W1: 13 to 15) update, as soon
-//     as dz2 exists, W2's column of the block's own first-layer unit (a block owns it, keeps it for
-//     dz1 and publishes it: the second layer's owners gather their rows from the columns with h1),
-//     the block's slice of W3/b3 (a few elements, gathered into every replica with h2) and b2
-//     (5c updates W3 in every block and its W2 rows while h1 travels, holding up the second layer);
+// phase5_batched/5e_pipelined.cuh — rung 5e, `--launch pipelined`: rung 5c's persistent kernel with fewer
+// dependent phases a step.
+// BUILDS ON 5c: the same split of the units (5c_persistent_split.cuh), the same two exchanges of tagged
+// words, the same stages and fp32 arithmetic (PipeBlock derives from PersistBlock). WHAT IT CHANGES:
+//   * the W1 update of step t and the first layer of step t+1 are ONE pass over the block's W1 rows
+//     (update_forward): a lane pair that has just updated its four pixels' weights multiplies them into
+//     the next batch's rows, a transposing warp reduction sums the pixels, one barrier later the next h1
+//     is published (5c reads W1 twice, across two more barriers);
+//   * the small layers' updates leave the waits: the pass's idle warps update W2's column of the own
+//     first-layer unit (owned and published here; the rows' owners gather them with h1), the block's
+//     slice of W3/b3 (gathered into every replica with h2) and b2 (5c: all of them while h1 travels);
 //   * the dropout masks are drawn while the block waits, the batch indices a step ahead;
-//   * blocks that own no second-layer unit (64 of W1's 128) do not read h1, which they never use.
+//   * blocks that own no second-layer unit do not read h1.
 // The fused pass keeps a lane's forward sums for half the batch in registers: one first-layer unit a
-// block and a batch of at most 32 rows (W1's split, pipe_fuses). Other splits run 5c's update, first
-// layer and late W2/W3 updates in the same places; everything else applies to every shape.
-//
-// THE DESIGN DECISION: a step is a chain of latencies, so merge links of the chain and take work
-// off it rather than make any one link's arithmetic faster. The first step of a launch runs the
-// fused pass's forward half alone, so n steps in one launch or in n launches give the same bits.
-//
-// PREDICTION (written before the first run, for the first version; H100, W1): ~7.0 us a step, ~13 ms
-// an epoch. A floor for this structure: 2 L2 hops (0.57 us each, tools/cluster_latency) + ~0.6 us of a
-// block's issue time + ~8 block barriers and shared-memory round trips (~0.1 us each): ~2.5 us, 4.7 ms.
-//
-// MEASURED (H100, bench_mlp.sh stages w1 ... fashion at a7140e0, profiles/nvidia-h100-80gb-hbm3/):
-// 18.76 ms an epoch, 9.8 us a step (phase5_batched__w1-pipelined.json; 5c 19.59 ms in the same run):
-// the prediction missed by 1.4x. Block 0's step (__w1-pipelined-breakdown.json, us; the parts' labels
-// there predate this version's): the batch's fetch and h2's mask 1.24, then the wait for h1 1.01,
-// second layer 0.82, wait for h2 1.76, last layer + softmax + dz2 1.79, dz1 0.32, the fused pass with
-// the small layers' updates beside it 2.91. Taking the updates out of the wait for h1 shortened its
-// work by 0.5 us and the wait grew by 0.4: h1 reaches a block ~2.3 us after the block published its
-// own column, whatever the block does meanwhile (the exchange and the blocks' skew, not the work, is
-// that link now); 0.2 ms an epoch faster in paired runs (logs/probe_small_layers_a7140e0.log). ncu of
-// these kernels (cf1d7c9, phase5_ncu_p5_pipelined_epoch_lines.json): 1,993 warp instructions a warp a
-// step, ~1,320 of them on the chain (the fused pass 743): 2.7 us if every cycle issued. The exchange
-// alone on an idle chip (tools/cluster_latency, cluster_latency__h100.json): 2.3-2.4 us a round at h1's
-// shape, 1.9 at h2's. This structure's floor is then ~7 us a step, ~13 ms an epoch, not the
-// prediction's 2.5 us: it counted one 0.57 us hop an exchange; an exchange of 4,096 words costs four.
+// block and at most 32 rows (W1's split, pipe_fuses); other splits run 5c's update, first layer and late
+// updates in the same places (plus the W3 slices and the masks).
+// THE DESIGN DECISION: a step is a chain of latencies, so merge links of the chain and take work off it
+// rather than make one link's arithmetic faster. The first step of a launch runs the fused pass's
+// forward half alone, so n steps in one launch or in n launches give the same bits.
+// MEASURED (H100, bench_mlp.sh at a7140e0): 18.76 ms an epoch, 9.8 us a step
+// (phase5_batched__w1-pipelined.json; 5c 19.59 ms in the same run). The exchange and the blocks' skew,
+// not the work, bound it (~7 us a step floor); the prediction, breakdown and ncu counts: the phase notes.
 #pragma once
 #include "5c_persistent.cuh"
 #include "5e_pipelined.h"
+#include "onchip_optimizer.cuh"
+#include "onchip_smem_carve.cuh"
 
 namespace nb {
 namespace mlp {
@@ -55,19 +35,15 @@ struct PipeLayout {
 };
 __host__ __device__ inline PipeLayout pipe_layout(const PersistParams& p, int NC) {
   PipeLayout L{};
-  size_t off = (persist_layout(p, NC).total + 15) / 16 * 16;
-  auto take = [&](size_t bytes) {
-    const size_t at = off;
-    off = (off + bytes + 15) / 16 * 16;
-    return at;
-  };
+  SmemCarve<16> carve(persist_layout(p, NC).total);  // past 5c's layout
+  const auto take = [&](size_t bytes) { return carve.take(bytes); };
   const size_t f = sizeof(float);
   L.mask1 = take(static_cast<size_t>(p.B) * NC * f);                  // next step's h1 mask (0 or 1/(1-p))
   L.mask2 = take(static_cast<size_t>(p.B) * (p.nj > 0 ? p.nj : 1) * f);  // this step's h2 mask
   L.fpart = take(static_cast<size_t>(kPersistThreads) * f);           // the fused pass's warp sums
   L.m2c = take(static_cast<size_t>(p.H2) * NC * f);                   // Adam's state of the own W2 column (fused())
   L.v2c = take(static_cast<size_t>(p.H2) * NC * f);
-  L.total = off;
+  L.total = carve.off;
   return L;
 }
 
@@ -87,40 +63,6 @@ __device__ __forceinline__ void transpose_sum(float (&a)[1 << L]) {
       a[i] = (hi ? hi_v : lo_v) + recv;
     }
     transpose_sum<L, X0 / 2, n>(a);
-  }
-}
-
-// Two Adam updates as straight-line code, so that their dependent chains (a square root and two
-// divisions each) overlap: adam_apply's arithmetic, with the skip of a negligible step
-// (adam_step.h) as a select instead of an early return. A skipped step divides 1 by a normal
-// number instead (no division slow path) and keeps p. SGD: p -= lr g.
-__device__ __forceinline__ void opt_apply2(float (&w)[2], const float (&g)[2], float* m0, float* m1, float* v0,
-                                           float* v1, bool adam, float lr, const AdamHyper& h) {
-  if (!adam) {
-    w[0] -= lr * g[0], w[1] -= lr * g[1];
-    return;
-  }
-  float* mp[2] = {m0, m1};
-  float* vp[2] = {v0, v1};
-  float m[2], v[2], q[2];
-  bool skip[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    m[i] = *mp[i], v[i] = *vp[i];
-    m[i] = m[i] + h.omb1 * (g[i] - m[i]);
-    v[i] = v[i] * h.b2 + h.omb2 * g[i] * g[i];
-    skip[i] = adam_step_negligible(w[i], m[i], h.step_size, h.eps);
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const float denom = sqrtf(skip[i] ? 1.f : v[i]) / h.bc2_sqrt + h.eps;
-    q[i] = (skip[i] ? 1.f : m[i]) / denom;
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const float np = w[i] - h.step_size * q[i];
-    w[i] = skip[i] ? w[i] : np;
-    *mp[i] = m[i], *vp[i] = v[i];
   }
 }
 
@@ -323,7 +265,8 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     transpose_sum<4, 16>(fw);
     if (wid < nwu) fpart[wid * 32 + lane] = fw[0];
     __syncthreads();
-    if (tid < 128) {  // slot s = a lane of the warps above; 4 threads a slot, each a quarter of the warps
+    constexpr int kSlotThreads = 4, kSumThreads = 32 * kSlotThreads;  // 32 slots (lanes), 4 threads each
+    if (tid < kSumThreads) {  // slot s = a lane of the warps above; 4 threads a slot, each a quarter of the warps
       const int s = tid >> 2, q = tid & 3;
       float z = 0.f;
       for (int w = q; w < nwu; w += 4) z += fpart[w * 32 + s];

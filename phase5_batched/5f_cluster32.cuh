@@ -1,8 +1,7 @@
-// phase5_batched/5f_cluster32.cuh — `--launch cluster32`: a whole epoch of W1's fp32 MLP (784-H1-H2-C, Adam,
-// dropout) in ONE 16-block thread-block cluster, the first layer and its weight gradient on tensor cores.
-//
-// WHAT IT ADDS OVER 5e (128 blocks, one first-layer unit each, activations as tagged words in L2): the
-// model moves onto 16 SMs, 8 first-layer and 4 second-layer units a block, and
+// phase5_batched/5f_cluster32.cuh — rung 5f, `--launch cluster32`: a whole epoch of W1's fp32 MLP (784-H1-H2-C,
+// Adam, dropout) in ONE 16-block thread-block cluster, the first layer and its weight gradient on tensor cores.
+// BUILDS ON 5e (W1's rung; a step is a chain of latencies) and 5d (the model in one cluster's shared memory).
+// WHAT IT ADDS: W1 on 16 SMs, 8 first-layer and 4 second-layer units a block (5f_cluster32_layout.cuh), and
 //   * h1 and h2 travel by st.async into every block's shared memory, each completing its bytes on the
 //     receiver's mbarrier: a block waits for its data, not for a barrier every block must reach;
 //   * the first layer (32 x 8 outputs over 784 pixels) and W1's gradient (784 x 8 over 32 rows) are
@@ -11,26 +10,11 @@
 //   * no exchange in the backward pass: every block repeats the last layer and all of dz2 (10 x 64)
 //     and keeps a column copy of W2 for its own units, updated from the same numbers as the owner's
 //     rows (bit-identical: the GPU tests count mismatches); the small layers' updates run in the waits;
-//   * Adam with the hardware's approximate root and reciprocal (2 ulp, ~13 instructions an element).
-//
+//   * Adam with explicit roundings and the hardware's approximate root and reciprocal (RoundedOpt).
 // THE DESIGN DECISION: spend SMs to buy latency: two exchanges a step and block-local phases made
 // short by tensor cores, at the price of 8x the arithmetic (and instructions) on each SM.
-//
-// PREDICTION (before the first run; H100, W1): 2 cluster barriers (0.62 us each, tools/cluster_latency)
-// + A ~0.3 us + B ~0.2 + C ~0.3 + D ~0.1 + E ~0.5 (6,272 Adam updates a block, MUFU-bound) + F ~0.1,
-// the deferred updates hidden in the waits: ~2.8 us a step, ~5.3 ms an epoch.
-//
-// MEASURED (H100, bench_mlp.sh stages w1 ... fashion at a7140e0, profiles/nvidia-h100-80gb-hbm3/): 26.44
-// ms an epoch, 14.1 us a step (phase5_batched__w1-cluster32.json): 9.9x the compiled-graph twin (261.5
-// ms), 1.41x SLOWER than rung 5e in the same run (18.76 ms). The prediction missed by 5.0x. --breakdown
-// (__w1-cluster32-breakdown.json, us): A 2.35, X1 2.81, B 0.99, X2 2.18, C 1.93, D 1.13, E 2.96, F 0.13:
-// every phase 4-10x its estimate, the waits included. Why (ncu at 837ffa2, phase5_ncu_p5_cluster32_
-// lines.json, by statement of the kernel): ~2,590 warp instructions a warp a step, 41k a block on one
-// SM where 5e issues ~33k a block; 10.4 warp cycles an instruction with 4 warps a scheduler, each
-// issuing in ~38% of its cycles. By phase: the W1 update (E) 617, the first layer (A) 464, the last
-// layer and dz2 (C) 379, the deferred W2 update 254, W3's 167, dz1 (D) 159, the second layer 156. A
-// step on 16 SMs is issue-bound: the estimate counted latencies, not the instructions each SM must
-// issue (byte-to-TF32 conversions, Adam, the repeated last layer). Its history: the phase notes.
+// MEASURED (H100, bench_mlp.sh at a7140e0): 26.44 ms an epoch, 14.1 us a step (phase5_batched__w1-cluster32.json),
+// 1.41x SLOWER than 5e in the same run: issue-bound on 16 SMs (the phase notes hold the breakdown and ncu).
 #pragma once
 #include <cooperative_groups.h>
 #include <cuda/ptx>
@@ -48,172 +32,13 @@
 #include "mlp/mlp_common.h"
 #include "timing.cuh"
 #include "5f_cluster32.h"
+#include "5f_cluster32_layout.cuh"
+#include "onchip_cluster.cuh"
+#include "onchip_optimizer.cuh"
+#include "onchip_softmax_loss.cuh"
 
 namespace nb {
 namespace mlp {
-
-// ------------------------------------------------------------------ shapes and shared memory
-// The shape as the kernel sees it (host and device compute it the same way).
-struct C32Dims {
-  int B, D, H1, H2, C, NB;
-  int U1, U2;   // first- and second-layer units a block (ceil(H / NB); U1 <= kC32Units)
-  int Bp;       // the batch padded to the instance's row tiles (32 or 64)
-  int ng16;     // groups of 16 pixels (the forward product's K); ng32: groups of 32 (the gradient's M)
-  int ng32;
-  int xs;       // bytes per image row in shared memory: D or D + 16, xs / 16 odd (conflict-free words)
-  int ldw;      // row stride of W1's own rows (floats): >= 32 * ng32, = 16 mod 32
-  int ld1;      // row stride of h1 and W2's own rows: >= H1, = 16 mod 32 (float4 reads by 2 rows at once)
-  int ld2;      // row stride of h2, dz2: H2 rounded up to 4
-  int ld3;      // row stride of W3: >= H2, = 4 mod 32 (float4 reads by 8 classes at once)
-  int ldz;      // row stride of dz1's transposed copies: Bp + 8 (conflict-free float2 reads)
-};
-__host__ __device__ constexpr int c32_up(int x, int m) { return (x + m - 1) / m * m; }
-__host__ __device__ constexpr C32Dims c32_dims(int B, int D, int H1, int H2, int C, int NB, int Bp) {
-  C32Dims d{};
-  d.B = B, d.D = D, d.H1 = H1, d.H2 = H2, d.C = C, d.NB = NB;
-  d.U1 = (H1 + NB - 1) / NB, d.U2 = (H2 + NB - 1) / NB;
-  d.Bp = Bp;
-  d.ng16 = (D + 15) / 16, d.ng32 = (D + 31) / 32;
-  d.xs = (D / 16) % 2 == 1 ? D : D + 16;
-  d.ldw = d.ng32 * 32 + 16;
-  d.ld1 = c32_up(H1, 32) + 16;
-  d.ld2 = c32_up(H2, 4);
-  d.ld3 = c32_up(H2, 32) + 4;
-  d.ldz = Bp + 8;
-  return d;
-}
-// W1's shape and split, compiled into one instance of the kernel.
-constexpr C32Dims kC32W1 = c32_dims(32, 784, 128, 64, 10, 16, 32);
-// The strides' bank arithmetic (see C32Dims), checked on W1's shape where the compiler can.
-static_assert(kC32W1.xs / 16 % 2 == 1 && kC32W1.xs >= kC32W1.D, "image rows: an odd number of 16-byte chunks");
-static_assert(kC32W1.ldw % 32 == 16 && kC32W1.ld1 % 32 == 16, "W1 rows, h1 rows: 16 words mod 32");
-static_assert(kC32W1.ld3 % 32 == 4 && kC32W1.ldz % 32 == 8 && kC32W1.ld2 % 4 == 0, "W3, dz1 and h2 row strides");
-static_assert(kC32W1.U1 == 8 && kC32W1.U2 == 4 && kC32W1.U1 * kC32W1.NB == kC32W1.H1 && kC32W1.U2 * kC32W1.NB == kC32W1.H2,
-              "W1's split: every block owns 8 first-layer and 4 second-layer units (the instance assumes it)");
-
-// Byte offsets into the dynamic shared memory.
-struct C32Layout {
-  size_t bars, clk, hyp, x, x2, w1, b1, part, h1, h1o, dz1f, dz1h, dz1l, w2r, b2, w2c, h2, h2o, dz2, w3, b3, z3, rloss, lab, mask1, mask2;
-  size_t m1, v1, mb1, vb1, m2r, v2r, mb2, vb2, m2c, v2c, m3, v3, mb3, vb3;  // Adam's state (last; SGD stops before)
-  size_t total_sgd, total_adam, total;  // the bytes in use without and with Adam's state; this layout's
-};
-// two_x: a second image buffer, so that the next batch lands by cp.async during the step (W1's
-// instance); without it the next batch waits in registers (the other instances: room for wider layers).
-__host__ __device__ constexpr C32Layout c32_layout(const C32Dims& d, bool adam, bool two_x) {
-  C32Layout L{};
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    const size_t at = off;
-    off = (off + bytes + 15) / 16 * 16;
-    return at;
-  };
-  const size_t f = sizeof(float), U = kC32Units, KC = 16 / (d.Bp / 16);
-  L.bars = take(4 * sizeof(uint64_t));  // mbarriers: h1 and h2 of each step parity
-  L.clk = take((kC32Segments + 1) * sizeof(unsigned long long));  // --breakdown's sums
-  L.hyp = take(2 * 8 * f);  // Adam's constants of a step (by parity): AdamHyper and 1 / bc2_sqrt
-  // (E reads whole 32-pixel groups but no word past D: xs = D needs no pad)
-  L.x = take(static_cast<size_t>(d.Bp) * d.xs);
-  L.x2 = two_x ? take(static_cast<size_t>(d.Bp) * d.xs) : L.x;
-  L.w1 = take(U * d.ldw * f);
-  L.b1 = take(U * f);
-  L.part = take(KC * d.Bp * U * f);
-  L.h1 = take(2 * static_cast<size_t>(d.Bp) * d.ld1 * f);  // by step parity
-  L.h1o = take(static_cast<size_t>(d.Bp) * U * f);
-  L.dz1f = take(U * d.ldz * f), L.dz1h = take(U * d.ldz * f), L.dz1l = take(U * d.ldz * f);
-  L.w2r = take(static_cast<size_t>(d.U2) * d.ld1 * f);
-  L.b2 = take(d.U2 * f);
-  L.w2c = take(static_cast<size_t>(d.ld2) * U * f);
-  L.h2 = take(2 * static_cast<size_t>(d.Bp) * d.ld2 * f);  // by step parity
-  L.h2o = take(static_cast<size_t>(d.Bp) * d.U2 * f);
-  L.dz2 = take(static_cast<size_t>(d.Bp) * d.ld2 * f);
-  L.w3 = take(static_cast<size_t>(d.C) * d.ld3 * f);
-  L.b3 = take(d.C * f);
-  L.z3 = take(static_cast<size_t>(d.Bp) * kC32MaxClasses * f);  // dz3, row stride 12 (float2 reads)
-  L.rloss = take(d.Bp * f);
-  L.lab = take(2 * d.Bp * sizeof(int));  // by step parity
-  L.mask1 = take(static_cast<size_t>(d.Bp) * U * f);
-  L.mask2 = take(static_cast<size_t>(d.Bp) * d.U2 * f);
-  L.total_sgd = off;
-  L.m1 = take(U * d.ldw * f), L.v1 = take(U * d.ldw * f);
-  L.mb1 = take(U * f), L.vb1 = take(U * f);
-  L.m2r = take(static_cast<size_t>(d.U2) * d.ld1 * f), L.v2r = take(static_cast<size_t>(d.U2) * d.ld1 * f);
-  L.mb2 = take(d.U2 * f), L.vb2 = take(d.U2 * f);
-  L.m2c = take(static_cast<size_t>(d.ld2) * U * f), L.v2c = take(static_cast<size_t>(d.ld2) * U * f);
-  L.m3 = take(static_cast<size_t>(d.C) * d.ld3 * f), L.v3 = take(static_cast<size_t>(d.C) * d.ld3 * f);
-  L.mb3 = take(d.C * f), L.vb3 = take(d.C * f);
-  L.total_adam = off;
-  L.total = adam ? L.total_adam : L.total_sgd;
-  return L;
-}
-
-// W1's shape and layout as compile-time constants (device code reads static constexpr ints, not a
-// host object): the same member names as C32Dims and C32Layout, so one kernel source serves both.
-struct C32DimsW1 {
-  static constexpr int B = kC32W1.B;
-  static constexpr int D = kC32W1.D;
-  static constexpr int H1 = kC32W1.H1;
-  static constexpr int H2 = kC32W1.H2;
-  static constexpr int C = kC32W1.C;
-  static constexpr int NB = kC32W1.NB;
-  static constexpr int U1 = kC32W1.U1;
-  static constexpr int U2 = kC32W1.U2;
-  static constexpr int Bp = kC32W1.Bp;
-  static constexpr int ng16 = kC32W1.ng16;
-  static constexpr int ng32 = kC32W1.ng32;
-  static constexpr int xs = kC32W1.xs;
-  static constexpr int ldw = kC32W1.ldw;
-  static constexpr int ld1 = kC32W1.ld1;
-  static constexpr int ld2 = kC32W1.ld2;
-  static constexpr int ld3 = kC32W1.ld3;
-  static constexpr int ldz = kC32W1.ldz;
-};
-struct C32LayoutW1 {
-  static constexpr C32Layout at = c32_layout(kC32W1, true, true);
-  static constexpr size_t bars = at.bars;
-  static constexpr size_t clk = at.clk;
-  static constexpr size_t hyp = at.hyp;
-  static constexpr size_t x = at.x;
-  static constexpr size_t x2 = at.x2;
-  static constexpr size_t w1 = at.w1;
-  static constexpr size_t b1 = at.b1;
-  static constexpr size_t part = at.part;
-  static constexpr size_t h1 = at.h1;
-  static constexpr size_t h1o = at.h1o;
-  static constexpr size_t dz1f = at.dz1f;
-  static constexpr size_t dz1h = at.dz1h;
-  static constexpr size_t dz1l = at.dz1l;
-  static constexpr size_t w2r = at.w2r;
-  static constexpr size_t b2 = at.b2;
-  static constexpr size_t w2c = at.w2c;
-  static constexpr size_t h2 = at.h2;
-  static constexpr size_t h2o = at.h2o;
-  static constexpr size_t dz2 = at.dz2;
-  static constexpr size_t w3 = at.w3;
-  static constexpr size_t b3 = at.b3;
-  static constexpr size_t z3 = at.z3;
-  static constexpr size_t rloss = at.rloss;
-  static constexpr size_t lab = at.lab;
-  static constexpr size_t mask1 = at.mask1;
-  static constexpr size_t mask2 = at.mask2;
-  static constexpr size_t m1 = at.m1;
-  static constexpr size_t v1 = at.v1;
-  static constexpr size_t mb1 = at.mb1;
-  static constexpr size_t vb1 = at.vb1;
-  static constexpr size_t m2r = at.m2r;
-  static constexpr size_t v2r = at.v2r;
-  static constexpr size_t mb2 = at.mb2;
-  static constexpr size_t vb2 = at.vb2;
-  static constexpr size_t m2c = at.m2c;
-  static constexpr size_t v2c = at.v2c;
-  static constexpr size_t m3 = at.m3;
-  static constexpr size_t v3 = at.v3;
-  static constexpr size_t mb3 = at.mb3;
-  static constexpr size_t vb3 = at.vb3;
-  static constexpr size_t total_sgd = at.total_sgd, total_adam = at.total_adam;
-};
-static_assert(C32LayoutW1::total_adam <= 232448, "W1's layout (two image buffers, Adam) fits an H100's 227 KB a block");
-static_assert(C32LayoutW1::bars % 8 == 0 && C32LayoutW1::x % 16 == 0 && C32LayoutW1::x2 % 16 == 0 && C32LayoutW1::w1 % 16 == 0,
-              "mbarriers 8-byte, cp.async and float4 buffers 16-byte aligned");
 
 namespace c32 {
 
@@ -237,31 +62,6 @@ __device__ __forceinline__ void wait_phase(uint64_t* bar, uint32_t parity) {
   while (!cuda::ptx::mbarrier_try_wait_parity(cuda::ptx::sem_acquire, cuda::ptx::scope_cluster, bar, parity)) {
   }
 }
-
-// ---- the optimizer. Every rounding is explicit, so that two copies of a weight updated at two sites
-// of the kernel (W2's rows and its column copy) get the same bits. Adam's root and division are the
-// hardware's approximations (sqrt.approx, 2-ulp reciprocal): no slow path, ~13 instructions an element.
-__device__ __forceinline__ float sqrt_approx(float x) {
-  float r;
-  asm("sqrt.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-struct Opt {
-  bool adam;
-  float lr;
-  AdamHyper h;
-  float inv_bc2;  // 1 / sqrt(1 - b2^t)
-  __device__ __forceinline__ void apply(float& w, float g, float& m, float& v) const {
-    if (!adam) {
-      w = __fmaf_rn(-lr, g, w);
-      return;
-    }
-    m = __fmaf_rn(h.omb1, __fsub_rn(g, m), m);
-    v = __fmaf_rn(__fmul_rn(h.omb2, g), g, __fmul_rn(v, h.b2));
-    const float denom = __fmaf_rn(sqrt_approx(v), inv_bc2, h.eps);
-    w = __fmaf_rn(-h.step_size, __fdividef(m, denom), w);
-  }
-};
 
 // Sum over the batch rows of a[b * lda], in row order.
 __device__ __forceinline__ float sum_rows(const float* a, int lda, int B) {
@@ -392,8 +192,8 @@ struct C32Block : C32Shape<kW1> {
     w[0] = h.omb1, w[1] = h.b2, w[2] = h.omb2, w[3] = h.eps, w[4] = h.step_size, w[5] = h.bc2_sqrt;
     w[6] = adam() ? 1.f / h.bc2_sqrt : 1.f;
   }
-  __device__ __forceinline__ Opt opt(int slot) const {
-    Opt o;
+  __device__ __forceinline__ RoundedOpt opt(int slot) const {
+    RoundedOpt o;
     o.adam = adam(), o.lr = p.lr;
     const float* w = F(L.hyp) + 8 * slot;
     o.h.omb1 = w[0], o.h.b2 = w[1], o.h.omb2 = w[2], o.h.eps = w[3], o.h.step_size = w[4], o.h.bc2_sqrt = w[5];
@@ -476,19 +276,15 @@ struct C32Block : C32Shape<kW1> {
   // whole float4s line up, 4-byte ones otherwise.
   __device__ __forceinline__ void push(const float* own, int ldo, int n, float* buf, int ld, int col0, uint64_t* mb) {
     if (n % 4 == 0 && ldo % 4 == 0 && col0 % 4 == 0) {
-      const int v = n / 4, per = d.B * v, total = d.NB * per;
-      for (int e = tid; e < total; e += nt) {
-        const int q = e / per, rest = e - q * per, b = rest / v, c = rest - b * v;
+      for_each_push_element(tid, nt, d.NB, d.B, n / 4, [&](int q, int b, int c) {
         const float4 x4 = *reinterpret_cast<const float4*>(own + b * ldo + 4 * c);
         const float x[4] = {x4.x, x4.y, x4.z, x4.w};
         cuda::ptx::st_async(cluster.map_shared_rank(buf + b * ld + col0 + 4 * c, q), x, cluster.map_shared_rank(mb, q));
-      }
+      });
     } else {
-      const int per = d.B * n, total = d.NB * per;
-      for (int e = tid; e < total; e += nt) {
-        const int q = e / per, rest = e - q * per, b = rest / n, c = rest - b * n;
+      for_each_push_element(tid, nt, d.NB, d.B, n, [&](int q, int b, int c) {
         cuda::ptx::st_async(cluster.map_shared_rank(buf + b * ld + col0 + c, q), own[b * ldo + c], cluster.map_shared_rank(mb, q));
-      }
+      });
     }
   }
 
@@ -570,7 +366,7 @@ struct C32Block : C32Shape<kW1> {
   // units). Window 2 (while h2 travels): W3 (a task a hidden unit k and half of the 12 class slots),
   // b3. Every gradient is a sum over the batch rows in row order, one FMA each, so a column-copy
   // element and the owner's row element get the same bits.
-  __device__ __forceinline__ void deferred_w2(int pp, const Opt& o) {
+  __device__ __forceinline__ void deferred_w2(int pp, const RoundedOpt& o) {
     const float* h1 = F(L.h1) + pp * Bp * d.ld1;
     const float* dz2 = F(L.dz2);
     const bool a = adam();
@@ -617,7 +413,7 @@ struct C32Block : C32Shape<kW1> {
       }
     }
   }
-  __device__ __forceinline__ void deferred_w3(int pp, const Opt& o) {
+  __device__ __forceinline__ void deferred_w3(int pp, const RoundedOpt& o) {
     const float* h2 = F(L.h2) + pp * Bp * d.ld2;
     const float* z3 = F(L.z3);
     const bool a = adam();
@@ -681,18 +477,10 @@ struct C32Block : C32Shape<kW1> {
         }
         z = F(L.b3)[j] + ((a4[0] + a4[1]) + (a4[2] + a4[3]));
       }
-      float mx = z;
-#pragma unroll
-      for (int w = 8; w >= 1; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
-      float sum = on ? expf(z - mx) : 0.f;
-#pragma unroll
-      for (int w = 8; w >= 1; w >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, w);
-      const float lse = mx + logf(sum);
-      const int y = row ? lab[rr] : 0;
-      const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
-      const float dz = on ? (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv : 0.f;
+      float loss;
+      const float dz = softmax_xent_half_warp(z, on, half, j, [&] { return row ? lab[rr] : 0; }, inv, loss);
       if (on) F(L.z3)[rr * kC32MaxClasses + j] = dz;
-      if (row && j == 0) F(L.rloss)[rr] = lse - zy;
+      if (row && j == 0) F(L.rloss)[rr] = loss;
       float dd[kC32MaxClasses];  // 0 past C
 #pragma unroll
       for (int n = 0; n < kC32MaxClasses; ++n) dd[n] = __shfl_sync(0xffffffffu, dz, (half << 4) + n);
@@ -744,17 +532,7 @@ struct C32Block : C32Shape<kW1> {
         reinterpret_cast<uint32_t*>(F(L.dz1l))[n * d.ldz + b] = lo;
       }
     }
-    if (r == 0 && wid == nw - 1) {  // the batch loss: lane sums, then a fixed shuffle tree (5c's)
-      float ps = 0.f;
-      for (int b = lane; b < d.B; b += 32) ps += F(L.rloss)[b];
-#pragma unroll
-      for (int w = 16; w >= 1; w >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, w);
-      if (lane == 0) {
-        const float mean = ps / static_cast<float>(d.B);
-        p.step_loss[s] = mean;
-        if (!isfinite(mean)) atomicMin(p.bad_step, static_cast<unsigned long long>(s));
-      }
-    }
+    if (r == 0 && wid == nw - 1) batch_mean_loss(F(L.rloss), d.B, lane, p.step_loss, p.bad_step, s);  // (5c's)
     __syncthreads();
   }
 
@@ -764,7 +542,7 @@ struct C32Block : C32Shape<kW1> {
   // 8-row k-step (conflict-free: xs / 16 is odd); tile 0 of the group takes pixels 0 and 1 of each
   // lane's 4 (m = g and g + 8), tile 1 pixels 2 and 3. A lane's accumulators then hold the gradient of
   // its 4 pixels for units t and t + 4: one float4 of W1, m and v each. b1 by the last warp.
-  __device__ __forceinline__ void update_first_layer(const Opt& o, int par) {
+  __device__ __forceinline__ void update_first_layer(const RoundedOpt& o, int par) {
     const int g = lane >> 2, t = lane & 3;
     const uint32_t* x32 = reinterpret_cast<const uint32_t*>(xbuf(par));
     const uint32_t* dzh = reinterpret_cast<const uint32_t*>(F(L.dz1h));
@@ -846,15 +624,15 @@ struct C32Block : C32Shape<kW1> {
     for (int e = tid; e < d.H2 * own1; e += nt) {
       const int j = e / own1, c = e - j * own1, q = j / d.U2, jj = j - q * d.U2;
       const int s = jj * d.ld1 + c0 + c;
-      bad += __float_as_uint(F(L.w2c)[j * U + c]) != __float_as_uint(cluster.map_shared_rank(F(L.w2r), q)[s]);
+      bad += bits_differ(F(L.w2c)[j * U + c], cluster.map_shared_rank(F(L.w2r), q)[s]);
       if (a) {
-        bad += __float_as_uint(F(L.m2c)[j * U + c]) != __float_as_uint(cluster.map_shared_rank(F(L.m2r), q)[s]);
-        bad += __float_as_uint(F(L.v2c)[j * U + c]) != __float_as_uint(cluster.map_shared_rank(F(L.v2r), q)[s]);
+        bad += bits_differ(F(L.m2c)[j * U + c], cluster.map_shared_rank(F(L.m2r), q)[s]);
+        bad += bits_differ(F(L.v2c)[j * U + c], cluster.map_shared_rank(F(L.v2r), q)[s]);
       }
     }
-    for (int e = tid; e < d.C * d.ld3; e += nt) bad += __float_as_uint(F(L.w3)[e]) != __float_as_uint(cluster.map_shared_rank(F(L.w3), 0)[e]);
-    for (int c = tid; c < d.C; c += nt) bad += __float_as_uint(F(L.b3)[c]) != __float_as_uint(cluster.map_shared_rank(F(L.b3), 0)[c]);
-    if (bad) atomicAdd(p.copy_mismatches, bad);
+    for (int e = tid; e < d.C * d.ld3; e += nt) bad += bits_differ(F(L.w3)[e], cluster.map_shared_rank(F(L.w3), 0)[e]);
+    for (int c = tid; c < d.C; c += nt) bad += bits_differ(F(L.b3)[c], cluster.map_shared_rank(F(L.b3), 0)[c]);
+    report_mismatches(bad, p.copy_mismatches);
   }
 
   // ---- write back what this block owns (block 0 also the W3/b3 replica)
@@ -957,10 +735,8 @@ inline const void* cluster32_kernel(const PersistPlan& pl) {
 // or 0 = the largest that fits and runs (16 on an H100). pl.NC holds the instance's row tiles (2 or 4).
 inline PersistPlan plan_cluster32(PersistParams& p, int requested_blocks, int device, bool specialize = true) {
   const auto refuse = [](const std::string& why) { throw Error(kExitUsage, "--launch cluster32: " + why + " (use --launch graph)"); };
-  int cc = 0, smem_optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (cc < 9) refuse("thread-block clusters need compute capability 9.0");
+  const ClusterDevice dev(device);
+  if (dev.cc < 9) refuse("thread-block clusters need compute capability 9.0");
   if (p.B < 1 || p.B > kC32MaxRows) refuse("--batch at most " + std::to_string(kC32MaxRows));
   if (p.D % 16 != 0 || p.D > 1024) refuse("the input width must be a multiple of 16, at most 1024 (it is " + std::to_string(p.D) + ")");
   if (p.C < 1 || p.C > kC32MaxClasses) refuse("at most " + std::to_string(kC32MaxClasses) + " classes");
@@ -969,9 +745,9 @@ inline PersistPlan plan_cluster32(PersistParams& p, int requested_blocks, int de
   const int MT = p.B <= 32 ? 2 : 4;
   PersistPlan pl;
   pl.NC = MT;
-  const int lo = requested_blocks > 0 ? requested_blocks : 1, hi = requested_blocks > 0 ? requested_blocks : kC32MaxBlocks;
+  const ClusterSizes sizes(requested_blocks, kC32MaxBlocks);
   std::string last = "no cluster size fits";
-  for (int nb = hi; nb >= lo; --nb) {
+  for (int nb = sizes.hi; nb >= sizes.lo; --nb) {
     const C32Dims d = c32_dims(p.B, p.D, p.H1, p.H2, p.C, nb, 16 * MT);
     if (d.U1 > kC32Units) {
       last = std::to_string(nb) + " blocks would hold " + std::to_string(d.U1) + " first-layer units each (at most " +
@@ -981,17 +757,15 @@ inline PersistPlan plan_cluster32(PersistParams& p, int requested_blocks, int de
     const bool w1 = specialize && MT == 2 && nb == kC32W1.NB && p.B == kC32W1.B && p.D == kC32W1.D && p.H1 == kC32W1.H1 &&
                     p.H2 == kC32W1.H2 && p.C == kC32W1.C;
     const size_t smem = c32_layout(d, p.adam && p.M != nullptr, w1).total;
-    if (smem > static_cast<size_t>(smem_optin)) {
-      last = "needs " + std::to_string(smem) + " bytes of shared memory per block with " + std::to_string(nb) +
-             " blocks, the GPU offers " + std::to_string(smem_optin);
+    if (const std::string why = cluster_smem_refusal(nb, smem, dev.smem_optin); !why.empty()) {
+      last = why;
       continue;
     }
     pl.specialized = w1;
     const void* k = cluster32_kernel(pl);
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    if (ClusterLaunch(nb, kC32Threads, smem).max_active(k) < 1) {
-      last = "a cluster of " + std::to_string(nb) + " blocks with " + std::to_string(smem) + " bytes each cannot run";
+    if (const std::string why = cluster_run_refusal(k, nb, kC32Threads, smem); !why.empty()) {
+      last = why;
       continue;
     }
     pl.blocks = nb, pl.nc = d.U1, pl.nj = d.U2, pl.smem = smem;

@@ -7,9 +7,10 @@
 //   default (5a) own GEMMs, fused epilogues, one graph; --gemm cublas: cuBLASLt, the yardstick;
 //   --backward auto|fused|paired (5b)  fp16 + SGD: one pass over a layer's weights for its backward;
 //   --pdl on|off  programmatic dependent launch: a kernel starts while the one before ends;
-//   --launch persistent (5c) / pipelined (5e)  W1's shape: an epoch in ONE cooperative kernel;
-//   --launch cluster (5d)  W2 at small widths: one 16-block cluster, activations in DSMEM;
-//   --launch cluster32 (5f)  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs;
+//   --launch NAME picks a rung of rungs.h (one descriptor each; the names in --help):
+//     5c / 5e  W1's shape: an epoch in ONE cooperative kernel (5e: fewer dependent phases a step);
+//     5d  W2 at small widths: one 16-block cluster, activations in DSMEM;
+//     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs;
 //   --fp32-gemm auto|tile|tf32x3  big-batch fp32 products on tensor cores, fp32-accurate (step 5
 //     of the GEMM ladder, common/mlp/gemm/5_tf32x3.cuh); the plan is printed and recorded;
 //   --gemm-compare  the GEMM benchmark (every product of a step, each rung and cuBLASLt).
@@ -25,7 +26,7 @@
 //
 // MEASURED (H200, profiles/nvidia-h200/; every x against the fastest framework of the same run).
 //   W1 (bench_frameworks.sh at 726ecdb): pipelined 18.61 ms an epoch (__w1-pipelined.json), 4.11x
-//   JAX jit-epoch (76.52 ms). W2 (f48aed3): h = 128 --launch cluster 27.15 us a step, 1.29x JAX
+//   JAX jit-epoch (76.52 ms). W2 (f48aed3): h = 128 rung 5d 27.15 us a step, 1.29x JAX
 //   jit-run (35.06); h = 8192 own GEMMs 0.588 ms, 1.77x JAX jit-run (1.038). Batch sweep (726ecdb):
 //   32: 36.9 us a step, 1.07x JAX; 1,024: 93.1 us, 0.83x; 8,192: 0.357 ms (__batch-sweep-b8192),
 //   0.73x JAX jit-run (0.260; PyTorch compiled-graph 0.296). __gemm-b8192.json says why: the first
@@ -51,17 +52,18 @@
 #include "errors.h"
 #include "idx.h"
 #include "gemm_compare.cuh"
-#include "5c_persistent.h"
-#include "5d_cluster.h"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
 #include "mlp/validate.h"
 #include "nvtx.h"
 #include "record.h"
 #include "reference.h"
+#include "rungs.h"
+#include "run_record.h"
 #include "stats.h"
 #include "timing.cuh"
 #include "trainer.cuh"
+#include "validation.cuh"
 
 namespace nb {
 namespace {
@@ -70,59 +72,9 @@ using namespace nb::mlp;
 
 constexpr const char* kPhase = "phase5_batched";
 
-// --validate: the first K steps against the float64 reference (common/mlp/validate.h: each step
-// re-anchored at the device's parameters; tolerances from the shape and the precision) on the same
-// batches, with the same dropout masks (recomputed on the host from the same Philox bits); the
-// gradients are the ones the fused update stores for this purpose only.
 template <class T>
-ValidationResult validate(Trainer<T>& tr, const MlpOptions& o, const Schedule& sc, const Dataset& ds,
-                          const HostParams& init) {
-  const bool half = std::is_same<T, __half>::value;
-  const int K = static_cast<int>(std::min<int64_t>(o.validate_steps, sc.steps_per_epoch));
-  const int B = o.batch, L = o.nlayers(), D = o.layers[0];
-  const double scale = 1.0 / (1.0 - o.dropout);
-  const uint64_t key = dropout_key(o.common.seed);
-  const uint32_t thr = dropout_threshold(o.dropout);
-  Perm perm;
-  int64_t perm_epoch = -1;
-  tr.keep_gradients(true);
-  tr.reset();
-  ValidationResult v = validate_steps(validate_spec(o), flatten(to_reference(init)), K, [&](int k) {
-    StepSeen s;
-    tr.single_step(k);
-    CUDA_CHECK(cudaStreamSynchronize(tr.stream()));
-    s.loss = tr.losses(k, 1)[0];
-    s.x.resize(static_cast<size_t>(B) * D);
-    s.labels.resize(B);
-    for (int r = 0; r < B; ++r) {
-      const uint32_t idx = sample_index(sc, o.common.seed, k, r, &perm, &perm_epoch);
-      for (int j = 0; j < D; ++j) {
-        const float f = static_cast<float>(ds.train_images.pixels[static_cast<size_t>(idx) * D + j]) / 255.0f;
-        s.x[static_cast<size_t>(r) * D + j] = half ? static_cast<double>(__half2float(__float2half_rn(f))) : f;
-      }
-      s.labels[r] = ds.train_labels.labels[idx];
-    }
-    for (int l = 0; l + 1 < L && o.dropout > 0; ++l) {
-      const int N = o.layers[l + 1];
-      std::vector<double> m(static_cast<size_t>(B) * N);
-      for (size_t i = 0; i < m.size(); ++i)
-        m[i] = dropout_bits_host(key, static_cast<uint32_t>(l), static_cast<uint64_t>(k), static_cast<uint32_t>(i)) >= thr
-                   ? scale
-                   : 0.0;
-      s.masks.push_back(std::move(m));
-    }
-    s.grads = tr.grads();
-    s.params = tr.params();
-    return s;
-  });
-  tr.keep_gradients(false);
-  tr.reset();
-  return v;
-}
-
-template <class T>
-int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Dataset& ds, const Schedule& sc,
-          const HostParams& init, Fp32Gemm fp32_gemm) {
+int train(const MlpOptions& o, const Rung& rung, const Cli& cli, const DeviceInfo& dev, const Dataset& ds,
+          const Schedule& sc, const HostParams& init, Fp32Gemm fp32_gemm) {
   const bool cublas = o.gemm == "cublas";
   nlohmann::json rec = new_record(kPhase, o.workload, cublas ? "cuda-cublaslt" : "cuda", cli);
   rec["device"] = to_json(dev);
@@ -130,34 +82,12 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   rec["notes"].push_back(std::string("precision ") + o.precision +
                          (cublas ? "; products by cuBLASLt (compute 32F, no TF32), epilogues/optimizer our kernels"
                                  : "; own fused GEMM kernels"));
-  rec["notes"].push_back(o.launch == "persistent"
-                             ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
-                               "every epoch one cooperative persistent kernel (parameters in shared memory, two "
-                               "tagged exchanges between blocks a step, no grid barrier); losses read once per epoch"
-                         : o.launch == "pipelined"
-                             ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
-                               "every epoch one cooperative persistent kernel with fewer dependent phases a step "
-                               "(the W1 update fused with the next first layer, the small layers' updates and the "
-                               "dropout masks inside the waits, W3/b3 updated in slices); losses read once per epoch"
-                         : o.launch == "cluster32"
-                             ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
-                               "every epoch one 16-block thread-block cluster kernel, fp32 (parameters and Adam state in "
-                               "the blocks' shared memory, h1 and h2 exchanged through distributed shared memory with "
-                               "two cluster barriers a step, the first layer and its weight gradient as 3xTF32 "
-                               "tensor-core products, Adam with approximate root and reciprocal); losses read once "
-                               "per epoch"
-                         : o.launch == "cluster"
-                             ? "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
-                               "every epoch one thread-block cluster kernel (parameters in the blocks' shared memory, "
-                               "activations exchanged through distributed shared memory, a cluster barrier per "
-                               "dependency between blocks); losses read once per epoch"
-                             : "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
-                               "every step of an epoch replayed as one CUDA graph; losses read once per epoch");
+  rec["notes"].push_back(rung.note);
   if (o.common.deterministic) rec["notes"].push_back("--deterministic: no float atomics are used in any case");
 
   size_t free0 = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free0, &total));
-  Trainer<T> tr(o, sc, dev, ds, init, fp32_gemm);
+  Trainer<T> tr(o, rung, sc, dev, ds, init, fp32_gemm);
   const nlohmann::json plan = tr.gemm_plan();
   if (!plan.empty()) {
     std::printf("GEMM plan (a step's products: M x N x K, rung, K slices):\n");
@@ -284,21 +214,15 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   const std::vector<float>& step_losses = last.step_losses;
 
   const Stats st = summarize(totals);
-  rec["timing"] = timing_json("cuda-events",
-                              tr.launch() == Launch::Persistent || tr.launch() == Launch::Pipelined
-                                  ? "per epoch: the permutation kernel and one cooperative launch of the persistent kernel"
-                              : tr.launch() == Launch::Cluster32
-                                  ? "per epoch: the permutation kernel and one launch of the fp32 cluster kernel"
-                              : tr.launch() == Launch::Cluster
-                                  ? "per epoch: the permutation kernel and one launch of the cluster kernel"
-                                  : "per epoch: the permutation kernel and one CUDA-graph replay of all the epoch's steps",
+  const double per_step_ms = step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size());
+  rec["timing"] = timing_json("cuda-events", rung.timing,
                               one_launch
                                   ? std::string("data upload, validation, warm-up, the per-epoch loss read-back, "
                                                 "evaluation")
                                   : "data upload, graph capture (" + std::to_string(capture_ms) +
                                         " ms host time), validation, warm-up, the per-epoch loss read-back, evaluation",
                               o.common.warmup, st, last.per_epoch_ms);
-  rec["timing"]["per_step_ms"] = {{"median", step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size())}};
+  rec["timing"]["per_step_ms"] = {{"median", per_step_ms}};
   traced_run_fields(rec, traced_ms, o.common.trace);
   rec["loss"] = {{"per_epoch", finite_array(last.epoch_loss)}, {"test_per_epoch", finite_array(last.test_loss)},
                  {"per_step", per_step_json(step_losses)}};
@@ -318,65 +242,7 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
   rec["metrics"]["pdl"] = tr.pdl();  // own graph path: kernels launched with programmatic dependent launch
   rec["metrics"]["gemm_plan"] = plan;  // own graph path: each product's rung and K slices ([] on the other paths)
   rec["metrics"]["fp32_gemm"] = fp32_gemm_name(fp32_gemm);
-  // --breakdown of a one-launch kernel: block 0's cycles per part, as shares of the median step
-  auto breakdown_parts = [&](const char* (*name)(int), int n) {
-    nlohmann::json parts = nlohmann::json::array();
-    const std::vector<unsigned long long>& cyc = breakdown_cycles;
-    double sum = 0;
-    for (unsigned long long c : cyc) sum += static_cast<double>(c);
-    const double per_step_ms = step_losses.empty() ? 0.0 : st.median / static_cast<double>(step_losses.size());
-    std::printf("%s step breakdown (block 0, thread 0; share of its cycles):\n", o.launch.c_str());
-    for (int i = 0; i < n; ++i) {
-      const double share = sum > 0 ? cyc[i] / sum : 0.0;
-      parts.push_back({{"part", name(i)},
-                       {"cycles_per_step", measured_steps > 0 ? cyc[i] / static_cast<double>(measured_steps) : 0.0},
-                       {"share", share},
-                       {"us_per_step", share * per_step_ms * 1e3}});
-      std::printf("  %5.1f%%  %6.2f us  %s\n", 100 * share, share * per_step_ms * 1e3, name(i));
-    }
-    return parts;
-  };
-  if (tr.launch() == Launch::Persistent || tr.launch() == Launch::Pipelined) {
-    const PersistPlan& pl = tr.persist_plan();
-    const bool pipe = tr.launch() == Launch::Pipelined;
-    rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
-    nlohmann::json parts;
-    if (o.breakdown)
-      parts = pipe ? breakdown_parts(pipe_segment_name, kPipeSegments) : breakdown_parts(persist_segment_name, kPersistSegments);
-    const char* key = pipe ? "pipelined" : "persistent";
-    rec["metrics"][key] = {{"blocks", pl.blocks},
-                           {"threads_per_block", kPersistThreads},
-                           {"first_layer_units_per_block", pl.nc},
-                           {"second_layer_units_per_block", pl.nj},
-                           {"shared_memory_bytes_per_block", pl.smem},
-                           {"exchanges_per_step", 2},
-                           {"grid_barriers_per_step", 0},
-                           {"shape_compiled_in", pl.specialized}};
-    if (pipe) rec["metrics"][key]["fused_first_layer"] = tr.pipelined_fuses_first_layer();
-    if (o.breakdown) rec["metrics"][key]["step_breakdown"] = parts;
-  }
-  if (tr.launch() == Launch::Cluster32) {
-    const PersistPlan& pl = tr.persist_plan();
-    rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
-    rec["metrics"]["cluster32"] = {{"blocks", pl.blocks},
-                                   {"threads_per_block", kC32Threads},
-                                   {"first_layer_units_per_block", pl.nc},
-                                   {"second_layer_units_per_block", pl.nj},
-                                   {"shared_memory_bytes_per_block", pl.smem},
-                                   {"exchanges_per_step", 2},
-                                   {"cluster_barriers_per_step", 0},
-                                   {"shape_compiled_in", pl.specialized}};
-    if (o.breakdown) rec["metrics"]["cluster32"]["step_breakdown"] = breakdown_parts(cluster32_segment_name, kC32Segments);
-  }
-  if (tr.launch() == Launch::Cluster) {
-    const ClusterPlan& pl = tr.cluster_plan();
-    rec["metrics"]["launches_per_step"] = nullptr;  // one launch per epoch, whatever the step count
-    rec["metrics"]["cluster"] = {{"blocks", pl.blocks},
-                                 {"threads_per_block", kClThreads},
-                                 {"shared_memory_bytes_per_block", pl.smem},
-                                 {"cluster_barriers_per_step", 2 * o.nlayers() - 3}};
-    if (o.breakdown) rec["metrics"]["cluster"]["step_breakdown"] = breakdown_parts(cluster_segment_name, kClSegments);
-  }
+  rung_record_fields(rec["metrics"], rung, tr.kernel(), o, breakdown_cycles, measured_steps, per_step_ms);
   // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
   // (float32 values widened exactly; narrowing is exact)
   rec["metrics"]["param_checksum"] = float_checksum(std::vector<float>(final_params.begin(), final_params.end()));
@@ -407,7 +273,7 @@ int run(int argc, char** argv) {
                  "one thread-block cluster kernel (fp16, SGD, no dropout, batch <= 32, a model that fits the "
                  "cluster's shared memory: W2 at h = 128), or one fp32 cluster kernel with the first layer on tensor "
                  "cores (two hidden layers, batch <= 64, at most 8 first-layer units a block: W1)",
-                 {"graph", "persistent", "pipelined", "cluster", "cluster32"});
+                 rung_names());
   cli.add_int("--blocks", &o.blocks,
               "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM) or of a cluster "
               "(0 = the largest that fits, at most 16)",
@@ -437,14 +303,8 @@ int run(int argc, char** argv) {
   if (!cli.parse(argc, argv)) return 0;
   check_mlp_options(o);
   if (o.layers.back() > kBN) throw Error(kExitUsage, "--layers: the last width must fit one tile");
-  if ((o.launch == "persistent" || o.launch == "pipelined" || o.launch == "cluster32") &&
-      (o.nlayers() != 3 || o.fp16() || o.gemm != "own"))
-    throw Error(kExitUsage, "--launch " + o.launch + ": needs two hidden layers (--layers 784,H1,H2,10), --precision fp32 "
-                            "and --gemm own");
-  if (o.launch == "cluster" && (!o.fp16() || o.adam() || o.dropout > 0 || o.gemm != "own"))
-    throw Error(kExitUsage, "--launch cluster: needs --precision fp16, --optimizer sgd, --dropout 0 and --gemm own");
-  if (fp32_gemm != "auto" && (o.fp16() || o.gemm != "own" || o.launch != "graph"))
-    throw Error(kExitUsage, "--fp32-gemm " + fp32_gemm + ": needs --precision fp32, --gemm own and --launch graph");
+  const Rung& rung = find_rung(o.launch);  // the one lookup: every later rung decision goes through it
+  check_rung(rung, o, fp32_gemm);
   check_output_dir(o.common.out);  // a bad --out fails now (exit 6), not after training
   if (compare) {
     const DeviceInfo dev = require_device();
@@ -453,7 +313,8 @@ int run(int argc, char** argv) {
   const MlpSetup s = prepare_mlp_run(o);
   const DeviceInfo dev = require_device();
   const Fp32Gemm fg = parse_fp32_gemm(fp32_gemm);
-  return o.fp16() ? train<__half>(o, cli, dev, s.ds, s.sc, s.init, fg) : train<float>(o, cli, dev, s.ds, s.sc, s.init, fg);
+  return o.fp16() ? train<__half>(o, rung, cli, dev, s.ds, s.sc, s.init, fg)
+                  : train<float>(o, rung, cli, dev, s.ds, s.sc, s.init, fg);
 }
 
 }  // namespace

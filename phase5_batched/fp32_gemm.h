@@ -1,0 +1,37 @@
+// phase5_batched/fp32_gemm.h — which GEMM rung computes the own graph step's fp32 products
+// (--fp32-gemm): per product, step 5 of the ladder (3xTF32 on tensor cores, common/mlp/gemm/
+// 5_tf32x3.cuh) where it pays, the 32 x 64 SIMT tile elsewhere (auto); or one of them for every
+// product. The rule and its measured thresholds; the trainer's product planner applies it.
+#pragma once
+#include <string>
+
+#include "mlp/kernels.cuh"
+
+namespace nb {
+namespace {
+
+using namespace nb::mlp;
+
+enum class Fp32Gemm { Auto, Tile, TF32x3 };
+inline Fp32Gemm parse_fp32_gemm(const std::string& s) {
+  return s == "tile" ? Fp32Gemm::Tile : s == "tf32x3" ? Fp32Gemm::TF32x3 : Fp32Gemm::Auto;
+}
+inline const char* fp32_gemm_name(Fp32Gemm g) {
+  return g == Fp32Gemm::Tile ? "tile" : g == Fp32Gemm::TF32x3 ? "tf32x3" : "auto";
+}
+// auto's rule: 3xTF32 for products of at least kX3MinRows output rows, kX3MinMacs multiply-adds
+// and kX3MinTiles of its 64 x 64 tiles; the 32 x 64 SIMT tile elsewhere. (Measured with the GEMM
+// benchmark, scripts/bench_gemm.sh: below that the SIMT tile's smaller blocks fill more SMs, and a
+// product with few 64 x 64 tiles, like W1's 64 x 128 weight gradient, needs 16 K slices to fill
+// the GPU and their fix-up costs more than the tensor cores save.)
+constexpr int kX3MinRows = 64;
+constexpr double kX3MinMacs = 32.0 * 1024 * 1024;
+constexpr int kX3MinTiles = 16;
+inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
+  if (choice != Fp32Gemm::Auto) return choice == Fp32Gemm::TF32x3;
+  const int tiles = ((M + kXBM - 1) / kXBM) * ((N + kXBN - 1) / kXBN);
+  return M >= kX3MinRows && static_cast<double>(M) * N * K >= kX3MinMacs && tiles >= kX3MinTiles;
+}
+
+}  // namespace
+}  // namespace nb

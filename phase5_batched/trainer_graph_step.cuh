@@ -1,0 +1,407 @@
+// phase5_batched/trainer_graph_step.cuh — the Trainer's graph step (rungs 5a/5b), defined out of the
+// class: a step's products with their epilogues and split-K plans (own GEMMs or cuBLASLt), the
+// fused backward's plan, the enqueue of a step's kernels, the capture of an epoch's steps into a
+// CUDA graph and its replay, and the split-K workspaces. Included by trainer.cuh after the class.
+#pragma once
+
+namespace nb {
+namespace {
+
+constexpr int kBiasGradThreads = 128;  // threads a block of the cuBLASLt path's bias-gradient kernel
+
+// Enqueues the kernels of step base + i on the stream (captured into the graphs, or run directly).
+template <class T>
+void Trainer<T>::enqueue_step(int i, std::map<std::string, KernelCost>* costs) {
+  const StepRef sr{base_.get(), i};
+  if (cublas_) enqueue_step_cublas(sr, costs);
+  else enqueue_step_own(sr, costs);
+}
+
+// Captures the graph of `count` consecutive steps (once per count).
+template <class T>
+void Trainer<T>::capture(int count) {
+  cudaGraphExec_t& g = graphs_[count];
+  if (g) return;
+  cudaGraph_t graph{};
+  std::map<std::string, KernelCost> costs;
+  CUDA_CHECK(cudaStreamBeginCapture(st_, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < count; ++i) enqueue_step(i, &costs);
+  CUDA_CHECK(cudaStreamEndCapture(st_, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  if (costs_per_step_.empty())
+    for (auto& [k, c] : costs) costs_per_step_[k] = KernelCost{c.flops / count, c.bytes / count, c.calls / count};
+}
+
+// Runs steps [first, first + count) (all inside first's epoch): permutation kernel + graph replay.
+template <class T>
+void Trainer<T>::run_graph(int64_t first, int count) {
+  capture(count);
+  launch_epoch_permutation(first);
+  CUDA_CHECK(cudaGraphLaunch(graphs_[count], st_));
+}
+
+// The own graph step's GEMM plan: every product of a training step with its shape, the rung that
+// computes it and its K slices (empty on the other paths). Printed at the start, kept in the record.
+template <class T>
+nlohmann::json Trainer<T>::gemm_plan() const {
+  nlohmann::json out = nlohmann::json::array();
+  if (cublas_ || rung_.one_launch() || fused_bwd_) return out;
+  const StepRef sr{nullptr, 0};
+  auto add = [&](const std::string& name, const auto& p) {
+    const char* rung = p.rung == GemmRung::TF32x3 ? "tf32x3" : kHalf ? "tile-wmma" : "tile-simt";
+    out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
+  };
+  const auto& w = o_.layers;
+  FwdFirst f;
+  f.M = batch_, f.N = w[1], f.K = w[0];
+  plan_splitk_into_slot(f, 0);
+  add("forward 0", f);
+  for (int l = 1; l + 1 < nlayers_; ++l) add("forward " + std::to_string(l), fwd_hidden(l, sr));
+  if (nlayers_ > 1) add("forward " + std::to_string(nlayers_ - 1), fwd_last(sr));
+  for (int l = nlayers_ - 1; l >= 1; --l) add("backward-data " + std::to_string(l), bwd_data(l, 0));
+  for (int l = nlayers_ - 1; l >= 1; --l) add("weight-gradient " + std::to_string(l), update(l, sr, 0));
+  add("weight-gradient 0", update0(sr, 1));
+  return out;
+}
+
+// ----- a step's operands and epilogues
+template <class T>
+auto Trainer<T>::weights(int l) const -> const T* {
+  if constexpr (kHalf) return params16_.get() + woff_[l];
+  else return params_.get() + woff_[l];
+}
+template <class T>
+RowMap Trainer<T>::train_rows(const StepRef& sr) const {
+  RowMap r;
+  r.perm = perm_.get(), r.i = sr.i, r.batch = batch_;
+  return r;
+}
+template <class T>
+auto Trainer<T>::train_view(const StepRef& sr) const -> GatherView<T> {
+  GatherView<T> g;
+  g.data = train_x_.get(), g.ld = o_.layers[0], g.rows = train_rows(sr);
+  return g;
+}
+template <class T>
+auto Trainer<T>::hidden_epi(int l, T* out, const StepRef& sr, bool dropout) const -> FwdHiddenEpi<T> {
+  FwdHiddenEpi<T> e;
+  e.bias = params_.get() + boff_[l], e.out = out;
+  e.dropout = dropout && o_.dropout > 0;
+  e.key = dropout_key(o_.common.seed), e.layer = static_cast<uint32_t>(l);
+  e.threshold = dropout_threshold(o_.dropout);
+  e.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
+  e.step = sr;
+  return e;
+}
+template <class T>
+auto Trainer<T>::loss_epi(const StepRef& sr) const -> SoftmaxCEEpi<T> {
+  SoftmaxCEEpi<T> e;
+  e.bias = params_.get() + boff_[nlayers_ - 1], e.labels = train_y_.get(), e.rows = train_rows(sr);
+  e.dz = dZ_[nlayers_ - 1].get(), e.tile_loss = tile_loss_.get(), e.counter = loss_counter_.get();
+  e.step_loss = step_loss_.get(), e.bad_step = bad_step_.get(), e.step = sr;
+  return e;
+}
+template <class T>
+auto Trainer<T>::update_epi(int l, const StepRef& sr) const -> UpdateEpi<T> {
+  UpdateEpi<T> e;
+  e.W = params_.get() + woff_[l], e.b = params_.get() + boff_[l];
+  if (o_.adam()) {
+    e.mW = adam_m_.get() + woff_[l], e.vW = adam_v_.get() + woff_[l], e.mb = adam_m_.get() + boff_[l], e.vb = adam_v_.get() + boff_[l];
+  }
+  if (kHalf) e.W16 = params16_.get() + woff_[l];
+  e.dz = dZ_[l].get(), e.batch = batch_, e.adam = o_.adam(), e.lr = static_cast<float>(o_.lr), e.step = sr;
+  if (o_.adam()) e.hyper = hyper_.get(), e.hyper_n = static_cast<int64_t>(hyper_.size());
+  if (grads_debug_.size()) e.grad_out = grads_debug_.get() + woff_[l], e.bgrad_out = grads_debug_.get() + boff_[l];
+  return e;
+}
+// The fused backward pass of layer l (fp16 runs): its update and, for l > 0, dZ_[l-1].
+template <class T>
+FusedBwdParams Trainer<T>::fused_params(int l, const StepRef& sr) const {
+  FusedBwdParams p;
+  if constexpr (kHalf) {
+    const UpdateEpi<T> e = update_epi(l, sr);
+    p.M = o_.layers[l + 1], p.N = o_.layers[l], p.B = batch_;
+    p.W = e.W, p.W16 = e.W16, p.mW = e.mW, p.vW = e.vW, p.b = e.b, p.mb = e.mb, p.vb = e.vb;
+    p.grad_out = e.grad_out, p.bgrad_out = e.bgrad_out;
+    p.adam = e.adam, p.lr = e.lr, p.step = sr, p.hyper = e.hyper, p.hyper_n = e.hyper_n;
+    p.dz = dZ_[l].get();
+    if (l == 0) {
+      p.xdata = train_x_.get(), p.rows = train_rows(sr);
+    } else {
+      p.h = H_[l - 1].get(), p.dz_prev = dZ_[l - 1].get();
+      p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
+    }
+    plan_fused_bwd(p, dev_.sm_count);
+    p.ws = fb_ws_.get(), p.counters = fb_counters_.get();
+  }
+  return p;
+}
+// Whether the fused backward pass runs (fp16 own kernels, batch <= 32, every width a multiple
+// of 8; --backward fused, or auto with SGD); sizes its workspace.
+template <class T>
+void Trainer<T>::plan_fused_backward() {
+  fused_bwd_ = false;
+  if constexpr (kHalf) {
+    // auto: SGD only. The fused kernel reads Adam's moments with plain loads in its optimizer
+    // pass, a serial round trip per 32-row sub-tile, and W1 (Adam, small layers, grids of 1-52
+    // blocks) ran slower with it: 62.2 against 54.5 us a step (H100, dev runs at 340c0c2).
+    if (cublas_ || !rung_.plans_fused_backward || o_.backward == "paired") return;
+    if (o_.backward == "auto" && o_.adam()) return;
+    for (int l = 0; l < nlayers_; ++l)
+      if (!fused_bwd_supported(o_.layers[l], batch_)) return;
+    fused_bwd_setup<p5_fused_update_bwd>();
+    fused_bwd_setup<p5_fused_update_first>();
+    size_t ws = 1, tiles = 1;
+    for (int l = 0; l < nlayers_; ++l) {
+      const FusedBwdParams p = fused_params(l, StepRef{nullptr, 0});
+      ws = std::max(ws, fused_bwd_ws_floats(p));
+      tiles = std::max(tiles, static_cast<size_t>(p.tiles_n()));
+    }
+    fb_ws_.alloc(ws);
+    fb_counters_.alloc(tiles);
+    CUDA_CHECK(cudaMemset(fb_counters_.get(), 0, fb_counters_.bytes()));
+    fused_bwd_ = true;
+  }
+}
+// Plans a product's split-K and points it at workspace slot `slot`. size_ws() sized the slots
+// for every product shape; a shape it missed would write past the workspace (as the last,
+// shorter evaluation chunk did at h = 2048 on the cuBLASLt path before size_ws counted it), so
+// refuse it here instead (exit 9).
+template <class T>
+template <class P>
+void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
+  p.ws = ws_[slot].get(), p.counters = counters_[slot].get();
+  plan_splits_p5(p, dev_.sm_count);
+  if constexpr (!kHalf)
+    if (use_tf32x3(fp32_gemm_, p.M, p.N, p.K)) plan_tf32x3(p, dev_.sm_count);
+  if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)
+  if (ws_floats(p) > ws_[slot].size() || (p.splits > 1 && static_cast<size_t>(p.tiles()) > counters_[slot].size()))
+    throw Error(kExitInternal, "split-K workspace " + std::to_string(slot) + " too small for a " + std::to_string(p.M) +
+                                   " x " + std::to_string(p.N) + " x " + std::to_string(p.K) + " product in " +
+                                   std::to_string(p.splits) + " splits (internal error: size_ws missed its shape)");
+}
+template <class T>
+template <class P>
+void Trainer<T>::add_cost(std::map<std::string, KernelCost>* costs, const std::string& tag, const P& p,
+                          double extra_bytes, bool count_call) const {
+  if (!costs) return;
+  KernelCost& c = (*costs)[tag];
+  c.flops += 2.0 * p.M * p.N * p.K;
+  c.bytes += (static_cast<double>(p.M) * p.K + static_cast<double>(p.K) * p.N) * sizeof(T) + extra_bytes;
+  if (count_call) c.calls += 1;
+}
+
+// ----- own fused kernels
+template <class T>
+auto Trainer<T>::fwd_hidden(int l, const StepRef& sr) const -> FwdHidden {
+  FwdHidden p;
+  p.M = batch_, p.N = o_.layers[l + 1], p.K = o_.layers[l];
+  p.a = make_view<T, true>(H_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K);
+  p.epi = hidden_epi(l, H_[l].get(), sr, true);
+  plan_splitk_into_slot(p, 0);
+  return p;
+}
+template <class T>
+auto Trainer<T>::fwd_last(const StepRef& sr) const -> FwdLast {
+  const int l = nlayers_ - 1;
+  FwdLast p;
+  p.M = batch_, p.N = o_.layers[l + 1], p.K = o_.layers[l];
+  p.a = make_view<T, true>(H_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K);
+  p.epi = loss_epi(sr);
+  plan_splitk_into_slot(p, 0);
+  return p;
+}
+template <class T>
+auto Trainer<T>::bwd_data(int l, int slot) const -> BwdDataGemm {  // dZ_[l-1] = relu'(dZ_[l] · W_l)
+  BwdDataGemm p;
+  p.M = batch_, p.N = o_.layers[l], p.K = o_.layers[l + 1];
+  p.a = make_view<T, true>(dZ_[l].get(), p.K), p.b = make_view<T, true>(weights(l), p.N);
+  p.epi.h = H_[l - 1].get(), p.epi.dz = dZ_[l - 1].get();
+  p.epi.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
+  plan_splitk_into_slot(p, slot);
+  return p;
+}
+template <class T>
+auto Trainer<T>::update(int l, const StepRef& sr, int slot) const -> UpdateGemm {  // W_l -= f(dZ_[l]^T · H_[l-1])
+  UpdateGemm p;
+  p.M = o_.layers[l + 1], p.N = o_.layers[l], p.K = batch_;
+  p.a = make_view<T, false>(dZ_[l].get(), p.M), p.b = make_view<T, true>(H_[l - 1].get(), p.N);
+  p.epi = update_epi(l, sr);
+  plan_splitk_into_slot(p, slot);
+  return p;
+}
+template <class T>
+auto Trainer<T>::update0(const StepRef& sr, int slot) const -> UpdateFirstGemm {
+  UpdateFirstGemm p;
+  p.M = o_.layers[1], p.N = o_.layers[0], p.K = batch_;
+  p.a = make_view<T, false>(dZ_[0].get(), p.M), p.b = train_view(sr);
+  p.epi = update_epi(0, sr);
+  plan_splitk_into_slot(p, slot);
+  return p;
+}
+template <class T>
+double Trainer<T>::update_bytes(int l) const {  // master r/w (+ Adam m, v r/w) (+ fp16 copy write), bias alike
+  const double n = static_cast<double>(o_.layers[l + 1]) * (o_.layers[l] + 1);
+  return n * (8.0 + (o_.adam() ? 16.0 : 0.0) + (kHalf ? 2.0 : 0.0));
+}
+
+template <class T>
+template <class P1, class P2>
+bool Trainer<T>::split_pair(const P1& a, const P2& b) {  // launch_gemm_pair runs them as two launches
+  return a.rung != GemmRung::Tile || b.rung != GemmRung::Tile;
+}
+template <class T>
+void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
+  const auto& w = o_.layers;
+  const double ob = sizeof(T);
+  // Forward.
+  if (nlayers_ == 1) {
+    FwdFirstLast p;
+    p.M = batch_, p.N = w[1], p.K = w[0];
+    p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = loss_epi(sr);
+    plan_splitk_into_slot(p, 0);
+    launch_gemm<p5_fwd_softmax_ce, T>(p, st_, pdl_);
+    add_cost(costs, "p5_fwd_softmax_ce", p, batch_ * w[1] * ob, true);
+  } else {
+    FwdFirst p;
+    p.M = batch_, p.N = w[1], p.K = w[0];
+    p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
+    plan_splitk_into_slot(p, 0);
+    launch_gemm<p5_fwd_gather, T>(p, st_, pdl_);
+    add_cost(costs, "p5_fwd_gather", p, static_cast<double>(batch_) * w[1] * ob, true);
+    for (int l = 1; l + 1 < nlayers_; ++l) {
+      auto q = fwd_hidden(l, sr);
+      launch_gemm<p5_fwd_hidden, T>(q, st_, pdl_);
+      add_cost(costs, "p5_fwd_hidden", q, static_cast<double>(batch_) * w[l + 1] * ob, true);
+    }
+    auto q = fwd_last(sr);
+    launch_gemm<p5_fwd_softmax_ce, T>(q, st_, pdl_);
+    add_cost(costs, "p5_fwd_softmax_ce", q, static_cast<double>(batch_) * w[nlayers_] * ob, true);
+  }
+  if (fused_bwd_) {  // fp16, batch <= 32: one pass over each layer's weights (5b_fused_backward.cuh)
+    for (int l = nlayers_ - 1; l >= 0; --l) {
+      const FusedBwdParams p = fused_params(l, sr);
+      if (l > 0) launch_fused_bwd<p5_fused_update_bwd>(p, st_, pdl_);
+      else launch_fused_bwd<p5_fused_update_first>(p, st_, pdl_);
+      if (costs) {
+        KernelCost& c = (*costs)[l > 0 ? "p5_fused_update_bwd" : "p5_fused_update_first"];
+        const double act = static_cast<double>(batch_) * (w[l + 1] + (l > 0 ? 2.0 * w[l] : 0.0)) * ob;
+        c.flops += 2.0 * w[l + 1] * w[l] * batch_ * (l > 0 ? 2 : 1);
+        c.bytes += update_bytes(l) + act;
+        c.calls += 1;
+      }
+    }
+    return;
+  }
+  // Backward: dZ_[L-2] first, then (update l, backward-data l-1) pairs, then (update 1, update 0).
+  if (nlayers_ == 1) {
+    auto u = update0(sr, 0);
+    launch_gemm<p5_update, T>(u, st_, pdl_);
+    add_cost(costs, "p5_update", u, update_bytes(0), true);
+    return;
+  }
+  {
+    auto d = bwd_data(nlayers_ - 1, 0);
+    launch_gemm<p5_bwd_data, T>(d, st_, pdl_);
+    add_cost(costs, "p5_bwd_data", d, static_cast<double>(batch_) * w[nlayers_ - 1] * 2 * ob, true);
+  }
+  for (int l = nlayers_ - 1; l >= 2; --l) {
+    auto u = update(l, sr, 0);
+    auto d = bwd_data(l - 1, 1);
+    launch_gemm_pair<p5_update_and_bwd_data, T>(u, d, st_, pdl_);  // two launches when a step-5 product is in it
+    add_cost(costs, "p5_update_and_bwd_data", u, update_bytes(l), true);
+    add_cost(costs, "p5_update_and_bwd_data", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, split_pair(u, d));
+  }
+  auto u1 = update(1, sr, 0);
+  auto u0 = update0(sr, 1);
+  launch_gemm_pair<p5_update_pair, T>(u1, u0, st_, pdl_);
+  add_cost(costs, "p5_update_pair", u1, update_bytes(1), true);
+  add_cost(costs, "p5_update_pair", u0, update_bytes(0), split_pair(u1, u0));
+}
+
+// ----- cuBLASLt path: the same epilogue functors, run after each cuBLASLt product.
+template <class T>
+void Trainer<T>::enqueue_step_cublas(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
+  const auto& w = o_.layers;
+  const int D = w[0];
+  gather_kernel<T><<<ew_blocks(static_cast<size_t>(batch_) * D), kEwThreads, 0, st_>>>(X_.get(), train_x_.get(),
+                                                                                       train_rows(sr), batch_, D);
+  CHECK_LAUNCH();
+  auto input = [&](int l) -> const T* { return l == 0 ? X_.get() : H_[l - 1].get(); };
+  auto lt_cost = [&](double M, double N, double K) {
+    if (!costs) return;
+    KernelCost& c = (*costs)["!nb::mlp::"];  // every kernel not ours: cuBLASLt's
+    c.flops += 2 * M * N * K;
+    c.bytes += (M * K + K * N) * sizeof(T) + M * N * 4.0;
+    c.calls += 1;
+  };
+  for (int l = 0; l < nlayers_; ++l) {
+    lt_layers_[l]->forward(input(l), weights(l), Z_.get(), st_);
+    lt_cost(batch_, w[l + 1], w[l]);
+    if (l + 1 < nlayers_) launch_epilogue<p5_epi_hidden>(Z_.get(), batch_, w[l + 1], hidden_epi(l, H_[l].get(), sr, true), st_);
+    else launch_epilogue<p5_epi_softmax_ce>(Z_.get(), batch_, w[l + 1], loss_epi(sr), st_);
+  }
+  for (int l = nlayers_ - 1; l >= 0; --l) {
+    lt_layers_[l]->backward_weight(dZ_[l].get(), input(l), grads_.get() + woff_[l], st_);
+    lt_cost(w[l + 1], w[l], batch_);
+    bias_grad_kernel<T><<<(w[l + 1] + kBiasGradThreads - 1) / kBiasGradThreads, kBiasGradThreads, 0, st_>>>(
+        dZ_[l].get(), batch_, w[l + 1], grads_.get() + boff_[l]);
+    CHECK_LAUNCH();
+    if (l > 0) {
+      lt_layers_[l]->backward_data(dZ_[l].get(), weights(l), Z_.get(), st_);
+      lt_cost(batch_, w[l], w[l + 1]);
+      BwdReluEpi<T> e;
+      e.h = H_[l - 1].get(), e.dz = dZ_[l - 1].get(), e.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
+      launch_epilogue<p5_epi_bwd_relu>(Z_.get(), batch_, w[l], e, st_);
+    }
+  }
+  flat_update_kernel<<<ew_blocks(nparams_), kEwThreads, 0, st_>>>(
+      params_.get(), grads_.get(), o_.adam() ? adam_m_.get() : nullptr, o_.adam() ? adam_v_.get() : nullptr,
+      kHalf ? params16_.get() : nullptr, nparams_, static_cast<float>(o_.lr), sr);
+  CHECK_LAUNCH();
+}
+
+// Split-K workspaces: two slots (the two problems of a paired launch), each as large as the
+// largest problem placed in it.
+template <class T>
+void Trainer<T>::size_ws() {
+  size_t ws[2] = {1, 1}, tiles[2] = {1, 1};
+  auto note = [&](const auto& p, int slot) {
+    ws[slot] = std::max(ws[slot], ws_floats(p));
+    tiles[slot] = std::max(tiles[slot], static_cast<size_t>(p.tiles()));
+  };
+  const StepRef sr{nullptr, 0};
+  const auto& w = o_.layers;
+  if (!cublas_) {
+    for (int l = 1; l + 1 < nlayers_; ++l) note(fwd_hidden(l, sr), 0);
+    if (nlayers_ > 1) note(fwd_last(sr), 0);
+    {
+      FwdFirst p;
+      p.M = batch_, p.N = w[1], p.K = w[0];
+      plan_splitk_into_slot(p, 0);
+      note(p, 0);
+    }
+    for (int l = 1; l < nlayers_; ++l) note(bwd_data(l, 0), 0), note(bwd_data(l, 1), 1);
+    for (int l = 1; l < nlayers_; ++l) note(update(l, sr, 0), 0);
+    note(update0(sr, 0), 0), note(update0(sr, 1), 1);
+  }
+  // Evaluation shapes (slot 0): full chunks of eval_rows_ and the last, shorter one (fewer row
+  // tiles can mean more splits, so it may need more workspace than a full chunk).
+  const int n_test = static_cast<int>(ds_.test_images.count);
+  for (int rows : {eval_rows_, n_test % eval_rows_})
+    for (int l = 0; l < nlayers_ && rows > 0; ++l) {
+      GemmProblem<MatView<T, true>, WView, StoreEpi> p;
+      p.M = rows, p.N = w[l + 1], p.K = w[l];
+      plan_splitk_into_slot(p, 0);
+      note(p, 0);
+    }
+  for (int s = 0; s < 2; ++s) {
+    ws_[s].alloc(ws[s]);
+    counters_[s].alloc(tiles[s]);
+    CUDA_CHECK(cudaMemset(counters_[s].get(), 0, counters_[s].bytes()));
+  }
+}
+
+}  // namespace
+}  // namespace nb
