@@ -48,7 +48,7 @@ std::string trim(std::string s) {
 nlohmann::json git_info() {
   // The script that ran the program may say which commit it was, through NB_GIT_COMMIT and
   // NB_GIT_DIRTY=0|1; it wins over any repository found here: the copy of the working tree sent to
-  // a GPU machine can carry a stale .git (records of 2026-11-22 named the session's first commit
+  // a GPU machine can carry a stale .git (records of 2026-11-22 named an older commit
   // that way, marked dirty).
   const char* env = std::getenv("NB_GIT_COMMIT");
   if (env && *env) {

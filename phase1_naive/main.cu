@@ -37,7 +37,7 @@
 //   2.750 ms: pytorch_linreg__headline-compiled-graph.json), 76.8x slower than eager (55.08 ms:
 //   __headline-eager.json); phase 2 is 523x faster. H100 records: profiles/nvidia-h100-80gb-hbm3/.
 //
-// History — the H100 measurements, sweep and validation: report/phase_notes/phase1_naive.md.
+// Notes (the H100 measurements, sweep and validation): report/phase_notes/phase1_naive.md.
 // Flags: --n --epochs --lr --save-data FILE.npy + the common flags (--help lists them).
 #include <cuda_runtime.h>
 

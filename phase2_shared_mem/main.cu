@@ -41,7 +41,7 @@
 //   pytorch_linreg__headline-compiled-graph.json); 6.81x faster than eager (55.08 ms). At 100M:
 //   544 µs an epoch, 2.24 GB at 4.12 TB/s, 98% of the copy ceiling (ceilings__bench-linreg.json).
 //
-// History (H100 runs: profiles/nvidia-h100-80gb-hbm3/): report/phase_notes/phase2_shared_mem.md.
+// Notes (H100 runs: profiles/nvidia-h100-80gb-hbm3/): report/phase_notes/phase2_shared_mem.md.
 // Flags: --n --epochs --lr + the common flags (--help lists them).
 #include <cuda_runtime.h>
 

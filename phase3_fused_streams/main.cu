@@ -42,7 +42,7 @@
 //   wins (0.32 vs 0.38 ms). H200 (profiles/nvidia-h200/, bench_frameworks.sh at f48aed3, fixed-point
 //   exchange): 0.458 ms (__headline), 5.78x the fastest framework (PyTorch compiled-graph, 2.649 ms).
 
-// History (tuning, options tried and dropped): report/phase_notes/phase3_fused_streams.md; --help: flags.
+// Notes (tuning, options tried and dropped): report/phase_notes/phase3_fused_streams.md; --help: flags.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -25,18 +25,17 @@
 // Measured (NVIDIA H200, profiles/nvidia-h200/, make run FULL=1 at 8fea4d0; timed without
 // our CUPTI tracer; an epoch = total / 5 epochs, a step = total / steps):
 //   W1: fp32 220.1 ms an epoch (phase4_mlp__w1-fp32.json), fp16 229.4 (__w1-fp16.json): fp16
-//   gains nothing at W1, as predicted (117 / 122 µs a step: launch-bound). Against the fastest
-//   PyTorch of the same run, the compiled CUDA graph (241.8 ms an epoch:
-//   pytorch_mlp__w1-compiled-graph.json): fp32 1.10x, fp16 1.05x; eager (2563 ms): 11.6x
-//   and 11.2x. Test accuracy after 5 epochs: 97.50% (fp32), 97.63% (fp16).
+//   gains nothing at W1, as predicted (117 / 122 µs a step: launch-bound). Test accuracy after
+//   5 epochs: 97.50% (fp32), 97.63% (fp16). Against the fastest framework mode measured on this
+//   device, JAX jit-epoch (76.28 ms an epoch, jax_mlp__w1-jit-epoch.json, the ed919e5 run; PyTorch
+//   compiled-graph 255.9): phase 4 is 0.347x (fp32) and 0.333x (fp16), a host-driven step.
 //   W2 at h = 8192 (ms a step): fp16 1.225 (__w2-h8192-fp16.json) vs fp32 2.107
 //   (__w2-h8192-fp32.json): 1.72x, short of the predicted >= 2x (both precisions carry the same
-//   fp32 optimizer traffic: see the history). The fastest PyTorch, compiled-graph (1.015 ms:
-//   pytorch_mlp__w2-h8192-compiled-graph.json), is ahead of both: fp16 0.83x, fp32 0.48x; eager
-//   (1.786 ms): 1.46x and 0.85x.
+//   fp32 optimizer traffic: see the notes). The fastest framework mode, JAX jit-run (0.8148 ms:
+//   jax_mlp__w2-h8192-jit-run.json, ed919e5), is ahead of both: fp16 0.665x, fp32 0.387x.
 //
-// History — the H100 runs (profiles/nvidia-h100-80gb-hbm3/), the bandwidth floor that keeps fp16
-//   under 2x, what was tried: report/phase_notes/phase4_mlp.md. Flags: --help lists every one.
+// Notes (the H100 runs in profiles/nvidia-h100-80gb-hbm3/, the bandwidth floor that keeps fp16
+//   under 2x, what was tried): report/phase_notes/phase4_mlp.md. Flags: --help lists every one.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

@@ -24,16 +24,16 @@
 //   step. W2 h = 8192: 2.0 GB of weight traffic a step, ~0.7 ms. Batch 8,192 (3.9 GFLOP a step):
 //   3xTF32 at half of mma.sync's TF32 rate, ~20 us for each of the first layer's two products.
 //
-// MEASURED (H200, profiles/nvidia-h200/; every x against the fastest framework of the same run).
-//   W1 (bench_frameworks.sh at 726ecdb): pipelined 18.61 ms an epoch (__w1-pipelined.json), 4.11x
-//   JAX jit-epoch (76.52 ms). W2 (f48aed3): h = 128 rung 5d 27.15 us a step, 1.29x JAX
-//   jit-run (35.06); h = 8192 own GEMMs 0.588 ms, 1.77x JAX jit-run (1.038). Batch sweep (726ecdb):
-//   32: 36.9 us a step, 1.07x JAX; 1,024: 93.1 us, 0.83x; 8,192: 0.357 ms (__batch-sweep-b8192),
-//   0.73x JAX jit-run (0.260; PyTorch compiled-graph 0.296). __gemm-b8192.json says why: the first
-//   layer's forward and weight gradient take 60 and 97 us on step 5 (SIMT tile 110, 107; cuBLASLt
-//   fp32 55, 74; cuBLASLt TF32 29, 28): a sixth of the tensor cores' TF32 rate, not ~20 us.
+// MEASURED (H200, profiles/nvidia-h200/; every x against the fastest framework of the same run,
+//   scripts/bench_frameworks.sh at ed919e5). W1: pipelined 18.81 ms an epoch (__w1-pipelined.json),
+//   4.06x JAX jit-epoch (76.28 ms). W2: h = 128 rung 5d 27.07 us a step, 1.25x JAX
+//   jit-epoch (33.74); h = 8192 own GEMMs 0.584 ms, 1.39x JAX jit-run (0.815). Batch sweep: 32:
+//   36.9 us a step, 1.07x JAX; 1,024: 93.3 us, 0.84x; 8,192: 0.355 ms (__batch-sweep-b8192), 0.73x
+//   JAX jit-run (0.258; PyTorch compiled-graph 0.295). __gemm-b8192.json (726ecdb) says why: the
+//   first layer's forward and weight gradient take 60 and 97 us on step 5 (SIMT tile 110, 107;
+//   cuBLASLt fp32 55, 74; cuBLASLt TF32 29, 28): a sixth of the tensor cores' TF32 rate, not ~20 us.
 //
-// History, the H100 runs, breakdowns and what was dropped: report/phase_notes/phase5_batched.md.
+// Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

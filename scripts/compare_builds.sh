@@ -9,8 +9,12 @@
 #
 #   scripts/compare_builds.sh BEFORE [LOG]     (default LOG build/compare_builds.log; needs a GPU and the data)
 #
-# Paths: phase 4 fp32/fp16; phase 5 own GEMM fp32/fp16, cuBLASLt fp32/fp16, the persistent kernel
-# (fp32 W1 shapes) and the cluster kernel (fp16 W2 h = 128, SGD, no dropout). W1: 784-128-64-10,
+# BEFORE is a commit of this repository, or a directory holding that commit's tree (for a copy of
+# the working tree without a usable .git, e.g. `git archive BEFORE | tar -x -C .carry/before`).
+#
+# Paths: phase 4 fp32/fp16; phase 5 own GEMM fp32/fp16, cuBLASLt fp32/fp16, the persistent and
+# pipelined kernels (fp32 W1 shapes; also their generic instances at 16 and 32 blocks), cluster32
+# (W1) and the cluster kernel (fp16 W2 h = 128, SGD, no dropout). W1: 784-128-64-10,
 # Adam, dropout 0.2 (and 0), batch 32, one epoch; W2: 784-h-h-h-10, SGD lr 0.003, no dropout,
 # batch 32, 500 steps. ROUNDS (default 3) rounds of REPEATS (default 5) timed runs after one
 # warm-up, --no-cupti; the two builds alternate which runs first from round to round, and each
@@ -27,7 +31,12 @@ cd "$(dirname "$0")/.." || exit 1
 [ $# -ge 1 ] || { echo "usage: scripts/compare_builds.sh BEFORE [LOG]"; exit 2; }
 BEFORE="$1"
 LOG="${2:-build/compare_builds.log}"
-git rev-parse --verify -q "$BEFORE^{commit}" >/dev/null || { echo "compare_builds: $BEFORE is not a commit here"; exit 2; }
+if [ -d "$BEFORE" ]; then
+  BEFORE_DIR="$(cd "$BEFORE" && pwd)"
+else
+  BEFORE_DIR=""
+  git rev-parse --verify -q "$BEFORE^{commit}" >/dev/null || { echo "compare_builds: $BEFORE is neither a commit here nor a directory"; exit 2; }
+fi
 nvidia-smi -L >/dev/null 2>&1 || { echo "compare_builds: no GPU visible (nvidia-smi -L lists none)"; exit 3; }
 DATA="${DATA:-data/mnist}"
 [ -d .carry/data/mnist ] && [ "$DATA" = data/mnist ] && DATA=.carry/data/mnist
@@ -41,17 +50,24 @@ TOL_PCT="${TOL_PCT:-3}"
 PY="${PYTHON:-python3}"
 mkdir -p build/compare "$(dirname "$LOG")"
 WT=build/compare/before
-rm -rf "$WT"
-git worktree prune
-git worktree add -q --detach "$WT" "$BEFORE" || { echo "compare_builds: git worktree add failed"; exit 1; }
-trap 'git worktree remove --force "$WT" >/dev/null 2>&1' EXIT
+if [ -n "$BEFORE_DIR" ]; then
+  # copied over the last copy (timestamps kept): its build stays, so a second call (ONLY=...) on the
+  # same machine rebuilds nothing
+  mkdir -p "$WT" && cp -a "$BEFORE_DIR"/. "$WT"/ || { echo "compare_builds: cannot copy $BEFORE_DIR"; exit 1; }
+else
+  rm -rf "$WT"
+  git worktree prune
+  git worktree add -q --detach "$WT" "$BEFORE" || { echo "compare_builds: git worktree add failed"; exit 1; }
+fi
+cleanup() { [ -n "$BEFORE_DIR" ] || git worktree remove --force "$WT" >/dev/null 2>&1; }
+trap cleanup EXIT
 for d in "$WT" .; do
   make -C "$d" -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} build/phase1_naive build/phase2_shared_mem \
     build/phase3_fused_streams build/phase4_mlp build/phase5_batched \
     >"build/compare/make_$(basename "$d").log" 2>&1 || { tail -n 20 "build/compare/make_$(basename "$d").log"; echo "compare_builds: build failed in $d"; exit 1; }
 done
 SCRATCH=$(mktemp -d)
-trap 'git worktree remove --force "$WT" >/dev/null 2>&1; rm -rf "$SCRATCH"' EXIT
+trap 'cleanup; rm -rf "$SCRATCH"' EXIT
 W1="--layers 784,128,64,10 --batch 32 --epochs 1"
 W2="--layers 784,H,H,H,10 --optimizer sgd --lr 0.003 --dropout 0 --batch 32 --steps 500"
 CONFIGS=()  # "label|binary|args"
@@ -64,6 +80,12 @@ for dr in 0.2 0; do
   for pr in fp32 fp16; do CONFIGS+=("$t-p5-cublas-$pr|phase5_batched|$w --precision $pr --gemm cublas"); done
   CONFIGS+=("$t-p5-persistent|phase5_batched|$w --launch persistent")
   CONFIGS+=("$t-p5-pipelined|phase5_batched|$w --launch pipelined")
+  CONFIGS+=("$t-p5-cluster32|phase5_batched|$w --launch cluster32")
+done
+# the one-launch rungs' generic kernels (the W1 instance aside): 4 and 8 first-layer units a block
+for nb in 32 16; do
+  CONFIGS+=("w1-p5-persistent-b$nb|phase5_batched|$W1 --dropout 0.2 --launch persistent --blocks $nb --generic-kernel")
+  CONFIGS+=("w1-p5-pipelined-b$nb|phase5_batched|$W1 --dropout 0.2 --launch pipelined --blocks $nb --generic-kernel")
 done
 for h in 128 1024; do
   w="${W2//H/$h}"
@@ -91,7 +113,8 @@ fails=0
 {
   if [ -n "${NB_GIT_COMMIT:-}" ]; then after="$NB_GIT_COMMIT (NB_GIT_COMMIT)"
   else after="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!profiles' ':!report' || echo ' (+ uncommitted changes)')"; fi
-  echo "# compare_builds: before $(git rev-parse --short "$BEFORE"), after $after"
+  if [ -n "$BEFORE_DIR" ]; then before="$BEFORE_DIR"; else before="$(git rev-parse --short "$BEFORE")"; fi
+  echo "# compare_builds: before $before, after $after"
   echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); $ROUNDS rounds (which build runs first alternates) of $REPEATS timed runs after 1 warm-up; medians of the pooled samples; tolerance $TOL_PCT%"
   printf '%-26s %-10s %12s %12s %8s  %s\n' config checksum before_ms after_ms "after/b" verdict
 } | tee "$LOG"

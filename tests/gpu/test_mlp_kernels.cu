@@ -197,6 +197,39 @@ __global__ void byte_quotients_kernel(float* div, float* fast) {
   fast[b] = byte_over_255(b);
 }
 
+// Host-side: step 5's split-K plan never launches more blocks than one wave holds (kXBlocksPerSm an
+// SM): a block past the wave runs after the others and doubles the product's time. W1's and W2's
+// products at batch 32 .. 8,192 and a few odd shapes, on an H100's, an H200's and a small GPU's SMs.
+TEST_CASE("mlp: step 5's split-K plan fills at most one wave, slices of at least four k-tiles") {
+  const int sms[] = {132, 114, 46};
+  const int dims[] = {10, 64, 100, 128, 300, 784, 1000, 4096};
+  const int batches[] = {32, 64, 1024, 2048, 4096, 4097, 8192};
+  int split = 0;
+  for (int sm : sms)
+    for (int b : batches)
+      for (int m : dims)
+        for (int n : dims) {
+          GemmProblem<MatView<float, false>, MatView<float, true>, StoreEpi> p;  // a weight gradient: K = batch
+          p.M = m, p.N = n, p.K = b;
+          plan_tf32x3(p, sm);
+          const int ktiles = (b + kXBK - 1) / kXBK;
+          INFO("SMs " << sm << " M " << m << " N " << n << " K " << b << ": " << p.splits << " slices");
+          CHECK(p.splits >= 1);
+          CHECK(p.splits * p.kchunk >= b);                   // every k covered ...
+          CHECK((p.splits - 1) * p.kchunk < b);              // ... and no empty slice
+          if (p.splits > 1) {
+            ++split;
+            CHECK(x3_tiles(p) * p.splits <= kXBlocksPerSm * sm);
+            CHECK(p.kchunk >= 4 * kXBK);
+            CHECK(p.splits <= 16);
+            CHECK(x3_tiles(p) < sm);
+          } else {
+            CHECK((x3_tiles(p) >= sm || ktiles < 8));
+          }
+        }
+  CHECK(split > 100);  // the sweep exercises the split plans
+}
+
 TEST_CASE("mlp: 3xTF32 tensor-core GEMM (step 5) within the fp32 tolerance, awkward shapes, split-K bit-stable") {
   NB_SKIP_WITHOUT_DEVICE();
   {  // the gathered images' bytes: step 5's division-free byte / 255 is the division, bit for bit

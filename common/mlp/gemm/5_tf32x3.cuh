@@ -17,7 +17,9 @@
 // 20 us each, against 202 and 273 us for the 32 x 64 SIMT tile inside phase 5's step.
 // Measured (H200, 726ecdb): 60 and 97 us, 27.2 and 17.0 TFLOP/s (cuBLASLt fp32 30.1 and 22.1):
 // profiles/nvidia-h200/phase5_batched__gemm-b8192.json — a sixth of the tensor cores' TF32 rate
-// (report/phase_notes/phase5_batched.md says what stands in the way).
+// (report/phase_notes/phase5_batched.md says what stands in the way). The weight gradient's 97 us
+// ran 286 blocks where one wave holds 264 (11 K slices, rounded up): 22 blocks ran after the rest.
+// Prediction for the one-wave plan (10 slices, 260 blocks): about the forward's time, 60-65 us.
 #pragma once
 #include <cstdint>
 
@@ -29,6 +31,7 @@ namespace mlp {
 constexpr int kXBM = 64, kXBN = kBN, kXBK = 32;  // block tile (kXBN = the epilogues' kBN), k-tile
 constexpr int kXThreads = 256;                   // 8 warps, 2 (m) x 4 (n), each a 32 x 16 warp tile
 constexpr int kXStages = 3;                      // k-tiles in flight (cp.async)
+constexpr int kXBlocksPerSm = 2;                 // resident blocks an SM (__launch_bounds__, shared memory)
 static_assert(kXBM == kXBN, "A's and B's tiles are both 64 x 32: one staging code for either");
 static_assert(kXThreads == TileCfg<float>::kThreads, "the fp32 epilogues assume 256 threads");
 
@@ -269,7 +272,7 @@ __host__ __device__ inline int x3_tiles(const P& p) {
 // One (64 x 64 tile, split): the cp.async pipeline, then per 32-row sub-tile the fix-up and the
 // epilogue.
 template <class Tag, class P, int kTerms>
-__global__ void __launch_bounds__(kXThreads, 2) gemm_tf32x3_kernel(P p) {
+__global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P p) {
   extern __shared__ __align__(128) unsigned char gemm_dyn[];
   using AV = typename P::AView;
   using BV = typename P::BView;
@@ -335,8 +338,10 @@ __global__ void __launch_bounds__(kXThreads, 2) gemm_tf32x3_kernel(P p) {
 
 // Picks the split count for this rung: two blocks fit an SM (shared memory, at most 128 registers a
 // thread); a product with fewer tiles than SMs is cut into slices of at least four k-tiles (at most
-// 16) until its blocks fill about two per SM. (At batch 8,192 the first layer's forward has 256
-// tiles: one wave as it is.)
+// 16), as many as fit in one wave of two blocks an SM: one block more than the wave holds runs
+// after the others, and the product takes two blocks' time. (At batch 8,192 the first layer's
+// forward has 256 tiles: one wave as it is; its weight gradient has 26 tiles, 10 slices: 260 blocks
+// of the 264 an H200 holds at once, where rounding the slices up gave 11 and 286 blocks.)
 template <class P>
 inline void plan_tf32x3(P& p, int sm_count) {
   p.rung = GemmRung::TF32x3;
@@ -344,7 +349,7 @@ inline void plan_tf32x3(P& p, int sm_count) {
   const int tiles = x3_tiles(p);
   int s = 1;
   if (tiles < sm_count && ktiles >= 8) {
-    s = (2 * sm_count + tiles - 1) / tiles;
+    s = (kXBlocksPerSm * sm_count) / tiles;  // whole slices that fit one wave
     s = s < 16 ? s : 16;
     s = s < ktiles / 4 ? s : ktiles / 4;
   }
