@@ -120,10 +120,10 @@ phase5: $(BUILD)/phase5_batched
 # ---------------------------------------------------------------- phase 5's one-launch rungs alone
 ## phase5-rung: build/phase5_rung, one rung of phase 5 (5c, 5d, 5e, 5f) alone through its public entry points, checked against float64 and timed
 # phase5_batched/dev/rung.cu links the rungs' own translation units (not main.cu, not the trainer); it
-# finds their headers with -Iphase5_batched and the GPU tests' step bounds with -Itests.
+# finds their headers with -Iphase5_batched.
 P5_RUNG_OBJ := $(BUILD)/obj/phase5_batched/dev/rung.o \
                $(patsubst %,$(BUILD)/obj/phase5_batched/%.o,5c_persistent 5d_cluster 5e_pipelined 5f_cluster32)
-$(BUILD)/obj/phase5_batched/dev/rung.o: NVCCFLAGS += -Iphase5_batched -Itests
+$(BUILD)/obj/phase5_batched/dev/rung.o: NVCCFLAGS += -Iphase5_batched
 $(BUILD)/phase5_rung: $(P5_RUNG_OBJ) $(LIB_CUDA) $(LIB_HOST)
 	$(NVCC) $(GENCODE) -o $@ $(P5_RUNG_OBJ) $(LIB_CUDA) $(LIB_HOST) $(LIBDIRS) $(RPATH) $(LDLIBS)
 .PHONY: phase5-rung

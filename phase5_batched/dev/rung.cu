@@ -15,7 +15,7 @@
 // checked too. The tolerances are the GPU tests':
 //   fp32 (tests/gpu/test_mlp_persistent.cu): loss and gradients 1e-5 of float64 (relative,
 //     norm-wise); gradients element by element within fp32's rounding bound, the update (parameters,
-//     Adam's moments) within what that allows (tests/gpu/mlp_step_bound.h);
+//     Adam's moments) within what that allows (common/mlp/step_bound.h);
 //   cluster (tests/gpu/test_mlp_cluster.cu): against a float64 reference that rounds to fp16 where
 //     the kernel does, loss 1e-4 and gradients 2e-3; against plain float64, loss 1e-2 and gradients
 //     no farther than that reference + 5e-3; the parameters' change 5e-3 of SGD's with the rounding
@@ -45,7 +45,7 @@
 #include "cuda_handles.h"
 #include "device_info.h"
 #include "errors.h"
-#include "gpu/mlp_step_bound.h"  // the GPU tests' element-wise bounds (found with -Itests)
+#include "mlp/step_bound.h"  // the element-wise bounds the GPU tests use too
 #include "mlp/layers.cuh"        // AdamHyper
 #include "mlp/validate.h"        // flatten
 #include "reference.h"

@@ -7,7 +7,7 @@
 // Loss and gradients: 1e-5 (relative, norm-wise) as phase 5's --validate (fp32); gradients also
 // element by element within fp32's worst-case rounding bound. Each step's update (parameters,
 // Adam's moments): element by element, against the float64 step from the kernel's own state
-// before it, within what fp32 rounding allows through Adam's normalisation (mlp_step_bound.h).
+// before it, within what fp32 rounding allows through Adam's normalisation (common/mlp/step_bound.h).
 // Also: splitting the steps over several launches gives bit-identical parameters (the state written
 // back at the end of a launch is the state the next one loads), and two identical runs are
 // bit-identical.
@@ -24,7 +24,7 @@
 #include "../../phase5_batched/5f_cluster32.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"
-#include "mlp_step_bound.h"
+#include "mlp/step_bound.h"
 #include "reference.h"
 
 namespace nbtest {
@@ -228,7 +228,7 @@ struct Setup {
 // the sign of such a step), and every later step inherits the difference. Step k's loss and
 // gradients are float64's at the kernel's parameters of step k; its update is float64's step from
 // the kernel's parameters and moments with float64's gradient, element by element within
-// mlp_step_bound.h's bounds (the kernel's gradient error as Adam's normalisation scales it, the
+// common/mlp/step_bound.h's bounds (the kernel's gradient error as Adam's normalisation scales it, the
 // update's own rounding).
 void check_against_reference(const Config& c, Rung rung = Rung::Persistent) {
   const int K = 3;

@@ -1,4 +1,4 @@
-// tests/gpu/mlp_step_bound.h — element-wise bounds for checking one fp32 training step of the MLP
+// common/mlp/step_bound.h — element-wise bounds for checking one fp32 training step of the MLP
 // (gradients from any summation order, then SGD or Adam) against the float64 reference
 // (reference.h), starting from the state the fp32 code itself held before the step.
 //
