@@ -594,7 +594,8 @@ int train(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, const Data
 int run(int argc, char** argv) {
   MlpOptions o;
   Cli cli(kPhase, "MNIST MLP, one kernel per operation, host-driven; fp32 SIMT or fp16 tensor-core GEMMs.");
-  add_mlp_flags(cli, o, false);
+  add_mlp_flags(cli, o);
+  cli.add_common(&o.common);
   if (!cli.parse(argc, argv)) return 0;
   check_mlp_options(o);
   check_output_dir(o.common.out);  // a bad --out fails now (exit 6), not after training

@@ -16,6 +16,9 @@
 //                   over the batch and update the bias. Adam's per-step constants come from a
 //                   table computed on the host (one load instead of two double pow() per block).
 //   EvalEpi         test set: argmax and cross-entropy per row, counted per tile (read once).
+//   gemm_pair_kernel  two independent products in one launch (launch_gemm_pair): a layer's update
+//                   and the next layer's backward-data product, or the last two updates (the
+//                   paired backward).
 // The global step number (dropout counter, Adam's t, the loss slot) comes from device memory
 // (StepRef: *base + i) so that a CUDA graph captured once replays every epoch; the host only
 // writes `base` and the epoch's permutation before a replay. Epilogues read what they need
@@ -553,6 +556,29 @@ __global__ void flat_update_kernel(float* __restrict__ p, const float* __restric
     p[i] = pi;
     if (p16) p16[i] = __float2half_rn(pi);
   }
+}
+
+// Two independent problems in one launch (phase 5 pairs a weight update with the next layer's
+// backward-data product): blocks [0, p1.blocks()) run p1, the rest p2.
+template <class Tag, class T, class P1, class P2>
+__global__ void __launch_bounds__(TileCfg<T>::kThreads) gemm_pair_kernel(P1 p1, P2 p2) {
+  GemmSmem<T>& sm = gemm_smem<T>();
+  const int b1 = p1.blocks();
+  if (static_cast<int>(blockIdx.x) < b1) gemm_tile<T, Loop::Either, P1>(p1, blockIdx.x, sm);
+  else gemm_tile<T, Loop::Either, P2>(p2, blockIdx.x - b1, sm);
+}
+
+// A pair with a step-5 problem in it runs as two launches (the rungs' blocks differ in size).
+template <class Tag, class T, class P1, class P2>
+inline void launch_gemm_pair(const P1& p1, const P2& p2, cudaStream_t st, bool pdl = false) {
+  if (p1.rung != GemmRung::Tile || p2.rung != GemmRung::Tile) {
+    launch_gemm<Tag, T>(p1, st, pdl);
+    launch_gemm<Tag, T>(p2, st, pdl);
+    return;
+  }
+  const size_t dyn = gemm_dyn_smem(p1) > gemm_dyn_smem(p2) ? gemm_dyn_smem(p1) : gemm_dyn_smem(p2);
+  launch_kernel(gemm_pair_kernel<Tag, T, P1, P2>, p1.blocks() + p2.blocks(), TileCfg<T>::kThreads, dyn, st, pdl, p1,
+                p2);
 }
 
 // Kernel-name tags of phase 5.

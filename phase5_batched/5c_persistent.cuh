@@ -33,13 +33,14 @@
 #include <string>
 
 #include "check.cuh"
-#include "timing.cuh"
+#include "onchip_segment_clock.cuh"
 #include "errors.h"
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
 #include "5c_persistent.h"
 #include "5c_persistent_split.cuh"
 #include "onchip_optimizer.cuh"
+#include "onchip_pixels.cuh"
 #include "onchip_softmax_loss.cuh"
 #include "onchip_tagged_words.cuh"
 #include "onchip_warp_ops.cuh"
@@ -57,7 +58,7 @@ struct PersistStep {
   bool more;          // another step follows in this launch
   const uint8_t* xb;  // this step's batch
   const int* lb;      // its labels
-  xword *h1x, *h2x;   // this step's exchange words
+  xword *h1_words, *h2_words;  // this step's exchange words
   xword* w2now;       // step t's W2 (its column slices)
   AdamHyper hy;
 };
@@ -90,8 +91,8 @@ struct PersistBlock : PersistDims<kW1> {
     tid = threadIdx.x, lane = tid & 31, wid = tid / 32;
     c0 = blockIdx.x * nc, ncown = max(0, min(nc, H1 - c0));
     j0 = blockIdx.x * nj, njown = max(0, min(nj, H2 - j0));
-    adam = p.adam && p.M != nullptr;
-    keep_grads = p.G != nullptr;
+    adam = p.adam && p.adam_m != nullptr;
+    keep_grads = p.grads_out != nullptr;
   }
   __device__ __forceinline__ size_t batch_bytes() const { return static_cast<size_t>(B) * xs; }
 
@@ -102,36 +103,36 @@ struct PersistBlock : PersistDims<kW1> {
       const int k = e / NC, c = e % NC;
       const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
       const bool own = c < ncown;
-      sm.w1[e] = own ? p.P[g] : 0.f;
-      if (adam) sm.m1[e] = own ? p.M[g] : 0.f, sm.v1[e] = own ? p.V[g] : 0.f;
+      sm.w1[e] = own ? p.params[g] : 0.f;
+      if (adam) sm.m1[e] = own ? p.adam_m[g] : 0.f, sm.v1[e] = own ? p.adam_v[g] : 0.f;
     }
     for (int c = tid; c < NC; c += nt) {
       const bool own = c < ncown;
-      sm.b1[c] = own ? p.P[p.b0 + c0 + c] : 0.f;
-      sm.mb1[c] = own && adam ? p.M[p.b0 + c0 + c] : 0.f;
-      sm.vb1[c] = own && adam ? p.V[p.b0 + c0 + c] : 0.f;
+      sm.b1[c] = own ? p.params[p.b0 + c0 + c] : 0.f;
+      sm.mb1[c] = own && adam ? p.adam_m[p.b0 + c0 + c] : 0.f;
+      sm.vb1[c] = own && adam ? p.adam_v[p.b0 + c0 + c] : 0.f;
     }
     for (int e = tid; e < njown * H1; e += nt) {
       const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
       const int es = (e / H1) * ld1 + e % H1;
-      sm.w2r[es] = p.P[g];
-      if (adam) sm.m2r[es] = p.M[g], sm.v2r[es] = p.V[g];
-      xstore(p.w2x + static_cast<size_t>(j0) * H1 + e, p.P[g], 1u);  // parity 0, tag 1: the launch's first step reads it
-      xstore(p.w2x + static_cast<size_t>(H2) * H1 + static_cast<size_t>(j0) * H1 + e, 0.f, 0u);
+      sm.w2r[es] = p.params[g];
+      if (adam) sm.m2r[es] = p.adam_m[g], sm.v2r[es] = p.adam_v[g];
+      xstore(p.w2_words + static_cast<size_t>(j0) * H1 + e, p.params[g], 1u);  // parity 0, tag 1: the launch's first step reads it
+      xstore(p.w2_words + static_cast<size_t>(H2) * H1 + static_cast<size_t>(j0) * H1 + e, 0.f, 0u);
     }
     for (int j = tid; j < njown; j += nt) {
-      sm.b2[j] = p.P[p.b1 + j0 + j];
-      if (adam) sm.mb2[j] = p.M[p.b1 + j0 + j], sm.vb2[j] = p.V[p.b1 + j0 + j];
+      sm.b2[j] = p.params[p.b1 + j0 + j];
+      if (adam) sm.mb2[j] = p.adam_m[p.b1 + j0 + j], sm.vb2[j] = p.adam_v[p.b1 + j0 + j];
     }
     for (int e = tid; e < H2 * cp; e += nt) {
       const int n = e / cp, m = e % cp;
       const size_t g = p.w2 + static_cast<size_t>(m) * H2 + n;
-      sm.w3[e] = m < C ? p.P[g] : 0.f;
-      if (adam) sm.m3[e] = m < C ? p.M[g] : 0.f, sm.v3[e] = m < C ? p.V[g] : 0.f;
+      sm.w3[e] = m < C ? p.params[g] : 0.f;
+      if (adam) sm.m3[e] = m < C ? p.adam_m[g] : 0.f, sm.v3[e] = m < C ? p.adam_v[g] : 0.f;
     }
     for (int j = tid; j < C; j += nt) {
-      sm.b3[j] = p.P[p.b2 + j];
-      if (adam) sm.mb3[j] = p.M[p.b2 + j], sm.vb3[j] = p.V[p.b2 + j];
+      sm.b3[j] = p.params[p.b2 + j];
+      if (adam) sm.mb3[j] = p.adam_m[p.b2 + j], sm.vb3[j] = p.adam_v[p.b2 + j];
     }
     for (int e = tid; e < B * NC; e += nt) sm.h1o[e] = 0.f;  // units past ncown stay 0
     for (int e = tid; e < 2 * persist_half_rows(B) * NC; e += nt) sm.dz1[e] = 0.f;  // and rows past B
@@ -140,11 +141,11 @@ struct PersistBlock : PersistDims<kW1> {
     // barrier (the launch's only one, in the kernel) separates that from the first step.
     for (int e = tid; e < 2 * B * ncown; e += nt) {
       const int r = e / ncown, c = e % ncown;  // r runs over both parities' rows
-      xstore(p.h1x + static_cast<size_t>(r) * H1 + c0 + c, 0.f, 0u);
+      xstore(p.h1_words + static_cast<size_t>(r) * H1 + c0 + c, 0.f, 0u);
     }
     for (int e = tid; e < 2 * B * njown; e += nt) {
       const int r = e / njown, j = e % njown;
-      xstore(p.h2x + static_cast<size_t>(r) * H2 + j0 + j, 0.f, 0u);
+      xstore(p.h2_words + static_cast<size_t>(r) * H2 + j0 + j, 0.f, 0u);
     }
     for (int q = 0; q < kRowsPerWarp; ++q) {  // the first step's batch
       const int r = wid + q * nwarps;
@@ -163,9 +164,9 @@ struct PersistBlock : PersistDims<kW1> {
     st.T = static_cast<uint32_t>(t) + 1u;
     st.xb = sm.xl + st.par * batch_bytes();
     st.lb = sm.lab + st.par * B;
-    st.h1x = p.h1x + static_cast<size_t>(st.par) * B * H1;
-    st.h2x = p.h2x + static_cast<size_t>(st.par) * B * H2;
-    st.w2now = p.w2x + static_cast<size_t>(st.par) * H2 * H1;
+    st.h1_words = p.h1_words + static_cast<size_t>(st.par) * B * H1;
+    st.h2_words = p.h2_words + static_cast<size_t>(st.par) * B * H2;
+    st.w2now = p.w2_words + static_cast<size_t>(st.par) * H2 * H1;
     st.hy = AdamHyper{};
     if (adam) st.hy = (p.hyper != nullptr && st.s + 1 < p.hyper_n) ? p.hyper[st.s + 1] : adam_hyper(p.lr, st.s + 1);
     st.more = t + 1 < p.count;
@@ -230,14 +231,14 @@ struct PersistBlock : PersistDims<kW1> {
                 ? h * p.scale
                 : 0.f;
       sm.h1o[r * NC + c] = h;
-      xstore(st.h1x + static_cast<size_t>(r) * H1 + c0 + c, h, st.T);
+      xstore(st.h1_words + static_cast<size_t>(r) * H1 + c0 + c, h, st.T);
     }
   }
 
   // ---- X1: all of h1. While its words travel: the next batch's fetch (part 2: images by
   // cp.async, labels into registers) and the previous step's off-critical-path updates.
   __device__ __forceinline__ void gather_h1(const PersistStep& st, const AdamHyper& hy_prev) {
-    gather_rows(sm.h1, ld1, st.h1x, B, H1, st.T, [&] {
+    gather_rows(sm.h1, ld1, st.h1_words, B, H1, st.T, [&] {
       fetch_next_batch(st);
       if (st.t > 0) late_updates(hy_prev, st.w2now, st.T);
     });
@@ -271,7 +272,7 @@ struct PersistBlock : PersistDims<kW1> {
                         p.threshold
                     ? h * p.scale
                     : 0.f;
-          xstore(st.h2x + static_cast<size_t>(m) * H2 + j0 + n, h, st.T);
+          xstore(st.h2_words + static_cast<size_t>(m) * H2 + j0 + n, h, st.T);
         });
   }
 
@@ -294,7 +295,7 @@ struct PersistBlock : PersistDims<kW1> {
     const bool first = tid < H2 * NC && c < ncown;
     const xword* wp = st.w2now + static_cast<size_t>(j) * H1 + c0 + c;
     const xword w2c0 = first ? xload(wp) : 0;
-    gather_rows(sm.h2, ld2, st.h2x, B, H2, st.T, between);
+    gather_rows(sm.h2, ld2, st.h2_words, B, H2, st.T, between);
     if (tid < H2 * NC) sm.w2c[tid] = first ? xvalue(wp, w2c0, st.T) : 0.f;
     for (int e = tid + nt; e < H2 * NC; e += nt) {
       const int jj = e / NC, cc = e % NC;
@@ -405,7 +406,7 @@ struct PersistBlock : PersistDims<kW1> {
         float g = 0.f;
 #pragma unroll 8
         for (int r = 0; r < B; ++r) g += sm.dz1[r * NC + c];
-        if (keep_grads) p.G[p.b0 + c0 + c] = g;
+        if (keep_grads) p.grads_out[p.b0 + c0 + c] = g;
         opt_apply(sm.b1[c], g, sm.mb1 + c, sm.vb1 + c, adam, p.lr, hy);
       }
   }
@@ -487,7 +488,7 @@ struct PersistBlock : PersistDims<kW1> {
           if (c >= ncown) continue;  // padding units stay 0
           float gc = tot[j][c];
           if (gc != 0.f) gc /= 255.f;  // (0 / 255 would take the division's slow path)
-          if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + c) * D + k] = gc;
+          if (keep_grads) p.grads_out[p.w0 + static_cast<size_t>(c0 + c) * D + k] = gc;
           opt_apply(w[c], gc, mm + c, vv + c, adam, p.lr, st.hy);
         }
         st_units<NC>(sm.w1 + k * NC, w);
@@ -520,8 +521,8 @@ struct PersistBlock : PersistDims<kW1> {
           if (two) g1 = fmaf(sm.z3[r * C + m + C2], x, g1);
         }
         if (keep_grads && blockIdx.x == 0) {
-          p.G[p.w2 + m * H2 + n] = g0;
-          if (two) p.G[p.w2 + (m + C2) * H2 + n] = g1;
+          p.grads_out[p.w2 + m * H2 + n] = g0;
+          if (two) p.grads_out[p.w2 + (m + C2) * H2 + n] = g1;
         }
         const int e = n * cp + m;
         opt_apply(sm.w3[e], g0, sm.m3 + e, sm.v3 + e, adam, p.lr, h);
@@ -534,7 +535,7 @@ struct PersistBlock : PersistDims<kW1> {
           float g = 0.f;
 #pragma unroll 8
           for (int r = 0; r < B; ++r) g += sm.z3[r * C + j];
-          if (keep_grads && blockIdx.x == 0) p.G[p.b2 + j] = g;
+          if (keep_grads && blockIdx.x == 0) p.grads_out[p.b2 + j] = g;
           opt_apply(sm.b3[j], g, sm.mb3 + j, sm.vb3 + j, adam, p.lr, h);
         } else {
           update_b2(j - C, h);
@@ -551,7 +552,7 @@ struct PersistBlock : PersistDims<kW1> {
     float g = 0.f;
 #pragma unroll 8
     for (int r = 0; r < B; ++r) g = fmaf(sm.dz2[r * ld2 + j0 + m], sm.h1[r * ld1 + n], g);
-    if (keep_grads) p.G[p.w1 + gi] = g;
+    if (keep_grads) p.grads_out[p.w1 + gi] = g;
     opt_apply(sm.w2r[e], g, sm.m2r + e, sm.v2r + e, adam, p.lr, h);
     xstore(w2pub + gi, sm.w2r[e], tag);
   }
@@ -560,13 +561,13 @@ struct PersistBlock : PersistDims<kW1> {
     float g = 0.f;
 #pragma unroll 8
     for (int r = 0; r < B; ++r) g += sm.dz2[r * ld2 + j0 + jj];
-    if (keep_grads) p.G[p.b1 + j0 + jj] = g;
+    if (keep_grads) p.grads_out[p.b1 + j0 + jj] = g;
     opt_apply(sm.b2[jj], g, sm.mb2 + jj, sm.vb2 + jj, adam, p.lr, h);
   }
 
   // after the last step: its deferred updates (nothing reads the W2 words they publish)
   __device__ __forceinline__ void finish(const AdamHyper& hy_last) {
-    if (p.count > 0) late_updates(hy_last, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
+    if (p.count > 0) late_updates(hy_last, p.w2_words + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
     __syncthreads();
   }
 
@@ -584,38 +585,38 @@ struct PersistBlock : PersistDims<kW1> {
     for (int e = tid; e < D * ncown; e += nt) {
       const int c = e / D, k = e % D;
       const size_t g = p.w0 + static_cast<size_t>(c0 + c) * D + k;
-      p.P[g] = sm.w1[k * NC + c];
-      if (adam) p.M[g] = sm.m1[k * NC + c], p.V[g] = sm.v1[k * NC + c];
+      p.params[g] = sm.w1[k * NC + c];
+      if (adam) p.adam_m[g] = sm.m1[k * NC + c], p.adam_v[g] = sm.v1[k * NC + c];
     }
     for (int c = tid; c < ncown; c += nt) {
-      p.P[p.b0 + c0 + c] = sm.b1[c];
-      if (adam) p.M[p.b0 + c0 + c] = sm.mb1[c], p.V[p.b0 + c0 + c] = sm.vb1[c];
+      p.params[p.b0 + c0 + c] = sm.b1[c];
+      if (adam) p.adam_m[p.b0 + c0 + c] = sm.mb1[c], p.adam_v[p.b0 + c0 + c] = sm.vb1[c];
     }
   }
   __device__ __forceinline__ void write_back_w2_rows() {
     for (int e = tid; e < njown * H1; e += nt) {
       const size_t g = p.w1 + static_cast<size_t>(j0) * H1 + e;
       const int es = (e / H1) * ld1 + e % H1;
-      p.P[g] = sm.w2r[es];
-      if (adam) p.M[g] = sm.m2r[es], p.V[g] = sm.v2r[es];
+      p.params[g] = sm.w2r[es];
+      if (adam) p.adam_m[g] = sm.m2r[es], p.adam_v[g] = sm.v2r[es];
     }
   }
   __device__ __forceinline__ void write_back_b2() {
     for (int j = tid; j < njown; j += nt) {
-      p.P[p.b1 + j0 + j] = sm.b2[j];
-      if (adam) p.M[p.b1 + j0 + j] = sm.mb2[j], p.V[p.b1 + j0 + j] = sm.vb2[j];
+      p.params[p.b1 + j0 + j] = sm.b2[j];
+      if (adam) p.adam_m[p.b1 + j0 + j] = sm.mb2[j], p.adam_v[p.b1 + j0 + j] = sm.vb2[j];
     }
   }
   __device__ __forceinline__ void write_back_replica() {
     if (blockIdx.x == 0) {
       for (int e = tid; e < C * H2; e += nt) {
         const int es = (e % H2) * cp + e / H2;
-        p.P[p.w2 + e] = sm.w3[es];
-        if (adam) p.M[p.w2 + e] = sm.m3[es], p.V[p.w2 + e] = sm.v3[es];
+        p.params[p.w2 + e] = sm.w3[es];
+        if (adam) p.adam_m[p.w2 + e] = sm.m3[es], p.adam_v[p.w2 + e] = sm.v3[es];
       }
       for (int j = tid; j < C; j += nt) {
-        p.P[p.b2 + j] = sm.b3[j];
-        if (adam) p.M[p.b2 + j] = sm.mb3[j], p.V[p.b2 + j] = sm.vb3[j];
+        p.params[p.b2 + j] = sm.b3[j];
+        if (adam) p.adam_m[p.b2 + j] = sm.mb3[j], p.adam_v[p.b2 + j] = sm.vb3[j];
       }
     }
   }

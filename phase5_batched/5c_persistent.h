@@ -32,19 +32,21 @@ struct PersistParams {
   const int* perm = nullptr;        // this epoch's order
   int D = 784, H1 = 0, H2 = 0, C = 10, B = 0;
   int nc = 0, nj = 0;               // units per block (first / second hidden layer)
-  // Parameters, flat fp32 (offsets as the Trainer lays them out); M, V null for SGD; G (validation
-  // only) receives the gradients in the same layout.
-  float* P = nullptr;
-  float* M = nullptr;
-  float* V = nullptr;
-  float* G = nullptr;
+  // Parameters, flat fp32 (offsets as the Trainer lays them out); adam_m, adam_v (Adam's first and
+  // second moments, the same layout) null for SGD; grads_out (validation only) receives the
+  // gradients in the same layout.
+  float* params = nullptr;
+  float* adam_m = nullptr;
+  float* adam_v = nullptr;
+  float* grads_out = nullptr;
   size_t w0 = 0, b0 = 0, w1 = 0, b1 = 0, w2 = 0, b2 = 0;
   // Exchange buffers between blocks, double-buffered by step parity; each word is a tagged value
   // (xword: the step's tag in the high half, the float's bits in the low half).
-  xword* h1x = nullptr;  // [2][B][H1]
-  xword* h2x = nullptr;  // [2][B][H2]
-  xword* w2x = nullptr;  // [2][H2][H1]
-  xword* w3x = nullptr;  // rung 5e only (5e_pipelined.cuh): [2][C * H2 + C], W3 and b3 as their owners publish them
+  xword* h1_words = nullptr;  // [2][B][H1]
+  xword* h2_words = nullptr;  // [2][B][H2]
+  xword* w2_words = nullptr;  // [2][H2][H1]
+  // rung 5e only (5e_pipelined.cuh): [2][C * H2 + C], W3 and b3 as their owners publish them
+  xword* w3_words = nullptr;
   int64_t s0 = 0;        // global step of the first step of this launch
   int i0 = 0;            // its batch index in the epoch
   int count = 0;         // steps in this launch (never past the epoch's end)

@@ -35,7 +35,7 @@
 
 #include "check.cuh"
 #include "cluster_launch.cuh"
-#include "timing.cuh"
+#include "onchip_segment_clock.cuh"
 #include "errors.h"
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
@@ -256,7 +256,7 @@ struct ClusterBlock {
   const int r;                  // this block's rank in the cluster
   const int tid, lane, wid;
   const int L, B, D, NB;        // weight matrices, batch, input width, blocks in the cluster
-  const bool keep_grads;        // validation: the step's gradients go to p.G too
+  const bool keep_grads;        // validation: the step's gradients go to p.grads_out too
   const ClusterSmem smem;
   // The batch as 16-byte chunks: chunk q is row q / (D / 16), bytes 16 * (q % (D / 16)).
   const int cpr, nchunks;
@@ -265,7 +265,7 @@ struct ClusterBlock {
   __device__ __forceinline__ ClusterBlock(const ClusterParams& params, unsigned char* sm, SegmentClock<kClSegments>& breakdown)
       : p(params), cluster(cg::this_cluster()), r(static_cast<int>(cluster.block_rank())),
         tid(threadIdx.x), lane(tid & 31), wid(tid >> 5), L(p.L), B(p.B), D(p.w[0]), NB(p.NB),
-        keep_grads(p.G != nullptr), smem(sm, params), cpr(D / 16), nchunks(B * cpr), clock(breakdown) {}
+        keep_grads(p.grads_out != nullptr), smem(sm, params), cpr(D / 16), nchunks(B * cpr), clock(breakdown) {}
 
   // ---- zero everything (the pads of every tile stay 0), then load what this block holds
   __device__ __forceinline__ void zero_and_load() {
@@ -280,17 +280,17 @@ struct ClusterBlock {
       float* wr32 = smem.rows32(y);
       for (int e = tid; e < own * y.in; e += kClThreads) {
         const int u = e / y.in, k = e - u * y.in;
-        const float v = p.P[p.woff[l] + static_cast<size_t>(u0 + u) * y.in + k];
+        const float v = p.params[p.woff[l] + static_cast<size_t>(u0 + u) * y.in + k];
         wr32[e] = v, wr16[u * y.ldr + k] = __float2half_rn(v);
       }
-      for (int u = tid; u < own; u += kClThreads) smem.bias(y)[u] = p.P[p.boff[l] + u0 + u];
+      for (int u = tid; u < own; u += kClThreads) smem.bias(y)[u] = p.params[p.boff[l] + u0 + u];
       if (l >= 1) {
         const int ownp = cl_own(p.ly[l - 1], r), c0 = r * p.ly[l - 1].U;
         __half* wc16 = smem.cols16(y);
         float* wc32 = smem.cols32(y);
         for (int e = tid; e < ownp * y.out; e += kClThreads) {
           const int k = e / y.out, i = e - k * y.out;
-          const float v = p.P[p.woff[l] + static_cast<size_t>(i) * y.in + c0 + k];
+          const float v = p.params[p.woff[l] + static_cast<size_t>(i) * y.in + c0 + k];
           wc32[e] = v, wc16[k * y.ldc + i] = __float2half_rn(v);
         }
       }
@@ -522,7 +522,7 @@ struct ClusterBlock {
         const float g = stg[e];
         if (row) {
           if (m >= own || n >= in) continue;
-          if (keep_grads && (!y.rep || r == 0)) p.G[p.woff[l] + static_cast<size_t>(u0 + m) * in + n] = g;
+          if (keep_grads && (!y.rep || r == 0)) p.grads_out[p.woff[l] + static_cast<size_t>(u0 + m) * in + n] = g;
           cl::sgd_store(wr32 + m * in + n, wr16 + m * y.ldr + n, g, p.lr);
         } else {
           if (m >= out || n >= ownp) continue;
@@ -534,7 +534,7 @@ struct ClusterBlock {
     float* bias = smem.bias(y);
     for (int u = tid; u < own; u += kClThreads) {
       const float g = cl::col_sum(dz + u0 + u, y.ldc);
-      if (keep_grads && (!y.rep || r == 0)) p.G[p.boff[l] + u0 + u] = g;
+      if (keep_grads && (!y.rep || r == 0)) p.grads_out[p.boff[l] + u0 + u] = g;
       bias[u] = sgd_fma(bias[u], g, p.lr);
     }
   }
@@ -567,7 +567,7 @@ struct ClusterBlock {
         const int u = mt * 8 + m;
         if (u < own && k < D) {
           const float g = stg[m * 32 + lane];
-          if (keep_grads) p.G[p.woff[0] + static_cast<size_t>(u0 + u) * D + k] = g;
+          if (keep_grads) p.grads_out[p.woff[0] + static_cast<size_t>(u0 + u) * D + k] = g;
           cl::sgd_store(wr32 + u * D + k, wr16 + u * y.ldr + k, g, p.lr);
         }
       }
@@ -576,7 +576,7 @@ struct ClusterBlock {
     float* bias = smem.bias(y);
     for (int u = tid; u < own; u += kClThreads) {
       const float g = cl::col_sum(dzt + u * kClLdT, 1);
-      if (keep_grads) p.G[p.boff[0] + u0 + u] = g;
+      if (keep_grads) p.grads_out[p.boff[0] + u0 + u] = g;
       bias[u] = sgd_fma(bias[u], g, p.lr);
     }
   }
@@ -622,13 +622,13 @@ struct ClusterBlock {
       for (int e = tid; e < own * y.in; e += kClThreads) {
         const int u = e / y.in, k = e - u * y.in;
         const size_t g = p.woff[l] + static_cast<size_t>(u0 + u) * y.in + k;
-        p.P[g] = wr32[e];
-        p.P16[g] = __float2half_rn(wr32[e]);
+        p.params[g] = wr32[e];
+        p.params16[g] = __float2half_rn(wr32[e]);
       }
       for (int u = tid; u < own; u += kClThreads) {
         const float v = smem.bias(y)[u];
-        p.P[p.boff[l] + u0 + u] = v;
-        p.P16[p.boff[l] + u0 + u] = __float2half_rn(v);
+        p.params[p.boff[l] + u0 + u] = v;
+        p.params16[p.boff[l] + u0 + u] = __float2half_rn(v);
       }
     }
   }
@@ -675,7 +675,7 @@ __global__ void __launch_bounds__(kClThreads, 1) p5_cluster_epoch(const __grid_c
 
   // tests only: column copies against the row copies they mirror, replicas against block 0's
   if (p.copy_mismatches != nullptr) blk.count_copy_mismatches();
-  blk.write_back();  // what this block owns, into p.P and p.P16
+  blk.write_back();  // what this block owns, into p.params and p.params16
   blk.cluster.sync();  // no block leaves while another could still address its shared memory
 #endif
 }

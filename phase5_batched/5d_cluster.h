@@ -49,9 +49,9 @@ struct ClusterParams {
   int L = 0;                        // weight matrices (layers)
   int w[kClMaxLayers + 1] = {};     // widths: w[0] = D, w[L] = classes
   int B = 0, NB = 0;                // batch, blocks in the cluster
-  float* P = nullptr;               // flat fp32 masters (the Trainer's layout)
-  __half* P16 = nullptr;            // their fp16 copies (written back at the end of a launch)
-  float* G = nullptr;               // validation only: the gradients of the last step run
+  float* params = nullptr;          // flat fp32 masters (the Trainer's layout)
+  __half* params16 = nullptr;       // their fp16 copies (written back at the end of a launch)
+  float* grads_out = nullptr;       // validation only: the gradients of the last step run
   size_t woff[kClMaxLayers] = {}, boff[kClMaxLayers] = {};
   int64_t s0 = 0;                   // global step of the launch's first step
   int i0 = 0;                       // its batch index in the epoch

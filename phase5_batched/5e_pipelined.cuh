@@ -98,13 +98,13 @@ struct PipeBlock : PersistBlock<NC, kW1> {
   // parities: tags count the launch's steps, and the launch's grid barrier follows)
   __device__ __forceinline__ void load_owned() {
     Base::load_owned();
-    for (int o = tid; o < 2 * nq; o += nt) xstore(p.w3x + (o & 1) * Q + q0 + (o >> 1), 0.f, 0u);
+    for (int o = tid; o < 2 * nq; o += nt) xstore(p.w3_words + (o & 1) * Q + q0 + (o >> 1), 0.f, 0u);
     if (fused())  // the own W2 column and its Adam state (5c gathers the column from the rows' owners)
       for (int j = tid; j < H2; j += nt) {
         const size_t g = p.w1 + static_cast<size_t>(j) * H1 + c0;
         const bool own = ncown > 0;
-        sm.w2c[j] = own ? p.P[g] : 0.f;
-        m2c[j] = own && adam ? p.M[g] : 0.f, v2c[j] = own && adam ? p.V[g] : 0.f;
+        sm.w2c[j] = own ? p.params[g] : 0.f;
+        m2c[j] = own && adam ? p.adam_m[g] : 0.f, v2c[j] = own && adam ? p.adam_v[g] : 0.f;
       }
   }
   // the batch indices of step t (< count) into registers, two steps before their use
@@ -153,7 +153,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
         [&](int m, int n, float acc) {
           float h = fmaxf(acc + b2[n], 0.f);
           if (drop) h = m2[m * nown + n] != 0.f ? h * m2[m * nown + n] : 0.f;
-          xstore(st.h2x + static_cast<size_t>(m) * H2 + j0 + n, h, st.T);
+          xstore(st.h2_words + static_cast<size_t>(m) * H2 + j0 + n, h, st.T);
         });
   }
 
@@ -172,7 +172,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     if (wid < hw0 || tid == nt - 32) return;
     const int h = tid - 32 * hw0 - (tid > nt - 32 ? 1 : 0), nh = 32 * (nwarps - hw0) - 1;
     const int n2 = ncown > 0 ? H2 : 0;
-    xword* w3pub = nx ? p.w3x + static_cast<size_t>(nx->par) * Q : nullptr;
+    xword* w3pub = nx ? p.w3_words + static_cast<size_t>(nx->par) * Q : nullptr;
     for (int o = h; o < n2 + nq + njown; o += nh) {  // (W1: 71 tasks, 95 helpers: one task each)
       if (o < n2) {
         const int j = o;
@@ -180,7 +180,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
 #pragma unroll 8
         for (int r = 0; r < B; ++r) g = fmaf(sm.dz2[r * ld2 + j], sm.h1o[r * NC], g);
         const size_t gi = static_cast<size_t>(j) * H1 + c0;
-        if (keep_grads) p.G[p.w1 + gi] = g;
+        if (keep_grads) p.grads_out[p.w1 + gi] = g;
         opt_apply(sm.w2c[j], g, m2c + j, v2c + j, adam, p.lr, up.hy);
         if (nx) xstore(nx->w2now + gi, sm.w2c[j], nx->T);
       } else if (o < n2 + nq) {
@@ -198,7 +198,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     const int n2 = njown * H1;
     const xword* src = st.w2now + static_cast<size_t>(j0) * H1;
     const xword r0 = rows && tid < n2 ? xload(src + tid) : 0;
-    gather_rows(sm.h1, ld1, st.h1x, B, H1, st.T, between);
+    gather_rows(sm.h1, ld1, st.h1_words, B, H1, st.T, between);
     if (rows)
       for (int e = tid; e < n2; e += nt) sm.w2r[(e / H1) * ld1 + e % H1] = xvalue(src + e, e == tid ? r0 : xload(src + e), st.T);
   }
@@ -233,7 +233,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
         }
         if (on) {
           const int k = 4 * kw + 2 * h;  // the lane's two pixels: k, k + 1
-          if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0) * D + k] = gc[0], p.G[p.w0 + static_cast<size_t>(c0) * D + k + 1] = gc[1];
+          if (keep_grads) p.grads_out[p.w0 + static_cast<size_t>(c0) * D + k] = gc[0], p.grads_out[p.w0 + static_cast<size_t>(c0) * D + k + 1] = gc[1];
           const float2 w2 = *reinterpret_cast<const float2*>(sm.w1 + k);
           wn[0] = w2.x, wn[1] = w2.y;
           opt_apply2(wn, gc, sm.m1 + k, sm.m1 + k + 1, sm.v1 + k, sm.v1 + k + 1, adam, p.lr, up->hy);
@@ -277,7 +277,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
         float hv = fmaxf(z / 255.f + sm.b1[0], 0.f);
         if (p.dropout) hv = mask1[r] != 0.f ? hv * mask1[r] : 0.f;
         sm.h1o[r] = hv;
-        xstore(nx->h1x + static_cast<size_t>(r) * H1 + c0, hv, nx->T);
+        xstore(nx->h1_words + static_cast<size_t>(r) * H1 + c0, hv, nx->T);
       }
     }
   }
@@ -319,14 +319,14 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       opt_apply(sm.b3[j], g, sm.mb3 + j, sm.vb3 + j, adam, p.lr, h);
       if (w3pub) xstore(w3pub + q, sm.b3[j], tag);
     }
-    if (keep_grads) p.G[q < C * H2 ? p.w2 + q : p.b2 + (q - C * H2)] = g;
+    if (keep_grads) p.grads_out[q < C * H2 ? p.w2 + q : p.b2 + (q - C * H2)] = g;
   }
 
   // ---- X2: 5c's gather_h2, and (after the first step) the W3/b3 words its owners published during
   // this step's wait for h1, loaded in the same first round, into the replica
   template <class Between>
   __device__ __forceinline__ void gather_h2(const PersistStep& st, Between between) {
-    const xword* w3src = p.w3x + static_cast<size_t>(st.par) * Q;
+    const xword* w3src = p.w3_words + static_cast<size_t>(st.par) * Q;
     const bool w3 = st.t > 0 && tid < Q;
     const xword w30 = w3 ? xload(w3src + tid) : 0;
     const auto w3words = [&] {
@@ -336,7 +336,7 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       }
     };
     if (fused()) {  // the own W2 column is in shared memory already
-      gather_rows(sm.h2, ld2, st.h2x, B, H2, st.T, between);
+      gather_rows(sm.h2, ld2, st.h2_words, B, H2, st.T, between);
       w3words();
       __syncthreads();
     } else {
@@ -350,8 +350,8 @@ struct PipeBlock : PersistBlock<NC, kW1> {
     if (fused()) {  // the own W2 column (the rows' copies miss the last step's update)
       for (int j = tid; j < H2 && ncown > 0; j += nt) {
         const size_t g = p.w1 + static_cast<size_t>(j) * H1 + c0;
-        p.P[g] = sm.w2c[j];
-        if (adam) p.M[g] = m2c[j], p.V[g] = v2c[j];
+        p.params[g] = sm.w2c[j];
+        if (adam) p.adam_m[g] = m2c[j], p.adam_v[g] = v2c[j];
       }
     } else {
       this->write_back_w2_rows();
@@ -362,16 +362,16 @@ struct PipeBlock : PersistBlock<NC, kW1> {
       const bool w = q < C * H2;
       const size_t g = w ? p.w2 + q : p.b2 + (q - C * H2);
       const int e = (q % H2) * cp + q / H2, jb = q - C * H2;
-      p.P[g] = replica(q);
-      if (adam) p.M[g] = w ? sm.m3[e] : sm.mb3[jb], p.V[g] = w ? sm.v3[e] : sm.vb3[jb];
+      p.params[g] = replica(q);
+      if (adam) p.adam_m[g] = w ? sm.m3[e] : sm.mb3[jb], p.adam_v[g] = w ? sm.v3[e] : sm.vb3[jb];
     }
   }
 
   // after the last step: its deferred updates (nothing reads the W2 words they publish)
   __device__ __forceinline__ void finish(const AdamHyper& hy_last) {
     if (p.count > 0 && !fused()) {  // (fused(): the last step's fused pass made them)
-      late_updates_w2(hy_last, p.w2x + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
-      update_w3_slice(hy_last, p.w3x + static_cast<size_t>(p.count & 1) * Q, static_cast<uint32_t>(p.count) + 1u);
+      late_updates_w2(hy_last, p.w2_words + static_cast<size_t>(p.count & 1) * H2 * H1, static_cast<uint32_t>(p.count) + 1u);
+      update_w3_slice(hy_last, p.w3_words + static_cast<size_t>(p.count & 1) * Q, static_cast<uint32_t>(p.count) + 1u);
     }
     __syncthreads();
   }
@@ -407,7 +407,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) p5_pipelined_epoch(Persist
       blk.fetch_indices(t + 2);
       if (t > 0 && !blk.fused()) {  // (fused(): made in the previous step's fused pass)
         blk.late_updates_w2(hy_prev, st.w2now, st.T);
-        blk.update_w3_slice(hy_prev, blk.p.w3x + static_cast<size_t>(st.par) * blk.Q, st.T);
+        blk.update_w3_slice(hy_prev, blk.p.w3_words + static_cast<size_t>(st.par) * blk.Q, st.T);
       }
       blk.draw_h2_mask(st.s);
       if (stamping) __syncthreads(), clock.stamp(0);  // (only when timing the parts: splits X1)

@@ -30,11 +30,12 @@
 #include "errors.h"
 #include "mlp/kernels.cuh"
 #include "mlp/mlp_common.h"
-#include "timing.cuh"
+#include "onchip_segment_clock.cuh"
 #include "5f_cluster32.h"
 #include "5f_cluster32_layout.cuh"
 #include "onchip_cluster.cuh"
 #include "onchip_optimizer.cuh"
+#include "onchip_pixels.cuh"
 #include "onchip_softmax_loss.cuh"
 
 namespace nb {
@@ -47,7 +48,7 @@ namespace cg = cooperative_groups;
 // ---- tensor-core helpers: m16n8k8 TF32 products with fp32 sums, and the split of an fp32 operand
 // into two TF32 parts (hi*b + lo*b is within ~2^-21 of x*b), are the GEMM ladder's step 5
 // (split_tf32, mma_tf32: common/mlp/gemm/5_tf32x3.cuh).
-// Byte i of w as the bits of an exact float (byte_value, layers.cuh): a valid TF32 operand.
+// Byte i of w as the bits of an exact float (byte_value, onchip_pixels.cuh): a valid TF32 operand.
 __device__ __forceinline__ uint32_t byte_tf32(uint32_t w, int i) { return __float_as_uint(byte_value(w, i)); }
 
 // ---- the exchanges: a block's mbarrier for an activation buffer (h1 or h2, by step parity) completes
@@ -107,19 +108,19 @@ struct C32Block : C32Shape<kW1> {
   const size_t total;  // the shared memory in use (with or without Adam's state)
 
   __device__ __forceinline__ C32Block(const PersistParams& params, unsigned char* sm)
-      : C32Shape<kW1>(params, static_cast<int>(cg::this_cluster().num_blocks()), 16 * MT, params.adam && params.M != nullptr),
+      : C32Shape<kW1>(params, static_cast<int>(cg::this_cluster().num_blocks()), 16 * MT, params.adam && params.adam_m != nullptr),
         p(params),
         cluster(cg::this_cluster()), r(static_cast<int>(cluster.block_rank())), tid(threadIdx.x), lane(tid & 31),
         wid(tid >> 5), base(sm),
-        total(params.adam && params.M != nullptr ? L.total_adam : L.total_sgd) {
+        total(params.adam && params.adam_m != nullptr ? L.total_adam : L.total_sgd) {
     // (W1's split gives every block U1 and U2 units: constants in its instance)
     c0 = r * d.U1, own1 = kW1 ? d.U1 : max(0, min(d.U1, d.H1 - c0));
     j0 = r * d.U2, own2 = kW1 ? d.U2 : max(0, min(d.U2, d.H2 - j0));
-    keep_grads = p.G != nullptr;
+    keep_grads = p.grads_out != nullptr;
   }
   __device__ __forceinline__ float* F(size_t off) const { return reinterpret_cast<float*>(base + off); }
   __device__ __forceinline__ uint64_t* bar(int k) const { return reinterpret_cast<uint64_t*>(base + L.bars) + k; }  // h1: 0, 1; h2: 2, 3
-  __device__ __forceinline__ bool adam() const { return p.adam && p.M != nullptr; }
+  __device__ __forceinline__ bool adam() const { return p.adam && p.adam_m != nullptr; }
 
   // ---- zero everything (pads stay 0 for the whole launch), then load what this block holds
   __device__ __forceinline__ void zero_and_load() {
@@ -133,19 +134,19 @@ struct C32Block : C32Shape<kW1> {
     move_state<true>();
   }
 
-  // One tensor and its Adam state between global memory (p.P, p.M, p.V at index g of element e) and
-  // shared memory (w, m, v at index sh): loaded (kLoad) or written back; a: with the Adam state. at(e)
-  // gives {g, sh}.
+  // One tensor and its Adam state between global memory (p.params, p.adam_m, p.adam_v at index g of
+  // element e) and shared memory (w, m, v at index sh): loaded (kLoad) or written back; a: with the
+  // Adam state. at(e) gives {g, sh}.
   template <bool kLoad, class At>
   __device__ __forceinline__ void move(bool a, int n, size_t w, size_t m, size_t v, At at) const {
     for (int e = tid; e < n; e += nt) {
       const auto [g, sh] = at(e);
       if constexpr (kLoad) {
-        F(w)[sh] = p.P[g];
-        if (a) F(m)[sh] = p.M[g], F(v)[sh] = p.V[g];
+        F(w)[sh] = p.params[g];
+        if (a) F(m)[sh] = p.adam_m[g], F(v)[sh] = p.adam_v[g];
       } else {
-        p.P[g] = F(w)[sh];
-        if (a) p.M[g] = F(m)[sh], p.V[g] = F(v)[sh];
+        p.params[g] = F(w)[sh];
+        if (a) p.adam_m[g] = F(m)[sh], p.adam_v[g] = F(v)[sh];
       }
     }
   }
@@ -386,7 +387,7 @@ struct C32Block : C32Shape<kW1> {
           const int j = 2 * jp + i;
           if (j >= own2) break;
           const int sidx = j * d.ld1 + k;
-          if (keep_grads) p.G[p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k] = g[i];
+          if (keep_grads) p.grads_out[p.w1 + static_cast<size_t>(j0 + j) * d.H1 + k] = g[i];
           o.apply(F(L.w2r)[sidx], g[i], a ? F(L.m2r)[sidx] : dm, a ? F(L.v2r)[sidx] : dv);
         }
       } else if (e < nr + nc) {  // W2[j][c0 + c] for own units c = 2 cp, 2 cp + 1
@@ -408,7 +409,7 @@ struct C32Block : C32Shape<kW1> {
       } else {  // b2
         const int j = e - nr - nc;
         const float g = sum_rows(dz2 + j0 + j, d.ld2, d.B);
-        if (keep_grads) p.G[p.b1 + j0 + j] = g;
+        if (keep_grads) p.grads_out[p.b1 + j0 + j] = g;
         o.apply(F(L.b2)[j], g, a ? F(L.mb2)[j] : dm, a ? F(L.vb2)[j] : dv);
       }
     }
@@ -441,13 +442,13 @@ struct C32Block : C32Shape<kW1> {
           const int c = CH * hh + i;
           if (c >= d.C) break;
           const int sidx = c * d.ld3 + k;
-          if (keep_grads && r == 0) p.G[p.w2 + static_cast<size_t>(c) * d.H2 + k] = g[i];
+          if (keep_grads && r == 0) p.grads_out[p.w2 + static_cast<size_t>(c) * d.H2 + k] = g[i];
           o.apply(F(L.w3)[sidx], g[i], a ? F(L.m3)[sidx] : dm, a ? F(L.v3)[sidx] : dv);
         }
       } else {  // b3
         const int c = e - nw;
         const float g = sum_rows(z3 + c, CS, d.B);
-        if (keep_grads && r == 0) p.G[p.b2 + c] = g;
+        if (keep_grads && r == 0) p.grads_out[p.b2 + c] = g;
         o.apply(F(L.b3)[c], g, a ? F(L.mb3)[c] : dm, a ? F(L.vb3)[c] : dv);
       }
     }
@@ -598,7 +599,7 @@ struct C32Block : C32Shape<kW1> {
           const int k = px + i;
           const float gk = gr[i] * (1.f / 255.f);
           if (k < d.D) {
-            if (keep_grads) p.G[p.w0 + static_cast<size_t>(c0 + u) * d.D + k] = gk;
+            if (keep_grads) p.grads_out[p.w0 + static_cast<size_t>(c0 + u) * d.D + k] = gk;
             o.apply(wv[i], gk, mv[i], vv[i]);
           }
         }
@@ -609,7 +610,7 @@ struct C32Block : C32Shape<kW1> {
     if (wid == nw - 1 && lane < own1) {
       const int c = lane;
       const float gb = sum_rows(F(L.dz1f) + c * d.ldz, 1, d.B);
-      if (keep_grads) p.G[p.b0 + c0 + c] = gb;
+      if (keep_grads) p.grads_out[p.b0 + c0 + c] = gb;
       float dm = 0.f, dv = 0.f;
       o.apply(F(L.b1)[c], gb, a ? F(L.mb1)[c] : dm, a ? F(L.vb1)[c] : dv);
     }
@@ -756,7 +757,7 @@ inline PersistPlan plan_cluster32(PersistParams& p, int requested_blocks, int de
     }
     const bool w1 = specialize && MT == 2 && nb == kC32W1.NB && p.B == kC32W1.B && p.D == kC32W1.D && p.H1 == kC32W1.H1 &&
                     p.H2 == kC32W1.H2 && p.C == kC32W1.C;
-    const size_t smem = c32_layout(d, p.adam && p.M != nullptr, w1).total;
+    const size_t smem = c32_layout(d, p.adam && p.adam_m != nullptr, w1).total;
     if (const std::string why = cluster_smem_refusal(nb, smem, dev.smem_optin); !why.empty()) {
       last = why;
       continue;

@@ -56,6 +56,7 @@
 #include "mlp/mlp_record.h"
 #include "mlp/validate.h"
 #include "nvtx.h"
+#include "p5_options.h"
 #include "record.h"
 #include "reference.h"
 #include "rungs.h"
@@ -73,7 +74,7 @@ using namespace nb::mlp;
 constexpr const char* kPhase = "phase5_batched";
 
 template <class T>
-int train(const MlpOptions& o, const Rung& rung, const Cli& cli, const DeviceInfo& dev, const Dataset& ds,
+int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo& dev, const Dataset& ds,
           const Schedule& sc, const HostParams& init, Fp32Gemm fp32_gemm) {
   const bool cublas = o.gemm == "cublas";
   nlohmann::json rec = new_record(kPhase, o.workload, cublas ? "cuda-cublaslt" : "cuda", cli);
@@ -263,10 +264,12 @@ int train(const MlpOptions& o, const Rung& rung, const Cli& cli, const DeviceInf
 
 
 int run(int argc, char** argv) {
-  MlpOptions o;
+  P5Options o;
   bool compare = false;
   Cli cli(kPhase, "MNIST MLP, batched: data on the GPU, fused kernels, one CUDA graph per epoch.");
-  add_mlp_flags(cli, o, true);
+  add_mlp_flags(cli, o);
+  cli.add_string("--gemm", &o.gemm, "matrix products: own kernels or cuBLASLt", {"own", "cublas"});
+  cli.add_common(&o.common);
   cli.add_string("--launch", &o.launch,
                  "how an epoch is launched: one CUDA graph of fused kernels, one persistent cooperative kernel "
                  "(fp32, two hidden layers, own GEMMs), the same with fewer dependent phases a step (pipelined), "
@@ -292,8 +295,7 @@ int run(int argc, char** argv) {
   cli.add_flag("--breakdown", &o.breakdown,
                "persistent, pipelined and cluster kernels: time the parts of a step (clock stamps of block 0) into the "
                "record");
-  std::string fp32_gemm = "auto";
-  cli.add_string("--fp32-gemm", &fp32_gemm,
+  cli.add_string("--fp32-gemm", &o.fp32_gemm,
                  "own graph path, fp32: which GEMM rung computes each product: 3xTF32 tensor-core tiles (step 5 of the "
                  "ladder, fp32-accurate) for products of at least 64 rows, 2^25 multiply-adds and 16 tiles of 64 x 64, "
                  "the 32 x 64 SIMT tile for the others (auto); or one rung for every product",
@@ -304,7 +306,7 @@ int run(int argc, char** argv) {
   check_mlp_options(o);
   if (o.layers.back() > kBN) throw Error(kExitUsage, "--layers: the last width must fit one tile");
   const Rung& rung = find_rung(o.launch);  // the one lookup: every later rung decision goes through it
-  check_rung(rung, o, fp32_gemm);
+  check_rung(rung, o);
   check_output_dir(o.common.out);  // a bad --out fails now (exit 6), not after training
   if (compare) {
     const DeviceInfo dev = require_device();
@@ -312,7 +314,7 @@ int run(int argc, char** argv) {
   }
   const MlpSetup s = prepare_mlp_run(o);
   const DeviceInfo dev = require_device();
-  const Fp32Gemm fg = parse_fp32_gemm(fp32_gemm);
+  const Fp32Gemm fg = parse_fp32_gemm(o.fp32_gemm);
   return o.fp16() ? train<__half>(o, rung, cli, dev, s.ds, s.sc, s.init, fg)
                   : train<float>(o, rung, cli, dev, s.ds, s.sc, s.init, fg);
 }

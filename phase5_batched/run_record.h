@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mlp/mlp_common.h"
+#include "p5_options.h"
 #include "rungs.h"
 
 namespace nb {
@@ -36,7 +36,7 @@ inline nlohmann::json breakdown_parts(const Rung& rung, const std::vector<unsign
 // A one-launch rung's fields in metrics: launches_per_step null (one launch per epoch, whatever the
 // step count) and metrics[rung name] = its plan (and step_breakdown with --breakdown).
 inline void rung_record_fields(nlohmann::json& metrics, const Rung& rung, const OneLaunchKernel& kernel,
-                               const MlpOptions& o, const std::vector<unsigned long long>& breakdown_cycles,
+                               const P5Options& o, const std::vector<unsigned long long>& breakdown_cycles,
                                int64_t measured_steps, double per_step_ms) {
   if (!rung.record) return;
   metrics["launches_per_step"] = nullptr;

@@ -18,6 +18,7 @@
 #include "5e_pipelined.h"
 #include "5f_cluster32.h"
 #include "mlp/mlp_common.h"
+#include "p5_options.h"
 
 namespace nb {
 namespace {
@@ -48,7 +49,7 @@ struct LaunchWindow {
 template <class Params>
 Params in_window(Params p, const LaunchWindow& w) {
   p.s0 = w.s0, p.i0 = w.i0, p.count = w.count;
-  p.G = w.grads;
+  p.grads_out = w.grads;
   p.breakdown = w.breakdown;
   return p;
 }
@@ -60,7 +61,7 @@ struct Rung {
   const char* id;    // its place in the chapter's ladder
   // What it needs (legal: null = any model the graph step runs; else the check, refused with
   // "--launch NAME: needs " + needs) and what it allocates.
-  bool (*legal)(const MlpOptions&);
+  bool (*legal)(const P5Options&);
   const char* needs;
   KernelParams params;
   bool global_exchange;       // h1, h2 and W2's exchange words in global memory (5c, 5e)
@@ -76,16 +77,16 @@ struct Rung {
   // The record: its note, what the timed unit holds, and its metrics object (null: none).
   const char* note;
   const char* timing;
-  nlohmann::json (*record)(const OneLaunchKernel&, const MlpOptions&);
+  nlohmann::json (*record)(const OneLaunchKernel&, const P5Options&);
 
   bool one_launch() const { return params != KernelParams::None; }  // one kernel launch an epoch
 };
 
 // ----- the requirements
-inline bool two_hidden_fp32_own(const MlpOptions& o) {
+inline bool two_hidden_fp32_own(const P5Options& o) {
   return !(o.nlayers() != 3 || o.fp16() || o.gemm != "own");
 }
-inline bool fp16_sgd_no_dropout_own(const MlpOptions& o) {
+inline bool fp16_sgd_no_dropout_own(const P5Options& o) {
   return !(!o.fp16() || o.adam() || o.dropout > 0 || o.gemm != "own");
 }
 constexpr const char* kNeedsTwoHiddenFp32 = "two hidden layers (--layers 784,H1,H2,10), --precision fp32 and --gemm own";
@@ -99,7 +100,7 @@ inline void plan_5c(OneLaunchKernel& k, int blocks, int device, bool specialize,
 inline void launch_5c(const OneLaunchKernel& k, const LaunchWindow& w, cudaStream_t st) {
   persistent_rung_launch(k.persist_plan, in_window(k.persist, w), st);
 }
-inline nlohmann::json record_5c(const OneLaunchKernel& k, const MlpOptions&) {
+inline nlohmann::json record_5c(const OneLaunchKernel& k, const P5Options&) {
   const PersistPlan& pl = k.persist_plan;
   return {{"blocks", pl.blocks},
           {"threads_per_block", kPersistThreads},
@@ -119,7 +120,7 @@ inline void plan_5e(OneLaunchKernel& k, int blocks, int device, bool specialize,
 inline void launch_5e(const OneLaunchKernel& k, const LaunchWindow& w, cudaStream_t st) {
   pipelined_rung_launch(k.persist_plan, in_window(k.persist, w), st);
 }
-inline nlohmann::json record_5e(const OneLaunchKernel& k, const MlpOptions& o) {
+inline nlohmann::json record_5e(const OneLaunchKernel& k, const P5Options& o) {
   nlohmann::json r = record_5c(k, o);
   r["fused_first_layer"] = pipelined_fuses_first_layer(k.persist, k.persist_plan);
   return r;
@@ -133,7 +134,7 @@ inline void plan_5d(OneLaunchKernel& k, int blocks, int device, bool, KernelCost
 inline void launch_5d(const OneLaunchKernel& k, const LaunchWindow& w, cudaStream_t st) {
   cluster_rung_launch(k.cluster_plan, in_window(k.cluster, w), st);
 }
-inline nlohmann::json record_5d(const OneLaunchKernel& k, const MlpOptions& o) {
+inline nlohmann::json record_5d(const OneLaunchKernel& k, const P5Options& o) {
   const ClusterPlan& pl = k.cluster_plan;
   return {{"blocks", pl.blocks},
           {"threads_per_block", kClThreads},
@@ -149,7 +150,7 @@ inline void plan_5f(OneLaunchKernel& k, int blocks, int device, bool specialize,
 inline void launch_5f(const OneLaunchKernel& k, const LaunchWindow& w, cudaStream_t st) {
   cluster32_rung_launch(k.persist_plan, in_window(k.persist, w), st);
 }
-inline nlohmann::json record_5f(const OneLaunchKernel& k, const MlpOptions&) {
+inline nlohmann::json record_5f(const OneLaunchKernel& k, const P5Options&) {
   const PersistPlan& pl = k.persist_plan;
   return {{"blocks", pl.blocks},
           {"threads_per_block", kC32Threads},
@@ -212,10 +213,10 @@ inline const Rung& find_rung(const std::string& name) {
   throw Error(kExitUsage, "--launch " + name + ": no such launch mode");  // the parser's choices refuse it first
 }
 // Refuses (exit 2) a model or an option the rung cannot run, as one line.
-inline void check_rung(const Rung& r, const MlpOptions& o, const std::string& fp32_gemm) {
+inline void check_rung(const Rung& r, const P5Options& o) {
   if (r.legal && !r.legal(o)) throw Error(kExitUsage, std::string("--launch ") + r.name + ": needs " + r.needs);
-  if (fp32_gemm != "auto" && (o.fp16() || o.gemm != "own" || r.one_launch()))
-    throw Error(kExitUsage, "--fp32-gemm " + fp32_gemm + ": needs --precision fp32, --gemm own and --launch " +
+  if (o.fp32_gemm != "auto" && (o.fp16() || o.gemm != "own" || r.one_launch()))
+    throw Error(kExitUsage, "--fp32-gemm " + o.fp32_gemm + ": needs --precision fp32, --gemm own and --launch " +
                                 kRungs[0].name);
 }
 

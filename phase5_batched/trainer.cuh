@@ -30,6 +30,7 @@
 #include "mlp/mlp_record.h"
 #include "mlp/validate.h"
 #include "nvtx.h"
+#include "p5_options.h"
 #include "record.h"
 #include "reference.h"
 #include "stats.h"
@@ -48,7 +49,7 @@ constexpr unsigned long long kNoBadStep = ~0ull;  // bad_step_ while every loss 
 template <class T>
 class Trainer {
  public:
-  Trainer(const MlpOptions& o, const Rung& rung, const Schedule& sc, const DeviceInfo& dev, const Dataset& ds,
+  Trainer(const P5Options& o, const Rung& rung, const Schedule& sc, const DeviceInfo& dev, const Dataset& ds,
           const HostParams& init, Fp32Gemm fp32_gemm = Fp32Gemm::Auto)
       : o_(o), sc_(sc), dev_(dev), ds_(ds), init_(init), nlayers_(o.nlayers()), batch_(o.batch),
         cublas_(o.gemm == "cublas"), rung_(rung), fp32_gemm_(fp32_gemm) {
@@ -289,7 +290,7 @@ class Trainer {
   // ----- evaluation (trainer_eval.cuh)
   void enqueue_eval_layer(int l, int c0, int rows);
 
-  const MlpOptions& o_;
+  const P5Options& o_;
   const Schedule& sc_;
   const DeviceInfo& dev_;
   const Dataset& ds_;
@@ -313,7 +314,7 @@ class Trainer {
     p.L = nlayers_, p.B = batch_;
     for (int l = 0; l <= nlayers_; ++l) p.w[l] = w[l];
     for (int l = 0; l < nlayers_; ++l) p.woff[l] = woff_[l], p.boff[l] = boff_[l];
-    p.P = params_.get(), p.P16 = params16_.get();
+    p.params = params_.get(), p.params16 = params16_.get();
     p.lr = static_cast<float>(o_.lr);
     p.step_loss = step_loss_.get(), p.bad_step = bad_step_.get();
   }
@@ -322,16 +323,16 @@ class Trainer {
     PersistParams& p = kernel_.persist;
     p.images = train_x_.get(), p.labels = train_y_.get(), p.perm = perm_.get();
     p.D = w[0], p.H1 = w[1], p.H2 = w[2], p.C = w[3], p.B = batch_;
-    p.P = params_.get();
-    if (o_.adam()) p.M = adam_m_.get(), p.V = adam_v_.get(), p.hyper = hyper_.get(), p.hyper_n = static_cast<int64_t>(hyper_.size());
+    p.params = params_.get();
+    if (o_.adam()) p.adam_m = adam_m_.get(), p.adam_v = adam_v_.get(), p.hyper = hyper_.get(), p.hyper_n = static_cast<int64_t>(hyper_.size());
     p.w0 = woff_[0], p.b0 = boff_[0], p.w1 = woff_[1], p.b1 = boff_[1], p.w2 = woff_[2], p.b2 = boff_[2];
     if (rung_.global_exchange) {  // 5c, 5e (5f exchanges through distributed shared memory)
       h1x_.alloc(2 * static_cast<size_t>(batch_) * w[1]);
       h2x_.alloc(2 * static_cast<size_t>(batch_) * w[2]);
       w2x_.alloc(2 * static_cast<size_t>(w[2]) * w[1]);
-      p.h1x = h1x_.get(), p.h2x = h2x_.get(), p.w2x = w2x_.get();
+      p.h1_words = h1x_.get(), p.h2_words = h2x_.get(), p.w2_words = w2x_.get();
     }
-    if (rung_.w3_exchange) w3x_.alloc(2 * (static_cast<size_t>(w[3]) * w[2] + w[3])), p.w3x = w3x_.get();
+    if (rung_.w3_exchange) w3x_.alloc(2 * (static_cast<size_t>(w[3]) * w[2] + w[3])), p.w3_words = w3x_.get();
     p.adam = o_.adam(), p.lr = static_cast<float>(o_.lr);
     p.dropout = o_.dropout > 0, p.key = dropout_key(o_.common.seed), p.threshold = dropout_threshold(o_.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));

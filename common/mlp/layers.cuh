@@ -173,14 +173,6 @@ __global__ void to_half_kernel(const float* __restrict__ x, __half* __restrict__
     y[i] = __float2half_rn(x[i]);
 }
 
-// Byte i of w (four pixels of an image row) as a float, exactly: the byte becomes the low mantissa
-// bits of 2^23 (one byte permute), then 2^23 is subtracted (one add). Phase 5's one-launch kernels
-// read their pixels this way: two ALU operations instead of a shared-memory table lookup (5c's first
-// version's table cost one dependent, often bank-conflicted load per pixel).
-__device__ __forceinline__ float byte_value(uint32_t w, int i) {
-  return __int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7540u | static_cast<unsigned>(i)))) - 8388608.f;
-}
-
 // The host-gathered batch arrives as bytes (B x 784 pixels, then B labels): x = pixel / 255 in T,
 // labels as int.
 template <class T>

@@ -2,8 +2,9 @@
 // counter-based random functions both sides of the PCIe bus must agree on):
 //
 //   * MlpOptions: the shared flag vocabulary (--layers --batch --epochs|--steps --lr --optimizer
-//     --dropout --precision --dataset --data --workload --save-init --save-order + CommonOptions)
-//     and its checks (layers start at 784 and end at 10; dropout in [0,1); batch <= training set).
+//     --dropout --precision --dataset --data --workload --save-init --save-order --validate-steps +
+//     CommonOptions; a phase's own flags, such as phase 5's, live in that phase) and its checks
+//     (layers start at 784 and end at 10; dropout in [0,1); batch <= training set).
 //   * the initial weights: PyTorch's default nn.Linear init, uniform in ±1/sqrt(fan_in) for W and
 //     b, drawn from a counter-based hash of (--seed, tensor, index) so any program can redo it;
 //     --save-init DIR writes them as W<l>.npy [out,in] f32 and b<l>.npy [out] f32.
@@ -153,13 +154,6 @@ struct MlpOptions {
   std::string data_dir;  // default data/<dataset>
   std::string workload = "auto";
   std::string save_init, save_order;
-  std::string gemm = "own";  // phase 5 only
-  std::string launch = "graph";  // phase 5 only: graph | persistent | cluster
-  int blocks = 0;                // phase 5 only: blocks of the persistent kernel (0 = auto)
-  bool breakdown = false;        // phase 5 only: time the parts of a persistent step
-  bool generic_kernel = false;   // phase 5 only: the persistent kernel's generic instance even for W1
-  std::string backward = "auto";  // phase 5 only: auto | fused (one pass a layer, fp16) | paired
-  std::string pdl = "on";         // phase 5 only: programmatic dependent launch of the step's kernels
   int validate_steps = 3;
   CommonOptions common;
 
@@ -168,7 +162,9 @@ struct MlpOptions {
   int nlayers() const { return static_cast<int>(layers.size()) - 1; }
 };
 
-inline void add_mlp_flags(Cli& cli, MlpOptions& o, bool with_gemm) {
+// Registers the shared MLP flags; the caller registers its own and then the common ones
+// (cli.add_common(&o.common)), in the order --help lists them.
+inline void add_mlp_flags(Cli& cli, MlpOptions& o) {
   cli.add_int_list("--layers", &o.layers, "layer widths, first 784 (28x28 pixels), last 10 (classes)", 1, 1 << 16);
   cli.add_int("--batch", &o.batch, "batch size (<= training images)", 1, 1 << 20);
   cli.add_int("--epochs", &o.epochs, "epochs (ignored when --steps > 0)", 1, 100000);
@@ -186,8 +182,6 @@ inline void add_mlp_flags(Cli& cli, MlpOptions& o, bool with_gemm) {
   cli.add_string("--save-init", &o.save_init, "write the initial weights as W<l>.npy/b<l>.npy into this folder");
   cli.add_string("--save-order", &o.save_order, "write the batch order (int32 .npy) to this file");
   cli.add_int("--validate-steps", &o.validate_steps, "training steps compared with the float64 reference", 1, 50);
-  if (with_gemm) cli.add_string("--gemm", &o.gemm, "matrix products: own kernels or cuBLASLt", {"own", "cublas"});
-  cli.add_common(&o.common);
 }
 
 // Checks that the parser cannot express; throws Error(kExitUsage, ...).

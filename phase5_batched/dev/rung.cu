@@ -251,16 +251,16 @@ int run(int argc, char** argv) {
     cp.images = dpx.get(), cp.labels = dlab.get(), cp.perm = dperm.get(), cp.L = L, cp.B = B;
     for (int l = 0; l <= L; ++l) cp.w[l] = layers[l];
     for (int l = 0; l < L; ++l) cp.woff[l] = woff[l], cp.boff[l] = boff[l];
-    cp.P = P.get(), cp.P16 = P16.get(), cp.G = G.get(), cp.lr = static_cast<float>(lr);
+    cp.params = P.get(), cp.params16 = P16.get(), cp.grads_out = G.get(), cp.lr = static_cast<float>(lr);
     cp.step_loss = loss.get(), cp.bad_step = bad.get(), cp.copy_mismatches = mism.get();
     cpl = cluster_rung_plan(cp, blocks, dev.index);
   } else {
     pp.images = dpx.get(), pp.labels = dlab.get(), pp.perm = dperm.get();
     pp.D = D, pp.H1 = layers[1], pp.H2 = layers[2], pp.C = C, pp.B = B;
-    pp.P = P.get(), pp.G = G.get();
-    if (adam) pp.M = M.get(), pp.V = V.get(), pp.hyper = dhyper.get(), pp.hyper_n = static_cast<int64_t>(hyper.size());
+    pp.params = P.get(), pp.grads_out = G.get();
+    if (adam) pp.adam_m = M.get(), pp.adam_v = V.get(), pp.hyper = dhyper.get(), pp.hyper_n = static_cast<int64_t>(hyper.size());
     pp.w0 = woff[0], pp.b0 = boff[0], pp.w1 = woff[1], pp.b1 = boff[1], pp.w2 = woff[2], pp.b2 = boff[2];
-    pp.h1x = h1x.get(), pp.h2x = h2x.get(), pp.w2x = w2x.get(), pp.w3x = w3x.get();
+    pp.h1_words = h1x.get(), pp.h2_words = h2x.get(), pp.w2_words = w2x.get(), pp.w3_words = w3x.get();
     pp.adam = adam, pp.lr = static_cast<float>(lr);
     pp.dropout = dropout > 0, pp.key = key, pp.threshold = dropout_threshold(dropout);
     pp.scale = static_cast<float>(1.0 / (1.0 - dropout));
@@ -275,12 +275,12 @@ int run(int argc, char** argv) {
     if (cl) {
       ClusterParams q = cp;
       q.s0 = s0, q.i0 = 0, q.count = count;
-      if (!checked) q.G = nullptr, q.copy_mismatches = nullptr;
+      if (!checked) q.grads_out = nullptr, q.copy_mismatches = nullptr;
       cluster_rung_launch(cpl, q, nullptr);
     } else {
       PersistParams q = pp;
       q.s0 = s0, q.i0 = 0, q.count = count;
-      if (!checked) q.G = nullptr, q.copy_mismatches = nullptr;
+      if (!checked) q.grads_out = nullptr, q.copy_mismatches = nullptr;
       if (rung == "pipelined") pipelined_rung_launch(ppl, q, nullptr);
       else if (rung == "cluster32") cluster32_rung_launch(ppl, q, nullptr);
       else persistent_rung_launch(ppl, q, nullptr);

@@ -112,7 +112,7 @@ struct CSetup {
     p.L = L, p.B = cfg.B;
     for (int l = 0; l <= L; ++l) p.w[l] = cfg.layers[l];
     for (int l = 0; l < L; ++l) p.woff[l] = woff[l], p.boff[l] = boff[l];
-    p.P = P.p, p.P16 = P16.p, p.G = G.p, p.lr = lr;
+    p.params = P.p, p.params16 = P16.p, p.grads_out = G.p, p.lr = lr;
     p.step_loss = loss.p, p.bad_step = bad.p;
     p.copy_mismatches = mismatches.p;
     return p;

@@ -134,10 +134,10 @@ struct Setup {
     PersistParams p;
     p.images = dpx.p, p.labels = dlab.p, p.perm = dperm.p;
     p.D = D, p.H1 = cfg.H1, p.H2 = cfg.H2, p.C = C, p.B = cfg.B;
-    p.P = P.p, p.G = G.p;
-    if (cfg.adam) p.M = M.p, p.V = V.p, p.hyper = dhyper.p, p.hyper_n = static_cast<int64_t>(dhyper.n);
+    p.params = P.p, p.grads_out = G.p;
+    if (cfg.adam) p.adam_m = M.p, p.adam_v = V.p, p.hyper = dhyper.p, p.hyper_n = static_cast<int64_t>(dhyper.n);
     p.w0 = woff[0], p.b0 = boff[0], p.w1 = woff[1], p.b1 = boff[1], p.w2 = woff[2], p.b2 = boff[2];
-    p.h1x = h1x.p, p.h2x = h2x.p, p.w2x = w2x.p, p.w3x = w3x.p;
+    p.h1_words = h1x.p, p.h2_words = h2x.p, p.w2_words = w2x.p, p.w3_words = w3x.p;
     p.adam = cfg.adam, p.lr = static_cast<float>(lr());
     p.dropout = cfg.dropout > 0, p.key = key, p.threshold = dropout_threshold(cfg.dropout);
     p.scale = static_cast<float>(1.0 / (1.0 - cfg.dropout));

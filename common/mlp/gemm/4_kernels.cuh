@@ -10,8 +10,9 @@ namespace nb {
 namespace mlp {
 
 // Which mainloop a kernel instance contains: the register loop only, the cp.async loop only, or
-// both with the choice made per problem at run time (gemm_pair_kernel). launch_gemm picks the
-// instance, so a kernel carries only the code (and registers) of the loop it runs.
+// both with the choice made per problem at run time (phase 5's gemm_pair_kernel, in
+// phase5_batched/5a_graph_step.cuh). launch_gemm picks the instance, so a kernel carries only the
+// code (and registers) of the loop it runs.
 enum class Loop { Regs, Async, Either };
 
 // An epilogue with direct_ok() (StoreEpi) may take the accumulators straight to global memory,
@@ -101,16 +102,6 @@ __global__ void __launch_bounds__(TileCfg<T>::kThreads, (gemm_min_blocks<T, P, k
   gemm_tile<T, kAsync ? Loop::Async : Loop::Regs, P, kSplit>(p, blockIdx.x, gemm_smem<T>());
 }
 
-// Two independent problems in one launch (phase 5 pairs a weight update with the next layer's
-// backward-data product): blocks [0, p1.blocks()) run p1, the rest p2.
-template <class Tag, class T, class P1, class P2>
-__global__ void __launch_bounds__(TileCfg<T>::kThreads) gemm_pair_kernel(P1 p1, P2 p2) {
-  GemmSmem<T>& sm = gemm_smem<T>();
-  const int b1 = p1.blocks();
-  if (static_cast<int>(blockIdx.x) < b1) gemm_tile<T, Loop::Either, P1>(p1, blockIdx.x, sm);
-  else gemm_tile<T, Loop::Either, P2>(p2, blockIdx.x - b1, sm);
-}
-
 // Step 5's launcher (5_tf32x3.cuh): fp32 problems planned with p.rung = GemmRung::TF32x3.
 template <class Tag, class P, int kTerms>
 inline void launch_tf32x3(const P& p, cudaStream_t st, bool pdl);
@@ -134,19 +125,6 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
   }
   if (p.splits == 1) launch_kernel(gemm_kernel<Tag, T, P, false, false>, p.blocks(), NT, gemm_dyn_smem(p), st, pdl, p);
   else launch_kernel(gemm_kernel<Tag, T, P, false, true>, p.blocks(), NT, gemm_dyn_smem(p), st, pdl, p);
-}
-
-// A pair with a step-5 problem in it runs as two launches (the rungs' blocks differ in size).
-template <class Tag, class T, class P1, class P2>
-inline void launch_gemm_pair(const P1& p1, const P2& p2, cudaStream_t st, bool pdl = false) {
-  if (p1.rung != GemmRung::Tile || p2.rung != GemmRung::Tile) {
-    launch_gemm<Tag, T>(p1, st, pdl);
-    launch_gemm<Tag, T>(p2, st, pdl);
-    return;
-  }
-  const size_t dyn = gemm_dyn_smem(p1) > gemm_dyn_smem(p2) ? gemm_dyn_smem(p1) : gemm_dyn_smem(p2);
-  launch_kernel(gemm_pair_kernel<Tag, T, P1, P2>, p1.blocks() + p2.blocks(), TileCfg<T>::kThreads, dyn, st, pdl, p1,
-                p2);
 }
 
 // Kernel-name tags of phase 4 (they show in our traces and in nsys).

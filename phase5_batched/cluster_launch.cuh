@@ -1,4 +1,4 @@
-// common/cluster_launch.cuh — the launch configuration of a one-dimensional thread-block cluster that
+// phase5_batched/cluster_launch.cuh — the launch configuration of a one-dimensional thread-block cluster that
 // spans the whole grid (phase 5's cluster rungs): the same object answers whether such a cluster can
 // run (cudaOccupancyMaxActiveClusters) and launches it (cudaLaunchKernelExC). Not copyable: the
 // configuration points at the object's own attribute.

@@ -1,0 +1,25 @@
+// phase5_batched/p5_options.h — phase 5's options: the MLP flags both MLP phases share (MlpOptions,
+// common/mlp/mlp_common.h) and the ones only this phase has. main.cu registers and parses them
+// (--gemm among the shared flags, the others after the common ones); rungs.h's check_rung refuses
+// the combinations a rung cannot run.
+#pragma once
+#include <string>
+
+#include "mlp/mlp_common.h"
+
+namespace nb {
+namespace {
+
+struct P5Options : mlp::MlpOptions {
+  std::string gemm = "own";        // own | cublas
+  std::string launch = "graph";    // a rung's --launch name (rungs.h)
+  int blocks = 0;                  // blocks of the persistent kernel or of a cluster (0 = auto)
+  bool breakdown = false;          // time the parts of a one-launch kernel's step
+  bool generic_kernel = false;     // the one-launch kernels' generic instance even for W1
+  std::string backward = "auto";   // auto | fused (one pass a layer, fp16) | paired
+  std::string pdl = "on";          // programmatic dependent launch of the graph step's kernels
+  std::string fp32_gemm = "auto";  // auto | tile | tf32x3 (fp32_gemm.h)
+};
+
+}  // namespace
+}  // namespace nb
