@@ -109,11 +109,7 @@ def pct_text(p):
     """A percentage as the report prints it everywhere: 3 significant digits ('64.7%', '0.0360%')."""
     if p is None:
         return "—"
-    if p == 0:
-        return "0%"
-    e = math.floor(math.log10(abs(p)))
-    d = max(0, 2 - e)
-    return f"{round(p, d):,.{d}f}%"
+    return "0%" if p == 0 else sig3(p) + "%"
 
 
 def busy_pct(row):

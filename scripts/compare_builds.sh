@@ -35,7 +35,7 @@ if [ -d "$BEFORE" ]; then
   BEFORE_DIR="$(cd "$BEFORE" && pwd)"
 else
   BEFORE_DIR=""
-  git rev-parse --verify -q "$BEFORE^{commit}" >/dev/null || { echo "compare_builds: $BEFORE is neither a commit here nor a directory"; exit 2; }
+  git rev-parse --verify -q "$BEFORE^{commit}" >/dev/null || { echo "compare_builds: $BEFORE is not a commit here (nor a directory)"; exit 2; }
 fi
 nvidia-smi -L >/dev/null 2>&1 || { echo "compare_builds: no GPU visible (nvidia-smi -L lists none)"; exit 3; }
 DATA="${DATA:-data/mnist}"

@@ -11,7 +11,7 @@
 #
 # With a GPU (nvidia-smi -L lists one): fetch and verify the data (`make data`: MNIST and
 # Fashion-MNIST; phases 4-5 need it), build everything, measure the tracer's overhead
-# (tools/tracer_overhead), run the benchmarks — which write run records — write this run's own record
+# (tools/tracer_overhead), run the benchmarks — which write run records — write the run's own record
 # (run_all__<mode>.json: phase run_all, each step with its duration and status, timing.total_ms),
 # then `make report`. Without a GPU: one line saying so, then `make report` from the committed profiles/.
 #
@@ -232,6 +232,6 @@ if [ $status -ne 0 ]; then
 fi
 echo "run_all.sh: the report is report/REPORT.md (figures in report/figures/, every record in report/APPENDIX.md)"
 if [ "$MODE" = quick ]; then
-  echo "run_all.sh: this run's records are in ${RECORDS_DIR}/; the report uses a full run's record wherever one fills the same slot"
+  echo "run_all.sh: records of the run are in ${RECORDS_DIR}/; the report uses a full run's record wherever one fills the same slot"
 fi
 exit $status

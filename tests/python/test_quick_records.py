@@ -176,7 +176,7 @@ def test_run_all_quick_writes_every_record_to_the_quick_folder(tmp_path):
     assert "jax_w1=jit-epoch " in mlp and "jax_w2=jit-run " in mlp
     assert (root / quick / "run_all__quick.json").exists()
     assert not (root / "profiles" / H100 / "run_all__quick.json").exists()
-    assert f"this run's records are in {quick}/" in p.stdout
+    assert f"records of the run are in {quick}/" in p.stdout
     # a caller's RECORDS_DIR wins
     (root / "steps.log").unlink()
     p = run(RECORDS_DIR="elsewhere")
