@@ -370,7 +370,7 @@ def batch_step_table(d):
         mine = [(series[k][b], k) for k in ours if series[k].get(b)]
         if not tw or not mine:
             continue
-        best, mk = min(mine)
+        best = min(mine)[0]
         fast, fk = min(tw)
         rows.append([f"{b:,}"] + [us(series[k].get(b)) if series[k].get(b) else DASH for k in ours + twins] +
                     [f"{times(fast / best)} vs {A.label(*fk)}"])

@@ -17,8 +17,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORT_DIR = os.path.join(ROOT, "report")
-FIXTURES = os.path.join(ROOT, "tests", "fixtures", "records")
-H100 = "nvidia-h100-80gb-hbm3"
+from report_fixtures import FIXTURES, H100, copy_device  # noqa: E402
 A100 = "nvidia-a100-sxm4-40gb"
 sys.path.insert(0, REPORT_DIR)
 
@@ -333,16 +332,8 @@ def test_two_builds_are_byte_identical(built):
     assert not re.search(r"generated (at|on) \d", built["md"], re.I)
 
 
-def _copy_device(tmp_path, names):
-    dst = tmp_path / "profiles" / H100
-    dst.mkdir(parents=True)
-    for n in names:
-        shutil.copy(os.path.join(FIXTURES, H100, n), dst / n)
-    return tmp_path / "profiles", dst
-
-
 def test_odd_records_never_crash(tmp_path):
-    profiles, dst = _copy_device(tmp_path, ["phase1_naive__headline.json", "pytorch_linreg__headline-eager.json",
+    profiles, dst = copy_device(tmp_path, ["phase1_naive__headline.json", "pytorch_linreg__headline-eager.json",
                                             "ceilings__default.json"])
     (dst / "phase2_shared_mem__nan.json").write_text('{"schema": "cuda-notebook-run-record", "x": NaN}')
     (dst / "phase3_fused_streams__list.json").write_text("[1, 2]")
@@ -370,7 +361,7 @@ def test_a_trace_named_by_another_machines_path_is_found_beside_its_record(tmp_p
     # Records written with --out on the GPU machine name the trace by the path it had there; the
     # trace travelled next to the record, so the timeline must be drawn from that file.
     names = ["phase3_fused_streams__host-streams4.json", "phase3_fused_streams__host-streams4.trace.json"]
-    profiles, dst = _copy_device(tmp_path, names)
+    profiles, dst = copy_device(tmp_path, names)
     rec = json.load(open(dst / names[0]))
     rec["trace_file"] = "/root/out/profiles/" + H100 + "/" + names[1]
     (dst / names[0]).write_text(json.dumps(rec))
@@ -388,7 +379,7 @@ def test_a_trace_named_by_another_machines_path_is_found_beside_its_record(tmp_p
 
 
 def test_stale_figures_are_removed(tmp_path):
-    profiles, _ = _copy_device(tmp_path, ["phase1_naive__headline.json"])
+    profiles, _ = copy_device(tmp_path, ["phase1_naive__headline.json"])
     out = tmp_path / "out"
     (out / "figures").mkdir(parents=True)
     (out / "figures" / f"{H100}__fig9_batch_sweep.png").write_bytes(b"old")
@@ -501,7 +492,7 @@ def test_ablation_runs_lose_time_slots_and_pdl_runs_lose_kernel_slots():
 
 
 def test_command_line_entry_point(tmp_path):
-    profiles, _ = _copy_device(tmp_path, ["phase1_naive__headline.json"])
+    profiles, _ = copy_device(tmp_path, ["phase1_naive__headline.json"])
     p = subprocess.run([sys.executable, os.path.join(REPORT_DIR, "make_report.py"), "--profiles", str(profiles),
                         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
@@ -789,7 +780,7 @@ def test_fig8_states_no_share_over_100_of_a_roof(built):
 def test_fig8_on_chip_rungs_only(tmp_path):
     """With every rung above the HBM roof the headline states no percentage at all; the appendix table of
     figure 8 gives a kernel over the copy peak as a multiple of it."""
-    profiles, dst = _copy_device(tmp_path, ["phase3_fused_streams__headline.json", "ceilings__default.json"])
+    profiles, dst = copy_device(tmp_path, ["phase3_fused_streams__headline.json", "ceilings__default.json"])
     rec = json.load(open(dst / "phase3_fused_streams__headline.json"))
     rec["efficiency"]["fused_epoch_kernel"].update({"gbps": 8990.0, "pct_copy_peak": 310.0})
     (dst / "phase3_fused_streams__headline.json").write_text(json.dumps(rec))
@@ -834,7 +825,7 @@ def test_fig8_numbers_overlap_no_marker_and_no_other_number(tmp_path, monkeypatc
 
 
 def test_summary_prefers_the_fastest_mode_and_says_slower(tmp_path):
-    profiles, dst = _copy_device(tmp_path, ["phase1_naive__headline.json", "pytorch_linreg__headline-eager.json",
+    profiles, dst = copy_device(tmp_path, ["phase1_naive__headline.json", "pytorch_linreg__headline-eager.json",
                                             "pytorch_linreg__headline-graph.json", "ceilings__default.json"])
     rec = json.load(open(dst / "pytorch_linreg__headline-graph.json"))
     rec["implementation"] = "pytorch-compiled-graph"
@@ -851,7 +842,7 @@ def test_summary_prefers_the_fastest_mode_and_says_slower(tmp_path):
 
 
 def test_selection_prefers_full_runs_and_never_takes_a_check_run(tmp_path):
-    profiles, dst = _copy_device(tmp_path, ["phase1_naive__headline.json", "pytorch_linreg__headline-eager.json"])
+    profiles, dst = copy_device(tmp_path, ["phase1_naive__headline.json", "pytorch_linreg__headline-eager.json"])
     base = json.load(open(dst / "phase1_naive__headline.json"))
     quick = json.loads(json.dumps(base))
     quick["run_mode"] = "quick"
@@ -963,12 +954,7 @@ def test_the_fastest_framework_mode_is_named_beside_every_ratio(built):
 
 
 def _fixture_copy(tmp_path, keep=lambda name: True):
-    dst = tmp_path / "profiles" / H100
-    dst.mkdir(parents=True)
-    for n in sorted(os.listdir(os.path.join(FIXTURES, H100))):
-        if keep(n):
-            shutil.copy(os.path.join(FIXTURES, H100, n), dst / n)
-    return tmp_path / "profiles", dst
+    return copy_device(tmp_path, [n for n in sorted(os.listdir(os.path.join(FIXTURES, H100))) if keep(n)])
 
 
 def _set_median(path, ms_):

@@ -7,14 +7,12 @@ against cuBLASLt fp32's 30) and cuBLASLt fp32 its weight gradient (24 against ow
 """
 import json
 import os
-import shutil
 import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FIXTURES = os.path.join(ROOT, "tests", "fixtures", "records")
-H100 = "nvidia-h100-80gb-hbm3"
+from report_fixtures import FIXTURES, H100, copy_device  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "report"))
 
 import analysis as A  # noqa: E402
@@ -29,14 +27,6 @@ GEMM_FILES = ["phase5_batched__gemm-b32.json", "phase5_batched__gemm-b512.json",
 def h100_records():
     records, _, _ = load_profiles(FIXTURES)
     return A.benchmarks([r for r in records if r.slug == H100 and r.status == "ok" and r.phase != "run_all"])
-
-
-def copy_device(tmp_path, names):
-    dst = tmp_path / "profiles" / H100
-    dst.mkdir(parents=True)
-    for n in names:
-        shutil.copy(os.path.join(FIXTURES, H100, n), dst / n)
-    return tmp_path / "profiles", dst
 
 
 def build(tmp_path, profiles):

@@ -10,8 +10,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORT_DIR = os.path.join(ROOT, "report")
-FIXTURES = os.path.join(ROOT, "tests", "fixtures", "records")
-H100 = "nvidia-h100-80gb-hbm3"
+from report_fixtures import FIXTURES, H100  # noqa: E402
 sys.path.insert(0, REPORT_DIR)
 
 import analysis as A  # noqa: E402
