@@ -353,10 +353,10 @@ struct PersistBlock : PersistDims<kW1> {
         z = sm.b3[j];
         for (int q = 0; q < ks; ++q) z += sm.part[(q * B + r) * ldp + j];
       }
-      float loss;
-      const float dz = softmax_xent_half_warp(z, on, half, j, [&] { return row ? st.lb[r] : 0; }, inv, loss);
+      const SoftmaxRow sr = softmax_xent_half_warp(z, on, half, j, [&] { return row ? st.lb[r] : 0; }, inv);
+      const float dz = sr.dz;
       if (on) sm.z3[r * C + j] = dz;
-      if (row && j == 0) sm.rloss[r] = loss;
+      if (row && j == 0) sm.rloss[r] = sr.lse - sr.zy;
       float d[kMaxClassStride];  // 0 past C
 #pragma unroll
       for (int n = 0; n < kMaxClassStride; ++n) d[n] = __shfl_sync(0xffffffffu, dz, (half << 4) + n);

@@ -478,10 +478,10 @@ struct C32Block : C32Shape<kW1> {
         }
         z = F(L.b3)[j] + ((a4[0] + a4[1]) + (a4[2] + a4[3]));
       }
-      float loss;
-      const float dz = softmax_xent_half_warp(z, on, half, j, [&] { return row ? lab[rr] : 0; }, inv, loss);
+      const SoftmaxRow sr = softmax_xent_half_warp(z, on, half, j, [&] { return row ? lab[rr] : 0; }, inv);
+      const float dz = sr.dz;
       if (on) F(L.z3)[rr * kC32MaxClasses + j] = dz;
-      if (row && j == 0) F(L.rloss)[rr] = loss;
+      if (row && j == 0) F(L.rloss)[rr] = sr.lse - sr.zy;
       float dd[kC32MaxClasses];  // 0 past C
 #pragma unroll
       for (int n = 0; n < kC32MaxClasses; ++n) dd[n] = __shfl_sync(0xffffffffu, dz, (half << 4) + n);

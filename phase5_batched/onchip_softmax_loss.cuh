@@ -13,9 +13,13 @@ namespace mlp {
 // Row `half` of the warp's two, class j = lane & 15 of it: z the logit (-inf where !on: a class past C
 // or a row past the batch), label() the row's label (0 past the batch; read once the sums are done),
 // inv = 1 / B. Max and sum by shuffle trees over the half-warp (fixed order). Returns
-// dz = (softmax - onehot) / B (0 where !on); loss gets the row's cross-entropy lse - z_y (every lane).
+// dz = (softmax - onehot) / B (0 where !on), and lse and z_y (every lane): the row's cross-entropy is
+// lse - z_y, left to the one lane that stores it (no lane holds it in a register across that branch).
+struct SoftmaxRow {
+  float dz, lse, zy;
+};
 template <class Label>
-__device__ __forceinline__ float softmax_xent_half_warp(float z, bool on, int half, int j, Label label, float inv, float& loss) {
+__device__ __forceinline__ SoftmaxRow softmax_xent_half_warp(float z, bool on, int half, int j, Label label, float inv) {
   float mx = z;
 #pragma unroll
   for (int w = 8; w >= 1; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
@@ -25,8 +29,7 @@ __device__ __forceinline__ float softmax_xent_half_warp(float z, bool on, int ha
   const float lse = mx + logf(sum);
   const int y = label();
   const float zy = __shfl_sync(0xffffffffu, z, (half << 4) + y);
-  loss = lse - zy;
-  return on ? (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv : 0.f;
+  return {on ? (expf(z - lse) - (j == y ? 1.f : 0.f)) * inv : 0.f, lse, zy};
 }
 
 // The batch's mean of the rows' losses rloss[0 .. B), by one warp: lane sums, then a fixed shuffle

@@ -14,7 +14,7 @@
 #
 # Paths: phase 4 fp32/fp16; phase 5 own GEMM fp32/fp16, cuBLASLt fp32/fp16, the persistent and
 # pipelined kernels (fp32 W1 shapes; also their generic instances at 1, 2, 4 and 8 units a block),
-# cluster32 (W1; its generic instance, batch 64, SGD) and the cluster kernel (fp16 W2 h = 128, SGD,
+# cluster32 (W1; its generic instance, SGD; 784-37-30-10 at batch 64) and the cluster kernel (fp16 W2 h = 128, SGD,
 # no dropout). W1: 784-128-64-10, Adam, dropout 0.2 (and 0), batch 32, one epoch; W2: 784-h-h-h-10,
 # SGD lr 0.003, no dropout, batch 32, 500 steps. ROUNDS (default 3) rounds of REPEATS (default 5) timed runs after one
 # warm-up, --no-cupti; the two builds alternate which runs first from round to round, and each
@@ -83,14 +83,15 @@ for dr in 0.2 0; do
   CONFIGS+=("$t-p5-cluster32|phase5_batched|$w --launch cluster32")
 done
 # the one-launch rungs' generic kernels (the W1 instance aside): 1, 2, 4 and 8 first-layer units a
-# block (default blocks, 64, 32, 16); cluster32's generic instance, at batch 64 and with SGD
+# block (default blocks, 64, 32, 16); cluster32's generic instance, with SGD, and its 64-row instance
 for nb in 0 64 32 16; do
   b=""; [ "$nb" != 0 ] && b="--blocks $nb"
   CONFIGS+=("w1-p5-persistent-g$nb|phase5_batched|$W1 --dropout 0.2 --launch persistent $b --generic-kernel")
   CONFIGS+=("w1-p5-pipelined-g$nb|phase5_batched|$W1 --dropout 0.2 --launch pipelined $b --generic-kernel")
 done
 CONFIGS+=("w1-p5-cluster32-generic|phase5_batched|$W1 --dropout 0.2 --launch cluster32 --generic-kernel")
-CONFIGS+=("w1-b64-p5-cluster32|phase5_batched|${W1/--batch 32/--batch 64} --dropout 0.2 --launch cluster32")
+W1N="${W1/784,128,64,10/784,37,30,10}"  # the 64-row instance holds narrow first layers only
+CONFIGS+=("b64-narrow-p5-cluster32|phase5_batched|${W1N/--batch 32/--batch 64} --dropout 0.2 --launch cluster32")
 CONFIGS+=("w1-sgd-p5-cluster32|phase5_batched|$W1 --dropout 0.2 --optimizer sgd --lr 0.01 --launch cluster32")
 for h in 128 1024; do
   w="${W2//H/$h}"
