@@ -20,6 +20,12 @@
 //    The worst case of every sum is taken (errors all of one sign), and second-order terms
 //    (products of two errors, below (2000 u)^2 relative) are covered by a factor of 2 on the
 //    whole: kGradSafety.
+//    Near-zero gates: the same gate, counted (near_zero_gates) where the pre-activation lies within
+//    kNearZeroGate of its bound (the actual error of a sum is far below its worst case, so this
+//    flags the gates an fp32 run can really flip: a few in a hundred steps at W1's shape). A flip
+//    moves a whole gradient row (an h1 gate: a row of W0 and its bias; an h2 gate: a row of W1 and
+//    every row of W0 through dz1), inside the element-wise bound but far outside a norm-wise
+//    tolerance of 1e-5: a norm-wise gradient check is meaningful only in a step with none.
 //
 // 2. The step (check_update). SGD: p1 = p0 - lr g. Adam (PyTorch's, reference.h / adam_hyper):
 //      m1 = b1 m0 + a g,  v1 = b2 v0 + b g^2,  D(g) = sqrt(v1) / c + eps,  p1 = p0 - s m1 / D,
@@ -65,14 +71,18 @@ namespace nbtest {
 
 constexpr double kFp32U = 0x1p-24;   // fp32's unit roundoff
 constexpr double kGradSafety = 2.0;  // second-order terms of the first-order gradient bound
+constexpr double kNearZeroGate = 1e-3;  // a gate "near zero": |z| <= kNearZeroGate * its error bound
 
 // The error bound of an fp32 sum of n products (see 1. above), relative to the sum of magnitudes.
 inline double fp32_sum_gamma(size_t n) { return (2.0 * static_cast<double>(n) + 16.0) * kFp32U; }
 
 // A bound on |g32 - g| for every gradient element of the float64 reference's mlp_backward at p
 // (f: its mlp_forward of x with the same labels and masks), in flatten() order: W0, b0, W1, b1, ...
+// near_zero_gates (optional): the number of kept hidden units whose gate is near zero (see 1.).
 inline std::vector<double> mlp_grad_error_bound(const nb::MlpParams& p, const nb::MlpForward& f, const int* labels,
-                                                int batch, const std::vector<std::vector<double>>* masks = nullptr) {
+                                                int batch, const std::vector<std::vector<double>>* masks = nullptr,
+                                                size_t* near_zero_gates = nullptr) {
+  if (near_zero_gates) *near_zero_gates = 0;
   const double u = kFp32U;
   const size_t L = p.layers.size() - 1, B = static_cast<size_t>(batch);
   const bool dropout = masks && !masks->empty();
@@ -150,6 +160,7 @@ inline std::vector<double> mlp_grad_error_bound(const nb::MlpParams& p, const nb
         const double m = dropout ? (*masks)[l - 1][k] : 1.0;
         const bool on = a[k] > 0;
         const bool unsure = m != 0 && std::fabs(z[l][k]) <= kGradSafety * ez[l][k];
+        if (near_zero_gates && m != 0 && std::fabs(z[l][k]) <= kNearZeroGate * ez[l][k]) ++*near_zero_gates;
         prev[k] = on ? s * m : 0.0;
         if (on || unsure)
           eprev[k] = m * (fp32_sum_gamma(out) * mag + prop) + 2 * u * m * std::fabs(s) + (unsure ? m * std::fabs(s) : 0.0);

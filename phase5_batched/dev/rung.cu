@@ -14,7 +14,7 @@
 // of steps 0..k-1 gave the state before it), so a launch's later steps (5e's fused first layer) are
 // checked too. The tolerances are the GPU tests':
 //   fp32 (tests/gpu/test_mlp_persistent.cu): loss and gradients 1e-5 of float64 (relative,
-//     norm-wise); gradients element by element within fp32's rounding bound, the update (parameters,
+//     norm-wise; the gradients' not in a step with a gate near zero, step_bound.h); gradients element by element within fp32's rounding bound, the update (parameters,
 //     Adam's moments) within what that allows (common/mlp/step_bound.h);
 //   cluster (tests/gpu/test_mlp_cluster.cu): against a float64 reference that rounds to fp16 where
 //     the kernel does, loss 1e-4 and gradients 2e-3; against plain float64, loss 1e-2 and gradients
@@ -321,8 +321,13 @@ int run(int argc, char** argv) {
     const double loss_err = std::fabs(got_loss[k] - f.loss) / std::fabs(f.loss), grad_err = nb::rel_error(g_dev, g);
     if (!cl) {
       report_tol(k, fmt("loss %.6f (float64 %.6f): relative error", got_loss[k], f.loss).c_str(), loss_err, 1e-5);
-      report_tol(k, "gradients: relative error (norm-wise)", grad_err, 1e-5);
-      const nbtest::UpdateCheck gc = nbtest::check_within("g", g_dev, g, nbtest::mlp_grad_error_bound(at, f, y.data(), B, mp));
+      size_t near_zero = 0;
+      const std::vector<double> gbound = nbtest::mlp_grad_error_bound(at, f, y.data(), B, mp, &near_zero);
+      if (near_zero == 0 || std::isnan(grad_err))
+        report_tol(k, "gradients: relative error (norm-wise)", grad_err, 1e-5);
+      else  // a gate the fp32 run may flip: the element-wise check below is the one that holds
+        std::printf("step %d: %zu gate(s) at fp32's rounding of zero: norm-wise gradient check skipped\n", k, near_zero);
+      const nbtest::UpdateCheck gc = nbtest::check_within("g", g_dev, g, gbound);
       report(gc.bad == 0, fmt("step %d: gradients element by element within fp32's rounding bound: %s", k, gc.summary().c_str()));
       std::vector<double> dg(g.size());
       for (size_t i = 0; i < g.size(); ++i) dg[i] = std::fabs(g_dev[i] - g[i]);

@@ -258,11 +258,18 @@ void check_against_reference(const Config& c, Rung rung = Rung::Persistent) {
     const float loss = s.loss.get()[static_cast<size_t>(k)];
     worst_loss = std::max(worst_loss, std::fabs(loss - fk.loss) / std::fabs(fk.loss));
     const std::vector<double> ours_g = s.packed(s.G.get()), g = flatten(gk);
-    worst_grad = std::max(worst_grad, nb::rel_error(ours_g, g));
+    // Norm-wise only in a step without a gate near zero (step_bound.h: fp32 may flip such a gate,
+    // which moves whole gradient rows within the element-wise bound); a NaN always counts.
+    size_t near_zero = 0;
+    const std::vector<double> gbound = mlp_grad_error_bound(at_k, fk, y.data(), c.B, mp, &near_zero);
+    const double rg = nb::rel_error(ours_g, g);
+    if (std::isnan(rg)) worst_grad = rg;
+    else if (near_zero == 0) worst_grad = std::max(worst_grad, rg);
+    else MESSAGE("step " << k << ": " << near_zero << " gate(s) at fp32's rounding of zero: norm-wise gradient check skipped");
     // Element by element: the gradient within fp32's worst-case rounding bound, then the step from
     // the gradient the kernel applied (G holds the very value each update used), within what that
     // gradient's own error allows through Adam's normalisation.
-    const UpdateCheck gc = check_within("g", ours_g, g, mlp_grad_error_bound(at_k, fk, y.data(), c.B, mp));
+    const UpdateCheck gc = check_within("g", ours_g, g, gbound);
     std::vector<double> dg(g.size());
     for (size_t i = 0; i < g.size(); ++i) dg[i] = std::fabs(ours_g[i] - g[i]);
     s.after(&st);
