@@ -22,7 +22,7 @@
 //    whole: kGradSafety.
 //    Near-zero gates: the same gate, counted (near_zero_gates) where the pre-activation lies within
 //    kNearZeroGate of its bound (the actual error of a sum is far below its worst case, so this
-//    flags the gates an fp32 run can really flip: a few in a hundred steps at W1's shape). A flip
+//    flags the gates an fp32 run can really flip: about one step in a hundred of the GPU tests). A flip
 //    moves a whole gradient row (an h1 gate: a row of W0 and its bias; an h2 gate: a row of W1 and
 //    every row of W0 through dz1), inside the element-wise bound but far outside a norm-wise
 //    tolerance of 1e-5: a norm-wise gradient check is meaningful only in a step with none.

@@ -15,11 +15,11 @@
 // forward, 128 x 784 x 8,192 weight gradient, 1.64 GFLOP each) cost 4.9 GFLOP of TF32 work each
 // here; at half of the dense TF32 peak that mma.sync reaches (about 250 TFLOP/s) that is about
 // 20 us each, against 202 and 273 us for the 32 x 64 SIMT tile inside phase 5's step.
-// Measured (H200, 726ecdb): 60 and 97 us, 27.2 and 17.0 TFLOP/s (cuBLASLt fp32 30.1 and 22.1):
+// Measured (H200, 198c177): 59.3 and 71.8 us, 27.7 and 22.9 TFLOP/s (cuBLASLt fp32 32.7 and 22.2):
 // profiles/nvidia-h200/phase5_batched__gemm-b8192.json — a sixth of the tensor cores' TF32 rate
-// (report/phase_notes/phase5_batched.md says what stands in the way). The weight gradient's 97 us
-// ran 286 blocks where one wave holds 264 (11 K slices, rounded up): 22 blocks ran after the rest.
-// Prediction for the one-wave plan (10 slices, 260 blocks): about the forward's time, 60-65 us.
+// (report/phase_notes/phase5_batched.md says what stands in the way). The split-K plan fills one
+// wave: with 11 K slices (rounded up) the weight gradient ran 286 blocks where 264 fit, 97 us;
+// with 10 (260 blocks) it was predicted at the forward's 60-65 us and takes 71.8.
 #pragma once
 #include <cstdint>
 
