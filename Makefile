@@ -161,7 +161,7 @@ $(VENV_PY): report/requirements.txt
 .PHONY: venv
 venv: $(VENV_PY)
 
-.PHONY: test test-host test-python build-cuda test-gpu
+.PHONY: test test-host test-python build-cuda test-gpu test-gpu-repeat
 ## test: host doctest suite, every .cu compiled, pytest (twins and report); no GPU needed
 ## (the build runs with $(NPROC) parallel jobs unless -j is given)
 NPROC := $(shell nproc 2>/dev/null || echo 2)
@@ -178,6 +178,9 @@ test-python: $(VENV_PY)
 test-gpu: $(GPU_TESTS)
 	$(GPU_TESTS)
 	compute-sanitizer --tool memcheck --error-exitcode 99 $(GPU_TESTS)
+## test-gpu-repeat [N=200] [TC=pattern]: the GPU test cases matching TC (default phase 5's) N times in a row, stopping at the first failure; needs a GPU
+test-gpu-repeat: $(GPU_TESTS)
+	bash scripts/test_gpu_repeat.sh "$(or $(N),200)" $(if $(TC),"$(TC)")
 
 # ---------------------------------------------------------------- libtorch twins (baselines/libtorch)
 # Built against the libtorch inside the torch package that $(PYTHON) imports (its include/ and lib/,
