@@ -31,6 +31,9 @@ OURS_ORDER = [
     ("phase5_batched", "cuda-persistent"), ("phase5_batched", "cuda-pipelined"), ("phase5_batched", "cuda-cluster"),
     ("phase5_batched", "cuda-cluster32"),
 ]
+# Paths the batch sweep also draws (sweep_key): phase 5's default plan forced one way, cuBLASLt fp16;
+# listed after the default path in legends, in colours of their own.
+SWEEP_PATHS = [("phase5_batched", "cuda-tile"), ("phase5_batched", "cuda-tf32x3"), ("phase5_batched", "cuda-cublaslt-fp16")]
 JAX_IMPLS = ["jax-jit-step", "jax-jit-epoch", "jax-jit-run"]
 TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph",
               "pytorch-compiled-graph", "libtorch-eager", "libtorch-graph"] + JAX_IMPLS
@@ -51,7 +54,8 @@ TWIN_TITLE = {
 IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuBLASLt",
               "cuda-persistent": "persistent kernel", "cuda-pipelined": "pipelined persistent kernel",
               "cuda-cluster": "cluster kernel", "cuda-cluster32": "fp32 cluster kernel",
-              "cuda-graph": "per-epoch CUDA graph"}
+              "cuda-graph": "per-epoch CUDA graph", "cuda-tile": "own GEMM, SIMT tile only (--fp32-gemm tile)",
+              "cuda-tf32x3": "own GEMM, 3xTF32 throughout (--fp32-gemm tf32x3)", "cuda-cublaslt-fp16": "cuBLASLt fp16"}
 
 LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
                 ("pytorch_linreg", "pytorch-cpu"), ("pytorch_linreg", "pytorch-eager"),
@@ -167,6 +171,8 @@ def framework(phase):
 
 def label(phase, impl):
     """Human name of a series, e.g. 'phase 2 shared mem', 'PyTorch eager (sync every epoch)', 'JAX jit-run'."""
+    if is_twin(phase) and impl.endswith(NOT_FP32):
+        return label(phase, impl[: -len(NOT_FP32)]) + ", TF32 matmuls (not fp32 numerics)"
     if is_jax(phase):
         return TWIN_TITLE.get(impl, "JAX " + (impl[len("jax-"):] if impl.startswith("jax-") else impl))
     if is_twin(phase):
@@ -186,9 +192,11 @@ def label(phase, impl):
 
 def series_sort_key(key):
     phase, impl = key
-    try:
+    if key in OURS_ORDER:
         oi = OURS_ORDER.index(key)
-    except ValueError:
+    elif key in SWEEP_PATHS:  # right after phase 5's default path
+        oi = OURS_ORDER.index(BATCH_DEFAULT) + (1 + SWEEP_PATHS.index(key)) / (1 + len(SWEEP_PATHS))
+    else:
         oi = len(OURS_ORDER)
     base = impl.replace("-sync-every-epoch", "")
     ti = TWIN_IMPLS.index(base) if base in TWIN_IMPLS else len(TWIN_IMPLS)
@@ -199,6 +207,7 @@ def series_sort_key(key):
 # One colour language: ours in shades of blue, darker up the ladder; PyTorch in shades of red; JAX in greens.
 _COLORS_OURS = ["#c6dbef", "#9ecae1", "#7fb2d9", "#6baed6", "#8fb8de", "#4292c6", "#2171b5", "#3a6fb0", "#08519c", "#08306b",
                 "#0b2a5e", "#041f4a", "#021433"]  # one per OURS_ORDER entry
+_COLORS_SWEEP = ["#9e9ac8", "#6a51a3", "#3f007d"]  # one per SWEEP_PATHS entry
 _COLORS_TWIN = {"pytorch-cpu": "#bdbdbd", "pytorch-eager": "#fcae91", "pytorch-compile": "#fb6a4a",
                 "pytorch-compile-max-autotune": "#ef3b2c", "pytorch-graph": "#cb181d",
                 "pytorch-compiled-graph": "#67000d", "libtorch-eager": "#fc9272", "libtorch-graph": "#a50f15"}
@@ -209,7 +218,9 @@ def color(key):
     phase, impl = key
     if key in OURS_ORDER:
         return _COLORS_OURS[OURS_ORDER.index(key)]
-    base = impl.replace("-sync-every-epoch", "")
+    if key in SWEEP_PATHS:
+        return _COLORS_SWEEP[SWEEP_PATHS.index(key)]
+    base = impl.replace("-sync-every-epoch", "").replace(NOT_FP32, "")
     if is_jax(phase):
         return _COLORS_JAX.get(base, "#238b45")
     if is_twin(phase):
@@ -222,7 +233,7 @@ def marker(key):
 
 
 def linestyle(key):
-    return "--" if "sync-every-epoch" in key[1] else "-"
+    return ":" if key[1].endswith(NOT_FP32) else "--" if "sync-every-epoch" in key[1] else "-"
 
 
 # Ablation runs of the MLP benchmark: the default trainer with one optimisation switched off
@@ -941,10 +952,46 @@ def gemm_speed_rows(r):
     return out
 
 
+# The batch sweep draws every path it recorded: phase 5's --fp32-gemm choice beside its default plan,
+# cuBLASLt at each precision, and a framework run whose matmuls are not fp32 (PyTorch with TF32
+# allowed, JAX below "highest") as a series of its own, labelled so and never the yardstick.
+NOT_FP32 = "-tf32"  # the suffix of such a framework series' implementation
+BATCH_DEFAULT = ("phase5_batched", "cuda")  # phase 5's default path: its fp32-accurate GEMM plan
+
+
+def fp32_matmuls(r):
+    """Whether a framework record's matmuls keep fp32 numerics (PyTorch: TF32 not allowed; JAX: matmul
+    precision "highest"); our own records always do (their precision is in the implementation)."""
+    sw = r.data.get("software") if isinstance(r.data.get("software"), dict) else {}
+    if sw.get("tf32_matmul") is True:
+        return False
+    prec = sw.get("matmul_precision")
+    return prec in (None, "highest", "float32", "fp32")
+
+
+def sweep_key(r):
+    """(phase, implementation) of a batch-sweep record, the implementation refined as the sweep draws it."""
+    impl = r.impl
+    if r.phase == "phase5_batched":
+        gemm = str(r.config.get("fp32-gemm") or "auto")
+        if impl == "cuda" and gemm in ("tile", "tf32x3"):
+            impl = "cuda-" + gemm
+        elif impl == "cuda-cublaslt" and str(r.config.get("precision") or "fp32") == "fp16":
+            impl = "cuda-cublaslt-fp16"
+    elif is_twin(r.phase) and not fp32_matmuls(r):
+        impl += NOT_FP32
+    return (r.phase, impl)
+
+
+def is_fp32_yardstick(key):
+    """A framework series that may stand as the yardstick of an fp32 claim."""
+    return is_twin(key[0]) and not key[1].endswith(NOT_FP32)
+
+
 def select_batch(records, dup_notes):
     cands = [r for r in records if r.workload == "mlp_batch_sweep" and r.cfg_num("batch")
              and r.metric("samples_per_s") is not None]
-    picked = group_pick(cands, lambda r: (r.phase, r.impl, int(r.cfg_num("batch"))),
+    picked = group_pick(cands, lambda r: sweep_key(r) + (int(r.cfg_num("batch")),),
                         lambda k: f"Figure 9 {label(k[0], k[1])} batch={k[2]}", dup_notes)
     series = {}
     for (phase, impl, b), r in picked.items():

@@ -542,10 +542,10 @@ def fig8_efficiency(d, path, device):
 def batch_finding(series):
     """Where the fastest framework mode of the sweep (PyTorch or JAX, named) overtakes phase 5, from the
     points themselves."""
-    ours = dict((p[0], p[1]) for k, pts in series.items() if not A.is_twin(k[0]) for p in pts)
+    ours = dict((p[0], p[1]) for p in series.get(A.BATCH_DEFAULT, []))  # phase 5's default path
     twin, who = {}, {}
     for k, pts in series.items():
-        if A.is_twin(k[0]):
+        if A.is_fp32_yardstick(k):
             for p in pts:
                 if p[1] > twin.get(p[0], 0.0):
                     twin[p[0]], who[p[0]] = p[1], A.framework(k[0])

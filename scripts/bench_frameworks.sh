@@ -15,9 +15,10 @@
 #                                                                          tags w1-nodrop-own, w1-nodrop-<impl>
 #   w2      W2 (784-h-h-h-10, SGD, fp16) at h in $W2_HS: phase 5 own (and cluster at 128), PyTorch
 #           compiled-graph, JAX jit-epoch and jit-run.                     tags w2-h<h>-own, -cluster, -<impl>
-#   sweep   the W1 model at batch in $SWEEP_BATCHES (2 epochs): phase 5 own (its default GEMM plan, and
-#           --fp32-gemm tile: the 32 x 64 SIMT tile for every product), PyTorch compiled-graph, JAX
-#           jit-run.                                        tags batch-sweep-b<B>[-tile|-<impl>]
+#   sweep   the W1 model at batch in $SWEEP_BATCHES (2 epochs): phase 5 own (its default GEMM plan;
+#           --fp32-gemm tile: the 32 x 64 SIMT tile for every product; fp16), phase 5 on cuBLASLt (fp32,
+#           fp16), PyTorch compiled-graph (and with TF32 matmuls allowed: a labelled comparison row, never
+#           the yardstick), JAX jit-run.  tags batch-sweep-b<B>[-tile|-fp16|-cublaslt-<p>|-<impl>[-tf32]]
 #
 # Environment: RECORDS_DIR (default profiles/<device-slug>), DATA (.carry/data/mnist or data/mnist),
 # PYTHON, JOBS (16), STAGES ("linreg w1 match w2 sweep"), W2_HS ("128 8192"), SWEEP_BATCHES
@@ -125,7 +126,13 @@ if has sweep; then
     run "sweep-$b" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --tag "batch-sweep-b$b" --save-init "$WORK/sw${b}init" --save-order "$WORK/sw${b}order.npy"
     S=("${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --init "$WORK/sw${b}init" --order "$WORK/sw${b}order.npy")
     run "sweep-$b-tile" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --fp32-gemm tile --tag "batch-sweep-b$b-tile"
+    run "sweep-$b-fp16" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --precision fp16 --tag "batch-sweep-b$b-fp16"
+    for pr in fp32 fp16; do
+      run "sweep-$b-lt-$pr" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --gemm cublas --precision "$pr" --tag "batch-sweep-b$b-cublaslt-$pr"
+    done
     run "sweep-$b-torch" "$PYTHON" baselines/pytorch/mlp.py "${S[@]}" --impl compiled-graph --compile-mode "$TWIN_MODE" --tag "batch-sweep-b$b-{impl}"
+    # faster arithmetic, not the same numerics: drawn beside the others, never the yardstick
+    run "sweep-$b-torch-tf32" "$PYTHON" baselines/pytorch/mlp.py "${S[@]}" --impl compiled-graph --compile-mode "$TWIN_MODE" --tf32 --tag "batch-sweep-b$b-{impl}-tf32"
     jax "sweep-$b-jax" baselines/jax/mlp.py "${S[@]}" --impl jit-run --validate --tag "batch-sweep-b$b-{impl}"
     pack
   done

@@ -36,7 +36,8 @@
 #     (P3_CANDIDATES, P3_POLL_CANDIDATES=400)
 #   MLP: STAGES="w1 w2 sweep seeds" (no match, gemm, persist, fashion), W1_EPOCHS=1, W2_HS="128 8192",
 #     W2_STEPS=500, W2_STEPS_SLOW=200, no paired/no-PDL ablations, P5_REPEATS=2,
-#     SWEEP_BATCHES="32 512 8192", SWEEP_EPOCHS=1, no twin in the batch sweep or the seed study;
+#     SWEEP_BATCHES="32 512 8192", SWEEP_EPOCHS=1, phase 5's default path only and no twin in the batch
+#     sweep (SWEEP_PATHS empty, SWEEP_TWIN=0), no twin in the seed study;
 #     the MLP twins run eager, graph and compiled-graph only (torch.compile alone and max-autotune
 #     left out: their compilation is most of the full run's twin time), and the compiled-graph twin
 #     compiles in inductor's default mode (TWIN_COMPILE_MODE=default: no minute of GEMM autotuning);
@@ -148,7 +149,7 @@ bench() {  # bench linreg|mlp: the bench script, with the quick reductions in qu
       W2_NOPDL_HS="${W2_NOPDL_HS:-}" TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-}" W2_PROFILE_HS="${W2_PROFILE_HS:-128}" P5_REPEATS="${P5_REPEATS:-2}" \
       TWIN_W1_IMPLS="${TWIN_W1_IMPLS:-eager,graph,compiled-graph}" TWIN_W2_IMPLS="${TWIN_W2_IMPLS:-eager,graph,compiled-graph}" \
       TWIN_COMPILE_MODE="${TWIN_COMPILE_MODE:-default}" JAX_W1_IMPLS="${JAX_W1_IMPLS:-jit-epoch}" JAX_W2_IMPLS="${JAX_W2_IMPLS:-jit-run}" \
-      SWEEP_BATCHES="${SWEEP_BATCHES:-32 512 8192}" SWEEP_EPOCHS="${SWEEP_EPOCHS:-1}" SWEEP_TWIN=0 SEEDS_TWIN=0 \
+      SWEEP_BATCHES="${SWEEP_BATCHES:-32 512 8192}" SWEEP_EPOCHS="${SWEEP_EPOCHS:-1}" SWEEP_PATHS="${SWEEP_PATHS-}" SWEEP_TWIN=0 SEEDS_TWIN=0 \
       bash scripts/bench_mlp.sh
   fi
 }

@@ -10,8 +10,9 @@ Same start, same order, same math as the CUDA phases:
   * the same model: Linear layers, ReLU after every hidden layer, inverted dropout (nn.Dropout, its
     own RNG: the masks differ from the CUDA side's, so losses are compared with --dropout 0), mean
     softmax cross-entropy, Adam (lr, betas 0.9/0.999, eps 1e-8) or plain SGD; pixels x/255;
-  * fp32 matrix products without TF32; --precision fp16: autocast to float16 around the forward
-    and the loss (fp32 master weights, no loss scaling, as on the CUDA side).
+  * fp32 matrix products without TF32 (--tf32 allows it: a comparison row, never the fp32 yardstick);
+    --precision fp16: autocast to float16 around the forward and the loss (fp32 master weights, no
+    loss scaling, as on the CUDA side).
 Without --init/--order the twin draws its own (a note says so): only for experiments.
 
 Implementations (--impl, comma-separated to run several in one process):
@@ -715,6 +716,10 @@ def parser():
                    help="compiled-graph: inductor mode; auto compiles both and keeps the faster (default auto)")
     p.add_argument("--graph-steps", type=integer(0), default=0,
                    help=f"compiled-graph: steps per CUDA graph (0 = the whole epoch, at most {MAX_GRAPH_STEPS})")
+    p.add_argument("--tf32", action="store_true",
+                   help="allow TF32 tensor-core matmuls (faster arithmetic, not fp32 numerics: software.tf32_matmul "
+                        "says so and the report never takes such a run as the yardstick of an fp32 claim); fp32 only, "
+                        "not with --validate")
     p.add_argument("--seed", type=int, default=42, help="torch seed (dropout masks; fallback init/order)")
     p.add_argument("--validate", action="store_true", help="3 steps against the float64 reference (dropout off), each judged at the twin's parameters with tolerances derived from the shape and precision (validate_steps)")
     p.add_argument("--out", default="", help="record directory (default profiles/<gpu-slug>)")
@@ -733,6 +738,10 @@ def parser():
 def check_args(args):
     if len(args.layers) < 2 or args.layers[0] != 784 or args.layers[-1] != 10:
         raise nbc.NbError(nbc.EXIT_USAGE, f"--layers: must start at 784 and end at 10, got {','.join(map(str, args.layers))}")
+    if args.tf32 and args.precision != "fp32":
+        raise nbc.NbError(nbc.EXIT_USAGE, "--tf32: TF32 matmuls replace fp32 ones; with --precision fp16 there are none")
+    if args.tf32 and args.validate:
+        raise nbc.NbError(nbc.EXIT_USAGE, "--tf32 with --validate: the validation's tolerances are fp32's, TF32 matmuls do not meet them")
     if not args.data:
         args.data = os.path.join("data", args.dataset)
     args.workload = infer_workload(args.workload, args.optimizer, args.layers)
@@ -847,8 +856,8 @@ def main(argv=None):
     init = load_init(args.init, args.layers) if args.init else None
     order = load_order(args.order, data[0].shape[0], args.batch, args.epochs, args.steps) if args.order else None
     torch = nbc.require_cuda()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = bool(args.tf32)  # fp32 numerics unless --tf32
+    torch.backends.cudnn.allow_tf32 = bool(args.tf32)
     if args.deterministic:
         torch.use_deterministic_algorithms(True)
     torch.manual_seed(args.seed)

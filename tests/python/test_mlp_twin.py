@@ -197,6 +197,8 @@ def test_usage_and_data_errors_need_no_gpu(tmp_path):
     assert code_of(["--data", str(d), "--order", str(tmp_path / "no.npy")]) == nbc.EXIT_DATA
     assert code_of(["--data", str(d), "--impl", "compiled-graph", "--graph-steps", "-1"]) == nbc.EXIT_USAGE
     assert code_of(["--data", str(d), "--impl", "compiled-graph", "--compile-mode", "fast"]) == nbc.EXIT_USAGE
+    assert code_of(["--data", str(d), "--tf32", "--precision", "fp16"]) == nbc.EXIT_USAGE
+    assert code_of(["--data", str(d), "--tf32", "--validate"]) == nbc.EXIT_USAGE
     if not HAVE_TORCH:
         assert code_of(["--data", str(d), "--out", str(tmp_path / "rec")]) == nbc.EXIT_NO_DEVICE
         assert code_of(["--data", str(d), "--impl", "compiled-graph"]) == nbc.EXIT_NO_DEVICE

@@ -1202,3 +1202,45 @@ def test_batch_finding_names_each_framework_where_the_lead_changes_hands():
     s = F.batch_finding(series)
     assert s.startswith("phase 5 is 5x PyTorch at batch 32; faster than phase 5: JAX at 1,024, PyTorch at 8,192 ")
     assert "(1.5x at 8,192, PyTorch)" in s and "from batch" not in s
+
+
+def test_batch_sweep_draws_every_path_and_never_measures_against_tf32(tmp_path):
+    """Figure 9 keeps phase 5's forced GEMM plans, its fp16 and cuBLASLt fp16 paths and a TF32 framework run
+    as series of their own; the step table's × is phase 5's default path against the fastest framework
+    mode with fp32 matmuls, even where a TF32 run is faster."""
+    import records as R
+    base = "phase5_batched__batch-sweep-b512.json"
+    _, dev = copy_device(tmp_path, [base, "pytorch_mlp__batch-sweep-b512-graph.json"])
+    ours = json.loads((dev / base).read_text())
+    sps = ours["metrics"]["samples_per_s"]
+
+    def variant(name, src, tag, sps_factor, config=None, software=None):
+        r = json.loads((dev / src).read_text())
+        r["config"].update(config or {})
+        r["software"].update(software or {})
+        r["config"]["tag"] = tag
+        r["metrics"]["samples_per_s"] = sps * sps_factor
+        (dev / name).write_text(json.dumps(r))
+    variant("phase5_batched__batch-sweep-b512-tile.json", base, "batch-sweep-b512-tile", 0.5, {"fp32-gemm": "tile"})
+    variant("phase5_batched__batch-sweep-b512-fp16.json", base, "batch-sweep-b512-fp16", 1.5, {"precision": "fp16"})
+    lt = json.loads((dev / base).read_text())
+    lt["implementation"] = "cuda-cublaslt"
+    lt["config"].update({"precision": "fp16", "gemm": "cublas"})
+    (dev / "phase5_batched__batch-sweep-b512-cublaslt-fp16.json").write_text(json.dumps(lt))
+    tw = "pytorch_mlp__batch-sweep-b512-graph.json"
+    variant("pytorch_mlp__batch-sweep-b512-graph-tf32.json", tw, "batch-sweep-b512-graph-tf32", 4.0, software={"tf32_matmul": True})
+    recs = [r for r in R.load_profiles(str(tmp_path / "profiles"))[0]]
+    d = A.select_batch(recs, [])
+    keys = set(d["series"])
+    assert {("phase5_batched", "cuda"), ("phase5_batched", "cuda-tile"), ("phase5_batched", "cuda-fp16"),
+            ("phase5_batched", "cuda-cublaslt-fp16"), ("pytorch_mlp", "pytorch-graph"),
+            ("pytorch_mlp", "pytorch-graph-tf32")} <= keys
+    assert "not fp32 numerics" in A.label("pytorch_mlp", "pytorch-graph-tf32")
+    assert not A.is_fp32_yardstick(("pytorch_mlp", "pytorch-graph-tf32"))
+    table = M.batch_step_table(d)
+    assert "PyTorch CUDA graph, TF32 matmuls (not fp32 numerics)" in table  # shown ...
+    row = [ln for ln in table.splitlines() if ln.startswith("| 512 |")][0]
+    assert row.rstrip(" |").endswith("vs PyTorch CUDA graph")  # ... but never the yardstick
+    twin_sps = json.loads((dev / tw).read_text())["metrics"]["samples_per_s"]
+    assert M.times(sps / twin_sps) in row  # the default path's time, not the faster fp16 path's
+    assert "1.5x" not in F.batch_finding(d["series"]) and "4x" not in F.batch_finding(d["series"])
