@@ -983,6 +983,9 @@ def sweep_key(r):
     return (r.phase, impl)
 
 
+FP32_SWEEP_PATHS = ("cuda", "cuda-tile", "cuda-tf32x3", "cuda-cublaslt")  # phase 5's fp32-accurate sweep paths (cuBLASLt: fp32)
+
+
 def is_fp32_yardstick(key):
     """A framework series that may stand as the yardstick of an fp32 claim."""
     return is_twin(key[0]) and not key[1].endswith(NOT_FP32)
@@ -1649,6 +1652,17 @@ def summary_table(sel):
                 elif twin_mode(k):
                     twins[twin_mode(k)] = (t, r)
         rows.append(_summary_row(f"MLP W2 (784-h-h-h-10), h = {h}, one step", "time per step", ours, twins))
+    # the batch sweep's largest batch: our fp32-accurate paths against the framework modes with fp32 matmuls
+    bs = sel.get(9) or {"series": {}, "from_w1": set()}
+    sweep = {k: {b: (b / sps * 1e3, r) for b, sps, r in pts if sps}
+             for k, pts in bs["series"].items() if k not in (bs.get("from_w1") or set())}
+    big = max((b for k, pts in sweep.items() if k == BATCH_DEFAULT for b in pts), default=None)
+    if big and big >= 1024:
+        ours = [(label(*k), pts[big][0], pts[big][1]) for k, pts in sweep.items()
+                if not is_twin(k[0]) and k[1] in FP32_SWEEP_PATHS and big in pts]
+        twins = {twin_mode(k): pts[big] for k, pts in sweep.items() if is_fp32_yardstick(k) and twin_mode(k) and big in pts}
+        if twins:
+            rows.append(_summary_row(f"MLP W1's model at batch {big:,}, one step", "time per step", ours, twins))
     return rows
 
 

@@ -1244,3 +1244,21 @@ def test_batch_sweep_draws_every_path_and_never_measures_against_tf32(tmp_path):
     twin_sps = json.loads((dev / tw).read_text())["metrics"]["samples_per_s"]
     assert M.times(sps / twin_sps) in row  # the default path's time, not the faster fp16 path's
     assert "1.5x" not in F.batch_finding(d["series"]) and "4x" not in F.batch_finding(d["series"])
+
+
+def test_summary_gets_the_sweeps_largest_batch_against_fp32_frameworks_only(tmp_path):
+    import records as R
+    names = ["phase5_batched__batch-sweep-b8192.json", "jax_mlp__batch-sweep-b8192-jit-run.json"]
+    _, dev = copy_device(tmp_path, names)
+    fast = json.loads((dev / names[1]).read_text())
+    fast["software"]["matmul_precision"] = "default"  # TF32 passes: faster, not fp32 numerics
+    fast["config"]["tag"] = "batch-sweep-b8192-jit-run-tf32"
+    fast["metrics"]["samples_per_s"] *= 10
+    (dev / "jax_mlp__batch-sweep-b8192-jit-run-tf32.json").write_text(json.dumps(fast))
+    d = A.select_batch(R.load_profiles(str(tmp_path / "profiles"))[0], [])
+    rows = A.summary_table({1: {"rows": []}, 5: {"rows": []}, 6: {"series": {}}, 9: d})
+    row = [r for r in rows if "batch 8,192" in r["workload"]][0]
+    assert row["ours"][0] == "phase 5 own GEMM" and row["fastest"][1] == "jax-jit-run"
+    ours_ms = 8192 / json.loads((dev / names[0]).read_text())["metrics"]["samples_per_s"] * 1e3
+    jax_ms = 8192 / json.loads((dev / names[1]).read_text())["metrics"]["samples_per_s"] * 1e3
+    assert abs(row["x_fastest"] - jax_ms / ours_ms) < 1e-9
