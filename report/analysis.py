@@ -1630,6 +1630,13 @@ def _summary_row(name, unit, ours, twins):
             "records": ([best[2]] if best else []) + [r for _, r in twins.values()]}
 
 
+def _sweep_big_batch(sel):
+    """The largest batch (1,024 or more) at which the sweep measured phase 5's default path, else None."""
+    pts = (sel.get(9) or {}).get("series", {}).get(BATCH_DEFAULT, [])
+    big = max((b for b, sps, _ in pts if sps), default=None)
+    return big if big and big >= 1024 else None
+
+
 def summary_table(sel):
     """Rows: linear regression 5M x 200 (training time), W1 epoch, W2 h = 128 step, W2 h = 8192 step."""
     rows = []
@@ -1656,8 +1663,8 @@ def summary_table(sel):
     bs = sel.get(9) or {"series": {}, "from_w1": set()}
     sweep = {k: {b: (b / sps * 1e3, r) for b, sps, r in pts if sps}
              for k, pts in bs["series"].items() if k not in (bs.get("from_w1") or set())}
-    big = max((b for k, pts in sweep.items() if k == BATCH_DEFAULT for b in pts), default=None)
-    if big and big >= 1024:
+    big = _sweep_big_batch(sel)
+    if big:
         ours = [(label(*k), pts[big][0], pts[big][1]) for k, pts in sweep.items()
                 if not is_twin(k[0]) and k[1] in FP32_SWEEP_PATHS and big in pts]
         twins = {twin_mode(k): pts[big] for k, pts in sweep.items() if is_fp32_yardstick(k) and twin_mode(k) and big in pts}
@@ -1763,6 +1770,8 @@ RUNGS = [
     ("mlp_w2_8192", ("phase5_batched", "cuda-fp16"), "own tiled fp16 GEMMs, fused backward, PDL"),
     ("mlp_w2_128", ("phase5_batched", "cuda-fp16"), "own fp16 GEMMs at h = 128"),
     ("mlp_w2_128", ("phase5_batched", "cuda-cluster"), "the whole model in one thread-block cluster"),
+    ("mlp_batch_big", ("phase5_batched", "cuda-tile"), "the graph step, every product on the 32 × 64 SIMT tile"),
+    ("mlp_batch_big", ("phase5_batched", "cuda"), "GEMM step 5: the big products as 3xTF32 on tensor cores"),
 ]
 
 
@@ -1781,6 +1790,14 @@ def ladder_table(sel, acc, records):
         for h, t, r in pts:
             if h in (128, 8192):
                 times[(f"mlp_w2_{h}", k)] = (t, r, "step")
+    big = _sweep_big_batch(sel)  # the batch sweep's largest batch, where the step is GEMMs
+    for k, pts in (sel.get(9) or {}).get("series", {}).items():
+        for b, sps, r in pts:
+            if big and b == big and sps and k not in (sel[9].get("from_w1") or set()):
+                plan = [row for row in as_list(dget(r.data, "metrics", "gemm_plan")) if isinstance(row, dict)]
+                if k == BATCH_DEFAULT and not any(row.get("rung") == "tf32x3" for row in plan):
+                    continue  # a record from before step 5 (its plan names no tf32x3 product) is not that rung
+                times[("mlp_batch_big", k)] = (b / sps * 1e3, r, "step")
     rows, prev = [], {}
     for wl, key, adds in RUNGS:
         if (wl, key) not in times:
@@ -1805,7 +1822,7 @@ def ladder_table(sel, acc, records):
         elif wl != "linreg":
             roof = _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops)
         wname = {"linreg": "linreg 5M × 200", "mlp_w1": "W1 epoch", "mlp_w2_8192": "W2 h = 8192 step",
-                 "mlp_w2_128": "W2 h = 128 step"}[wl]
+                 "mlp_w2_128": "W2 h = 128 step", "mlp_batch_big": f"W1's model, batch {big or 0:,} step"}[wl]
         rows.append({"workload": wname, "key": key, "label": label(*key), "adds": adds, "ms": t, "gain": gain,
                      "limit": limit, "busy": busy, "roof": roof, "record": r})
     return {"rows": rows, "peak_record": peak_rec, "fp32_tflops": fp32_tflops}

@@ -1262,3 +1262,26 @@ def test_summary_gets_the_sweeps_largest_batch_against_fp32_frameworks_only(tmp_
     ours_ms = 8192 / json.loads((dev / names[0]).read_text())["metrics"]["samples_per_s"] * 1e3
     jax_ms = 8192 / json.loads((dev / names[1]).read_text())["metrics"]["samples_per_s"] * 1e3
     assert abs(row["x_fastest"] - jax_ms / ours_ms) < 1e-9
+
+
+def test_ladder_climbs_the_big_batch_from_the_simt_tile_to_step_5(tmp_path):
+    import records as R
+    base = "phase5_batched__batch-sweep-b8192.json"
+    _, dev = copy_device(tmp_path, [base])
+    rec = json.loads((dev / base).read_text())
+    tile = json.loads(json.dumps(rec))
+    tile["config"]["fp32-gemm"], tile["config"]["tag"] = "tile", "batch-sweep-b8192-tile"
+    tile["metrics"]["samples_per_s"] = rec["metrics"]["samples_per_s"] / 2
+    (dev / "phase5_batched__batch-sweep-b8192-tile.json").write_text(json.dumps(tile))
+
+    def ladder():
+        recs = R.load_profiles(str(tmp_path / "profiles"))[0]
+        sel = {1: {"rows": []}, 5: {"rows": []}, 6: {"series": {}}, 9: A.select_batch(recs, [])}
+        return [r for r in A.ladder_table(sel, {"panels": []}, recs)["rows"] if "batch 8,192" in r["workload"]]
+    rec["metrics"]["gemm_plan"] = []  # a record from before step 5: not that rung
+    (dev / base).write_text(json.dumps(rec))
+    assert [r["key"][1] for r in ladder()] == ["cuda-tile"]
+    rec["metrics"]["gemm_plan"] = [{"product": "forward 0", "M": 8192, "N": 128, "K": 784, "rung": "tf32x3", "splits": 1}]
+    (dev / base).write_text(json.dumps(rec))
+    rows = ladder()
+    assert [r["key"][1] for r in rows] == ["cuda-tile", "cuda"] and abs(rows[1]["gain"] - 2.0) < 1e-9
