@@ -244,7 +244,7 @@ sanitize: all
 ## data: data/mnist and data/fashion-mnist from DATA_SRC or the public mirrors, md5 verified
 data:
 	bash scripts/fetch_data.sh "$(DATA_SRC)" data
-## run [FULL=1]: the quick notebook, ~7 min on an H200 (426 s before the report), records in profiles/<gpu>/quick/ (FULL=1: every benchmark, profiles/<gpu>/); without a GPU only the report
+## run [FULL=1]: the quick notebook (its steps' times in profiles/<gpu>/quick/run_all__quick.json), records in profiles/<gpu>/quick/ (FULL=1: every benchmark, profiles/<gpu>/); without a GPU only the report
 run:
 	FULL=$(FULL) bash scripts/run_all.sh
 ## report [REPORT_PY=python3]: report/REPORT.md and report/figures from profiles/ (no GPU needed; REPORT_PY: an interpreter with numpy and matplotlib instead of the pinned venv, e.g. on a machine without network; its PNGs may differ in bytes)

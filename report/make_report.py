@@ -1115,7 +1115,7 @@ def quick_note(recs):
     if not q:
         return ""
     return (f"{len(q)} of the records drawn come from `make run`'s quick notebook (run_mode quick: REPEATS=2, sweep at "
-            "n = 5,000, 500,000 and 5,000,000, W1 one epoch, W2 at h = 128 and 8192 with 500/200 steps, batch sweep "
+            "n = 5,000, 500,000 and 5,000,000 without twins, W1 one epoch, W2 at h = 128 with 500/200 steps, batch sweep "
             "at 32, 512 and 8,192, one JAX mode a workload, no torch.compile alone or max-autotune twin; stored under "
             "profiles/<device>/quick/); a full run's record replaces each where both exist.")
 

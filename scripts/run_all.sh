@@ -3,8 +3,8 @@
 #
 #   make run            the quick notebook (default): every figure drawn from fewer sizes, widths,
 #                       epochs, repeats and framework modes; its records go to profiles/<slug>/quick/, where
-#                       they never replace a full run's; 426 s on an H200 from a fresh copy before the
-#                       report (profiles/nvidia-h200/quick/run_all__quick.json; docs/RUNNING.md)
+#                       they never replace a full run's; its own record run_all__quick.json says how long
+#                       each step took (profiles/nvidia-h200/quick/; docs/RUNNING.md)
 #   make run FULL=1     everything: with 2 or more GPUs visible scripts/bench_lanes.sh (the benchmarks
 #                       and their --check spread over the GPUs), else bench_linreg.sh then bench_mlp.sh;
 #                       its records go to profiles/<slug>/
@@ -27,14 +27,14 @@
 # setting overrides):
 #   (both: the JAX twins run beside the PyTorch ones where JAX is importable, one skip line where not,
 #   in one mode a stage: the fastest of the stage in the H200's full-run records)
-#   linear regression: REPEATS=2, SWEEP_NS=5000,500000,5000000, SWEEP_PARTS="p1 p2 p3 twin-gpu"
-#     (no CPU twin and no JAX twin in the sweep), P1_MAX_N=500000 (phase 1 swept up to 500K only), the
-#     headline's twin in eager, graph and compiled-graph (HEADLINE_TWIN_IMPLS; no torch.compile alone,
-#     no CPU, HEADLINE_SYNC=0: no eager with loss.item() every epoch), the headline's JAX twin in
-#     jit-run only (HEADLINE_JAX_IMPLS), the sweep's twin in eager and compiled-graph
-#     (SWEEP_TWIN_IMPLS), phase 3's pre-flight with one graph configuration and one --poll-ns value
-#     (P3_CANDIDATES, P3_POLL_CANDIDATES=400)
-#   MLP: STAGES="w1 w2 sweep seeds" (no match, gemm, persist, fashion), W1_EPOCHS=1, W2_HS="128 8192",
+#   linear regression: REPEATS=2, SWEEP_NS=5000,500000,5000000, SWEEP_PARTS="p1 p2 p3" (no twin in
+#     the sweep: the headline compares the frameworks), P1_MAX_N=500000 (phase 1 swept up to 500K only),
+#     the headline's twin in eager, graph and compiled-graph (HEADLINE_TWIN_IMPLS; no torch.compile
+#     alone, no CPU, HEADLINE_SYNC=0: no eager with loss.item() every epoch), the headline's JAX twin
+#     in jit-run only (HEADLINE_JAX_IMPLS), phase 3's pre-flight with one graph configuration and one
+#     --poll-ns value (P3_CANDIDATES, P3_POLL_CANDIDATES=400)
+#   MLP: STAGES="w1 w2 sweep seeds" (no match, gemm, persist, fashion), W1_EPOCHS=1, W2_HS="128" (h =
+#     8,192 and its twins, about two minutes of the quick run, only in the full notebook),
 #     W2_STEPS=500, W2_STEPS_SLOW=200, no paired/no-PDL ablations, P5_REPEATS=2,
 #     SWEEP_BATCHES="32 512 8192", SWEEP_EPOCHS=1, phase 5's default path only and no twin in the batch
 #     sweep (SWEEP_PATHS empty, SWEEP_TWIN=0), no twin in the seed study;
@@ -97,9 +97,9 @@ if [ "$MODE" = quick ]; then
   # and waits for that build before the MLP benchmark. The full notebook builds everything first.
   add build 30 "make $MAKE_ARGS build/phase1_naive build/phase2_shared_mem build/phase3_fused_streams tools"
   has_tracer_overhead && add tracer_overhead 5 "run_tracer_overhead"
-  add bench_linreg 100 "start_build_mlp && bench linreg"
+  add bench_linreg 85 "start_build_mlp && bench linreg"
   add build_mlp 5 "wait_build_mlp"
-  add bench_mlp 170 "bench mlp"
+  add bench_mlp 110 "bench mlp"
 else
   add build 75 "make $MAKE_ARGS all"
   has_tracer_overhead && add tracer_overhead 5 "run_tracer_overhead"
@@ -138,13 +138,13 @@ bench() {  # bench linreg|mlp: the bench script, with the quick reductions in qu
   if [ "$MODE" = full ]; then bash "scripts/bench_$b.sh"; return; fi
   if [ "$b" = linreg ]; then
     env REPEATS="${REPEATS:-2}" SWEEP_NS="${SWEEP_NS:-5000,500000,5000000}" \
-      SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3 twin-gpu}" P1_MAX_N="${P1_MAX_N:-500000}" \
+      SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3}" P1_MAX_N="${P1_MAX_N:-500000}" \
       HEADLINE_TWIN_IMPLS="${HEADLINE_TWIN_IMPLS:-eager,graph,compiled-graph}" HEADLINE_SYNC="${HEADLINE_SYNC:-0}" \
-      HEADLINE_JAX_IMPLS="${HEADLINE_JAX_IMPLS:-jit-run}" SWEEP_TWIN_IMPLS="${SWEEP_TWIN_IMPLS:-eager,compiled-graph}" \
+      HEADLINE_JAX_IMPLS="${HEADLINE_JAX_IMPLS:-jit-run}" \
       P3_CANDIDATES="${P3_CANDIDATES:---update next-epoch --blocks-per-sm 2}" P3_POLL_CANDIDATES="${P3_POLL_CANDIDATES:-400}" \
       bash scripts/bench_linreg.sh
   else
-    env STAGES="${STAGES:-w1 w2 sweep seeds}" W2_HS="${W2_HS:-128 8192}" W1_EPOCHS="${W1_EPOCHS:-1}" \
+    env STAGES="${STAGES:-w1 w2 sweep seeds}" W2_HS="${W2_HS:-128}" W1_EPOCHS="${W1_EPOCHS:-1}" \
       W2_STEPS="${W2_STEPS:-500}" W2_STEPS_SLOW="${W2_STEPS_SLOW:-200}" W2_PAIRED_HS="${W2_PAIRED_HS:-}" \
       W2_NOPDL_HS="${W2_NOPDL_HS:-}" TWIN_COMPILE_W2="${TWIN_COMPILE_W2:-}" W2_PROFILE_HS="${W2_PROFILE_HS:-128}" P5_REPEATS="${P5_REPEATS:-2}" \
       TWIN_W1_IMPLS="${TWIN_W1_IMPLS:-eager,graph,compiled-graph}" TWIN_W2_IMPLS="${TWIN_W2_IMPLS:-eager,graph,compiled-graph}" \

@@ -171,7 +171,7 @@ def test_run_all_quick_writes_every_record_to_the_quick_folder(tmp_path):
     mlp = next(x for x in steps if x.startswith("bench_mlp"))
     assert f"records={quick} " in lin and f"records={quick} " in mlp
     # one JAX mode a stage; no JAX sweep; one --poll-ns candidate
-    assert "jax_headline=jit-run " in lin and "parts=p1 p2 p3 twin-gpu " in lin and "poll=400" in lin
+    assert "jax_headline=jit-run " in lin and "parts=p1 p2 p3 " in lin and "poll=400" in lin
     assert "jax_w1=jit-epoch " in mlp and "jax_w2=jit-run " in mlp
     assert (root / quick / "run_all__quick.json").exists()
     assert not (root / "profiles" / H100 / "run_all__quick.json").exists()
