@@ -130,6 +130,31 @@ inline MlpParams unflatten(const std::vector<int>& layers, const std::vector<dou
   return p;
 }
 
+// ReLU gates the device may have put on the other side of zero: the kept hidden units whose float64
+// pre-activation z lies within 8·u·sqrt(K)·(Σ|a w| + |b|) of zero (the tolerances' rounding model
+// for a sum of K products, with room). A flipped gate moves a whole row of a gradient, far beyond the
+// norm-wise tolerance at small batches; the count is printed beside each step's errors (it decides
+// nothing: a step that fails with gates near zero may be a flip, one that fails without cannot).
+inline size_t gates_near_zero(const MlpParams& p, const MlpForward& f, int batch, double u,
+                              const std::vector<std::vector<double>>* masks) {
+  size_t n = 0;
+  for (size_t l = 0; l + 2 < p.layers.size(); ++l) {  // hidden layers: every layer but the last
+    const size_t in = static_cast<size_t>(p.layers[l]), out = static_cast<size_t>(p.layers[l + 1]);
+    const double e = 8.0 * u * std::sqrt(static_cast<double>(in));
+    for (size_t r = 0; r < static_cast<size_t>(batch); ++r)
+      for (size_t o = 0; o < out; ++o) {
+        if (masks && !masks->empty() && (*masks)[l][r * out + o] == 0) continue;
+        double z = p.b[l][o], mag = std::fabs(p.b[l][o]);
+        for (size_t i = 0; i < in; ++i) {
+          const double t = f.act[l][r * in + i] * p.W[l][o * in + i];
+          z += t, mag += std::fabs(t);
+        }
+        if (std::fabs(z) <= e * mag) ++n;
+      }
+  }
+  return n;
+}
+
 // The first K steps (step(k) runs device step k and says what it saw), judged as above.
 // initial: the parameters before step 0, flatten() order.
 inline ValidationResult validate_steps(const ValidateSpec& o, std::vector<double> initial, int K,
@@ -161,8 +186,8 @@ inline ValidationResult validate_steps(const ValidateSpec& o, std::vector<double
     for (size_t i = 0; i < pe.size(); ++i) pn += before[i] * before[i], dn += d_exp[i] * d_exp[i];
     const double tu = tol.update_u * (8.0 + (dn > 0 ? std::sqrt(pn / dn) : 0.0));
     const double el = rel_scalar(s.loss, f.loss), eg = rel_error(s.grads, flatten(g)), eu = rel_error(d_dev, d_exp);
-    std::printf("  step %d: loss %.7f (ref %.7f)  rel.err loss %.2e grad %.2e update %.2e (tol %.1e)\n", k, s.loss,
-                f.loss, el, eg, eu, tu);
+    std::printf("  step %d: loss %.7f (ref %.7f)  rel.err loss %.2e grad %.2e update %.2e (tol %.1e); gates near zero %zu\n",
+                k, s.loss, f.loss, el, eg, eu, tu, gates_near_zero(at, f, o.batch, tol.u, mp));
     e_loss = worse(e_loss, el), e_grad = worse(e_grad, eg);
     const double ratio = eu / tu;  // tu >= 8u > 0; a NaN ratio sticks
     if (!std::isnan(worst_ratio) && (std::isnan(ratio) || ratio > worst_ratio)) worst_ratio = ratio, e_update = eu, tol_update = tu;

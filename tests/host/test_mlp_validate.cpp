@@ -154,3 +154,31 @@ TEST_CASE("mlp validate: a broken step fails the check that should catch it") {
   CHECK(fails(run(half, 0.2, Fault::no_bias_grad), "gradients"));
   CHECK(fails(run(half, 0.2, Fault::wrong_mask), "gradients"));
 }
+
+TEST_CASE("validate counts the ReLU gates within rounding of zero (a dead unit in every row, none else)") {
+  const std::vector<int> layers = {6, 4, 3};
+  const int B = 5;
+  nb::MlpParams p = nb::mlp_zeros(layers);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0.5, 1.0);
+  std::vector<double> x(static_cast<size_t>(B) * layers[0]);
+  for (double& v : x) v = u(rng);
+  for (size_t l = 0; l < p.W.size(); ++l) {
+    for (double& w : p.W[l]) w = u(rng);
+    for (double& b : p.b[l]) b = 0.1;
+  }
+  const std::vector<int> y = {0, 1, 2, 0, 1};
+  const double fp32 = std::ldexp(1.0, -24);
+  CHECK(nb::mlp::gates_near_zero(p, nb::mlp_forward(p, x.data(), y.data(), B), B, fp32, nullptr) == 0u);
+  // unit 2 with no weights and no bias: z = 0 in every row
+  for (int i = 0; i < layers[0]; ++i) p.W[0][2 * static_cast<size_t>(layers[0]) + i] = 0.0;
+  p.b[0][2] = 0.0;
+  CHECK(nb::mlp::gates_near_zero(p, nb::mlp_forward(p, x.data(), y.data(), B), B, fp32, nullptr) == static_cast<size_t>(B));
+  // unit 2 as x_0 - x_1 with x_1 = x_0 (1 + 1e-3): |z| / (|x_0| + |x_1|) = 5e-4, near zero at fp16's
+  // u (8 * 2^-11 * sqrt(6) = 0.0096), not at fp32's (1.2e-6)
+  p.W[0][2 * static_cast<size_t>(layers[0])] = 1.0, p.W[0][2 * static_cast<size_t>(layers[0]) + 1] = -1.0;
+  for (int r = 0; r < B; ++r) x[static_cast<size_t>(r) * layers[0] + 1] = x[static_cast<size_t>(r) * layers[0]] * (1 + 1e-3);
+  const nb::MlpForward f = nb::mlp_forward(p, x.data(), y.data(), B);
+  CHECK(nb::mlp::gates_near_zero(p, f, B, fp32, nullptr) == 0u);
+  CHECK(nb::mlp::gates_near_zero(p, f, B, std::ldexp(1.0, -11), nullptr) == static_cast<size_t>(B));
+}
