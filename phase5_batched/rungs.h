@@ -92,6 +92,19 @@ inline bool fp16_sgd_no_dropout_own(const P5Options& o) {
 constexpr const char* kNeedsTwoHiddenFp32 = "two hidden layers (--layers 784,H1,H2,10), --precision fp32 and --gemm own";
 constexpr const char* kNeedsFp16Sgd = "--precision fp16, --optimizer sgd, --dropout 0 and --gemm own";
 
+// The record fields of the rungs that split W1's units over blocks (5c, 5e, 5f): their plan, their
+// block size, and how a step synchronises (5c/5e: none, the exchange's tags; 5f: cluster barriers).
+inline nlohmann::json split_record(const PersistPlan& pl, int threads, const char* barriers_key) {
+  return {{"blocks", pl.blocks},
+          {"threads_per_block", threads},
+          {"first_layer_units_per_block", pl.nc},
+          {"second_layer_units_per_block", pl.nj},
+          {"shared_memory_bytes_per_block", pl.smem},
+          {"exchanges_per_step", 2},
+          {barriers_key, 0},
+          {"shape_compiled_in", pl.specialized}};
+}
+
 // ----- 5c: one cooperative persistent kernel an epoch (5c_persistent.h)
 inline void plan_5c(OneLaunchKernel& k, int blocks, int device, bool specialize, KernelCosts& costs) {
   k.persist_plan = persistent_rung_plan(k.persist, blocks, device, specialize);
@@ -101,15 +114,7 @@ inline void launch_5c(const OneLaunchKernel& k, const LaunchWindow& w, cudaStrea
   persistent_rung_launch(k.persist_plan, in_window(k.persist, w), st);
 }
 inline nlohmann::json record_5c(const OneLaunchKernel& k, const P5Options&) {
-  const PersistPlan& pl = k.persist_plan;
-  return {{"blocks", pl.blocks},
-          {"threads_per_block", kPersistThreads},
-          {"first_layer_units_per_block", pl.nc},
-          {"second_layer_units_per_block", pl.nj},
-          {"shared_memory_bytes_per_block", pl.smem},
-          {"exchanges_per_step", 2},
-          {"grid_barriers_per_step", 0},
-          {"shape_compiled_in", pl.specialized}};
+  return split_record(k.persist_plan, kPersistThreads, "grid_barriers_per_step");
 }
 
 // ----- 5e: 5c's kernel with fewer dependent phases a step (5e_pipelined.h)
@@ -151,15 +156,7 @@ inline void launch_5f(const OneLaunchKernel& k, const LaunchWindow& w, cudaStrea
   cluster32_rung_launch(k.persist_plan, in_window(k.persist, w), st);
 }
 inline nlohmann::json record_5f(const OneLaunchKernel& k, const P5Options&) {
-  const PersistPlan& pl = k.persist_plan;
-  return {{"blocks", pl.blocks},
-          {"threads_per_block", kC32Threads},
-          {"first_layer_units_per_block", pl.nc},
-          {"second_layer_units_per_block", pl.nj},
-          {"shared_memory_bytes_per_block", pl.smem},
-          {"exchanges_per_step", 2},
-          {"cluster_barriers_per_step", 0},
-          {"shape_compiled_in", pl.specialized}};
+  return split_record(k.persist_plan, kC32Threads, "cluster_barriers_per_step");
 }
 
 #define P5_DATA_NOTE "data resident on the GPU as bytes; per-epoch permutation generated on the device; "
