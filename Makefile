@@ -178,9 +178,9 @@ test-python: $(VENV_PY)
 test-gpu: $(GPU_TESTS)
 	$(GPU_TESTS)
 	compute-sanitizer --tool memcheck --error-exitcode 99 $(GPU_TESTS)
-## test-gpu-repeat [N=200] [TC=pattern]: the GPU test cases matching TC (default phase 5's) N times in a row, stopping at the first failure; needs a GPU
+## test-gpu-repeat [N=200] [TC=pattern] [LANES=1]: the GPU test cases matching TC (default phase 5's) N times in a row, LANES processes side by side, stopping at the first failure; needs a GPU
 test-gpu-repeat: $(GPU_TESTS)
-	bash scripts/test_gpu_repeat.sh "$(or $(N),200)" $(if $(TC),"$(TC)")
+	LANES="$(or $(LANES),1)" bash scripts/test_gpu_repeat.sh "$(or $(N),200)" $(if $(TC),"$(TC)")
 
 # ---------------------------------------------------------------- libtorch twins (baselines/libtorch)
 # Built against the libtorch inside the torch package that $(PYTHON) imports (its include/ and lib/,

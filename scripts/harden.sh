@@ -283,8 +283,8 @@ small_args() {
 
 # The code paths of one phase worth sanitizing separately, one line of extra flags each ("" is the
 # default path); a line naming a flag the phase does not have is dropped. SANITIZE_QUICK=1: the
-# default path only. The cluster kernel's line asks for 4 steps instead of 20 (the last value of a
-# flag wins): racecheck follows its shared and distributed shared memory traffic and ran past 120 s
+# default path only. The cluster kernels' lines ask for 4 steps instead of 20 (the last value of a
+# flag wins): racecheck follows their shared and distributed shared memory traffic and ran past 120 s
 # at 20 steps.
 variants() {
   local p=$1 v w ok lines=()
@@ -293,7 +293,7 @@ variants() {
     phase1_*|phase2_*) lines=("" "--deterministic") ;;
     phase3_*) lines=("" "--source host --chunk 1000 --streams 3 --eval-every 2" "--deterministic" "--pdl early") ;;
     phase4_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --deterministic") ;;
-    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch pipelined" "--launch pipelined --generic-kernel" "--launch cluster --precision fp16 --optimizer sgd --dropout 0 --steps 4") ;;
+    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch pipelined" "--launch pipelined --generic-kernel" "--launch cluster --precision fp16 --optimizer sgd --dropout 0 --steps 4" "--launch cluster32 --steps 4" "--launch cluster32 --generic-kernel --steps 4") ;;
     *) lines=("") ;;
   esac
   for v in "${lines[@]}"; do
