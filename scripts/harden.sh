@@ -29,6 +29,7 @@
 # CXX (g++) and CLANGXX (clang++); CUDA_HOME; DEPS_PREFIX (as in the Makefile); JOBS (parallel
 # compiles, default 2); FUZZ_RSS_MB (2048); SANITIZE_TOOLS ("memcheck racecheck initcheck synccheck");
 # SANITIZE_TIMEOUT (seconds per sanitizer run, 240); SANITIZE_QUICK=1 (default code path only);
+# SANITIZE_ONLY (a regex: the variant lines it matches only);
 # PROFILES_DIR (profiles); NB_DATA (the MNIST folder for phases 4-5; default data/mnist,
 # .carry/data/mnist or ../shared/data/mnist); SANITIZE_ARGS_<phase> / DET_ARGS_<phase> replace the
 # small-size arguments chosen below for one phase; DET_REPEATS (3).
@@ -283,9 +284,9 @@ small_args() {
 
 # The code paths of one phase worth sanitizing separately, one line of extra flags each ("" is the
 # default path); a line naming a flag the phase does not have is dropped. SANITIZE_QUICK=1: the
-# default path only. The cluster kernels' lines ask for 4 steps instead of 20 (the last value of a
-# flag wins): racecheck follows their shared and distributed shared memory traffic and ran past 120 s
-# at 20 steps.
+# default path only; SANITIZE_ONLY=regex: the lines it matches only. The cluster kernels' lines ask
+# for 4 and 2 steps instead of 20 (the last value of a flag wins): racecheck follows their shared and
+# distributed shared memory traffic (5d ran past 120 s at 20 steps; 5f past 130 s at 4).
 variants() {
   local p=$1 v w ok lines=()
   if [ "${SANITIZE_QUICK:-0}" = 1 ]; then echo ""; return; fi
@@ -293,7 +294,7 @@ variants() {
     phase1_*|phase2_*) lines=("" "--deterministic") ;;
     phase3_*) lines=("" "--source host --chunk 1000 --streams 3 --eval-every 2" "--deterministic" "--pdl early") ;;
     phase4_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --deterministic") ;;
-    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch pipelined" "--launch pipelined --generic-kernel" "--launch cluster --precision fp16 --optimizer sgd --dropout 0 --steps 4" "--launch cluster32 --steps 4" "--launch cluster32 --generic-kernel --steps 4") ;;
+    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch pipelined" "--launch pipelined --generic-kernel" "--launch cluster --precision fp16 --optimizer sgd --dropout 0 --steps 4" "--launch cluster32 --steps 2" "--launch cluster32 --generic-kernel --steps 2") ;;
     *) lines=("") ;;
   esac
   for v in "${lines[@]}"; do
@@ -301,6 +302,7 @@ variants() {
     for w in $v; do
       if [[ "$w" == --* ]] && ! has_flag "$p" "$w"; then ok=0; fi
     done
+    [ -n "${SANITIZE_ONLY:-}" ] && ! [[ "$v" =~ $SANITIZE_ONLY ]] && ok=0
     if [ "$ok" = 1 ]; then echo "$v"; fi
   done
 }
@@ -329,7 +331,7 @@ mode_sanitize() {
   for p in "${phases[@]}"; do
     "build/$p" --help >"build/help_$p.txt" 2>&1 || true
     rm -rf "${out:?}/records/$p" "${out:?}/$p"; mkdir -p "$out/$p"
-    SANITIZE_QUICK=0 variants "$p" | awk -v p="$p" '{print p "\t" ($0 == "" ? "default" : $0)}' >>"$out/variants.tsv"
+    SANITIZE_QUICK=0 SANITIZE_ONLY= variants "$p" | awk -v p="$p" '{print p "\t" ($0 == "" ? "default" : $0)}' >>"$out/variants.tsv"
     mapfile -t vs < <(variants "$p")
     vi=0
     for v in "${vs[@]}"; do
