@@ -45,7 +45,8 @@
 #     mode compiles its own program and validates against the float64 reference on its own; the W2
 #     twins' kernel lists (--profile) at h = 128 only (W2_PROFILE_HS: Figure 12 accounts h = 128).
 #
-# Environment: FULL (1: everything), JOBS (parallel build jobs, default: nproc), DEPS_PREFIX
+# Environment: FULL (1: everything), JOBS (parallel build jobs, default: nproc), ARCH (nvcc's target,
+# default sm_<the first GPU's compute capability>), DEPS_PREFIX
 # (default .carry/deps when present), DATA_SRC (as for make data), PYTHON (interpreter with torch),
 # RECORDS_DIR (every record of the run there instead of profiles/<slug>/ or profiles/<slug>/quick/:
 # the benchmarks', the tracer overhead's and this run's own; the report step still reads profiles/),
@@ -87,17 +88,25 @@ now_ms() { echo $(( ($(date +%s%N) - T0) / 1000000 )); }
 # name|estimated seconds on an H100 (quick / full)|command (eval'd)
 STEPS=()
 add() { STEPS+=("$1|$2|$3"); }
+# The GPU's architecture, asked once: every make of the run (and of the bench scripts it calls) gets
+# ARCH=sm_XY from the environment instead of nvcc's -arch=native, which opens the driver in every
+# nvcc call (two builds side by side made a no-op make in bench_linreg.sh take 13-17 s).
+if [ -z "${ARCH:-}" ]; then
+  CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+  [[ "$CC" =~ ^[0-9]+$ ]] && export ARCH="sm_$CC"
+fi
 MAKE_ARGS="-j$JOBS ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX}"
 add data 10 "make data"
 has_tracer_overhead() { [ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ]; }
 if [ "$MODE" = quick ]; then
   # Phase 5 is the longest compile (its trainer's translation unit alone takes about 40 s). The
-  # quick notebook builds phases 1-3 and the tools first, then compiles phases 4-5 in the
-  # background (niced: a few of the machine's cores) while the linear-regression benchmark runs,
-  # and waits for that build before the MLP benchmark. The full notebook builds everything first.
-  add build 30 "make $MAKE_ARGS build/phase1_naive build/phase2_shared_mem build/phase3_fused_streams tools"
+  # quick notebook builds the common libraries, then compiles phases 4-5 in the background (niced)
+  # while phases 1-3 and the tools build and the linear-regression benchmark runs, and waits for
+  # that build before the MLP benchmark (the two builds share only the libraries, built first). The
+  # full notebook builds everything first.
+  add build 30 "make $MAKE_ARGS build/libnb_cuda.a build/libnb_host.a && start_build_mlp && make $MAKE_ARGS build/phase1_naive build/phase2_shared_mem build/phase3_fused_streams tools"
   has_tracer_overhead && add tracer_overhead 5 "run_tracer_overhead"
-  add bench_linreg 85 "start_build_mlp && bench linreg"
+  add bench_linreg 85 "bench linreg"
   add build_mlp 5 "wait_build_mlp"
   add bench_mlp 110 "bench mlp"
 else

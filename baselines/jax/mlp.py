@@ -32,7 +32,8 @@ program's round trip).
 
 Records: profiles/<gpu-slug>/jax_mlp__<tag>-<impl>.json (or the tag with {impl} replaced), phase
 "jax_mlp", implementation "jax-<impl>", schema v1; loss.per_step as the CUDA side's. --profile: 200
-extra untimed steps (jit-run: one extra run) under jax.profiler, kernels and the per-step account.
+extra untimed steps (jit-epoch: one extra epoch; jit-run: one extra run) under jax.profiler, kernels
+and the per-step account.
 
 Exit codes as the CUDA programs (common/errors.h): 1 validation failed, 2 usage, 3 no CUDA device
 (or no JAX), 4 bad data/init/order file, 5 out of GPU memory, 6 output not writable, 7 diverged.
@@ -216,11 +217,17 @@ class Trainer:
         self.reset()
 
     def _chunk_lengths(self):
-        lens = {min(self.total, (e + 1) * self.spe) - e * self.spe for e in range(self.n_epochs)}
-        lens.add(min(WARMUP_STEPS, self.total))
-        if self.args.profile:
-            lens.add(min(PROFILE_STEPS, self.total))
-        return lens
+        """jit-epoch's executables: one per distinct epoch length (the warm-up runs the epochs'
+        own; the profiled run is one epoch, profile_steps): a scan compiles in about the same time
+        whatever its length, so each extra length costs a whole compilation (about 4 s at W1)."""
+        return {min(self.total, (e + 1) * self.spe) - e * self.spe for e in range(self.n_epochs)}
+
+    def profile_steps(self):
+        """Steps of the one extra, untimed run under jax.profiler: jit-step PROFILE_STEPS, jit-epoch
+        the first epoch (its executable, no new compilation), jit-run the whole run."""
+        if self.impl == "jit-step":
+            return min(PROFILE_STEPS, self.total)
+        return min(self.total, self.spe) if self.impl == "jit-epoch" else self.total
 
     def _fresh(self):
         import jax.numpy as jnp  # noqa: PLC0415
@@ -308,7 +315,7 @@ def parser():
         elif a.dest in ("compile_mode", "graph_steps"):
             a.help = "(accepted for the shared vocabulary; no effect here)"
         elif a.dest == "profile":
-            a.help = "kernels and the per-step account from jax.profiler over 200 extra untimed steps (jit-run: one run)"
+            a.help = "kernels and the per-step account from jax.profiler over 200 extra untimed steps (jit-epoch: one epoch; jit-run: one run)"
         elif a.dest == "deterministic":
             a.help = "(accepted; XLA's GPU kernels for this model are deterministic)"
         elif a.dest == "seed":
@@ -398,7 +405,7 @@ def run_impl(jax, args, impl, data, init, order, own_inputs, dispatch):
         rec["notes"].append("jit-run: test loss and accuracy evaluated once, after the run")
     rec["kernels"], rec["memcpy"], rec["ranges"], rec["trace_file"] = [], [], [], None
     if args.profile and not diverged:
-        n = total if impl == "jit-run" else min(PROFILE_STEPS, total)
+        n = tr.profile_steps()
         tr.reset()
         rec["account"], rec["kernels"], rec["memcpy"] = jaxtwin.profile_run(
             jax, lambda: tr.run_steps(0, n), "step", n, rec["timing"]["per_step_ms"]["median"])

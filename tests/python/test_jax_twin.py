@@ -217,6 +217,17 @@ def test_mlp_modes_agree(jax_cpu):
 
 
 @needs_jax
+def test_jit_epoch_compiles_one_executable_per_epoch_length(jax_cpu):
+    # each scan length is a compilation of its own (about 4 s at W1 on an H200): the warm-up runs the
+    # epochs' executables and the profiled run is one epoch, so nothing else is compiled
+    args, data, init, order, spe, total, n_epochs = tiny_mlp_case("fp32", "sgd", "flat")
+    args.profile = True
+    tr = jmlp.Trainer(jax_cpu, "jit-epoch", args, data, init, order)
+    assert set(tr.exes) == {spe} and tr.profile_steps() == spe
+    assert jmlp.Trainer(jax_cpu, "jit-run", args, data, init, order).profile_steps() == total
+
+
+@needs_jax
 def test_a_broken_optimizer_fails_validation(jax_cpu, monkeypatch):
     args, data, init, order, *_ = tiny_mlp_case("fp32", "adam", "flat")
     real = jmlp.adam
