@@ -28,7 +28,9 @@ import make_report as M  # noqa: E402
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """Builds the fixture report twice (out_a with every figure call recorded, then out_b)."""
+    """Builds the fixture report twice: out_a with every figure drawn in this process, one after
+    another, each call recorded; out_b with the figures drawn side by side in forked processes (the
+    default), so test_two_builds_are_byte_identical compares the two ways of drawing too."""
     base = tmp_path_factory.mktemp("rep")
     out_a, out_b = str(base / "a"), str(base / "b")
     calls = []
@@ -41,11 +43,19 @@ def built(tmp_path_factory):
         return real_finish(fig, path, title, device, records, extra_footer, **kw)
 
     F._finish = spy
+    jobs = os.environ.get("NB_REPORT_JOBS")
     try:
+        os.environ["NB_REPORT_JOBS"] = "1"
         assert M.main(["--profiles", FIXTURES, "--out", out_a]) == 0
+        os.environ["NB_REPORT_JOBS"] = "3"
+        F._finish = real_finish
+        assert M.main(["--profiles", FIXTURES, "--out", out_b]) == 0
     finally:
         F._finish = real_finish
-    assert M.main(["--profiles", FIXTURES, "--out", out_b]) == 0
+        if jobs is None:
+            os.environ.pop("NB_REPORT_JOBS", None)
+        else:
+            os.environ["NB_REPORT_JOBS"] = jobs
     with open(os.path.join(out_a, "APPENDIX.md"), encoding="utf-8") as f:
         md = f.read()   # the every-point tables, phases, threats and records moved to the appendix
     with open(os.path.join(out_a, "REPORT.md"), encoding="utf-8") as f:
