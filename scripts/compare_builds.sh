@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# scripts/compare_builds.sh — did a restructure move the phases' results or speed? Builds every phase
-# at two commits (BEFORE in a git worktree under build/compare/, AFTER = this tree), then runs both
-# builds of each configuration back to back on the same GPU and compares the results (MLP: the final
-# parameters' metrics.param_checksum; linear regression: the final w, b and train loss; both must be
-# bit-identical) and the median time (must stay within TOL_PCT, default 3%). One line per
-# configuration. Linear regression: phases 1 and 2 with --deterministic (1,000,003 and 5M points),
-# phase 3 at 5M on its persistent path and on the graph path with --deterministic; 200 epochs.
+# scripts/compare_builds.sh — did a restructure move the phases' results or speed? Builds the phases
+# it compares at two commits (BEFORE in a git worktree under build/compare/, AFTER = this tree), then
+# runs both builds of each configuration back to back on the same GPU and compares the results
+# (MLP: the final parameters' metrics.param_checksum; linear regression: the final w, b and train
+# loss; both must be bit-identical) and the median time (must stay within TOL_PCT, default 3%). One
+# line per configuration. Linear regression: phases 1 and 2 with --deterministic (1,000,003 and 5M
+# points), phase 3 at 5M on its persistent path and on the graph path with --deterministic; 200
+# epochs.
 #
 #   scripts/compare_builds.sh BEFORE [LOG]     (default LOG build/compare_builds.log; needs a GPU and the data)
 #
@@ -22,7 +23,8 @@
 # several percent between back-to-back processes; one round of each cannot resolve 3%). Every
 # round's checksum must be the same.
 # Environment: DATA (default .carry/data/mnist or data/mnist), JOBS, DEPS_PREFIX, REPEATS, ROUNDS, TOL_PCT,
-# ONLY (a regex: only the configurations whose label matches), NB_GIT_COMMIT (names the AFTER tree on
+# ONLY (a regex: only the configurations whose label matches, and only their phases built; none
+# matching: exit 2), NB_GIT_COMMIT (names the AFTER tree on
 # a device copy whose git does not know its commit).
 # Exit status: 0 when every checksum matches and every median is within TOL_PCT; 1 otherwise;
 # 2 on usage errors; 3 without a GPU.
@@ -61,11 +63,6 @@ else
 fi
 cleanup() { [ -n "$BEFORE_DIR" ] || git worktree remove --force "$WT" >/dev/null 2>&1; }
 trap cleanup EXIT
-for d in "$WT" .; do
-  make -C "$d" -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} build/phase1_naive build/phase2_shared_mem \
-    build/phase3_fused_streams build/phase4_mlp build/phase5_batched \
-    >"build/compare/make_$(basename "$d").log" 2>&1 || { tail -n 20 "build/compare/make_$(basename "$d").log"; echo "compare_builds: build failed in $d"; exit 1; }
-done
 SCRATCH=$(mktemp -d)
 trap 'cleanup; rm -rf "$SCRATCH"' EXIT
 W1="--layers 784,128,64,10 --batch 32 --epochs 1"
@@ -99,6 +96,19 @@ for h in 128 1024; do
   for pr in fp32 fp16; do CONFIGS+=("w2-h$h-p5-own-$pr|phase5_batched|$w --precision $pr"); done
   for pr in fp32 fp16; do CONFIGS+=("w2-h$h-p5-cublas-$pr|phase5_batched|$w --precision $pr --gemm cublas"); done
   [ "$h" = 128 ] && CONFIGS+=("w2-h$h-p5-cluster|phase5_batched|$w --precision fp16 --launch cluster")
+done
+# Build, in both trees, only the phases the selected configurations run (ONLY=one W2 configuration
+# builds phase 4 or 5 alone, not all five phases twice).
+TARGETS=()
+for c in "${CONFIGS[@]}"; do
+  IFS='|' read -r label bin _ <<<"$c"
+  [[ "$label" =~ ${ONLY:-.} ]] || continue
+  [[ " ${TARGETS[*]} " == *" build/$bin "* ]] || TARGETS+=("build/$bin")
+done
+[ ${#TARGETS[@]} -gt 0 ] || { echo "compare_builds: no configuration matches ONLY='${ONLY:-}'"; exit 2; }
+for d in "$WT" .; do
+  make -C "$d" -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} "${TARGETS[@]}" \
+    >"build/compare/make_$(basename "$d").log" 2>&1 || { tail -n 20 "build/compare/make_$(basename "$d").log"; echo "compare_builds: build failed in $d"; exit 1; }
 done
 # field FILE KEY: the result (metrics.param_checksum, or w, b, train loss) / the timed samples of
 # timing.total_ms, one per line
