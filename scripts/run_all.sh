@@ -90,10 +90,11 @@ STEPS=()
 add() { STEPS+=("$1|$2|$3"); }
 # The GPU's architecture, asked once: every make of the run (and of the bench scripts it calls) gets
 # ARCH=sm_XY from the environment instead of nvcc's -arch=native, which opens the driver in every
-# nvcc call (two builds side by side made a no-op make in bench_linreg.sh take 13-17 s).
+# nvcc call (the likely cause of a make with nothing to build taking 13-17 s in bench_linreg.sh
+# while phases 4-5 compiled beside it). (CAP, not CC: an exported CC would reach make.)
 if [ -z "${ARCH:-}" ]; then
-  CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
-  [[ "$CC" =~ ^[0-9]+$ ]] && export ARCH="sm_$CC"
+  CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+  [[ "$CAP" =~ ^[0-9]+$ ]] && export ARCH="sm_$CAP"
 fi
 MAKE_ARGS="-j$JOBS ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX}"
 add data 10 "make data"

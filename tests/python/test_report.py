@@ -42,20 +42,13 @@ def built(tmp_path_factory):
                       "axes": axes_facts(fig), "footer": extra_footer})
         return real_finish(fig, path, title, device, records, extra_footer, **kw)
 
-    F._finish = spy
-    jobs = os.environ.get("NB_REPORT_JOBS")
-    try:
-        os.environ["NB_REPORT_JOBS"] = "1"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(F, "_finish", spy)
+        mp.setenv("NB_REPORT_JOBS", "1")
         assert M.main(["--profiles", FIXTURES, "--out", out_a]) == 0
-        os.environ["NB_REPORT_JOBS"] = "3"
-        F._finish = real_finish
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NB_REPORT_JOBS", "3")
         assert M.main(["--profiles", FIXTURES, "--out", out_b]) == 0
-    finally:
-        F._finish = real_finish
-        if jobs is None:
-            os.environ.pop("NB_REPORT_JOBS", None)
-        else:
-            os.environ["NB_REPORT_JOBS"] = jobs
     with open(os.path.join(out_a, "APPENDIX.md"), encoding="utf-8") as f:
         md = f.read()   # the every-point tables, phases, threats and records moved to the appendix
     with open(os.path.join(out_a, "REPORT.md"), encoding="utf-8") as f:

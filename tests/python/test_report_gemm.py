@@ -46,17 +46,10 @@ def build(tmp_path, profiles):
         return real(fig, path, title, device, records, extra_footer, **kw)
 
     out = tmp_path / "out"
-    F._finish = spy
-    jobs = os.environ.get("NB_REPORT_JOBS")
-    os.environ["NB_REPORT_JOBS"] = "1"  # the spy sees the figures drawn in this process only
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(F, "_finish", spy)
+        mp.setenv("NB_REPORT_JOBS", "1")  # the spy sees the figures drawn in this process only
         assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
-    finally:
-        F._finish = real
-        if jobs is None:
-            os.environ.pop("NB_REPORT_JOBS", None)
-        else:
-            os.environ["NB_REPORT_JOBS"] = jobs
     return (out / "REPORT.md").read_text(encoding="utf-8"), (out / "APPENDIX.md").read_text(encoding="utf-8"), calls, out
 
 
