@@ -132,6 +132,9 @@ all: $(BUILD)/phase5_rung
 
 # ---------------------------------------------------------------- tools (one .cu each)
 TOOLS := $(patsubst tools/%.cu,$(BUILD)/tools/%,$(wildcard tools/*.cu))
+# A tool's object is an intermediate of the pattern rules below: without this, make deletes it after
+# linking, and the next make (bench_linreg.sh's, after make run's build) compiles every tool again.
+.SECONDARY: $(TOOLS:=.o)
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(LIB_CUDA) $(LIB_HOST)
 	$(NVCC) $(GENCODE) -o $@ $< $(LIB_CUDA) $(LIB_HOST) $(LIBDIRS) $(RPATH) $(LDLIBS)
 .PHONY: tools

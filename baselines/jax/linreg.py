@@ -139,13 +139,16 @@ def run_one(jax, args, points, n, impl, dispatch):
         raise nbc.NbError(nbc.EXIT_OUT_OF_MEMORY,
                           f"needs {need / 2**30:.2f} GiB of GPU memory for the data set, only {free / 2**30:.2f} GiB free")
     slug = rec["device"]["slug"]
+    laps = nbc.Laps(implementation)
     tr = Trainer(jax, impl, points, args.lr, epochs)
+    laps.lap("setup and compile")
     samples = []
     for i in range(args.warmup + repeats):
         tr.reset()
         _, ms = jaxtwin.wall_ms(tr.run)
         if i >= args.warmup:
             samples.append(ms)
+    laps.lap("warm-up and timed runs")
     got = tr.results()
     rec["timing"] = jaxtwin.timing_json(
         f"{epochs} epochs of training (value_and_grad, optax SGD step, loss into its device slot)"
@@ -167,12 +170,16 @@ def run_one(jax, args, points, n, impl, dispatch):
         rec["account"], rec["kernels"], rec["memcpy"] = jaxtwin.profile_run(
             jax, tr.run, "epoch", epochs, rec["timing"]["per_epoch_ms_median"])
         rec["notes"].append(f"kernels/memcpy: jax.profiler over one extra untimed run of {epochs} epochs (trace not kept)")
+        laps.lap("profile")
     finite = all(math.isfinite(v) for v in [got["w"], got["b"], *got["loss"]])
     ok = nbc.settle_validation(rec, args.validate, lambda: ptl.validate(points, args.lr, epochs, got), not finite)
+    laps.lap("validation")
     path = nbc.write_record(rec, args.out, slug, PHASE, tag)
+    laps.lap("record")
     print(f"{PHASE} {implementation}: n={n} epochs={epochs} w={got['w']:.7f} b={got['b']:.7f} "
           f"train_loss={got['loss'][-1]:.7f} test_loss={got['test_loss']:.7f} "
           f"time median {med:.3f} ms ({repeats} runs, compile {tr.compile_ms:.0f} ms) -> {path}", flush=True)
+    print(laps.line(), flush=True)
     if not finite:
         raise nbc.NbError(nbc.EXIT_DIVERGED, f"training diverged (non-finite loss or parameters); record: {path}")
     return ok, path

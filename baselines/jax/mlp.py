@@ -340,7 +340,9 @@ def run_impl(jax, args, impl, data, init, order, own_inputs, dispatch):
     rec = jaxtwin.new_record(jax, args.xla, PHASE, args.workload, f"jax-{impl}", config)
     rec["device"] = jaxtwin.gpu_device_info(jax)
     rec["notes"] += own_inputs
+    laps = nbc.Laps(f"jax-{impl}")
     tr = Trainer(jax, impl, args, data, init, order)
+    laps.lap("setup and compile")
     spe, total = tr.spe, tr.total
     # Warm-up runs every executable the timed runs use (an executable's first run costs more: measured
     # 84.6 against 74.4-75.0 ms for a W1 epoch on an H200): jit-epoch each distinct epoch length.
@@ -350,6 +352,7 @@ def run_impl(jax, args, impl, data, init, order, own_inputs, dispatch):
         for n in warm:
             jax.block_until_ready(tr.run_steps(0, n))
             tr.reset()
+    laps.lap("warm-up")
     totals, diverged = [], ""
     for _ in range(args.repeats):
         tr.reset()
@@ -403,6 +406,7 @@ def run_impl(jax, args, impl, data, init, order, own_inputs, dispatch):
     }
     if impl == "jit-run":
         rec["notes"].append("jit-run: test loss and accuracy evaluated once, after the run")
+    laps.lap("timed runs")
     rec["kernels"], rec["memcpy"], rec["ranges"], rec["trace_file"] = [], [], [], None
     if args.profile and not diverged:
         n = tr.profile_steps()
@@ -410,10 +414,14 @@ def run_impl(jax, args, impl, data, init, order, own_inputs, dispatch):
         rec["account"], rec["kernels"], rec["memcpy"] = jaxtwin.profile_run(
             jax, lambda: tr.run_steps(0, n), "step", n, rec["timing"]["per_step_ms"]["median"])
         rec["notes"].append(f"kernels/memcpy: jax.profiler over {n} extra untimed steps (trace not kept)")
+        laps.lap("profile")
     ok = nbc.settle_validation(rec, args.validate, lambda: validate(jax, args, data, init, order), diverged)
+    laps.lap("validation")
     path = nbc.write_record(rec, args.out, rec["device"]["slug"], PHASE, tag)
+    laps.lap("record")
     print(f"record: {path}  (median {med:.2f} ms, {rec['timing']['per_step_ms']['median'] * 1e3:.2f} us a step, "
           f"compile {tr.compile_ms:.0f} ms, dispatch {dispatch * 1e3:.1f} us)" if med else f"record: {path}", flush=True)
+    print(laps.line(), flush=True)
     if diverged:
         raise nbc.NbError(nbc.EXIT_DIVERGED, diverged)
     return nbc.EXIT_OK if ok else nbc.EXIT_VALIDATION

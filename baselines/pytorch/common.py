@@ -239,6 +239,42 @@ def record_path(out_dir, slug, phase, tag):
     return os.path.join(d, f"{phase}__{tag}.json")
 
 
+def process_age_s():
+    """Seconds since this process started (Linux /proc; None elsewhere): the imports, data loading and
+    CUDA start-up a twin spends before its first mode."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Laps:
+    """Where a twin's wall time goes, one mode at a time: lap(name) closes the part since the previous
+    lap; line() is the one line printed at the end of the mode (a quick run's minutes are mostly these
+    parts, not the timed epochs)."""
+
+    def __init__(self, label):
+        import time  # noqa: PLC0415
+
+        self._clock = time.perf_counter
+        self.label, self.parts, self._t = label, [], self._clock()
+        self.started = process_age_s()
+
+    def lap(self, name):
+        now = self._clock()
+        self.parts.append((name, now - self._t))
+        self._t = now
+
+    def line(self):
+        total = sum(s for _, s in self.parts)
+        head = f"[{self.label}] wall {total:.1f} s: " + ", ".join(f"{n} {s:.1f}" for n, s in self.parts)
+        return head + ("" if self.started is None else f" (process started {self.started:.1f} s before this mode)")
+
+
 def settle_validation(rec, validate, run_it, diverged=""):
     """The end of every twin's run before its record is written: `validation` from run_it() (which
     returns (validation, ok)) when `validate`, else "not performed"; then the status: diverged (the

@@ -477,7 +477,9 @@ def run_one(torch, args, points, n, impl, gpu_slug):
             )
     slug = rec["device"]["slug"]
 
+    laps = nbc.Laps(implementation)
     tr = Trainer(torch, impl, points, args.lr, epochs, args.sync_every_epoch, args.compile_mode)
+    laps.lap("setup and compile")
     if impl == "compiled-graph":
         rec["config"]["compile_mode"] = tr.compile_mode  # the mode kept
     if impl == "cpu":
@@ -486,6 +488,7 @@ def run_one(torch, args, points, n, impl, gpu_slug):
     else:
         samples = nbc.cuda_event_times(tr.run, args.warmup, repeats, setup=tr.reset)
         method = "cuda-events"
+    laps.lap("warm-up and timed runs")
     got = tr.results()
     rec["timing"] = nbc.timing_json(
         method,
@@ -522,15 +525,19 @@ def run_one(torch, args, points, n, impl, gpu_slug):
                                                         units=epochs, unit_ms=rec["timing"]["per_epoch_ms_median"])
         rec["trace_file"] = os.path.basename(trace)
         rec["notes"].append(f"kernels/memcpy: torch.profiler over one extra untimed run of {epochs} epochs")
+        laps.lap("profile")
     finite = all(math.isfinite(v) for v in [got["w"], got["b"], *got["loss"]])
     ok = nbc.settle_validation(rec, args.validate, lambda: validate(points, args.lr, epochs, got), not finite)
+    laps.lap("validation")
     path = nbc.write_record(rec, args.out, slug, PHASE, tag)
+    laps.lap("record")
     print(
         f"{PHASE} {implementation}: n={n} epochs={epochs} w={got['w']:.7f} b={got['b']:.7f} "
         f"train_loss={got['loss'][-1]:.7f} test_loss={got['test_loss']:.7f} "
         f"time median {med:.3f} ms ({repeats} runs) -> {path}",
         flush=True,
     )
+    print(laps.line(), flush=True)
     del tr
     if impl != "cpu":
         torch.cuda.empty_cache()

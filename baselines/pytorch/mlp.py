@@ -761,7 +761,9 @@ def run_impl(torch, args, impl, data, init, order, own_inputs):
     rec["software"]["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
     rec["notes"] += own_inputs
     torch.cuda.reset_peak_memory_stats()
+    laps = nbc.Laps(f"pytorch-{impl}")
     tr = Trainer(torch, impl, args, data, init, order)
+    laps.lap("setup and compile")
     if impl == "compiled-graph":
         rec["config"]["compile_mode_requested"] = args.compile_mode
         rec["config"]["compile_mode"] = tr.compile_mode  # the mode kept
@@ -772,6 +774,7 @@ def run_impl(torch, args, impl, data, init, order, own_inputs):
         tr.run_steps(0, min(WARMUP_STEPS, total))
         torch.cuda.synchronize()
         tr.reset()
+    laps.lap("warm-up")
     totals = []
     diverged = ""
     for rep in range(args.repeats):
@@ -829,6 +832,7 @@ def run_impl(torch, args, impl, data, init, order, own_inputs):
         "samples_per_s": (len(step_losses) * args.batch / (med / 1e3)) if med else None,
         "steps": len(step_losses),
     }
+    laps.lap("timed runs")
     rec["kernels"], rec["memcpy"], rec["ranges"], rec["trace_file"] = [], [], [], None
     if args.profile and not diverged:
         import tempfile  # noqa: PLC0415
@@ -839,9 +843,13 @@ def run_impl(torch, args, impl, data, init, order, own_inputs):
                                                             setup=tr.reset, record=rec, unit="step", units=n,
                                                             unit_ms=rec["timing"]["per_step_ms"]["median"])
         rec["notes"].append(f"kernels/memcpy: torch.profiler over {n} extra untimed steps (trace not kept)")
+        laps.lap("profile")
     ok = nbc.settle_validation(rec, args.validate, lambda: validate(torch, args, data, init, order), diverged)
+    laps.lap("validation")
     path = nbc.write_record(rec, args.out, rec["device"]["slug"], PHASE, tag)
+    laps.lap("record")
     print(f"record: {path}")
+    print(laps.line(), flush=True)
     if diverged:
         raise nbc.NbError(nbc.EXIT_DIVERGED, diverged)
     return nbc.EXIT_OK if ok else nbc.EXIT_VALIDATION
