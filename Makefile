@@ -109,6 +109,11 @@ $(BUILD)/$(1): $$($(1)_OBJ) $(LIB_CUDA) $(LIB_HOST)
 endef
 $(foreach d,$(PHASES),$(eval $(call PHASE_template,$(d))))
 
+# The MLP phases' objects alone (no library, no link): make run's quick notebook compiles them in the
+# background while the libraries and phases 1-3 build (scripts/run_all.sh).
+.PHONY: mlp-objects
+mlp-objects: $(phase4_mlp_OBJ) $(phase5_batched_OBJ)
+
 .PHONY: all phase1 phase2 phase3 phase4 phase5
 all: $(PHASES:%=$(BUILD)/%)
 phase1: $(BUILD)/phase1_naive

@@ -42,7 +42,8 @@
 # with torch), DEPS_PREFIX (default .carry/deps when present), JOBS (16), REPEATS (5),
 # SWEEP_NS (comma list), STAGES ("headline sweep host"), SWEEP_PARTS, P1_MAX_N, DATA_DIR (/tmp),
 # HEADLINE_TWIN_IMPLS (eager,graph,compile,compiled-graph,cpu), HEADLINE_SYNC (1: also the eager twin
-# with loss.item() every epoch), SWEEP_TWIN_IMPLS (eager,graph,compile,compiled-graph),
+# with loss.item() every epoch), HEADLINE_COMPILE_MODE (auto: the headline's compiled-graph twin
+# compiles both inductor modes and keeps the faster), SWEEP_TWIN_IMPLS (eager,graph,compile,compiled-graph),
 # P3_CANDIDATES / P3_POLL_CANDIDATES (the pre-flight's choices, below).
 # Exit status: 0 when every step succeeded and the twins' final w, b agree with phase 3's within
 # 1e-4 (relative); 1 otherwise. Needs about 4-5 minutes on an H100.
@@ -63,6 +64,7 @@ has_part() { [[ " $SWEEP_PARTS " == *" $1 "* ]]; }
 SWEEP_NS="${SWEEP_NS:-500,5000,50000,500000,5000000,10000000,50000000,100000000}"
 DATA_DIR="${DATA_DIR:-/tmp}"
 HEADLINE_TWIN_IMPLS="${HEADLINE_TWIN_IMPLS:-eager,graph,compile,compiled-graph,cpu}"
+HEADLINE_COMPILE_MODE="${HEADLINE_COMPILE_MODE:-auto}"
 HEADLINE_SYNC="${HEADLINE_SYNC:-1}"
 SWEEP_TWIN_IMPLS="${SWEEP_TWIN_IMPLS:-eager,graph,compile,compiled-graph}"
 P1=build/phase1_naive
@@ -301,7 +303,7 @@ if [[ " $STAGES " == *" headline "* ]]; then
   run "$LOGS/headline-p3det-graph.log" "$P3" "${P3G[@]}" --n $n --warmup 1 --repeats "$REPEATS" --tag det-n$n-graph --deterministic \
     "${OUTARGS[@]}" && note "  $(grep -h '^phase3' "$LOGS/headline-p3det-graph.log")"
   run "$LOGS/headline-twin.log" "$PYTHON" "$TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl "$HEADLINE_TWIN_IMPLS" \
-    --validate --warmup 1 --repeats "$REPEATS" --tag headline --profile "${OUTARGS[@]}"
+    --compile-mode "$HEADLINE_COMPILE_MODE" --validate --warmup 1 --repeats "$REPEATS" --tag headline --profile "${OUTARGS[@]}"
   grep -h "^pytorch_linreg\|^validate" "$LOGS/headline-twin.log" | sed 's/^/    /'
   if [ "$HAVE_JAX" = 1 ]; then
     run "$LOGS/headline-jax.log" "$PYTHON" "$JAX_TWIN" --data "$DATA_DIR/linreg_n$n.npy" --impl "$HEADLINE_JAX_IMPLS" \

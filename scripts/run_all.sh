@@ -30,7 +30,9 @@
 #   linear regression: REPEATS=2, SWEEP_NS=5000,500000,5000000, SWEEP_PARTS="p1 p2 p3" (no twin in
 #     the sweep: the headline compares the frameworks), P1_MAX_N=500000 (phase 1 swept up to 500K only),
 #     the headline's twin in eager, graph and compiled-graph (HEADLINE_TWIN_IMPLS; no torch.compile
-#     alone, no CPU, HEADLINE_SYNC=0: no eager with loss.item() every epoch), the headline's JAX twin
+#     alone, no CPU, HEADLINE_SYNC=0: no eager with loss.item() every epoch; compiled-graph in
+#     inductor's default mode, HEADLINE_COMPILE_MODE=default, the mode the full runs' trial kept on
+#     both GPUs), the headline's JAX twin
 #     in jit-run only (HEADLINE_JAX_IMPLS), phase 3's pre-flight with one graph configuration and one
 #     --poll-ns value (P3_CANDIDATES, P3_POLL_CANDIDATES=400)
 #   MLP: STAGES="w1 w2 sweep seeds" (no match, gemm, persist, fashion), W1_EPOCHS=1, W2_HS="128" (h =
@@ -90,8 +92,7 @@ STEPS=()
 add() { STEPS+=("$1|$2|$3"); }
 # The GPU's architecture, asked once: every make of the run (and of the bench scripts it calls) gets
 # ARCH=sm_XY from the environment instead of nvcc's -arch=native, which opens the driver in every
-# nvcc call (the likely cause of a make with nothing to build taking 13-17 s in bench_linreg.sh
-# while phases 4-5 compiled beside it). (CAP, not CC: an exported CC would reach make.)
+# nvcc call. (CAP, not CC: an exported CC would reach make.)
 if [ -z "${ARCH:-}" ]; then
   CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
   [[ "$CAP" =~ ^[0-9]+$ ]] && export ARCH="sm_$CAP"
@@ -101,11 +102,13 @@ add data 10 "make data"
 has_tracer_overhead() { [ -x build/tools/tracer_overhead ] || [ -f tools/tracer_overhead.cu ]; }
 if [ "$MODE" = quick ]; then
   # Phase 5 is the longest compile (its trainer's translation unit alone takes about 40 s). The
-  # quick notebook builds the common libraries, then compiles phases 4-5 in the background (niced)
-  # while phases 1-3 and the tools build and the linear-regression benchmark runs, and waits for
-  # that build before the MLP benchmark (the two builds share only the libraries, built first). The
-  # full notebook builds everything first.
-  add build 30 "make $MAKE_ARGS build/libnb_cuda.a build/libnb_host.a && start_build_mlp && make $MAKE_ARGS build/phase1_naive build/phase2_shared_mem build/phase3_fused_streams tools"
+  # quick notebook compiles the objects of phases 4-5 in the background (niced) from the start,
+  # while the libraries, phases 1-3 and the tools build and the linear-regression benchmark runs,
+  # and waits for that build before the MLP benchmark. The two builds share only the libraries: the
+  # background one links phases 4-5 (and would build a missing library) under the lock the
+  # foreground make holds (flock on build/.make.lock; without flock, the libraries are built first).
+  # The full notebook builds everything first.
+  add build 30 "make $MAKE_ARGS deps && start_build_mlp && locked make $MAKE_ARGS build/libnb_cuda.a build/libnb_host.a build/phase1_naive build/phase2_shared_mem build/phase3_fused_streams tools"
   has_tracer_overhead && add tracer_overhead 5 "run_tracer_overhead"
   add bench_linreg 85 "bench linreg"
   add build_mlp 5 "wait_build_mlp"
@@ -123,10 +126,20 @@ fi
 REPORT_EST=30
 
 BUILD_MLP_PID=""
+# locked CMD...: CMD under build/.make.lock (flock), so that two makes never build the same library
+locked() {
+  mkdir -p build
+  if command -v flock >/dev/null 2>&1; then flock build/.make.lock "$@"; else "$@"; fi
+}
 start_build_mlp() {  # phases 4-5, in the background (output in build/run_all_make_mlp.log)
   mkdir -p build
+  if ! command -v flock >/dev/null 2>&1; then  # no lock: the libraries first, then as before
+    # shellcheck disable=SC2086
+    make $MAKE_ARGS build/libnb_cuda.a build/libnb_host.a >build/run_all_make_libs.log 2>&1 || { tail -n 30 build/run_all_make_libs.log; return 1; }
+  fi
   # shellcheck disable=SC2086
-  nice -n 10 make $MAKE_ARGS build/phase4_mlp build/phase5_batched >build/run_all_make_mlp.log 2>&1 &
+  { nice -n 10 make $MAKE_ARGS mlp-objects && locked nice -n 10 make $MAKE_ARGS build/phase4_mlp build/phase5_batched; } \
+    >build/run_all_make_mlp.log 2>&1 &
   BUILD_MLP_PID=$!
   echo "run_all.sh: phases 4-5 compiling in the background (pid $BUILD_MLP_PID, build/run_all_make_mlp.log)"
 }
@@ -150,7 +163,7 @@ bench() {  # bench linreg|mlp: the bench script, with the quick reductions in qu
     env REPEATS="${REPEATS:-2}" SWEEP_NS="${SWEEP_NS:-5000,500000,5000000}" \
       SWEEP_PARTS="${SWEEP_PARTS:-p1 p2 p3}" P1_MAX_N="${P1_MAX_N:-500000}" \
       HEADLINE_TWIN_IMPLS="${HEADLINE_TWIN_IMPLS:-eager,graph,compiled-graph}" HEADLINE_SYNC="${HEADLINE_SYNC:-0}" \
-      HEADLINE_JAX_IMPLS="${HEADLINE_JAX_IMPLS:-jit-run}" \
+      HEADLINE_JAX_IMPLS="${HEADLINE_JAX_IMPLS:-jit-run}" HEADLINE_COMPILE_MODE="${HEADLINE_COMPILE_MODE:-default}" \
       P3_CANDIDATES="${P3_CANDIDATES:---update next-epoch --blocks-per-sm 2}" P3_POLL_CANDIDATES="${P3_POLL_CANDIDATES:-400}" \
       bash scripts/bench_linreg.sh
   else

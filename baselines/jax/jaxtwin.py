@@ -52,6 +52,10 @@ XLA_PRESETS = {
     "cublas": "--xla_gpu_enable_triton_gemm=false",
 }
 DISPATCH_SAMPLES = 200
+# XLA options for the programs outside the timed region (the test-set evaluation, the validation's
+# steps): no autotuning of their matrix products, whose compilation would otherwise cost seconds a
+# program (XLA tries GEMM configurations on the GPU); the timed programs keep XLA's defaults.
+UNTIMED_COMPILER_OPTIONS = {"xla_gpu_autotune_level": 0}
 
 
 def configure(xla_preset="default", need_gpu=True):

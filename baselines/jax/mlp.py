@@ -28,7 +28,8 @@ compilation ahead of time and excluded (timing.compile_ms); warm-up (--warmup N:
 whole runs for jit-run) then the state restored; each epoch (each run, for jit-run) timed by a host
 wall clock around its dispatches and jax.block_until_ready; evaluation and the per-epoch loss
 read-back are outside it. timing.dispatch_ms: what such a clock adds to one dispatch (an empty
-program's round trip).
+program's round trip). The evaluation and the validation's steps compile without XLA's GEMM
+autotuning (jaxtwin.UNTIMED_COMPILER_OPTIONS): seconds of compilation saved, nothing timed changed.
 
 Records: profiles/<gpu-slug>/jax_mlp__<tag>-<impl>.json (or the tag with {impl} replaced), phase
 "jax_mlp", implementation "jax-<impl>", schema v1; loss.per_step as the CUDA side's. --profile: 200
@@ -212,7 +213,7 @@ class Trainer:
             loss = optax.softmax_cross_entropy_with_integer_labels(z, self.ty).sum()
             return loss, jnp.sum(jnp.argmax(z, axis=1) == self.ty)
 
-        self._evaluate = jax.jit(lambda p: evaluate(unpack(p)))
+        self._evaluate = jax.jit(lambda p: evaluate(unpack(p)), compiler_options=jaxtwin.UNTIMED_COMPILER_OPTIONS)
         self.state = None
         self.reset()
 
@@ -279,7 +280,7 @@ def validate(jax, args, data, init, order, k_steps=3):
     layer_loss, opt = make_model(jax, args.layers, 0.0, args.precision == "fp16", args.optimizer, args.lr)
     pack, unpack = layout(args.layers, args.params == "flat")
     step = jax.jit(lambda p, o, xb, yb: train_step(jax, lambda q, *a: layer_loss(unpack(q), *a), opt, p, o, xb, yb,
-                                                   None))
+                                                   None), compiler_options=jaxtwin.UNTIMED_COMPILER_OPTIONS)
     params = pack([(jnp.asarray(W), jnp.asarray(b)) for W, b in init])
     state = {"p": params, "o": opt.init(params)}
     B = args.batch

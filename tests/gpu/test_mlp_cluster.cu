@@ -168,11 +168,16 @@ using Amb = std::pair<int, size_t>;
 // in another order) can be positive on one side and not on the other, and the unit's whole
 // backward term then differs (~1e-2 of the gradients' norm, seen once in W2's case). `ambiguous`
 // (if given) receives those elements; `flips` (if given) decides them the other way.
+// The decision is the kernel's: a unit is on when its fp16 activation h16(max(z, 0)) is positive, and
+// the backward gates on that. A flip toggles the gate itself, not only the value: a pre-activation
+// that tiny (|z| < 2^-25) rounds to an fp16 zero, so a flip that only rewrote the value could not turn
+// the unit on.
 double rounded_step(const nb::MlpParams& m, const std::vector<double>& x, const std::vector<int>& y, int B,
                     std::vector<double>* g, std::vector<Amb>* ambiguous = nullptr,
                     const std::vector<Amb>* flips = nullptr) {
   const int L = static_cast<int>(m.layers.size()) - 1;
   std::vector<std::vector<double>> a(L + 1), w16(L);
+  std::vector<std::vector<char>> on(L + 1);  // the ReLU gates of the hidden activations
   a[0].resize(x.size());
   for (size_t i = 0; i < x.size(); ++i) a[0][i] = h16(x[i]);
   for (int l = 0; l < L; ++l) {
@@ -195,8 +200,10 @@ double rounded_step(const nb::MlpParams& m, const std::vector<double>& x, const 
       }
     if (l + 1 < L) {
       a[l + 1].resize(z.size());
+      on[l + 1].resize(z.size());
       for (size_t i = 0; i < z.size(); ++i) {
         a[l + 1][i] = h16(std::max(z[i], 0.0));
+        on[l + 1][i] = a[l + 1][i] > 0;
         // fp32 sums of `in` terms: a few ulps of the terms' magnitude times sqrt(in)
         if (ambiguous && std::fabs(z[i]) <= 8.0 * std::sqrt(static_cast<double>(in)) * 0x1p-24 * mag[i])
           ambiguous->push_back({l + 1, i});
@@ -204,8 +211,9 @@ double rounded_step(const nb::MlpParams& m, const std::vector<double>& x, const 
       if (flips)
         for (const Amb& f : *flips)
           if (f.first == l + 1) {
-            double& v = a[l + 1][f.second];
-            v = v > 0 ? 0.0 : h16(std::fabs(z[f.second]));
+            char& g = on[l + 1][f.second];
+            g = !g;  // the value is the rounding of |z| or 0: a few ulps of the terms either way
+            a[l + 1][f.second] = g ? h16(std::fabs(z[f.second])) : 0.0;
           }
     } else {
       logits = z;
@@ -241,7 +249,7 @@ double rounded_step(const nb::MlpParams& m, const std::vector<double>& x, const 
       for (int k = 0; k < in; ++k) {
         double s = 0;
         for (int u = 0; u < out; ++u) s += dz[static_cast<size_t>(b) * out + u] * w16[l][static_cast<size_t>(u) * in + k];
-        dp[static_cast<size_t>(b) * in + k] = a[l][static_cast<size_t>(b) * in + k] > 0 ? h16(s) : 0.0;
+        dp[static_cast<size_t>(b) * in + k] = on[l][static_cast<size_t>(b) * in + k] ? h16(s) : 0.0;
       }
     dz = std::move(dp);
   }
