@@ -178,6 +178,7 @@ double rounded_step(const nb::MlpParams& m, const std::vector<double>& x, const 
   const int L = static_cast<int>(m.layers.size()) - 1;
   std::vector<std::vector<double>> a(L + 1), w16(L);
   std::vector<std::vector<char>> on(L + 1);  // the ReLU gates of the hidden activations
+  std::vector<std::pair<double, Amb>> near;  // the ambiguous decisions, |z| / error
   a[0].resize(x.size());
   for (size_t i = 0; i < x.size(); ++i) a[0][i] = h16(x[i]);
   for (int l = 0; l < L; ++l) {
@@ -187,7 +188,7 @@ double rounded_step(const nb::MlpParams& m, const std::vector<double>& x, const 
   std::vector<double> logits;
   for (int l = 0; l < L; ++l) {
     const int in = m.layers[l], out = m.layers[l + 1];
-    std::vector<double> z(static_cast<size_t>(B) * out), mag(z.size());
+    std::vector<double> z(static_cast<size_t>(B) * out), err(z.size());
     for (int b = 0; b < B; ++b)
       for (int u = 0; u < out; ++u) {
         double s = 0, sa = std::fabs(m.b[l][u]);
@@ -196,7 +197,8 @@ double rounded_step(const nb::MlpParams& m, const std::vector<double>& x, const 
           s += t, sa += std::fabs(t);
         }
         z[static_cast<size_t>(b) * out + u] = s + m.b[l][u];
-        mag[static_cast<size_t>(b) * out + u] = sa;
+        // fp32 sums of `in` terms: a few ulps of the terms' magnitude times sqrt(in)
+        err[static_cast<size_t>(b) * out + u] = 8.0 * std::sqrt(static_cast<double>(in)) * 0x1p-24 * sa;
       }
     if (l + 1 < L) {
       a[l + 1].resize(z.size());
@@ -204,9 +206,7 @@ double rounded_step(const nb::MlpParams& m, const std::vector<double>& x, const 
       for (size_t i = 0; i < z.size(); ++i) {
         a[l + 1][i] = h16(std::max(z[i], 0.0));
         on[l + 1][i] = a[l + 1][i] > 0;
-        // fp32 sums of `in` terms: a few ulps of the terms' magnitude times sqrt(in)
-        if (ambiguous && std::fabs(z[i]) <= 8.0 * std::sqrt(static_cast<double>(in)) * 0x1p-24 * mag[i])
-          ambiguous->push_back({l + 1, i});
+        if (ambiguous && std::fabs(z[i]) <= err[i]) near.push_back({std::fabs(z[i]) / err[i], {l + 1, i}});
       }
       if (flips)
         for (const Amb& f : *flips)
@@ -255,6 +255,10 @@ double rounded_step(const nb::MlpParams& m, const std::vector<double>& x, const 
   }
   g->clear();
   for (int l = 0; l < L; ++l) g->insert(g->end(), gw[l].begin(), gw[l].end()), g->insert(g->end(), gb[l].begin(), gb[l].end());
+  if (ambiguous) {
+    std::sort(near.begin(), near.end(), [](const auto& p, const auto& q) { return p.first < q.first; });
+    for (const auto& e : near) ambiguous->push_back(e.second);
+  }
   return loss / B;
 }
 
@@ -277,10 +281,11 @@ void check_against_references(const CConfig& c) {
     std::vector<Amb> amb;
     const double lr16 = rounded_step(at_k, x, y, c.B, &gr, &amb);
     // Ambiguous ReLU decisions (usually none, rarely one or two): the reference decided the way
-    // that matches the kernel best, over every combination of at most 4 of them.
+    // that matches the kernel best, over every combination of the 6 closest to zero (relative to their
+    // error; ambiguous lists them closest first).
     if (!amb.empty()) {
       const std::vector<double> ours0 = s.packed(s.G.get());
-      const size_t n = std::min<size_t>(amb.size(), 4);
+      const size_t n = std::min<size_t>(amb.size(), 6);
       double best = nb::rel_error(ours0, gr);
       for (unsigned mask = 1; mask < (1u << n); ++mask) {
         std::vector<Amb> fl;
