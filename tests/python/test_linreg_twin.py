@@ -380,3 +380,23 @@ def test_validate_judges_a_vanishing_loss_by_fp32_rounding():
         assert not linreg.validate(pts, 0.025, 200, late)[1]
         off = dict(got, loss=[l + 1e-9 for l in got["loss"]])      # far above fp32 rounding of ~1e-10 losses
         assert not linreg.validate(pts, 0.025, 200, off)[1]
+
+
+def test_laps_split_a_mode_into_its_parts_and_name_the_process_start(monkeypatch):
+    """nbc.Laps: each lap closes the part since the previous one; line() names every part in order,
+    their sum, and how long the process ran before the mode (Linux /proc)."""
+    clock = iter([10.0, 12.5, 12.75, 20.0])
+    laps = nbc.Laps("pytorch-eager")
+    monkeypatch.setattr(laps, "_clock", lambda: next(clock))
+    laps._t = next(clock)  # 10.0: the mode starts
+    laps.lap("setup and compile")  # 2.5 s
+    laps.lap("timed runs")  # 0.25 s
+    laps.lap("record")  # 7.25 s
+    assert [n for n, _ in laps.parts] == ["setup and compile", "timed runs", "record"]
+    assert [s for _, s in laps.parts] == pytest.approx([2.5, 0.25, 7.25])
+    line = laps.line()
+    assert line.startswith("[pytorch-eager] wall 10.0 s: setup and compile 2.5, timed runs 0.2, record 7.2")
+    age = nbc.process_age_s()
+    if sys.platform.startswith("linux"):
+        assert age is not None and 0.0 <= age < 86400.0
+        assert "process started" in line
