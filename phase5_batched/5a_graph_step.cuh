@@ -26,7 +26,8 @@
 // issue all their loads before their stores. gemm_tile calls prefetch() after the first k-tile's
 // loads are issued, so what it does overlaps their latency: FwdHiddenEpi draws its dropout bits
 // there. Every epilogue here sets kVecFixup (the latency-tuned split-K fix-up of gemm_tile), and
-// the problems are planned with plan_splits_p5 (down to one k-tile per split).
+// the problems are planned with plan_splits_p5 (down to one k-tile per split; a long-K weight
+// gradient up to 256 slices, with the two-level fix-up).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -117,10 +118,17 @@ __device__ __forceinline__ uint32_t* smem_keep() {  // dropout keep bits, one wo
 // the fix-up's round trips would cost more than the k-tile they save, so those stay unsplit.
 // (Tried: planning the gathered first-layer product for 16 waves of blocks instead of 4, i.e. 13
 // slices of 2 k-tiles at W2's h = 8192 instead of 5 of 5: 32.2 us against 23.8, H100.)
+// Past 16 slices: a weight gradient at a large batch (K = batch) over few output tiles, e.g. 64 x 128
+// x 8,192 (4 tiles), took 16 slices of 16 k-tiles each, 64 blocks on 132 SMs, each a chain of 16
+// dependent k-tiles: 25.6 us (H200, GEMM record of 198c177). Where 16 slices would leave 4 or more
+// k-tiles each, such a product may take up to 256 (the two-level fix-up, 3_split_k.cuh): there, 128
+// slices of 2 k-tiles, 512 blocks. Predicted from the k-tile chain and the fix-up's two hand-overs
+// (each a fence, an atomic and at most 16 slots read): about 6-7 us.
 template <class P>
 inline void plan_splits_p5(P& p, int sm_count) {
   const int ktiles = (p.K + P::kBK - 1) / P::kBK;
-  plan_splits(p, sm_count, 4, 16, ktiles <= 2 ? 2 : 1);
+  const int max_splits = (TwoLevelSplit<P>::value && ktiles >= 4 * kFixupGroup) ? 16 * kFixupGroup : kFixupGroup;
+  plan_splits(p, sm_count, 4, max_splits, ktiles <= 2 ? 2 : 1);
 }
 
 // Element-wise epilogues: thread t owns the 4 columns 4*(t % 16) .. +3 of rows t/16, t/16 + NT/16,
@@ -568,10 +576,15 @@ __global__ void __launch_bounds__(TileCfg<T>::kThreads) gemm_pair_kernel(P1 p1, 
   else gemm_tile<T, Loop::Either, P2>(p2, blockIdx.x - b1, sm);
 }
 
-// A pair with a step-5 problem in it runs as two launches (the rungs' blocks differ in size).
+// A pair runs as two launches when a step-5 problem is in it (the rungs' blocks differ in size) or
+// a problem split past kFixupGroup slices (its two-level fix-up is an instance of its own).
+template <class P1, class P2>
+inline bool pair_as_two_launches(const P1& p1, const P2& p2) {
+  return p1.rung != GemmRung::Tile || p2.rung != GemmRung::Tile || p1.splits > kFixupGroup || p2.splits > kFixupGroup;
+}
 template <class Tag, class T, class P1, class P2>
 inline void launch_gemm_pair(const P1& p1, const P2& p2, cudaStream_t st, bool pdl = false) {
-  if (p1.rung != GemmRung::Tile || p2.rung != GemmRung::Tile) {
+  if (pair_as_two_launches(p1, p2)) {
     launch_gemm<Tag, T>(p1, st, pdl);
     launch_gemm<Tag, T>(p2, st, pdl);
     return;

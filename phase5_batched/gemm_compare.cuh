@@ -161,7 +161,7 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
       auto q = p;
       if (!kHalf) plan_tf32x3(q, dev.sm_count);
       DevBuf<float> ws(std::max({ws_floats(p), ws_floats(q), size_t{1}}));
-      DevBuf<unsigned> counters(p.tiles());
+      DevBuf<unsigned> counters(std::max({counter_slots(p), counter_slots(q), size_t{1}}));
       CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
       p.ws = q.ws = ws.get(), p.counters = q.counters = counters.get();
       double best = one(kHalf ? "own-tile-wmma" : "own-tile", [&] { launch_gemm<p4_gemm_fwd, T>(p, st); }, true, p.splits);

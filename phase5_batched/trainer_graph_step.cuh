@@ -176,7 +176,7 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
   if constexpr (!kHalf)
     if (use_tf32x3(fp32_gemm_, p.M, p.N, p.K)) plan_tf32x3(p, dev_.sm_count);
   if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)
-  if (ws_floats(p) > ws_[slot].size() || (p.splits > 1 && static_cast<size_t>(p.tiles()) > counters_[slot].size()))
+  if (ws_floats(p) > ws_[slot].size() || counter_slots(p) > counters_[slot].size())
     throw Error(kExitInternal, "split-K workspace " + std::to_string(slot) + " too small for a " + std::to_string(p.M) +
                                    " x " + std::to_string(p.N) + " x " + std::to_string(p.K) + " product in " +
                                    std::to_string(p.splits) + " splits (internal error: size_ws missed its shape)");
@@ -249,7 +249,7 @@ double Trainer<T>::update_bytes(int l) const {  // master r/w (+ Adam m, v r/w) 
 template <class T>
 template <class P1, class P2>
 bool Trainer<T>::split_pair(const P1& a, const P2& b) {  // launch_gemm_pair runs them as two launches
-  return a.rung != GemmRung::Tile || b.rung != GemmRung::Tile;
+  return pair_as_two_launches(a, b);
 }
 template <class T>
 void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
@@ -366,10 +366,10 @@ void Trainer<T>::enqueue_step_cublas(const StepRef& sr, std::map<std::string, Ke
 // largest problem placed in it.
 template <class T>
 void Trainer<T>::size_ws() {
-  size_t ws[2] = {1, 1}, tiles[2] = {1, 1};
+  size_t ws[2] = {1, 1}, ctrs[2] = {1, 1};
   auto note = [&](const auto& p, int slot) {
     ws[slot] = std::max(ws[slot], ws_floats(p));
-    tiles[slot] = std::max(tiles[slot], static_cast<size_t>(p.tiles()));
+    ctrs[slot] = std::max(ctrs[slot], counter_slots(p));
   };
   const StepRef sr{nullptr, 0};
   const auto& w = o_.layers;
@@ -398,7 +398,7 @@ void Trainer<T>::size_ws() {
     }
   for (int s = 0; s < 2; ++s) {
     ws_[s].alloc(ws[s]);
-    counters_[s].alloc(tiles[s]);
+    counters_[s].alloc(ctrs[s]);
     CUDA_CHECK(cudaMemset(counters_[s].get(), 0, counters_[s].bytes()));
   }
 }

@@ -100,7 +100,7 @@ struct Ws {
   Dev<float> ws;
   Dev<unsigned> ctr;
   // Phase 5's plan (down to one k-tile per split: K = 784 gives 13 slices, the fix-up's rounds).
-  explicit Ws(P& p, int sm = 132) : ws((plan_splits_p5(p, sm), std::max<size_t>(ws_floats(p), 1))), ctr(p.tiles()) {
+  explicit Ws(P& p, int sm = 132) : ws((plan_splits_p5(p, sm), std::max<size_t>(ws_floats(p), 1))), ctr(std::max<size_t>(counter_slots(p), 1)) {
     ctr.zero();
     p.ws = ws.p, p.counters = ctr.p;
   }

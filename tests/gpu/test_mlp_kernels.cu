@@ -60,12 +60,14 @@ std::vector<float> as_float(const std::vector<__half>& v) {
 // C[M,N] = A[M,K]·W with W [K,N]; backward weight C[M,N] = A^T·X with A stored [K,M], X [K,N].
 enum class Kind { Fwd, Dgrad, Wgrad };
 
-// terms = 0: the 32 x 64 tile (steps 1-4), planned with plan_splits. terms = 3: step 5 (3xTF32),
-// planned with plan_tf32x3 and launched through launch_gemm; terms = 1: step 5's kernel with the
-// high parts only (plain TF32), which the fp32 tolerance must reject. With terms > 0 the second
-// launch must equal the first bit for bit (the split-K sums run in slice order).
-template <class T>
-double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, int terms = 0) {
+// terms = 0: the 32 x 64 tile (steps 1-4), planned with plan_splits (at most max_splits slices; past
+// 16 with Epi = VecStoreEpi, a weight gradient takes the two-level fix-up). terms = 3: step 5
+// (3xTF32), planned with plan_tf32x3 and launched through launch_gemm; terms = 1: step 5's kernel
+// with the high parts only (plain TF32), which the fp32 tolerance must reject. With terms > 0 or
+// more than 16 slices the second launch must equal the first bit for bit (the split-K sums run in a
+// fixed order).
+template <class T, class Epi = StoreEpi>
+double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, int terms = 0, int max_splits = 16) {
   const std::vector<float> a = random_vec(static_cast<size_t>(M) * K), b = random_vec(static_cast<size_t>(K) * N);
   // a: logical A[M,K] (stored row-major, or as [K,M] for Wgrad). b: logical B[K,N] storage per kind.
   std::vector<double> ref(static_cast<size_t>(M) * N, 0.0);
@@ -84,14 +86,14 @@ double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, 
   Dev<T> da(convert<T>(a)), db(convert<T>(b));
   Dev<float> dc(static_cast<size_t>(M) * N);
   dc.poison();
-  StoreEpi epi;
+  Epi epi;
   epi.c = dc.p, epi.ldc = N;
   auto go = [&](auto p) {
     p.M = M, p.N = N, p.K = K, p.epi = epi;
     if (terms > 0) plan_tf32x3(p, sm_count);
-    else plan_splits(p, sm_count);
+    else plan_splits(p, sm_count, 4, max_splits, max_splits > 16 ? 1 : 2);
     Dev<float> ws(std::max<size_t>(ws_floats(p), 1));
-    Dev<unsigned> ctr(p.tiles());
+    Dev<unsigned> ctr(std::max<size_t>(counter_slots(p), 1));
     CUDA_CHECK(cudaMemset(ctr.p, 0, ctr.n * sizeof(unsigned)));
     p.ws = ws.p, p.counters = ctr.p;
     *splits_used = p.splits;
@@ -111,18 +113,19 @@ double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, 
     launch();
     const auto c = ctr.get();
     for (unsigned v : c) REQUIRE(v == 0u);
-    if (terms > 0) REQUIRE(std::memcmp(first.data(), dc.get().data(), first.size() * sizeof(float)) == 0);
+    if (terms > 0 || p.splits > kFixupGroup)
+      REQUIRE(std::memcmp(first.data(), dc.get().data(), first.size() * sizeof(float)) == 0);
   };
   if (kind == Kind::Fwd) {
-    GemmProblem<MatView<T, true>, MatView<T, false>, StoreEpi> p;
+    GemmProblem<MatView<T, true>, MatView<T, false>, Epi> p;
     p.a = make_view<T, true>(da.p, K), p.b = make_view<T, false>(db.p, K);
     go(p);
   } else if (kind == Kind::Dgrad) {
-    GemmProblem<MatView<T, true>, MatView<T, true>, StoreEpi> p;
+    GemmProblem<MatView<T, true>, MatView<T, true>, Epi> p;
     p.a = make_view<T, true>(da.p, K), p.b = make_view<T, true>(db.p, N);
     go(p);
   } else {
-    GemmProblem<MatView<T, false>, MatView<T, true>, StoreEpi> p;
+    GemmProblem<MatView<T, false>, MatView<T, true>, Epi> p;
     p.a = make_view<T, false>(da.p, M), p.b = make_view<T, true>(db.p, N);
     go(p);
   }
@@ -200,6 +203,33 @@ __global__ void byte_quotients_kernel(float* div, float* fast) {
 // Host-side: step 5's split-K plan never launches more blocks than one wave holds (kXBlocksPerSm an
 // SM): a block past the wave runs after the others and doubles the product's time. W1's and W2's
 // products at batch 32 .. 8,192 and a few odd shapes, on an H100's, an H200's and a small GPU's SMs.
+// The plain store with phase 5's fix-up form: a weight gradient of it may be split past 16 slices.
+struct VecStoreEpi : StoreEpi {
+  static constexpr bool kVecFixup = true;
+};
+
+TEST_CASE("mlp: split-K past 16 slices (two-level fix-up), long-K weight gradients, bit-stable") {
+  // K = batch: the last group of slices holds one slice (8191, 4097, 2049 rows of K) or a full 16.
+  struct Shape { int M, N, K; };
+  const Shape shapes[] = {{10, 64, 8191}, {64, 128, 8192}, {37, 100, 4097}, {1, 10, 2049}};
+  for (const Shape& sh : shapes)
+    for (int sm : {132, 16}) {
+      int splits = 0;
+      const double e = run_gemm<float, VecStoreEpi>(Kind::Wgrad, sh.M, sh.N, sh.K, sm, &splits, 0, 16 * kFixupGroup);
+      const double tol = 2 * 0x1p-24 * std::sqrt(static_cast<double>(sh.K)) + 8 * 0x1p-24;
+      INFO("M=" << sh.M << " N=" << sh.N << " K=" << sh.K << " sm=" << sm << " splits=" << splits << " tol=" << tol);
+      CHECK(e <= tol);
+      if (sm == 132) CHECK(splits > kFixupGroup);  // the two-level path ran
+    }
+  // Which products have the two-level instance: phase 5's weight gradients only.
+  static_assert(!TwoLevelSplit<GemmProblem<MatView<float, false>, MatView<float, true>, StoreEpi>>::value,
+                "phase 4's products keep the one-level fix-up");
+  static_assert(TwoLevelSplit<GemmProblem<MatView<float, false>, MatView<float, true>, VecStoreEpi>>::value,
+                "a weight gradient with the vectorised fix-up may take two levels");
+  static_assert(!TwoLevelSplit<GemmProblem<MatView<float, true>, MatView<float, false>, VecStoreEpi>>::value,
+                "a forward product keeps one level");
+}
+
 TEST_CASE("mlp: step 5's split-K plan fills at most one wave, slices of at least four k-tiles") {
   const int sms[] = {132, 114, 46};
   const int dims[] = {10, 64, 100, 128, 300, 784, 1000, 4096};

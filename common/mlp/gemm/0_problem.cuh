@@ -182,8 +182,10 @@ struct GemmProblem {
   AV a;
   BV b;
   Epi epi;
-  float* ws = nullptr;          // split-K partial tiles: tiles * splits * kBM * kBN floats
-  unsigned* counters = nullptr; // one per output tile, zero between launches
+  float* ws = nullptr;          // split-K partial tiles: ws_floats() (tiles * splits * kBM * kBN floats,
+                                // past 16 splits also one slot a group of 16 a tile)
+  unsigned* counters = nullptr; // counter_slots(): one per output tile (past 16 splits, one per
+                                // group of 16 and one more), zero between launches
   __host__ __device__ int tiles_m() const { return (M + kBM - 1) / kBM; }
   __host__ __device__ int tiles_n() const { return (N + kBN - 1) / kBN; }
   __host__ __device__ int tiles() const { return tiles_m() * tiles_n(); }
@@ -191,7 +193,7 @@ struct GemmProblem {
 };
 
 // Picks the split count: enough blocks to cover the GPU about `waves` times, at least two k-tiles
-// per split, at most 16 splits. Workspace needs: tiles * splits * kBM * kBN floats.
+// per split, at most max_splits splits (default 16). Workspace: ws_floats(); counters: counter_slots().
 // (min_ktiles: the fewest k-tiles per split; phase 5 passes 1.)
 template <class P>
 inline void plan_splits(P& p, int sm_count, int waves = 4, int max_splits = 16, int min_ktiles = 2) {
@@ -216,9 +218,24 @@ inline void plan_splits(P& p, int sm_count, int waves = 4, int max_splits = 16, 
   p.kchunk = per * kBK;
 }
 
+// The split-K fix-up adds at most kFixupGroup slices in one block. Past that it adds in two levels
+// (3_split_k.cuh): the last block of each group of kFixupGroup slices adds its group, the last
+// group adds the groups; each level has its own counter, and the groups' sums their own slots.
+constexpr int kFixupGroup = 16;
+__host__ __device__ inline int fixup_groups(int splits) {
+  return splits > kFixupGroup ? (splits + kFixupGroup - 1) / kFixupGroup : 1;
+}
 template <class P>
 inline size_t ws_floats(const P& p) {
-  return p.splits > 1 ? static_cast<size_t>(p.tiles()) * p.splits * kBM * kBN : 0;
+  if (p.splits <= 1) return 0;
+  const int g = fixup_groups(p.splits);
+  return static_cast<size_t>(p.tiles()) * (p.splits + (g > 1 ? g : 0)) * kBM * kBN;
+}
+template <class P>
+inline size_t counter_slots(const P& p) {
+  if (p.splits <= 1) return 0;
+  const int g = fixup_groups(p.splits);
+  return static_cast<size_t>(p.tiles()) * (g > 1 ? g + 1 : 1);
 }
 
 }  // namespace mlp

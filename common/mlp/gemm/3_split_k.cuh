@@ -1,5 +1,10 @@
 // common/mlp/gemm/3_split_k.cuh — the GEMM ladder, step 3: split-K. Slices of K run in separate
-// blocks; the last block of a tile adds the partials in slice order (deterministic sums).
+// blocks; the last block of a tile adds the partials in slice order (deterministic sums). Past 16
+// slices (phase 5's weight gradients at large batches, K = batch over a few output tiles) the adding
+// takes two levels, 16 slices a block at most: the last block of each group of 16 adds its group,
+// the last group adds the groups, so no block reads more than 16 partial tiles and the order of the
+// sums stays fixed. Prediction (5a_graph_step.cuh's plan_splits_p5): a 64 x 128 x 8,192 weight
+// gradient from 25.6 us (16 slices of 16 k-tiles) to about 6-7 us (128 of 2); not yet measured.
 #pragma once
 #include <type_traits>
 
@@ -82,6 +87,26 @@ __device__ bool splitk_fixup(float* c, float* ws, unsigned* counters, int tile, 
   if (threadIdx.x == 0) counters[tile] = 0u;  // ready for the next launch
   __syncthreads();
   return true;
+}
+
+// The two-level form of splitk_fixup (an instance of its own, for products planned past kFixupGroup
+// slices), made of two one-level fix-ups: the slices of each group of kFixupGroup hand over to the
+// last of them as a split-K of their own (their slots, the group's counter), which then hands the
+// group's sum over to the last group (the groups' slots after every tile's slices, the tile's
+// counter). Workspace and counters: ws_floats() and counter_slots() of the problem. The order of the
+// sums is fixed (slices in order within a group, then groups in order): deterministic.
+template <int NT, bool kVec>
+__device__ bool splitk_fixup_two_level(float* c, float* ws, unsigned* counters, int tile, int tiles, int split,
+                                       int splits) {
+  constexpr size_t kTile = static_cast<size_t>(kBM) * kBN;
+  const int groups = fixup_groups(splits), g = split / kFixupGroup, first = g * kFixupGroup;
+  const int count = splits - first < kFixupGroup ? splits - first : kFixupGroup;
+  unsigned* cnt = counters + static_cast<size_t>(tile) * (groups + 1);
+  if (!splitk_fixup<NT, kVec>(c, ws + (static_cast<size_t>(tile) * splits + first) * kTile, cnt + g, 0, split - first,
+                              count))
+    return false;
+  float* group_slots = ws + (static_cast<size_t>(tiles) * splits + static_cast<size_t>(tile) * groups) * kTile;
+  return splitk_fixup<NT, kVec>(c, group_slots, cnt + groups, 0, g, groups);
 }
 
 }  // namespace mlp

@@ -23,10 +23,19 @@ struct DirectStore : std::false_type {};
 template <class E>
 struct DirectStore<E, std::void_t<decltype(std::declval<const E&>().direct_ok(0, 0, 0, 0))>> : std::true_type {};
 
+// Products that may be planned past kFixupGroup slices (plan_splits_p5, phase 5): the weight
+// gradients (K = batch; A is dZ read transposed, MatView<T, false>) with phase 5's epilogues. Their
+// two-level fix-up is an instance of its own (kTwoLevel), so no other kernel carries its code.
+template <class P>
+struct TwoLevelSplit
+    : std::integral_constant<bool, VecFixup<typename std::decay<decltype(P::epi)>::type>::value &&
+                                       std::is_same<typename P::AView, MatView<typename P::Elem, false>>::value> {};
+
 // Computes one (tile, split) of problem P into sm.c, runs the split-K fix-up and the epilogue.
 // kSplit = false: an instance for unsplit problems only, without the fix-up's code (whose 16
 // float4 loads in flight cost registers: 109 instead of 88 on the fp16 weight gradient).
-template <class T, Loop kLoop, class P, bool kSplit = true>
+// kTwoLevel: the two-level fix-up (more than kFixupGroup slices).
+template <class T, Loop kLoop, class P, bool kSplit = true, bool kTwoLevel = false>
 __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
   using C = TileCfg<T>;
   constexpr int BK = C::kBK;
@@ -64,8 +73,14 @@ __device__ void gemm_tile(const P& p, int linear_block, GemmSmem<T>& sm) {
   __syncthreads();
 
   if constexpr (kSplit) {
-    if (p.splits > 1 && !splitk_fixup<C::kThreads, VecFixup<Epi>::value>(sm.c, p.ws, p.counters, tile, split, p.splits))
-      return;
+    if constexpr (kTwoLevel) {
+      if (!splitk_fixup_two_level<C::kThreads, VecFixup<Epi>::value>(sm.c, p.ws, p.counters, tile, tiles, split,
+                                                                      p.splits))
+        return;
+    } else {
+      if (p.splits > 1 && !splitk_fixup<C::kThreads, VecFixup<Epi>::value>(sm.c, p.ws, p.counters, tile, split, p.splits))
+        return;
+    }
   }
   p.epi(sm.c, m0, n0, p.M, p.N);
 }
@@ -96,10 +111,10 @@ constexpr int gemm_min_blocks() {
     return 65536 / (64 * TileCfg<T>::kThreads);
   return std::is_same<T, __half>::value ? 5 : 1;
 }
-template <class Tag, class T, class P, bool kAsync, bool kSplit>
+template <class Tag, class T, class P, bool kAsync, bool kSplit, bool kTwoLevel = false>
 __global__ void __launch_bounds__(TileCfg<T>::kThreads, (gemm_min_blocks<T, P, kAsync, kSplit>()))
     gemm_kernel(P p) {
-  gemm_tile<T, kAsync ? Loop::Async : Loop::Regs, P, kSplit>(p, blockIdx.x, gemm_smem<T>());
+  gemm_tile<T, kAsync ? Loop::Async : Loop::Regs, P, kSplit, kTwoLevel>(p, blockIdx.x, gemm_smem<T>());
 }
 
 // Step 5's launcher (5_tf32x3.cuh): fp32 problems planned with p.rung = GemmRung::TF32x3.
@@ -117,6 +132,18 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
     }
   }
   constexpr int NT = TileCfg<T>::kThreads;
+  if constexpr (TwoLevelSplit<P>::value) {
+    if (p.splits > kFixupGroup) {
+      if constexpr (AsyncEligible<P>::value) {
+        if (uses_async(p)) {
+          launch_kernel(gemm_kernel<Tag, T, P, true, true, true>, p.blocks(), NT, gemm_dyn_smem(p), st, pdl, p);
+          return;
+        }
+      }
+      launch_kernel(gemm_kernel<Tag, T, P, false, true, true>, p.blocks(), NT, gemm_dyn_smem(p), st, pdl, p);
+      return;
+    }
+  }
   if constexpr (AsyncEligible<P>::value) {
     if (uses_async(p)) {
       launch_kernel(gemm_kernel<Tag, T, P, true, true>, p.blocks(), NT, gemm_dyn_smem(p), st, pdl, p);
