@@ -63,6 +63,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference.h"
@@ -78,11 +79,14 @@ inline double fp32_sum_gamma(size_t n) { return (2.0 * static_cast<double>(n) + 
 
 // A bound on |g32 - g| for every gradient element of the float64 reference's mlp_backward at p
 // (f: its mlp_forward of x with the same labels and masks), in flatten() order: W0, b0, W1, b1, ...
-// near_zero_gates (optional): the number of kept hidden units whose gate is near zero (see 1.).
+// near_zero_gates (optional): the number of kept hidden units whose gate is near zero (see 1.);
+// near_units (optional): those units as (hidden layer l = 1 .. L-1, unit), each once.
 inline std::vector<double> mlp_grad_error_bound(const nb::MlpParams& p, const nb::MlpForward& f, const int* labels,
                                                 int batch, const std::vector<std::vector<double>>* masks = nullptr,
-                                                size_t* near_zero_gates = nullptr) {
+                                                size_t* near_zero_gates = nullptr,
+                                                std::vector<std::pair<int, int>>* near_units = nullptr) {
   if (near_zero_gates) *near_zero_gates = 0;
+  if (near_units) near_units->clear();
   const double u = kFp32U;
   const size_t L = p.layers.size() - 1, B = static_cast<size_t>(batch);
   const bool dropout = masks && !masks->empty();
@@ -160,7 +164,12 @@ inline std::vector<double> mlp_grad_error_bound(const nb::MlpParams& p, const nb
         const double m = dropout ? (*masks)[l - 1][k] : 1.0;
         const bool on = a[k] > 0;
         const bool unsure = m != 0 && std::fabs(z[l][k]) <= kGradSafety * ez[l][k];
-        if (near_zero_gates && m != 0 && std::fabs(z[l][k]) <= kNearZeroGate * ez[l][k]) ++*near_zero_gates;
+        if (m != 0 && std::fabs(z[l][k]) <= kNearZeroGate * ez[l][k]) {
+          if (near_zero_gates) ++*near_zero_gates;
+          const std::pair<int, int> unit(static_cast<int>(l), static_cast<int>(i));
+          if (near_units && std::find(near_units->begin(), near_units->end(), unit) == near_units->end())
+            near_units->push_back(unit);
+        }
         prev[k] = on ? s * m : 0.0;
         if (on || unsure)
           eprev[k] = m * (fp32_sum_gamma(out) * mag + prop) + 2 * u * m * std::fabs(s) + (unsure ? m * std::fabs(s) : 0.0);
@@ -173,6 +182,25 @@ inline std::vector<double> mlp_grad_error_bound(const nb::MlpParams& p, const nb
     bound.insert(bound.end(), out_b[l].begin(), out_b[l].end());
   }
   return bound;
+}
+
+// The gradient elements (flatten() order) that the gates of `units` (hidden layer l, unit) move
+// when one is decided the other way: the unit's row of W[l-1] and its b[l-1], and through the
+// deltas every element of the layers below (W[0 .. l-2], b[0 .. l-2]).
+inline std::vector<char> gate_moved_elements(const std::vector<int>& layers, const std::vector<std::pair<int, int>>& units) {
+  const size_t L = layers.size() - 1;
+  std::vector<size_t> off(L + 1, 0);  // where W[l] starts; b[l] follows it
+  for (size_t l = 0; l < L; ++l)
+    off[l + 1] = off[l] + static_cast<size_t>(layers[l + 1]) * (layers[l] + 1);
+  std::vector<char> moved(off[L], 0);
+  for (const auto& u : units) {
+    const size_t l = static_cast<size_t>(u.first), i = static_cast<size_t>(u.second), in = static_cast<size_t>(layers[l - 1]);
+    std::fill(moved.begin(), moved.begin() + static_cast<std::ptrdiff_t>(off[l - 1]), 1);  // every layer below
+    std::fill(moved.begin() + static_cast<std::ptrdiff_t>(off[l - 1] + i * in),
+              moved.begin() + static_cast<std::ptrdiff_t>(off[l - 1] + (i + 1) * in), 1);  // W[l-1]'s row i
+    moved[off[l - 1] + static_cast<size_t>(layers[l]) * in + i] = 1;                       // b[l-1][i]
+  }
+  return moved;
 }
 
 // One fp32 step as it was seen, every vector in flatten() order: the parameters and (Adam) the
