@@ -401,7 +401,7 @@ def select_ladder(records, dup_notes):
 
 
 def linreg_floors(records, p3):
-    """Three floors of the 5M x 200 headline (issue 19): the train split read once an epoch at the
+    """Three floors of the 5M x 200 headline: the train split read once an epoch at the
     measured HBM copy bandwidth, the same bytes at the measured L2 read bandwidth, and 200 bare grid
     barriers (the `grid_barrier` tool's cheapest barrier): the least a loop of 200 dependent epochs
     with grid-wide sums can take on chip. Values in ms; absent when their record is missing. Plus the
@@ -1591,7 +1591,7 @@ def select_time_account(records, dup_notes):
     return {"panels": panels, "missing": missing, "records": used}
 
 
-# ------------------------------------------------------------------ the first screen (issue 22)
+# ------------------------------------------------------------------ the first screen
 # The summary table (one row per workload: our best rung against every framework mode -- PyTorch,
 # libtorch, JAX -- of the same device's selected records) and the ladder table (each rung: what it adds, its time, its gain over
 # the rung before, what limits it, its share of its roof). Built from the selections the figures use.

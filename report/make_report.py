@@ -605,7 +605,7 @@ def timing_extra(r, key):
 
 
 def phase_targets(phase, sel, recs):
-    """[(target, measured, verdict, [records])] for issue 3/4's targets this phase can be held to."""
+    """[(target, measured, verdict, [records])] for the chapter targets this phase can be held to."""
     out = []
     lad = {row["key"]: row for row in sel[1]["rows"]}
     eager = lad.get(("pytorch_linreg", "pytorch-eager"))
@@ -1123,7 +1123,7 @@ def method_appendix(md):
 
 # ------------------------------------------------------------------ main
 
-# ------------------------------------------------------------------ the first screen (issue 22)
+# ------------------------------------------------------------------ the first screen
 
 def slower(x):
     """A ratio ours/theirs as words: 37.0× faster, or 37.0× slower (never 0.0271×)."""

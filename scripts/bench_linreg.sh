@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench_linreg.sh — the linear-regression benchmark of issue 3, on one GPU, in one run:
+# scripts/bench_linreg.sh — the linear-regression benchmark, on one GPU, in one run:
 # phases 1-3, the PyTorch twin (cpu, eager, compile, graph, compiled-graph) and the JAX twin (jit-step,
 # jit-run; where JAX is importable, else one skip line), every number into a
 # run record. Phase 3 runs its default path (one persistent kernel with the data on chip where it

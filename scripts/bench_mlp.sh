@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench_mlp.sh — the MLP benchmark of issue 4 on one GPU in one run: phase4_mlp (fp32,
+# scripts/bench_mlp.sh — the MLP benchmark on one GPU in one run: phase4_mlp (fp32,
 # fp16), phase5_batched (own kernels, cuBLASLt), the PyTorch twin (eager, compile, graph, compiled-graph)
 # and the JAX twin (jit-step, jit-epoch, jit-run; where JAX is importable, else one skip line a stage),
 # every number into a run record, a short table last.

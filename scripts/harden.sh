@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/harden.sh — the hardening checks of issue 6, one mode per make target.
+# scripts/harden.sh — the hardening checks, one mode per make target.
 #
 #   bash scripts/harden.sh asan              host doctest suite built with g++ -fsanitize=address,undefined
 #                                            into build/asan/ and run (make test-asan; CI; no GPU)

@@ -1,4 +1,4 @@
-// tools/tracer_overhead.cu — what does our CUPTI tracer cost? (issue 2's goal: <= 5%)
+// tools/tracer_overhead.cu — what does our CUPTI tracer cost? (the goal: <= 5%)
 //
 // The worst case for an activity tracer is many tiny kernels: each launch produces one record
 // and costs the driver some bookkeeping, while the work per launch is close to nothing. So the

@@ -1,4 +1,4 @@
-// tests/host/test_hardening.cpp — issue 6 checks of host code that are not the regression replay:
+// tests/host/test_hardening.cpp — the hardening checks of host code that are not the regression replay:
 // check_output_dir() (a bad --out must fail at once with exit 6, before any heavy work).
 #include <unistd.h>
 

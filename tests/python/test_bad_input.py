@@ -1,4 +1,4 @@
-"""Bad input and faults (issue 6): every case gives one line naming the problem and a documented
+"""Bad input and faults: every case gives one line naming the problem and a documented
 exit code (common/errors.h, docs/ERRORS.md), never a crash, never a partial record.
 
 Drives the built phases (build/phase*; a missing one is skipped with its reason) and the scripts.

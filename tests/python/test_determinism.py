@@ -1,4 +1,4 @@
-"""--deterministic (issue 6): two runs of a phase with the same seed give bit-identical loss curves
+"""--deterministic: two runs of a phase with the same seed give bit-identical loss curves
 and final metrics (linreg: w, b, train and test loss; MLP: losses, accuracies, and a parameter
 checksum when the record has one). Needs a GPU and the built phases; skips with the reason
 otherwise. The cost of --deterministic is measured by `bash scripts/harden.sh determinism`

@@ -717,7 +717,7 @@ def test_run_all_quick_is_the_default_and_marks_its_records(sandbox):
     assert "quick notebook" in p.stdout and "FULL=1" in p.stdout
 
 
-# ------------------------------------------------------------------ the first screen (issue 22)
+# ------------------------------------------------------------------ the first screen
 
 def test_first_screen_answers_summary_and_ladder(built):
     main = built["main"]
