@@ -2,7 +2,7 @@
 // which GPU it is (query_device/require_device) is host code, in device_query.cpp.
 //
 // measure_peaks(): the two ceilings every efficiency figure in the report is a percentage of,
-// measured on this very device rather than taken from a datasheet (METHOD.md):
+// measured on this very device rather than taken from a datasheet:
 //   copy_gbps   — one device-to-device cudaMemcpy of 1 GiB, bytes read + bytes written over
 //                 the median time of 15 repeats (after 3 warm-ups), CUDA events.
 //   fp16_tflops — cublasGemmEx C = A·B, 8192³, fp16 inputs, fp32 accumulation (fp16 output, as

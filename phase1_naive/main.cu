@@ -21,7 +21,7 @@
 //   serialized in the L2 — stays in full view, which is what phase 2 removes. --deterministic:
 //   per-element terms to a buffer, added by a pairwise tree in global memory: bit-identical runs.
 //
-// PREDICTION (METHOD.md "two numbers", headline n = 5M → nt = 4M train points, H100)
+// PREDICTION (worked out before measuring: headline n = 5M → nt = 4M train points, H100)
 //   Bytes per epoch: forward reads x, writes pred (8 B/pt); loss reads pred, y (8); gradients
 //   read pred, x, y (12): 28 B/pt × 4M = 112 MB → 37 µs at ~3 TB/s. Atomics: 3 × 4M = 12M
 //   same-address double atomics per epoch. Same-address atomics are processed one at a time by
