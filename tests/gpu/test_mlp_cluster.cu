@@ -282,7 +282,8 @@ void check_against_references(const CConfig& c) {
     const std::vector<double> x = s.batch(k, &y);
     std::vector<double> gr;
     std::vector<Amb> amb;
-    const double lr16 = rounded_step(at_k, x, y, c.B, &gr, &amb);
+    std::vector<std::vector<double>> ratio;  // every hidden pre-activation's |z| / its rounding error
+    const double lr16 = rounded_step(at_k, x, y, c.B, &gr, &amb, nullptr, &ratio);
     // Ambiguous ReLU decisions (usually none, rarely one or two): the reference decided the way
     // that matches the kernel best, over every combination of the 6 closest to zero (relative to their
     // error; ambiguous lists them closest first).
@@ -309,9 +310,7 @@ void check_against_references(const CConfig& c) {
     // rounding error and the flip brings the gradients closer. At most 4 such flips a step.
     constexpr double kFlipReach = 30.0;
     for (int extra = 0; extra < 4 && best > 1e-3; ++extra) {
-      std::vector<std::vector<double>> ratio;
-      std::vector<double> g0;
-      rounded_step(at_k, x, y, c.B, &g0, nullptr, &chosen, &ratio);
+      const std::vector<double>& g0 = gr;  // the reference with the decisions taken so far
       size_t off = 0;
       int best_h = -1, best_u = -1;
       double worst_db = 0;
