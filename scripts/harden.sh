@@ -286,7 +286,8 @@ small_args() {
 # default path); a line naming a flag the phase does not have is dropped. SANITIZE_QUICK=1: the
 # default path only; SANITIZE_ONLY=regex: the lines it matches only. The cluster kernels' lines ask
 # for 4 and 2 steps instead of 20 (the last value of a flag wins): racecheck follows their shared and
-# distributed shared memory traffic (5d ran past 120 s at 20 steps; 5f past 130 s at 4).
+# distributed shared memory traffic (5d ran past 120 s at 20 steps; 5f past 130 s at 4). Phase 5 at
+# batch 4,096 runs its weight gradients past 16 split-K slices (the two-level fix-up).
 variants() {
   local p=$1 v w ok lines=()
   if [ "${SANITIZE_QUICK:-0}" = 1 ]; then echo ""; return; fi
@@ -294,7 +295,7 @@ variants() {
     phase1_*|phase2_*) lines=("" "--deterministic") ;;
     phase3_*) lines=("" "--source host --chunk 1000 --streams 3 --eval-every 2" "--deterministic" "--pdl early") ;;
     phase4_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --deterministic") ;;
-    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch pipelined" "--launch pipelined --generic-kernel" "--launch cluster --precision fp16 --optimizer sgd --dropout 0 --steps 4" "--launch cluster32 --steps 2" "--launch cluster32 --generic-kernel --steps 2") ;;
+    phase5_*) lines=("--precision fp32" "--precision fp16" "--precision fp16 --optimizer sgd" "--precision fp16 --optimizer sgd --pdl off" "--gemm cublas" "--launch persistent" "--launch persistent --generic-kernel" "--launch persistent --blocks 16" "--launch pipelined" "--launch pipelined --generic-kernel" "--launch cluster --precision fp16 --optimizer sgd --dropout 0 --steps 4" "--launch cluster32 --steps 2" "--launch cluster32 --generic-kernel --steps 2" "--precision fp32 --batch 4096 --steps 2") ;;
     *) lines=("") ;;
   esac
   for v in "${lines[@]}"; do
