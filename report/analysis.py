@@ -824,8 +824,51 @@ def select_w2(records, dup_notes):
             missing.append(f"{label(*k)}: no records")
         elif lack:
             missing.append(f"{label(*k)}: h = {', '.join(str(h) for h in lack)}")
+    floor = w2_floor(records, sorted({h for pts in series.values() for h, _, _ in pts}),
+                     [p[2] for k in keys for p in series[k]])
+    if series:
+        missing += floor["missing"]
     return {"series": {k: series[k] for k in keys}, "rel": rel, "twin_best": twin_best, "missing": missing,
-            "records": [p[2] for k in keys for p in series[k]]}
+            "floor": floor, "records": [p[2] for k in keys for p in series[k]] + floor["records"]}
+
+
+W2_BYTES_PER_PARAM = 14  # an SGD step that streams its weights: fp16 read by the forward and the
+                         # backward-data products (2 + 2), the fp32 master read and written (4 + 4),
+                         # its fp16 copy written (2)
+
+
+def w2_floor(records, hs, runs):
+    """The least a W2 step (784-h-h-h-10, SGD, the batch of its runs) can take where it streams its
+    weights from memory, at each width h: the larger of its FLOPs at the measured fp16 tensor-core
+    ceiling (forward and weight gradients 2·B·P each, P the weights; backward-data 2·B·(P - 784·h))
+    and W2_BYTES_PER_PARAM bytes a parameter at the measured L2 read rate where they fit in the L2,
+    else at the measured HBM copy rate. A path that keeps the weights on chip is bounded by its
+    arithmetic and its exchanges instead. {"points": [(h, ms, bound)], "label", "records", "missing"}."""
+    out = {"points": [], "label": "", "records": [], "missing": []}
+    _, fp16_tflops, peak_rec = peaks_for(records)
+    copy_gbps = num(dget(peak_rec.data, "peaks", "copy_gbps")) if peak_rec else None
+    gb = [r for r in records if r.phase == "grid_barrier" and num(dget(r.data, "l2_read", "gbps"))
+          and num(dget(r.data, "l2_read", "l2_bytes"))]
+    if not (fp16_tflops and copy_gbps and gb):
+        out["missing"].append("W2 floor: needs a `ceilings` record (fp16 TFLOP/s, copy GB/s) and a `grid_barrier` "
+                              "record (L2 read rate) on this device")
+        return out
+    g = newest_first(gb)[0]
+    l2_gbps, l2_bytes = num(dget(g.data, "l2_read", "gbps")), num(dget(g.data, "l2_read", "l2_bytes"))
+    batches = {int(r.cfg_num("batch")) for r in runs if r.cfg_num("batch")}
+    B = batches.pop() if len(batches) == 1 else 32
+    for h in hs:
+        P = 784 * h + 2 * h * h + 10 * h
+        flops = 2 * B * (3 * P - 784 * h)
+        nbytes = W2_BYTES_PER_PARAM * (P + 3 * h + 10)
+        on_l2 = nbytes <= l2_bytes
+        arith_ms = flops / (fp16_tflops * 1e12) * 1e3
+        mem_ms = nbytes / ((l2_gbps if on_l2 else copy_gbps) * 1e9) * 1e3
+        out["points"].append((h, max(arith_ms, mem_ms), "fp16 FLOPs" if arith_ms >= mem_ms else ("L2" if on_l2 else "HBM")))
+    out["label"] = (f"a step that streams its weights ({W2_BYTES_PER_PARAM} B a parameter at "
+                    f"{l2_gbps:.0f} GB/s L2 / {copy_gbps:.0f} GB/s HBM, FLOPs at {fp16_tflops:.0f} TFLOP/s fp16)")
+    out["records"] += [peak_rec, g]
+    return out
 
 
 def loss_curve(r):

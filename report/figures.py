@@ -365,6 +365,10 @@ def fig6_w2(d, path, device):
     for k, pts in d["series"].items():
         _plot_runs(ax, pts, grid, marker=A.marker(k), color=A.color(k),
                    linestyle=A.linestyle(k), label=A.label(*k), markersize=5)
+    floor = (d.get("floor") or {}).get("points") or []
+    if floor:
+        ax.plot([p[0] for p in floor], [p[1] for p in floor], color="0.45", linestyle=":", linewidth=1.4,
+                label=textwrap.fill("floor of " + d["floor"]["label"], 60))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("hidden width h (784-h-h-h-10, log2 scale)")

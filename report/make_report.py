@@ -321,8 +321,14 @@ def sec_fig6(md, ctx, d):
         for h, t, r in pts:
             rx = relm.get(h)
             rows.append([A.label(*k), str(h), ms(t), (times(rx[0]) + f" (vs {rx[1]})") if rx else DASH, ctx.link(r)])
+    fl = d.get("floor") or {}
+    for h, t, bound in fl.get("points", []):
+        rows.append([f"floor ({bound})", str(h), ms(t), DASH, ", ".join(ctx.link(r) for r in fl["records"])])
     md.append(long_table(["implementation", "h", "time per step", "fastest framework / ours", "record"], rows,
                          "Every point of the figure") + "\n")
+    if fl.get("label"):
+        md.append(f"The floor is that of {fl['label']}: the larger of a step's FLOPs at that ceiling and its bytes at "
+                  "that rate (L2 while the weights fit in it).\n")
     if d["twin_best"]:
         md.append("The fastest framework time at each h comes from: " + "; ".join(
             f"h = {h}: {A.label(*k)} ({ctx.link(r)})" for h, (_, k, r) in sorted(d["twin_best"].items())) + ".\n")
@@ -1336,6 +1342,20 @@ def odd_results(sel, acc, bench, spread):
             odd[6] = [f"Our GEMMs run at {pct(min(speeds) * 100)}–{pct(max(speeds) * 100)} of cuBLASLt's speed "
                       f"(--gemm-compare), yet the trainer built on them is {times(x)} faster than the cuBLASLt trainer at "
                       f"h = 8192: {why}."]
+    floor = {h: (f_ms, bound) for h, f_ms, bound in (sel[6].get("floor") or {}).get("points", [])}
+    ours = {}
+    for k, pts in sel[6]["series"].items():
+        if not A.is_twin(k[0]):
+            for h, t, _ in pts:
+                if t and (h not in ours or t < ours[h]):
+                    ours[h] = t
+    gaps = [(h, ours[h] / floor[h][0], floor[h][1]) for h in sorted(floor) if h in ours and floor[h][0] > 0]
+    if gaps:
+        odd.setdefault(6, []).append(
+            "The dotted line is the floor of a step that streams its weights (its FLOPs at the fp16 ceiling, or its "
+            "bytes at the L2 or HBM rate, whichever is larger): our fastest path is "
+            + ", ".join(f"{times(g)} above it at h = {h} ({b})" for h, g, b in gaps)
+            + ". Where it is far above, the step is neither arithmetic nor memory but latency: dependent launches, or a one-launch kernel's exchanges.")
     return odd
 
 

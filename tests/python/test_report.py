@@ -323,7 +323,9 @@ def test_missing_section_lists_what_is_absent(built):
     h = device_section(built["md"], H100)
     hmiss = h[h.index("### Missing figures and records on this device"):h.index("### The phases")]
     assert "not drawn" not in hmiss
-    assert "Figure 6 (MLP W2 width sweep): drawn without PyTorch compile: no records; PyTorch compiled-graph: no records." in hmiss
+    assert ("Figure 6 (MLP W2 width sweep): drawn without PyTorch compile: no records; PyTorch compiled-graph: no records; "
+            "W2 floor: needs a `ceilings` record (fp16 TFLOP/s, copy GB/s) and a `grid_barrier` record (L2 read rate) "
+            "on this device.") in hmiss
     assert "#### Phase 2 — `phase2_shared_mem`\n" in a and "not yet measured" in a
 
 
@@ -1288,3 +1290,31 @@ def test_ladder_climbs_the_big_batch_from_the_simt_tile_to_step_5(tmp_path):
     (dev / base).write_text(json.dumps(rec))
     rows = ladder()
     assert [r["key"][1] for r in rows] == ["cuda-tile", "cuda"] and abs(rows[1]["gain"] - 2.0) < 1e-9
+
+
+def test_w2_floor_from_the_measured_ceilings():
+    """Figure 6's floor: a W2 step's FLOPs at the fp16 ceiling or its weights' bytes (14 a parameter)
+    at the L2 rate while they fit in the L2, else at the HBM rate, whichever is larger; without the
+    ceilings or the grid_barrier record, no floor and one line saying which records it needs."""
+    from records import Record  # noqa: PLC0415
+
+    def rec(phase, data, utc="2026-11-26T10:00:00Z"):
+        return Record(path=f"p/{phase}.json", abspath="", data=data, folder_slug="x", tag="t", phase=phase,
+                      workload=phase, utc_time=utc)
+
+    ceil = rec("ceilings", {"peaks": {"copy_gbps": 4000.0, "fp16_tflops": 800.0}})
+    gb = rec("grid_barrier", {"l2_read": {"gbps": 8000.0, "l2_bytes": 60e6}})
+    run = rec("phase5_batched", {"config": {"batch": 32}})
+    f = A.w2_floor([ceil, gb, run], [128, 1024, 2048, 8192], [run])
+    assert not f["missing"] and f["records"] == [ceil, gb]
+    pts = {h: (ms_, bound) for h, ms_, bound in f["points"]}
+    P = {h: 784 * h + 2 * h * h + 10 * h for h in pts}
+    nbytes = {h: 14 * (P[h] + 3 * h + 10) for h in pts}
+    assert pts[1024][1] == "L2" and pts[1024][0] == pytest.approx(nbytes[1024] / 8000e9 * 1e3)  # 41 MB fit in 60 MB
+    assert pts[2048][1] == "HBM" and pts[2048][0] == pytest.approx(nbytes[2048] / 4000e9 * 1e3)
+    assert pts[128][1] == "L2"
+    flops_8192 = 2 * 32 * (3 * P[8192] - 784 * 8192)
+    assert pts[8192][0] == pytest.approx(max(flops_8192 / 800e12, nbytes[8192] / 4000e9) * 1e3)
+    assert "14 B a parameter" in f["label"]
+    none = A.w2_floor([ceil, run], [128], [run])
+    assert none["points"] == [] and len(none["missing"]) == 1 and "grid_barrier" in none["missing"][0]
