@@ -280,8 +280,6 @@ class Trainer {
   UpdateGemm update(int l, const StepRef& sr, int slot) const;
   UpdateFirstGemm update0(const StepRef& sr, int slot) const;
   double update_bytes(int l) const;
-  template <class P1, class P2>
-  static bool split_pair(const P1& a, const P2& b);
   void enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs);
   void enqueue_step_cublas(const StepRef& sr, std::map<std::string, KernelCost>* costs);
   // Split-K workspaces: two slots (the two problems of a paired launch), each as large as the

@@ -247,11 +247,6 @@ double Trainer<T>::update_bytes(int l) const {  // master r/w (+ Adam m, v r/w) 
 }
 
 template <class T>
-template <class P1, class P2>
-bool Trainer<T>::split_pair(const P1& a, const P2& b) {  // launch_gemm_pair runs them as two launches
-  return pair_as_two_launches(a, b);
-}
-template <class T>
 void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
   const auto& w = o_.layers;
   const double ob = sizeof(T);
@@ -311,13 +306,13 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
     auto d = bwd_data(l - 1, 1);
     launch_gemm_pair<p5_update_and_bwd_data, T>(u, d, st_, pdl_);  // two launches when a step-5 product is in it
     add_cost(costs, "p5_update_and_bwd_data", u, update_bytes(l), true);
-    add_cost(costs, "p5_update_and_bwd_data", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, split_pair(u, d));
+    add_cost(costs, "p5_update_and_bwd_data", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, pair_as_two_launches(u, d));
   }
   auto u1 = update(1, sr, 0);
   auto u0 = update0(sr, 1);
   launch_gemm_pair<p5_update_pair, T>(u1, u0, st_, pdl_);
   add_cost(costs, "p5_update_pair", u1, update_bytes(1), true);
-  add_cost(costs, "p5_update_pair", u0, update_bytes(0), split_pair(u1, u0));
+  add_cost(costs, "p5_update_pair", u0, update_bytes(0), pair_as_two_launches(u1, u0));
 }
 
 // ----- cuBLASLt path: the same epilogue functors, run after each cuBLASLt product.
