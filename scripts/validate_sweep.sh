@@ -3,9 +3,9 @@
 # on every path: phase 4 fp32/fp16, phase 5 own fp32 (its plan, and --fp32-gemm tile and tf32x3:
 # every product on the SIMT tile, every one on step 5's 3xTF32) and fp16, cuBLASLt fp32/fp16, the
 # persistent, pipelined and cluster32 kernels (fp32, two hidden layers, batch <= 64) and the cluster
-# kernel (fp16 SGD without dropout, batch <= 32), each for 4 steps, up to batch 4,097 and widths of
-# 1,000. One line per run: each check's error, its tolerance and their ratio; then
-# the worst ratio per precision (how much room the shape-derived tolerances leave).
+# kernel (fp16 SGD without dropout, batch <= 32), each for 4 steps, up to batch 8,192 (W1's shape: its
+# weight gradients past 16 split-K slices) and widths of 1,000. One line per run: each check's error,
+# its tolerance and their ratio; then the worst ratio per precision (how much room the shape-derived tolerances leave).
 #
 #   scripts/validate_sweep.sh [LOG]     (default build/validate_sweep.log; needs a GPU and the data)
 #
@@ -34,6 +34,7 @@ SHAPES=("--batch 32 --layers 784,128,64,10"
         "--batch 1000 --layers 784,200,200,10 --optimizer sgd --lr 0.01 --dropout 0"
         "--batch 256 --layers 784,10 --dropout 0"
         "--batch 4097 --layers 784,300,100,10"
+        "--batch 8192 --layers 784,128,64,10"
         "--batch 1025 --layers 784,1000,1000,10 --optimizer sgd --lr 0.01 --dropout 0")
 PATHS=("build/phase4_mlp --precision fp32" "build/phase4_mlp --precision fp16"
        "build/phase5_batched --precision fp32" "build/phase5_batched --precision fp16"
