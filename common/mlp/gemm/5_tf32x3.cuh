@@ -40,9 +40,10 @@ static_assert(kXThreads == TileCfg<float>::kThreads, "the fp32 epilogues assume 
 // type and the layout it has in memory: a view's (r, c) element lies along its contiguous axis,
 // so a tile is stored [outer][inner] with 4-element chunks along the inner axis. fp32 matrices
 // move 16-byte chunks; phase 5's gathered images (GatherView) move their bytes, 4-byte chunks, and
-// become fp32 (byte / 255, the view's own arithmetic) only when the tile is split (below). A tile
-// is 64 (the 64-wide axis: m of A, n of B) by 32 (k), in padded rows: fp32 rows of 36 or 72
-// elements, byte rows of 36 or 80 bytes (16- and 4-byte aligned chunks).
+// become fp32 (byte / 255, the view's own arithmetic) only when a fragment is read. A tile is
+// 64 (the 64-wide axis: m of A, n of B) by 32 (k). Row strides keep the fragment reads free of
+// bank conflicts: a warp reads elements (g, t), g = lane / 4, t = lane % 4, along the two axes;
+// fp32 at g * 36 + t (banks 4g + t) or t * 72 + g (banks 8t + g); bytes in 36- or 80-byte rows.
 // A view of bytes that stand for byte / 255 (phase 5's gathered images, GatherView) declares
 // kByteRows = true, row_bytes(r) (the bytes of its row r, contiguous) and ld; its tiles are staged
 // as bytes. Every other fp32 view is a MatView<float, C>.
@@ -135,51 +136,25 @@ __device__ __forceinline__ void x3_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// Element (m, k) of A's staged tile and (k, n) of B's, tile-relative.
+template <class AV>
+__device__ __forceinline__ float x3_a(const void* s, int m, int k) {
+  using S = X3Tile<AV>;
+  const auto* t = static_cast<const typename S::Elem*>(s);
+  return AV::kContig ? S::get(t, m, k, S::kLd36) : S::get(t, k, m, S::kLd72);
+}
+template <class BV>
+__device__ __forceinline__ float x3_b(const void* s, int k, int n) {
+  using S = X3Tile<BV>;
+  const auto* t = static_cast<const typename S::Elem*>(s);
+  return BV::kContig ? S::get(t, k, n, S::kLd72) : S::get(t, n, k, S::kLd36);
+}
+
 // x = hi + lo with both parts TF32 (round to nearest, ties away: cvt.rna). x - hi is exact in fp32.
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
   const float rest = x - __uint_as_float(hi);
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
-}
-
-// ------------------------------------------------------------------ splitting a landed tile once
-// Once a stage has landed, the block splits it: each element becomes its (hi, lo) pair, one uint2,
-// in the staged [outer][inner] order, for every warp to read with one 8-byte load. Done per fragment
-// read instead, each of A's elements was converted (bytes: also divided by 255) and split by the 4
-// warps that share its rows, each of B's by the 2 that share its columns: the ALU pipe was this
-// kernel's busiest (ncu, 737d448). Pair strides keep the warps' 8-byte reads conflict-free (each
-// half-warp covers the 32 banks once): 36 pairs for a 32-long inner axis (banks 8g + 2t), 76 for a
-// 64-long one (banks 24t + 2g).
-constexpr int kX3PairLd32 = 36, kX3PairLd64 = 76;
-constexpr int kX3PairBytes = 8 * (64 * kX3PairLd32 > 32 * kX3PairLd64 ? 64 * kX3PairLd32 : 32 * kX3PairLd64);
-
-template <int R, int C, class V>
-__device__ __forceinline__ void x3_split(const void* staged, uint2* pairs) {
-  using S = X3Tile<V>;
-  constexpr bool kC = V::kContig;
-  constexpr int kOuter = kC ? R : C, kInner = kC ? C : R;
-  constexpr int kLdS = kInner == 32 ? S::kLd36 : S::kLd72;
-  constexpr int kLdP = kInner == 32 ? kX3PairLd32 : kX3PairLd64;
-  static_assert(kOuter * kInner % kXThreads == 0, "whole elements a thread");
-  const auto* s = static_cast<const typename S::Elem*>(staged);
-#pragma unroll
-  for (int i = 0; i < kOuter * kInner / kXThreads; ++i) {
-    const int e = threadIdx.x + i * kXThreads;
-    const int o = e / kInner, in = e % kInner;
-    uint32_t hi, lo;
-    split_tf32(S::get(s, o, in, kLdS), hi, lo);
-    pairs[o * kLdP + in] = make_uint2(hi, lo);
-  }
-}
-
-// The (hi, lo) pair of element (m, k) of A's tile and (k, n) of B's, tile-relative.
-template <class AV>
-__device__ __forceinline__ uint2 x3_a(const uint2* p, int m, int k) {
-  return AV::kContig ? p[m * kX3PairLd32 + k] : p[k * kX3PairLd64 + m];
-}
-template <class BV>
-__device__ __forceinline__ uint2 x3_b(const uint2* p, int k, int n) {
-  return BV::kContig ? p[k * kX3PairLd64 + n] : p[n * kX3PairLd32 + k];
 }
 
 // d += a · b on one m16n8k8 tile: a (16 x 8, row) in 4 registers, b (8 x 8, col) in 2, d in 4.
@@ -216,7 +191,7 @@ struct AccumX3 {
   // ownership (PTX ISA, mma.m16n8k8 .tf32): lane = 4g + t holds A (g, t), (g+8, t), (g, t+4),
   // (g+8, t+4); B (t, g), (t+4, g); C (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
   template <class AV, class BV>
-  __device__ __forceinline__ void mma(const uint2* as, const uint2* bs) {
+  __device__ __forceinline__ void mma(const void* as, const void* bs) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
     float part[2][2][4];
@@ -232,15 +207,17 @@ struct AccumX3 {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int n = wn + j * 8 + g;
-        const uint2 b0 = x3_b<BV>(bs, kk + t, n), b1 = x3_b<BV>(bs, kk + t + 4, n);
-        bh[j][0] = b0.x, bl[j][0] = b0.y, bh[j][1] = b1.x, bl[j][1] = b1.y;
+        split_tf32(x3_b<BV>(bs, kk + t, n), bh[j][0], bl[j][0]);
+        split_tf32(x3_b<BV>(bs, kk + t + 4, n), bh[j][1], bl[j][1]);
       }
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int m = wm + i * 16 + g;
-        const uint2 a0 = x3_a<AV>(as, m, kk + t), a1 = x3_a<AV>(as, m + 8, kk + t);
-        const uint2 a2 = x3_a<AV>(as, m, kk + t + 4), a3 = x3_a<AV>(as, m + 8, kk + t + 4);
-        const uint32_t ah[4] = {a0.x, a1.x, a2.x, a3.x}, al[4] = {a0.y, a1.y, a2.y, a3.y};
+        uint32_t ah[4], al[4];
+        split_tf32(x3_a<AV>(as, m, kk + t), ah[0], al[0]);
+        split_tf32(x3_a<AV>(as, m + 8, kk + t), ah[1], al[1]);
+        split_tf32(x3_a<AV>(as, m, kk + t + 4), ah[2], al[2]);
+        split_tf32(x3_a<AV>(as, m + 8, kk + t + 4), ah[3], al[3]);
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           if (kTerms == 3) {  // the small terms first
@@ -275,18 +252,15 @@ struct AccumX3 {
   }
 };
 
-// Dynamic shared memory of a problem: kXStages stages of A's and B's tiles, then the split pairs of
-// the k-tile in use (A's, B's); the result's two 32 x 64 sub-tiles overlay the start once the loop
-// is done.
+// Dynamic shared memory of a problem: kXStages stages of A's and B's tiles, which the result's two
+// 32 x 64 sub-tiles overlay once the loop is done.
 template <class P>
 struct X3Layout {
   static constexpr int kA = x3_round128(x3_tile_bytes<typename P::AView>());
   static constexpr int kB = x3_round128(x3_tile_bytes<typename P::BView>());
   static constexpr int kStage = kA + kB;
-  static constexpr int kPairsA = kXStages * kStage, kPairsB = kPairsA + kX3PairBytes;
   static constexpr int kResult = 2 * kBM * kLdc * static_cast<int>(sizeof(float));
-  static constexpr int kLoop = kPairsB + kX3PairBytes;
-  static constexpr int kBytes = kLoop > kResult ? kLoop : kResult;
+  static constexpr int kBytes = kXStages * kStage > kResult ? kXStages * kStage : kResult;
 };
 
 // Output tiles of 64 x 64 (the split-K slots and counters stay those of the 32 x 64 tiles).
@@ -311,8 +285,6 @@ __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P
   const int nst = kend > kbeg ? (kend - kbeg + kXBK - 1) / kXBK : 0;
   auto a_stage = [&](int s) { return gemm_dyn + s * Lay::kStage; };
   auto b_stage = [&](int s) { return gemm_dyn + s * Lay::kStage + Lay::kA; };
-  uint2* const a_pairs = reinterpret_cast<uint2*>(gemm_dyn + Lay::kPairsA);
-  uint2* const b_pairs = reinterpret_cast<uint2*>(gemm_dyn + Lay::kPairsB);
 
   AccumX3<kTerms> acc;
   // B's first stages go out before the PDL wait (phase 5 never has the kernel just before write a
@@ -337,10 +309,7 @@ __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P
       x3_issue<kXBK, kXBN>(p.b, kbeg + nx * kXBK, n0, kend, p.N, b_stage(nx % kXStages));
     }
     x3_commit();
-    x3_split<kXBM, kXBK, AV>(a_stage(t % kXStages), a_pairs);
-    x3_split<kXBK, kXBN, BV>(b_stage(t % kXStages), b_pairs);
-    __syncthreads();  // the pairs are complete (the next split waits for the loop's first barrier)
-    acc.template mma<AV, BV>(a_pairs, b_pairs);
+    acc.template mma<AV, BV>(a_stage(t % kXStages), b_stage(t % kXStages));
   }
   x3_wait<0>();
   __syncthreads();
