@@ -31,6 +31,16 @@ template <>
 __device__ __forceinline__ __half from_f<__half>(float x) {
   return __float2half_rn(x);
 }
+// A pixel byte as the fp32 value byte / 255 without a division (an IEEE division is a dozen
+// instructions; step 5 reads every byte of its tiles once per fragment, and the division made its
+// gathered products three times slower than its fp32 ones): a product by 1/255 and one correction
+// step, which gives the correctly rounded quotient for every byte, so the value is the division's
+// bit for bit (tests/gpu/test_mlp_kernels.cu checks all 256). Phase 5's gathered views use it too.
+__device__ __forceinline__ float byte_over_255(unsigned b) {
+  const float x = static_cast<float>(b), r = 1.0f / 255.0f;
+  const float q = x * r;
+  return fmaf(fmaf(-q, 255.0f, x), r, q);
+}
 
 // ------------------------------------------------------------------ programmatic dependent launch
 // Phase 5 launches its step kernels with programmatic stream serialization (PDL, common/pdl.cuh):

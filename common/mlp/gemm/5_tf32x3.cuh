@@ -58,15 +58,7 @@ struct X3Tile {  // fp32 elements
   static constexpr int kLd36 = 36, kLd72 = 72;  // strides for a 32- and a 64-long inner axis
   __device__ static float get(const float* s, int outer, int inner, int ld) { return s[outer * ld + inner]; }
 };
-// byte / 255 without a division (an IEEE division is a dozen instructions, and every fragment read
-// of a byte tile does one: the division made this rung's gathered products three times slower than
-// its fp32 ones): a product by 1/255 and one correction step, which gives the correctly rounded
-// quotient for every byte (tests/gpu/test_mlp_kernels.cu checks all 256 against the division).
-__device__ __forceinline__ float byte_over_255(unsigned b) {
-  const float x = static_cast<float>(b), r = 1.0f / 255.0f;
-  const float q = x * r;
-  return fmaf(fmaf(-q, 255.0f, x), r, q);
-}
+// (Bytes become fp32 by byte_over_255, 0_problem.cuh: every fragment read of a byte tile converts.)
 template <class V>
 struct X3Tile<V, true> {  // bytes
   using Elem = uint8_t;
