@@ -9,6 +9,10 @@
 //         (CUBLAS_COMPUTE_32F: the yardstick), cublaslt-tf32 (COMPUTE_32F_FAST_TF32: faster
 //         arithmetic, not the same numerics; its error is recorded, never judged);
 //   fp16: own-tile (WMMA), cublaslt-fp16.
+// The first layer's X is what the step reads: bytes of a batch of images picked at random from a
+// pool of 60,000 (or the batch, if larger), gathered by the own rungs through GatherView (the step's
+// view: step 5 stages them as bytes, steps 1-4 convert them in the operand loader); the reference and
+// cuBLASLt read the same values materialized (the cuBLASLt path's gather kernel is not timed).
 // The fp32-accurate implementations must be within 2u·sqrt(K) + 8u of the reference (u = 2^-24;
 // the bound tests/gpu/test_mlp_kernels.cu holds step 5 to); fp16 ones, whose reference multiplies
 // the same fp16 operands, within the same bound with u = 2^-22. Own products are planned as phase 5 plans them (split-K and
@@ -43,6 +47,13 @@ namespace {
 using namespace nb::mlp;
 
 template <class Dummy = void>
+__global__ void fill_bytes_kernel(uint8_t* x, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    x[i] = static_cast<uint8_t>(splitmix64(seed ^ splitmix64(i)) >> 56);
+}
+
+template <class Dummy = void>
 __global__ void fill_random_kernel(float* x, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
@@ -75,7 +86,8 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
   const int B = o.batch;
   std::string shape;
   for (size_t i = 0; i < w.size(); ++i) shape += (i ? "-" : "") + std::to_string(w[i]);
-  std::printf("GEMM benchmark: every product of a %s step at batch %d, %s\n", shape.c_str(), B, o.precision.c_str());
+  std::printf("GEMM benchmark: every product of a %s step at batch %d, %s (layer 0's X gathered from bytes)\n",
+              shape.c_str(), B, o.precision.c_str());
   cudaStream_t st{};
   CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   auto rnd = [&](size_t n, uint64_t seed) {
@@ -113,10 +125,36 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
   bool all_ok = true;
   double worst_ratio = 0;
 
+  // The first layer's images: a pool of random bytes and the batch's rows in it (distinct, random).
+  const int pool_images = std::max(B, 60000);
+  DevBuf<uint8_t> pool(static_cast<size_t>(pool_images) * w[0]);
+  fill_bytes_kernel<<<ew_blocks(pool.size()), 256, 0, st>>>(pool.get(), pool.size(), 0x9e3779b97f4a7c15ull);
+  CHECK_LAUNCH();
+  DevBuf<int> batch_rows(static_cast<size_t>(B));
+  {
+    std::vector<int> idx(static_cast<size_t>(pool_images));
+    for (int i = 0; i < pool_images; ++i) idx[static_cast<size_t>(i)] = i;
+    uint64_t state = 0x243f6a8885a308d3ull;
+    for (int i = 0; i < B; ++i) {  // the first B of a Fisher-Yates shuffle
+      state = splitmix64(state);
+      const int j = i + static_cast<int>(state % static_cast<uint64_t>(pool_images - i));
+      std::swap(idx[static_cast<size_t>(i)], idx[static_cast<size_t>(j)]);
+    }
+    CUDA_CHECK(cudaMemcpy(batch_rows.get(), idx.data(), batch_rows.bytes(), cudaMemcpyHostToDevice));
+  }
+  RowMap batch_map;
+  batch_map.perm = batch_rows.get(), batch_map.batch = B;
+  GatherView<T> gathered;
+  gathered.data = pool.get(), gathered.ld = w[0], gathered.rows = batch_map;
+
   for (int l = 0; l < o.nlayers(); ++l) {
     const int in = w[l], out = w[l + 1];
     DevBuf<T> X = rnd(static_cast<size_t>(B) * in, 3 * l + 1), W = rnd(static_cast<size_t>(out) * in, 3 * l + 2),
               dZ = rnd(static_cast<size_t>(B) * out, 3 * l + 3);
+    if (l == 0) {  // X = the gathered images, materialized for the reference and cuBLASLt
+      gather_kernel<T><<<ew_blocks(X.size()), 256, 0, st>>>(X.get(), pool.get(), batch_map, B, in);
+      CHECK_LAUNCH();
+    }
     LtLayer lay, lay_tf32;
     lay.plan<T>(lt, B, in, out, l > 0);
     if (!kHalf) lay_tf32.plan<T>(lt, B, in, out, l > 0, true);
@@ -171,24 +209,29 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
       if (lt_tf32) one("cublaslt-tf32", [&] { lt_run(*lt_tf32, c.get()); }, false, 1);
     };
 
-    {  // forward: Z[B,out] = X · W^T
-      GemmProblem<MatView<T, true>, MatView<T, false>, CompareStoreEpi> p;
-      p.a = make_view<T, true>(X.get(), in), p.b = make_view<T, false>(W.get(), in);
+    // The own rungs read X through `xv`: the gathered bytes in the first layer, X itself above it.
+    auto forward = [&](auto xv) {  // Z[B,out] = X · W^T
+      GemmProblem<decltype(xv), MatView<T, false>, CompareStoreEpi> p;
+      p.a = xv, p.b = make_view<T, false>(W.get(), in);
       product("forward", B, out, in, X.get(), in, 1, W.get(), 1, in, p, lay.fwd, kHalf ? nullptr : &lay_tf32.fwd,
               [&](const LtGemm& g, float* d) { g.run(W.get(), X.get(), d, st); });
-    }
+    };
+    auto weight_gradient = [&](auto xv) {  // dW[out,in] = dZ^T · X
+      GemmProblem<MatView<T, false>, decltype(xv), CompareStoreEpi> p;
+      p.a = make_view<T, false>(dZ.get(), out), p.b = xv;
+      product("weight-gradient", out, in, B, dZ.get(), 1, out, X.get(), in, 1, p, lay.wgrad,
+              kHalf ? nullptr : &lay_tf32.wgrad, [&](const LtGemm& g, float* d) { g.run(X.get(), dZ.get(), d, st); });
+    };
+    if (l == 0) forward(gathered);
+    else forward(make_view<T, true>(X.get(), in));
     if (l > 0) {  // backward data: dH[B,in] = dZ · W
       GemmProblem<MatView<T, true>, MatView<T, true>, CompareStoreEpi> p;
       p.a = make_view<T, true>(dZ.get(), out), p.b = make_view<T, true>(W.get(), in);
       product("backward-data", B, in, out, dZ.get(), out, 1, W.get(), in, 1, p, lay.dgrad,
               kHalf ? nullptr : &lay_tf32.dgrad, [&](const LtGemm& g, float* d) { g.run(W.get(), dZ.get(), d, st); });
     }
-    {  // weight gradient: dW[out,in] = dZ^T · X
-      GemmProblem<MatView<T, false>, MatView<T, true>, CompareStoreEpi> p;
-      p.a = make_view<T, false>(dZ.get(), out), p.b = make_view<T, true>(X.get(), in);
-      product("weight-gradient", out, in, B, dZ.get(), 1, out, X.get(), in, 1, p, lay.wgrad,
-              kHalf ? nullptr : &lay_tf32.wgrad, [&](const LtGemm& g, float* d) { g.run(X.get(), dZ.get(), d, st); });
-    }
+    if (l == 0) weight_gradient(gathered);
+    else weight_gradient(make_view<T, true>(X.get(), in));
   }
   CUDA_CHECK(cudaStreamDestroy(st));
 
@@ -200,6 +243,8 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
   rec["metrics"] = {{"gemm_bench", rows}, {"batch", B}, {"layers", w}};
   rec["notes"].push_back("own = the GEMM ladder's rungs planned as phase 5 plans them (split-K and its fix-up) with a plain "
                          "fp32 store epilogue; timing.total_ms samples are the fastest own rung of each product");
+  rec["notes"].push_back("the first layer's X: bytes of a random batch from a pool of random images, read by the own rungs "
+                         "through the step's GatherView; the reference and cuBLASLt read them materialized");
   rec["notes"].push_back("tolerance: 2u*sqrt(K) + 8u norm-wise against the float64 reference on the same operands (u = 2^-24 fp32, 2^-22 fp16); "
                          "cublaslt-tf32 is recorded, not judged");
   rec["validation"] = {{"performed", true}, {"passed", all_ok}, {"errors", {{"worst_error_over_tolerance", worst_ratio}}}};
