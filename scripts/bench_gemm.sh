@@ -6,7 +6,8 @@
 #          under compute-sanitizer memcheck
 #   gemm   phase 5's GEMM benchmark (--gemm-compare) on the W1 model (784-128-64-10) at every batch in
 #          $BATCHES, fp32 and fp16: every product of a step, each own rung and cuBLASLt, checked
-#          against float64 and timed.                                      tags gemm-b<B>[-fp16]
+#          against float64 and timed; the first layer's X gathered from image bytes as the step
+#          reads it.                                                       tags gemm-b<B>[-fp16]
 #
 # Environment: STAGES ("test gemm"), BATCHES ("32 64 128 256 512 1024 2048 4096 8192"),
 # RECORDS_DIR (default profiles/<device-slug>), DATA (.carry/data/mnist or data/mnist), JOBS (16),
