@@ -1262,7 +1262,9 @@ def select_gemm(records, dup_notes):
           if row["impl"] in GEMM_NOT_FP32 and num(row.get("rel_err")) is not None
           and (r.path, row["layer"], row["product"]) in tol_of]
     check["tf32_over_tol"] = (min(tf), max(tf)) if tf else None
-    return {"panels": panels, "roofs": roofs, "check": check, "missing": missing,
+    # Records whose benchmark read layer 0's X as the step does (gathered bytes; their notes say so).
+    gathered = [r for r in used if any("GatherView" in str(n) for n in as_list(dget(r.data, "notes")))]
+    return {"panels": panels, "roofs": roofs, "check": check, "missing": missing, "gathered": len(gathered),
             "records": used + ([roofs["fp16"]["record"]] if "fp16" in roofs and roofs["fp16"]["record"] else [])}
 
 

@@ -493,6 +493,13 @@ def gemm_paragraph(ctx, d):
           "TF32: faster arithmetic, not the same numerics as fp32.")
     if any(p["precision"] == "fp16" for p in d["panels"]):
         s += " The fp16 row sets own-tile-wmma, the fp16 tile on WMMA tensor-core instructions, against cuBLASLt fp16."
+    n, g = d["check"]["records"], d.get("gathered", 0)
+    if n:
+        s += (" Layer 0's X: " + ("bytes of a random batch of images gathered as the step reads them (the own rungs "
+                                  "through the step's view, cuBLASLt on a materialized copy)" if g == n else
+                                  "a dense random matrix, not the gathered bytes the step reads" if g == 0 else
+                                  f"gathered from bytes as the step reads them in {g} of the {n} records, a dense "
+                                  "random matrix in the others") + ".")
     return s + " " + gemm_check_sentence(ctx, d)
 
 

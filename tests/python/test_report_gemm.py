@@ -84,6 +84,7 @@ def test_gemm_selection_picks_the_gemm_benchmark_records():
     # 8 x 2 x 2 fp16); cuBLASLt TF32 is not judged
     c = d["check"]
     assert (c["records"], c["judged"], c["passed"], c["failed"]) == (5, 8 * 3 * 3 + 8 * 2 * 2, 104, [])
+    assert d["gathered"] == 0  # no fixture's notes say its layer 0 read the gathered bytes
     assert A.gemm_finding(d) == ("at batch 8,192 own-tf32x3 leads layer 0's forward and cuBLASLt fp32 leads layer 0's "
                                  "weight gradient; the best own rung, own-tf32x3, is 1.20× faster on the forward and "
                                  "1.33× slower on the weight gradient than cuBLASLt fp32")
@@ -125,7 +126,8 @@ def test_gemm_figure_is_drawn_with_its_paragraph_and_every_point(tmp_path):
     for s in ("own-tile is the 32 × 64 SIMT tile", "own-tf32x3 is step 5, which splits each fp32 operand into two TF32 "
               "parts and adds three tensor-core products", "cuBLASLt fp32 (`CUBLAS_COMPUTE_32F`) is the yardstick",
               "not the same numerics as fp32", "within 2u·√K + 8u", "104 of the 104 judged rows of the 5 record(s)",
-              "cuBLASLt TF32's error is recorded, never judged"):
+              "cuBLASLt TF32's error is recorded, never judged",
+              "Layer 0's X: a dense random matrix, not the gathered bytes the step reads."):
         assert s in sec, s
     # APPENDIX.md: every point, the slot's older record named, the batches missing
     assert ("| fp32 | layer 0 forward | 8,192 | own-tf32x3 | 8,192 × 128 × 784 | 45.67 µs | 36.00 | 1.20× | 2.5e-07 | "
@@ -135,6 +137,21 @@ def test_gemm_figure_is_drawn_with_its_paragraph_and_every_point(tmp_path):
             "not `phase5_batched__gemm-b8192-old.json`") in app
     assert ("- Figure 13 (The GEMM ladder against cuBLASLt): drawn without fp32: no record at batch 64, 128, 256, 1,024, "
             "2,048, 4,096;") in app
+
+
+def test_gemm_paragraph_says_which_records_read_the_gathered_bytes(tmp_path):
+    """A record whose notes say its layer 0 read X through the step's GatherView counts as gathered;
+    the paragraph says in how many of the records drawn."""
+    profiles, _ = copy_device(tmp_path, GEMM_FILES + ["ceilings__default.json"])
+    path = profiles / H100 / "phase5_batched__gemm-b8192.json"
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    rec.setdefault("notes", []).append("the first layer's X: bytes of a random batch from a pool of random images, read "
+                                       "by the own rungs through the step's GatherView; the reference and cuBLASLt "
+                                       "read them materialized")
+    path.write_text(json.dumps(rec), encoding="utf-8")
+    report, _, _, _ = build(tmp_path, profiles)
+    assert ("Layer 0's X: gathered from bytes as the step reads them in 1 of the 5 records, a dense random matrix in "
+            "the others.") in report
 
 
 def test_gemm_row_over_its_tolerance_is_marked_and_named(tmp_path):
