@@ -5,7 +5,8 @@
 # persistent, pipelined and cluster32 kernels (fp32, two hidden layers, batch <= 64) and the cluster
 # kernel (fp16 SGD without dropout, batch <= 32), each for 4 steps, up to batch 8,192 (W1's shape: its
 # weight gradients past 16 split-K slices) and widths of 1,000. One line per run: each check's error,
-# its tolerance and their ratio; then the worst ratio per precision (how much room the shape-derived tolerances leave).
+# its tolerance and their ratio; then the worst ratio per precision (how much room the shape-derived
+# tolerances leave).
 #
 #   scripts/validate_sweep.sh [LOG]     (default build/validate_sweep.log; needs a GPU and the data)
 #
