@@ -140,7 +140,9 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
       const int j = i + static_cast<int>(state % static_cast<uint64_t>(pool_images - i));
       std::swap(idx[static_cast<size_t>(i)], idx[static_cast<size_t>(j)]);
     }
-    CUDA_CHECK(cudaMemcpy(batch_rows.get(), idx.data(), batch_rows.bytes(), cudaMemcpyHostToDevice));
+    // on st, which the kernels that read it follow; done before idx goes out of scope
+    CUDA_CHECK(cudaMemcpyAsync(batch_rows.get(), idx.data(), batch_rows.bytes(), cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
   }
   RowMap batch_map;
   batch_map.perm = batch_rows.get(), batch_map.batch = B;
