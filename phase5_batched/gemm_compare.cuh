@@ -8,7 +8,7 @@
 //   fp32: own-tile (the 32 x 64 SIMT tile, steps 1-4), own-tf32x3 (step 5), cublaslt-fp32
 //         (CUBLAS_COMPUTE_32F: the yardstick), cublaslt-tf32 (COMPUTE_32F_FAST_TF32: faster
 //         arithmetic, not the same numerics; its error is recorded, never judged);
-//   fp16: own-tile (WMMA), cublaslt-fp16.
+//   fp16: own-tile (WMMA), own-f16-mma (step 6: mma.sync in step 5's tile), cublaslt-fp16.
 // The first layer's X is what the step reads: bytes of a batch of images picked at random from a
 // pool of 60,000 (or the batch, if larger), gathered by the own rungs through GatherView (the step's
 // view: step 5 stages them as bytes, steps 1-4 convert them in the operand loader); the reference and
@@ -198,14 +198,16 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
       auto p = own_problem;
       p.M = M, p.N = N, p.K = K, p.epi.c = c.get(), p.epi.ldc = N;
       plan_splits_p5(p, dev.sm_count);
-      auto q = p;
-      if (!kHalf) plan_tf32x3(q, dev.sm_count);
+      auto q = p;  // the 64 x 64 tensor-core tile: step 5 (fp32) or step 6 (fp16)
+      if constexpr (kHalf) plan_f16mma(q, dev.sm_count);
+      else plan_tf32x3(q, dev.sm_count);
       DevBuf<float> ws(std::max({ws_floats(p), ws_floats(q), size_t{1}}));
       DevBuf<unsigned> counters(std::max({counter_slots(p), counter_slots(q), size_t{1}}));
       CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
       p.ws = q.ws = ws.get(), p.counters = q.counters = counters.get();
       double best = one(kHalf ? "own-tile-wmma" : "own-tile", [&] { launch_gemm<p4_gemm_fwd, T>(p, st); }, true, p.splits);
-      if (!kHalf) best = std::min(best, one("own-tf32x3", [&] { launch_gemm<p4_gemm_fwd, T>(q, st); }, true, q.splits));
+      best = std::min(best, one(kHalf ? "own-f16-mma" : "own-tf32x3", [&] { launch_gemm<p4_gemm_fwd, T>(q, st); }, true,
+                                q.splits));
       own_best.push_back(best);
       one(kHalf ? "cublaslt-fp16" : "cublaslt-fp32", [&] { lt_run(lt32, c.get()); }, true, 1);
       if (lt_tf32) one("cublaslt-tf32", [&] { lt_run(*lt_tf32, c.get()); }, false, 1);

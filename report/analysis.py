@@ -1136,7 +1136,8 @@ GEMM_YARDSTICK = {"fp32": "cublaslt-fp32", "fp16": "cublaslt-fp16"}
 GEMM_NOT_FP32 = ("cublaslt-tf32",)  # faster arithmetic, not fp32 numerics: recorded, never judged
 GEMM_TITLE = {"own-tile": "own-tile (32×64 SIMT tile)", "own-tf32x3": "own-tf32x3 (step 5: 3×TF32 on tensor cores)",
               "cublaslt-fp32": "cuBLASLt fp32 (the yardstick)", "cublaslt-tf32": "cuBLASLt TF32 (TF32, not fp32 numerics)",
-              "own-tile-wmma": "own-tile-wmma (fp16 WMMA tile)", "cublaslt-fp16": "cuBLASLt fp16 (the yardstick)"}
+              "own-tile-wmma": "own-tile-wmma (fp16 WMMA tile)", "cublaslt-fp16": "cuBLASLt fp16 (the yardstick)",
+              "own-f16-mma": "own-f16-mma (step 6: fp16 mma.sync, step 5's tile)"}
 GEMM_SHORT = {"cublaslt-fp32": "cuBLASLt fp32", "cublaslt-tf32": "cuBLASLt TF32", "cublaslt-fp16": "cuBLASLt fp16"}
 _GEMM_TAG = re.compile(r"^gemm-b(\d+)(?:-|$)")  # gemm-b8192, gemm-b8192-fp16, ...
 

@@ -493,6 +493,8 @@ def gemm_paragraph(ctx, d):
           "TF32: faster arithmetic, not the same numerics as fp32.")
     if any(p["precision"] == "fp16" for p in d["panels"]):
         s += " The fp16 row sets own-tile-wmma, the fp16 tile on WMMA tensor-core instructions, against cuBLASLt fp16."
+        if any("own-f16-mma" in p["series"] for p in d["panels"]):
+            s += " own-f16-mma is step 6: fp16 products on `mma.sync` in step 5's 64 × 64 tile."
     n, g = d["check"]["records"], d.get("gathered", 0)
     if n:
         s += (" Layer 0's X: " + ("bytes of a random batch of images gathered as the step reads them (the own rungs "

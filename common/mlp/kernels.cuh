@@ -40,8 +40,10 @@
 //   gemm/3_split_k.cuh        the split-K fix-up
 //   gemm/4_kernels.cuh        the kernels and their launchers
 //   gemm/5_tf32x3.cuh         fp32-accurate products on tensor cores (3xTF32, 64 x 64 tiles)
+//   gemm/6_f16_mma.cuh        fp16 products on mma.sync in step 5's tile
 //   layers.cuh                every other operation of the trainer (one kernel each)
 #pragma once
 #include "mlp/gemm/4_kernels.cuh"
 #include "mlp/gemm/5_tf32x3.cuh"
+#include "mlp/gemm/6_f16_mma.cuh"
 #include "mlp/layers.cuh"

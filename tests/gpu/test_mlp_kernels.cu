@@ -61,14 +61,19 @@ std::vector<float> as_float(const std::vector<__half>& v) {
 enum class Kind { Fwd, Dgrad, Wgrad };
 
 // terms = 0: the 32 x 64 tile (steps 1-4), planned with plan_splits (at most max_splits slices; past
-// 16 with Epi = VecStoreEpi, a weight gradient takes the two-level fix-up). terms = 3: step 5
+// 16 with Epi = VecStoreEpi, a weight gradient takes the two-level fix-up). fp32, terms = 3: step 5
 // (3xTF32), planned with plan_tf32x3 and launched through launch_gemm; terms = 1: step 5's kernel
-// with the high parts only (plain TF32), which the fp32 tolerance must reject. With terms > 0 or
-// more than 16 slices the second launch must equal the first bit for bit (the split-K sums run in a
-// fixed order).
+// with the high parts only (plain TF32), which the fp32 tolerance must reject. fp16, terms > 0:
+// step 6 (mma.sync in step 5's tile), planned with plan_f16mma. With terms > 0 or more than 16
+// slices the second launch must equal the first bit for bit (the split-K sums run in a fixed order).
+// The float64 reference multiplies the operands as the GPU holds them (fp16 ones rounded).
 template <class T, class Epi = StoreEpi>
 double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, int terms = 0, int max_splits = 16) {
-  const std::vector<float> a = random_vec(static_cast<size_t>(M) * K), b = random_vec(static_cast<size_t>(K) * N);
+  std::vector<float> a = random_vec(static_cast<size_t>(M) * K), b = random_vec(static_cast<size_t>(K) * N);
+  if constexpr (std::is_same<T, __half>::value) {  // the operands' own values: fp16 rounded
+    for (float& x : a) x = __half2float(to_t<T>(x));
+    for (float& x : b) x = __half2float(to_t<T>(x));
+  }
   // a: logical A[M,K] (stored row-major, or as [K,M] for Wgrad). b: logical B[K,N] storage per kind.
   std::vector<double> ref(static_cast<size_t>(M) * N, 0.0);
   auto A = [&](int m, int k) -> double {
@@ -90,8 +95,12 @@ double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, 
   epi.c = dc.p, epi.ldc = N;
   auto go = [&](auto p) {
     p.M = M, p.N = N, p.K = K, p.epi = epi;
-    if (terms > 0) plan_tf32x3(p, sm_count);
-    else plan_splits(p, sm_count, 4, max_splits, max_splits > 16 ? 1 : 2);
+    if (terms > 0) {
+      if constexpr (std::is_same<T, float>::value) plan_tf32x3(p, sm_count);
+      else plan_f16mma(p, sm_count);
+    } else {
+      plan_splits(p, sm_count, 4, max_splits, max_splits > 16 ? 1 : 2);
+    }
     Dev<float> ws(std::max<size_t>(ws_floats(p), 1));
     Dev<unsigned> ctr(std::max<size_t>(counter_slots(p), 1));
     CUDA_CHECK(cudaMemset(ctr.p, 0, ctr.n * sizeof(unsigned)));
@@ -193,6 +202,9 @@ TEST_CASE("mlp: fp32 SIMT GEMM, all three layouts, awkward shapes, split-K") {
 // weight gradient at batch 8,191) split and unsplit, the three layouts; the one-term kernel (plain
 // TF32, about 2^-12 per operand) must fail the same bound.
 double tf32x3_tol(int K) { return 2 * std::ldexp(1.0, -24) * std::sqrt(static_cast<double>(K)) + 8 * std::ldexp(1.0, -24); }
+// fp16 products against the float64 product of the same fp16 operands: only the fp32 sums err, and
+// the tensor cores' additions may truncate: u = 2^-22 (the GEMM benchmark's rule).
+double f16mma_tol(int K) { return 2 * std::ldexp(1.0, -22) * std::sqrt(static_cast<double>(K)) + 8 * std::ldexp(1.0, -22); }
 
 __global__ void byte_quotients_kernel(float* div, float* fast) {
   const unsigned b = threadIdx.x;
@@ -290,6 +302,25 @@ TEST_CASE("mlp: 3xTF32 tensor-core GEMM (step 5) within the fp32 tolerance, awkw
     INFO(kind_name(kind) << " one-term TF32: rel.err " << e << " against tol " << tf32x3_tol(1000));
     CHECK(e > tf32x3_tol(1000));
   }
+}
+
+TEST_CASE("mlp: fp16 mma.sync GEMM (step 6) against float64 on its own operands, awkward shapes, split-K bit-stable") {
+  NB_SKIP_WITHOUT_DEVICE();
+  struct Shape { int M, N, K; };
+  const Shape shapes[] = {{1, 10, 1}, {33, 100, 10}, {65, 300, 1}, {100, 10, 300}, {129, 100, 1000},
+                          {257, 300, 100}, {100, 130, 8191}, {300, 784, 129}, {64, 128, 8192}};
+  int split_runs = 0;
+  for (Kind kind : {Kind::Fwd, Kind::Dgrad, Kind::Wgrad})
+    for (const Shape& s : shapes)
+      for (int sm : {1, 132}) {
+        int splits = 0;
+        const double e = run_gemm<__half>(kind, s.M, s.N, s.K, sm, &splits, 1);
+        split_runs += splits > 1;
+        INFO(kind_name(kind) << " M=" << s.M << " N=" << s.N << " K=" << s.K << " sm=" << sm << " splits=" << splits
+                             << " rel.err " << e << " tol " << f16mma_tol(s.K));
+        CHECK(e <= f16mma_tol(s.K));
+      }
+  CHECK(split_runs > 0);
 }
 
 TEST_CASE("mlp: fp16 WMMA GEMM, all three layouts, awkward shapes, split-K") {

@@ -117,9 +117,12 @@ __global__ void __launch_bounds__(TileCfg<T>::kThreads, (gemm_min_blocks<T, P, k
   gemm_tile<T, kAsync ? Loop::Async : Loop::Regs, P, kSplit, kTwoLevel>(p, blockIdx.x, gemm_smem<T>());
 }
 
-// Step 5's launcher (5_tf32x3.cuh): fp32 problems planned with p.rung = GemmRung::TF32x3.
+// Step 5's launcher (5_tf32x3.cuh): fp32 problems planned with p.rung = GemmRung::TF32x3; step 6's
+// (6_f16_mma.cuh): fp16 problems planned with p.rung = GemmRung::F16Mma.
 template <class Tag, class P, int kTerms>
 inline void launch_tf32x3(const P& p, cudaStream_t st, bool pdl);
+template <class Tag, class P>
+inline void launch_f16mma(const P& p, cudaStream_t st, bool pdl);
 
 // pdl: launch with programmatic stream serialization (phase 5's step; see pdl_wait).
 template <class Tag, class T, class P>
@@ -128,6 +131,11 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
   if constexpr (std::is_same<T, float>::value) {
     if (p.rung == GemmRung::TF32x3) {
       launch_tf32x3<Tag, P, 3>(p, st, pdl);
+      return;
+    }
+  } else {
+    if (p.rung == GemmRung::F16Mma) {
+      launch_f16mma<Tag, P>(p, st, pdl);
       return;
     }
   }

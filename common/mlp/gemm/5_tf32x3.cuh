@@ -52,23 +52,41 @@ struct ByteRows : std::false_type {};
 template <class V>
 struct ByteRows<V, std::void_t<decltype(V::kByteRows)>> : std::integral_constant<bool, V::kByteRows> {};
 
+// Row strides (elements) of a staged tile whose inner axis is 32 or 64 long, per element type. fp16
+// (step 6) is read two elements a 32-bit word: 40 puts word (g, t) of a 32-long row in bank 20g + t
+// mod 32, all 32 apart; along a 64-long row two lanes share a word (t * 72 / 2 + g / 2).
+template <class E>
+struct X3Ld;
+template <>
+struct X3Ld<float> {
+  static constexpr int k32 = 36, k64 = 72;
+};
+template <>
+struct X3Ld<__half> {
+  static constexpr int k32 = 40, k64 = 72;
+};
+template <>
+struct X3Ld<uint8_t> {
+  static constexpr int k32 = 36, k64 = 80;
+};
+
 template <class V, bool kBytes = ByteRows<V>::value>
-struct X3Tile {  // fp32 elements
-  using Elem = float;
-  static constexpr int kLd36 = 36, kLd72 = 72;  // strides for a 32- and a 64-long inner axis
-  __device__ static float get(const float* s, int outer, int inner, int ld) { return s[outer * ld + inner]; }
+struct X3Tile {  // the view's own elements (fp32 or fp16)
+  using Elem = typename V::Elem;
+  static constexpr int kLd32 = X3Ld<Elem>::k32, kLd64 = X3Ld<Elem>::k64;
+  __device__ static float get(const Elem* s, int outer, int inner, int ld) { return to_f(s[outer * ld + inner]); }
 };
 // (Bytes become fp32 by byte_over_255, 0_problem.cuh: every fragment read of a byte tile converts.)
 template <class V>
 struct X3Tile<V, true> {  // bytes
   using Elem = uint8_t;
-  static constexpr int kLd36 = 36, kLd72 = 80;
+  static constexpr int kLd32 = X3Ld<uint8_t>::k32, kLd64 = X3Ld<uint8_t>::k64;
   __device__ static float get(const uint8_t* s, int outer, int inner, int ld) { return byte_over_255(s[outer * ld + inner]); }
 };
 template <class V>
 constexpr int x3_tile_bytes() {  // either orientation of a 64 x 32 tile, padded
   using S = X3Tile<V>;
-  constexpr int a = 64 * S::kLd36, b = 32 * S::kLd72;
+  constexpr int a = 64 * S::kLd32, b = 32 * S::kLd64;
   return static_cast<int>(sizeof(typename S::Elem)) * (a > b ? a : b);
 }
 __host__ __device__ constexpr int x3_round128(int b) { return (b + 127) / 128 * 128; }
@@ -83,7 +101,7 @@ __device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, i
   using E = typename S::Elem;
   constexpr bool kC = V::kContig;
   constexpr int kOuter = kC ? R : C, kInner = kC ? C : R;
-  constexpr int kLd = kInner == 32 ? S::kLd36 : S::kLd72;
+  constexpr int kLd = kInner == 32 ? S::kLd32 : S::kLd64;
   static_assert(kOuter * kInner / 4 == 2 * kXThreads, "two 4-element chunks a thread");
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -97,7 +115,7 @@ __device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, i
     const int valid = outer < outer_lim ? max(0, min(4, inner_lim - inner)) : 0;
     const E* src = nullptr;
     bool vec = false;
-    if constexpr (std::is_same<E, float>::value) {
+    if constexpr (!std::is_same<E, uint8_t>::value) {  // the view's own elements
       vec = v.vec_ok;
       src = v.p + (valid > 0 ? static_cast<size_t>(outer) * v.ld + inner : 0);
     } else {
@@ -109,15 +127,17 @@ __device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, i
       const int src_bytes = valid * static_cast<int>(sizeof(E));
       if constexpr (kBytes == 16)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src), "r"(src_bytes));
+      else if constexpr (kBytes == 8)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(saddr), "l"(src), "r"(src_bytes));
       else
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(saddr), "l"(src), "r"(src_bytes));
     } else {
-      float e[4];
+      typename V::Elem e[4];
       v.template load<4>(r, c, rows, cols, e);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        if constexpr (std::is_same<E, float>::value) d[j] = e[j];
-        else d[j] = static_cast<E>(__float2int_rn(e[j] * 255.0f));  // the byte back (exact)
+        if constexpr (!std::is_same<E, uint8_t>::value) d[j] = e[j];
+        else d[j] = static_cast<E>(__float2int_rn(to_f(e[j]) * 255.0f));  // the byte back (exact)
       }
     }
   }
@@ -133,13 +153,13 @@ template <class AV>
 __device__ __forceinline__ float x3_a(const void* s, int m, int k) {
   using S = X3Tile<AV>;
   const auto* t = static_cast<const typename S::Elem*>(s);
-  return AV::kContig ? S::get(t, m, k, S::kLd36) : S::get(t, k, m, S::kLd72);
+  return AV::kContig ? S::get(t, m, k, S::kLd32) : S::get(t, k, m, S::kLd64);
 }
 template <class BV>
 __device__ __forceinline__ float x3_b(const void* s, int k, int n) {
   using S = X3Tile<BV>;
   const auto* t = static_cast<const typename S::Elem*>(s);
-  return BV::kContig ? S::get(t, k, n, S::kLd72) : S::get(t, n, k, S::kLd36);
+  return BV::kContig ? S::get(t, k, n, S::kLd64) : S::get(t, n, k, S::kLd32);
 }
 
 // x = hi + lo with both parts TF32 (round to nearest, ties away: cvt.rna). x - hi is exact in fp32.
@@ -161,17 +181,13 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
   mma_tf32(d, a, b[0], b[1]);
 }
 
-// The accumulators of one warp tile: 2 (m16) x 2 (n8) mma tiles. kTerms = 3 is the rung; kTerms = 1
-// (hi·hi only: plain TF32) exists so that the tests can show a one-term product fails the fp32
-// tolerance they hold the rung to.
-// Two levels of accumulation: the tensor cores add into a k-tile's own accumulators (32 values of
-// k: 12 MMAs), which are then added to the running sums in ordinary fp32 (round to nearest). The
-// tensor cores' own additions do not round to nearest: accumulating a whole K = 8,191 in them came
-// out 5.1 times over the fp32 tolerance (error growing with K: a bias), the two levels within it.
-template <int kTerms = 3>
-struct AccumX3 {
+// The accumulators of one warp tile, 2 (m16) x 2 (n8) mma tiles of fp32, in the C fragments of
+// m16n8k8 (tf32) and m16n8k16 (f16) alike: lane = 4g + t holds (g, 2t), (g, 2t+1), (g+8, 2t),
+// (g+8, 2t+1). Warp w owns rows 32 (w / 4) .. +31 and columns 16 (w % 4) .. +15 of the block tile.
+// Steps 5 and 6 add their own mma() over it.
+struct TcAccum {
   float d[2][2][4];
-  __device__ AccumX3() {
+  __device__ TcAccum() {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -179,9 +195,34 @@ struct AccumX3 {
 #pragma unroll
         for (int e = 0; e < 4; ++e) d[i][j][e] = 0.f;
   }
-  // Warp w owns rows 32 (w / 4) .. +31 and columns 16 (w % 4) .. +15 of the block tile. Fragment
-  // ownership (PTX ISA, mma.m16n8k8 .tf32): lane = 4g + t holds A (g, t), (g+8, t), (g, t+4),
-  // (g+8, t+4); B (t, g), (t+4, g); C (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
+  // Into the two 32 x 64 sub-tiles at c (each kBM * kLdc floats): warp rows 32 (w / 4) .. are
+  // exactly sub-tile w / 4.
+  __device__ __forceinline__ void store(float* c) const {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    float* sub = c + (warp / 4) * (kBM * kLdc);
+    const int wn = (warp % 4) * 16;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int r = i * 16 + g, col = wn + j * 8 + 2 * t;
+        *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(d[i][j][0], d[i][j][1]);
+        *reinterpret_cast<float2*>(&sub[(r + 8) * kLdc + col]) = make_float2(d[i][j][2], d[i][j][3]);
+      }
+  }
+};
+
+// Step 5's products over it. kTerms = 3 is the rung; kTerms = 1
+// (hi·hi only: plain TF32) exists so that the tests can show a one-term product fails the fp32
+// tolerance they hold the rung to.
+// Two levels of accumulation: the tensor cores add into a k-tile's own accumulators (32 values of
+// k: 12 MMAs), which are then added to the running sums in ordinary fp32 (round to nearest). The
+// tensor cores' own additions do not round to nearest: accumulating a whole K = 8,191 in them came
+// out 5.1 times over the fp32 tolerance (error growing with K: a bias), the two levels within it.
+template <int kTerms = 3>
+struct AccumX3 : TcAccum {
+  // Fragment ownership (PTX ISA, mma.m16n8k8 .tf32): lane = 4g + t holds A (g, t), (g+8, t),
+  // (g, t+4), (g+8, t+4); B (t, g), (t+4, g).
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
@@ -227,21 +268,6 @@ struct AccumX3 {
 #pragma unroll
         for (int e = 0; e < 4; ++e) d[i][j][e] += part[i][j][e];
   }
-  // Into the two 32 x 64 sub-tiles at c (each kBM * kLdc floats): warp rows 32 (w / 4) .. are
-  // exactly sub-tile w / 4.
-  __device__ __forceinline__ void store(float* c) const {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    float* sub = c + (warp / 4) * (kBM * kLdc);
-    const int wn = (warp % 4) * 16;
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int r = i * 16 + g, col = wn + j * 8 + 2 * t;
-        *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(d[i][j][0], d[i][j][1]);
-        *reinterpret_cast<float2*>(&sub[(r + 8) * kLdc + col]) = make_float2(d[i][j][2], d[i][j][3]);
-      }
-  }
 };
 
 // Dynamic shared memory of a problem: kXStages stages of A's and B's tiles, which the result's two
@@ -261,10 +287,10 @@ __host__ __device__ inline int x3_tiles(const P& p) {
   return ((p.M + kXBM - 1) / kXBM) * p.tiles_n();
 }
 
-// One (64 x 64 tile, split): the cp.async pipeline, then per 32-row sub-tile the fix-up and the
-// epilogue.
-template <class Tag, class P, int kTerms>
-__global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P p) {
+// One (64 x 64 tile, split) with the products of Acc (step 5's AccumX3, step 6's AccumF16): the
+// cp.async pipeline, then per 32-row sub-tile the fix-up and the epilogue.
+template <class P, class Acc>
+__device__ __forceinline__ void tc64_tile(const P& p) {
   extern __shared__ __align__(128) unsigned char gemm_dyn[];
   using AV = typename P::AView;
   using BV = typename P::BView;
@@ -278,7 +304,7 @@ __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P
   auto a_stage = [&](int s) { return gemm_dyn + s * Lay::kStage; };
   auto b_stage = [&](int s) { return gemm_dyn + s * Lay::kStage + Lay::kA; };
 
-  AccumX3<kTerms> acc;
+  Acc acc;
   // B's first stages go out before the PDL wait (phase 5 never has the kernel just before write a
   // B operand: weights, images, or activations of the forward pass), A's after it.
 #pragma unroll
@@ -328,15 +354,19 @@ __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P
   }
 }
 
-// Picks the split count for this rung: two blocks fit an SM (shared memory, at most 128 registers a
+template <class Tag, class P, int kTerms>
+__global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P p) {
+  tc64_tile<P, AccumX3<kTerms>>(p);
+}
+
+// Picks the split count for the 64 x 64 tile (steps 5 and 6): two blocks fit an SM (shared memory, at most 128 registers a
 // thread); a product with fewer tiles than SMs is cut into slices of at least four k-tiles (at most
 // 16), as many as fit in one wave of two blocks an SM: one block more than the wave holds runs
 // after the others, and the product takes two blocks' time. (At batch 8,192 the first layer's
 // forward has 256 tiles: one wave as it is; its weight gradient has 26 tiles, 10 slices: 260 blocks
 // of the 264 an H200 holds at once, where rounding the slices up gave 11 and 286 blocks.)
 template <class P>
-inline void plan_tf32x3(P& p, int sm_count) {
-  p.rung = GemmRung::TF32x3;
+inline void plan_tc64_splits(P& p, int sm_count) {
   const int ktiles = (p.K + kXBK - 1) / kXBK;
   const int tiles = x3_tiles(p);
   int s = 1;
@@ -348,6 +378,11 @@ inline void plan_tf32x3(P& p, int sm_count) {
   const int per = ktiles > 0 ? (ktiles + s - 1) / s : 1;
   p.splits = ktiles > 0 ? (ktiles + per - 1) / per : 1;
   p.kchunk = per * kXBK;
+}
+template <class P>
+inline void plan_tf32x3(P& p, int sm_count) {
+  p.rung = GemmRung::TF32x3;
+  plan_tc64_splits(p, sm_count);
 }
 
 template <class Tag, class P, int kTerms>
