@@ -33,5 +33,11 @@ inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
   return M >= kX3MinRows && static_cast<double>(M) * N * K >= kX3MinMacs && tiles >= kX3MinTiles;
 }
 
+// The fp16 products (--fp16-gemm): the 32 x 64 WMMA tile of steps 1-4 for every product (tile, the
+// default), or step 6 of the ladder (fp16 mma.sync in step 5's 64 x 64 tile, common/mlp/gemm/
+// 6_f16_mma.cuh) for every product (mma). No rule picks per product yet: step 6 has not been
+// measured inside the step.
+inline bool use_f16mma(const std::string& choice) { return choice == "mma"; }
+
 }  // namespace
 }  // namespace nb

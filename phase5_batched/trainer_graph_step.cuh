@@ -49,7 +49,10 @@ nlohmann::json Trainer<T>::gemm_plan() const {
   if (cublas_ || rung_.one_launch() || fused_bwd_) return out;
   const StepRef sr{nullptr, 0};
   auto add = [&](const std::string& name, const auto& p) {
-    const char* rung = p.rung == GemmRung::TF32x3 ? "tf32x3" : kHalf ? "tile-wmma" : "tile-simt";
+    const char* rung = p.rung == GemmRung::TF32x3   ? "tf32x3"
+                       : p.rung == GemmRung::F16Mma ? "f16-mma"
+                       : kHalf                      ? "tile-wmma"
+                                                    : "tile-simt";
     out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
   };
   const auto& w = o_.layers;
@@ -173,8 +176,11 @@ template <class P>
 void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
   p.ws = ws_[slot].get(), p.counters = counters_[slot].get();
   plan_splits_p5(p, dev_.sm_count);
-  if constexpr (!kHalf)
+  if constexpr (!kHalf) {
     if (use_tf32x3(fp32_gemm_, p.M, p.N, p.K)) plan_tf32x3(p, dev_.sm_count);
+  } else {
+    if (use_f16mma(o_.fp16_gemm)) plan_f16mma(p, dev_.sm_count);
+  }
   if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)
   if (ws_floats(p) > ws_[slot].size() || counter_slots(p) > counters_[slot].size())
     throw Error(kExitInternal, "split-K workspace " + std::to_string(slot) + " too small for a " + std::to_string(p.M) +
