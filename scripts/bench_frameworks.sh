@@ -16,9 +16,10 @@
 #   w2      W2 (784-h-h-h-10, SGD, fp16) at h in $W2_HS: phase 5 own (and cluster at 128), PyTorch
 #           compiled-graph, JAX jit-epoch and jit-run.                     tags w2-h<h>-own, -cluster, -<impl>
 #   sweep   the W1 model at batch in $SWEEP_BATCHES (2 epochs): phase 5 own (its default GEMM plan;
-#           --fp32-gemm tile: the 32 x 64 SIMT tile for every product; fp16), phase 5 on cuBLASLt (fp32,
-#           fp16), PyTorch compiled-graph (and with TF32 matmuls allowed: a labelled comparison row, never
-#           the yardstick), JAX jit-run.  tags batch-sweep-b<B>[-tile|-fp16|-cublaslt-<p>|-<impl>[-tf32]]
+#           --fp32-gemm tile: the 32 x 64 SIMT tile for every product; fp16; fp16 with every product on
+#           step 6, --fp16-gemm mma), phase 5 on cuBLASLt (fp32, fp16), PyTorch compiled-graph (and with
+#           TF32 matmuls allowed: a labelled comparison row, never the yardstick), JAX jit-run.
+#                               tags batch-sweep-b<B>[-tile|-fp16|-fp16-mma|-cublaslt-<p>|-<impl>[-tf32]]
 #
 # Environment: RECORDS_DIR (default profiles/<device-slug>), DATA (.carry/data/mnist or data/mnist),
 # PYTHON, JOBS (16), STAGES ("linreg w1 match w2 sweep"), W2_HS ("128 8192"), SWEEP_BATCHES
@@ -127,6 +128,7 @@ if has sweep; then
     S=("${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --init "$WORK/sw${b}init" --order "$WORK/sw${b}order.npy")
     run "sweep-$b-tile" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --fp32-gemm tile --tag "batch-sweep-b$b-tile"
     run "sweep-$b-fp16" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --precision fp16 --tag "batch-sweep-b$b-fp16"
+    run "sweep-$b-fp16-mma" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --precision fp16 --fp16-gemm mma --tag "batch-sweep-b$b-fp16-mma"
     for pr in fp32 fp16; do
       run "sweep-$b-lt-$pr" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --gemm cublas --precision "$pr" --tag "batch-sweep-b$b-cublaslt-$pr"
     done

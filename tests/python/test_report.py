@@ -1228,6 +1228,8 @@ def test_batch_sweep_draws_every_path_and_never_measures_against_tf32(tmp_path):
         (dev / name).write_text(json.dumps(r))
     variant("phase5_batched__batch-sweep-b512-tile.json", base, "batch-sweep-b512-tile", 0.5, {"fp32-gemm": "tile"})
     variant("phase5_batched__batch-sweep-b512-fp16.json", base, "batch-sweep-b512-fp16", 1.5, {"precision": "fp16"})
+    variant("phase5_batched__batch-sweep-b512-fp16-mma.json", base, "batch-sweep-b512-fp16-mma", 1.7,
+            {"precision": "fp16", "fp16-gemm": "mma"})
     lt = json.loads((dev / base).read_text())
     lt["implementation"] = "cuda-cublaslt"
     lt["config"].update({"precision": "fp16", "gemm": "cublas"})
@@ -1238,8 +1240,9 @@ def test_batch_sweep_draws_every_path_and_never_measures_against_tf32(tmp_path):
     d = A.select_batch(recs, [])
     keys = set(d["series"])
     assert {("phase5_batched", "cuda"), ("phase5_batched", "cuda-tile"), ("phase5_batched", "cuda-fp16"),
-            ("phase5_batched", "cuda-cublaslt-fp16"), ("pytorch_mlp", "pytorch-graph"),
+            ("phase5_batched", "cuda-cublaslt-fp16"), ("phase5_batched", "cuda-fp16-mma"), ("pytorch_mlp", "pytorch-graph"),
             ("pytorch_mlp", "pytorch-graph-tf32")} <= keys
+    assert A.label("phase5_batched", "cuda-fp16-mma") == "phase 5 own GEMM fp16, step 6 mma.sync throughout (--fp16-gemm mma)"
     assert "not fp32 numerics" in A.label("pytorch_mlp", "pytorch-graph-tf32")
     assert not A.is_fp32_yardstick(("pytorch_mlp", "pytorch-graph-tf32"))
     table = M.batch_step_table(d)
