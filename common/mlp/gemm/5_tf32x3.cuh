@@ -186,14 +186,25 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 // (g+8, 2t+1). Warp w owns rows 32 (w / 4) .. +31 and columns 16 (w % 4) .. +15 of the block tile.
 // Steps 5 and 6 add their own mma() over it.
 struct TcAccum {
-  float d[2][2][4];
-  __device__ TcAccum() {
+  using Frags = float[2][2][4];
+  Frags d;
+  __device__ TcAccum() { zero(d); }
+  __device__ __forceinline__ static void zero(Frags& f) {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) d[i][j][e] = 0.f;
+        for (int e = 0; e < 4; ++e) f[i][j][e] = 0.f;
+  }
+  // The running sums += one k-tile's (the second level, fp32 round to nearest).
+  __device__ __forceinline__ void add(const Frags& part) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) d[i][j][e] += part[i][j][e];
   }
   // Into the two 32 x 64 sub-tiles at c (each kBM * kLdc floats): warp rows 32 (w / 4) .. are
   // exactly sub-tile w / 4.
@@ -227,13 +238,8 @@ struct AccumX3 : TcAccum {
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
-    float part[2][2][4];
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) part[i][j][e] = 0.f;
+    Frags part;  // this k-tile's sums (the first level)
+    zero(part);
 #pragma unroll
     for (int kk = 0; kk < kXBK; kk += 8) {
       uint32_t bh[2][2], bl[2][2];
@@ -261,12 +267,7 @@ struct AccumX3 : TcAccum {
         }
       }
     }
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) d[i][j][e] += part[i][j][e];
+    add(part);
   }
 };
 

@@ -83,13 +83,8 @@ struct AccumF16 : TcAccum {
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
-    float part[2][2][4];
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) part[i][j][e] = 0.f;
+    Frags part;  // this k-tile's sums (the first level)
+    zero(part);
 #pragma unroll
     for (int kk = 0; kk < kXBK; kk += 16) {
       uint32_t b[2][2];
@@ -108,12 +103,7 @@ struct AccumF16 : TcAccum {
         for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
       }
     }
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) d[i][j][e] += part[i][j][e];
+    add(part);
   }
 };
 
