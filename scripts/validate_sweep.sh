@@ -12,7 +12,7 @@
 #   scripts/validate_sweep.sh [LOG]     (default build/validate_sweep.log; needs a GPU and the data)
 #
 # Environment: DATA (default .carry/data/mnist or data/mnist), JOBS (build jobs, default nproc),
-# DEPS_PREFIX. Exit status: 0 when every applicable run validated; 1 when one failed validation or
+# DEPS_PREFIX, ONLY (an extended regex: only the paths whose command line matches it, e.g. 'mma'). Exit status: 0 when every applicable run validated; 1 when one failed validation or
 # exited with anything but 0 or 2 (2: this path does not take this shape, which it says in a line).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -49,6 +49,7 @@ fails=0
 : >"$LOG"
 for s in "${SHAPES[@]}"; do
   for p in "${PATHS[@]}"; do
+    [ -n "${ONLY:-}" ] && ! [[ "$p" =~ $ONLY ]] && continue
     # shellcheck disable=SC2086
     out=$($p $s "${COMMON[@]}" 2>&1)
     rc=$?
