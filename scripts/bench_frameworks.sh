@@ -24,7 +24,8 @@
 # Environment: RECORDS_DIR (default profiles/<device-slug>), DATA (.carry/data/mnist or data/mnist),
 # PYTHON, JOBS (16), STAGES ("linreg w1 match w2 sweep"), W2_HS ("128 8192"), SWEEP_BATCHES
 # ("32 1024 8192"), TWIN_MODE (the compiled-graph twin's inductor mode, default "default"), PACK
-# (a .tgz rewritten with the records after every stage: what a run cut short still hands back).
+# (a .tgz rewritten with the records after every stage: what a run cut short still hands back),
+# NO_BUILD (1: run the programs already under build/, e.g. built elsewhere for this GPU and carried).
 # Without JAX the JAX runs print one skip line each. Exit status: 0 when every run succeeded.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -74,9 +75,13 @@ pack() {
 }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
-note "build"
-make -j"$JOBS" build/phase1_naive build/phase3_fused_streams build/phase5_batched >"$LOGS/build.log" 2>&1 || {
-  tail -n 20 "$LOGS/build.log"; exit 1; }
+if [ "${NO_BUILD:-0}" = 1 ]; then
+  note "no build (NO_BUILD=1)"
+else
+  note "build"
+  make -j"$JOBS" build/phase1_naive build/phase3_fused_streams build/phase5_batched >"$LOGS/build.log" 2>&1 || {
+    tail -n 20 "$LOGS/build.log"; exit 1; }
+fi
 SLUG=$("$PYTHON" -c 'import sys; sys.path.insert(0, "baselines/pytorch"); import common, torch; print(common.device_slug(torch.cuda.get_device_properties(0).name))')
 O=()
 [ -n "${RECORDS_DIR:-}" ] && O=(--out "$RECORDS_DIR") && mkdir -p "$RECORDS_DIR"
