@@ -93,6 +93,8 @@ class Trainer {
     // gradient at layer l's output.
     for (int l = 0; l + 1 < nlayers_; ++l) H_.emplace_back(static_cast<size_t>(batch_) * w[l + 1]);
     for (int l = 0; l < nlayers_; ++l) dZ_.emplace_back(static_cast<size_t>(batch_) * w[l + 1]);
+    if (!cublas_)  // dZ_[l]'s column sums per 32-row tile, for the bias gradients (store_tile_colsums)
+      for (int l = 0; l < nlayers_; ++l) dZsum_.emplace_back(static_cast<size_t>((batch_ + kBM - 1) / kBM) * w[l + 1]);
     step_loss_.alloc(sc.total_steps);
     tile_loss_.alloc((batch_ + kBM - 1) / kBM);
     loss_counter_.alloc(1);
@@ -360,6 +362,10 @@ class Trainer {
   DevBuf<int> perm_;
   DevBuf<int64_t> base_;
   std::vector<DevBuf<T>> H_, dZ_, Heval_;
+  std::vector<DevBuf<float>> dZsum_;
+  // Where the epilogue that writes dZ_[l] stores its tile column sums (the own graph step; the
+  // fused backward sums its columns itself).
+  float* dz_colsum(int l) const { return dZsum_.empty() || fused_bwd_ ? nullptr : dZsum_[l].get(); }
   DevBuf<float> step_loss_, tile_loss_, eval_loss_;
   DevBuf<unsigned> loss_counter_;
   DevBuf<unsigned long long> bad_step_;

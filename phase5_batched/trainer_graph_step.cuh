@@ -101,7 +101,8 @@ template <class T>
 auto Trainer<T>::loss_epi(const StepRef& sr) const -> SoftmaxCEEpi<T> {
   SoftmaxCEEpi<T> e;
   e.bias = params_.get() + boff_[nlayers_ - 1], e.labels = train_y_.get(), e.rows = train_rows(sr);
-  e.dz = dZ_[nlayers_ - 1].get(), e.tile_loss = tile_loss_.get(), e.counter = loss_counter_.get();
+  e.dz = dZ_[nlayers_ - 1].get(), e.dz_colsum = dz_colsum(nlayers_ - 1);
+  e.tile_loss = tile_loss_.get(), e.counter = loss_counter_.get();
   e.step_loss = step_loss_.get(), e.bad_step = bad_step_.get(), e.step = sr;
   return e;
 }
@@ -113,7 +114,8 @@ auto Trainer<T>::update_epi(int l, const StepRef& sr) const -> UpdateEpi<T> {
     e.mW = adam_m_.get() + woff_[l], e.vW = adam_v_.get() + woff_[l], e.mb = adam_m_.get() + boff_[l], e.vb = adam_v_.get() + boff_[l];
   }
   if (kHalf) e.W16 = params16_.get() + woff_[l];
-  e.dz = dZ_[l].get(), e.batch = batch_, e.adam = o_.adam(), e.lr = static_cast<float>(o_.lr), e.step = sr;
+  e.dz = dZ_[l].get(), e.dz_colsum = dz_colsum(l), e.batch = batch_, e.adam = o_.adam(), e.lr = static_cast<float>(o_.lr);
+  e.step = sr;
   if (o_.adam()) e.hyper = hyper_.get(), e.hyper_n = static_cast<int64_t>(hyper_.size());
   if (grads_debug_.size()) e.grad_out = grads_debug_.get() + woff_[l], e.bgrad_out = grads_debug_.get() + boff_[l];
   return e;
@@ -223,7 +225,7 @@ auto Trainer<T>::bwd_data(int l, int slot) const -> BwdDataGemm {  // dZ_[l-1] =
   BwdDataGemm p;
   p.M = batch_, p.N = o_.layers[l], p.K = o_.layers[l + 1];
   p.a = make_view<T, true>(dZ_[l].get(), p.K), p.b = make_view<T, true>(weights(l), p.N);
-  p.epi.h = H_[l - 1].get(), p.epi.dz = dZ_[l - 1].get();
+  p.epi.h = H_[l - 1].get(), p.epi.dz = dZ_[l - 1].get(), p.epi.dz_colsum = dz_colsum(l - 1);
   p.epi.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
   plan_splitk_into_slot(p, slot);
   return p;

@@ -12,7 +12,8 @@
 #   scripts/validate_sweep.sh [LOG]     (default build/validate_sweep.log; needs a GPU and the data)
 #
 # Environment: DATA (default .carry/data/mnist or data/mnist), JOBS (build jobs, default nproc),
-# DEPS_PREFIX, ONLY (an extended regex: only the paths whose command line matches it, e.g. 'mma'). Exit status: 0 when every applicable run validated; 1 when one failed validation or
+# DEPS_PREFIX, ONLY (an extended regex: only the paths whose command line matches it, e.g. 'mma'),
+# NO_BUILD (1: run the programs already under build/). Exit status: 0 when every applicable run validated; 1 when one failed validation or
 # exited with anything but 0 or 2 (2: this path does not take this shape, which it says in a line).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -21,7 +22,8 @@ DATA="${DATA:-data/mnist}"
 [ -d .carry/data/mnist ] && [ "$DATA" = data/mnist ] && DATA=.carry/data/mnist
 if [ -z "${DEPS_PREFIX:-}" ] && [ -d .carry/deps ]; then export DEPS_PREFIX=.carry/deps; fi
 mkdir -p build "$(dirname "$LOG")"
-make -j"${JOBS:-$(nproc)}" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} build/phase4_mlp build/phase5_batched >build/validate_sweep_make.log 2>&1 ||
+[ "${NO_BUILD:-0}" = 1 ] ||
+  make -j"${JOBS:-$(nproc)}" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} build/phase4_mlp build/phase5_batched >build/validate_sweep_make.log 2>&1 ||
   { tail -n 20 build/validate_sweep_make.log; echo "validate_sweep: build failed"; exit 1; }
 SCRATCH=$(mktemp -d)
 trap 'rm -rf "$SCRATCH"' EXIT

@@ -56,6 +56,39 @@ std::vector<float> getf(const Dev<T>& d) {
 
 double rel(const std::vector<float>& a, const std::vector<double>& b) { return nb::rel_error(a.data(), b.data(), b.size()); }
 
+// Column sums of dz ([B, N], as stored) per 32-row tile, in the producing epilogue's order
+// (store_tile_colsums: rows r, r + 8, ... of a tile in 8 slices, added slice by slice).
+std::vector<float> tile_colsums(const std::vector<float>& dz, int B, int N) {
+  const int tiles = (B + 31) / 32;
+  std::vector<float> out(static_cast<size_t>(tiles) * N);
+  for (int t = 0; t < tiles; ++t)
+    for (int n = 0; n < N; ++n) {
+      float g = 0.f;
+      for (int q = 0; q < 8; ++q) {
+        float part = 0.f;
+        for (int m = 32 * t + q; m < std::min(B, 32 * t + 32); m += 8) part += dz[static_cast<size_t>(m) * N + n];
+        g += part;
+      }
+      out[static_cast<size_t>(t) * N + n] = g;
+    }
+  return out;
+}
+// A producer's stored tile column sums against float64 sums of the dz it stored, within the bound
+// of a 32-term fp32 sum (unwritten, poisoned entries fail).
+void check_tile_colsums(const std::vector<float>& dz, const std::vector<float>& got, int B, int N) {
+  const int tiles = (B + 31) / 32;
+  REQUIRE(got.size() >= static_cast<size_t>(tiles) * N);
+  int bad = 0;
+  for (int t = 0; t < tiles; ++t)
+    for (int n = 0; n < N; ++n) {
+      double s = 0, a = 0;
+      for (int m = 32 * t; m < std::min(B, 32 * t + 32); ++m) s += dz[static_cast<size_t>(m) * N + n], a += std::fabs(dz[static_cast<size_t>(m) * N + n]);
+      const double c = got[static_cast<size_t>(t) * N + n];
+      if (!(std::fabs(c - s) <= nbtest::fp32_sum_gamma(32) * a)) ++bad;
+    }
+  CHECK(bad == 0);
+}
+
 // A small byte data set (images of 784 bytes), a permutation and a step base on the device.
 struct Data {
   int images, dim = 784;
@@ -219,16 +252,17 @@ void softmax_ce_last() {
       const int N = 10;
       const auto h = rvec(static_cast<size_t>(B) * K, 0.f, 1.f), w = rvec(static_cast<size_t>(N) * K, -0.3f, 0.3f), b = rvec(N);
       Dev<T> dh(cvtv<T>(h)), dw(cvtv<T>(w)), dz(static_cast<size_t>(B) * N);
-      Dev<float> db(b), tile_loss((B + 31) / 32), step_loss(8);
+      Dev<float> db(b), tile_loss((B + 31) / 32), step_loss(8), colsum(static_cast<size_t>((B + 31) / 32) * N);
       Dev<unsigned> counter(1);
       Dev<unsigned long long> bad(1);
-      counter.zero(), dz.poison(), step_loss.poison();
+      counter.zero(), dz.poison(), step_loss.poison(), colsum.poison();
       CUDA_CHECK(cudaMemset(bad.p, 0xFF, sizeof(unsigned long long)));
       GemmProblem<MatView<T, true>, MatView<T, false>, SoftmaxCEEpi<T>> p;
       p.M = B, p.N = N, p.K = K;
       p.a = make_view<T, true>(dh.p, K), p.b = make_view<T, false>(dw.p, K);
       p.epi.bias = db.p, p.epi.labels = d.dlab.p, p.epi.rows = d.rows(B, 0), p.epi.dz = dz.p;
       p.epi.tile_loss = tile_loss.p, p.epi.counter = counter.p, p.epi.step_loss = step_loss.p, p.epi.bad_step = bad.p;
+      p.epi.dz_colsum = colsum.p;
       p.epi.step = StepRef{d.base.p, 0};
       Ws<decltype(p)> ws(p);
       launch_gemm<p5_fwd_softmax_ce, T>(p, nullptr);
@@ -247,6 +281,7 @@ void softmax_ce_last() {
         for (int j = 0; j < N; ++j) g[m * N + j] = (std::exp(z[m * N + j] + b[j] - lse) - (j == y)) / B;
       }
       CHECK(rel(getf(dz), g) <= tol<T>());
+      check_tile_colsums(getf(dz), colsum.get(), B, N);
       const auto sl = step_loss.get();
       CHECK(std::fabs(sl[step] - loss) <= tol<T>() * loss + ce_loss_bound(h, w, b, z, ys, B, N, K, 1.0 / B));
       CHECK(counter.get()[0] == 0u);     // reset for the next step
@@ -288,13 +323,21 @@ void backward_and_update(bool adam) {
         GemmProblem<MatView<T, true>, MatView<T, true>, BwdReluEpi<T>> bd;
         bd.M = B, bd.N = in, bd.K = out;
         bd.a = make_view<T, true>(ddz.p, out), bd.b = make_view<T, true>(dW16.p, in);
-        bd.epi.h = dh.p, bd.epi.dz = dzprev.p, bd.epi.scale = 1.25f;
+        Dev<float> prev_colsum(static_cast<size_t>((B + 31) / 32) * in);
+        prev_colsum.poison();
+        bd.epi.h = dh.p, bd.epi.dz = dzprev.p, bd.epi.scale = 1.25f, bd.epi.dz_colsum = prev_colsum.p;
         GemmProblem<MatView<T, false>, MatView<T, true>, UpdateEpi<T>> up;
         up.M = out, up.N = in, up.K = B;
         up.a = make_view<T, false>(ddz.p, out), up.b = make_view<T, true>(dh.p, in);
         up.epi.W = dW.p, up.epi.b = dB.p, up.epi.dz = ddz.p, up.epi.batch = B, up.epi.adam = adam;
         up.epi.lr = adam ? 1e-3f : 0.003f, up.epi.step = StepRef{base.p, 1};
         up.epi.W16 = w16copy.p;
+        // The bias gradient from dz's tile column sums (as the step passes them), or, for in = 100,
+        // from dz's rows (no sums given).
+        std::vector<float> dz_stored(dzv.size());
+        for (size_t i = 0; i < dzv.size(); ++i) dz_stored[i] = back(cvt<T>(dzv[i]));
+        Dev<float> dz_sums(tile_colsums(dz_stored, B, out));
+        if (in != 100) up.epi.dz_colsum = dz_sums.p;
         Dev<float> gout(w.size()), bgout(static_cast<size_t>(out));
         gout.poison(), bgout.poison();
         up.epi.grad_out = gout.p, up.epi.bgrad_out = bgout.p;
@@ -314,6 +357,7 @@ void backward_and_update(bool adam) {
         auto dh_ref = matmul(B, in, out, dzd, [&](int k, int n) { return static_cast<double>(back(cvt<T>(w[static_cast<size_t>(k) * in + n]))); });
         for (size_t i = 0; i < dh_ref.size(); ++i) dh_ref[i] = hd(static_cast<int>(i / in), static_cast<int>(i % in)) > 0 ? dh_ref[i] * 1.25 : 0;
         CHECK(rel(getf(dzprev), dh_ref) <= tol<T>());
+        check_tile_colsums(getf(dzprev), prev_colsum.get(), B, in);
         auto gW = matmul(out, in, B, [&](int m, int k) { return dzd(k, m); }, hd);
         std::vector<double> gb(out, 0.0);
         for (int k = 0; k < B; ++k)
