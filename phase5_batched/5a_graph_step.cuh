@@ -10,11 +10,13 @@
 //                   batch loss is summed tile by tile in a fixed order and stored in
 //                   step_loss[s]; a non-finite loss records the first such step (atomicMin).
 //   BwdReluEpi      dZ_prev = dH * (h > 0) * 1/(1-p)  (h > 0 exactly when active and kept).
+//                   Both also store their tile's column sums of dZ (store_tile_colsums).
 //   UpdateEpi       the weight gradient never reaches memory: each element of dW = dZ^T · H is
 //                   consumed by Adam (or SGD) in the epilogue, which updates the fp32 master
-//                   weight (and its fp16 copy). Blocks of the first column tile also reduce dZ
-//                   over the batch and update the bias. Adam's per-step constants come from a
-//                   table computed on the host (one load instead of two double pow() per block).
+//                   weight (and its fp16 copy). Blocks of the first column tile also add up dZ's
+//                   tile column sums (batch / 32 a unit) and update the bias. Adam's per-step
+//                   constants come from a table computed on the host (one load instead of two
+//                   double pow() per block).
 //   EvalEpi         test set: argmax and cross-entropy per row, counted per tile (read once).
 //   gemm_pair_kernel  two independent products in one launch (launch_gemm_pair): a layer's update
 //                   and the next layer's backward-data product, or the last two updates (the

@@ -33,11 +33,23 @@ inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
   return M >= kX3MinRows && static_cast<double>(M) * N * K >= kX3MinMacs && tiles >= kX3MinTiles;
 }
 
-// The fp16 products (--fp16-gemm): the 32 x 64 WMMA tile of steps 1-4 for every product (tile, the
-// default), or step 6 of the ladder (fp16 mma.sync in step 5's 64 x 64 tile, common/mlp/gemm/
-// 6_f16_mma.cuh) for every product (mma). No rule picks per product yet: step 6 has not been
-// measured inside the step.
-inline bool use_f16mma(const std::string& choice) { return choice == "mma"; }
+// The fp16 products (--fp16-gemm): per product, step 6 of the ladder (fp16 mma.sync in step 5's
+// 64 x 64 tile, common/mlp/gemm/6_f16_mma.cuh) where it pays, the 32 x 64 WMMA tile of steps 1-4
+// elsewhere (auto); or one of them for every product (tile, mma).
+// auto's rule: step 6 for products of at least kF16MinTiles of its 64 x 64 tiles and K >= kF16MinK.
+// (Measured inside W1's step, PDL off, H200: step 6 takes the first layer's forward at batch 8,192 in
+// 40.3 us against the WMMA tile's 58.2, at 4,096 27.3 against 38.8, and the second layer's forward
+// at 8,192 (128 tiles, K = 128) 7.0 against 11.2; it loses where the output has few tiles — the
+// weight gradients (26 tiles or fewer at K = batch; their split-K blocks are long chains) — and
+// where K = 64 leaves two k-tiles per block. At 2,048 the first layer's forward (64 tiles) is the
+// one product the rule gets wrong: 20.3 against 19.1. profiles/nvidia-h200/logs/bias_7bb5a0a/.)
+constexpr int kF16MinTiles = 64;
+constexpr int kF16MinK = 128;
+inline bool use_f16mma(const std::string& choice, int M, int N, int K) {
+  if (choice != "auto") return choice == "mma";
+  const int tiles = ((M + kXBM - 1) / kXBM) * ((N + kXBN - 1) / kXBN);
+  return tiles >= kF16MinTiles && K >= kF16MinK;
+}
 
 }  // namespace
 }  // namespace nb

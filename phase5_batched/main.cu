@@ -13,7 +13,8 @@
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs;
 //   --fp32-gemm auto|tile|tf32x3  big-batch fp32 products on tensor cores, fp32-accurate (step 5
 //     of the GEMM ladder, common/mlp/gemm/5_tf32x3.cuh); the plan is printed and recorded;
-//   --fp16-gemm tile|mma  fp16 products on step 6 (mma.sync in step 5's tile; not yet measured);
+//   --fp16-gemm auto|tile|mma  big-batch fp16 products on step 6 (mma.sync in step 5's tile) where
+//     it pays (fp32_gemm.h);
 //   --gemm-compare  the GEMM benchmark (every product of a step, each rung and cuBLASLt).
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
@@ -306,9 +307,10 @@ int run(int argc, char** argv) {
                  "the 32 x 64 SIMT tile for the others (auto); or one rung for every product",
                  {"auto", "tile", "tf32x3"});
   cli.add_string("--fp16-gemm", &o.fp16_gemm,
-                 "own graph path, fp16: the 32 x 64 WMMA tile for every product (tile), or step 6 of the ladder, fp16 "
-                 "mma.sync in step 5's 64 x 64 tile, for every product (mma)",
-                 {"tile", "mma"});
+                 "own graph path, fp16: which GEMM rung computes each product: step 6 of the ladder (fp16 mma.sync in "
+                 "step 5's 64 x 64 tile) for products of at least 64 tiles of 64 x 64 and K >= 128, the 32 x 64 WMMA "
+                 "tile for the others (auto); or one rung for every product",
+                 {"auto", "tile", "mma"});
   cli.add_flag("--gemm-compare", &compare,
                "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");
   if (!cli.parse(argc, argv)) return 0;

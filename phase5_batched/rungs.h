@@ -215,7 +215,7 @@ inline void check_rung(const Rung& r, const P5Options& o) {
   if (o.fp32_gemm != "auto" && (o.fp16() || o.gemm != "own" || r.one_launch()))
     throw Error(kExitUsage, "--fp32-gemm " + o.fp32_gemm + ": needs --precision fp32, --gemm own and --launch " +
                                 kRungs[0].name);
-  if (o.fp16_gemm != "tile" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
+  if (o.fp16_gemm != "auto" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
     throw Error(kExitUsage, "--fp16-gemm " + o.fp16_gemm + ": needs --precision fp16, --gemm own and --launch " +
                                 kRungs[0].name);
 }
