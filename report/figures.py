@@ -566,7 +566,11 @@ def batch_finding(series):
         return (f"phase 5 trains faster than {names} at every batch size from {both[0]:,} to {both[-1]:,} "
                 f"({ours[both[0]] / twin[both[0]]:.3g}x at {both[0]:,}, {ours[both[-1]] / twin[both[-1]]:.3g}x at {both[-1]:,})")
     head = f"phase 5 is {ours[both[0]] / twin[both[0]]:.3g}x {who[both[0]]} at batch {both[0]:,}; "
-    tail = f"({twin[both[-1]] / ours[both[-1]]:.3g}x at {both[-1]:,}, {who[both[-1]]}): big batches are big GEMMs"
+    last = both[-1]
+    if last in over:  # a framework is ahead at the largest batch: by how much
+        tail = f"({twin[last] / ours[last]:.3g}x at {last:,}, {who[last]}): big batches are big GEMMs"
+    else:  # phase 5 is ahead again at the largest batch
+        tail = f"(phase 5 {ours[last] / twin[last]:.3g}x {who[last]} at {last:,})"
     if over == both[both.index(over[0]):] and len({who[b] for b in over}) == 1:  # one framework, every batch from there on
         return head + f"from batch {over[0]:,} on {who[over[0]]} trains faster " + tail
     return head + "faster than phase 5: " + ", ".join(f"{who[b]} at {b:,}" for b in over) + " " + tail

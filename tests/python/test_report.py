@@ -1207,6 +1207,11 @@ def test_batch_finding_names_each_framework_where_the_lead_changes_hands():
     s = F.batch_finding(series)
     assert s.startswith("phase 5 is 5x PyTorch at batch 32; faster than phase 5: JAX at 1,024, PyTorch at 8,192 ")
     assert "(1.5x at 8,192, PyTorch)" in s and "from batch" not in s
+    # ahead again at the largest batch: phase 5's lead there, not the framework's ratio
+    series[ours] = [(32, 10.0), (1024, 100.0), (2048, 200.0), (8192, 500.0)]
+    s = F.batch_finding(series)
+    assert s.startswith("phase 5 is 5x PyTorch at batch 32; faster than phase 5: JAX at 1,024 ")
+    assert s.endswith("(phase 5 1.11x PyTorch at 8,192)") and "0.9" not in s
 
 
 def test_batch_sweep_draws_every_path_and_never_measures_against_tf32(tmp_path):
