@@ -23,7 +23,10 @@ inline const char* fp32_gemm_name(Fp32Gemm g) {
 // and kX3MinTiles of its 64 x 64 tiles; the 32 x 64 SIMT tile elsewhere. (Measured with the GEMM
 // benchmark, scripts/bench_gemm.sh: below that the SIMT tile's smaller blocks fill more SMs, and a
 // product with few 64 x 64 tiles, like W1's 64 x 128 weight gradient, needs 16 K slices to fill
-// the GPU and their fix-up costs more than the tensor cores save.)
+// the GPU and their fix-up costs more than the tensor cores save.) The thresholds were measured
+// while each weight gradient's epilogue still summed dZ over the batch for the bias; since it adds
+// tile sums, at batch 1,024 every product on the SIMT tile (81.6 us a step) beats this plan (88.4)
+// in one run (profiles/nvidia-h200/*batch-sweep-b1024{,-tile}.json, b417a38): to be measured again.
 constexpr int kX3MinRows = 64;
 constexpr double kX3MinMacs = 32.0 * 1024 * 1024;
 constexpr int kX3MinTiles = 16;

@@ -29,14 +29,17 @@
 // MEASURED (H200, profiles/nvidia-h200/; every x against the fastest framework of the same run,
 //   scripts/bench_frameworks.sh at ed919e5). W1: pipelined 18.81 ms an epoch (__w1-pipelined.json),
 //   4.06x JAX jit-epoch (76.28 ms). W2: h = 128 rung 5d 27.07 us a step, 1.25x JAX
-//   jit-epoch (33.74); h = 8192 own GEMMs 0.584 ms, 1.39x JAX jit-run (0.815). Batch sweep: 32:
-//   36.9 us a step, 1.07x JAX; 1,024: 93.3 us, 0.84x; 8,192: 0.355 ms (__batch-sweep-b8192), 0.73x
-//   JAX jit-run (0.258; PyTorch compiled-graph 0.295). The lesson: up to batch 512 a step stays
-//   within 2x of batch 32's (37-66 us: its dependent kernels' latency); from 1,024 on it grows 1.4-1.7x
-//   a doubling (arithmetic), and there step 5 bought 1.30x at 8,192 (0.461 ms on the SIMT tile,
-//   __batch-sweep-b8192-tile.json). Why not more, __gemm-b8192.json (198c177): the first layer's
-//   forward and weight gradient take 59.3 and 71.8 us on step 5 (SIMT tile 108.9, 105.2; cuBLASLt
-//   fp32 50.4, 74.0; cuBLASLt TF32 24.9, 27.2): a sixth of the tensor cores' TF32 rate, not ~20 us.
+//   jit-epoch (33.74); h = 8192 own GEMMs 0.584 ms, 1.39x JAX jit-run (0.815). Batch sweep
+//   (bench_frameworks.sh at b417a38): 32: 36.8 us a step (JAX 39.3 at ed919e5); 1,024: 88.4 us,
+//   0.90x JAX jit-run (79.7); 8,192: 0.241 ms (__batch-sweep-b8192), 1.05x JAX jit-run (0.254;
+//   PyTorch compiled-graph 0.294), fp16 0.166 ms. The lesson: up to batch 512 a step stays within
+//   2x of batch 32's (37-66 us: its dependent kernels' latency); from 1,024 on it grows with the
+//   arithmetic, and there step 5 buys 1.44x at 8,192 (0.346 ms on the SIMT tile, -tile.json).
+//   What the kernel table showed there: each weight gradient's last block walked a column of dZ
+//   over the batch for the bias, about 50 us per layer; dZ's producers now store per-tile column
+//   sums (0.298 -> 0.239 ms; WMMA fp16 0.459 -> 0.183: logs/f16mma_8033768, logs/bias_7bb5a0a).
+//   Step 5's first-layer products still run at a sixth of the tensor cores' TF32 rate (59.6 and
+//   72.8 us, logs/gemm_737d448/gemm-b8192.log), not ~20 us.
 //
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)

@@ -15,7 +15,14 @@
 // instead of step 5's three and no splits, on the same memory traffic at half the operand bytes:
 // the first layer's forward and weight gradient (1.64 GFLOP each) at about a third of step 5's
 // 59.6 and 72.8 us, 20-25 us each, against the WMMA tile's 32.8 and 29.6 on dense operands.
-// Measured: not yet (its GPU test and the benchmark's own-f16-mma rows are written, not run).
+// Measured (H200, 8033768, profiles/nvidia-h200/logs/f16mma_8033768/gemm-b8192-fp16.log): 41.5 and
+// 50.7 us (39.7 and 32.4 TFLOP/s) against the WMMA tile's 53.8 and 53.5 on the same gathered
+// operands and cuBLASLt fp16's 16.9 and 20.8: twice the prediction. Inside the step (PDL off,
+// logs/bias_7bb5a0a/) the forward takes 40.3 against 58.2 us; the weight gradients, 26 tiles or
+// fewer split along the batch, lose to the WMMA tile, so phase 5 plans step 6 per product
+// (--fp16-gemm auto, fp32_gemm.h). Not yet known: how much of the gap to cuBLASLt is the fragment
+// reads (two 16-bit loads and a pack where k is the outer axis, a byte conversion per element of
+// the gathered images; ldmatrix would do both orientations) and how much the 64 x 64 tile.
 #pragma once
 #include <cuda_fp16.h>
 
