@@ -13,8 +13,9 @@
 #
 # Environment: DATA (default .carry/data/mnist or data/mnist), JOBS (build jobs, default nproc),
 # DEPS_PREFIX, ONLY (an extended regex: only the paths whose command line matches it, e.g. 'mma'),
-# NO_BUILD (1: run the programs already under build/). Exit status: 0 when every applicable run validated; 1 when one failed validation or
-# exited with anything but 0 or 2 (2: this path does not take this shape, which it says in a line).
+# NO_BUILD (1: run the programs already under build/). Exit status: 0 when every applicable run
+# validated; 1 when one failed validation or exited with anything but 0 or 2 (2: this path does not
+# take this shape, which it says in a line).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 LOG="${1:-build/validate_sweep.log}"
