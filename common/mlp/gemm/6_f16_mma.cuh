@@ -20,9 +20,12 @@
 // operands and cuBLASLt fp16's 16.9 and 20.8: twice the prediction. Inside the step (PDL off,
 // logs/bias_7bb5a0a/) the forward takes 40.3 against 58.2 us; the weight gradients, 26 tiles or
 // fewer split along the batch, lose to the WMMA tile, so phase 5 plans step 6 per product
-// (--fp16-gemm auto, fp32_gemm.h). Not yet known: how much of the gap to cuBLASLt is the fragment
-// reads (two 16-bit loads and a pack where k is the outer axis, a byte conversion per element of
-// the gathered images; ldmatrix would do both orientations) and how much the 64 x 64 tile.
+// (--fp16-gemm auto, fp32_gemm.h). Nsight Compute on the step's first forward (logs/pdl_15e6532/
+// ncu_f16mma_step.txt): 0.63 instructions issued a cycle per scheduler from 4 warps each (103
+// registers), the top stalls a fixed-latency wait and "not selected": issue-bound, like step 5.
+// The next lever is fewer instructions an MMA: the fragment reads (two 16-bit loads and a pack
+// where k is the outer axis, a byte conversion per element of the gathered images; ldmatrix would
+// read both orientations, the bytes could become fp16 once at staging).
 #pragma once
 #include <cuda_fp16.h>
 
