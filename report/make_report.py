@@ -399,6 +399,8 @@ def batch_step_table(d):
     path against the fastest fp32 framework mode of the row (a TF32 series is shown, never the yardstick)."""
     series = {k: {b: (b / sps * 1e3 if sps else None) for b, sps, _ in pts}
               for k, pts in d["series"].items() if k not in (d.get("from_w1") or set())}
+    commit = {k: {b: str(dget(r.data, "git", "commit", default="unknown"))[:7] for b, _, r in pts}
+              for k, pts in d["series"].items()}
     mine = A.BATCH_DEFAULT
     ours = [k for k in series if not A.is_twin(k[0])]
     twins = [k for k in series if A.is_twin(k[0])]
@@ -411,14 +413,18 @@ def batch_step_table(d):
         if not series[mine].get(b) or not tw:
             continue
         fast, fk = min(tw)
+        pair = [commit[mine][b], commit[fk][b]]
         rows.append([f"{b:,}"] + [us(series[k].get(b)) if series[k].get(b) else DASH for k in ours + twins] +
-                    [f"{times(fast / series[mine][b])} vs {A.label(*fk)}"])
+                    [f"{times(fast / series[mine][b])} vs {A.label(*fk)}", " / ".join(dict.fromkeys(pair))])
     if not rows:
         return ""
-    return (table(["batch"] + [A.label(*k) for k in ours + twins] + [f"{A.label(*mine)} × fastest fp32 framework"], rows) +
+    return (table(["batch"] + [A.label(*k) for k in ours + twins] + [f"{A.label(*mine)} × fastest fp32 framework",
+                                                                      "commit (ours / framework)"], rows) +
             "\n\nµs a step (batch / samples per second of each record); × = the fastest framework mode's time at that "
             "batch / phase 5's default path's (its fp32-accurate GEMM plan), among framework modes with fp32 matmuls"
-            + (" (a TF32 series is drawn for comparison, never as the yardstick)" if len(fp32) < len(twins) else "") + ".\n")
+            + (" (a TF32 series is drawn for comparison, never as the yardstick)" if len(fp32) < len(twins) else "") +
+            "; the commits of those two records (one where they are the same): rows of different commits are "
+            "different code.\n")
 
 
 def sci(x):

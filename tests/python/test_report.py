@@ -1221,6 +1221,9 @@ def test_batch_sweep_draws_every_path_and_never_measures_against_tf32(tmp_path):
     import records as R
     base = "phase5_batched__batch-sweep-b512.json"
     _, dev = copy_device(tmp_path, [base, "pytorch_mlp__batch-sweep-b512-graph.json"])
+    twin_rec = json.loads((dev / "pytorch_mlp__batch-sweep-b512-graph.json").read_text())
+    twin_rec["git"]["commit"] = "abcdef0123456789abcdef0123456789abcdef01"  # another commit than ours
+    (dev / "pytorch_mlp__batch-sweep-b512-graph.json").write_text(json.dumps(twin_rec))
     ours = json.loads((dev / base).read_text())
     sps = ours["metrics"]["samples_per_s"]
 
@@ -1253,7 +1256,10 @@ def test_batch_sweep_draws_every_path_and_never_measures_against_tf32(tmp_path):
     table = M.batch_step_table(d)
     assert "PyTorch CUDA graph, TF32 matmuls (not fp32 numerics)" in table  # shown ...
     row = [ln for ln in table.splitlines() if ln.startswith("| 512 |")][0]
-    assert row.rstrip(" |").endswith("vs PyTorch CUDA graph")  # ... but never the yardstick
+    cells = [c.strip() for c in row.strip(" |").split("|")]
+    assert cells[-2].endswith("vs PyTorch CUDA graph")  # ... but never the yardstick
+    # the last cell: the commits of the default path's record and the fastest fp32 twin's
+    assert cells[-1] == ours["git"]["commit"][:7] + " / abcdef0"
     twin_sps = json.loads((dev / tw).read_text())["metrics"]["samples_per_s"]
     assert M.times(sps / twin_sps) in row  # the default path's time, not the faster fp16 path's
     assert "1.5x" not in F.batch_finding(d["series"]) and "4x" not in F.batch_finding(d["series"])
