@@ -576,14 +576,33 @@ def batch_finding(series):
     return head + "faster than phase 5: " + ", ".join(f"{who[b]} at {b:,}" for b in over) + " " + tail
 
 
+def older_commit_points(pts):
+    """The points (x, y, record) whose record's commit is not that of the series' newest record."""
+    recs = [p for p in pts if len(p) > 2 and hasattr(p[2], "data")]
+    if not recs:
+        return []
+    newest = max(recs, key=lambda p: p[2].utc_time)[2].data.get("git", {}).get("commit")
+    return [p for p in recs if p[2].data.get("git", {}).get("commit") != newest]
+
+
 def fig9_batch(d, path, device):
     _setup()
     fig, ax = plt.subplots(figsize=(10, 5.6))
     grid = _grid(d["series"], ours_only=True)  # the batch sizes of our sweep
     w1 = d.get("from_w1") or set()
+    older = False
     for k, pts in d["series"].items():
         _plot_runs(ax, pts, grid, marker=A.marker(k), color=A.color(k), linestyle=A.linestyle(k),
                    label=A.label(*k) + (" (its W1 run)" if k in w1 else ""), markersize=5)
+        # our points measured on an older commit than the series' newest record: hollow (other code)
+        old = [p for p in older_commit_points(pts)] if not A.is_twin(k[0]) else []
+        if old:
+            older = True
+            ax.plot([p[0] for p in old], [p[1] for p in old], linestyle="none", marker=A.marker(k), markersize=5,
+                    markerfacecolor="white", markeredgecolor=A.color(k), zorder=4)
+    if older:
+        ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="#555555",
+                label="hollow: phase 5 measured on an older commit than its newest point")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size (samples per step, log2 scale)")

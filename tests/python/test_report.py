@@ -1332,3 +1332,12 @@ def test_w2_floor_from_the_measured_ceilings():
     assert "14 B a parameter" in f["label"]
     none = A.w2_floor([ceil, run], [128], [run])
     assert none["points"] == [] and len(none["missing"]) == 1 and "grid_barrier" in none["missing"][0]
+
+
+def test_figure9_marks_our_points_of_an_older_commit():
+    from types import SimpleNamespace as NS
+    rec = lambda commit, t: NS(data={"git": {"commit": commit}}, utc_time=t)
+    pts = [(32, 1.0, rec("new", "2026-12-02T10:00:00Z")), (64, 2.0, rec("old", "2026-11-26T10:00:00Z")),
+           (8192, 3.0, rec("new", "2026-12-02T11:00:00Z"))]
+    assert [p[0] for p in F.older_commit_points(pts)] == [64]
+    assert F.older_commit_points(pts[:1]) == [] and F.older_commit_points([(32, 1.0)]) == []
