@@ -127,7 +127,7 @@ phase5: $(BUILD)/phase5_batched
 # phase5_batched/dev/rung.cu links the rungs' own translation units (not main.cu, not the trainer); it
 # finds their headers with -Iphase5_batched.
 P5_RUNG_OBJ := $(BUILD)/obj/phase5_batched/dev/rung.o \
-               $(patsubst %,$(BUILD)/obj/phase5_batched/%.o,5c_persistent 5d_cluster 5e_pipelined 5f_cluster32)
+               $(patsubst %,$(BUILD)/obj/phase5_batched/%.o,5c_persistent 5d_cluster 5e_pipelined 5f_cluster32 5g_grid)
 $(BUILD)/obj/phase5_batched/dev/rung.o: NVCCFLAGS += -Iphase5_batched
 $(BUILD)/phase5_rung: $(P5_RUNG_OBJ) $(LIB_CUDA) $(LIB_HOST)
 	$(NVCC) $(GENCODE) -o $@ $(P5_RUNG_OBJ) $(LIB_CUDA) $(LIB_HOST) $(LIBDIRS) $(RPATH) $(LDLIBS)

@@ -11,6 +11,7 @@
 //     5c / 5e  W1's shape: an epoch in ONE cooperative kernel (5e: fewer dependent phases a step);
 //     5d  W2 at small widths: one 16-block cluster, activations in DSMEM;
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs;
+//     5g  5d's model over up to every SM: exchanges through L2, a grid barrier per dependency;
 //   --fp32-gemm auto|tile|tf32x3  big-batch fp32 products on tensor cores, fp32-accurate (step 5
 //     of the GEMM ladder, common/mlp/gemm/5_tf32x3.cuh); the plan is printed and recorded;
 //   --fp16-gemm auto|tile|mma  big-batch fp16 products on step 6 (mma.sync in step 5's tile) where
@@ -283,12 +284,14 @@ int run(int argc, char** argv) {
                  "how an epoch is launched: one CUDA graph of fused kernels, one persistent cooperative kernel "
                  "(fp32, two hidden layers, own GEMMs), the same with fewer dependent phases a step (pipelined), "
                  "one thread-block cluster kernel (fp16, SGD, no dropout, batch <= 32, a model that fits the "
-                 "cluster's shared memory: W2 at h = 128), or one fp32 cluster kernel with the first layer on tensor "
-                 "cores (two hidden layers, batch <= 64, at most 8 first-layer units a block: W1)",
+                 "cluster's shared memory: W2 at h = 128), one fp32 cluster kernel with the first layer on tensor "
+                 "cores (two hidden layers, batch <= 64, at most 8 first-layer units a block: W1), or the cluster "
+                 "kernel's model over up to every SM (grid: fp16, SGD, no dropout, batch <= 32, at most 16 classes)",
                  rung_names());
   cli.add_int("--blocks", &o.blocks,
               "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM) or of a cluster "
-              "(0 = the largest that fits, at most 16)",
+              "(0 = the largest that fits, at most 16), or of the grid kernel (0 = one per 16 units of the widest "
+              "hidden layer, at most one per SM)",
               0, 4096);
   cli.add_flag("--generic-kernel", &o.generic_kernel,
                "persistent, pipelined and cluster32 kernels: the generic instance even for W1's shape (measures what "
@@ -302,7 +305,7 @@ int run(int argc, char** argv) {
                  "fetches its weights) while the kernel before it finishes (compute capability 9.0 and up; off below)",
                  {"on", "off"});
   cli.add_flag("--breakdown", &o.breakdown,
-               "persistent, pipelined and cluster kernels: time the parts of a step (clock stamps of block 0) into the "
+               "persistent, pipelined, cluster and grid kernels: time the parts of a step (clock stamps of block 0) into the "
                "record");
   cli.add_string("--fp32-gemm", &o.fp32_gemm,
                  "own graph path, fp32: which GEMM rung computes each product: 3xTF32 tensor-core tiles (step 5 of the "

@@ -17,6 +17,7 @@
 #include "5d_cluster.h"
 #include "5e_pipelined.h"
 #include "5f_cluster32.h"
+#include "5g_grid.h"
 #include "mlp/mlp_common.h"
 #include "p5_options.h"
 
@@ -26,7 +27,7 @@ namespace {
 using namespace nb::mlp;
 
 // The parameter block a rung's kernel takes: none (5a/5b: the graph of a step's kernels, built by
-// the trainer), PersistParams (5c, 5e, 5f) or ClusterParams (5d).
+// the trainer), PersistParams (5c, 5e, 5f) or ClusterParams (5d, 5g).
 enum class KernelParams { None, Persist, Cluster };
 
 // The one-launch rungs' parameter blocks and plans (the trainer fills the block its rung takes).
@@ -35,6 +36,7 @@ struct OneLaunchKernel {
   PersistPlan persist_plan;
   ClusterParams cluster;
   ClusterPlan cluster_plan;
+  GridPlan grid_plan;
 };
 
 // What changes from one launch of a one-launch kernel to the next: its steps, and the validation /
@@ -147,6 +149,32 @@ inline nlohmann::json record_5d(const OneLaunchKernel& k, const P5Options& o) {
           {"cluster_barriers_per_step", 2 * o.nlayers() - 3}};
 }
 
+// ----- 5g: 5d's model over up to every SM, exchanges through L2 and grid barriers (5g_grid.h)
+inline void plan_5g(OneLaunchKernel& k, int blocks, int device, bool, KernelCosts& costs) {
+  k.grid_plan = grid_rung_plan(k.cluster, blocks, device);
+  costs["p5_grid"] = grid_rung_cost(k.cluster, k.grid_plan);
+}
+inline void launch_5g(const OneLaunchKernel& k, const LaunchWindow& w, cudaStream_t st) {
+  grid_rung_launch(k.grid_plan, in_window(k.cluster, w), st);
+}
+inline nlohmann::json record_5g(const OneLaunchKernel& k, const P5Options& o) {
+  const GridPlan& pl = k.grid_plan;
+  nlohmann::json units = nlohmann::json::array(), w16 = nlohmann::json::array(), m32 = nlohmann::json::array();
+  for (int l = 0; l + 1 < o.nlayers(); ++l) {
+    units.push_back(pl.g.ly[l].U);
+    w16.push_back(pl.g.ly[l].w16_smem ? "shared" : "global");
+    m32.push_back(pl.g.ly[l].m32_smem ? "shared" : "global");
+  }
+  return {{"blocks", pl.blocks},
+          {"threads_per_block", kGrThreads},
+          {"shared_memory_bytes_per_block", pl.smem},
+          {"units_per_block", units},
+          {"fp16_rows_in", w16},
+          {"fp32_masters_in", m32},
+          {"global_exchange_bytes", pl.g.arena_bytes},
+          {"grid_barriers_per_step", 2 * o.nlayers() - 3}};
+}
+
 // ----- 5f: the fp32 model in one 16-block cluster, its wide layer on tensor cores (5f_cluster32.h)
 inline void plan_5f(OneLaunchKernel& k, int blocks, int device, bool specialize, KernelCosts& costs) {
   k.persist_plan = cluster32_rung_plan(k.persist, blocks, device, specialize);
@@ -184,6 +212,13 @@ const Rung kRungs[] = {
                   "exchanged through distributed shared memory, a cluster barrier per dependency between blocks); "
                   "losses read once per epoch",
      P5_TIMING "one launch of the cluster kernel", record_5d},
+    {"grid", "5g", fp16_sgd_no_dropout_own, kNeedsFp16Sgd, KernelParams::Cluster, false, false, true, plan_5g,
+     launch_5g, kGrSegments, grid_segment_name,
+     P5_DATA_NOTE "every epoch one cooperative kernel over up to every SM (each block holds 16 or more units of "
+                  "every hidden layer, fp16 rows and fp32 masters in shared memory where they fit; activations, "
+                  "output gradients and partial logits exchanged through L2, a grid barrier per dependency); "
+                  "losses read once per epoch",
+     P5_TIMING "one cooperative launch of the grid kernel", record_5g},
     {"cluster32", "5f", two_hidden_fp32_own, kNeedsTwoHiddenFp32, KernelParams::Persist, false, false, false, plan_5f,
      launch_5f, kC32Segments, cluster32_segment_name,
      P5_DATA_NOTE "every epoch one 16-block thread-block cluster kernel, fp32 (parameters and Adam state in the "
@@ -194,7 +229,8 @@ const Rung kRungs[] = {
 };
 #undef P5_DATA_NOTE
 #undef P5_TIMING
-static_assert(kPersistSegments == kClSegments && kPipeSegments <= kPersistSegments && kC32Segments <= kPersistSegments,
+static_assert(kPersistSegments == kClSegments && kPipeSegments <= kPersistSegments && kC32Segments <= kPersistSegments &&
+                  kGrSegments <= kPersistSegments,
               "one breakdown buffer serves the one-launch kernels");
 constexpr int kBreakdownParts = kPersistSegments;  // the breakdown buffer's length
 

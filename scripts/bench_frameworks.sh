@@ -13,8 +13,8 @@
 #                                                                          tags w1-own, w1-pipelined, w1-<impl>
 #   match   W1 with dropout 0: phase 5 own and JAX jit-epoch/jit-run (losses compared step by step).
 #                                                                          tags w1-nodrop-own, w1-nodrop-<impl>
-#   w2      W2 (784-h-h-h-10, SGD, fp16) at h in $W2_HS: phase 5 own (and cluster at 128), PyTorch
-#           compiled-graph, JAX jit-epoch and jit-run.                     tags w2-h<h>-own, -cluster, -<impl>
+#   w2      W2 (784-h-h-h-10, SGD, fp16) at h in $W2_HS: phase 5 own, grid (and cluster at 128), PyTorch
+#           compiled-graph, JAX jit-epoch and jit-run.               tags w2-h<h>-own, -grid, -cluster, -<impl>
 #   sweep   the W1 model at batch in $SWEEP_BATCHES (2 epochs): phase 5 own (its default GEMM plan;
 #           --fp32-gemm tile: the 32 x 64 SIMT tile for every product; fp16; fp16 with every product on
 #           step 6, --fp16-gemm mma), phase 5 on cuBLASLt (fp32, fp16), PyTorch compiled-graph (and with
@@ -119,6 +119,7 @@ if has w2; then
   for h in $W2_HS; do
     W2=(--layers "784,$h,$h,$h,10" --optimizer sgd --lr 0.003 --dropout 0 --precision fp16)
     run "w2-$h-p5" build/phase5_batched "${R[@]}" "${W2[@]}" --steps 5000 --tag "w2-h$h-own" --save-init "$WORK/w2init$h" --save-order "$WORK/w2order$h.npy"
+    run "w2-$h-p5grid" build/phase5_batched "${R[@]}" "${W2[@]}" --steps 5000 --launch grid --tag "w2-h$h-grid"
     [ "$h" = 128 ] && run "w2-$h-p5cluster" build/phase5_batched "${R[@]}" "${W2[@]}" --steps 5000 --launch cluster --tag "w2-h$h-cluster"
     run "w2-$h-torch" "$PYTHON" baselines/pytorch/mlp.py "${R[@]}" "${W2[@]}" --steps 500 --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl compiled-graph --compile-mode "$TWIN_MODE" --profile --tag "w2-h$h-{impl}"
     jax "w2-$h-jax" baselines/jax/mlp.py "${R[@]}" "${W2[@]}" --steps 500 --init "$WORK/w2init$h" --order "$WORK/w2order$h.npy" --impl jit-epoch,jit-run --validate --profile --tag "w2-h$h-{impl}"

@@ -1,5 +1,6 @@
 // tests/gpu/test_mlp_cluster.cu — phase 5's thread-block cluster epoch kernel
-// (phase5_batched/5d_cluster.cuh) step by step against two float64 references:
+// (phase5_batched/5d_cluster.cuh) and the grid kernel that runs its model over up to every SM
+// (phase5_batched/5g_grid.cuh), step by step against two float64 references:
 //   * one that rounds where the kernel rounds (pixels x/255, weights, activations and output
 //     gradients to fp16; sums, softmax and SGD in float64): the gradients must agree to 2e-3 and the
 //     loss to 1e-4 (relative, norm-wise). What is left is fp32 against float64 summation and the odd
@@ -25,6 +26,7 @@
 
 #include "mlp/mlp_record.h"
 #include "../../phase5_batched/5d_cluster.cuh"
+#include "../../phase5_batched/5g_grid.cuh"
 #include "check.cuh"
 #include "gpu_test.cuh"
 #include "reference.h"
@@ -37,7 +39,14 @@ using namespace nb::mlp;
 struct CConfig {
   int B;
   std::vector<int> layers;  // 784, hidden..., classes
-  int blocks;               // cluster size (0: the largest that fits)
+  int blocks;               // cluster size (0: the largest that fits); grid: blocks (0: the plan's)
+  bool grid = false;        // the grid kernel (5g) instead of the cluster kernel (5d)
+};
+
+// What a run's plan chose (either kernel's).
+struct RunPlan {
+  int blocks = 0;
+  size_t smem = 0;
 };
 
 double h16(double v) { return static_cast<double>(__half2float(__float2half_rn(static_cast<float>(v)))); }
@@ -118,13 +127,20 @@ struct CSetup {
     p.copy_mismatches = mismatches.p;
     return p;
   }
-  ClusterPlan run(int first, int count) {
+  RunPlan run(int first, int count) {
     ClusterParams p = params();
+    if (cfg.grid) {
+      const GridPlan pl = plan_grid(p, cfg.blocks, 0);
+      p.s0 = first, p.i0 = first, p.count = count;
+      launch_grid(pl, p, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      return {pl.blocks, pl.smem};
+    }
     const ClusterPlan pl = plan_cluster(p, cfg.blocks, 0);
     p.s0 = first, p.i0 = first, p.count = count;
     launch_cluster(pl, p, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
-    return pl;
+    return {pl.blocks, pl.smem};
   }
   std::vector<double> packed(const std::vector<float>& flat) const {
     std::vector<double> out;
@@ -269,14 +285,14 @@ void check_against_references(const CConfig& c) {
   const int K = 3;
   std::string shape;
   for (int w : c.layers) shape += std::to_string(w) + " ";
-  INFO("B=" << c.B << " layers " << shape << "blocks=" << c.blocks);
+  INFO((c.grid ? "grid " : "cluster ") << "B=" << c.B << " layers " << shape << "blocks=" << c.blocks);
   CSetup s(c, K);
   double worst_loss = 0, worst_grad = 0, worst_loss64 = 0, worst_grad64 = 0, worst_grad_r64 = 0, worst_step = 0;
   for (int k = 0; k < K; ++k) {
     const std::vector<float> before = s.P.get();
     const nb::MlpParams at_k = s.ref_params(before);  // checked at the kernel's own parameters of step k
     s.G.poison();
-    const ClusterPlan pl = s.run(k, 1);
+    const RunPlan pl = s.run(k, 1);
     if (k == 0) INFO("plan: blocks " << pl.blocks << ", smem " << pl.smem);
     std::vector<int> y;
     const std::vector<double> x = s.batch(k, &y);
@@ -492,6 +508,114 @@ TEST_CASE("mlp cluster: what the kernel cannot run is refused with exit code 2")
   CHECK(refused(q, 0));
   q = p;
   for (int l = 1; l < 4; ++l) q.w[l] = 2048;  // W2 at h = 2048: far beyond 16 blocks' shared memory
+  CHECK(refused(q, 0));
+}
+
+// ---------------------------------------------------------------- the grid kernel (5g)
+// The same references and tolerances: the grid kernel rounds where the cluster kernel rounds (fp16
+// operands, activations and output gradients; fp32 sums, in another order).
+
+TEST_CASE("mlp grid: every step's loss, gradients and update against the float64 references") {
+  NB_SKIP_WITHOUT_DEVICE();
+  const CConfig cases[] = {
+      {32, {784, 128, 128, 128, 10}, 0, true},   // W2 at h = 128: 8 blocks of 16 units
+      {7, {784, 100, 300, 10}, 5, true},         // 20 / 64 units a block: the last blocks own fewer
+      {1, {784, 10, 10}, 3, true},               // one hidden layer (one barrier a step); blocks 1, 2 own nothing
+      {20, {784, 30, 50, 70, 20, 12}, 3, true},  // four hidden layers, 12 classes, uneven splits
+      {32, {784, 24, 10}, 1, true},              // a grid of one block
+      {13, {784, 300, 100, 10}, 40, true},       // 16 units a block: blocks 19 .. 39 own nothing
+      {7, {784, 3000, 1000, 10}, 0, true},       // the second layer's rows and every master past shared memory: read through L2
+  };
+  for (const CConfig& c : cases) check_against_references(c);
+}
+
+TEST_CASE("mlp grid: the plan keeps what fits in shared memory and reads the rest from global memory") {
+  NB_SKIP_WITHOUT_DEVICE();
+  CSetup s(CConfig{32, {784, 1024, 1024, 1024, 10}, 0, true}, 1);
+  ClusterParams p = s.params();
+  const GridPlan small = plan_grid(p, 0, 0);
+  CHECK(small.blocks == 64);  // 16 units of each hidden layer a block
+  for (int l = 0; l < 3; ++l) CHECK(small.g.ly[l].U == 16);
+  for (int l = 0; l < 3; ++l) CHECK(small.g.ly[l].w16_smem);
+  CSetup w(CConfig{32, {784, 3000, 3000, 10}, 0, true}, 1);
+  ClusterParams q = w.params();
+  const GridPlan wide = plan_grid(q, 0, 0);
+  CHECK(wide.g.ly[0].U == 32);
+  CHECK_FALSE(wide.g.ly[1].w16_smem);  // 32 rows of 3,000 fp16 weights: past a block's shared memory
+  CHECK_FALSE(wide.g.ly[1].m32_smem);
+}
+
+TEST_CASE("mlp grid: steps split over launches and repeated runs are bit-identical") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (const CConfig& c : {CConfig{29, {784, 100, 60, 40, 10}, 0, true}, CConfig{3, {784, 40, 10}, 2, true}}) {
+    CSetup s(c, 5);
+    s.run(0, 5);
+    const std::vector<float> one = s.P.get(), loss_one = s.loss.get();
+    s.reset();
+    s.run(0, 2);
+    s.run(2, 3);
+    const std::vector<float> two = s.P.get(), loss_two = s.loss.get();
+    s.reset();
+    s.run(0, 5);
+    const std::vector<float> again = s.P.get();
+    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(loss_one.data(), loss_two.data(), loss_one.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(one.data(), again.data(), one.size() * sizeof(float)) == 0);
+    for (float l : loss_one) CHECK(std::isfinite(l));
+  }
+}
+
+// Small enough for racecheck: two launches of two steps, units split unevenly over three blocks (the
+// last owns none of the narrowest layer), four hidden layers.
+TEST_CASE("mlp grid: a short run for the sanitizers") {
+  NB_SKIP_WITHOUT_DEVICE();
+  CSetup s(CConfig{5, {784, 40, 13, 27, 9, 10}, 3, true}, 4);
+  s.run(0, 2);
+  s.run(2, 2);
+  for (float l : s.loss.get()) CHECK(std::isfinite(l));
+}
+
+TEST_CASE("mlp grid: a non-finite loss sets the divergence flag at its step") {
+  NB_SKIP_WITHOUT_DEVICE();
+  CSetup s(CConfig{32, {784, 128, 128, 128, 10}, 0, true}, 4);
+  std::vector<float> p = s.p0;
+  p[s.woff[3] + 3] = NAN;  // a NaN weight in the last layer: the first step's loss is NaN
+  s.P.set(p);
+  s.run(0, 4);
+  unsigned long long bad = 0;
+  CUDA_CHECK(cudaMemcpy(&bad, s.bad.p, sizeof bad, cudaMemcpyDeviceToHost));
+  CHECK(bad == 0ull);
+  CHECK(std::isnan(s.loss.get()[0]));
+}
+
+TEST_CASE("mlp grid: what the kernel cannot run is refused with exit code 2") {
+  NB_SKIP_WITHOUT_DEVICE();
+  CSetup s(CConfig{32, {784, 128, 128, 128, 10}, 0, true}, 1);
+  auto refused = [](ClusterParams p, int blocks) {
+    try {
+      plan_grid(p, blocks, 0);
+    } catch (const nb::Error& e) {
+      return e.code == nb::kExitUsage;
+    }
+    return false;
+  };
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  ClusterParams p = s.params();
+  CHECK_FALSE(refused(p, 0));
+  CHECK_FALSE(refused(p, 1));  // one block: 128 units of every layer, the rows through L2
+  CHECK(refused(p, sms + 1));  // more blocks than SMs
+  ClusterParams q = p;
+  q.B = 33;
+  CHECK(refused(q, 0));
+  q = p;
+  q.w[0] = 780;  // input rows not whole 16-byte chunks
+  CHECK(refused(q, 0));
+  q = p;
+  q.w[4] = 17;  // more classes than a half-warp's softmax
+  CHECK(refused(q, 0));
+  q = p;
+  for (int l = 1; l < 4; ++l) q.w[l] = 300 * sms;  // more than 256 units a block
   CHECK(refused(q, 0));
 }
 

@@ -1,0 +1,692 @@
+// phase5_batched/5g_grid.cuh — rung 5g, `--launch grid`: a whole epoch of W2's MLP (fp16 operands, fp32
+// accumulation and master weights, plain SGD, no dropout) as ONE cooperative launch over up to every SM,
+// each block holding 16 or more units of every hidden layer; activations and output gradients travel
+// through L2 between grid barriers.
+// BUILDS ON 5d (W2's arithmetic, a layer's rows split by units, the batch gathered in the kernel, the
+// model in shared memory across launches of one epoch). WHAT IT CHANGES, so the model may span 132 SMs
+// instead of a 16-block cluster's:
+//   * exchanges through global memory (L2) and a grid barrier each, instead of DSMEM pushes: a hidden
+//     layer's owners write their columns of H (batch-major, and unit-major for the weight gradients)
+//     or of dZ; every block reads them back with L2-only loads after the barrier;
+//   * no column copies: the backward-data product reads a transposed fp16 copy of each inner weight
+//     matrix from global memory, written by the rows' owners in their update, two copies by step
+//     parity (step t reads what step t-1 wrote);
+//   * no replicated last layer: it is split by its inputs; each block's partial logits (its own units'
+//     share) go to global memory, one barrier, and every block sums them in block order;
+//   * mma.sync m16n8k16 with both operands K-contiguous, read as 8-byte words: lane t's registers hold
+//     k = 4t .. 4t+3 of a 16-step in A and in B alike (a permutation of the k-slots, the same sum);
+//   * the fp16 rows and the fp32 masters stay in shared memory where they fit; past that they are read
+//     from global memory (the masters in place in the trainer's buffer).
+// THE DESIGN DECISION: spread the model over the whole GPU and pay 2L-3 grid barriers a step (5 for
+// W2) with every block reading each exchanged activation whole, rather than replicate or mirror weights
+// (5d's column copies and replicated last layer would not fit beside h = 1,024's rows).
+// PREDICTION, before measuring (H200, W2 at batch 32): at h = 1,024, 64 blocks of 16 units: 5 grid
+// barriers at ~1.5 us, ~0.5 MB read from L2 per block a step (34 MB over the grid, ~5 us at ~7 TB/s),
+// masters of the two inner layers in global memory (~16 MB read and written), ~4 M MACs a block on
+// tensor cores (~1 us): about 20 us a step against JAX's ~56. At h = 128 (8 blocks): ~10 us.
+// MEASURED: not yet (no GPU run of this rung).
+#pragma once
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "check.cuh"
+#include "errors.h"
+#include "mlp/gemm/6_f16_mma.cuh"  // mma_f16
+#include "mlp/mlp_common.h"
+#include "5g_grid.h"
+#include "onchip_optimizer.cuh"  // sgd_fma
+#include "onchip_pixels.cuh"
+#include "onchip_segment_clock.cuh"
+#include "onchip_smem_carve.cuh"
+#include "onchip_softmax_loss.cuh"
+
+namespace nb {
+namespace mlp {
+
+__host__ __device__ inline int gr_round(int x, int m) { return (x + m - 1) / m * m; }
+
+// Units of hidden layer y that block r owns.
+__host__ __device__ inline int gr_own(const GridLayer& y, int r) {
+  const int left = y.out - r * y.U;
+  return left < 0 ? 0 : left < y.U ? left : y.U;
+}
+
+// The layout for NB blocks within `budget` bytes of shared memory a block: fills g, returns the
+// shared bytes a block needs (more than budget when even the mandatory buffers do not fit).
+inline size_t grid_layout(GridLayout& g, const ClusterParams& p, int NB, size_t budget) {
+  g = GridLayout{};
+  const int L = p.L;
+  g.NB = NB, g.L = L, g.C = p.w[L];
+  g.ldx = p.w[0] + 8;
+  SmemCarve<16> carve;
+  const auto take = [&](size_t bytes) { return carve.take(bytes); };
+  g.x16 = take(sizeof(__half) * kGrRows * g.ldx);
+  g.scratch = take(sizeof(float) * (kGrWarps * 16 * kGrRows + kGrRows * kGrMaxClasses));  // + the logits
+  for (int l = 0; l < L; ++l) {
+    GridLayer& y = g.ly[l];
+    y.in = p.w[l], y.out = p.w[l + 1];
+    y.Kp = gr_round(y.in, 16), y.ldw = y.Kp + 8, y.Np = gr_round(y.out, 16);
+    if (l == L - 1) continue;
+    y.U = gr_round((y.out + NB - 1) / NB, 16);
+    y.bias = take(sizeof(float) * y.U);
+    y.hto = take(sizeof(__half) * y.U * kGrLdT);
+    y.dzt = take(sizeof(__half) * y.U * kGrLdT);
+  }
+  const int Ul = g.ly[L - 2].U;
+  g.lw16 = take(sizeof(__half) * g.C * Ul);
+  g.lw32 = take(sizeof(float) * g.C * Ul);
+  g.lb = take(sizeof(float) * g.C);
+  g.dzl = take(sizeof(float) * kGrRows * kGrMaxClasses);
+  g.lab = take(sizeof(int) * kGrRows);
+  g.rloss = take(sizeof(float) * kGrRows);
+  // The weights where they fit: first every fp16 row block, then the masters.
+  for (int l = 0; l + 1 < L; ++l) {
+    GridLayer& y = g.ly[l];
+    const size_t bytes = sizeof(__half) * y.U * y.ldw;
+    if (carve.off + bytes <= budget) y.w16_smem = true, y.w16 = take(bytes);
+  }
+  for (int l = 0; l + 1 < L; ++l) {
+    GridLayer& y = g.ly[l];
+    const size_t bytes = sizeof(float) * y.U * y.in;
+    if (carve.off + bytes <= budget) y.m32_smem = true, y.m32 = take(bytes);
+  }
+  g.smem = carve.off;
+  // The arena (global memory, zeroed once: pads are never written).
+  SmemCarve<256> arena;
+  for (int l = 0; l + 1 < L; ++l) {
+    GridLayer& y = g.ly[l];
+    const size_t rows = static_cast<size_t>(NB) * y.U;
+    if (!y.w16_smem) y.w16g = arena.take(sizeof(__half) * rows * y.ldw);
+    if (l + 2 < L) {
+      y.hb = arena.take(sizeof(__half) * kGrRows * y.Np);
+      y.ht = arena.take(sizeof(__half) * rows * kGrRows);
+    }
+    if (l >= 1) {
+      y.dzb = arena.take(sizeof(__half) * kGrRows * y.Np);
+      y.wt = arena.take(sizeof(__half) * 2 * static_cast<size_t>(NB) * g.ly[l - 1].U * y.Np);
+    }
+  }
+  g.part = arena.take(sizeof(float) * 2 * NB * kGrRows * g.C);  // two, by step parity
+  g.arena_bytes = arena.off;
+  return g.smem;
+}
+
+namespace gr {
+
+namespace cg = cooperative_groups;
+
+__device__ __forceinline__ uint2 ld8(const __half* q) { return *reinterpret_cast<const uint2*>(q); }
+// Written by other blocks during the launch: from L2, never a stale L1 line.
+__device__ __forceinline__ uint2 ld8_l2(const __half* q) { return __ldcg(reinterpret_cast<const uint2*>(q)); }
+template <bool kL2>
+__device__ __forceinline__ uint2 ld8_at(const __half* q) {
+  if constexpr (kL2) return ld8_l2(q);
+  else return ld8(q);
+}
+__device__ __forceinline__ uint32_t ld4(const __half* q) { return *reinterpret_cast<const uint32_t*>(q); }
+__device__ __forceinline__ float h2f(__half h) { return __half2float(h); }
+
+// out[m][b] (m < 16 mtiles, b < 32) = sum_k A[m][k] Bm[b][k]: both operands K-contiguous (rows of A at
+// stride lda, batch rows of Bm at stride ldb, K = 16 ksteps, zero past the data), 8-byte fragment reads
+// in the permuted k order (the card). Warps split the row tiles and chunks of K; each stores its fp32
+// partial to scratch[kc][m][32]. Returns the chunks (part_sum adds them in order). Ends with a block
+// barrier.
+template <bool kAL2, bool kBL2>
+__device__ __forceinline__ int rows_product(const __half* A, int lda, const __half* Bm, int ldb, int mtiles, int ksteps,
+                                            float* scratch) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int kcn = max(1, min(kGrWarps / mtiles, ksteps));
+  const int per = (ksteps + kcn - 1) / kcn;
+  for (int task = wid; task < mtiles * kcn; task += kGrWarps) {
+    const int mt = task % mtiles, kc = task / mtiles;
+    float acc[4][4] = {};
+    const __half* a0 = A + static_cast<size_t>(mt * 16 + g) * lda + 4 * t;
+    const __half* a1 = a0 + 8 * static_cast<size_t>(lda);
+    const __half* b0 = Bm + static_cast<size_t>(g) * ldb + 4 * t;
+    const int k1 = min(ksteps, (kc + 1) * per);
+#pragma unroll 2
+    for (int ks = kc * per; ks < k1; ++ks) {
+      const int k = ks * 16;
+      const uint2 x = ld8_at<kAL2>(a0 + k), y = ld8_at<kAL2>(a1 + k);
+      const uint32_t a[4] = {x.x, y.x, x.y, y.y};
+      uint2 b[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = ld8_at<kBL2>(b0 + 8 * j * static_cast<size_t>(ldb) + k);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mma_f16(acc[j], a, b[j].x, b[j].y);
+    }
+    float* s = scratch + (static_cast<size_t>(kc) * mtiles * 16 + mt * 16 + g) * kGrRows + 2 * t;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      s[8 * j] = acc[j][0], s[8 * j + 1] = acc[j][1];
+      s[8 * kGrRows + 8 * j] = acc[j][2], s[8 * kGrRows + 8 * j + 1] = acc[j][3];
+    }
+  }
+  __syncthreads();
+  return kcn;
+}
+
+// The sum of the kcn partials of out[m][b], in chunk order.
+__device__ __forceinline__ float part_sum(const float* scratch, int kcn, int rows, int m, int b) {
+  float z = scratch[m * kGrRows + b];
+  for (int kc = 1; kc < kcn; ++kc) z += scratch[(static_cast<size_t>(kc) * rows + m) * kGrRows + b];
+  return z;
+}
+
+// Weight gradients of a hidden layer's own rows: G[m][n] = sum_b dZt[m][b] In[b][n] (m < 16 mtiles, n < 8
+// ntiles, K = the 32 batch rows), handed to epi(m, n, g) for every element. dZt is the block's own
+// [U][kGrLdT]. The input In: a layer's unit-major copy [n][32] in global memory (kX = false: permuted
+// 8-byte reads on both sides), or X [32][ldx] in shared memory (kX: ldmatrix.trans for B and the
+// standard k order for A).
+template <bool kX, class Epi>
+__device__ __forceinline__ void wgrad(const __half* dzt, const __half* in, int ldx, int mtiles, int ntiles, Epi epi) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int groups = (ntiles + 3) / 4;
+  for (int task = wid; task < mtiles * groups; task += kGrWarps) {
+    const int mt = task % mtiles, grp = task / mtiles;
+    uint32_t a[2][4];
+    const __half* ar = dzt + (mt * 16 + g) * kGrLdT;
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      if constexpr (kX) {
+        a[ks][0] = ld4(ar + ks * 16 + 2 * t), a[ks][1] = ld4(ar + 8 * kGrLdT + ks * 16 + 2 * t);
+        a[ks][2] = ld4(ar + ks * 16 + 2 * t + 8), a[ks][3] = ld4(ar + 8 * kGrLdT + ks * 16 + 2 * t + 8);
+      } else {
+        const uint2 x = ld8(ar + ks * 16 + 4 * t), y = ld8(ar + 8 * kGrLdT + ks * 16 + 4 * t);
+        a[ks][0] = x.x, a[ks][1] = y.x, a[ks][2] = x.y, a[ks][3] = y.y;
+      }
+    }
+    float acc[4][4] = {};
+    uint32_t b[4][2][2];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n0 = (grp * 4 + j) * 8;
+      if (n0 >= ntiles * 8) continue;
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks) {
+        if constexpr (kX) {
+          const __half* row = in + (ks * 16 + (lane & 15)) * ldx + n0;
+          const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+          asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                       : "=r"(b[j][ks][0]), "=r"(b[j][ks][1])
+                       : "r"(addr));
+        } else {
+          const uint2 v = ld8_l2(in + static_cast<size_t>(n0 + g) * kGrRows + ks * 16 + 4 * t);
+          b[j][ks][0] = v.x, b[j][ks][1] = v.y;
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n0 = (grp * 4 + j) * 8;
+      if (n0 >= ntiles * 8) continue;
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks) mma_f16(acc[j], a[ks], b[j][ks][0], b[j][ks][1]);
+      const int m = mt * 16 + g, n = n0 + 2 * t;
+      epi(m, n, acc[j][0]), epi(m, n + 1, acc[j][1]), epi(m + 8, n, acc[j][2]), epi(m + 8, n + 1, acc[j][3]);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ the kernel, stage by stage
+// One block of the grid as one of its threads sees it; the stages of a step as member functions.
+struct GridBlock {
+  const ClusterParams& p;
+  const GridLayout& g;
+  cg::grid_group grid;
+  unsigned char* const sm;
+  const int r, tid, lane, wid, L, B, D, NB, C;
+  const bool keep_grads;
+  const int cpr, nchunks;  // the batch as 16-byte chunks: chunk q is row q / cpr, bytes 16 (q % cpr)
+  SegmentClock<kGrSegments>& clock;
+
+  __device__ __forceinline__ GridBlock(const ClusterParams& params, const GridLayout& layout, unsigned char* s,
+                                       SegmentClock<kGrSegments>& c)
+      : p(params), g(layout), grid(cg::this_grid()), sm(s), r(static_cast<int>(blockIdx.x)), tid(threadIdx.x),
+        lane(threadIdx.x & 31), wid(threadIdx.x >> 5), L(params.L), B(params.B), D(params.w[0]), NB(layout.NB),
+        C(layout.C), keep_grads(params.grads_out != nullptr), cpr(params.w[0] / 16), nchunks(params.B * (params.w[0] / 16)),
+        clock(c) {}
+
+  __device__ __forceinline__ __half* hs(size_t off) const { return reinterpret_cast<__half*>(sm + off); }
+  __device__ __forceinline__ float* fs(size_t off) const { return reinterpret_cast<float*>(sm + off); }
+  __device__ __forceinline__ __half* ha(size_t off) const { return reinterpret_cast<__half*>(g.arena + off); }
+  __device__ __forceinline__ float* fa(size_t off) const { return reinterpret_cast<float*>(g.arena + off); }
+  // hidden layer l's rows: fp16 [U][ldw] and fp32 masters [U][in] (shared memory or global)
+  __device__ __forceinline__ __half* rows16(int l) const {
+    const GridLayer& y = g.ly[l];
+    return y.w16_smem ? hs(y.w16) : ha(y.w16g) + static_cast<size_t>(r) * y.U * y.ldw;
+  }
+  __device__ __forceinline__ float* rows32(int l) const {
+    const GridLayer& y = g.ly[l];
+    return y.m32_smem ? fs(y.m32) : p.params + p.woff[l] + static_cast<size_t>(r) * y.U * y.in;
+  }
+  // W_l transposed (1 <= l <= L-2) in parity par: [NB U_{l-1}][Np]
+  __device__ __forceinline__ __half* wt(int l, int par) const {
+    const GridLayer& y = g.ly[l];
+    return ha(y.wt) + static_cast<size_t>(par) * NB * g.ly[l - 1].U * y.Np;
+  }
+
+  // ---- zero the shared memory, load what this block holds, the transposed copies' first parity
+  __device__ __forceinline__ void zero_and_load() {
+    for (size_t o = static_cast<size_t>(tid) * 16; o < g.smem; o += 16 * kGrThreads)
+      *reinterpret_cast<uint4*>(sm + o) = make_uint4(0, 0, 0, 0);
+    __syncthreads();
+    for (int l = 0; l + 1 < L; ++l) {
+      const GridLayer& y = g.ly[l];
+      const int own = gr_own(y, r), u0 = r * y.U;
+      __half* w16 = rows16(l);
+      float* w32 = rows32(l);
+      for (int e = tid; e < own * y.in; e += kGrThreads) {
+        const int u = e / y.in, k = e - u * y.in;
+        const float v = p.params[p.woff[l] + static_cast<size_t>(u0 + u) * y.in + k];
+        if (y.m32_smem) w32[e] = v;
+        const __half h = __float2half_rn(v);
+        w16[u * y.ldw + k] = h;
+        if (l >= 1) wt(l, 0)[static_cast<size_t>(k) * y.Np + u0 + u] = h;
+      }
+      for (int u = tid; u < own; u += kGrThreads) fs(y.bias)[u] = p.params[p.boff[l] + u0 + u];
+    }
+    const GridLayer& yh = g.ly[L - 2];
+    const GridLayer& yl = g.ly[L - 1];
+    const int own = gr_own(yh, r), u0 = r * yh.U;
+    for (int e = tid; e < C * own; e += kGrThreads) {
+      const int c = e / own, u = e - c * own;
+      const float v = p.params[p.woff[L - 1] + static_cast<size_t>(c) * yl.in + u0 + u];
+      fs(g.lw32)[c * yh.U + u] = v, hs(g.lw16)[c * yh.U + u] = __float2half_rn(v);
+    }
+    for (int c = tid; c < C; c += kGrThreads) fs(g.lb)[c] = p.params[p.boff[L - 1] + c];
+  }
+
+  // ---- the batch: its bytes into registers (early, consumed at the end of the step) ...
+  __device__ __forceinline__ void fetch_batch(int batch, uint4 (&nx)[kClMaxChunks]) const {
+#pragma unroll
+    for (int j = 0; j < kClMaxChunks; ++j) {
+      const int q = tid + j * kGrThreads;
+      if (q < nchunks) {
+        const int row = q / cpr, c = q - row * cpr;
+        const int img = __ldg(p.perm + static_cast<size_t>(batch) * B + row);
+        nx[j] = __ldg(reinterpret_cast<const uint4*>(p.images + static_cast<size_t>(img) * D) + c);
+      }
+    }
+  }
+  // ... and from the registers to the fp16 X (x / 255 in fp32, rounded: 5d's table values)
+  __device__ __forceinline__ void store_x(const uint4 (&nx)[kClMaxChunks]) const {
+#pragma unroll
+    for (int j = 0; j < kClMaxChunks; ++j) {
+      const int q = tid + j * kGrThreads;
+      if (q < nchunks) {
+        const int row = q / cpr, c = q - row * cpr;
+        const uint32_t w4[4] = {nx[j].x, nx[j].y, nx[j].z, nx[j].w};
+        uint32_t o[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const uint32_t word = w4[e >> 1];
+          const int i = 2 * (e & 1);
+          const __half lo = __float2half_rn(byte_value(word, i) / 255.0f);
+          const __half hi = __float2half_rn(byte_value(word, i + 1) / 255.0f);
+          o[e] = f16_pack(lo, hi);
+        }
+        uint4* dst = reinterpret_cast<uint4*>(hs(g.x16) + row * g.ldx + 16 * c);
+        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+      }
+    }
+  }
+  __device__ __forceinline__ void load_labels(int i) const {
+    if (tid < B) reinterpret_cast<int*>(sm + g.lab)[tid] = __ldg(p.labels + __ldg(p.perm + static_cast<size_t>(i) * B + tid));
+  }
+  // A grid barrier (the stage before it stamped its own segment).
+  __device__ __forceinline__ void barrier() {
+    grid.sync();
+    clock.stamp(1);
+  }
+
+  // ---- forward, hidden layer l: own units' H = ReLU(W[own] X^T + b), kept transposed; exchanged
+  // (batch-major and unit-major) unless it is the last hidden layer
+  __device__ __forceinline__ void forward_hidden(int l) {
+    const GridLayer& y = g.ly[l];
+    const int own = gr_own(y, r), u0 = r * y.U, mt = y.U / 16, ks = y.Kp / 16;
+    float* scratch = fs(g.scratch);
+    int kcn;
+    const bool first = l == 0;
+    const __half* in = first ? hs(g.x16) : ha(g.ly[l - 1].hb);
+    const int ldb = first ? g.ldx : y.Kp;
+    if (y.w16_smem) kcn = first ? rows_product<false, false>(rows16(l), y.ldw, in, ldb, mt, ks, scratch)
+                                : rows_product<false, true>(rows16(l), y.ldw, in, ldb, mt, ks, scratch);
+    else kcn = first ? rows_product<true, false>(rows16(l), y.ldw, in, ldb, mt, ks, scratch)
+                     : rows_product<true, true>(rows16(l), y.ldw, in, ldb, mt, ks, scratch);
+    const float* bias = fs(y.bias);
+    __half* hto = hs(y.hto);
+    const bool exch = l + 2 < L;
+    for (int e = tid; e < y.U * kGrRows; e += kGrThreads) {
+      const int u = e / kGrRows, b = e - u * kGrRows;
+      const float z = part_sum(scratch, kcn, y.U, u, b) + bias[u < own ? u : 0];
+      const __half a = __float2half_rn(u < own && b < B ? fmaxf(z, 0.f) : 0.f);
+      hto[u * kGrLdT + b] = a;
+      if (exch && u < own) {
+        ha(y.hb)[b * y.Np + u0 + u] = a;
+        ha(y.ht)[static_cast<size_t>(u0 + u) * kGrRows + b] = a;
+      }
+    }
+    __syncthreads();
+    clock.stamp(0);
+  }
+
+  // ---- the last layer: partial logits of the own units, one barrier, their sum in block order,
+  // softmax cross-entropy, dZ (fp16 values) and the step's loss
+  __device__ __forceinline__ void last_layer(int64_t s, int par) {
+    const GridLayer& yh = g.ly[L - 2];
+    const int own = gr_own(yh, r), Ul = yh.U;
+    const __half* hto = hs(yh.hto);
+    const __half* lw16 = hs(g.lw16);
+    float* part = fa(g.part) + static_cast<size_t>(par) * NB * kGrRows * C;  // by step parity: one barrier a step when L = 2
+    for (int e = tid; e < kGrRows * C; e += kGrThreads) {
+      const int b = e / C, c = e - b * C;
+      float z = 0.f;
+      for (int u = 0; u < own; ++u) z = fmaf(h2f(hto[u * kGrLdT + b]), h2f(lw16[c * Ul + u]), z);
+      part[(static_cast<size_t>(r) * kGrRows + b) * C + c] = z;
+    }
+    clock.stamp(2);
+    barrier();
+    // warp w sums blocks w, w + 16, ... (lane o of every 32 outputs), then the 16 sums in warp order
+    float* scratch = fs(g.scratch);
+    const int n = kGrRows * C;  // <= 32 * 16
+    float acc[kGrMaxClasses] = {};
+#pragma unroll 2
+    for (int q = wid; q < NB; q += kGrWarps) {
+      float v[kGrMaxClasses];
+#pragma unroll
+      for (int i = 0; i < kGrMaxClasses; ++i) v[i] = 32 * i + lane < n ? __ldcg(part + static_cast<size_t>(q) * n + 32 * i + lane) : 0.f;
+#pragma unroll
+      for (int i = 0; i < kGrMaxClasses; ++i) acc[i] += v[i];
+    }
+#pragma unroll
+    for (int i = 0; i < kGrMaxClasses; ++i)
+      if (32 * i + lane < n) scratch[wid * n + 32 * i + lane] = acc[i];
+    __syncthreads();
+    float* logits = scratch + kGrWarps * n;
+    for (int o = tid; o < n; o += kGrThreads) {
+      float z = scratch[o];
+      for (int w = 1; w < kGrWarps; ++w) z += scratch[w * n + o];
+      logits[o] = z;
+    }
+    __syncthreads();
+    // a half-warp a row (16 warps x 2 rows = 32), a lane a class
+    const int half = lane >> 4, j = lane & 15, b = wid * 2 + half;
+    const bool row = b < B, on = row && j < C;
+    const int* lab = reinterpret_cast<const int*>(sm + g.lab);
+    float* rloss = fs(g.rloss);
+    const float z = on ? logits[b * C + j] + fs(g.lb)[j] : -INFINITY;
+    const SoftmaxRow sr = softmax_xent_half_warp(z, on, half, j, [&] { return row ? lab[b] : 0; }, 1.f / static_cast<float>(B));
+    if (j < C) fs(g.dzl)[b * kGrMaxClasses + j] = __half2float(__float2half_rn(sr.dz));
+    if (j == 0) rloss[b] = row ? sr.lse - sr.zy : 0.f;
+    __syncthreads();
+    if (r == 0 && wid == 0) batch_mean_loss(rloss, B, lane, p.step_loss, p.bad_step, s);
+    clock.stamp(2);
+  }
+
+  // ---- backward through the last layer (every block, its own columns): dZ of the last hidden layer
+  // (own units, gated by its fp16 activation), then the columns' and the biases' updates
+  __device__ __forceinline__ void backward_last() {
+    const GridLayer& yh = g.ly[L - 2];
+    const GridLayer& yl = g.ly[L - 1];
+    const int own = gr_own(yh, r), Ul = yh.U, u0 = r * Ul;
+    const __half* hto = hs(yh.hto);
+    __half* lw16 = hs(g.lw16);
+    float* lw32 = fs(g.lw32);
+    const float* dzl = fs(g.dzl);
+    __half* dzt = hs(yh.dzt);
+    const bool exch = L - 2 >= 1;
+    for (int e = tid; e < Ul * kGrRows; e += kGrThreads) {
+      const int u = e / kGrRows, b = e - u * kGrRows;
+      float v = 0.f;
+      if (u < own)
+        for (int c = 0; c < C; ++c) v = fmaf(dzl[b * kGrMaxClasses + c], h2f(lw16[c * Ul + u]), v);
+      const bool gate = u < own && b < B && h2f(hto[u * kGrLdT + b]) > 0.f;
+      const __half d = __float2half_rn(gate ? v : 0.f);
+      dzt[u * kGrLdT + b] = d;
+      if (exch && u < own) ha(yh.dzb)[b * yh.Np + u0 + u] = d;
+    }
+    __syncthreads();  // lw16 is read above, written below
+    for (int e = tid; e < C * own; e += kGrThreads) {
+      const int c = e / own, u = e - c * own;
+      float gsum = 0.f;
+      for (int b = 0; b < kGrRows; ++b) gsum = fmaf(dzl[b * kGrMaxClasses + c], h2f(hto[u * kGrLdT + b]), gsum);
+      if (keep_grads) p.grads_out[p.woff[L - 1] + static_cast<size_t>(c) * yl.in + u0 + u] = gsum;
+      const float w = sgd_fma(lw32[c * Ul + u], gsum, p.lr);
+      lw32[c * Ul + u] = w, lw16[c * Ul + u] = __float2half_rn(w);
+    }
+    for (int c = tid; c < C; c += kGrThreads) {
+      float gsum = 0.f;
+      for (int b = 0; b < kGrRows; ++b) gsum += dzl[b * kGrMaxClasses + c];
+      if (keep_grads && r == 0) p.grads_out[p.boff[L - 1] + c] = gsum;
+      fs(g.lb)[c] = sgd_fma(fs(g.lb)[c], gsum, p.lr);
+    }
+    clock.stamp(5);
+  }
+
+  // ---- hidden layer l's own rows: dW = dZt · In (tensor cores), SGD into the master and the fp16 row,
+  // and (l >= 1) into the transposed copy of the next parity; the biases from dZ's column sums
+  __device__ __forceinline__ void update_rows(int l, int par) {
+    const GridLayer& y = g.ly[l];
+    const int own = gr_own(y, r), u0 = r * y.U, in = y.in;
+    const __half* dzt = hs(y.dzt);
+    float* w32 = rows32(l);
+    __half* w16 = rows16(l);
+    __half* wtn = l >= 1 ? wt(l, par ^ 1) : nullptr;
+    float* gw = keep_grads ? p.grads_out + p.woff[l] + static_cast<size_t>(u0) * in : nullptr;
+    const float lr = p.lr;
+    const int ldw = y.ldw, Np = y.Np;
+    const auto epi = [&](int m, int n, float gv) {
+      if (m >= own || n >= in) return;
+      if (gw) gw[static_cast<size_t>(m) * in + n] = gv;
+      float* mp = w32 + static_cast<size_t>(m) * in + n;
+      const float w = sgd_fma(*mp, gv, lr);
+      *mp = w;
+      const __half h = __float2half_rn(w);
+      w16[m * ldw + n] = h;
+      if (wtn) wtn[static_cast<size_t>(n) * Np + u0 + m] = h;
+    };
+    if (l == 0) wgrad<true>(dzt, hs(g.x16), g.ldx, y.U / 16, y.Kp / 8, epi);
+    else wgrad<false>(dzt, ha(g.ly[l - 1].ht), 0, y.U / 16, y.Kp / 8, epi);
+    float* bias = fs(y.bias);
+    for (int u = tid; u < own; u += kGrThreads) {
+      float gsum = 0.f;
+      for (int b = 0; b < kGrRows; ++b) gsum += h2f(dzt[u * kGrLdT + b]);
+      if (keep_grads) p.grads_out[p.boff[l] + u0 + u] = gsum;
+      bias[u] = sgd_fma(bias[u], gsum, lr);
+    }
+    clock.stamp(l == 0 ? 5 : 4);
+  }
+
+  // ---- backward-data through layer l >= 1: dZ_{l-1} of the own units of layer l-1 from W_l's
+  // transposed copy (this step's parity) and the exchanged dZ_l, gated by H_l's own fp16 values
+  __device__ __forceinline__ void backward_data(int l, int par) {
+    const GridLayer& y = g.ly[l];
+    const GridLayer& yp = g.ly[l - 1];
+    const int ownp = gr_own(yp, r), c0 = r * yp.U;
+    float* scratch = fs(g.scratch);
+    const int kcn = rows_product<true, true>(wt(l, par) + static_cast<size_t>(c0) * y.Np, y.Np, ha(y.dzb), y.Np,
+                                             yp.U / 16, y.Np / 16, scratch);
+    const __half* hto = hs(yp.hto);
+    __half* dzt = hs(yp.dzt);
+    const bool exch = l - 1 >= 1;
+    for (int e = tid; e < yp.U * kGrRows; e += kGrThreads) {
+      const int u = e / kGrRows, b = e - u * kGrRows;
+      const float v = part_sum(scratch, kcn, yp.U, u, b);
+      const bool gate = u < ownp && b < B && h2f(hto[u * kGrLdT + b]) > 0.f;
+      const __half d = __float2half_rn(gate ? v : 0.f);
+      dzt[u * kGrLdT + b] = d;
+      if (exch && u < ownp) ha(yp.dzb)[b * yp.Np + c0 + u] = d;
+    }
+    __syncthreads();
+    clock.stamp(3);
+  }
+
+  // ---- write back what this block owns (block 0 also the last layer's biases)
+  __device__ __forceinline__ void write_back() {
+    for (int l = 0; l + 1 < L; ++l) {
+      const GridLayer& y = g.ly[l];
+      const int own = gr_own(y, r), u0 = r * y.U;
+      const float* w32 = rows32(l);
+      for (int e = tid; e < own * y.in; e += kGrThreads) {
+        const size_t at = p.woff[l] + static_cast<size_t>(u0) * y.in + e;
+        const float v = w32[e];
+        p.params[at] = v, p.params16[at] = __float2half_rn(v);
+      }
+      for (int u = tid; u < own; u += kGrThreads) {
+        const float v = fs(y.bias)[u];
+        p.params[p.boff[l] + u0 + u] = v, p.params16[p.boff[l] + u0 + u] = __float2half_rn(v);
+      }
+    }
+    const GridLayer& yh = g.ly[L - 2];
+    const int own = gr_own(yh, r), u0 = r * yh.U, in = g.ly[L - 1].in;
+    for (int e = tid; e < C * own; e += kGrThreads) {
+      const int c = e / own, u = e - c * own;
+      const size_t at = p.woff[L - 1] + static_cast<size_t>(c) * in + u0 + u;
+      const float v = fs(g.lw32)[c * yh.U + u];
+      p.params[at] = v, p.params16[at] = __float2half_rn(v);
+    }
+    if (r == 0)
+      for (int c = tid; c < C; c += kGrThreads) {
+        const float v = fs(g.lb)[c];
+        p.params[p.boff[L - 1] + c] = v, p.params16[p.boff[L - 1] + c] = __float2half_rn(v);
+      }
+  }
+};
+
+}  // namespace gr
+
+__global__ void __launch_bounds__(kGrThreads, 1)
+    p5_grid_epoch(const __grid_constant__ ClusterParams p, const __grid_constant__ GridLayout g) {
+  extern __shared__ __align__(128) unsigned char sm[];
+  SegmentClock<kGrSegments> clock;
+  gr::GridBlock blk(p, g, sm, clock);
+  uint4 nx[kClMaxChunks];
+  blk.zero_and_load();
+  if (p.count > 0) blk.fetch_batch(p.i0, nx);
+  __syncthreads();
+  if (p.count > 0) blk.store_x(nx);
+  __syncthreads();
+  clock.start(p.breakdown != nullptr && blk.r == 0 && threadIdx.x == 0);
+  const int L = p.L;
+  for (int t = 0; t < p.count; ++t) {
+    const int64_t s = p.s0 + t;
+    const int i = p.i0 + t, par = t & 1;
+    const bool more = t + 1 < p.count;
+    blk.load_labels(i);
+    if (more) blk.fetch_batch(i + 1, nx);
+    for (int l = 0; l + 1 < L; ++l) {
+      blk.forward_hidden(l);
+      if (l + 2 < L) blk.barrier();
+    }
+    blk.last_layer(s, par);
+    blk.backward_last();
+    for (int l = L - 2; l >= 0; --l) {
+      blk.update_rows(l, par);
+      if (l >= 1) {
+        blk.barrier();
+        blk.backward_data(l, par);
+      }
+    }
+    __syncthreads();  // X of this step is consumed
+    if (more) blk.store_x(nx);
+    __syncthreads();
+    clock.stamp(6);
+  }
+  clock.add_to(p.breakdown);
+  blk.write_back();
+}
+
+// ------------------------------------------------------------------ host side
+
+// Checks what the kernel can run (exit 2 otherwise) and picks the blocks: requested_blocks, or 0 = one
+// per 16 units of the widest hidden layer, at most one per SM (then as few as the units' split needs).
+inline GridPlan plan_grid(ClusterParams& p, int requested_blocks, int device) {
+  const auto refuse = [](const std::string& why) { throw Error(kExitUsage, "--launch grid: " + why + " (use --launch graph)"); };
+  int cc = 0, sms = 0, smem_optin = 0, coop = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
+  if (cc < 8) refuse("fp16 mma.sync needs compute capability 8.0");
+  if (!coop) refuse("the GPU cannot launch cooperative kernels");
+  if (p.L < 2 || p.L > kClMaxLayers) refuse("needs 1 to " + std::to_string(kClMaxLayers - 1) + " hidden layers");
+  if (p.B < 1 || p.B > kGrRows) refuse("--batch at most " + std::to_string(kGrRows));
+  if (p.w[0] % 16 != 0) refuse("the input width must be a multiple of 16 (it is " + std::to_string(p.w[0]) + ")");
+  if (p.B * p.w[0] > kClMaxChunks * kGrThreads * 16) refuse("a batch of at most " + std::to_string(kClMaxChunks * kGrThreads * 16) + " bytes");
+  if (p.w[p.L] > kGrMaxClasses) refuse("at most " + std::to_string(kGrMaxClasses) + " classes");
+  if (requested_blocks < 0 || requested_blocks > sms) refuse("--blocks between 1 and " + std::to_string(sms) + " (one per SM)");
+  int widest = 0;
+  for (int l = 1; l < p.L; ++l) widest = std::max(widest, p.w[l]);
+  int NB = requested_blocks > 0 ? requested_blocks : std::min(sms, (widest + 15) / 16);
+  if (requested_blocks == 0) {  // as few blocks as the split into multiples of 16 units needs
+    int need = 1;
+    for (int l = 1; l < p.L; ++l) {
+      const int U = gr_round((p.w[l] + NB - 1) / NB, 16);
+      need = std::max(need, (p.w[l] + U - 1) / U);
+    }
+    NB = need;
+  }
+  for (int l = 1; l < p.L; ++l)
+    if (gr_round((p.w[l] + NB - 1) / NB, 16) > 16 * kGrWarps)
+      refuse("at most " + std::to_string(16 * kGrWarps) + " units of a hidden layer a block (more --blocks)");
+  GridPlan pl;
+  const size_t smem = grid_layout(pl.g, p, NB, static_cast<size_t>(smem_optin));
+  if (smem > static_cast<size_t>(smem_optin))
+    refuse("needs " + std::to_string(smem) + " bytes of shared memory per block, the GPU offers " + std::to_string(smem_optin));
+  const void* k = reinterpret_cast<const void*>(&p5_grid_epoch);
+  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kGrThreads, smem));
+  if (per_sm * sms < NB) refuse(std::to_string(NB) + " blocks cannot all be resident");
+  void* arena = nullptr;
+  CUDA_CHECK(cudaMalloc(&arena, pl.g.arena_bytes));
+  pl.arena = std::shared_ptr<void>(arena, [](void* q) { cudaFree(q); });
+  CUDA_CHECK(cudaMemset(arena, 0, pl.g.arena_bytes));
+  pl.g.arena = static_cast<unsigned char*>(arena);
+  pl.blocks = NB, pl.smem = smem;
+  return pl;
+}
+
+inline void launch_grid(const GridPlan& pl, const ClusterParams& p, cudaStream_t st) {
+  ClusterParams pp = p;
+  GridLayout g = pl.g;
+  void* args[] = {&pp, &g};
+  CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&p5_grid_epoch), dim3(pl.blocks),
+                                         dim3(kGrThreads), args, pl.smem, st));
+  CHECK_LAUNCH();
+}
+
+// Flops and global-memory bytes of one step: the batch's bytes (every block), what every block reads
+// of each exchange (activations twice: batch- and unit-major; output gradients; its rows of the
+// transposed copies; every block's partial logits) and writes, and the weights kept in global memory
+// (fp16 rows read and written, masters read and written).
+inline KernelCost grid_step_cost(const ClusterParams& p, const GridPlan& pl) {
+  const GridLayout& g = pl.g;
+  const double NB = pl.blocks, h = sizeof(__half);
+  double flops = 0, bytes = NB * p.B * p.w[0] + p.B * (1 + sizeof(int));
+  for (int l = 0; l < p.L; ++l) {
+    const double mac = static_cast<double>(p.B) * p.w[l] * p.w[l + 1];
+    flops += 2 * mac * (l >= 1 ? 3 : 2);
+    const GridLayer& y = g.ly[l];
+    if (l + 1 == p.L) continue;
+    if (l + 2 < p.L) bytes += NB * 2 * kGrRows * y.Np * h + 2 * kGrRows * y.out * h;
+    if (l >= 1) bytes += NB * (kGrRows * y.Np + g.ly[l - 1].U * y.Np) * h + (kGrRows + y.in) * y.out * h;
+    if (!y.w16_smem) bytes += 2.0 * y.out * y.ldw * h;
+    if (!y.m32_smem) bytes += 2.0 * y.out * y.in * sizeof(float);
+  }
+  bytes += (NB + 1) * NB * kGrRows * g.C * sizeof(float);
+  KernelCost c;
+  c.flops = flops, c.bytes = bytes, c.calls = 0;
+  return c;
+}
+
+}  // namespace mlp
+}  // namespace nb
