@@ -7,7 +7,8 @@
 // instead of a 16-block cluster's:
 //   * exchanges through global memory (L2) and a grid barrier each, instead of DSMEM pushes: a hidden
 //     layer's owners write their columns of H (batch-major, and unit-major for the weight gradients)
-//     or of dZ; every block reads them back with L2-only loads after the barrier;
+//     or of dZ; every block reads them back with L2-only loads after the barrier. The barrier is split
+//     (arrive, then wait): a block updates its rows between the two, while the others catch up;
 //   * no column copies: the backward-data product reads a transposed fp16 copy of each inner weight
 //     matrix from global memory, written by the rows' owners in their update, two copies by step
 //     parity (step t reads what step t-1 wrote);
@@ -26,7 +27,6 @@
 // tensor cores (~1 us): about 20 us a step against JAX's ~56. At h = 128 (8 blocks): ~10 us.
 // MEASURED: not yet (no GPU run of this rung).
 #pragma once
-#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -67,6 +67,8 @@ inline size_t grid_layout(GridLayout& g, const ClusterParams& p, int NB, size_t 
   SmemCarve<16> carve;
   const auto take = [&](size_t bytes) { return carve.take(bytes); };
   g.x16 = take(sizeof(__half) * kGrRows * g.ldx);
+  g.xb = take(static_cast<size_t>(kGrRows) * p.w[0]);
+  g.xtab = take(sizeof(__half) * 256);
   g.scratch = take(sizeof(float) * (kGrWarps * 16 * kGrRows + kGrRows * kGrMaxClasses));  // + the logits
   for (int l = 0; l < L; ++l) {
     GridLayer& y = g.ly[l];
@@ -99,13 +101,14 @@ inline size_t grid_layout(GridLayout& g, const ClusterParams& p, int NB, size_t 
   g.smem = carve.off;
   // The arena (global memory, zeroed once: pads are never written).
   SmemCarve<256> arena;
+  g.bar = arena.take(sizeof(unsigned));  // zeroed before every launch (launch_grid)
   for (int l = 0; l + 1 < L; ++l) {
     GridLayer& y = g.ly[l];
     const size_t rows = static_cast<size_t>(NB) * y.U;
     if (!y.w16_smem) y.w16g = arena.take(sizeof(__half) * rows * y.ldw);
     if (l + 2 < L) {
       y.hb = arena.take(sizeof(__half) * kGrRows * y.Np);
-      y.ht = arena.take(sizeof(__half) * rows * kGrRows);
+      y.ht = arena.take(sizeof(__half) * 2 * rows * kGrRows);
     }
     if (l >= 1) {
       y.dzb = arena.take(sizeof(__half) * kGrRows * y.Np);
@@ -118,8 +121,6 @@ inline size_t grid_layout(GridLayout& g, const ClusterParams& p, int NB, size_t 
 }
 
 namespace gr {
-
-namespace cg = cooperative_groups;
 
 __device__ __forceinline__ uint2 ld8(const __half* q) { return *reinterpret_cast<const uint2*>(q); }
 // Written by other blocks during the launch: from L2, never a stale L1 line.
@@ -174,13 +175,19 @@ __device__ __forceinline__ int rows_product(const __half* A, int lda, const __ha
 
 // The sum of the kcn partials of out[m][b], in chunk order.
 __device__ __forceinline__ float part_sum(const float* scratch, int kcn, int rows, int m, int b) {
-  float z = scratch[m * kGrRows + b];
-  for (int kc = 1; kc < kcn; ++kc) z += scratch[(static_cast<size_t>(kc) * rows + m) * kGrRows + b];
+  float v[kGrWarps];
+#pragma unroll
+  for (int kc = 0; kc < kGrWarps; ++kc) v[kc] = kc < kcn ? scratch[(kc * rows + m) * kGrRows + b] : 0.f;
+  float z = v[0];
+#pragma unroll
+  for (int kc = 1; kc < kGrWarps; ++kc) z += v[kc];  // + 0 past kcn: the same value
   return z;
 }
 
 // Weight gradients of a hidden layer's own rows: G[m][n] = sum_b dZt[m][b] In[b][n] (m < 16 mtiles, n < 8
-// ntiles, K = the 32 batch rows), handed to epi(m, n, g) for every element. dZt is the block's own
+// ntiles, K = the 32 batch rows), handed to epi(m, n0, acc) a warp's 16 x 32 tile at a time: lane (g, t)
+// holds acc[j] = G[m][n0 + 8j + 2t], G[m][n0 + 8j + 2t + 1], G[m + 8][..], G[m + 8][.. + 1], m = tile row + g
+// (column groups past the last tile are 0). dZt is the block's own
 // [U][kGrLdT]. The input In: a layer's unit-major copy [n][32] in global memory (kX = false: permuted
 // 8-byte reads on both sides), or X [32][ldx] in shared memory (kX: ldmatrix.trans for B and the
 // standard k order for A).
@@ -224,13 +231,11 @@ __device__ __forceinline__ void wgrad(const __half* dzt, const __half* in, int l
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int n0 = (grp * 4 + j) * 8;
-      if (n0 >= ntiles * 8) continue;
+      if ((grp * 4 + j) * 8 >= ntiles * 8) continue;
 #pragma unroll
       for (int ks = 0; ks < 2; ++ks) mma_f16(acc[j], a[ks], b[j][ks][0], b[j][ks][1]);
-      const int m = mt * 16 + g, n = n0 + 2 * t;
-      epi(m, n, acc[j][0]), epi(m, n + 1, acc[j][1]), epi(m + 8, n, acc[j][2]), epi(m + 8, n + 1, acc[j][3]);
     }
+    epi(mt * 16 + g, grp * 32, acc);
   }
 }
 
@@ -239,7 +244,8 @@ __device__ __forceinline__ void wgrad(const __half* dzt, const __half* in, int l
 struct GridBlock {
   const ClusterParams& p;
   const GridLayout& g;
-  cg::grid_group grid;
+  unsigned* const bar;  // the grid barrier's counter (zero at the launch's start)
+  unsigned bars = 0;    // barriers this block has arrived at in this launch
   unsigned char* const sm;
   const int r, tid, lane, wid, L, B, D, NB, C;
   const bool keep_grads;
@@ -248,7 +254,7 @@ struct GridBlock {
 
   __device__ __forceinline__ GridBlock(const ClusterParams& params, const GridLayout& layout, unsigned char* s,
                                        SegmentClock<kGrSegments>& c)
-      : p(params), g(layout), grid(cg::this_grid()), sm(s), r(static_cast<int>(blockIdx.x)), tid(threadIdx.x),
+      : p(params), g(layout), bar(reinterpret_cast<unsigned*>(layout.arena + layout.bar)), sm(s), r(static_cast<int>(blockIdx.x)), tid(threadIdx.x),
         lane(threadIdx.x & 31), wid(threadIdx.x >> 5), L(params.L), B(params.B), D(params.w[0]), NB(layout.NB),
         C(layout.C), keep_grads(params.grads_out != nullptr), cpr(params.w[0] / 16), nchunks(params.B * (params.w[0] / 16)),
         clock(c) {}
@@ -277,6 +283,7 @@ struct GridBlock {
     for (size_t o = static_cast<size_t>(tid) * 16; o < g.smem; o += 16 * kGrThreads)
       *reinterpret_cast<uint4*>(sm + o) = make_uint4(0, 0, 0, 0);
     __syncthreads();
+    if (tid < 256) hs(g.xtab)[tid] = __float2half_rn(static_cast<float>(tid) / 255.0f);
     for (int l = 0; l + 1 < L; ++l) {
       const GridLayer& y = g.ly[l];
       const int own = gr_own(y, r), u0 = r * y.U;
@@ -303,53 +310,73 @@ struct GridBlock {
     for (int c = tid; c < C; c += kGrThreads) fs(g.lb)[c] = p.params[p.boff[L - 1] + c];
   }
 
-  // ---- the batch: its bytes into registers (early, consumed at the end of the step) ...
-  __device__ __forceinline__ void fetch_batch(int batch, uint4 (&nx)[kClMaxChunks]) const {
-#pragma unroll
-    for (int j = 0; j < kClMaxChunks; ++j) {
-      const int q = tid + j * kGrThreads;
-      if (q < nchunks) {
-        const int row = q / cpr, c = q - row * cpr;
-        const int img = __ldg(p.perm + static_cast<size_t>(batch) * B + row);
-        nx[j] = __ldg(reinterpret_cast<const uint4*>(p.images + static_cast<size_t>(img) * D) + c);
-      }
+  // ---- the batch: its rows' bytes by cp.async into xb (issued early, waited for at the end of the
+  // step) ...
+  __device__ __forceinline__ void fetch_batch(int batch) const {
+    for (int q = tid; q < nchunks; q += kGrThreads) {
+      const int row = q / cpr, c = q - row * cpr;
+      const int img = __ldg(p.perm + static_cast<size_t>(batch) * B + row);
+      const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(sm + g.xb + row * D + 16 * c));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(p.images + static_cast<size_t>(img) * D + 16 * c));
     }
+    asm volatile("cp.async.commit_group;\n" ::);
   }
-  // ... and from the registers to the fp16 X (x / 255 in fp32, rounded: 5d's table values)
-  __device__ __forceinline__ void store_x(const uint4 (&nx)[kClMaxChunks]) const {
+  // ... and from xb to the fp16 X through the table (x / 255 in fp32, rounded: 5d's values)
+  __device__ __forceinline__ void store_x() const {
+    asm volatile("cp.async.wait_all;\n" ::);
+    __syncthreads();
+    const __half* xtab = hs(g.xtab);
+    for (int q = tid; q < nchunks; q += kGrThreads) {
+      const int row = q / cpr, c = q - row * cpr;
+      const uint4 v = *reinterpret_cast<const uint4*>(sm + g.xb + row * D + 16 * c);
+      const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+      uint32_t o[8];
 #pragma unroll
-    for (int j = 0; j < kClMaxChunks; ++j) {
-      const int q = tid + j * kGrThreads;
-      if (q < nchunks) {
-        const int row = q / cpr, c = q - row * cpr;
-        const uint32_t w4[4] = {nx[j].x, nx[j].y, nx[j].z, nx[j].w};
-        uint32_t o[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const uint32_t word = w4[e >> 1];
-          const int i = 2 * (e & 1);
-          const __half lo = __float2half_rn(byte_value(word, i) / 255.0f);
-          const __half hi = __float2half_rn(byte_value(word, i + 1) / 255.0f);
-          o[e] = f16_pack(lo, hi);
-        }
-        uint4* dst = reinterpret_cast<uint4*>(hs(g.x16) + row * g.ldx + 16 * c);
-        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+      for (int e = 0; e < 8; ++e) {
+        const uint32_t word = w4[e >> 1], sh = 16 * (e & 1);
+        o[e] = f16_pack(xtab[(word >> sh) & 0xFFu], xtab[(word >> (sh + 8)) & 0xFFu]);
       }
+      uint4* dst = reinterpret_cast<uint4*>(hs(g.x16) + row * g.ldx + 16 * c);
+      dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+      dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
     }
   }
   __device__ __forceinline__ void load_labels(int i) const {
     if (tid < B) reinterpret_cast<int*>(sm + g.lab)[tid] = __ldg(p.labels + __ldg(p.perm + static_cast<size_t>(i) * B + tid));
   }
-  // A grid barrier (the stage before it stamped its own segment).
-  __device__ __forceinline__ void barrier() {
-    grid.sync();
+  // The grid barrier, split: arrive once this block's writes of an exchange are done; wait until every
+  // block has arrived (the stage before each stamped its own segment). Thread 0 orders the block's
+  // writes before its arrival (the block barrier, then a fence: cooperative groups' grid sync does the
+  // same) and every later read after the others' arrivals.
+  __device__ __forceinline__ void arrive() {
+    __syncthreads();
+    if (tid == 0) {
+      __threadfence();
+      atomicAdd(bar, 1u);
+    }
+    ++bars;
+  }
+  __device__ __forceinline__ void wait() {
+    if (tid == 0) {
+      const unsigned target = bars * static_cast<unsigned>(NB);
+      unsigned seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(bar) : "memory");
+      } while (seen < target);
+      __threadfence();
+    }
+    __syncthreads();
     clock.stamp(1);
+  }
+  __device__ __forceinline__ void barrier() { arrive(), wait(); }
+  // the unit-major copy of hidden layer l's output in step parity par: [NB U][32]
+  __device__ __forceinline__ __half* ht(int l, int par) const {
+    return ha(g.ly[l].ht) + static_cast<size_t>(par) * NB * g.ly[l].U * kGrRows;
   }
 
   // ---- forward, hidden layer l: own units' H = ReLU(W[own] X^T + b), kept transposed; exchanged
   // (batch-major and unit-major) unless it is the last hidden layer
-  __device__ __forceinline__ void forward_hidden(int l) {
+  __device__ __forceinline__ void forward_hidden(int l, int par) {
     const GridLayer& y = g.ly[l];
     const int own = gr_own(y, r), u0 = r * y.U, mt = y.U / 16, ks = y.Kp / 16;
     float* scratch = fs(g.scratch);
@@ -371,7 +398,7 @@ struct GridBlock {
       hto[u * kGrLdT + b] = a;
       if (exch && u < own) {
         ha(y.hb)[b * y.Np + u0 + u] = a;
-        ha(y.ht)[static_cast<size_t>(u0 + u) * kGrRows + b] = a;
+        ht(l, par)[static_cast<size_t>(u0 + u) * kGrRows + b] = a;
       }
     }
     __syncthreads();
@@ -432,14 +459,12 @@ struct GridBlock {
   }
 
   // ---- backward through the last layer (every block, its own columns): dZ of the last hidden layer
-  // (own units, gated by its fp16 activation), then the columns' and the biases' updates
+  // (own units, gated by its fp16 activation), exchanged ...
   __device__ __forceinline__ void backward_last() {
     const GridLayer& yh = g.ly[L - 2];
-    const GridLayer& yl = g.ly[L - 1];
     const int own = gr_own(yh, r), Ul = yh.U, u0 = r * Ul;
     const __half* hto = hs(yh.hto);
-    __half* lw16 = hs(g.lw16);
-    float* lw32 = fs(g.lw32);
+    const __half* lw16 = hs(g.lw16);
     const float* dzl = fs(g.dzl);
     __half* dzt = hs(yh.dzt);
     const bool exch = L - 2 >= 1;
@@ -453,7 +478,17 @@ struct GridBlock {
       dzt[u * kGrLdT + b] = d;
       if (exch && u < own) ha(yh.dzb)[b * yh.Np + u0 + u] = d;
     }
-    __syncthreads();  // lw16 is read above, written below
+    clock.stamp(5);
+  }
+  // ... then the columns' and the biases' updates (after a block barrier: lw16 is read above)
+  __device__ __forceinline__ void update_last() {
+    const GridLayer& yh = g.ly[L - 2];
+    const GridLayer& yl = g.ly[L - 1];
+    const int own = gr_own(yh, r), Ul = yh.U, u0 = r * Ul;
+    const __half* hto = hs(yh.hto);
+    __half* lw16 = hs(g.lw16);
+    float* lw32 = fs(g.lw32);
+    const float* dzl = fs(g.dzl);
     for (int e = tid; e < C * own; e += kGrThreads) {
       const int c = e / own, u = e - c * own;
       float gsum = 0.f;
@@ -482,19 +517,35 @@ struct GridBlock {
     __half* wtn = l >= 1 ? wt(l, par ^ 1) : nullptr;
     float* gw = keep_grads ? p.grads_out + p.woff[l] + static_cast<size_t>(u0) * in : nullptr;
     const float lr = p.lr;
-    const int ldw = y.ldw, Np = y.Np;
-    const auto epi = [&](int m, int n, float gv) {
-      if (m >= own || n >= in) return;
-      if (gw) gw[static_cast<size_t>(m) * in + n] = gv;
-      float* mp = w32 + static_cast<size_t>(m) * in + n;
-      const float w = sgd_fma(*mp, gv, lr);
-      *mp = w;
-      const __half h = __float2half_rn(w);
-      w16[m * ldw + n] = h;
-      if (wtn) wtn[static_cast<size_t>(n) * Np + u0 + m] = h;
+    const int ldw = y.ldw, Np = y.Np, t2 = 2 * (lane & 3);
+    // A tile's 16 masters are loaded before any is stored: one round trip to memory a tile (where the
+    // masters live in global memory), not one an element.
+    const auto epi = [&](int m, int n0, const float (&acc)[4][4]) {
+      float old[4][4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int mm = m + 8 * (e >> 1), nn = n0 + 8 * j + t2 + (e & 1);
+          old[j][e] = mm < own && nn < in ? w32[static_cast<size_t>(mm) * in + nn] : 0.f;
+        }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int mm = m + 8 * (e >> 1), nn = n0 + 8 * j + t2 + (e & 1);
+          if (mm >= own || nn >= in) continue;
+          const float gv = acc[j][e];
+          if (gw) gw[static_cast<size_t>(mm) * in + nn] = gv;
+          const float w = sgd_fma(old[j][e], gv, lr);
+          w32[static_cast<size_t>(mm) * in + nn] = w;
+          const __half h = __float2half_rn(w);
+          w16[mm * ldw + nn] = h;
+          if (wtn) wtn[static_cast<size_t>(nn) * Np + u0 + mm] = h;
+        }
     };
     if (l == 0) wgrad<true>(dzt, hs(g.x16), g.ldx, y.U / 16, y.Kp / 8, epi);
-    else wgrad<false>(dzt, ha(g.ly[l - 1].ht), 0, y.U / 16, y.Kp / 8, epi);
+    else wgrad<false>(dzt, ht(l - 1, par), 0, y.U / 16, y.Kp / 8, epi);
     float* bias = fs(y.bias);
     for (int u = tid; u < own; u += kGrThreads) {
       float gsum = 0.f;
@@ -568,35 +619,42 @@ __global__ void __launch_bounds__(kGrThreads, 1)
   extern __shared__ __align__(128) unsigned char sm[];
   SegmentClock<kGrSegments> clock;
   gr::GridBlock blk(p, g, sm, clock);
-  uint4 nx[kClMaxChunks];
   blk.zero_and_load();
-  if (p.count > 0) blk.fetch_batch(p.i0, nx);
-  __syncthreads();
-  if (p.count > 0) blk.store_x(nx);
+  if (p.count > 0) {
+    blk.fetch_batch(p.i0);
+    blk.store_x();  // (waits for its bytes; xtab is set: a block barrier inside)
+  }
   __syncthreads();
   clock.start(p.breakdown != nullptr && blk.r == 0 && threadIdx.x == 0);
   const int L = p.L;
+  // (the barrier's counter was zeroed before the launch: launch_grid)
   for (int t = 0; t < p.count; ++t) {
     const int64_t s = p.s0 + t;
     const int i = p.i0 + t, par = t & 1;
     const bool more = t + 1 < p.count;
     blk.load_labels(i);
-    if (more) blk.fetch_batch(i + 1, nx);
+    if (more) blk.fetch_batch(i + 1);  // into xb: X (x16) is read until the first layer's update
     for (int l = 0; l + 1 < L; ++l) {
-      blk.forward_hidden(l);
+      blk.forward_hidden(l, par);
       if (l + 2 < L) blk.barrier();
     }
     blk.last_layer(s, par);
     blk.backward_last();
+    // Layer l's exchange of dZ_l is in flight while the block updates layer l's rows (and first the
+    // last layer's columns): nothing of another block is read there that its next writes could reach
+    // before this block's next arrival (the unit-major H copies are two, by step parity).
     for (int l = L - 2; l >= 0; --l) {
+      if (l >= 1) blk.arrive();
+      else __syncthreads();
+      if (l == L - 2) blk.update_last();
       blk.update_rows(l, par);
       if (l >= 1) {
-        blk.barrier();
+        blk.wait();
         blk.backward_data(l, par);
       }
     }
     __syncthreads();  // X of this step is consumed
-    if (more) blk.store_x(nx);
+    if (more) blk.store_x();
     __syncthreads();
     clock.stamp(6);
   }
@@ -620,7 +678,6 @@ inline GridPlan plan_grid(ClusterParams& p, int requested_blocks, int device) {
   if (p.L < 2 || p.L > kClMaxLayers) refuse("needs 1 to " + std::to_string(kClMaxLayers - 1) + " hidden layers");
   if (p.B < 1 || p.B > kGrRows) refuse("--batch at most " + std::to_string(kGrRows));
   if (p.w[0] % 16 != 0) refuse("the input width must be a multiple of 16 (it is " + std::to_string(p.w[0]) + ")");
-  if (p.B * p.w[0] > kClMaxChunks * kGrThreads * 16) refuse("a batch of at most " + std::to_string(kClMaxChunks * kGrThreads * 16) + " bytes");
   if (p.w[p.L] > kGrMaxClasses) refuse("at most " + std::to_string(kGrMaxClasses) + " classes");
   if (requested_blocks < 0 || requested_blocks > sms) refuse("--blocks between 1 and " + std::to_string(sms) + " (one per SM)");
   int widest = 0;
@@ -656,6 +713,7 @@ inline GridPlan plan_grid(ClusterParams& p, int requested_blocks, int device) {
 }
 
 inline void launch_grid(const GridPlan& pl, const ClusterParams& p, cudaStream_t st) {
+  CUDA_CHECK(cudaMemsetAsync(pl.g.arena + pl.g.bar, 0, sizeof(unsigned), st));
   ClusterParams pp = p;
   GridLayout g = pl.g;
   void* args[] = {&pp, &g};

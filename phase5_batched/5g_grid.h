@@ -37,7 +37,7 @@ struct GridLayer {
   size_t w16 = 0, m32 = 0, bias = 0;  // shared: fp16 rows [U][ldw], masters [U][in], biases [U]
   size_t hto = 0, dzt = 0;            // shared: own activations H_l (after ReLU) and own dZ_l, [U][kGrLdT]
   size_t w16g = 0;                    // arena: fp16 rows of every block [NB U][ldw] (when not in shared memory)
-  size_t hb = 0, ht = 0;  // arena (hidden l < L-2): H_{l+1} = this layer's output, [32][Np] and [NB U][32]
+  size_t hb = 0, ht = 0;  // arena (hidden l < L-2): H_{l+1} = this layer's output, [32][Np] and (two, by step parity) [NB U][32]
   size_t dzb = 0;         // arena (1 <= l <= L-2): dZ_l [32][Np]
   size_t wt = 0;          // arena (1 <= l <= L-2): W_l transposed, fp16, two copies by step parity [2][NB U_{l-1}][Np]
 };
@@ -45,11 +45,11 @@ struct GridLayer {
 struct GridLayout {
   int NB = 0, L = 0, C = 0, ldx = 0;
   GridLayer ly[kClMaxLayers];
-  // shared: X fp16 [32][ldx], the byte table, the products' partials, the last layer's own columns
+  // shared: X fp16 [32][ldx], the next batch's bytes [32][D] (cp.async), the byte -> fp16 table, the products' partials, the last layer's own columns
   // (fp16 [C][Ul], fp32 [C][Ul]) and its biases [C] (every block), dZ of the last layer [32][C] (fp32
   // holding fp16 values), labels, row losses
-  size_t x16 = 0, xtab = 0, scratch = 0, lw16 = 0, lw32 = 0, lb = 0, dzl = 0, lab = 0, rloss = 0, smem = 0;
-  size_t part = 0, arena_bytes = 0;  // arena: the partial logits [NB][32][C] (fp32); the arena's size
+  size_t x16 = 0, xb = 0, xtab = 0, scratch = 0, lw16 = 0, lw32 = 0, lb = 0, dzl = 0, lab = 0, rloss = 0, smem = 0;
+  size_t bar = 0, part = 0, arena_bytes = 0;  // arena: the grid barrier's counter; the partial logits (two, by step parity) [NB][32][C] (fp32); the arena's size
   unsigned char* arena = nullptr;
 };
 
