@@ -15,11 +15,27 @@
 // forward, 128 x 784 x 8,192 weight gradient, 1.64 GFLOP each) cost 4.9 GFLOP of TF32 work each
 // here; at half of the dense TF32 peak that mma.sync reaches (about 250 TFLOP/s) that is about
 // 20 us each, against 202 and 273 us for the 32 x 64 SIMT tile inside phase 5's step.
-// Measured (H200, 198c177): 59.3 and 71.8 us, 27.7 and 22.9 TFLOP/s (cuBLASLt fp32 32.7 and 22.2):
-// profiles/nvidia-h200/phase5_batched__gemm-b8192.json — a sixth of the tensor cores' TF32 rate
-// (report/phase_notes/phase5_batched.md says what stands in the way). The split-K plan fills one
-// wave: with 11 K slices (rounded up) the weight gradient ran 286 blocks where 264 fit, 97 us;
-// with 10 (260 blocks) it was predicted at the forward's 60-65 us and takes 71.8.
+// Measured, with every fragment read of a byte converting it (H200, 198c177): 59.3 and 71.8 us,
+// 27.7 and 22.9 TFLOP/s (cuBLASLt fp32 32.7 and 22.2): profiles/nvidia-h200/phase5_batched__gemm-
+// b8192.json — a sixth of the tensor cores' TF32 rate (report/phase_notes/phase5_batched.md says
+// what stands in the way). The split-K plan fills one wave: with 11 K slices (rounded up) the
+// weight gradient ran 286 blocks where 264 fit, 97 us; with 10 (260 blocks) it was predicted at
+// the forward's 60-65 us and takes 71.8. Same code, later (8033768, profiles/nvidia-h200/logs/
+// f16mma_8033768/gemm-b8192.log): 70.7 and 89.2 us.
+// Then: the gathered bytes by table. Each block fills a table of the 256 bytes' TF32 parts once
+// (x3_byte_parts: the bits split_tf32(byte_over_255(b)) gives, hi and lo planes, 2 KB), and a
+// fragment read of a byte is a byte load and two 4-byte loads where it was a conversion (a product
+// and two FMAs) and a split (two emulated cvt.rna and a subtraction): the same MMA operands in the
+// same order, bit for bit.
+// Prediction, before measuring (H200, batch 8,192, gathered; 70.7 and 89.2 us before): issue-bound
+// (0.63 instructions a cycle per scheduler), time follows instructions. 70.7 us holds about 880 a
+// warp a k-tile (25 k-tiles, 4 warps a scheduler); the table takes ~290 of them out of the forward
+// (SASS from a k-tile's first fragment load to its last MMA: 829 -> 541; A's 32 bytes a thread a
+// k-tile, ~9 instructions each): x0.67, about 47 us. The weight gradient reads half as many bytes
+// (B's 16): 889 -> 741 of the ~1,070 its time holds (split-K fix-up included): x0.86, about 77 us.
+// The risk: 64 more 4-byte shared loads a k-tile, and lanes reading different entries of a plane
+// conflict on banks (MNIST's zeros broadcast): shared memory may limit before issue does.
+// Measured: not yet measured.
 #pragma once
 #include <cstdint>
 
@@ -40,7 +56,8 @@ static_assert(kXThreads == TileCfg<float>::kThreads, "the fp32 epilogues assume 
 // type and the layout it has in memory: a view's (r, c) element lies along its contiguous axis,
 // so a tile is stored [outer][inner] with 4-element chunks along the inner axis. fp32 matrices
 // move 16-byte chunks; phase 5's gathered images (GatherView) move their bytes, 4-byte chunks, and
-// become fp32 (byte / 255, the view's own arithmetic) only when a fragment is read. A tile is
+// become values (byte / 255, the view's own arithmetic) only when a fragment is read, looked up in
+// a table of the 256 bytes' values that each block fills once (x3_byte_parts). A tile is
 // 64 (the 64-wide axis: m of A, n of B) by 32 (k). Row strides keep the fragment reads free of
 // bank conflicts: a warp reads elements (g, t), g = lane / 4, t = lane % 4, along the two axes;
 // fp32 at g * 36 + t (banks 4g + t) or t * 72 + g (banks 8t + g); bytes in 36- or 80-byte rows.
@@ -74,14 +91,13 @@ template <class V, bool kBytes = ByteRows<V>::value>
 struct X3Tile {  // the view's own elements (fp32 or fp16)
   using Elem = typename V::Elem;
   static constexpr int kLd32 = X3Ld<Elem>::k32, kLd64 = X3Ld<Elem>::k64;
-  __device__ static float get(const Elem* s, int outer, int inner, int ld) { return to_f(s[outer * ld + inner]); }
 };
-// (Bytes become fp32 by byte_over_255, 0_problem.cuh: every fragment read of a byte tile converts.)
+// (A fragment read of a byte tile looks the byte's value up in a table of all 256 that the block
+// fills once: step 5's the TF32 parts of byte_over_255(b), 0_problem.cuh; step 6's its fp16.)
 template <class V>
 struct X3Tile<V, true> {  // bytes
   using Elem = uint8_t;
   static constexpr int kLd32 = X3Ld<uint8_t>::k32, kLd64 = X3Ld<uint8_t>::k64;
-  __device__ static float get(const uint8_t* s, int outer, int inner, int ld) { return byte_over_255(s[outer * ld + inner]); }
 };
 template <class V>
 constexpr int x3_tile_bytes() {  // either orientation of a 64 x 32 tile, padded
@@ -148,25 +164,48 @@ __device__ __forceinline__ void x3_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Element (m, k) of A's staged tile and (k, n) of B's, tile-relative.
-template <class AV>
-__device__ __forceinline__ float x3_a(const void* s, int m, int k) {
-  using S = X3Tile<AV>;
-  const auto* t = static_cast<const typename S::Elem*>(s);
-  return AV::kContig ? S::get(t, m, k, S::kLd32) : S::get(t, k, m, S::kLd64);
-}
-template <class BV>
-__device__ __forceinline__ float x3_b(const void* s, int k, int n) {
-  using S = X3Tile<BV>;
-  const auto* t = static_cast<const typename S::Elem*>(s);
-  return BV::kContig ? S::get(t, k, n, S::kLd64) : S::get(t, n, k, S::kLd32);
-}
-
 // x = hi + lo with both parts TF32 (round to nearest, ties away: cvt.rna). x - hi is exact in fp32.
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
   const float rest = x - __uint_as_float(hi);
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
+}
+
+// The TF32 parts of every byte's value, for the gathered images' tiles: entry b holds hi, entry
+// 256 + b lo, of split_tf32(byte_over_255(b)), the very arithmetic a fragment read of the byte used
+// to do, so the parts are the same bits. 2 KB of static shared memory, only in the kernels with a
+// byte operand; AccumX3::prepare fills it once a block, before the mainloop's first barrier. (Two
+// planes, not (hi, lo) pairs: an 8-byte load lands in a register pair, and the MMA wants the four
+// hi and the four lo each in their own consecutive registers: ptxas added two moves a pair.)
+__device__ __forceinline__ uint32_t* x3_byte_parts() {
+  __shared__ uint32_t s[2 * 256];
+  return s;
+}
+
+// Element (outer, inner) of a staged tile (row stride ld) as its TF32 parts: fp32 split here, a
+// byte's looked up (a byte load and two 4-byte loads at one address).
+template <class V>
+__device__ __forceinline__ void x3_parts(const void* s, int outer, int inner, int ld, uint32_t& hi, uint32_t& lo) {
+  const auto* t = static_cast<const typename X3Tile<V>::Elem*>(s);
+  if constexpr (ByteRows<V>::value) {
+    const uint32_t* e = x3_byte_parts() + t[outer * ld + inner];
+    hi = e[0], lo = e[256];
+  } else {
+    split_tf32(to_f(t[outer * ld + inner]), hi, lo);
+  }
+}
+// Element (m, k) of A's staged tile and (k, n) of B's, tile-relative, as TF32 parts.
+template <class AV>
+__device__ __forceinline__ void x3_a(const void* s, int m, int k, uint32_t& hi, uint32_t& lo) {
+  using S = X3Tile<AV>;
+  if constexpr (AV::kContig) x3_parts<AV>(s, m, k, S::kLd32, hi, lo);
+  else x3_parts<AV>(s, k, m, S::kLd64, hi, lo);
+}
+template <class BV>
+__device__ __forceinline__ void x3_b(const void* s, int k, int n, uint32_t& hi, uint32_t& lo) {
+  using S = X3Tile<BV>;
+  if constexpr (BV::kContig) x3_parts<BV>(s, k, n, S::kLd64, hi, lo);
+  else x3_parts<BV>(s, n, k, S::kLd32, hi, lo);
 }
 
 // d += a · b on one m16n8k8 tile: a (16 x 8, row) in 4 registers, b (8 x 8, col) in 2, d in 4.
@@ -189,6 +228,10 @@ struct TcAccum {
   using Frags = float[2][2][4];
   Frags d;
   __device__ TcAccum() { zero(d); }
+  // Per-block tables the fragment reads use (steps 5 and 6: the values of the 256 bytes), filled by
+  // the block before its mainloop's first barrier; nothing here.
+  template <class AV, class BV>
+  __device__ __forceinline__ static void prepare() {}
   __device__ __forceinline__ static void zero(Frags& f) {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -232,6 +275,19 @@ struct TcAccum {
 // out 5.1 times over the fp32 tolerance (error growing with K: a bias), the two levels within it.
 template <int kTerms = 3>
 struct AccumX3 : TcAccum {
+  // A byte operand: the table of the 256 bytes' TF32 parts, one entry a thread.
+  template <class AV, class BV>
+  __device__ __forceinline__ static void prepare() {
+    if constexpr (ByteRows<AV>::value || ByteRows<BV>::value) {
+      static_assert(kXThreads >= 256, "one table entry a thread");
+      if (threadIdx.x < 256) {
+        uint32_t hi, lo;
+        split_tf32(byte_over_255(threadIdx.x), hi, lo);
+        x3_byte_parts()[threadIdx.x] = hi;
+        x3_byte_parts()[256 + threadIdx.x] = lo;
+      }
+    }
+  }
   // Fragment ownership (PTX ISA, mma.m16n8k8 .tf32): lane = 4g + t holds A (g, t), (g+8, t),
   // (g, t+4), (g+8, t+4); B (t, g), (t+4, g).
   template <class AV, class BV>
@@ -246,17 +302,17 @@ struct AccumX3 : TcAccum {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int n = wn + j * 8 + g;
-        split_tf32(x3_b<BV>(bs, kk + t, n), bh[j][0], bl[j][0]);
-        split_tf32(x3_b<BV>(bs, kk + t + 4, n), bh[j][1], bl[j][1]);
+        x3_b<BV>(bs, kk + t, n, bh[j][0], bl[j][0]);
+        x3_b<BV>(bs, kk + t + 4, n, bh[j][1], bl[j][1]);
       }
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int m = wm + i * 16 + g;
         uint32_t ah[4], al[4];
-        split_tf32(x3_a<AV>(as, m, kk + t), ah[0], al[0]);
-        split_tf32(x3_a<AV>(as, m + 8, kk + t), ah[1], al[1]);
-        split_tf32(x3_a<AV>(as, m, kk + t + 4), ah[2], al[2]);
-        split_tf32(x3_a<AV>(as, m + 8, kk + t + 4), ah[3], al[3]);
+        x3_a<AV>(as, m, kk + t, ah[0], al[0]);
+        x3_a<AV>(as, m + 8, kk + t, ah[1], al[1]);
+        x3_a<AV>(as, m, kk + t + 4, ah[2], al[2]);
+        x3_a<AV>(as, m + 8, kk + t + 4, ah[3], al[3]);
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           if (kTerms == 3) {  // the small terms first
@@ -311,6 +367,9 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
 #pragma unroll
   for (int s = 0; s < kXStages - 1; ++s)
     if (s < nst) x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
+  // The fragment reads' tables (a byte operand's values), under those copies and before the wait:
+  // they depend on no kernel. The loop's first barrier orders them before any read.
+  Acc::template prepare<AV, BV>();
   pdl_wait();
   pdl_launch_dependents();
 #pragma unroll
