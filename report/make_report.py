@@ -712,13 +712,10 @@ def phase_targets(phase, sel, recs):
                 out.append(("W1 peak device memory ≤ the twin's", f"{sig(m['peak_mem'] / 2**20)} MiB vs {sig(lo['peak_mem'] / 2**20)} MiB ({lo['label']})",
                             verdict(m["peak_mem"] <= lo["peak_mem"]), [m["record"], lo["record"]]))
         # W2 is fp16 matrix math: phase 5's own-GEMM W2 runs are its "cuda-fp16" series, its cluster
-        # kernel's (h = 128 only) the "cuda-cluster" series; the speed targets are judged on the
-        # fastest phase 5 path at each width (named in the row)
+        # kernel's (h = 128 only) the "cuda-cluster" series, its grid kernel's (rung 5g) the "cuda-grid"
+        # series; the speed targets are judged on the fastest phase 5 path at each width (named in the row)
         own = {h: (t, r) for h, t, r in sel[6]["series"].get((phase, "cuda-fp16"), [])}
-        best = dict(own)
-        for h, t, r in sel[6]["series"].get((phase, "cuda-cluster"), []):
-            if h not in best or t < best[h][0]:
-                best[h] = (t, r)
+        best = A.w2_best_phase5(sel[6]["series"])
         who = {h: A.label(best[h][1].phase, best[h][1].impl) for h in best}
         tb = sel[6]["twin_best"]
         if best and tb:

@@ -208,7 +208,8 @@ def _load_folder(folder, slug_dir, rel_base, quick, skipped, others):
         r.impl = data["implementation"]
         # phase 5 records its own-kernel runs as "cuda" whatever the launch and precision: tell its
         # --launch persistent runs (one cooperative kernel per epoch; --launch pipelined: rung 5e's), --launch cluster runs (one
-        # thread-block cluster kernel per epoch, fp16) and --launch cluster32 runs (rung 5f: fp32 in one cluster) from the graph path, and fp16 from fp32
+        # thread-block cluster kernel per epoch, fp16), --launch cluster32 runs (rung 5f: fp32 in one cluster) and --launch grid
+        # runs (rung 5g: W2 in fp16 in one cooperative kernel over up to every SM) from the graph path, and fp16 from fp32
         prec = (data.get("config") or {}).get("precision") if isinstance(data.get("config"), dict) else None
         launch = (data.get("config") or {}).get("launch") if isinstance(data.get("config"), dict) else None
         if r.impl == "cuda" and data.get("phase") == "phase5_batched":
@@ -220,6 +221,8 @@ def _load_folder(folder, slug_dir, rel_base, quick, skipped, others):
                 r.impl = "cuda-cluster32"
             elif launch == "cluster":
                 r.impl = "cuda-cluster"
+            elif launch == "grid":
+                r.impl = "cuda-grid"
             elif prec == "fp16":
                 r.impl = "cuda-fp16"
         dev_slug = dget(data, "device", "slug")

@@ -1341,3 +1341,74 @@ def test_figure9_marks_our_points_of_an_older_commit():
            (8192, 3.0, rec("new", "2026-12-02T11:00:00Z"))]
     assert [p[0] for p in F.older_commit_points(pts)] == [64]
     assert F.older_commit_points(pts[:1]) == [] and F.older_commit_points([(32, 1.0)]) == []
+
+
+# ------------------------------------------------------------------ phase 5's grid kernel (rung 5g, --launch grid)
+
+def _grid_variants(dev, totals):
+    """Writes phase5_batched__w2-h<h>-grid.json beside the own-GEMM W2 fixture of each width in totals
+    ({h: median total ms over its 5,000 steps}), as bench_frameworks.sh's stage w2 tags them."""
+    for h, total in totals.items():
+        rec = json.loads((dev / f"phase5_batched__w2-h{h}.json").read_text())
+        rec["config"].update(launch="grid", tag=f"w2-h{h}-grid")
+        rec["timing"]["total_ms"].update(min=total, median=total, max=total)
+        (dev / f"phase5_batched__w2-h{h}-grid.json").write_text(json.dumps(rec))
+
+
+def test_grid_records_are_a_w2_series_of_their_own_drawn_and_chosen(tmp_path):
+    """A phase 5 record with config.launch "grid" is the "cuda-grid" series (never fp16's graph path):
+    Figure 6 draws it at every width it has, no width it lacks is listed missing, and it is a candidate
+    wherever phase 5's fastest W2 path is chosen (targets, summary, ladder). Fixture own-GEMM steps:
+    0.0202 ms at h = 128, 0.0305 at 1024, 0.691 at 8192; the cluster kernel 0.0150 at 128."""
+    import records as R
+    names = [n for n in sorted(os.listdir(os.path.join(FIXTURES, H100))) if "w2-" in n or n.startswith("ceilings")]
+    profiles, dev = copy_device(tmp_path, names)
+    _grid_variants(dev, {128: 50.0, 1024: 250.0, 8192: 2500.0})  # 0.010, 0.050 (slower than own), 0.500 ms a step
+    recs = R.load_profiles(str(profiles))[0]
+    grid = [r for r in recs if r.tag.endswith("-grid")]
+    assert len(grid) == 3 and {r.impl for r in grid} == {"cuda-grid"} and A.base_tag(grid[0]).startswith("w2-h")
+    key = ("phase5_batched", "cuda-grid")
+    assert A.label(*key) == "phase 5 grid kernel, one launch over every SM"
+    assert key in A.OURS_ORDER and A.color(key) not in {A.color(k) for k in A.OURS_ORDER if k != key} | {"#252525"}
+    d = A.select_w2(A.benchmarks(recs), [])
+    assert [(h, round(t, 6)) for h, t, _ in d["series"][key]] == [(128, 0.01), (1024, 0.05), (8192, 0.5)]
+    assert [h for h, _, _ in d["series"][("phase5_batched", "cuda-fp16")]] == A.W2_HS  # the graph path keeps its own
+    assert [h for h, _, _ in d["rel"][key]] == [128, 1024, 8192]
+    assert not [m for m in d["missing"] if "grid kernel" in m]  # no grid width is demanded
+    # the fastest of own GEMMs fp16, cluster and grid kernels at each width
+    best = A.w2_best_phase5(d["series"])
+    assert {h: best[h][1].impl for h in (128, 256, 1024, 8192)} == {128: "cuda-grid", 256: "cuda-fp16", 1024: "cuda-fp16",
+                                                                      8192: "cuda-grid"}
+    _grid_variants(dev, {128: 100.0})  # 0.020 ms: slower than the cluster kernel, faster than own GEMMs
+    best_128 = A.w2_best_phase5(A.select_w2(A.benchmarks(R.load_profiles(str(profiles))[0]), [])["series"])[128]
+    assert best_128[1].impl == "cuda-cluster"
+    _grid_variants(dev, {128: 50.0})
+    # Figure 6 draws the series, in both panels, at every width it has
+    calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(F, "_finish", lambda fig, *a, **kw: calls.append(axes_facts(fig)))
+        F.fig6_w2(d, str(tmp_path / "f6.png"), "dev")
+    lab = A.label(*key)
+    for ax in calls[0][:2]:  # time per step; relative speed
+        assert {int(x) for _, _, xs, col in ax["lines"] if col == A.color(key) for x in xs} == {128, 1024, 8192}
+    assert lab in calls[0][-1]["figure_legend"]
+    # the report: phase 5's targets, the summary and the ladder take the grid kernel where it is fastest
+    out = tmp_path / "out"
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    main, app = (out / "REPORT.md").read_text(), (out / "APPENDIX.md").read_text()
+    sec = device_section(app, H100)
+    p5 = table_after(sec, "#### Phase 5")
+    assert row(p5, **{"target or comparison": f"W2 h = 128: ≥ 50× PyTorch eager ({lab})"})["measured"] == "165×"  # 1.650 / 0.010
+    assert row(p5, **{"target or comparison": f"W2 h = 8192: ≥ 2.5× PyTorch eager ({lab})"})["verdict"] == "met"
+    assert row(p5, **{"target or comparison": "W2 h = 128: the graph path (own GEMMs fp16) against PyTorch eager"})[
+        "measured"] == "81.8×"
+    f6 = table_after(sec, "### Figure 6")
+    assert [r["h"] for r in f6 if r["implementation"] == lab] == ["128", "1024", "8192"]
+    summ = table_after(main, "## Answers")
+    assert row(summ, workload="MLP W2 (784-h-h-h-10), h = 128, one step")["our best (rung)"] == f"0.01000 ms ({lab})"
+    assert row(summ, workload="MLP W2 (784-h-h-h-10), h = 8192, one step")["our best (rung)"] == f"0.5000 ms ({lab})"
+    lad = A.ladder_table({1: {"rows": []}, 5: {"rows": []}, 6: d}, {"panels": []}, recs)["rows"]
+    rungs = [(r["workload"], r["key"][1]) for r in lad]
+    assert rungs == [("W2 h = 8192 step", "cuda-fp16"), ("W2 h = 8192 step", "cuda-fp16"), ("W2 h = 8192 step", "cuda-grid"),
+                     ("W2 h = 128 step", "cuda-fp16"), ("W2 h = 128 step", "cuda-cluster"), ("W2 h = 128 step", "cuda-grid")]
+    assert lad[2]["gain"] == pytest.approx(0.691 / 0.5, rel=1e-3) and lad[5]["gain"] == pytest.approx(1.5)
