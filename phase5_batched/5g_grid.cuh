@@ -151,7 +151,7 @@ __device__ __forceinline__ int rows_product(const __half* A, int lda, const __ha
     const __half* a1 = a0 + 8 * static_cast<size_t>(lda);
     const __half* b0 = Bm + static_cast<size_t>(g) * ldb + 4 * t;
     const int k1 = min(ksteps, (kc + 1) * per);
-#pragma unroll 2
+#pragma unroll 4
     for (int ks = kc * per; ks < k1; ++ks) {
       const int k = ks * 16;
       const uint2 x = ld8_at<kAL2>(a0 + k), y = ld8_at<kAL2>(a1 + k);
@@ -334,7 +334,8 @@ struct GridBlock {
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const uint32_t word = w4[e >> 1], sh = 16 * (e & 1);
-        o[e] = f16_pack(xtab[(word >> sh) & 0xFFu], xtab[(word >> (sh + 8)) & 0xFFu]);
+        o[e] = static_cast<uint32_t>(__half_as_ushort(xtab[(word >> sh) & 0xFFu])) |
+               (static_cast<uint32_t>(__half_as_ushort(xtab[(word >> (sh + 8)) & 0xFFu])) << 16);
       }
       uint4* dst = reinterpret_cast<uint4*>(hs(g.x16) + row * g.ldx + 16 * c);
       dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
@@ -519,15 +520,47 @@ struct GridBlock {
     const float lr = p.lr;
     const int ldw = y.ldw, Np = y.Np, t2 = 2 * (lane & 3);
     // A tile's 16 masters are loaded before any is stored: one round trip to memory a tile (where the
-    // masters live in global memory), not one an element.
+    // masters live in global memory), not one an element. A lane's two columns are side by side: with
+    // an even input width they are one 8-byte master load and store and one 4-byte fp16 store (the
+    // epilogue's instructions bound the update: about 80% of the step's, in its first version).
     const auto epi = [&](int m, int n0, const float (&acc)[4][4]) {
+      if ((in & 1) == 0) {
+        float2 old[2][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int mm = m + 8 * i, nn = n0 + 8 * j + t2;
+            old[i][j] = mm < own && nn < in ? *reinterpret_cast<const float2*>(w32 + mm * in + nn) : make_float2(0.f, 0.f);
+          }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int mm = m + 8 * i;
+          if (mm >= own) continue;
+          float* mrow = w32 + mm * in;
+          __half* hrow = w16 + mm * ldw;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int nn = n0 + 8 * j + t2;
+            if (nn >= in) continue;
+            const float g0 = acc[j][2 * i], g1 = acc[j][2 * i + 1];
+            const float2 w = make_float2(sgd_fma(old[i][j].x, g0, lr), sgd_fma(old[i][j].y, g1, lr));
+            *reinterpret_cast<float2*>(mrow + nn) = w;
+            const __half2 h = __floats2half2_rn(w.x, w.y);
+            *reinterpret_cast<__half2*>(hrow + nn) = h;
+            if (wtn) wtn[nn * Np + u0 + mm] = __low2half(h), wtn[(nn + 1) * Np + u0 + mm] = __high2half(h);
+            if (gw) gw[mm * in + nn] = g0, gw[mm * in + nn + 1] = g1;
+          }
+        }
+        return;
+      }
       float old[4][4];
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int mm = m + 8 * (e >> 1), nn = n0 + 8 * j + t2 + (e & 1);
-          old[j][e] = mm < own && nn < in ? w32[static_cast<size_t>(mm) * in + nn] : 0.f;
+          old[j][e] = mm < own && nn < in ? w32[mm * in + nn] : 0.f;
         }
 #pragma unroll
       for (int j = 0; j < 4; ++j)
@@ -536,12 +569,12 @@ struct GridBlock {
           const int mm = m + 8 * (e >> 1), nn = n0 + 8 * j + t2 + (e & 1);
           if (mm >= own || nn >= in) continue;
           const float gv = acc[j][e];
-          if (gw) gw[static_cast<size_t>(mm) * in + nn] = gv;
+          if (gw) gw[mm * in + nn] = gv;
           const float w = sgd_fma(old[j][e], gv, lr);
-          w32[static_cast<size_t>(mm) * in + nn] = w;
+          w32[mm * in + nn] = w;
           const __half h = __float2half_rn(w);
           w16[mm * ldw + nn] = h;
-          if (wtn) wtn[static_cast<size_t>(nn) * Np + u0 + mm] = h;
+          if (wtn) wtn[nn * Np + u0 + mm] = h;
         }
     };
     if (l == 0) wgrad<true>(dzt, hs(g.x16), g.ldx, y.U / 16, y.Kp / 8, epi);

@@ -524,6 +524,7 @@ TEST_CASE("mlp grid: every step's loss, gradients and update against the float64
       {20, {784, 30, 50, 70, 20, 12}, 3, true},  // four hidden layers, 12 classes, uneven splits
       {32, {784, 24, 10}, 1, true},              // a grid of one block
       {13, {784, 300, 100, 10}, 40, true},       // 16 units a block: blocks 19 .. 39 own nothing
+      {9, {784, 45, 33, 27, 10}, 2, true},       // odd input widths: the update's one-column path
       {7, {784, 3000, 1000, 10}, 0, true},       // the second layer's rows and every master past shared memory: read through L2
   };
   for (const CConfig& c : cases) check_against_references(c);
