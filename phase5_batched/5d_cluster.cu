@@ -13,5 +13,16 @@ void cluster_rung_launch(const ClusterPlan& pl, const ClusterParams& p, cudaStre
 
 KernelCost cluster_rung_cost(const ClusterParams& p, const ClusterPlan& pl) { return cluster_step_cost(p, pl); }
 
+bool cluster_rung_fits(const ClusterParams& p, int device) {
+  ClusterParams q = p;
+  try {
+    plan_cluster(q, 0, device);
+  } catch (const Error& e) {
+    if (e.code != kExitUsage) throw;
+    return false;
+  }
+  return true;
+}
+
 }  // namespace mlp
 }  // namespace nb

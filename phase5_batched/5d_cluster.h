@@ -98,6 +98,8 @@ struct p5_cluster {};  // tag for the efficiency table (the kernel's name contai
 ClusterPlan cluster_rung_plan(ClusterParams& p, int requested_blocks, int device);
 void cluster_rung_launch(const ClusterPlan& pl, const ClusterParams& p, cudaStream_t st);
 KernelCost cluster_rung_cost(const ClusterParams& p, const ClusterPlan& pl);
+// Whether cluster_rung_plan accepts the model (shapes only: L, B, w), for --launch auto.
+bool cluster_rung_fits(const ClusterParams& p, int device);
 
 }  // namespace mlp
 }  // namespace nb

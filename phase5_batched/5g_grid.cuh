@@ -25,7 +25,12 @@
 // barriers at ~1.5 us, ~0.5 MB read from L2 per block a step (34 MB over the grid, ~5 us at ~7 TB/s),
 // masters of the two inner layers in global memory (~16 MB read and written), ~4 M MACs a block on
 // tensor cores (~1 us): about 20 us a step against JAX's ~56. At h = 128 (8 blocks): ~10 us.
-// MEASURED: not yet (no GPU run of this rung).
+// MEASURED (H200, 7d20915, bench_frameworks.sh w2): 54.72 us a step at h = 1,024 (w2-h1024-grid.json),
+// 2.7x the prediction: 1.25x the graph path, 0.98x JAX jit-run (53.52). --breakdown there (block 0, us;
+// logs/grid_7d20915/): forward 11.9, barrier waits 6.8, last layer 3.6, backward-data 9.4, row updates
+// 13.9, the last layer's columns and the first layer's update 8.0, the next batch 1.7: every phase is
+// a few L2 round trips and block barriers, not arithmetic. 128 / 256 / 512 / 2,048: 31.9 / 36.58 /
+// 42.19 / 113.4 (5d 27.67 at 128; JAX 34.30 / 38.22 / 41.37 / 107.1).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -697,9 +702,10 @@ __global__ void __launch_bounds__(kGrThreads, 1)
 
 // ------------------------------------------------------------------ host side
 
-// Checks what the kernel can run (exit 2 otherwise) and picks the blocks: requested_blocks, or 0 = one
-// per 16 units of the widest hidden layer, at most one per SM (then as few as the units' split needs).
-inline GridPlan plan_grid(ClusterParams& p, int requested_blocks, int device) {
+// Checks what the kernel can run (exit 2 otherwise), picks the blocks (requested_blocks, or 0 = one per
+// 16 units of the widest hidden layer, at most one per SM, then as few as the units' split needs) and
+// lays the model out for them (g); returns the shared memory a block needs.
+inline size_t grid_fit(const ClusterParams& p, int requested_blocks, int device, GridLayout& g) {
   const auto refuse = [](const std::string& why) { throw Error(kExitUsage, "--launch grid: " + why + " (use --launch graph)"); };
   int cc = 0, sms = 0, smem_optin = 0, coop = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, device));
@@ -727,15 +733,33 @@ inline GridPlan plan_grid(ClusterParams& p, int requested_blocks, int device) {
   for (int l = 1; l < p.L; ++l)
     if (gr_round((p.w[l] + NB - 1) / NB, 16) > 16 * kGrWarps)
       refuse("at most " + std::to_string(16 * kGrWarps) + " units of a hidden layer a block (more --blocks)");
-  GridPlan pl;
-  const size_t smem = grid_layout(pl.g, p, NB, static_cast<size_t>(smem_optin));
+  const size_t smem = grid_layout(g, p, NB, static_cast<size_t>(smem_optin));
   if (smem > static_cast<size_t>(smem_optin))
     refuse("needs " + std::to_string(smem) + " bytes of shared memory per block, the GPU offers " + std::to_string(smem_optin));
+  return smem;
+}
+
+// The most units of a hidden layer a block holds in the plan (grid_fit's refusals thrown).
+inline int grid_units(const ClusterParams& p, int requested_blocks, int device) {
+  GridLayout g;
+  grid_fit(p, requested_blocks, device, g);
+  int most = 0;
+  for (int l = 0; l + 1 < p.L; ++l) most = std::max(most, g.ly[l].U);
+  return most;
+}
+
+// The plan: grid_fit, the co-residency of its blocks, the arena (zeroed once).
+inline GridPlan plan_grid(ClusterParams& p, int requested_blocks, int device) {
+  GridPlan pl;
+  const size_t smem = grid_fit(p, requested_blocks, device, pl.g);
+  const int NB = pl.g.NB;
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const void* k = reinterpret_cast<const void*>(&p5_grid_epoch);
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int per_sm = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kGrThreads, smem));
-  if (per_sm * sms < NB) refuse(std::to_string(NB) + " blocks cannot all be resident");
+  if (per_sm * sms < NB) throw Error(kExitUsage, "--launch grid: " + std::to_string(NB) + " blocks cannot all be resident (use --launch graph)");
   void* arena = nullptr;
   CUDA_CHECK(cudaMalloc(&arena, pl.g.arena_bytes));
   pl.arena = std::shared_ptr<void>(arena, [](void* q) { cudaFree(q); });

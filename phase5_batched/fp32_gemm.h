@@ -39,12 +39,15 @@ inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
 // The fp16 products (--fp16-gemm): per product, step 6 of the ladder (fp16 mma.sync in step 5's
 // 64 x 64 tile, common/mlp/gemm/6_f16_mma.cuh) where it pays, the 32 x 64 WMMA tile of steps 1-4
 // elsewhere (auto); or one of them for every product (tile, mma).
-// auto's rule: step 6 for products of at least kF16MinTiles of its 64 x 64 tiles and K >= kF16MinK,
+// auto's rule: step 6 for products of more than one row tile, at least kF16MinTiles of its 64 x 64
+// tiles and K >= kF16MinK (without the first condition it also took W2's forwards at h = 4,096 and
+// 8,192, one row tile wide, which its measurements never covered; W2's step there went 228.8 -> 234.0
+// and 584.2 -> 653.1 us between the ed919e5/8fea4d0 and 7d20915 records, w2-h<h>-own.json),
 // and for products of one row tile whose N and K are kF16FewRowsMinNK or more and N at most
 // kF16FewRowsMaxN (W2's forward at batch 32, h = 512-2,048: step 6 splits K over blocks where the
 // WMMA tile runs one long k-loop; W2's step with every product on step 6 against none, PDL on,
 // 8033768: h = 512 56.3 against 58.5 us, 1,024 67.5 against 73.5, 2,048 115.7 against 115.9, 256
-// 53.4 against 52.4; logs/f16mma_8033768/. Wider layers were not measured on step 6).
+// 53.4 against 52.4; logs/f16mma_8033768/).
 // (Measured inside W1's step, PDL off, H200: step 6 takes the first layer's forward at batch 8,192 in
 // 40.3 us against the WMMA tile's 58.2, at 4,096 27.3 against 38.8, and the second layer's forward
 // at 8,192 (128 tiles, K = 128) 7.0 against 11.2; it loses where the output has few tiles — the
@@ -57,7 +60,7 @@ constexpr int kF16FewRowsMinNK = 512, kF16FewRowsMaxN = 2048;
 inline bool use_f16mma(const std::string& choice, int M, int N, int K) {
   if (choice != "auto") return choice == "mma";
   const int tiles = ((M + kXBM - 1) / kXBM) * ((N + kXBN - 1) / kXBN);
-  if (tiles >= kF16MinTiles && K >= kF16MinK) return true;
+  if (M > kXBM && tiles >= kF16MinTiles && K >= kF16MinK) return true;
   return M <= kXBM && N >= kF16FewRowsMinNK && N <= kF16FewRowsMaxN && K >= kF16FewRowsMinNK;
 }
 

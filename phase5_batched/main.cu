@@ -29,8 +29,10 @@
 //
 // MEASURED (H200, profiles/nvidia-h200/; every x against the fastest framework of the same run,
 //   scripts/bench_frameworks.sh at ed919e5). W1: pipelined 18.81 ms an epoch (__w1-pipelined.json),
-//   4.06x JAX jit-epoch (76.28 ms). W2: h = 128 rung 5d 27.07 us a step, 1.25x JAX
-//   jit-epoch (33.74); h = 8192 own GEMMs 0.584 ms, 1.39x JAX jit-run (0.815). Batch sweep
+//   4.06x JAX jit-epoch (76.28 ms). W2 (the width sweep at 7d20915, __w2-h<h>-*.json), our best
+//   path against JAX: h = 128 rung 5d 27.67 us a step, 1.24x; 256-2,048 rung 5g 36.58-113.4 us,
+//   1.05x at 256, 0.98x / 0.98x / 0.95x at 512 / 1,024 / 2,048; 4,096 / 8,192 own GEMMs 0.234 /
+//   0.653 ms, 1.09x / 1.25x JAX jit-run. --launch auto picks among them (launch_plan.h). Batch sweep
 //   (bench_frameworks.sh at b417a38): 32: 36.8 us a step (JAX 39.3 at ed919e5); 1,024: 88.4 us,
 //   0.90x JAX jit-run (79.7); 8,192: 0.241 ms (__batch-sweep-b8192), 1.05x JAX jit-run (0.254;
 //   PyTorch compiled-graph 0.294), fp16 0.166 ms. The lesson: up to batch 512 a step stays within
@@ -39,8 +41,7 @@
 //   What the kernel table showed there: each weight gradient's last block walked a column of dZ
 //   over the batch for the bias, about 50 us per layer; dZ's producers now store per-tile column
 //   sums (0.298 -> 0.239 ms; WMMA fp16 0.459 -> 0.183: logs/f16mma_8033768, logs/bias_7bb5a0a).
-//   Step 5's first-layer products still run at a sixth of the tensor cores' TF32 rate (59.6 and
-//   72.8 us, logs/gemm_737d448/gemm-b8192.log), not ~20 us.
+//   Step 5's first-layer products: 59.6 and 72.8 us, a sixth of TF32's rate (logs/gemm_737d448/).
 //
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
@@ -253,6 +254,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["gemm_plan"] = plan;  // own graph path: each product's rung and K slices ([] on the other paths)
   rec["metrics"]["fp32_gemm"] = fp32_gemm_name(fp32_gemm);
   rec["metrics"]["fp16_gemm"] = o.fp16_gemm;
+  if (!o.launch_auto.empty()) rec["metrics"]["launch_auto"] = o.launch_auto;  // config.launch: the rung it chose
   rung_record_fields(rec["metrics"], rung, tr.kernel(), o, breakdown_cycles, measured_steps, per_step_ms);
   // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
   // (float32 values widened exactly; narrowing is exact)
@@ -286,7 +288,8 @@ int run(int argc, char** argv) {
                  "one thread-block cluster kernel (fp16, SGD, no dropout, batch <= 32, a model that fits the "
                  "cluster's shared memory: W2 at h = 128), one fp32 cluster kernel with the first layer on tensor "
                  "cores (two hidden layers, batch <= 64, at most 8 first-layer units a block: W1), or the cluster "
-                 "kernel's model over up to every SM (grid: fp16, SGD, no dropout, batch <= 32, at most 16 classes)",
+                 "kernel's model over up to every SM (grid: fp16, SGD, no dropout, batch <= 32, at most 16 classes); auto: "
+                 "cluster, grid or graph by what the W2 kernels' plans say of the model (launch_plan.h)",
                  rung_names());
   cli.add_int("--blocks", &o.blocks,
               "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM) or of a cluster "
@@ -323,6 +326,10 @@ int run(int argc, char** argv) {
   if (!cli.parse(argc, argv)) return 0;
   check_mlp_options(o);
   if (o.layers.back() > kBN) throw Error(kExitUsage, "--layers: the last width must fit one tile");
+  if (o.launch == "auto") {  // the plan by model: launch_plan.h's rule, from the rungs' plans
+    resolve_auto_launch(o, require_device().index);
+    std::printf("launch plan: auto -> %s (%s)\n", o.launch.c_str(), o.launch_auto.c_str());
+  }
   const Rung& rung = find_rung(o.launch);  // the one lookup: every later rung decision goes through it
   check_rung(rung, o);
   check_output_dir(o.common.out);  // a bad --out fails now (exit 6), not after training

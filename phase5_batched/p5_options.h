@@ -12,7 +12,8 @@ namespace {
 
 struct P5Options : mlp::MlpOptions {
   std::string gemm = "own";        // own | cublas
-  std::string launch = "graph";    // a rung's --launch name (rungs.h)
+  std::string launch = "graph";    // a rung's --launch name (rungs.h), or auto (launch_plan.h)
+  std::string launch_auto;         // --launch auto: why it chose the rung now in `launch` (empty otherwise)
   int blocks = 0;                  // blocks of the persistent kernel or of a cluster (0 = auto)
   bool breakdown = false;          // time the parts of a one-launch kernel's step
   bool generic_kernel = false;     // the one-launch kernels' generic instance even for W1

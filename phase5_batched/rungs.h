@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "errors.h"
+#include "launch_plan.h"
 #include "5c_persistent.h"
 #include "5d_cluster.h"
 #include "5e_pipelined.h"
@@ -234,9 +235,25 @@ static_assert(kPersistSegments == kClSegments && kPipeSegments <= kPersistSegmen
               "one breakdown buffer serves the one-launch kernels");
 constexpr int kBreakdownParts = kPersistSegments;  // the breakdown buffer's length
 
+// ----- --launch auto: the facts launch_plan.h's rule needs, from the one-launch W2 kernels' plans
+inline void resolve_auto_launch(P5Options& o, int device) {
+  LaunchFacts f;
+  f.one_launch_legal = fp16_sgd_no_dropout_own(o) && o.nlayers() <= kClMaxLayers;
+  if (f.one_launch_legal) {
+    ClusterParams p;
+    p.L = o.nlayers(), p.B = o.batch;
+    for (int l = 0; l <= p.L; ++l) p.w[l] = o.layers[l];
+    f.cluster_fits = cluster_rung_fits(p, device);
+    f.grid_units = grid_rung_units(p, o.blocks, device);
+  }
+  const LaunchChoice c = choose_launch(f);
+  o.launch = c.launch;
+  o.launch_auto = c.why;
+}
+
 // ----- lookup and legality: the one place that asks which rung a name means
 inline std::vector<std::string> rung_names() {
-  std::vector<std::string> out;
+  std::vector<std::string> out = {"auto"};
   for (const Rung& r : kRungs) out.push_back(r.name);
   return out;
 }

@@ -544,6 +544,9 @@ TEST_CASE("mlp grid: the plan keeps what fits in shared memory and reads the res
   CHECK(wide.g.ly[0].U == 32);
   CHECK_FALSE(wide.g.ly[1].w16_smem);  // 32 rows of 3,000 fp16 weights: past a block's shared memory
   CHECK_FALSE(wide.g.ly[1].m32_smem);
+  // what --launch auto asks of the plan: the most units of a hidden layer a block holds
+  CHECK(grid_units(s.params(), 0, 0) == 16);
+  CHECK(grid_units(w.params(), 0, 0) == 32);
 }
 
 TEST_CASE("mlp grid: steps split over launches and repeated runs are bit-identical") {
