@@ -10,8 +10,7 @@
 //   --launch NAME picks a rung of rungs.h (one descriptor each; the names in --help):
 //     5c / 5e  W1's shape: an epoch in ONE cooperative kernel (5e: fewer dependent phases a step);
 //     5d  W2 at small widths: one 16-block cluster, activations in DSMEM;
-//     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs;
-//     5g  5d's model over up to every SM: exchanges through L2, a grid barrier per dependency;
+//     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
 //   --fp32-gemm auto|tile|tf32x3  big-batch fp32 products on tensor cores, fp32-accurate (step 5
 //     of the GEMM ladder, common/mlp/gemm/5_tf32x3.cuh); the plan is printed and recorded;
 //   --fp16-gemm auto|tile|mma  big-batch fp16 products on step 6 (mma.sync in step 5's tile) where
