@@ -123,7 +123,7 @@ phase4: $(BUILD)/phase4_mlp
 phase5: $(BUILD)/phase5_batched
 
 # ---------------------------------------------------------------- phase 5's one-launch rungs alone
-## phase5-rung: build/phase5_rung, one rung of phase 5 (5c, 5d, 5e, 5f) alone through its public entry points, checked against float64 and timed
+## phase5-rung: build/phase5_rung, one rung of phase 5 (5c, 5d, 5e, 5f, 5g) alone through its public entry points, checked against float64 and timed
 # phase5_batched/dev/rung.cu links the rungs' own translation units (not main.cu, not the trainer); it
 # finds their headers with -Iphase5_batched.
 P5_RUNG_OBJ := $(BUILD)/obj/phase5_batched/dev/rung.o \

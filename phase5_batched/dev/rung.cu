@@ -1,22 +1,22 @@
 // phase5_batched/dev/rung.cu — one of phase 5's one-launch rungs alone, in the manner of llm.c's
 // dev/cuda: no Trainer, no data files, no record. Random bytes as images, random labels and random
 // initial weights (all from --seed, on the host), then the rung's plan and launch entry points (its
-// public header: 5c_persistent.h, 5e_pipelined.h, 5f_cluster32.h, 5d_cluster.h) and nothing else.
+// public header: 5c_persistent.h, 5e_pipelined.h, 5f_cluster32.h, 5d_cluster.h, 5g_grid.h) and nothing else.
 //
 //   make phase5-rung && build/phase5_rung --rung pipelined
-//   build/phase5_rung --rung persistent|pipelined|cluster32|cluster [--layers 784,30,100,10] [--batch 7]
+//   build/phase5_rung --rung persistent|pipelined|cluster32|cluster|grid [--layers 784,30,100,10] [--batch 7]
 //       [--steps 4] [--blocks 0] [--seed 42] [--repeats 20] [--optimizer adam|sgd] [--dropout 0]
 //
 // persistent (5c), pipelined (5e), cluster32 (5f): fp32, Adam (or SGD), optional dropout; default
-// shape 784-30-100-10 at batch 7. cluster (5d): fp16 weights and activations, SGD, no dropout (W2's
-// recipe); default 784-40-40-40-10 at batch 7. --blocks 0: the plan's choice.
+// shape 784-30-100-10 at batch 7. cluster (5d) and grid (5g): fp16 weights and activations, SGD, no
+// dropout (W2's recipe); default 784-40-40-40-10 at batch 7. --blocks 0: the plan's choice.
 // Step k is checked at the rung's own state: a launch of steps 0..k from the initial state (the one
 // of steps 0..k-1 gave the state before it), so a launch's later steps (5e's fused first layer) are
 // checked too. The tolerances are the GPU tests':
 //   fp32 (tests/gpu/test_mlp_persistent.cu): loss and gradients 1e-5 of float64 (relative,
 //     norm-wise; the gradients' not in a step with a gate near zero, step_bound.h); gradients element by element within fp32's rounding bound, the update (parameters,
 //     Adam's moments) within what that allows (common/mlp/step_bound.h);
-//   cluster (tests/gpu/test_mlp_cluster.cu): against a float64 reference that rounds to fp16 where
+//   cluster and grid (tests/gpu/test_mlp_cluster.cu): against a float64 reference that rounds to fp16 where
 //     the kernel does, loss 1e-4 and gradients 2e-3; against plain float64, loss 1e-2 and gradients
 //     no farther than that reference + 5e-3; the parameters' change 5e-3 of SGD's with the rounding
 //     reference's gradient; the fp16 copies written back the masters rounded.
@@ -38,6 +38,7 @@
 
 #include "5c_persistent.h"
 #include "5d_cluster.h"
+#include "5g_grid.h"
 #include "5e_pipelined.h"
 #include "5f_cluster32.h"
 #include "check.cuh"
@@ -156,23 +157,23 @@ int run(int argc, char** argv) {
   uint64_t seed = 42;
   double dropout = 0;
   nb::Cli cli("phase5_rung", "One of phase 5's one-launch rungs alone: random data, every step against float64, timed.");
-  cli.add_string("--rung", &rung, "the rung", {"persistent", "pipelined", "cluster32", "cluster"});
-  cli.add_int_list("--layers", &layers, "widths (default 784,30,100,10; cluster: 784,40,40,40,10)");
+  cli.add_string("--rung", &rung, "the rung", {"persistent", "pipelined", "cluster32", "cluster", "grid"});
+  cli.add_int_list("--layers", &layers, "widths (default 784,30,100,10; cluster, grid: 784,40,40,40,10)");
   cli.add_int("--batch", &B, "rows a step");
   cli.add_int("--steps", &K, "steps checked (and steps a timed launch)", 1, 256);
-  cli.add_int("--blocks", &blocks, "blocks (cluster rungs: the cluster's size); 0: the plan's choice", 0, 4096);
+  cli.add_int("--blocks", &blocks, "blocks (cluster rungs: the cluster's size; grid: one an SM at most); 0: the plan's choice", 0, 4096);
   cli.add_uint64("--seed", &seed, "seed of the data and the initial weights");
   cli.add_int("--repeats", &repeats, "timed launches (the median is printed)", 1, 100000);
-  cli.add_string("--optimizer", &opt, "fp32 rungs: adam (default) or sgd; cluster: sgd", {"adam", "sgd"});
+  cli.add_string("--optimizer", &opt, "fp32 rungs: adam (default) or sgd; cluster, grid: sgd", {"adam", "sgd"});
   cli.add_double("--dropout", &dropout, "fp32 rungs: dropout rate of the hidden layers", false, 0.0, 1.0);
   if (!cli.parse(argc, argv)) return 0;
-  const bool cl = rung == "cluster";
+  const bool gr = rung == "grid", cl = rung == "cluster" || gr;  // 5g takes 5d's parameter block
   if (layers.empty()) layers = cl ? std::vector<int>{784, 40, 40, 40, 10} : std::vector<int>{784, 30, 100, 10};
   const int L = static_cast<int>(layers.size()) - 1;
   if (cl ? (L < 2 || L > kClMaxLayers) : L != 3)
     throw nb::Error(nb::kExitUsage, "--layers: rung " + rung + " needs " + (cl ? "1 to 4 hidden layers" : "two hidden layers"));
   if (!(dropout < 1)) throw nb::Error(nb::kExitUsage, fmt("--dropout: must be in [0, 1), got %f", dropout));
-  if (cl && (opt == "adam" || dropout > 0)) throw nb::Error(nb::kExitUsage, "--rung cluster: trains with --optimizer sgd and --dropout 0");
+  if (cl && (opt == "adam" || dropout > 0)) throw nb::Error(nb::kExitUsage, "--rung " + rung + ": trains with --optimizer sgd and --dropout 0");
   const bool adam = !cl && opt != "sgd";
   const double lr = adam ? 1e-3 : 0.05;
   const nb::DeviceInfo dev = nb::require_device();
@@ -247,13 +248,19 @@ int run(int argc, char** argv) {
   ClusterParams cp;
   PersistPlan ppl;
   ClusterPlan cpl;
+  GridPlan gpl;
   if (cl) {
     cp.images = dpx.get(), cp.labels = dlab.get(), cp.perm = dperm.get(), cp.L = L, cp.B = B;
     for (int l = 0; l <= L; ++l) cp.w[l] = layers[l];
     for (int l = 0; l < L; ++l) cp.woff[l] = woff[l], cp.boff[l] = boff[l];
     cp.params = P.get(), cp.params16 = P16.get(), cp.grads_out = G.get(), cp.lr = static_cast<float>(lr);
     cp.step_loss = loss.get(), cp.bad_step = bad.get(), cp.copy_mismatches = mism.get();
-    cpl = cluster_rung_plan(cp, blocks, dev.index);
+    if (gr) {
+      gpl = grid_rung_plan(cp, blocks, dev.index);
+      cpl.blocks = gpl.blocks, cpl.smem = gpl.smem;  // what the lines below print
+    } else {
+      cpl = cluster_rung_plan(cp, blocks, dev.index);
+    }
   } else {
     pp.images = dpx.get(), pp.labels = dlab.get(), pp.perm = dperm.get();
     pp.D = D, pp.H1 = layers[1], pp.H2 = layers[2], pp.C = C, pp.B = B;
@@ -276,7 +283,8 @@ int run(int argc, char** argv) {
       ClusterParams q = cp;
       q.s0 = s0, q.i0 = 0, q.count = count;
       if (!checked) q.grads_out = nullptr, q.copy_mismatches = nullptr;
-      cluster_rung_launch(cpl, q, nullptr);
+      if (gr) grid_rung_launch(gpl, q, nullptr);
+      else cluster_rung_launch(cpl, q, nullptr);
     } else {
       PersistParams q = pp;
       q.s0 = s0, q.i0 = 0, q.count = count;
@@ -382,7 +390,7 @@ int run(int argc, char** argv) {
   }
   const unsigned mismatches = mism.download()[0];
   const unsigned long long bad_step = bad.download()[0];
-  if (cl || rung == "cluster32") report(mismatches == 0, fmt("copies of a weight agree with the rows they mirror: %u bits differ", mismatches));
+  if ((cl && !gr) || rung == "cluster32") report(mismatches == 0, fmt("copies of a weight agree with the rows they mirror: %u bits differ", mismatches));
   report(bad_step == ~0ull, bad_step == ~0ull ? std::string("no step flagged non-finite") : fmt("step %llu flagged non-finite", bad_step));
 
   // ---- timing: launches of K steps, continuing from the state the checks left, each at new steps
