@@ -164,6 +164,8 @@ P5_FLAG_CASES = [
      ["--launch cluster", "--dropout 0"]),
     ("launch-cluster-cublas", ["--launch", "cluster", "--precision", "fp16", "--optimizer", "sgd", "--dropout", "0",
                                "--gemm", "cublas"], ["--launch cluster", "--gemm own"]),
+    ("launch-grid-fp32", ["--launch", "grid"], ["--launch grid", "fp16"]),
+    ("launch-grid-dropout", ["--launch", "grid", "--precision", "fp16", "--optimizer", "sgd"], ["--launch grid", "--dropout 0"]),
     ("fp32-gemm-bad", ["--fp32-gemm", "tf32"], ["--fp32-gemm"]),
     ("fp32-gemm-fp16", ["--fp32-gemm", "tf32x3", "--precision", "fp16"], ["--fp32-gemm tf32x3", "fp32"]),
     ("fp32-gemm-cublas", ["--fp32-gemm", "tile", "--gemm", "cublas"], ["--fp32-gemm tile", "--gemm own"]),
