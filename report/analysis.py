@@ -1836,10 +1836,10 @@ RUNGS = [
     ("mlp_w1", ("phase5_batched", "cuda-cluster32"), "the model in one 16-block cluster, the wide layer on tensor cores"),
     ("mlp_w2_8192", ("phase4_mlp", "cuda-fp16"), "phase 4's fp16 kernels at h = 8192"),
     ("mlp_w2_8192", ("phase5_batched", "cuda-fp16"), "own tiled fp16 GEMMs, fused backward, PDL"),
-    ("mlp_w2_8192", ("phase5_batched", "cuda-grid"), "the whole step in one cooperative launch over every SM, exchanges through L2"),
+    ("mlp_w2_1024", ("phase5_batched", "cuda-fp16"), "own fp16 GEMMs at h = 1024, fused backward, PDL"),
+    ("mlp_w2_1024", ("phase5_batched", "cuda-grid"), "the whole step in one cooperative launch over every SM, exchanges through L2"),
     ("mlp_w2_128", ("phase5_batched", "cuda-fp16"), "own fp16 GEMMs at h = 128"),
     ("mlp_w2_128", ("phase5_batched", "cuda-cluster"), "the whole model in one thread-block cluster"),
-    ("mlp_w2_128", ("phase5_batched", "cuda-grid"), "the whole step in one cooperative launch over every SM, exchanges through L2"),
     ("mlp_batch_big", ("phase5_batched", "cuda-tile"), "the graph step, every product on the 32 × 64 SIMT tile"),
     ("mlp_batch_big", ("phase5_batched", "cuda"), "GEMM step 5: the big products as 3xTF32 on tensor cores"),
 ]
@@ -1858,7 +1858,7 @@ def ladder_table(sel, acc, records):
         times[("mlp_w1", r["key"])] = (r["epoch_ms"], r["record"], "epoch")
     for k, pts in sel[6]["series"].items():
         for h, t, r in pts:
-            if h in (128, 8192):
+            if h in (128, 1024, 8192):
                 times[(f"mlp_w2_{h}", k)] = (t, r, "step")
     big = _sweep_big_batch(sel)  # the batch sweep's largest batch, where the step is GEMMs
     for k, pts in (sel.get(9) or {}).get("series", {}).items():
@@ -1892,7 +1892,7 @@ def ladder_table(sel, acc, records):
         elif wl != "linreg":
             roof = _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops)
         wname = {"linreg": "linreg 5M × 200", "mlp_w1": "W1 epoch", "mlp_w2_8192": "W2 h = 8192 step",
-                 "mlp_w2_128": "W2 h = 128 step", "mlp_batch_big": f"W1's model, batch {big or 0:,} step"}[wl]
+                 "mlp_w2_1024": "W2 h = 1024 step", "mlp_w2_128": "W2 h = 128 step", "mlp_batch_big": f"W1's model, batch {big or 0:,} step"}[wl]
         rows.append({"workload": wname, "key": key, "label": label(*key), "adds": adds, "ms": t, "gain": gain,
                      "limit": limit, "busy": busy, "roof": roof, "record": r})
     return {"rows": rows, "peak_record": peak_rec, "fp32_tflops": fp32_tflops}
