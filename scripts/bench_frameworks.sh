@@ -18,7 +18,9 @@
 #   sweep   the W1 model at batch in $SWEEP_BATCHES (2 epochs): phase 5 own (its default GEMM plan;
 #           --fp32-gemm tile: the 32 x 64 SIMT tile for every product; fp16; fp16 with every product on
 #           step 6, --fp16-gemm mma), phase 5 on cuBLASLt (fp32, fp16), PyTorch compiled-graph (and with
-#           TF32 matmuls allowed: a labelled comparison row, never the yardstick), JAX jit-run.
+#           TF32 matmuls allowed: a labelled comparison row, never the yardstick), JAX jit-run; the
+#           twins in $SWEEP_TWINS (default "torch torch-tf32 jax": a run may name fewer, and its
+#           records then hold only those).
 #                               tags batch-sweep-b<B>[-tile|-fp16|-fp16-mma|-cublaslt-<p>|-<impl>[-tf32]]
 #
 # Environment: RECORDS_DIR (default profiles/<device-slug>), DATA (.carry/data/mnist or data/mnist),
@@ -35,6 +37,7 @@ JOBS="${JOBS:-16}"
 STAGES="${STAGES:-linreg w1 match w2 sweep}"
 W2_HS="${W2_HS:-128 8192}"
 SWEEP_BATCHES="${SWEEP_BATCHES:-32 1024 8192}"
+SWEEP_TWINS="${SWEEP_TWINS:-torch torch-tf32 jax}"
 TWIN_MODE="${TWIN_MODE:-default}"
 if [ -z "${DATA:-}" ]; then
   DATA=data/mnist
@@ -74,6 +77,7 @@ pack() {
   tar czf "$PACK.tmp" --exclude="*.trace.json" -C "$d" . -C "$PWD/$WORK" logs 2>/dev/null && mv "$PACK.tmp" "$PACK"
 }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+twin() { [[ " $SWEEP_TWINS " == *" $1 "* ]]; }
 
 if [ "${NO_BUILD:-0}" = 1 ]; then
   note "no build (NO_BUILD=1)"
@@ -138,10 +142,10 @@ if has sweep; then
     for pr in fp32 fp16; do
       run "sweep-$b-lt-$pr" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --gemm cublas --precision "$pr" --tag "batch-sweep-b$b-cublaslt-$pr"
     done
-    run "sweep-$b-torch" "$PYTHON" baselines/pytorch/mlp.py "${S[@]}" --impl compiled-graph --compile-mode "$TWIN_MODE" --tag "batch-sweep-b$b-{impl}"
+    twin torch && run "sweep-$b-torch" "$PYTHON" baselines/pytorch/mlp.py "${S[@]}" --impl compiled-graph --compile-mode "$TWIN_MODE" --tag "batch-sweep-b$b-{impl}"
     # faster arithmetic, not the same numerics: drawn beside the others, never the yardstick
-    run "sweep-$b-torch-tf32" "$PYTHON" baselines/pytorch/mlp.py "${S[@]}" --impl compiled-graph --compile-mode "$TWIN_MODE" --tf32 --tag "batch-sweep-b$b-{impl}-tf32"
-    jax "sweep-$b-jax" baselines/jax/mlp.py "${S[@]}" --impl jit-run --validate --tag "batch-sweep-b$b-{impl}"
+    twin torch-tf32 && run "sweep-$b-torch-tf32" "$PYTHON" baselines/pytorch/mlp.py "${S[@]}" --impl compiled-graph --compile-mode "$TWIN_MODE" --tf32 --tag "batch-sweep-b$b-{impl}-tf32"
+    twin jax && jax "sweep-$b-jax" baselines/jax/mlp.py "${S[@]}" --impl jit-run --validate --tag "batch-sweep-b$b-{impl}"
     pack
   done
 fi
