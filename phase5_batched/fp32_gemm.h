@@ -20,20 +20,25 @@ inline const char* fp32_gemm_name(Fp32Gemm g) {
   return g == Fp32Gemm::Tile ? "tile" : g == Fp32Gemm::TF32x3 ? "tf32x3" : "auto";
 }
 // auto's rule: 3xTF32 for products of at least kX3MinRows output rows, kX3MinMacs multiply-adds
-// and kX3MinTiles of its 64 x 64 tiles; the 32 x 64 SIMT tile elsewhere. (Measured with the GEMM
-// benchmark, scripts/bench_gemm.sh: below that the SIMT tile's smaller blocks fill more SMs, and a
-// product with few 64 x 64 tiles, like W1's 64 x 128 weight gradient, needs 16 K slices to fill
-// the GPU and their fix-up costs more than the tensor cores save.) The thresholds were measured
-// while each weight gradient's epilogue still summed dZ over the batch for the bias; since it adds
-// tile sums, at batch 1,024 every product on the SIMT tile (81.6 us a step) beats this plan (88.4)
-// in one run (profiles/nvidia-h200/*batch-sweep-b1024{,-tile}.json, b417a38): to be measured again.
+// and kX3MinTiles of its 64 x 64 tiles, and, with fewer than kX3FewTiles tiles, at least
+// kX3FewTilesMinMacs multiply-adds; the 32 x 64 SIMT tile elsewhere. (Below that the SIMT tile's
+// smaller blocks fill more SMs, and a product with few 64 x 64 tiles, like W1's 64 x 128 weight
+// gradient, needs many K slices to fill the GPU; their fix-up costs more than the tensor cores save.)
+// The last condition comes from W1's step on one H200 (logs/plan_77c2cf1/x3/): the first layer's
+// weight gradient (128 x 784 x batch, 26 tiles) on step 5 costs the step time at batch 512 and
+// 1,024 and saves it from 2,048 up, while its forward (batch x 128 x 784) pays from 1,024 up (32
+// tiles); with both on step 5, as before, 1,024 and 512 ran slower than with none.
 constexpr int kX3MinRows = 64;
 constexpr double kX3MinMacs = 32.0 * 1024 * 1024;
 constexpr int kX3MinTiles = 16;
+constexpr int kX3FewTiles = 32;
+constexpr double kX3FewTilesMinMacs = 128.0 * 1024 * 1024;
 inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
   if (choice != Fp32Gemm::Auto) return choice == Fp32Gemm::TF32x3;
   const int tiles = ((M + kXBM - 1) / kXBM) * ((N + kXBN - 1) / kXBN);
-  return M >= kX3MinRows && static_cast<double>(M) * N * K >= kX3MinMacs && tiles >= kX3MinTiles;
+  const double macs = static_cast<double>(M) * N * K;
+  return M >= kX3MinRows && macs >= kX3MinMacs && tiles >= kX3MinTiles &&
+         (tiles >= kX3FewTiles || macs >= kX3FewTilesMinMacs);
 }
 
 // The fp16 products (--fp16-gemm): per product, step 6 of the ladder (fp16 mma.sync in step 5's
