@@ -311,8 +311,8 @@ int run(int argc, char** argv) {
                "record");
   cli.add_string("--fp32-gemm", &o.fp32_gemm,
                  "own graph path, fp32: which GEMM rung computes each product: 3xTF32 tensor-core tiles (step 5 of the "
-                 "ladder, fp32-accurate) for products of at least 64 rows, 2^25 multiply-adds and 16 tiles of 64 x 64, "
-                 "the 32 x 64 SIMT tile for the others (auto); or one rung for every product",
+                 "ladder, fp32-accurate) for products of at least 64 rows, 2^25 multiply-adds and 16 tiles of 64 x 64 "
+                 "(below 32 tiles 2^27), the 32 x 64 SIMT tile for the others (auto); or one rung for every product",
                  {"auto", "tile", "tf32x3"});
   cli.add_string("--fp16-gemm", &o.fp16_gemm,
                  "own graph path, fp16: which GEMM rung computes each product: step 6 of the ladder (fp16 mma.sync in "

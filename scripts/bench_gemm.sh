@@ -11,7 +11,8 @@
 #
 # Environment: STAGES ("test gemm"), BATCHES ("32 64 128 256 512 1024 2048 4096 8192"),
 # RECORDS_DIR (default profiles/<device-slug>), DATA (.carry/data/mnist or data/mnist), JOBS (16),
-# PACK (a .tgz of the records and logs, rewritten after every stage). Exit status: 0 when every run
+# PACK (a .tgz of the records and logs, rewritten after every stage), NO_BUILD (1: run the programs
+# already under build/, e.g. built elsewhere for this GPU and carried). Exit status: 0 when every run
 # succeeded (and validated); 1 otherwise; 3 without a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -50,10 +51,15 @@ pack() {
   tar czf "$PACK.tmp" -C "${RECORDS_DIR:-profiles}" . -C "$PWD/$WORK" logs 2>/dev/null && mv "$PACK.tmp" "$PACK"
 }
 
-note "build"
 TARGETS=(build/phase5_batched)
 has test && TARGETS+=(build/tests/gpu_tests)
-make -j"$JOBS" "${TARGETS[@]}" >"$LOGS/build.log" 2>&1 || { tail -n 20 "$LOGS/build.log"; exit 1; }
+if [ "${NO_BUILD:-0}" = 1 ]; then
+  note "no build (NO_BUILD=1)"
+  for t in "${TARGETS[@]}"; do [ -x "$t" ] || { echo "bench_gemm: NO_BUILD=1 but $t is not built"; exit 1; }; done
+else
+  note "build"
+  make -j"$JOBS" "${TARGETS[@]}" >"$LOGS/build.log" 2>&1 || { tail -n 20 "$LOGS/build.log"; exit 1; }
+fi
 O=()
 [ -n "${RECORDS_DIR:-}" ] && O=(--out "$RECORDS_DIR") && mkdir -p "$RECORDS_DIR"
 

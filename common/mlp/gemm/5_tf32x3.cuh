@@ -35,7 +35,10 @@
 // (B's 16): 889 -> 741 of the ~1,070 its time holds (split-K fix-up included): x0.86, about 77 us.
 // The risk: 64 more 4-byte shared loads a k-tile, and lanes reading different entries of a plane
 // conflict on banks (MNIST's zeros broadcast): shared memory may limit before issue does.
-// Measured: not yet measured.
+// Measured (H200, 77c2cf1, profiles/nvidia-h200/logs/sweep_77c2cf1/gemm-8192.log): 77.2 and 72.6 us:
+// the weight gradient as predicted, the forward no faster in the benchmark. Inside W1's step at
+// 8,192 (PDL on) the two kernels went 145.0 -> 121.7 and 105.2 -> 94.1 us and the step 241.3 ->
+// 215.7 (phase5_batched__batch-sweep-b8192.json, b417a38 -> 693098b, two H200s of one kind).
 #pragma once
 #include <cstdint>
 
@@ -424,7 +427,9 @@ __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P
 // 16), as many as fit in one wave of two blocks an SM: one block more than the wave holds runs
 // after the others, and the product takes two blocks' time. (At batch 8,192 the first layer's
 // forward has 256 tiles: one wave as it is; its weight gradient has 26 tiles, 10 slices: 260 blocks
-// of the 264 an H200 holds at once, where rounding the slices up gave 11 and 286 blocks.)
+// of the 264 an H200 holds at once, where rounding the slices up gave 11 and 286 blocks. W1's step
+// at batch 2,048-8,192 with a half, a third or a fifth of these slices, or two or three times as
+// many (past one wave), was never faster beyond run-to-run noise: logs/splits_693098b/.)
 template <class P>
 inline void plan_tc64_splits(P& p, int sm_count) {
   const int ktiles = (p.K + kXBK - 1) / kXBK;

@@ -40,7 +40,10 @@
 // 24 instructions a k-step -> 2, and B's bytes by table) of the ~610 its 50.7 us hold at the same
 // rate: x0.85, about 43 us. Still 2x cuBLASLt's. (The gathered forward now takes all 128
 // registers the two blocks an SM allow, 103 before; no spills.)
-// Measured: not yet measured.
+// Measured (H200, 77c2cf1, profiles/nvidia-h200/logs/sweep_77c2cf1/gemm-8192-fp16.log): 50.3 and
+// 50.2 us: the weight gradient as before, the forward slower than before (41.5), not faster; W1's
+// fp16 step at 8,192 165.8 -> 167.1 us (phase5_batched__batch-sweep-b8192-fp16.json, b417a38 ->
+// 693098b). Where the forward's time went is not yet profiled (the register cap is the suspect).
 #pragma once
 #include <cuda_fp16.h>
 
