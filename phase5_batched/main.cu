@@ -32,15 +32,15 @@
 //   path against JAX: h = 128 rung 5d 27.67 us a step, 1.24x; 256-2,048 rung 5g 36.58-113.4 us,
 //   1.05x at 256, 0.98x / 0.98x / 0.95x at 512 / 1,024 / 2,048; 4,096 / 8,192 own GEMMs 0.234 /
 //   0.653 ms, 1.09x / 1.25x JAX jit-run. --launch auto picks among them (launch_plan.h). Batch sweep
-//   (bench_frameworks.sh at b417a38): 32: 36.8 us a step (JAX 39.3 at ed919e5); 1,024: 88.4 us,
-//   0.90x JAX jit-run (79.7); 8,192: 0.241 ms (__batch-sweep-b8192), 1.05x JAX jit-run (0.254;
-//   PyTorch compiled-graph 0.294), fp16 0.166 ms. The lesson: up to batch 512 a step stays within
-//   2x of batch 32's (37-66 us: its dependent kernels' latency); from 1,024 on it grows with the
-//   arithmetic, and there step 5 buys 1.44x at 8,192 (0.346 ms on the SIMT tile, -tile.json).
-//   What the kernel table showed there: each weight gradient's last block walked a column of dZ
-//   over the batch for the bias, about 50 us per layer; dZ's producers now store per-tile column
-//   sums (0.298 -> 0.239 ms; WMMA fp16 0.459 -> 0.183: logs/f16mma_8033768, logs/bias_7bb5a0a).
-//   Step 5's first-layer products: 59.6 and 72.8 us, a sixth of TF32's rate (logs/gemm_737d448/).
+//   (bench_frameworks.sh at 693098b, __batch-sweep-b<B>.json, JAX at every batch): 32: 36.5 us a
+//   step, 1.07x JAX jit-run; 1,024: 75.5 us, 1.06x; 8,192: 0.216 ms, 1.29x (PyTorch compiled-graph
+//   0.295), fp16 0.167 ms; behind only at 64 (0.99x) and 2,048 (0.975x). The lesson: up to batch 512
+//   a step stays within 2x of batch 32's (37-60 us: its dependent kernels' latency); from 1,024 on
+//   it grows with the arithmetic, and there step 5 buys 1.61x at 8,192 (0.347 ms on the SIMT tile,
+//   -tile.json) where it pays, and costs where a product has few tiles (fp32_gemm.h's rule, from
+//   logs/plan_77c2cf1). The kernel table showed each weight gradient's last block walking a column
+//   of dZ over the batch for the bias (~50 us a layer); dZ's producers now store per-tile column
+//   sums (logs/bias_7bb5a0a). Step 5's first-layer products: 78.1 and 73.6 us (__gemm-b8192.json).
 //
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
