@@ -1,11 +1,17 @@
 // phase5_batched/launch_plan.h — `--launch auto`: which rung trains a model, decided from what the
 // one-launch rungs' plans say of it (rungs.h asks them; the choice itself needs no GPU).
-// The rule is the W2 width sweep's (H200, bench_frameworks.sh stage w2 at 7d20915,
-// profiles/nvidia-h200/phase5_batched__w2-h<h>-{own,grid,cluster}.json): the cluster kernel (5d) is
-// the fastest path where the model fits one cluster (h = 128); the grid kernel (5g) wherever its plan
-// gives every hidden layer one 16-unit tile a block (h = 256 ... 2,048 on 132 SMs); past that (4,096,
-// 8,192: 32 or 64 units a block, rows read through L2) the graph of own GEMMs wins. Models the two
-// kernels refuse (fp32, Adam, dropout, batch > 32, cuBLASLt) take the graph path.
+// fp32 models with two hidden layers (W1's kind): the pipelined kernel (5e) where its plan fuses the
+// first layer's update with the next step's first layer (one first-layer unit a block, batch <= 32),
+// else the persistent kernel (5c) where its plan gives every block one first-layer unit (batch <= 64).
+// Measured on W1's model (H200): batch 32, 5e 10.03 / 5c 10.76 / the graph path 36.5 us a step
+// (w1-pipelined.json, w1-persistent.json, batch-sweep-b32.json); batch 64, 5c 21.38 / 5e 24.27 /
+// the graph path 41.36 with PDL off (logs/check_0cd24e0/leads/) and 39.98 with it (batch-sweep-b64.json).
+// fp16 SGD models without dropout (W2's kind): the W2 width sweep's rule (bench_frameworks.sh stage w2
+// at 7d20915, profiles/nvidia-h200/phase5_batched__w2-h<h>-{own,grid,cluster}.json): the cluster
+// kernel (5d) where the model fits one cluster (h = 128); the grid kernel (5g) wherever its plan gives
+// every hidden layer one 16-unit tile a block (h = 256 ... 2,048 on 132 SMs); past that (4,096,
+// 8,192: 32 or 64 units a block, rows read through L2) the graph of own GEMMs wins. Everything else
+// (more hidden layers in fp32, bigger batches, cuBLASLt) takes the graph path.
 #pragma once
 #include <string>
 
@@ -13,9 +19,11 @@ namespace nb {
 namespace {
 
 struct LaunchFacts {
-  bool one_launch_legal = false;  // fp16, SGD, no dropout, own GEMMs: what both kernels need of the options
+  bool one_launch_legal = false;  // fp16, SGD, no dropout, own GEMMs: what both W2 kernels need of the options
   bool cluster_fits = false;      // 5d's plan accepts the model (one cluster of up to 16 blocks)
   int grid_units = 0;             // 5g's plan: the most units of a hidden layer a block holds (0: refused)
+  bool pipelined_fuses = false;   // 5e's plan accepts the model and fuses the first layer's update (fp32)
+  bool persist_one_unit = false;  // 5c's plan accepts the model with one first-layer unit a block (fp32)
 };
 
 struct LaunchChoice {
@@ -24,8 +32,12 @@ struct LaunchChoice {
 };
 
 inline LaunchChoice choose_launch(const LaunchFacts& f) {
+  if (f.pipelined_fuses)
+    return {"pipelined", "the pipelined kernel (5e) fuses the first layer's update with the next step (one unit a block)"};
+  if (f.persist_one_unit) return {"persistent", "the persistent kernel (5c) holds one first-layer unit a block"};
   if (!f.one_launch_legal)
-    return {"graph", "the one-launch W2 kernels need fp16, SGD, no dropout and own GEMMs"};
+    return {"graph", "no one-launch kernel's plan fits: W1's kind needs one first-layer unit a block and a batch of at "
+                     "most 64, W2's kind fp16, SGD, no dropout and own GEMMs"};
   if (f.cluster_fits) return {"cluster", "the model fits one thread-block cluster (5d)"};
   if (f.grid_units == 16) return {"grid", "the grid kernel (5g) holds one 16-unit tile of every hidden layer a block"};
   if (f.grid_units > 16)

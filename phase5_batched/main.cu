@@ -288,7 +288,8 @@ int run(int argc, char** argv) {
                  "cluster's shared memory: W2 at h = 128), one fp32 cluster kernel with the first layer on tensor "
                  "cores (two hidden layers, batch <= 64, at most 8 first-layer units a block: W1), or the cluster "
                  "kernel's model over up to every SM (grid: fp16, SGD, no dropout, batch <= 32, at most 16 classes); auto: "
-                 "cluster, grid or graph by what the W2 kernels' plans say of the model (launch_plan.h)",
+                 "pipelined, persistent, cluster, grid or graph by what the one-launch kernels' plans say of the "
+                 "model (launch_plan.h)",
                  rung_names());
   cli.add_int("--blocks", &o.blocks,
               "blocks of the persistent kernel (0 = one per first-layer unit, at most one per SM) or of a cluster "

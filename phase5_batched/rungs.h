@@ -235,7 +235,7 @@ static_assert(kPersistSegments == kClSegments && kPipeSegments <= kPersistSegmen
               "one breakdown buffer serves the one-launch kernels");
 constexpr int kBreakdownParts = kPersistSegments;  // the breakdown buffer's length
 
-// ----- --launch auto: the facts launch_plan.h's rule needs, from the one-launch W2 kernels' plans
+// ----- --launch auto: the facts launch_plan.h's rule needs, from the one-launch kernels' plans
 inline void resolve_auto_launch(P5Options& o, int device) {
   LaunchFacts f;
   f.one_launch_legal = fp16_sgd_no_dropout_own(o) && o.nlayers() <= kClMaxLayers;
@@ -245,6 +245,24 @@ inline void resolve_auto_launch(P5Options& o, int device) {
     for (int l = 0; l <= p.L; ++l) p.w[l] = o.layers[l];
     f.cluster_fits = cluster_rung_fits(p, device);
     f.grid_units = grid_rung_units(p, o.blocks, device);
+  }
+  if (two_hidden_fp32_own(o)) {  // W1's kind: ask 5c's and 5e's plans (they only read shapes and the GPU)
+    PersistParams p;
+    p.D = o.layers[0], p.H1 = o.layers[1], p.H2 = o.layers[2], p.C = o.layers[3], p.B = o.batch;
+    p.adam = o.adam(), p.dropout = o.dropout > 0;
+    const auto refused = [](const Error& e) { if (e.code != kExitUsage) throw e; };
+    try {
+      PersistParams q = p;
+      f.pipelined_fuses = pipelined_fuses_first_layer(q, pipelined_rung_plan(q, o.blocks, device, true));
+    } catch (const Error& e) {
+      refused(e);
+    }
+    try {
+      PersistParams q = p;
+      f.persist_one_unit = persistent_rung_plan(q, o.blocks, device, true).nc == 1;
+    } catch (const Error& e) {
+      refused(e);
+    }
   }
   const LaunchChoice c = choose_launch(f);
   o.launch = c.launch;
