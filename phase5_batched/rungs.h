@@ -250,19 +250,19 @@ inline void resolve_auto_launch(P5Options& o, int device) {
     PersistParams p;
     p.D = o.layers[0], p.H1 = o.layers[1], p.H2 = o.layers[2], p.C = o.layers[3], p.B = o.batch;
     p.adam = o.adam(), p.dropout = o.dropout > 0;
-    const auto refused = [](const Error& e) { if (e.code != kExitUsage) throw e; };
-    try {
-      PersistParams q = p;
-      f.pipelined_fuses = pipelined_fuses_first_layer(q, pipelined_rung_plan(q, o.blocks, device, true));
-    } catch (const Error& e) {
-      refused(e);
-    }
-    try {
-      PersistParams q = p;
-      f.persist_one_unit = persistent_rung_plan(q, o.blocks, device, true).nc == 1;
-    } catch (const Error& e) {
-      refused(e);
-    }
+    const auto accepts = [&](auto asks) {  // a plan's refusal (exit 2) is a no; any other error stands
+      try {
+        PersistParams q = p;
+        return asks(q);
+      } catch (const Error& e) {
+        if (e.code != kExitUsage) throw;
+        return false;
+      }
+    };
+    f.pipelined_fuses = accepts([&](PersistParams& q) {
+      return pipelined_fuses_first_layer(q, pipelined_rung_plan(q, o.blocks, device, true));
+    });
+    f.persist_one_unit = accepts([&](PersistParams& q) { return persistent_rung_plan(q, o.blocks, device, true).nc == 1; });
   }
   const LaunchChoice c = choose_launch(f);
   o.launch = c.launch;
