@@ -278,18 +278,39 @@ __device__ __forceinline__ void store_tile_colsums(const T* dz, float* colsum, i
   colsum[static_cast<size_t>(m0 / kBM) * N + n] = g;
 }
 
-// Last layer: needs the whole row of logits in one tile (N <= kBN, one column tile).
+// The same column sums from the tile in shared memory (row i at t[i * kLdc], columns from 0), which
+// holds dz as stored (converted back to fp32): same values, same order, no read of dz from global
+// memory. Called by every thread of the block after the tile is written.
+__device__ __forceinline__ void tile_colsums_from_smem(const float* t, float* colsum, int m0, int M, int N) {
+  __syncthreads();  // the tile's rows (other threads') are written
+  const int n = static_cast<int>(threadIdx.x);
+  if (n >= kBN || n >= N) return;
+  const int rows = min(kBM, M - m0);
+  float g = 0.f;
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    float part = 0.f;
+#pragma unroll
+    for (int i = q; i < kBM; i += 8)
+      if (i < rows) part += t[i * kLdc + n];
+    g += part;
+  }
+  colsum[static_cast<size_t>(m0 / kBM) * N + n] = g;
+}
+
+// Last layer: needs the whole row of logits in one tile (N <= kBN, one column tile). Each row tile
+// stores its summed loss at tile_loss[step][tile]; step_loss_kernel turns them into the step's
+// mean loss once an epoch (after the graph's last step), so no block of a step waits on a fence,
+// an atomic counter and the last block's sum, as it did when the last tile to finish reduced the
+// step's loss here.
 template <class T>
 struct SoftmaxCEEpi {
   const float* bias = nullptr;
   const uint8_t* labels = nullptr;
   RowMap rows;
   T* dz = nullptr;                 // [M, N]
-  float* dz_colsum = nullptr;      // [row tiles, N]: store_tile_colsums (null: not wanted)
-  float* tile_loss = nullptr;      // one partial per row tile
-  unsigned* counter = nullptr;     // row tiles finished (reset by the last one)
-  float* step_loss = nullptr;      // [total steps]
-  unsigned long long* bad_step = nullptr;  // first step with a non-finite loss (init ~0ull)
+  float* dz_colsum = nullptr;      // [row tiles, N]: tile_colsums_from_smem (null: not wanted)
+  float* tile_loss = nullptr;      // [global step][row tile]: each tile's summed loss
   static constexpr bool kVecFixup = true;
   StepRef step;
   __device__ void prefetch(int m0, int, int M, int N) const {
@@ -298,16 +319,16 @@ struct SoftmaxCEEpi {
     if (t < kBM) smem_label()[t] = (m0 + t < M) ? __ldg(labels + rows.image(m0 + t)) : 0;
     if (t == 0) smem_step() = step.get();
   }
-  __device__ void operator()(const float* cs, int m0, int /*n0*/, int M, int N) const {
+  // cs: the block's own fp32 tile, rewritten row by row (thread r, row r) with dz as stored.
+  __device__ void operator()(float* cs, int m0, int /*n0*/, int M, int N) const {
     __shared__ float s_loss[kBM];
-    __shared__ bool s_last;
     const int r = threadIdx.x;
     const float* bs = smem_bias();
     if (r < kBM) {
       const int m = m0 + r;
       float loss = 0.f;
       if (m < M) {
-        const float* z = cs + r * kLdc;
+        float* z = cs + r * kLdc;
         float mx = -INFINITY;
         for (int j = 0; j < N; ++j) mx = fmaxf(mx, z[j] + bs[j]);
         float se = 0.f;
@@ -318,40 +339,40 @@ struct SoftmaxCEEpi {
         const float inv = 1.f / static_cast<float>(M);
         for (int j = 0; j < N; ++j) {
           const float p = expf(z[j] + bs[j] - lse);
-          dz[static_cast<size_t>(m) * N + j] = from_f<T>((p - (j == y ? 1.f : 0.f)) * inv);
+          const T d = from_f<T>((p - (j == y ? 1.f : 0.f)) * inv);
+          dz[static_cast<size_t>(m) * N + j] = d;
+          z[j] = to_f(d);
         }
       }
       s_loss[r] = loss;
     }
-    if (dz_colsum) store_tile_colsums(dz, dz_colsum, m0, 0, M, N);
+    if (dz_colsum) tile_colsums_from_smem(cs, dz_colsum, m0, M, N);
     __syncthreads();
-    const int tiles = (M + kBM - 1) / kBM;
     if (threadIdx.x == 0) {
       float s = 0.f;
       for (int i = 0; i < kBM; ++i) s += s_loss[i];
-      if (tiles == 1) {
-        s_last = true;
-      } else {
-        tile_loss[m0 / kBM] = s;
-        __threadfence();
-        s_last = atomicAdd(counter, 1u) == static_cast<unsigned>(tiles - 1);
-      }
-      if (s_last) {
-        double total = s;
-        if (tiles > 1) {
-          __threadfence();
-          total = 0;
-          for (int i = 0; i < tiles; ++i) total += __ldcg(tile_loss + i);
-          *counter = 0u;
-        }
-        const float mean = static_cast<float>(total / M);
-        const int64_t st = smem_step();
-        step_loss[st] = mean;
-        if (!isfinite(mean)) atomicMin(bad_step, static_cast<unsigned long long>(st));
-      }
+      const int tiles = (M + kBM - 1) / kBM;
+      tile_loss[static_cast<size_t>(smem_step()) * tiles + m0 / kBM] = s;
     }
   }
 };
+
+// The mean loss of steps first.get() + s, s < count, from their tiles' sums (SoftmaxCEEpi), in
+// tile order in double as one step's last tile once summed them; the first non-finite one is
+// recorded in bad_step (init ~0ull). Run after a graph's steps (and after a single step).
+template <class Dummy = void>
+__global__ void step_loss_kernel(const float* __restrict__ tile_loss, int tiles, int M, StepRef first, int count,
+                                 float* __restrict__ step_loss, unsigned long long* __restrict__ bad_step) {
+  const int s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= count) return;
+  const int64_t st = first.get() + s;
+  const float* t = tile_loss + static_cast<size_t>(st) * tiles;
+  double total = 0;
+  for (int i = 0; i < tiles; ++i) total += t[i];
+  const float mean = static_cast<float>(total / M);
+  step_loss[st] = mean;
+  if (!isfinite(mean)) atomicMin(bad_step, static_cast<unsigned long long>(st));
+}
 
 template <class T>
 struct BwdReluEpi {

@@ -100,7 +100,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   Trainer<T> tr(o, rung, sc, dev, ds, init, fp32_gemm);
   const nlohmann::json plan = tr.gemm_plan();
   if (!plan.empty()) {
-    std::printf("GEMM plan (a step's products: M x N x K, rung, K slices):\n");
+    std::printf("GEMM plan (a step's products: M x N x K, rung, K slices; backward %s):\n", tr.backward_kind());
     for (const auto& q : plan)
       std::printf("  %-18s %6d x %5d x %5d  %-9s %d\n", q["product"].get<std::string>().c_str(), q["M"].get<int>(),
                   q["N"].get<int>(), q["K"].get<int>(), q["rung"].get<std::string>().c_str(), q["splits"].get<int>());
@@ -248,7 +248,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   int64_t launches = 0;
   for (const auto& [k, c] : tr.costs_per_step()) launches += c.calls;
   rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
-  rec["metrics"]["backward"] = tr.fused_backward() ? "fused" : "paired";  // own graph path's backward kernels
+  rec["metrics"]["backward"] = tr.backward_kind();  // own graph path's backward kernels: fused, paired or branched
   rec["metrics"]["pdl"] = tr.pdl();  // own graph path: kernels launched with programmatic dependent launch
   rec["metrics"]["gemm_plan"] = plan;  // own graph path: each product's rung and K slices ([] on the other paths)
   rec["metrics"]["fp32_gemm"] = fp32_gemm_name(fp32_gemm);
@@ -300,9 +300,13 @@ int run(int argc, char** argv) {
                "persistent, pipelined and cluster32 kernels: the generic instance even for W1's shape (measures what "
                "compiling the shape in buys)");
   cli.add_string("--backward", &o.backward,
-                 "fp16 graph path: each layer's update and backward-data product in one pass over its weights "
-                 "(fused; batch <= 32, widths multiples of 8), or the paired GEMM kernels; auto = fused with SGD",
-                 {"auto", "fused", "paired"});
+                 "own graph path's backward: each layer's update and backward-data product in one pass over its "
+                 "weights (fused; fp16, batch <= 32, widths multiples of 8); a layer's update and the next layer's "
+                 "backward-data product (or the last two updates) in one launch (paired); or the backward-data chain "
+                 "and the first layer's update on the step's stream, every other update on a second branch of the "
+                 "graph (branched). auto = fused with fp16 and SGD, else branched where a pair would take two "
+                 "launches (a 3xTF32 or fp16-mma product, or a weight gradient in more than 16 K slices), else paired",
+                 {"auto", "fused", "paired", "branched"});
   cli.add_string("--pdl", &o.pdl,
                  "own graph path: launch each step kernel with programmatic dependent launch, so that it starts (and "
                  "fetches its weights) while the kernel before it finishes (compute capability 9.0 and up; off below)",

@@ -96,10 +96,8 @@ class Trainer {
     if (!cublas_)  // dZ_[l]'s column sums per 32-row tile, for the bias gradients (store_tile_colsums)
       for (int l = 0; l < nlayers_; ++l) dZsum_.emplace_back(static_cast<size_t>((batch_ + kBM - 1) / kBM) * w[l + 1]);
     step_loss_.alloc(sc.total_steps);
-    tile_loss_.alloc((batch_ + kBM - 1) / kBM);
-    loss_counter_.alloc(1);
+    tile_loss_.alloc(static_cast<size_t>(sc.total_steps) * ((batch_ + kBM - 1) / kBM));  // graph path: [step][row tile]
     bad_step_.alloc(1);
-    CUDA_CHECK(cudaMemset(loss_counter_.get(), 0, sizeof(unsigned)));
     // Evaluation buffers.
     const int n_test = static_cast<int>(ds.test_images.count);
     eval_rows_ = std::min(kEvalRows, n_test);
@@ -121,11 +119,15 @@ class Trainer {
     size_ws();
     if (rung_.one_launch()) plan_one_launch_kernel();
     plan_fused_backward();
+    plan_branches();
     pdl_ = o_.pdl == "on" && !cublas_ && !rung_.one_launch() && dev_.cc_major >= 9;  // PDL is Hopper's
     reset();
   }
   ~Trainer() {
     for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
+    if (fork_) cudaEventDestroy(fork_);
+    if (join_) cudaEventDestroy(join_);
+    if (side_) cudaStreamDestroy(side_);
     cudaStreamDestroy(st_);
   }
 
@@ -168,6 +170,13 @@ class Trainer {
   // (once per count); runs steps [first, first + count) (all inside first's epoch): permutation
   // kernel + graph replay.
   void enqueue_step(int i, std::map<std::string, KernelCost>* costs);
+  // The mean loss of steps first, ..., first + count - 1 from their row tiles' sums (step_loss_kernel).
+  void enqueue_step_losses(const StepRef& first, int count) {
+    const int tiles = (batch_ + kBM - 1) / kBM;
+    step_loss_kernel<<<(count + kEwThreads - 1) / kEwThreads, kEwThreads, 0, st_>>>(
+        tile_loss_.get(), tiles, batch_, first, count, step_loss_.get(), bad_step_.get());
+    CHECK_LAUNCH();
+  }
   void capture(int count);
   void run_graph(int64_t first, int count);
 
@@ -197,6 +206,7 @@ class Trainer {
     if (rung_.one_launch()) return run_epoch(k, 1);
     launch_epoch_permutation(0);
     enqueue_step(k, nullptr);
+    enqueue_step_losses(StepRef{base_.get(), k}, 1);
   }
   const Rung& rung() const { return rung_; }
   // The own graph step's GEMM plan: every product of a training step with its shape, the rung that
@@ -206,6 +216,7 @@ class Trainer {
   bool one_launch() const { return rung_.one_launch(); }  // one kernel launch an epoch
   const OneLaunchKernel& kernel() const { return kernel_; }  // its parameters and plan
   bool fused_backward() const { return fused_bwd_; }
+  const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
   void start_breakdown() {
@@ -271,6 +282,15 @@ class Trainer {
   UpdateEpi<T> update_epi(int l, const StepRef& sr) const;
   FusedBwdParams fused_params(int l, const StepRef& sr) const;
   void plan_fused_backward();
+  void plan_branches();
+  // PDL for a step kernel on the step's stream; off for the first one after the branches join
+  // (its dependencies are two kernels of two streams, not the one kernel before it).
+  bool take_pdl() {
+    const bool p = pdl_ && !after_join_;
+    after_join_ = false;
+    return p;
+  }
+  void enqueue_backward_branched(const StepRef& sr, std::map<std::string, KernelCost>* costs);
   template <class P>
   void plan_splitk_into_slot(P& p, int slot) const;
   template <class P>
@@ -367,7 +387,6 @@ class Trainer {
   // fused backward sums its columns itself).
   float* dz_colsum(int l) const { return dZsum_.empty() || fused_bwd_ ? nullptr : dZsum_[l].get(); }
   DevBuf<float> step_loss_, tile_loss_, eval_loss_;
-  DevBuf<unsigned> loss_counter_;
   DevBuf<unsigned long long> bad_step_;
   DevBuf<int> eval_correct_;
   int eval_rows_ = 0, eval_tiles_ = 0;
@@ -375,6 +394,11 @@ class Trainer {
   DevBuf<unsigned> counters_[2];
   bool fused_bwd_ = false;
   bool pdl_ = false;  // own graph path: step kernels launched with PDL (--pdl)
+  // --backward branched: the updates on a second stream (a second branch of the captured graph),
+  // forked from the step's stream after each backward-data product and joined at the step's end.
+  bool branched_ = false, after_join_ = false;
+  cudaStream_t side_{};
+  cudaEvent_t fork_{}, join_{};
   DevBuf<float> fb_ws_;
   DevBuf<unsigned> fb_counters_;
   DevBuf<T> X_;

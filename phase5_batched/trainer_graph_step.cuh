@@ -17,7 +17,8 @@ void Trainer<T>::enqueue_step(int i, std::map<std::string, KernelCost>* costs) {
   else enqueue_step_own(sr, costs);
 }
 
-// Captures the graph of `count` consecutive steps (once per count).
+// Captures the graph of `count` consecutive steps (once per count), and after them the kernel that
+// forms their mean losses.
 template <class T>
 void Trainer<T>::capture(int count) {
   cudaGraphExec_t& g = graphs_[count];
@@ -26,6 +27,7 @@ void Trainer<T>::capture(int count) {
   std::map<std::string, KernelCost> costs;
   CUDA_CHECK(cudaStreamBeginCapture(st_, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < count; ++i) enqueue_step(i, &costs);
+  enqueue_step_losses(StepRef{base_.get(), 0}, count);
   CUDA_CHECK(cudaStreamEndCapture(st_, &graph));
   CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
   CUDA_CHECK(cudaGraphDestroy(graph));
@@ -102,8 +104,7 @@ auto Trainer<T>::loss_epi(const StepRef& sr) const -> SoftmaxCEEpi<T> {
   SoftmaxCEEpi<T> e;
   e.bias = params_.get() + boff_[nlayers_ - 1], e.labels = train_y_.get(), e.rows = train_rows(sr);
   e.dz = dZ_[nlayers_ - 1].get(), e.dz_colsum = dz_colsum(nlayers_ - 1);
-  e.tile_loss = tile_loss_.get(), e.counter = loss_counter_.get();
-  e.step_loss = step_loss_.get(), e.bad_step = bad_step_.get(), e.step = sr;
+  e.tile_loss = tile_loss_.get(), e.step = sr;
   return e;
 }
 template <class T>
@@ -169,6 +170,25 @@ void Trainer<T>::plan_fused_backward() {
     fused_bwd_ = true;
   }
 }
+// --backward: branched (below) where asked, or with auto where a pair of the paired backward would
+// not fit one launch (a product on step 5 or 6, or a weight gradient in more than kFixupGroup K
+// slices: from batch 2,048 up in W1's step). There the paired backward runs its two products one
+// after the other, each on part of the GPU, and the updates wait behind the backward-data chain.
+template <class T>
+void Trainer<T>::plan_branches() {
+  branched_ = false;
+  if (cublas_ || rung_.one_launch() || fused_bwd_ || nlayers_ < 2 || o_.backward == "paired") return;
+  bool two = o_.backward == "branched";
+  const StepRef sr{nullptr, 0};
+  for (int l = nlayers_ - 1; l >= 2 && !two; --l) two = pair_as_two_launches(update(l, sr, 0), bwd_data(l - 1, 1));
+  if (!two) two = pair_as_two_launches(update(1, sr, 0), update0(sr, 1));
+  if (!two) return;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  branched_ = true;
+}
+
 // Plans a product's split-K and points it at workspace slot `slot`. size_ws() sized the slots
 // for every product shape; a shape it missed would write past the workspace (as the last,
 // shorter evaluation chunk did at h = 2048 on the cuBLASLt path before size_ws counted it), so
@@ -264,29 +284,29 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
     p.M = batch_, p.N = w[1], p.K = w[0];
     p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = loss_epi(sr);
     plan_splitk_into_slot(p, 0);
-    launch_gemm<p5_fwd_softmax_ce, T>(p, st_, pdl_);
+    launch_gemm<p5_fwd_softmax_ce, T>(p, st_, take_pdl());
     add_cost(costs, "p5_fwd_softmax_ce", p, batch_ * w[1] * ob, true);
   } else {
     FwdFirst p;
     p.M = batch_, p.N = w[1], p.K = w[0];
     p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
     plan_splitk_into_slot(p, 0);
-    launch_gemm<p5_fwd_gather, T>(p, st_, pdl_);
+    launch_gemm<p5_fwd_gather, T>(p, st_, take_pdl());
     add_cost(costs, "p5_fwd_gather", p, static_cast<double>(batch_) * w[1] * ob, true);
     for (int l = 1; l + 1 < nlayers_; ++l) {
       auto q = fwd_hidden(l, sr);
-      launch_gemm<p5_fwd_hidden, T>(q, st_, pdl_);
+      launch_gemm<p5_fwd_hidden, T>(q, st_, take_pdl());
       add_cost(costs, "p5_fwd_hidden", q, static_cast<double>(batch_) * w[l + 1] * ob, true);
     }
     auto q = fwd_last(sr);
-    launch_gemm<p5_fwd_softmax_ce, T>(q, st_, pdl_);
+    launch_gemm<p5_fwd_softmax_ce, T>(q, st_, take_pdl());
     add_cost(costs, "p5_fwd_softmax_ce", q, static_cast<double>(batch_) * w[nlayers_] * ob, true);
   }
   if (fused_bwd_) {  // fp16, batch <= 32: one pass over each layer's weights (5b_fused_backward.cuh)
     for (int l = nlayers_ - 1; l >= 0; --l) {
       const FusedBwdParams p = fused_params(l, sr);
-      if (l > 0) launch_fused_bwd<p5_fused_update_bwd>(p, st_, pdl_);
-      else launch_fused_bwd<p5_fused_update_first>(p, st_, pdl_);
+      if (l > 0) launch_fused_bwd<p5_fused_update_bwd>(p, st_, take_pdl());
+      else launch_fused_bwd<p5_fused_update_first>(p, st_, take_pdl());
       if (costs) {
         KernelCost& c = (*costs)[l > 0 ? "p5_fused_update_bwd" : "p5_fused_update_first"];
         const double act = static_cast<double>(batch_) * (w[l + 1] + (l > 0 ? 2.0 * w[l] : 0.0)) * ob;
@@ -297,30 +317,59 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
     }
     return;
   }
+  if (branched_) return enqueue_backward_branched(sr, costs);
   // Backward: dZ_[L-2] first, then (update l, backward-data l-1) pairs, then (update 1, update 0).
   if (nlayers_ == 1) {
     auto u = update0(sr, 0);
-    launch_gemm<p5_update, T>(u, st_, pdl_);
+    launch_gemm<p5_update, T>(u, st_, take_pdl());
     add_cost(costs, "p5_update", u, update_bytes(0), true);
     return;
   }
   {
     auto d = bwd_data(nlayers_ - 1, 0);
-    launch_gemm<p5_bwd_data, T>(d, st_, pdl_);
+    launch_gemm<p5_bwd_data, T>(d, st_, take_pdl());
     add_cost(costs, "p5_bwd_data", d, static_cast<double>(batch_) * w[nlayers_ - 1] * 2 * ob, true);
   }
   for (int l = nlayers_ - 1; l >= 2; --l) {
     auto u = update(l, sr, 0);
     auto d = bwd_data(l - 1, 1);
-    launch_gemm_pair<p5_update_and_bwd_data, T>(u, d, st_, pdl_);  // two launches when a step-5 product is in it
+    launch_gemm_pair<p5_update_and_bwd_data, T>(u, d, st_, take_pdl());  // two launches when a step-5 product is in it
     add_cost(costs, "p5_update_and_bwd_data", u, update_bytes(l), true);
     add_cost(costs, "p5_update_and_bwd_data", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, pair_as_two_launches(u, d));
   }
   auto u1 = update(1, sr, 0);
   auto u0 = update0(sr, 1);
-  launch_gemm_pair<p5_update_pair, T>(u1, u0, st_, pdl_);
+  launch_gemm_pair<p5_update_pair, T>(u1, u0, st_, take_pdl());
   add_cost(costs, "p5_update_pair", u1, update_bytes(1), true);
   add_cost(costs, "p5_update_pair", u0, update_bytes(0), pair_as_two_launches(u1, u0));
+}
+
+// The branched backward: on the step's stream the backward-data chain dZ_[L-2], ..., dZ_[0] and
+// then the first layer's update; on the side stream the updates of layers L-1, ..., 1, layer l's
+// forked after backward-data product l, which produced its dZ_[l] (from dZ_[l+1]: the product
+// before it) and is the last reader of the weights it overwrites. The side stream joins the
+// step's stream at the end of the step. Workspace slot 1 serves the step's stream, slot 0 the side
+// stream (each stream runs its products one after another).
+template <class T>
+void Trainer<T>::enqueue_backward_branched(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
+  const auto& w = o_.layers;
+  const double ob = sizeof(T);
+  for (int l = nlayers_ - 1; l >= 1; --l) {
+    auto d = bwd_data(l, 1);
+    launch_gemm<p5_bwd_data, T>(d, st_, take_pdl());
+    add_cost(costs, "p5_bwd_data", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, true);
+    CUDA_CHECK(cudaEventRecord(fork_, st_));
+    CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+    auto u = update(l, sr, 0);
+    launch_gemm<p5_update, T>(u, side_, false);
+    add_cost(costs, "p5_update", u, update_bytes(l), true);
+  }
+  auto u0 = update0(sr, 1);
+  launch_gemm<p5_update, T>(u0, st_, take_pdl());
+  add_cost(costs, "p5_update", u0, update_bytes(0), true);
+  CUDA_CHECK(cudaEventRecord(join_, side_));
+  CUDA_CHECK(cudaStreamWaitEvent(st_, join_, 0));
+  after_join_ = true;
 }
 
 // ----- cuBLASLt path: the same epilogue functors, run after each cuBLASLt product.
