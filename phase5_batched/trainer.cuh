@@ -178,6 +178,8 @@ class Trainer {
     CHECK_LAUNCH();
   }
   void capture(int count);
+  cudaGraphExec_t instantiate(int count, std::map<std::string, KernelCost>* costs);
+  void replay_once(int count);  // --validate: the single steps again, as one graph replay
   void run_graph(int64_t first, int count);
 
   // A one-launch kernel's steps [first, first + count) and the buffers it writes besides.
@@ -214,6 +216,7 @@ class Trainer {
   nlohmann::json gemm_plan() const;
 
   bool one_launch() const { return rung_.one_launch(); }  // one kernel launch an epoch
+  bool own_graph() const { return !cublas_ && !rung_.one_launch(); }  // own GEMMs, a graph an epoch
   const OneLaunchKernel& kernel() const { return kernel_; }  // its parameters and plan
   bool fused_backward() const { return fused_bwd_; }
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }

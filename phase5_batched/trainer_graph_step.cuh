@@ -17,22 +17,40 @@ void Trainer<T>::enqueue_step(int i, std::map<std::string, KernelCost>* costs) {
   else enqueue_step_own(sr, costs);
 }
 
-// Captures the graph of `count` consecutive steps (once per count), and after them the kernel that
-// forms their mean losses.
+// The graph of `count` consecutive steps, and after them the kernel that forms their mean losses.
 template <class T>
-void Trainer<T>::capture(int count) {
-  cudaGraphExec_t& g = graphs_[count];
-  if (g) return;
+cudaGraphExec_t Trainer<T>::instantiate(int count, std::map<std::string, KernelCost>* costs) {
   cudaGraph_t graph{};
-  std::map<std::string, KernelCost> costs;
+  cudaGraphExec_t g{};
   CUDA_CHECK(cudaStreamBeginCapture(st_, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < count; ++i) enqueue_step(i, &costs);
+  for (int i = 0; i < count; ++i) enqueue_step(i, costs);
   enqueue_step_losses(StepRef{base_.get(), 0}, count);
   CUDA_CHECK(cudaStreamEndCapture(st_, &graph));
   CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
   CUDA_CHECK(cudaGraphDestroy(graph));
+  return g;
+}
+
+// Captures the graph of `count` consecutive steps (once per count).
+template <class T>
+void Trainer<T>::capture(int count) {
+  cudaGraphExec_t& g = graphs_[count];
+  if (g) return;
+  std::map<std::string, KernelCost> costs;
+  g = instantiate(count, &costs);
   if (costs_per_step_.empty())
     for (auto& [k, c] : costs) costs_per_step_[k] = KernelCost{c.flops / count, c.bytes / count, c.calls / count};
+}
+
+// Steps [0, count) of the first epoch as one replay of a graph captured for this call only (not
+// kept: --validate's steps store their gradients besides, which the timed graphs must not).
+template <class T>
+void Trainer<T>::replay_once(int count) {
+  cudaGraphExec_t g = instantiate(count, nullptr);
+  launch_epoch_permutation(0);
+  CUDA_CHECK(cudaGraphLaunch(g, st_));
+  CUDA_CHECK(cudaStreamSynchronize(st_));
+  CUDA_CHECK(cudaGraphExecDestroy(g));
 }
 
 // Runs steps [first, first + count) (all inside first's epoch): permutation kernel + graph replay.
@@ -283,6 +301,7 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
     FwdFirstLast p;
     p.M = batch_, p.N = w[1], p.K = w[0];
     p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = loss_epi(sr);
+    p.b_fresh = true;  // W0: the step before's last kernel updated it
     plan_splitk_into_slot(p, 0);
     launch_gemm<p5_fwd_softmax_ce, T>(p, st_, take_pdl());
     add_cost(costs, "p5_fwd_softmax_ce", p, batch_ * w[1] * ob, true);
@@ -290,6 +309,7 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
     FwdFirst p;
     p.M = batch_, p.N = w[1], p.K = w[0];
     p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
+    p.b_fresh = true;  // W0: the step before's last kernel updated it
     plan_splitk_into_slot(p, 0);
     launch_gemm<p5_fwd_gather, T>(p, st_, take_pdl());
     add_cost(costs, "p5_fwd_gather", p, static_cast<double>(batch_) * w[1] * ob, true);

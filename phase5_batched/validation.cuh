@@ -65,6 +65,25 @@ ValidationResult validate(Trainer<T>& tr, const MlpOptions& o, const Schedule& s
     s.params = tr.params();
     return s;
   });
+  // The same steps as one graph replay, as the timed runs take them (captured, kernels launched with
+  // PDL, the branched backward's second stream), must give the single steps' parameters bit for bit
+  // (the host waits between single steps, so nothing of one overlaps the next): any difference is
+  // a missing order between two kernels. (With PDL, the first forward product once fetched the
+  // first layer's weights before the update just before it had written them: from batch 1,024 up,
+  // where that product is on step 5, the graph's steps drifted from the single steps.)
+  if (tr.own_graph()) {
+    const std::vector<double> single = tr.params();
+    tr.reset();
+    tr.replay_once(nsteps);
+    const std::vector<double> replay = tr.params();
+    double worst = 0;
+    for (size_t i = 0; i < single.size(); ++i)
+      if (replay[i] != single[i]) {
+        const double r = rel_scalar(replay[i], single[i]);
+        if (!(r <= worst)) worst = r;  // a NaN stays (and fails the check)
+      }
+    v.check("graph_replay_params", worst, 0.0);
+  }
   tr.keep_gradients(false);
   tr.reset();
   return v;

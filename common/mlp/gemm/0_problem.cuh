@@ -46,9 +46,11 @@ __device__ __forceinline__ float byte_over_255(unsigned b) {
 // Phase 5 launches its step kernels with programmatic stream serialization (PDL, common/pdl.cuh):
 // a kernel may start while the one before it is still running. It then must not read what that
 // kernel writes, nor write what it reads, before pdl_wait() (the previous grid has completed and
-// its writes are visible); what older kernels wrote (the weights, written a step earlier) it may
-// fetch before. pdl_launch_dependents() lets the next kernel start. Both are no-ops in a kernel
-// launched without the attribute (phase 4, tests, evaluation).
+// its writes are visible); what older kernels wrote (a layer's weights, written a step earlier) it
+// may fetch before, except where the kernel just before wrote them: the first layer's weights,
+// updated by the last kernel of the step before (GemmProblem::b_fresh).
+// pdl_launch_dependents() lets the next kernel start. Both are no-ops in a kernel launched without
+// the attribute (phase 4, tests, evaluation).
 
 // Every launch of the GEMMs and the fused backward kernel goes through nb::launch_kernel
 // (common/pdl.cuh), with the PDL attribute when pdl is true.
@@ -190,6 +192,10 @@ struct GemmProblem {
   int M = 0, N = 0, K = 0;
   int splits = 1, kchunk = 0;   // kchunk: K range per split, a multiple of the k-tile
   GemmRung rung = GemmRung::Tile;
+  // PDL: B was written by the kernel launched just before (phase 5's first forward product, whose
+  // weights the step before updated last): the loops that fetch B's first stages before pdl_wait()
+  // fetch them after it instead.
+  bool b_fresh = false;
   AV a;
   BV b;
   Epi epi;

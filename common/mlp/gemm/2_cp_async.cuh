@@ -148,18 +148,24 @@ __device__ __forceinline__ void mainloop_async(const P& p, int m0, int n0, int k
   __half* stages = reinterpret_cast<__half*>(gemm_dyn);
   constexpr int S = kAsyncStages, BK = kAsyncBK;
   const int nst = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
-  // B's first stages go out before the PDL wait: in phase 5's step, B is never written by the
-  // kernel launched just before (it is a weight matrix, or activations of the forward pass); A is
-  // (the previous layer's output or gradient).
+  // B's first stages go out before the PDL wait: in phase 5's step, B is a weight matrix or
+  // activations of the forward pass, which the kernel launched just before does not write (except
+  // where p.b_fresh: then after it); A is written by it (the previous layer's output or gradient).
+  const bool early_b = !p.b_fresh;
+  if (early_b) {
 #pragma unroll
-  for (int i = 0; i < S - 1; ++i)
-    if (i < nst) load_b_async(p, n0, kbeg + i * BK, kend, stages + i * kStageElems);
+    for (int i = 0; i < S - 1; ++i)
+      if (i < nst) load_b_async(p, n0, kbeg + i * BK, kend, stages + i * kStageElems);
+  }
   pdl_wait();
   pdl_launch_dependents();
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {
-    if (i < nst) load_a_async(p, m0, kbeg + i * BK, kend, stages + i * kStageElems);
-    __pipeline_commit();  // group i: stage i's A (group 0 also every prologue B)
+    if (i < nst) {
+      if (!early_b) load_b_async(p, n0, kbeg + i * BK, kend, stages + i * kStageElems);
+      load_a_async(p, m0, kbeg + i * BK, kend, stages + i * kStageElems);
+    }
+    __pipeline_commit();  // group i: stage i's A (and B; group 0 also every early B)
   }
   p.epi.prefetch(m0, n0, p.M, p.N);  // under the first stages' latency
   for (int t = 0; t < nst; ++t) {

@@ -365,11 +365,14 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   auto b_stage = [&](int s) { return gemm_dyn + s * Lay::kStage + Lay::kA; };
 
   Acc acc;
-  // B's first stages go out before the PDL wait (phase 5 never has the kernel just before write a
-  // B operand: weights, images, or activations of the forward pass), A's after it.
+  // B's first stages go out before the PDL wait (weights, images or activations of the forward
+  // pass, which the kernel just before does not write), unless p.b_fresh; A's after it.
+  const bool early_b = !p.b_fresh;
+  if (early_b) {
 #pragma unroll
-  for (int s = 0; s < kXStages - 1; ++s)
-    if (s < nst) x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
+    for (int s = 0; s < kXStages - 1; ++s)
+      if (s < nst) x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
+  }
   // The fragment reads' tables (a byte operand's values), under those copies and before the wait:
   // they depend on no kernel. The loop's first barrier orders them before any read.
   Acc::template prepare<AV, BV>();
@@ -377,7 +380,10 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   pdl_launch_dependents();
 #pragma unroll
   for (int s = 0; s < kXStages - 1; ++s) {
-    if (s < nst) x3_issue<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(s));
+    if (s < nst) {
+      if (!early_b) x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
+      x3_issue<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(s));
+    }
     x3_commit();
   }
   p.epi.prefetch(m0, n0, p.M, p.N);  // sub-tile 0's; under the first stages' latency
