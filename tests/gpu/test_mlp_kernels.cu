@@ -417,6 +417,70 @@ void pdl_chain(double tol) {
   for (auto* d : dw) delete d;
 }
 
+// Writes w = src late: lets the kernel after it start at once, spins ~20 us, then writes (the
+// previous step's last update before phase 5's first forward product, made slow).
+template <class T>
+__global__ void late_writer_kernel(const T* __restrict__ src, T* __restrict__ w, int n, long long spin) {
+  nb::pdl_wait();
+  nb::pdl_launch_dependents();
+  const long long t0 = clock64();
+  while (clock64() - t0 < spin) {
+  }
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) w[i] = src[i];
+}
+
+// A product whose B the kernel just before writes (GemmProblem::b_fresh), on each loop that may
+// fetch B before the PDL wait: under PDL it must read the new B, as plain launches do.
+template <class T>
+void pdl_fresh_b(int rung) {  // rung 0: the tile (fp16: the cp.async loop), 1: step 5 / step 6
+  const int M = 200, N = 300, K = 1000;
+  const std::vector<float> x = random_vec(static_cast<size_t>(M) * K), w_old = random_vec(static_cast<size_t>(N) * K),
+                           w_new = random_vec(static_cast<size_t>(N) * K);
+  Dev<T> dx(convert<T>(x)), dw(static_cast<size_t>(N) * K), dsrc(convert<T>(w_new));
+  const std::vector<T> old_t = convert<T>(w_old);
+  Dev<float> dc(static_cast<size_t>(M) * N);
+  GemmProblem<MatView<T, true>, MatView<T, false>, StoreEpi> p;
+  p.M = M, p.N = N, p.K = K;
+  p.a = make_view<T, true>(dx.p, K), p.b = make_view<T, false>(dw.p, K);
+  p.epi.c = dc.p, p.epi.ldc = N;
+  p.b_fresh = true;
+  plan_splits(p, 132);
+  if (rung == 1) {
+    if constexpr (std::is_same<T, float>::value) plan_tf32x3(p, 132);
+    else plan_f16mma(p, 132);
+  }
+  Dev<float> ws(std::max<size_t>(ws_floats(p), 1));
+  Dev<unsigned> ctr(std::max<size_t>(counter_slots(p), 1));
+  ctr.zero();
+  p.ws = ws.p, p.counters = ctr.p;
+  cudaStream_t st{};
+  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  auto run = [&](bool pdl) {
+    CUDA_CHECK(cudaMemcpyAsync(dw.p, old_t.data(), old_t.size() * sizeof(T), cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemsetAsync(dc.p, 0xFF, dc.n * sizeof(float), st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    const int n = N * K;
+    launch_kernel(late_writer_kernel<T>, 8, 256, 0, st, pdl, static_cast<const T*>(dsrc.p), dw.p, n, 40000LL);
+    launch_gemm<p4_gemm_fwd, T>(p, st, pdl);
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    return dc.get();
+  };
+  const std::vector<float> plain = run(false);
+  for (int rep = 0; rep < 3; ++rep) {
+    const std::vector<float> chained = run(true);
+    INFO("repetition " << rep);
+    CHECK(std::memcmp(chained.data(), plain.data(), plain.size() * sizeof(float)) == 0);
+  }
+  CUDA_CHECK(cudaStreamDestroy(st));
+}
+
+TEST_CASE("mlp: under PDL a product fetches a B written by the kernel just before after the wait (b_fresh)") {
+  NB_SKIP_WITHOUT_DEVICE();
+  SUBCASE("fp32 step 5") { pdl_fresh_b<float>(1); }
+  SUBCASE("fp16 cp.async tile") { pdl_fresh_b<__half>(0); }
+  SUBCASE("fp16 step 6") { pdl_fresh_b<__half>(1); }
+}
+
 TEST_CASE("mlp: GEMMs chained by programmatic dependent launch equal the plain launches bit for bit") {
   NB_SKIP_WITHOUT_DEVICE();
   SUBCASE("fp32") { pdl_chain<float>(1e-5); }
