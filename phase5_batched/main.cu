@@ -5,7 +5,8 @@
 // batch gathered in the first GEMM's loader; fused epilogues (bias+ReLU+dropout, softmax+CE+
 // gradient, the optimizer in the weight-gradient GEMM); each epoch one CUDA graph. Rungs (--help):
 //   default (5a) own GEMMs, fused epilogues, one graph; --gemm cublas: cuBLASLt, the yardstick;
-//   --backward auto|fused|paired (5b)  fp16 + SGD: one pass over a layer's weights for its backward;
+//   --backward auto|fused|paired|branched (5b: fp16 + SGD, one pass over a layer's weights for its
+//     backward; branched: the updates on a second branch of the graph, beside the backward-data chain);
 //   --pdl on|off  programmatic dependent launch: a kernel starts while the one before ends;
 //   --launch NAME picks a rung of rungs.h (one descriptor each; the names in --help):
 //     5c / 5e  W1's shape: an epoch in ONE cooperative kernel (5e: fewer dependent phases a step);
@@ -32,15 +33,14 @@
 //   path against JAX: h = 128 rung 5d 27.67 us a step, 1.24x; 256-2,048 rung 5g 36.58-113.4 us,
 //   1.05x at 256, 0.98x / 0.98x / 0.95x at 512 / 1,024 / 2,048; 4,096 / 8,192 own GEMMs 0.234 /
 //   0.653 ms, 1.09x / 1.25x JAX jit-run. --launch auto picks among them (launch_plan.h). Batch sweep
-//   (bench_frameworks.sh at 693098b, __batch-sweep-b<B>.json, JAX at every batch): 32: 36.5 us a
-//   step, 1.07x JAX jit-run; 1,024: 75.5 us, 1.06x; 8,192: 0.216 ms, 1.29x (PyTorch compiled-graph
-//   0.295), fp16 0.167 ms; behind only at 64 (0.99x) and 2,048 (0.975x). The lesson: up to batch 512
-//   a step stays within 2x of batch 32's (37-60 us: its dependent kernels' latency); from 1,024 on
-//   it grows with the arithmetic, and there step 5 buys 1.61x at 8,192 (0.347 ms on the SIMT tile,
-//   -tile.json) where it pays, and costs where a product has few tiles (fp32_gemm.h's rule, from
-//   logs/plan_77c2cf1). The kernel table showed each weight gradient's last block walking a column
-//   of dZ over the batch for the bias (~50 us a layer); dZ's producers now store per-tile column
-//   sums (logs/bias_7bb5a0a). Step 5's first-layer products: 78.1 and 73.6 us (__gemm-b8192.json).
+//   (bench_frameworks.sh at 465b2a2, __batch-sweep-b<B>.json, JAX at every batch): ahead at all nine;
+//   32: 36.2 us a step, 1.08x JAX jit-run; 64: 1.04x (the least); 2,048: 86.1 us, 1.20x; 8,192:
+//   0.190 ms, 1.40x (PyTorch compiled-graph 0.296), fp16 0.137 ms. The lesson: up to batch 1,024 a
+//   step is its dependent kernels' latency (36-74 us); from there it grows with the arithmetic: step 5
+//   buys 1.61x at 8,192 (0.305 ms on the SIMT tile) where it pays (fp32_gemm.h's rule, from
+//   logs/plan_77c2cf1), and the branched backward takes the upper layers' updates off the chain
+//   (2,048: 86.0 against 107.2 us paired, logs/branched_b0d7291). Step 5's first-layer products: 78.1
+//   and 73.6 us (__gemm-b8192.json).
 //
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
