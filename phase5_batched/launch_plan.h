@@ -3,9 +3,9 @@
 // fp32 models with two hidden layers (W1's kind): the pipelined kernel (5e) where its plan fuses the
 // first layer's update with the next step's first layer (one first-layer unit a block, batch <= 32),
 // else the persistent kernel (5c) where its plan gives every block one first-layer unit (batch <= 64).
-// Measured on W1's model (H200): batch 32, 5e 10.03 / 5c 10.76 / the graph path 36.5 us a step
-// (w1-pipelined.json, w1-persistent.json, batch-sweep-b32.json); batch 64, 5c 21.38 / 5e 24.27 /
-// the graph path 41.36 with PDL off (logs/check_0cd24e0/leads/) and 39.98 with it (batch-sweep-b64.json).
+// Measured on W1's model (H200): batch 32, 5e 10.03 / 5c 10.76 / the graph path 36.2 us a step
+// (w1-pipelined.json, w1-persistent.json, batch-sweep-b32.json at 465b2a2); batch 64, 5c 21.38 / 5e
+// 24.27 / the graph path 41.36 with PDL off (logs/check_0cd24e0/leads/), 38.34 with it at 465b2a2.
 // fp16 SGD models without dropout (W2's kind): the W2 width sweep's rule (bench_frameworks.sh stage w2
 // at 7d20915, profiles/nvidia-h200/phase5_batched__w2-h<h>-{own,grid,cluster}.json): the cluster
 // kernel (5d) where the model fits one cluster (h = 128); the grid kernel (5g) wherever its plan gives

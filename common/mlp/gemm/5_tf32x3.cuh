@@ -38,7 +38,8 @@
 // Measured (H200, 77c2cf1, profiles/nvidia-h200/logs/sweep_77c2cf1/gemm-8192.log): 77.2 and 72.6 us:
 // the weight gradient as predicted, the forward slower than before (70.7). Inside W1's step at
 // 8,192 (PDL on) the two kernels went 145.0 -> 121.7 and 105.2 -> 94.1 us and the step 241.3 ->
-// 215.7 (phase5_batched__batch-sweep-b8192.json, b417a38 -> 693098b, two H200s of one kind).
+// 215.7 (logs/sweep_693098b/logs-c/sweep-8192.log, b417a38 -> 693098b, two H200s of one kind);
+// with the branched backward 189.8 (phase5_batched__batch-sweep-b8192.json, 465b2a2).
 #pragma once
 #include <cstdint>
 

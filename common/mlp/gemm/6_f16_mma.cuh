@@ -42,8 +42,9 @@
 // registers the two blocks an SM allow, 103 before; no spills.)
 // Measured (H200, 77c2cf1, profiles/nvidia-h200/logs/sweep_77c2cf1/gemm-8192-fp16.log): 50.3 and
 // 50.2 us: the weight gradient as before, the forward slower than before (41.5), not faster; W1's
-// fp16 step at 8,192 165.8 -> 167.1 us (phase5_batched__batch-sweep-b8192-fp16.json, b417a38 ->
-// 693098b). Where the forward's time went is not yet profiled (the register cap is the suspect).
+// fp16 step at 8,192 165.8 -> 167.1 us (logs/sweep_693098b/logs-c/sweep-8192-fp16.log, b417a38 ->
+// 693098b; 136.7 with the branched backward at 465b2a2, phase5_batched__batch-sweep-b8192-fp16.json).
+// Where the forward's time went is not yet profiled (the register cap is the suspect).
 #pragma once
 #include <cuda_fp16.h>
 
