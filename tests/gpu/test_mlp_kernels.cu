@@ -444,10 +444,12 @@ void pdl_fresh_b(int rung) {  // rung 0: the tile (fp16: the cp.async loop), 1: 
   p.a = make_view<T, true>(dx.p, K), p.b = make_view<T, false>(dw.p, K);
   p.epi.c = dc.p, p.epi.ldc = N;
   p.b_fresh = true;
-  plan_splits(p, 132);
+  plan_splits(p, 132, 4, 4);  // at most 4 slices: 8 k-tiles each, enough for fp16's cp.async loop
   if (rung == 1) {
     if constexpr (std::is_same<T, float>::value) plan_tf32x3(p, 132);
     else plan_f16mma(p, 132);
+  } else if constexpr (std::is_same<T, __half>::value) {
+    REQUIRE(uses_async(p));  // the loop that fetches B before the wait
   }
   Dev<float> ws(std::max<size_t>(ws_floats(p), 1));
   Dev<unsigned> ctr(std::max<size_t>(counter_slots(p), 1));
