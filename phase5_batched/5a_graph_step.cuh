@@ -299,10 +299,9 @@ __device__ __forceinline__ void tile_colsums_from_smem(const float* t, float* co
 }
 
 // Last layer: needs the whole row of logits in one tile (N <= kBN, one column tile). Each row tile
-// stores its summed loss at tile_loss[step][tile]; step_loss_kernel turns them into the step's
-// mean loss once an epoch (after the graph's last step), so no block of a step waits on a fence,
-// an atomic counter and the last block's sum, as it did when the last tile to finish reduced the
-// step's loss here.
+// stores its summed loss at tile_loss[step][tile]; step_loss_kernel turns them into the steps' mean
+// losses after the graph's last step, so no block of a step waits on a fence, an atomic counter or
+// a last block's sum.
 template <class T>
 struct SoftmaxCEEpi {
   const float* bias = nullptr;
@@ -357,9 +356,9 @@ struct SoftmaxCEEpi {
   }
 };
 
-// The mean loss of steps first.get() + s, s < count, from their tiles' sums (SoftmaxCEEpi), in
-// tile order in double as one step's last tile once summed them; the first non-finite one is
-// recorded in bad_step (init ~0ull). Run after a graph's steps (and after a single step).
+// The mean loss of steps first.get() + s, s < count, from their tiles' sums (SoftmaxCEEpi), added
+// in tile order in double; the first non-finite one is recorded in bad_step (init ~0ull). Run after
+// a graph's steps (and after a single step).
 template <class Dummy = void>
 __global__ void step_loss_kernel(const float* __restrict__ tile_loss, int tiles, int M, StepRef first, int count,
                                  float* __restrict__ step_loss, unsigned long long* __restrict__ bad_step) {

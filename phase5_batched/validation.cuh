@@ -68,9 +68,8 @@ ValidationResult validate(Trainer<T>& tr, const MlpOptions& o, const Schedule& s
   // The same steps as one graph replay, as the timed runs take them (captured, kernels launched with
   // PDL, the branched backward's second stream), must give the single steps' parameters bit for bit
   // (the host waits between single steps, so nothing of one overlaps the next): any difference is
-  // a missing order between two kernels. (With PDL, the first forward product once fetched the
-  // first layer's weights before the update just before it had written them: from batch 1,024 up,
-  // where that product is on step 5, the graph's steps drifted from the single steps.)
+  // a missing order between two kernels (such as a kernel under PDL fetching, before its wait,
+  // weights the kernel just before it writes: GemmProblem::b_fresh).
   if (tr.own_graph()) {
     const std::vector<double> single = tr.params();
     tr.reset();
