@@ -252,17 +252,18 @@ struct FwdHiddenEpi {
   }
 };
 
-// The column sums of one 32-row tile of dz as stored (T), written by the epilogue that produced the
+// The column sums of one 32-row tile of dz as stored, written by the epilogue that produced the
 // tile: colsum[tile][n] = sum over the tile's rows of dz[m][n], the rows in 8 slices (r, r + 8, ...)
 // added slice by slice, the order in which UpdateEpi once summed the whole batch. The update's bias
 // gradient then adds one value a tile (batch / 32 of them) instead of a column of the batch: with
 // the column walked by one block at the end of the weight gradient, that loop had cost W1's step
 // about 50 us per layer at batch 8,192, 297 -> 241 us (H200, --pdl off kernel tables in
-// profiles/nvidia-h200/logs/pdl_15e6532/ and bias_7bb5a0a/). Called by every thread of the block
-// after dz is stored.
-template <class T>
-__device__ __forceinline__ void store_tile_colsums(const T* dz, float* colsum, int m0, int n0, int M, int N) {
-  __syncthreads();  // the tile's dz stores (other threads') are visible to the block
+// profiles/nvidia-h200/logs/pdl_15e6532/ and bias_7bb5a0a/). at(i, n) reads row i of the tile,
+// column n (dz itself, or a copy in shared memory: same values, same order, same bits). Called by
+// every thread of the block after the tile is stored.
+template <class At>
+__device__ __forceinline__ void sum_tile_columns(At at, float* colsum, int m0, int n0, int M, int N) {
+  __syncthreads();  // the tile's stores (other threads') are visible to the block
   const int n = n0 + static_cast<int>(threadIdx.x);
   if (threadIdx.x >= kBN || n >= N) return;
   const int rows = min(kBM, M - m0);
@@ -272,30 +273,14 @@ __device__ __forceinline__ void store_tile_colsums(const T* dz, float* colsum, i
     float part = 0.f;
 #pragma unroll
     for (int i = q; i < kBM; i += 8)
-      if (i < rows) part += to_f(dz[static_cast<size_t>(m0 + i) * N + n]);
+      if (i < rows) part += at(i, n);
     g += part;
   }
   colsum[static_cast<size_t>(m0 / kBM) * N + n] = g;
 }
-
-// The same column sums from the tile in shared memory (row i at t[i * kLdc], columns from 0), which
-// holds dz as stored (converted back to fp32): same values, same order, no read of dz from global
-// memory. Called by every thread of the block after the tile is written.
-__device__ __forceinline__ void tile_colsums_from_smem(const float* t, float* colsum, int m0, int M, int N) {
-  __syncthreads();  // the tile's rows (other threads') are written
-  const int n = static_cast<int>(threadIdx.x);
-  if (n >= kBN || n >= N) return;
-  const int rows = min(kBM, M - m0);
-  float g = 0.f;
-#pragma unroll
-  for (int q = 0; q < 8; ++q) {
-    float part = 0.f;
-#pragma unroll
-    for (int i = q; i < kBM; i += 8)
-      if (i < rows) part += t[i * kLdc + n];
-    g += part;
-  }
-  colsum[static_cast<size_t>(m0 / kBM) * N + n] = g;
+template <class T>
+__device__ __forceinline__ void store_tile_colsums(const T* dz, float* colsum, int m0, int n0, int M, int N) {
+  sum_tile_columns([&](int i, int n) { return to_f(dz[static_cast<size_t>(m0 + i) * N + n]); }, colsum, m0, n0, M, N);
 }
 
 // Last layer: needs the whole row of logits in one tile (N <= kBN, one column tile). Each row tile
@@ -308,7 +293,7 @@ struct SoftmaxCEEpi {
   const uint8_t* labels = nullptr;
   RowMap rows;
   T* dz = nullptr;                 // [M, N]
-  float* dz_colsum = nullptr;      // [row tiles, N]: tile_colsums_from_smem (null: not wanted)
+  float* dz_colsum = nullptr;      // [row tiles, N]: sum_tile_columns (null: not wanted)
   float* tile_loss = nullptr;      // [global step][row tile]: each tile's summed loss
   static constexpr bool kVecFixup = true;
   StepRef step;
@@ -345,7 +330,8 @@ struct SoftmaxCEEpi {
       }
       s_loss[r] = loss;
     }
-    if (dz_colsum) tile_colsums_from_smem(cs, dz_colsum, m0, M, N);
+    if (dz_colsum)  // from the tile, which now holds dz as stored
+      sum_tile_columns([&](int i, int n) { return cs[i * kLdc + n]; }, dz_colsum, m0, 0, M, N);
     __syncthreads();
     if (threadIdx.x == 0) {
       float s = 0.f;

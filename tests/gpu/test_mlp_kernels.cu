@@ -342,6 +342,19 @@ __global__ void pdl_convert_kernel(const float* c, T* h, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) h[i] = from_f<T>(c[i]);
 }
 
+// run(pdl) launches a chain with or without PDL and returns its result: three chained runs must
+// give the plain run's bits. Returns the plain run's result.
+template <class Run>
+std::vector<float> chained_equals_plain(Run run) {
+  const std::vector<float> plain = run(false);
+  for (int rep = 0; rep < 3; ++rep) {
+    const std::vector<float> chained = run(true);
+    INFO("repetition " << rep);
+    CHECK(std::memcmp(chained.data(), plain.data(), plain.size() * sizeof(float)) == 0);
+  }
+  return plain;
+}
+
 template <class T>
 void pdl_chain(double tol) {
   const int M = 33, D[4] = {1000, 520, 1000, 104};
@@ -389,12 +402,7 @@ void pdl_chain(double tol) {
     CUDA_CHECK(cudaStreamSynchronize(st));
     return c3.get();
   };
-  const std::vector<float> plain = run(false);
-  for (int rep = 0; rep < 3; ++rep) {
-    const std::vector<float> chained = run(true);
-    INFO("repetition " << rep);
-    CHECK(std::memcmp(chained.data(), plain.data(), plain.size() * sizeof(float)) == 0);
-  }
+  const std::vector<float> plain = chained_equals_plain(run);
   CUDA_CHECK(cudaStreamDestroy(st));
   // float64 reference of the same chain, intermediates rounded to T as the conversion kernel does.
   auto round_t = [](double v) { return static_cast<double>(static_cast<float>(to_t<T>(static_cast<float>(v)))); };
@@ -467,12 +475,7 @@ void pdl_fresh_b(int rung) {  // rung 0: the tile (fp16: the cp.async loop), 1: 
     CUDA_CHECK(cudaStreamSynchronize(st));
     return dc.get();
   };
-  const std::vector<float> plain = run(false);
-  for (int rep = 0; rep < 3; ++rep) {
-    const std::vector<float> chained = run(true);
-    INFO("repetition " << rep);
-    CHECK(std::memcmp(chained.data(), plain.data(), plain.size() * sizeof(float)) == 0);
-  }
+  chained_equals_plain(run);
   CUDA_CHECK(cudaStreamDestroy(st));
 }
 
