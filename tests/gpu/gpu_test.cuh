@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -36,6 +37,12 @@ struct Dev {
     return h;
   }
 };
+
+// Step 5 (3xTF32) against float64: the fp32 tolerance of a K-long sum, 2u·sqrt(K) (u = 2^-24, the
+// probabilistic bound validate.h uses), plus 8u for the operand split (hi + lo keeps about 22 bits:
+// each operand errs by up to 2^-22 = 4u). A one-term product (plain TF32, about 2^-12 an operand)
+// fails it.
+inline double tf32x3_tol(int K) { return 2 * 0x1p-24 * std::sqrt(static_cast<double>(K)) + 8 * 0x1p-24; }
 
 // The GPU tests' random source: fresh inputs every run (a failure prints the values it met).
 inline std::mt19937_64& test_rng() {

@@ -196,12 +196,9 @@ TEST_CASE("mlp: fp32 SIMT GEMM, all three layouts, awkward shapes, split-K") {
   gemm_sweep<float>(1e-5);
 }
 
-// Step 5, 3xTF32: the fp32 tolerance of a K-long sum, 2u·sqrt(K) (u = 2^-24, the probabilistic
-// bound validate.h uses), plus 8u for the operand split (hi + lo keeps about 22 bits: each operand
-// errs by up to 2^-22 = 4u). Shapes: M, N, K off the 64 x 64 x 32 tile, K = 1, batch-long K (the
+// Step 5, 3xTF32, within tf32x3_tol (gpu_test.cuh). Shapes: M, N, K off the 64 x 64 x 32 tile, K = 1, batch-long K (the
 // weight gradient at batch 8,191) split and unsplit, the three layouts; the one-term kernel (plain
 // TF32, about 2^-12 per operand) must fail the same bound.
-double tf32x3_tol(int K) { return 2 * std::ldexp(1.0, -24) * std::sqrt(static_cast<double>(K)) + 8 * std::ldexp(1.0, -24); }
 // fp16 products against the float64 product of the same fp16 operands: only the fp32 sums err, and
 // the tensor cores' additions may truncate: u = 2^-22 (the GEMM benchmark's rule).
 double f16mma_tol(int K) { return 2 * std::ldexp(1.0, -22) * std::sqrt(static_cast<double>(K)) + 8 * std::ldexp(1.0, -22); }

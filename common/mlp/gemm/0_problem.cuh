@@ -36,11 +36,13 @@ __device__ __forceinline__ __half from_f<__half>(float x) {
 // gathered products three times slower than its fp32 ones): a product by 1/255 and one correction
 // step, which gives the correctly rounded quotient for every byte, so the value is the division's
 // bit for bit (tests/gpu/test_mlp_kernels.cu checks all 256). Phase 5's gathered views use it too.
-__device__ __forceinline__ float byte_over_255(unsigned b) {
-  const float x = static_cast<float>(b), r = 1.0f / 255.0f;
+// (over_255: the same two steps for any fp32 x; step 5 divides its byte products' sums with it.)
+__device__ __forceinline__ float over_255(float x) {
+  const float r = 1.0f / 255.0f;
   const float q = x * r;
   return fmaf(fmaf(-q, 255.0f, x), r, q);
 }
+__device__ __forceinline__ float byte_over_255(unsigned b) { return over_255(static_cast<float>(b)); }
 
 // ------------------------------------------------------------------ programmatic dependent launch
 // Phase 5 launches its step kernels with programmatic stream serialization (PDL, common/pdl.cuh):

@@ -23,7 +23,7 @@
 // the forward's 60-65 us and takes 71.8. Same code, later (8033768, profiles/nvidia-h200/logs/
 // f16mma_8033768/gemm-b8192.log): 70.7 and 89.2 us.
 // Then: the gathered bytes by table. Each block fills a table of the 256 bytes' TF32 parts once
-// (x3_byte_parts: the bits split_tf32(byte_over_255(b)) gives, hi and lo planes, 2 KB), and a
+// (the bits split_tf32(byte_over_255(b)) gives, hi and lo planes, 2 KB), and a
 // fragment read of a byte is a byte load and two 4-byte loads where it was a conversion (a product
 // and two FMAs) and a split (two emulated cvt.rna and a subtraction): the same MMA operands in the
 // same order, bit for bit.
@@ -40,6 +40,16 @@
 // 8,192 (PDL on) the two kernels went 145.0 -> 121.7 and 105.2 -> 94.1 us and the step 241.3 ->
 // 215.7 (logs/sweep_693098b/logs-c/sweep-8192.log, b417a38 -> 693098b, two H200s of one kind);
 // with the branched backward 189.8 (phase5_batched__batch-sweep-b8192.json, 465b2a2).
+// Then: the bytes as integers. A byte is exact in TF32 (an integer below 2^11 keeps its bits), so
+// the gathered operand is multiplied as b, its cross term drops (8 MMAs a k-step where 12 were) and
+// the finished sums are divided by 255 once. In the forward both tiles run along k, so the k-tile's
+// 32 values are dealt to the lanes in an order chosen for the loads (an MMA sums its 8 in any
+// order): a lane's bytes come as whole words and its weights as 16-byte loads (mma_along_k).
+// Prediction, before measuring (H200, batch 8,192; GEMM benchmark 78.1 and 73.6 us before): the
+// forward's ~541 instructions a warp a k-tile become ~200 (A: 8 word loads and 64 byte-to-float
+// steps where 96 loads were; B: 4 loads and 48 split steps; 32 MMAs; addresses): if time still
+// follows instructions, about 35 us. The weight gradient loses 16 MMAs and 16 table loads of its
+// ~741 a k-tile: about 70 us. W1's step at 8,192: 189.8 -> about 150 us.
 #pragma once
 #include <cstdint>
 
@@ -60,11 +70,12 @@ static_assert(kXThreads == TileCfg<float>::kThreads, "the fp32 epilogues assume 
 // type and the layout it has in memory: a view's (r, c) element lies along its contiguous axis,
 // so a tile is stored [outer][inner] with 4-element chunks along the inner axis. fp32 matrices
 // move 16-byte chunks; phase 5's gathered images (GatherView) move their bytes, 4-byte chunks, and
-// become values (byte / 255, the view's own arithmetic) only when a fragment is read, looked up in
-// a table of the 256 bytes' values that each block fills once (x3_byte_parts). A tile is
-// 64 (the 64-wide axis: m of A, n of B) by 32 (k). Row strides keep the fragment reads free of
-// bank conflicts: a warp reads elements (g, t), g = lane / 4, t = lane % 4, along the two axes;
-// fp32 at g * 36 + t (banks 4g + t) or t * 72 + g (banks 8t + g); bytes in 36- or 80-byte rows.
+// become values only when a fragment is read: their integers (step 5: AccumX3 divides the sums by
+// 255; step 6 looks up byte / 255 in fp16). A tile is 64 (the 64-wide axis: m of A, n of B) by
+// 32 (k). Row strides keep the fragment reads free of bank conflicts: a warp reads elements (g, t),
+// g = lane / 4, t = lane % 4, along the two axes; fp32 at g * 36 + t (banks 4g + t) or t * 72 + g
+// (banks 8t + g); bytes in 36- or 80-byte rows; the gathered forward's weights in 48-float rows
+// (X3AlongK).
 // A view of bytes that stand for byte / 255 (phase 5's gathered images, GatherView) declares
 // kByteRows = true, row_bytes(r) (the bytes of its row r, contiguous) and ld; its tiles are staged
 // as bytes. Every other fp32 view is a MatView<float, C>.
@@ -103,10 +114,21 @@ struct X3Tile<V, true> {  // bytes
   using Elem = uint8_t;
   static constexpr int kLd32 = X3Ld<uint8_t>::k32, kLd64 = X3Ld<uint8_t>::k64;
 };
-template <class V>
+// The gathered forward (bytes along k times fp32 weights along k) reads whole words of both tiles
+// along k (AccumX3::mma_along_k): B's rows of 32 floats then take 48 (16-byte reads conflict-free).
+constexpr int kX3AlongKBLd = 48;  // = 16 mod 32 words: a quarter warp's 16-byte reads of two rows
+template <class AV, class BV>
+struct X3AlongK
+    : std::integral_constant<bool, ByteRows<AV>::value && AV::kContig && !ByteRows<BV>::value && !BV::kContig &&
+                                       std::is_same<typename BV::Elem, float>::value> {};
+template <class AV, class BV>
+constexpr int x3_b_ld32() {
+  return X3AlongK<AV, BV>::value ? kX3AlongKBLd : X3Tile<BV>::kLd32;
+}
+template <class V, int kLd32 = X3Tile<V>::kLd32>
 constexpr int x3_tile_bytes() {  // either orientation of a 64 x 32 tile, padded
   using S = X3Tile<V>;
-  constexpr int a = 64 * S::kLd32, b = 32 * S::kLd64;
+  constexpr int a = 64 * kLd32, b = 32 * S::kLd64;
   return static_cast<int>(sizeof(typename S::Elem)) * (a > b ? a : b);
 }
 __host__ __device__ constexpr int x3_round128(int b) { return (b + 127) / 128 * 128; }
@@ -115,13 +137,13 @@ __host__ __device__ constexpr int x3_round128(int b) { return (b + 127) / 128 * 
 // [c0, c0 + C) of view v (bounds rows x cols), into dst. Whole chunks inside the matrix go by
 // cp.async (a chunk cut by the edge copies its valid part and zero-fills the rest); chunks a
 // vector access cannot take (unaligned views) go through the view's own load.
-template <int R, int C, class V>
+template <int R, int C, int kLd32 = 0, class V>
 __device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, int cols, void* dst) {
   using S = X3Tile<V>;
   using E = typename S::Elem;
   constexpr bool kC = V::kContig;
   constexpr int kOuter = kC ? R : C, kInner = kC ? C : R;
-  constexpr int kLd = kInner == 32 ? S::kLd32 : S::kLd64;
+  constexpr int kLd = kInner == 32 ? (kLd32 > 0 ? kLd32 : S::kLd32) : S::kLd64;
   static_assert(kOuter * kInner / 4 == 2 * kXThreads, "two 4-element chunks a thread");
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -175,25 +197,26 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) 
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
 }
 
-// The TF32 parts of every byte's value, for the gathered images' tiles: entry b holds hi, entry
-// 256 + b lo, of split_tf32(byte_over_255(b)), the very arithmetic a fragment read of the byte used
-// to do, so the parts are the same bits. 2 KB of static shared memory, only in the kernels with a
-// byte operand; AccumX3::prepare fills it once a block, before the mainloop's first barrier. (Two
-// planes, not (hi, lo) pairs: an 8-byte load lands in a register pair, and the MMA wants the four
-// hi and the four lo each in their own consecutive registers: ptxas added two moves a pair.)
-__device__ __forceinline__ uint32_t* x3_byte_parts() {
-  __shared__ uint32_t s[2 * 256];
+// The gathered images' bytes are exact in TF32: an integer below 2^11 keeps all its bits in TF32's
+// 11 significant ones. So a byte operand is multiplied as the integer b (hi = b, lo = 0), its
+// cross term drops (two products, not three), and the finished sums are divided by 255 once
+// (AccumX3::finish), not every element (x · b / 255 = (x · b) / 255 up to one rounding of the sum).
+// The table holds the 256 integers as fp32 bits, 1 KB of static shared memory, only in the
+// kernels with a byte operand; AccumX3::prepare fills it once a block, before the mainloop's
+// first barrier (a table load is one instruction; the conversion I2F is a quarter-rate one).
+__device__ __forceinline__ uint32_t* x3_byte_values() {
+  __shared__ uint32_t s[256];
   return s;
 }
 
 // Element (outer, inner) of a staged tile (row stride ld) as its TF32 parts: fp32 split here, a
-// byte's looked up (a byte load and two 4-byte loads at one address).
+// byte's integer value looked up (lo stays 0: the cross term with it is never issued).
 template <class V>
 __device__ __forceinline__ void x3_parts(const void* s, int outer, int inner, int ld, uint32_t& hi, uint32_t& lo) {
   const auto* t = static_cast<const typename X3Tile<V>::Elem*>(s);
   if constexpr (ByteRows<V>::value) {
-    const uint32_t* e = x3_byte_parts() + t[outer * ld + inner];
-    hi = e[0], lo = e[256];
+    hi = x3_byte_values()[t[outer * ld + inner]];
+    lo = 0;
   } else {
     split_tf32(to_f(t[outer * ld + inner]), hi, lo);
   }
@@ -236,6 +259,9 @@ struct TcAccum {
   // the block before its mainloop's first barrier; nothing here.
   template <class AV, class BV>
   __device__ __forceinline__ static void prepare() {}
+  // What the sums need after the last k-tile (step 5 with a byte operand: / 255); nothing here.
+  template <class AV, class BV>
+  __device__ __forceinline__ void finish() {}
   __device__ __forceinline__ static void zero(Frags& f) {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -279,23 +305,35 @@ struct TcAccum {
 // out 5.1 times over the fp32 tolerance (error growing with K: a bias), the two levels within it.
 template <int kTerms = 3>
 struct AccumX3 : TcAccum {
-  // A byte operand: the table of the 256 bytes' TF32 parts, one entry a thread.
+  // A byte operand: the table of the 256 bytes' integer values, one entry a thread.
   template <class AV, class BV>
   __device__ __forceinline__ static void prepare() {
     if constexpr (ByteRows<AV>::value || ByteRows<BV>::value) {
       static_assert(kXThreads >= 256, "one table entry a thread");
-      if (threadIdx.x < 256) {
-        uint32_t hi, lo;
-        split_tf32(byte_over_255(threadIdx.x), hi, lo);
-        x3_byte_parts()[threadIdx.x] = hi;
-        x3_byte_parts()[256 + threadIdx.x] = lo;
-      }
+      if (threadIdx.x < 256) x3_byte_values()[threadIdx.x] = __float_as_uint(static_cast<float>(threadIdx.x));
+    }
+  }
+  // After the last k-tile: a byte operand's products are of its integers; the sums / 255 are the
+  // products of byte / 255 (over_255, 0_problem.cuh: the quotient correctly rounded).
+  template <class AV, class BV>
+  __device__ __forceinline__ void finish() {
+    if constexpr (ByteRows<AV>::value || ByteRows<BV>::value) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) d[i][j][e] = over_255(d[i][j][e]);
     }
   }
   // Fragment ownership (PTX ISA, mma.m16n8k8 .tf32): lane = 4g + t holds A (g, t), (g+8, t),
   // (g, t+4), (g+8, t+4); B (t, g), (t+4, g).
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
+    if constexpr (X3AlongK<AV, BV>::value && kTerms == 3) {
+      mma_along_k(static_cast<const uint8_t*>(as), static_cast<const float*>(bs));
+      return;
+    }
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
     Frags part;  // this k-tile's sums (the first level)
@@ -319,11 +357,68 @@ struct AccumX3 : TcAccum {
         x3_a<AV>(as, m + 8, kk + t + 4, ah[3], al[3]);
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          if (kTerms == 3) {  // the small terms first
-            mma_tf32(part[i][j], al, bh[j]);
-            mma_tf32(part[i][j], ah, bl[j]);
+          if (kTerms == 3) {  // the small terms first; an exact (byte) operand has none
+            if constexpr (!ByteRows<AV>::value) mma_tf32(part[i][j], al, bh[j]);
+            if constexpr (!ByteRows<BV>::value) mma_tf32(part[i][j], ah, bl[j]);
           }
           mma_tf32(part[i][j], ah, bh[j]);
+        }
+      }
+    }
+    add(part);
+  }
+
+  // The gathered forward: A's bytes [m][k] (row stride X3Tile's 36) and B's fp32 weights [n][k]
+  // (row stride 48), both contiguous along k. An MMA sums its 8 values of k in any order, so the
+  // k-tile's 32 values are dealt to the lanes so that each reads whole words: in k-step s
+  // (h = s / 2, q = s % 2) lane slot t stands for k = 16h + 4t + 2q and slot t + 4 for the k after
+  // it, in A and in B alike. A lane's bytes of a row for steps 0-1 are then one 4-byte word and for
+  // 2-3 the next (8 word loads a k-tile where 32 byte loads and 32 table loads were), and its four
+  // floats of B one 16-byte load (4 where 16 were). A byte becomes its fp32 integer with a byte
+  // permute and one subtraction (2^23 + b - 2^23, exact).
+  __device__ __forceinline__ static uint32_t byte_as_tf32(uint32_t word, int i) {
+    const uint32_t f = __byte_perm(word, 0x4B000000u, 0x7540u + i);  // bits of 2^23 + byte i
+    return __float_as_uint(__uint_as_float(f) - 8388608.0f);
+  }
+  __device__ __forceinline__ void mma_along_k(const uint8_t* as, const float* bs) {
+    constexpr int kALd = X3Ld<uint8_t>::k32, kBLd = kX3AlongKBLd;
+    static_assert(kALd % 4 == 0, "a byte row's words stay aligned");
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
+    uint32_t aw[2][2][2];  // [i][row g / g + 8][h]
+    float4 bq[2][2];       // [j][h]
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          aw[i][r][h] = *reinterpret_cast<const uint32_t*>(as + (wm + i * 16 + r * 8 + g) * kALd + 16 * h + 4 * t);
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        bq[j][h] = *reinterpret_cast<const float4*>(bs + (wn + j * 8 + g) * kBLd + 16 * h + 4 * t);
+    Frags part;  // this k-tile's sums (the first level)
+    zero(part);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const int h = s / 2, q = s % 2;
+      uint32_t bh[2][2], bl[2][2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float4& v = bq[j][h];
+        split_tf32(q == 0 ? v.x : v.z, bh[j][0], bl[j][0]);
+        split_tf32(q == 0 ? v.y : v.w, bh[j][1], bl[j][1]);
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t a[4] = {byte_as_tf32(aw[i][0][h], 2 * q), byte_as_tf32(aw[i][1][h], 2 * q),
+                               byte_as_tf32(aw[i][0][h], 2 * q + 1), byte_as_tf32(aw[i][1][h], 2 * q + 1)};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          mma_tf32(part[i][j], a, bl[j]);  // the small term first (A's bytes have none)
+          mma_tf32(part[i][j], a, bh[j]);
         }
       }
     }
@@ -335,8 +430,9 @@ struct AccumX3 : TcAccum {
 // 32 x 64 sub-tiles overlay once the loop is done.
 template <class P>
 struct X3Layout {
+  static constexpr int kBLd32 = x3_b_ld32<typename P::AView, typename P::BView>();
   static constexpr int kA = x3_round128(x3_tile_bytes<typename P::AView>());
-  static constexpr int kB = x3_round128(x3_tile_bytes<typename P::BView>());
+  static constexpr int kB = x3_round128(x3_tile_bytes<typename P::BView, kBLd32>());
   static constexpr int kStage = kA + kB;
   static constexpr int kResult = 2 * kBM * kLdc * static_cast<int>(sizeof(float));
   static constexpr int kBytes = kXStages * kStage > kResult ? kXStages * kStage : kResult;
@@ -372,7 +468,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   if (early_b) {
 #pragma unroll
     for (int s = 0; s < kXStages - 1; ++s)
-      if (s < nst) x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
+      if (s < nst) x3_issue<kXBK, kXBN, Lay::kBLd32>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
   }
   // The fragment reads' tables (a byte operand's values), under those copies and before the wait:
   // they depend on no kernel. The loop's first barrier orders them before any read.
@@ -382,7 +478,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
 #pragma unroll
   for (int s = 0; s < kXStages - 1; ++s) {
     if (s < nst) {
-      if (!early_b) x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
+      if (!early_b) x3_issue<kXBK, kXBN, Lay::kBLd32>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
       x3_issue<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(s));
     }
     x3_commit();
@@ -394,7 +490,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
     const int nx = t + kXStages - 1;
     if (nx < nst) {
       x3_issue<kXBM, kXBK>(p.a, m0, kbeg + nx * kXBK, p.M, kend, a_stage(nx % kXStages));
-      x3_issue<kXBK, kXBN>(p.b, kbeg + nx * kXBK, n0, kend, p.N, b_stage(nx % kXStages));
+      x3_issue<kXBK, kXBN, Lay::kBLd32>(p.b, kbeg + nx * kXBK, n0, kend, p.N, b_stage(nx % kXStages));
     }
     x3_commit();
     acc.template mma<AV, BV>(a_stage(t % kXStages), b_stage(t % kXStages));
@@ -402,6 +498,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   x3_wait<0>();
   __syncthreads();
   float* cs = reinterpret_cast<float*>(gemm_dyn);
+  acc.template finish<AV, BV>();
   acc.store(cs);
   __syncthreads();
 
