@@ -304,8 +304,7 @@ int run(int argc, char** argv) {
                  "weights (fused; fp16, batch <= 32, widths multiples of 8); a layer's update and the next layer's "
                  "backward-data product (or the last two updates) in one launch (paired); or the backward-data chain "
                  "and the first layer's update on the step's stream, every other update on a second branch of the "
-                 "graph (branched). auto = fused with fp16 and SGD, else branched where a pair would take two "
-                 "launches (a 3xTF32 or fp16-mma product, or a weight gradient in more than 16 K slices), else paired",
+                 "graph (branched). auto = fused with fp16 and SGD where it can run, else branched",
                  {"auto", "fused", "paired", "branched"});
   cli.add_string("--pdl", &o.pdl,
                  "own graph path: launch each step kernel with programmatic dependent launch, so that it starts (and "

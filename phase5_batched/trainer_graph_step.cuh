@@ -188,19 +188,15 @@ void Trainer<T>::plan_fused_backward() {
     fused_bwd_ = true;
   }
 }
-// --backward: branched (below) where asked, or with auto where a pair of the paired backward would
-// not fit one launch (a product on step 5 or 6, or a weight gradient in more than kFixupGroup K
-// slices: from batch 2,048 up in W1's step). There the paired backward runs its two products one
-// after the other, each on part of the GPU, and the updates wait behind the backward-data chain.
+// --backward: branched (below) unless paired is asked for or the fused backward runs (auto). The
+// updates leave the backward-data chain for a second branch of the graph; the chain and the first
+// layer's update are the step's critical path. W1's step was faster branched at every batch of the
+// sweep, 32 ... 8,192, also where each pair of the paired backward is one launch (batch 128:
+// 42.08 against 38.88 us; profiles/nvidia-h200/logs/bytes_16be240/ab/).
 template <class T>
 void Trainer<T>::plan_branches() {
   branched_ = false;
   if (cublas_ || rung_.one_launch() || fused_bwd_ || nlayers_ < 2 || o_.backward == "paired") return;
-  bool two = o_.backward == "branched";
-  const StepRef sr{nullptr, 0};
-  for (int l = nlayers_ - 1; l >= 2 && !two; --l) two = pair_as_two_launches(update(l, sr, 0), bwd_data(l - 1, 1));
-  if (!two) two = pair_as_two_launches(update(1, sr, 0), update0(sr, 1));
-  if (!two) return;
   CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));

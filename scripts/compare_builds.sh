@@ -23,6 +23,8 @@
 # several percent between back-to-back processes; one round of each cannot resolve 3%). Every
 # round's checksum must be the same.
 # Environment: DATA (default .carry/data/mnist or data/mnist), JOBS, DEPS_PREFIX, REPEATS, ROUNDS, TOL_PCT,
+# NO_BUILD=1 (the binaries are already in BEFORE's build/ and this tree's: built on another machine;
+# BEFORE must then be a directory),
 # ONLY (a regex: only the configurations whose label matches, and only their phases built; none
 # matching: exit 2), NB_GIT_COMMIT (names the AFTER tree on
 # a device copy whose git does not know its commit).
@@ -107,6 +109,10 @@ for c in "${CONFIGS[@]}"; do
 done
 [ ${#TARGETS[@]} -gt 0 ] || { echo "compare_builds: no configuration matches ONLY='${ONLY:-}'"; exit 2; }
 for d in "$WT" .; do
+  if [ "${NO_BUILD:-0}" = 1 ]; then  # binaries built elsewhere, copied into both trees' build/
+    for t in "${TARGETS[@]}"; do [ -x "$d/$t" ] || { echo "compare_builds: NO_BUILD=1 but $d/$t is missing"; exit 2; }; done
+    continue
+  fi
   make -C "$d" -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} "${TARGETS[@]}" \
     >"build/compare/make_$(basename "$d").log" 2>&1 || { tail -n 20 "build/compare/make_$(basename "$d").log"; echo "compare_builds: build failed in $d"; exit 1; }
 done
