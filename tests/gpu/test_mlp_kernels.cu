@@ -196,12 +196,22 @@ TEST_CASE("mlp: fp32 SIMT GEMM, all three layouts, awkward shapes, split-K") {
   gemm_sweep<float>(1e-5);
 }
 
-// Step 5, 3xTF32, within tf32x3_tol (gpu_test.cuh). Shapes: M, N, K off the 64 x 64 x 32 tile, K = 1, batch-long K (the
+// Step 5, 3xTF32, within tf32x3_tol (gpu_test.cuh); its byte quotients and its split's rounding
+// (tf32_rna) bit for bit against the division and the cvt. Shapes: M, N, K off the 64 x 64 x 32 tile, K = 1, batch-long K (the
 // weight gradient at batch 8,191) split and unsplit, the three layouts; the one-term kernel (plain
 // TF32, about 2^-12 per operand) must fail the same bound.
 // fp16 products against the float64 product of the same fp16 operands: only the fp32 sums err, and
 // the tensor cores' additions may truncate: u = 2^-22 (the GEMM benchmark's rule).
 double f16mma_tol(int K) { return 2 * std::ldexp(1.0, -22) * std::sqrt(static_cast<double>(K)) + 8 * std::ldexp(1.0, -22); }
+
+__global__ void tf32_rounding_kernel(const float* x, uint32_t* cvt, uint32_t* ours, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  uint32_t c;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(c) : "f"(x[i]));
+  cvt[i] = c;
+  ours[i] = tf32_rna(x[i]);
+}
 
 __global__ void byte_quotients_kernel(float* div, float* fast) {
   const unsigned b = threadIdx.x;
@@ -278,6 +288,28 @@ TEST_CASE("mlp: 3xTF32 tensor-core GEMM (step 5) within the fp32 tolerance, awkw
     CUDA_CHECK(cudaDeviceSynchronize());
     const auto dv = d.get(), fv = f.get();
     REQUIRE(std::memcmp(dv.data(), fv.data(), 256 * sizeof(float)) == 0);
+  }
+  {  // step 5's split rounds with two integer instructions: the cvt's bits, ties and subnormals included
+    std::vector<float> x;
+    std::uniform_int_distribution<uint32_t> bits(0, 0xFFFFFFFFu);
+    while (x.size() < (1u << 20)) {
+      uint32_t b = bits(test_rng());
+      if (((b >> 23) & 0xFF) >= 0xFE) continue;  // below 2^127 in magnitude (no Inf or NaN)
+      const int kind = static_cast<int>(x.size() % 4);
+      if (kind == 1) b = (b & ~0x1FFFu) | 0x1000u;  // a tie
+      if (kind == 2) b &= 0x807FFFFFu;              // a subnormal (or zero)
+      float f;
+      std::memcpy(&f, &b, 4);
+      x.push_back(f);
+    }
+    Dev<float> dx(x);
+    Dev<uint32_t> c(x.size()), o(x.size());
+    tf32_rounding_kernel<<<static_cast<int>((x.size() + 255) / 256), 256>>>(dx.p, c.p, o.p, static_cast<int>(x.size()));
+    CUDA_CHECK(cudaGetLastError());
+    const auto cv = c.get(), ov = o.get();
+    size_t differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) differ += cv[i] != ov[i];
+    REQUIRE(differ == 0);
   }
   struct Shape { int M, N, K; };
   const Shape shapes[] = {{1, 10, 1}, {33, 100, 10}, {65, 300, 1}, {100, 10, 300}, {129, 100, 1000},

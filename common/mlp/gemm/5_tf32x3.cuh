@@ -50,6 +50,16 @@
 // steps where 96 loads were; B: 4 loads and 48 split steps; 32 MMAs; addresses): if time still
 // follows instructions, about 35 us. The weight gradient loses 16 MMAs and 16 table loads of its
 // ~741 a k-tile: about 70 us. W1's step at 8,192: 189.8 -> about 150 us.
+// Measured (H200, 16be240, profiles/nvidia-h200/logs/bytes_16be240/gemm-b8192-new.log): 45.3 and
+// 68.8 us (36.3 and 23.9 TFLOP/s; 79.5 and 74.3 before in the same call; cuBLASLt fp32 53.1 and
+// 75.3); the step 190.6 -> 172.3 us. Stall samples (logs/ncu_16be240/): at 0.4-0.5 instructions
+// a cycle a scheduler both wait on dependent chains; in the weight gradient the split of A's fp32
+// values is 37% of the instructions and the gathered rows' ids, loaded at each copy, 17% of the
+// stall samples.
+// Then: the row ids a stage ahead (X3Rows) and the rounding as two integer instructions (tf32_rna).
+// Prediction, before measuring: the weight gradient sheds most of the 17% and ~45 of its ~555
+// instructions a warp a k-tile: 68.8 -> about 55 us; the forward a little (its rows are the same
+// every k-tile, 5% of its samples): 45 -> 43 us.
 #pragma once
 #include <cstdint>
 
@@ -77,8 +87,8 @@ static_assert(kXThreads == TileCfg<float>::kThreads, "the fp32 epilogues assume 
 // (banks 8t + g); bytes in 36- or 80-byte rows; the gathered forward's weights in 48-float rows
 // (X3AlongK).
 // A view of bytes that stand for byte / 255 (phase 5's gathered images, GatherView) declares
-// kByteRows = true, row_bytes(r) (the bytes of its row r, contiguous) and ld; its tiles are staged
-// as bytes. Every other fp32 view is a MatView<float, C>.
+// kByteRows = true, row_id(r) (its row r's id: a global load), id_bytes(id) (that row's bytes,
+// contiguous) and ld; its tiles are staged as bytes. Every other fp32 view is a MatView<float, C>.
 template <class V, class = void>
 struct ByteRows : std::false_type {};
 template <class V>
@@ -137,8 +147,38 @@ __host__ __device__ constexpr int x3_round128(int b) { return (b + 127) / 128 * 
 // [c0, c0 + C) of view v (bounds rows x cols), into dst. Whole chunks inside the matrix go by
 // cp.async (a chunk cut by the edge copies its valid part and zero-fills the rest); chunks a
 // vector access cannot take (unaligned views) go through the view's own load.
+// A byte view's rows of this thread's two chunks (x3_issue's), fetched one stage ahead of the
+// copies that use them: a row id is a global load, and fetched at the copy it held the warp before
+// its MMAs (17% of the stall samples of the gathered weight gradient at batch 8,192, where every
+// k-tile has rows of its own: logs/ncu_16be240/). Empty for other views.
+template <class V, bool = ByteRows<V>::value>
+struct X3Rows {
+  template <int R, int C>
+  __device__ __forceinline__ void fetch(const V&, int, int, int, int) {}
+  __device__ __forceinline__ const int* ids() const { return nullptr; }
+};
+template <class V>
+struct X3Rows<V, true> {
+  int id[2] = {0, 0};
+  template <int R, int C>
+  __device__ __forceinline__ void fetch(const V& v, int r0, int c0, int rows, int cols) {
+    constexpr bool kC = V::kContig;
+    constexpr int kInner = kC ? C : R;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int ch = threadIdx.x + i * kXThreads;
+      const int o = ch / (kInner / 4);
+      const int outer = kC ? r0 + o : c0 + o, outer_lim = kC ? rows : cols;
+      id[i] = outer < outer_lim ? v.row_id(outer) : 0;
+    }
+  }
+  __device__ __forceinline__ const int* ids() const { return id; }
+};
+
+// (ids: a byte view's row ids for the two chunks, X3Rows; nullptr: fetched here.)
 template <int R, int C, int kLd32 = 0, class V>
-__device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, int cols, void* dst) {
+__device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, int cols, void* dst,
+                                         const int* ids = nullptr) {
   using S = X3Tile<V>;
   using E = typename S::Elem;
   constexpr bool kC = V::kContig;
@@ -161,7 +201,7 @@ __device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, i
       vec = v.vec_ok;
       src = v.p + (valid > 0 ? static_cast<size_t>(outer) * v.ld + inner : 0);
     } else {
-      src = valid > 0 ? v.row_bytes(outer) + inner : v.row_bytes(0);  // (nothing read when valid == 0)
+      src = valid > 0 ? v.id_bytes(ids ? ids[i] : v.row_id(outer)) + inner : v.id_bytes(0);  // (nothing read when valid == 0)
       vec = v.ld % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 4 == 0;
     }
     if (vec) {
@@ -190,11 +230,17 @@ __device__ __forceinline__ void x3_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// x = hi + lo with both parts TF32 (round to nearest, ties away: cvt.rna). x - hi is exact in fp32.
+// x rounded to TF32, to nearest with ties away from zero: cvt.rna.tf32.f32's bits for every x below
+// 2^127 in magnitude, subnormals included (half a TF32 unit added to the magnitude's bits, the 13
+// bits below TF32's cleared; a carry moves into the exponent as it should), in two integer instructions where ptxas expands the cvt
+// into about four (the split was 37% of the gathered weight gradient's instructions at batch
+// 8,192, logs/ncu_16be240/). tests/gpu/test_mlp_kernels.cu checks it against the cvt.
+__device__ __forceinline__ uint32_t tf32_rna(float x) { return (__float_as_uint(x) + 0x1000u) & 0xFFFFE000u; }
+
+// x = hi + lo with both parts TF32 (round to nearest, ties away). x - hi is exact in fp32.
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-  const float rest = x - __uint_as_float(hi);
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
+  hi = tf32_rna(x);
+  lo = tf32_rna(x - __uint_as_float(hi));
 }
 
 // The gathered images' bytes are exact in TF32: an integer below 2^11 keeps all its bits in TF32's
@@ -462,13 +508,23 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   auto b_stage = [&](int s) { return gemm_dyn + s * Lay::kStage + Lay::kA; };
 
   Acc acc;
+  X3Rows<AV> ra;  // a byte operand's row ids for the next stage to issue (X3Rows)
+  X3Rows<BV> rb;
+  auto issue_a = [&](int s) {
+    x3_issue<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(s % kXStages), ra.ids());
+  };
+  auto issue_b = [&](int s) {
+    x3_issue<kXBK, kXBN, Lay::kBLd32>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s % kXStages), rb.ids());
+  };
+  auto fetch_a = [&](int s) { ra.template fetch<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend); };
+  auto fetch_b = [&](int s) { rb.template fetch<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N); };
   // B's first stages go out before the PDL wait (weights, images or activations of the forward
   // pass, which the kernel just before does not write), unless p.b_fresh; A's after it.
   const bool early_b = !p.b_fresh;
   if (early_b) {
 #pragma unroll
     for (int s = 0; s < kXStages - 1; ++s)
-      if (s < nst) x3_issue<kXBK, kXBN, Lay::kBLd32>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
+      if (s < nst) fetch_b(s), issue_b(s);
   }
   // The fragment reads' tables (a byte operand's values), under those copies and before the wait:
   // they depend on no kernel. The loop's first barrier orders them before any read.
@@ -478,19 +534,22 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
 #pragma unroll
   for (int s = 0; s < kXStages - 1; ++s) {
     if (s < nst) {
-      if (!early_b) x3_issue<kXBK, kXBN, Lay::kBLd32>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s));
-      x3_issue<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(s));
+      if (!early_b) fetch_b(s), issue_b(s);
+      fetch_a(s), issue_a(s);
     }
     x3_commit();
   }
+  // The row ids of the first stage the loop issues, fetched now: each iteration issues its stage's
+  // copies and fetches the next stage's ids, which land under the MMAs.
+  if (kXStages - 1 < nst) fetch_a(kXStages - 1), fetch_b(kXStages - 1);
   p.epi.prefetch(m0, n0, p.M, p.N);  // sub-tile 0's; under the first stages' latency
   for (int t = 0; t < nst; ++t) {
     x3_wait<kXStages - 2>();  // stage t has landed (this thread's copies) ...
     __syncthreads();          // ... and everyone's; every warp is done with stage t - 1
     const int nx = t + kXStages - 1;
     if (nx < nst) {
-      x3_issue<kXBM, kXBK>(p.a, m0, kbeg + nx * kXBK, p.M, kend, a_stage(nx % kXStages));
-      x3_issue<kXBK, kXBN, Lay::kBLd32>(p.b, kbeg + nx * kXBK, n0, kend, p.N, b_stage(nx % kXStages));
+      issue_a(nx), issue_b(nx);
+      if (nx + 1 < nst) fetch_a(nx + 1), fetch_b(nx + 1);
     }
     x3_commit();
     acc.template mma<AV, BV>(a_stage(t % kXStages), b_stage(t % kXStages));
