@@ -39,7 +39,7 @@
 // the weight gradient as predicted, the forward slower than before (70.7). Inside W1's step at
 // 8,192 (PDL on) the two kernels went 145.0 -> 121.7 and 105.2 -> 94.1 us and the step 241.3 ->
 // 215.7 (logs/sweep_693098b/logs-c/sweep-8192.log, b417a38 -> 693098b, two H200s of one kind);
-// with the branched backward 189.8 (phase5_batched__batch-sweep-b8192.json, 465b2a2).
+// with the branched backward 189.8 (465b2a2, profiles/nvidia-h200/logs/sweep_465b2a2/).
 // Then: the bytes as integers. A byte is exact in TF32 (an integer below 2^11 keeps its bits), so
 // the gathered operand is multiplied as b, its cross term drops (8 MMAs a k-step where 12 were) and
 // the finished sums are divided by 255 once. In the forward both tiles run along k, so the k-tile's
@@ -60,6 +60,10 @@
 // Prediction, before measuring: the weight gradient sheds most of the 17% and ~45 of its ~555
 // instructions a warp a k-tile: 68.8 -> about 55 us; the forward a little (its rows are the same
 // every k-tile, 5% of its samples): 45 -> 43 us.
+// Measured (H200, a0f96e6, profiles/nvidia-h200/phase5_batched__gemm-b8192.json): 41.0 and 55.7 us,
+// 40.1 and 29.5 TFLOP/s, 1.23x and 1.30x cuBLASLt fp32 (50.6 and 72.5 us); W1's step at 8,192
+// 153.4 us (phase5_batched__batch-sweep-b8192.json; 192.3 for 465b2a2 in the same call,
+// logs/rows_a0f96e6/ab/).
 #pragma once
 #include <cstdint>
 

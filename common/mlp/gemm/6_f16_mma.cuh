@@ -43,7 +43,9 @@
 // Measured (H200, 77c2cf1, profiles/nvidia-h200/logs/sweep_77c2cf1/gemm-8192-fp16.log): 50.3 and
 // 50.2 us: the weight gradient as before, the forward slower than before (41.5), not faster; W1's
 // fp16 step at 8,192 165.8 -> 167.1 us (logs/sweep_693098b/logs-c/sweep-8192-fp16.log, b417a38 ->
-// 693098b; 136.7 with the branched backward at 465b2a2, phase5_batched__batch-sweep-b8192-fp16.json).
+// 693098b; 136.7 with the branched backward at 465b2a2, logs/sweep_465b2a2/logs-c/; 135.6 at a0f96e6,
+// phase5_batched__batch-sweep-b8192-fp16.json: the byte operand is still read one element at a time
+// through a table, where step 5 now reads whole words along k).
 // Where the forward's time went is not yet profiled (the register cap is the suspect).
 #pragma once
 #include <cuda_fp16.h>
