@@ -309,11 +309,6 @@ int run(int argc, char** argv) {
                  "and the first layer's update on the step's stream, every other update on a second branch of the "
                  "graph (branched). auto = fused with fp16 and SGD where it can run, else branched",
                  {"auto", "fused", "paired", "branched"});
-  cli.add_string("--last-bwd", &o.last_bwd,
-                 "own graph path, branched backward, fp32: the last layer's backward-data product in the softmax's "
-                 "epilogue (softmax; where that product would run on the SIMT tile and there are at most 16 classes) "
-                 "or as a kernel of its own (kernel); the same bits either way",
-                 {"softmax", "kernel"});
   cli.add_string("--pdl", &o.pdl,
                  "own graph path: launch each step kernel with programmatic dependent launch, so that it starts (and "
                  "fetches its weights) while the kernel before it finishes (compute capability 9.0 and up; off below)",

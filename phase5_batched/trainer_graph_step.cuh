@@ -201,8 +201,7 @@ void Trainer<T>::plan_branches() {
   branched_ = false, fuse_last_bwd_ = false;
   if (cublas_ || rung_.one_launch() || fused_bwd_ || nlayers_ < 2 || o_.backward == "paired") return;
   if constexpr (!kHalf)
-    fuse_last_bwd_ = o_.last_bwd == "softmax" && o_.layers[nlayers_] <= kMaxFusedClasses &&
-                     bwd_data(nlayers_ - 1, 1).rung == GemmRung::Tile;
+    fuse_last_bwd_ = o_.layers[nlayers_] <= kMaxFusedClasses && bwd_data(nlayers_ - 1, 1).rung == GemmRung::Tile;
   CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
