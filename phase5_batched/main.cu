@@ -37,11 +37,10 @@
 //   32: 35.2 us a step, 1.11x JAX jit-run; 64: 1.07x (the least); 2,048: 77.7 us, 1.39x; 8,192:
 //   0.153 ms, 1.74x (PyTorch compiled-graph 0.299), fp16 0.136 ms. The lesson: up to batch 1,024 a
 //   step is its dependent kernels' latency (35-69 us); from there it grows with the arithmetic: step 5
-//   buys 2.00x at 8,192 (0.306 ms on the SIMT tile) where it pays (fp32_gemm.h's rule, from
-//   logs/plan_77c2cf1), multiplying the images' bytes as the integers they are (exact in TF32: two
-//   products, not three), and the branched backward takes the upper layers' updates off the chain
-//   (2,048: 86.0 against 107.2 us paired, logs/branched_b0d7291). Step 5's first-layer products: 41.0
-//   and 55.7 us, 1.23x and 1.30x cuBLASLt fp32 (__gemm-b8192.json).
+//   buys 2.00x at 8,192 (0.306 ms on the SIMT tile) where fp32_gemm.h's rule says it pays, the
+//   images' bytes multiplied as the integers they are (exact in TF32: two products, not three); the
+//   branched backward takes the upper layers' updates off the chain (2,048: 86.0 against 107.2 us
+//   paired). Step 5's first-layer products: 1.23x and 1.30x cuBLASLt fp32 (__gemm-b8192.json).
 //
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
