@@ -181,7 +181,8 @@ struct StoreEpi {
 // Which mainloop computes the product (fp32 operands only; fp16 products always take Tile):
 //   Tile    the 32 x 64 block tile of steps 1-4 (SIMT FMA for fp32, WMMA for fp16);
 //   TF32x3  step 5: a 64 x 64 block tile on tensor cores, each fp32 operand split into two TF32
-//           parts and three products summed in fp32 (plan_tf32x3 sets it, with its own splits);
+//           parts and three products summed in fp32 (two where one operand is the images' bytes,
+//           exact in TF32; plan_tf32x3 sets it, with its own splits);
 //   F16Mma  step 6: fp16 products on mma.sync in step 5's tile (plan_f16mma).
 enum class GemmRung : int { Tile = 0, TF32x3 = 1, F16Mma = 2 };
 

@@ -121,8 +121,9 @@ struct X3Tile {  // the view's own elements (fp32 or fp16)
   using Elem = typename V::Elem;
   static constexpr int kLd32 = X3Ld<Elem>::k32, kLd64 = X3Ld<Elem>::k64;
 };
-// (A fragment read of a byte tile looks the byte's value up in a table of all 256 that the block
-// fills once: step 5's the TF32 parts of byte_over_255(b), 0_problem.cuh; step 6's its fp16.)
+// (A fragment read of a byte tile takes the byte's value from a table of all 256 that the block
+// fills once, step 5's their integers and step 6's byte / 255 in fp16, or, in step 5's gathered
+// forward, from whole words along k by a byte permute: mma_along_k.)
 template <class V>
 struct X3Tile<V, true> {  // bytes
   using Elem = uint8_t;
