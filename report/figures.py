@@ -585,24 +585,40 @@ def older_commit_points(pts):
     return [p for p in recs if p[2].data.get("git", {}).get("commit") != newest]
 
 
+def other_run_points(pts, commit):
+    """The points (x, y, record) of a framework series whose record was not made at `commit` (the
+    sweep's newest phase 5 commit): measured in another run."""
+    return [p for p in pts if len(p) > 2 and hasattr(p[2], "data") and commit is not None
+            and p[2].data.get("git", {}).get("commit") != commit]
+
+
 def fig9_batch(d, path, device):
     _setup()
     fig, ax = plt.subplots(figsize=(10, 5.6))
     grid = _grid(d["series"], ours_only=True)  # the batch sizes of our sweep
     w1 = d.get("from_w1") or set()
-    older = False
+    ours = [p for k, pts in d["series"].items() if not A.is_twin(k[0]) for p in pts if len(p) > 2 and hasattr(p[2], "data")]
+    sweep = max(ours, key=lambda p: p[2].utc_time)[2].data.get("git", {}).get("commit") if ours else None
+    older = other = False
     for k, pts in d["series"].items():
         _plot_runs(ax, pts, grid, marker=A.marker(k), color=A.color(k), linestyle=A.linestyle(k),
                    label=A.label(*k) + (" (its W1 run)" if k in w1 else ""), markersize=5)
-        # our points measured on an older commit than the series' newest record: hollow (other code)
-        old = [p for p in older_commit_points(pts)] if not A.is_twin(k[0]) else []
+        # hollow: our points measured on an older commit than the series' newest record (other code), a
+        # framework's points measured in another run than the sweep's newest
+        if A.is_twin(k[0]):
+            old = other_run_points(pts, sweep)
+            other = other or bool(old)
+        else:
+            old = older_commit_points(pts)
+            older = older or bool(old)
         if old:
-            older = True
             ax.plot([p[0] for p in old], [p[1] for p in old], linestyle="none", marker=A.marker(k), markersize=5,
                     markerfacecolor="white", markeredgecolor=A.color(k), zorder=4)
-    if older:
+    if older or other:
+        what = " and ".join(w for w, on in (("phase 5 measured on an older commit than its newest point", older),
+                                             ("a framework measured in another run than the sweep's newest", other)) if on)
         ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="#555555",
-                label="hollow: phase 5 measured on an older commit than its newest point")
+                label="hollow: " + what)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size (samples per step, log2 scale)")

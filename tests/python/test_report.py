@@ -1341,6 +1341,10 @@ def test_figure9_marks_our_points_of_an_older_commit():
            (8192, 3.0, rec("new", "2026-12-02T11:00:00Z"))]
     assert [p[0] for p in F.older_commit_points(pts)] == [64]
     assert F.older_commit_points(pts[:1]) == [] and F.older_commit_points([(32, 1.0)]) == []
+    # a framework's points: hollow where measured at another commit than the sweep's newest (another run)
+    assert [p[0] for p in F.other_run_points(pts, "new")] == [64]
+    assert [p[0] for p in F.other_run_points(pts, "old")] == [32, 8192]
+    assert F.other_run_points(pts, None) == [] and F.other_run_points([(32, 1.0)], "new") == []
 
 
 # ------------------------------------------------------------------ phase 5's grid kernel (rung 5g, --launch grid)
