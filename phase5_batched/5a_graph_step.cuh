@@ -68,10 +68,10 @@ struct GatherView {
   const uint8_t* data = nullptr;         // images, 784 bytes each
   int ld = 784;
   RowMap rows;
-  // Row r's bytes, in two steps: its image (a global load of the permutation) and that image's bytes.
+  // Row r's bytes in two steps (step 5's loop fetches the first a stage ahead, X3Rows): its image (a
+  // global load of the permutation) and that image's bytes.
   __device__ __forceinline__ int row_id(int r) const { return rows.image(r); }
   __device__ __forceinline__ const uint8_t* id_bytes(int id) const { return data + static_cast<size_t>(id) * ld; }
-  __device__ __forceinline__ const uint8_t* row_bytes(int r) const { return id_bytes(row_id(r)); }
 
   template <int V>
   __device__ __forceinline__ void load(int r, int c, int nrows, int ncols, T (&v)[V]) const {
