@@ -300,6 +300,70 @@ void softmax_ce_last() {
     }
 }
 
+// The softmax's epilogue with the last layer's backward-data product (SoftmaxCEEpi::below, fp32):
+// dZ_below and its tile column sums bit for bit those of the softmax kernel followed by the
+// backward-data kernel it replaces (BwdReluEpi on the SIMT tile), which the cases above hold to
+// float64; dZ and the tile losses unchanged. Batches 1, 33, 70; 3 and 10 classes; widths below 37,
+// 64 and 100 (two column chunks); dropout's scale 1 and 1.25, with zeros in the layer's output.
+TEST_CASE("mlp fused: the softmax's epilogue with the last backward-data product, bit for bit the separate kernel's") {
+  NB_SKIP_WITHOUT_DEVICE();
+  const int64_t step = 3;
+  for (int B : {1, 33, 70})
+    for (int N : {3, 10})
+      for (int K : {37, 64, 100})
+        for (float scale : {1.f, 1.25f}) {
+          INFO("B=" << B << " N=" << N << " K=" << K << " scale=" << scale);
+          Data d(2 * B, step);
+          auto h = rvec(static_cast<size_t>(B) * K, -0.5f, 1.f);
+          for (auto& x : h) x = std::max(x, 0.f) * scale;  // post ReLU (and dropout's scale)
+          const auto w = rvec(static_cast<size_t>(N) * K, -0.3f, 0.3f), b = rvec(N);
+          const int tiles = (B + 31) / 32;
+          Dev<float> dh(h), dw(w), db(b);
+          auto softmax = [&](Dev<float>& dz, Dev<float>& colsum, Dev<float>& tile_loss, const BelowBwd& below) {
+            dz.poison(), colsum.poison(), tile_loss.poison();
+            GemmProblem<MatView<float, true>, MatView<float, false>, SoftmaxCEEpi<float>> p;
+            p.M = B, p.N = N, p.K = K;
+            p.a = make_view<float, true>(dh.p, K), p.b = make_view<float, false>(dw.p, K);
+            p.epi.bias = db.p, p.epi.labels = d.dlab.p, p.epi.rows = d.rows(B, 0), p.epi.dz = dz.p;
+            p.epi.tile_loss = tile_loss.p, p.epi.dz_colsum = colsum.p, p.epi.step = StepRef{d.base.p, 0};
+            p.epi.below = below;
+            Ws<decltype(p)> ws(p);
+            launch_gemm<p5_fwd_softmax_ce, float>(p, nullptr);
+            CHECK_LAUNCH();
+          };
+          const size_t nz = static_cast<size_t>(B) * N, nb = static_cast<size_t>(B) * K;
+          Dev<float> dz1(nz), cs1(static_cast<size_t>(tiles) * N), tl1(static_cast<size_t>(step + 1) * tiles);
+          Dev<float> dz2(nz), cs2(static_cast<size_t>(tiles) * N), tl2(static_cast<size_t>(step + 1) * tiles);
+          Dev<float> below1(nb), bcs1(static_cast<size_t>(tiles) * K), below2(nb), bcs2(static_cast<size_t>(tiles) * K);
+          // Separate: the softmax, then the backward-data kernel.
+          softmax(dz1, cs1, tl1, BelowBwd{});
+          below1.poison(), bcs1.poison();
+          GemmProblem<MatView<float, true>, MatView<float, true>, BwdReluEpi<float>> bd;
+          bd.M = B, bd.N = K, bd.K = N;
+          bd.a = make_view<float, true>(dz1.p, N), bd.b = make_view<float, true>(dw.p, K);
+          bd.epi.h = dh.p, bd.epi.dz = below1.p, bd.epi.scale = scale, bd.epi.dz_colsum = bcs1.p;
+          Ws<decltype(bd)> wsb(bd);
+          REQUIRE(bd.rung == GemmRung::Tile);
+          launch_gemm<p5_bwd_data, float>(bd, nullptr);
+          CHECK_LAUNCH();
+          // Fused.
+          below2.poison(), bcs2.poison();
+          BelowBwd fused;
+          fused.w = dw.p, fused.h = dh.p, fused.dz = below2.p, fused.dz_colsum = bcs2.p, fused.scale = scale, fused.K = K;
+          softmax(dz2, cs2, tl2, fused);
+          auto same = [](const Dev<float>& x, const Dev<float>& y) {
+            const auto a = x.get(), c = y.get();
+            return std::memcmp(a.data(), c.data(), a.size() * sizeof(float)) == 0;
+          };
+          CHECK(same(dz1, dz2));
+          CHECK(same(cs1, cs2));
+          CHECK(same(below1, below2));
+          CHECK(same(bcs1, bcs2));
+          const auto t1 = tl1.get(), t2 = tl2.get();
+          CHECK(std::memcmp(&t1[static_cast<size_t>(step) * tiles], &t2[static_cast<size_t>(step) * tiles], tiles * sizeof(float)) == 0);
+        }
+}
+
 // Backward data (+ ReLU/dropout backward) and the fused update, also paired in one launch.
 template <class T>
 void backward_and_update(bool adam) {
