@@ -6,14 +6,9 @@
 //                   straight from the byte-valued data set resident on the GPU: row r of the i-th
 //                   step of an epoch is image perm[i * batch + r]; pixels become x/255 in T.
 //   FwdHiddenEpi    z + b -> ReLU -> inverted dropout (Philox bits, the same as phase 4) -> T.
-//   SoftmaxCEEpi    last layer: z + b -> softmax cross-entropy -> dZ = (p - onehot)/B in T; each
-//                   row tile stores its loss sum (step_loss_kernel forms the step's mean after
-//                   the graph). With the branched backward in fp32 it also takes the last layer's
-//                   backward-data product for its rows (`below`): one dependent kernel fewer a
-//                   step. Prediction, before measuring (H200, W1's model): the kernel it removes
-//                   took 2.7 us at batch 32 and 5.1 at 8,192 with PDL off, the epilogue gains
-//                   ~80 FMAs and 8 loads a thread: batch 32 35.2 -> ~33 us a step, 8,192
-//                   153.4 -> ~149.
+//   SoftmaxCEEpi    last layer: z + b -> softmax cross-entropy -> dZ = (p - onehot)/B in T; the
+//                   batch loss is summed tile by tile in a fixed order and stored in
+//                   step_loss[s]; a non-finite loss records the first such step (atomicMin).
 //   BwdReluEpi      dZ_prev = dH * (h > 0) * 1/(1-p)  (h > 0 exactly when active and kept).
 //                   Both also store their tile's column sums of dZ (store_tile_colsums).
 //   UpdateEpi       the weight gradient never reaches memory: each element of dW = dZ^T · H is
@@ -295,21 +290,6 @@ __device__ __forceinline__ void store_tile_colsums(const T* dz, float* colsum, i
 // stores its summed loss at tile_loss[step][tile]; step_loss_kernel turns them into the steps' mean
 // losses after the graph's last step, so no block of a step waits on a fence, an atomic counter or
 // a last block's sum.
-// With `below` set (fp32, at most kMaxFusedClasses classes), the epilogue also takes the last
-// layer's backward-data product for its rows, dZ_below = relu'(dZ · W) with W the last layer's
-// weights ([N, K]), the product BwdReluEpi would finish as a kernel of its own: one dependent
-// kernel fewer a step. Its sums are the register loop's (1_register_loop.cuh: fmaf over k from 0,
-// then the zero-padded rest of the k-tile, which adds +0), so dZ_below and its tile column sums
-// are that kernel's bits (tests/gpu/test_mlp_fused.cu compares them).
-constexpr int kMaxFusedClasses = 16;
-struct BelowBwd {
-  const float* w = nullptr;  // the last layer's weights [N, K] (null: not fused)
-  const float* h = nullptr;  // the layer below's forward output [M, K] (after ReLU and dropout)
-  float* dz = nullptr;       // [M, K]
-  float* dz_colsum = nullptr;  // [row tiles, K]: store_tile_colsums (null: not wanted)
-  float scale = 1.f;         // 1 / (1 - p)
-  int K = 0;
-};
 template <class T>
 struct SoftmaxCEEpi {
   const float* bias = nullptr;
@@ -318,7 +298,6 @@ struct SoftmaxCEEpi {
   T* dz = nullptr;                 // [M, N]
   float* dz_colsum = nullptr;      // [row tiles, N]: sum_tile_columns (null: not wanted)
   float* tile_loss = nullptr;      // [global step][row tile]: each tile's summed loss
-  BelowBwd below;                  // the last layer's backward-data product, fused (fp32 only)
   static constexpr bool kVecFixup = true;
   StepRef step;
   __device__ void prefetch(int m0, int, int M, int N) const {
@@ -362,34 +341,6 @@ struct SoftmaxCEEpi {
       for (int i = 0; i < kBM; ++i) s += s_loss[i];
       const int tiles = (M + kBM - 1) / kBM;
       tile_loss[static_cast<size_t>(smem_step()) * tiles + m0 / kBM] = s;
-    }
-    if constexpr (std::is_same<T, float>::value) {
-      if (below.w != nullptr) backward_below(cs, m0, M, N);
-    }
-  }
-  // dZ_below for the tile's rows, 64 columns at a time: thread t takes column t % 64 of a chunk
-  // and rows t / 64, + blockDim / 64, ...; its column of W in registers, dZ's rows from the tile
-  // (which holds dZ as stored; the barrier above made every row visible).
-  __device__ void backward_below(const float* cs, int m0, int M, int N) const {
-    const int t = threadIdx.x, step_rows = blockDim.x / kBN;
-    for (int c0 = 0; c0 < below.K; c0 += kBN) {
-      const int c = c0 + t % kBN;
-      if (c < below.K) {
-        float w[kMaxFusedClasses];
-#pragma unroll
-        for (int j = 0; j < kMaxFusedClasses; ++j) w[j] = j < N ? __ldg(below.w + static_cast<size_t>(j) * below.K + c) : 0.f;
-        for (int r = t / kBN; r < kBM && m0 + r < M; r += step_rows) {
-          const size_t at = static_cast<size_t>(m0 + r) * below.K + c;
-          float acc = 0.f;
-#pragma unroll
-          for (int j = 0; j < kMaxFusedClasses; ++j)
-            if (j < N) acc = fmaf(cs[r * kLdc + j], w[j], acc);
-          acc += 0.f;  // the register loop's zero-padded k: -0 becomes +0
-          below.dz[at] = __ldg(below.h + at) > 0.f ? acc * below.scale : 0.f;
-        }
-      }
-      if (below.dz_colsum) store_tile_colsums(below.dz, below.dz_colsum, m0, c0, M, below.K);
-      __syncthreads();  // the chunk's colsums read dz before the next chunk (none: K <= 64)
     }
   }
 };

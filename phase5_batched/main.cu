@@ -100,8 +100,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   Trainer<T> tr(o, rung, sc, dev, ds, init, fp32_gemm);
   const nlohmann::json plan = tr.gemm_plan();
   if (!plan.empty()) {
-    std::printf("GEMM plan (a step's products: M x N x K, rung, K slices; backward %s%s):\n", tr.backward_kind(),
-                tr.last_bwd_in_softmax() ? ", the last backward-data product in the softmax's epilogue" : "");
+    std::printf("GEMM plan (a step's products: M x N x K, rung, K slices; backward %s):\n", tr.backward_kind());
     for (const auto& q : plan)
       std::printf("  %-18s %6d x %5d x %5d  %-9s %d\n", q["product"].get<std::string>().c_str(), q["M"].get<int>(),
                   q["N"].get<int>(), q["K"].get<int>(), q["rung"].get<std::string>().c_str(), q["splits"].get<int>());
@@ -250,7 +249,6 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   for (const auto& [k, c] : tr.costs_per_step()) launches += c.calls;
   rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
   rec["metrics"]["backward"] = tr.backward_kind();  // own graph path's backward kernels: fused, paired or branched
-  rec["metrics"]["last_bwd_in_softmax"] = tr.last_bwd_in_softmax();  // the last backward-data product in the softmax's epilogue
   rec["metrics"]["pdl"] = tr.pdl();  // own graph path: kernels launched with programmatic dependent launch
   rec["metrics"]["gemm_plan"] = plan;  // own graph path: each product's rung and K slices ([] on the other paths)
   rec["metrics"]["fp32_gemm"] = fp32_gemm_name(fp32_gemm);
@@ -308,11 +306,6 @@ int run(int argc, char** argv) {
                  "and the first layer's update on the step's stream, every other update on a second branch of the "
                  "graph (branched). auto = fused with fp16 and SGD where it can run, else branched",
                  {"auto", "fused", "paired", "branched"});
-  cli.add_string("--last-bwd", &o.last_bwd,
-                 "own graph path, branched backward, fp32: the last layer's backward-data product in the softmax's "
-                 "epilogue (softmax; where that product would run on the SIMT tile and there are at most 16 classes) "
-                 "or as a kernel of its own (kernel); the same bits either way",
-                 {"softmax", "kernel"});
   cli.add_string("--pdl", &o.pdl,
                  "own graph path: launch each step kernel with programmatic dependent launch, so that it starts (and "
                  "fetches its weights) while the kernel before it finishes (compute capability 9.0 and up; off below)",

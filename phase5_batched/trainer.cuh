@@ -220,9 +220,6 @@ class Trainer {
   const OneLaunchKernel& kernel() const { return kernel_; }  // its parameters and plan
   bool fused_backward() const { return fused_bwd_; }
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
-  // Whether the softmax's epilogue also takes the last layer's backward-data product (SoftmaxCEEpi's
-  // `below`: fp32, branched, at most kMaxFusedClasses classes, that product on the SIMT tile).
-  bool last_bwd_in_softmax() const { return fuse_last_bwd_; }
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
   void start_breakdown() {
@@ -403,7 +400,6 @@ class Trainer {
   // --backward branched: the updates on a second stream (a second branch of the captured graph),
   // forked from the step's stream after each backward-data product and joined at the step's end.
   bool branched_ = false, after_join_ = false;
-  bool fuse_last_bwd_ = false;  // plan_branches(): the last backward-data product in the softmax's epilogue
   cudaStream_t side_{};
   cudaEvent_t fork_{}, join_{};
   DevBuf<float> fb_ws_;

@@ -193,16 +193,10 @@ void Trainer<T>::plan_fused_backward() {
 // layer's update are the step's critical path. W1's step was faster branched at every batch of the
 // sweep, 32 ... 8,192, also where each pair of the paired backward is one launch (batch 128:
 // 42.08 against 38.88 us; profiles/nvidia-h200/logs/bytes_16be240/ab/).
-// Branched, an fp32 step also hands the last layer's backward-data product to the softmax's
-// epilogue (SoftmaxCEEpi::below), where that product runs on the SIMT tile (whose sums it repeats
-// bit for bit): one kernel fewer on the chain, and the last layer's update forks after the softmax.
 template <class T>
 void Trainer<T>::plan_branches() {
-  branched_ = false, fuse_last_bwd_ = false;
+  branched_ = false;
   if (cublas_ || rung_.one_launch() || fused_bwd_ || nlayers_ < 2 || o_.backward == "paired") return;
-  if constexpr (!kHalf)
-    fuse_last_bwd_ = o_.last_bwd == "softmax" && o_.layers[nlayers_] <= kMaxFusedClasses &&
-                     bwd_data(nlayers_ - 1, 1).rung == GemmRung::Tile;
   CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
@@ -257,13 +251,6 @@ auto Trainer<T>::fwd_last(const StepRef& sr) const -> FwdLast {
   p.M = batch_, p.N = o_.layers[l + 1], p.K = o_.layers[l];
   p.a = make_view<T, true>(H_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K);
   p.epi = loss_epi(sr);
-  if constexpr (!kHalf) {
-    if (fuse_last_bwd_) {  // the product bwd_data(l) would run (same operands and epilogue)
-      BelowBwd& b = p.epi.below;
-      b.w = weights(l), b.h = H_[l - 1].get(), b.dz = dZ_[l - 1].get(), b.dz_colsum = dz_colsum(l - 1);
-      b.scale = static_cast<float>(1.0 / (1.0 - o_.dropout)), b.K = o_.layers[l];
-    }
-  }
   plan_splitk_into_slot(p, 0);
   return p;
 }
@@ -385,12 +372,8 @@ void Trainer<T>::enqueue_backward_branched(const StepRef& sr, std::map<std::stri
   const double ob = sizeof(T);
   for (int l = nlayers_ - 1; l >= 1; --l) {
     auto d = bwd_data(l, 1);
-    if (l == nlayers_ - 1 && fuse_last_bwd_) {  // done in the softmax's epilogue (fwd_last)
-      add_cost(costs, "p5_fwd_softmax_ce", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, false);
-    } else {
-      launch_gemm<p5_bwd_data, T>(d, st_, take_pdl());
-      add_cost(costs, "p5_bwd_data", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, true);
-    }
+    launch_gemm<p5_bwd_data, T>(d, st_, take_pdl());
+    add_cost(costs, "p5_bwd_data", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, true);
     CUDA_CHECK(cudaEventRecord(fork_, st_));
     CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
     auto u = update(l, sr, 0);
