@@ -43,6 +43,10 @@ struct Dev {
 // each operand errs by up to 2^-22 = 4u). A one-term product (plain TF32, about 2^-12 an operand)
 // fails it.
 inline double tf32x3_tol(int K) { return 2 * 0x1p-24 * std::sqrt(static_cast<double>(K)) + 8 * 0x1p-24; }
+// Step 6 against the float64 product of the same fp16 operands (bytes: byte / 255): only the fp32
+// sums err, and the tensor cores' additions may truncate: the same form with u = 2^-22 (the GEMM
+// benchmark's rule).
+inline double f16mma_tol(int K) { return 2 * 0x1p-22 * std::sqrt(static_cast<double>(K)) + 8 * 0x1p-22; }
 
 // The GPU tests' random source: fresh inputs every run (a failure prints the values it met).
 inline std::mt19937_64& test_rng() {

@@ -445,13 +445,22 @@ TEST_CASE("mlp fused: first-layer update reads the batch through the gather view
     }
 }
 
-// Step 5 (3xTF32) with the gathered images' bytes as an operand: the forward (A's bytes and B's
-// weights read along k in whole words, the k-tile's values dealt to the lanes in their own order)
-// and the weight gradient (B's bytes), each multiplying the bytes as integers and dividing the sums
-// by 255. Against float64 of byte / 255 within step 5's fp32 tolerance, at batches and widths off
-// the tiles, split and unsplit (one SM's plan and an H200's), the second launch bit for bit.
-TEST_CASE("mlp fused: step 5 on the gathered bytes (forward, weight gradient) within the fp32 tolerance") {
-  NB_SKIP_WITHOUT_DEVICE();
+// Steps 5 (fp32, 3xTF32) and 6 (fp16) with the gathered images' bytes as an operand: the forward
+// (A's bytes and B's weights read along k in whole words, the k-tile's values dealt to the lanes in
+// their own order) and the weight gradient (B's bytes staged [k][n]; step 6 reads them by
+// ldmatrix.trans, its two MMAs of a warp holding interleaved columns), each multiplying the bytes
+// as integers and dividing the sums by 255. Against float64 of byte / 255 times the operands as
+// the GPU holds them (fp16 ones rounded) within the rung's fp32-accumulation tolerance, at batches
+// and widths off the tiles, split and unsplit (one SM's plan and an H200's), the second launch bit
+// for bit.
+template <class T>
+void gathered_bytes_on_tensor_cores() {
+  constexpr bool kHalf = std::is_same<T, __half>::value;
+  auto plan = [](auto& p, int sm) {
+    if constexpr (kHalf) plan_f16mma(p, sm);
+    else plan_tf32x3(p, sm);
+  };
+  auto tol = [](int K) { return kHalf ? f16mma_tol(K) : tf32x3_tol(K); };
   auto run_twice = [](auto& p) {
     Dev<float> ws(std::max<size_t>(ws_floats(p), 1));
     Dev<unsigned> ctr(std::max<size_t>(counter_slots(p), 1));
@@ -460,14 +469,15 @@ TEST_CASE("mlp fused: step 5 on the gathered bytes (forward, weight gradient) wi
     Dev<float> c(static_cast<size_t>(p.M) * p.N);
     p.epi.c = c.p, p.epi.ldc = p.N;
     c.poison();
-    launch_gemm<p5_fwd_gather, float>(p, nullptr);
+    launch_gemm<p5_fwd_gather, T>(p, nullptr);
     const auto first = c.get();
     c.poison();
-    launch_gemm<p5_fwd_gather, float>(p, nullptr);
+    launch_gemm<p5_fwd_gather, T>(p, nullptr);
     const auto second = c.get();
     REQUIRE(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
     return first;
   };
+  auto held = [](const std::vector<float>& v, size_t i) { return static_cast<double>(back(cvt<T>(v[i]))); };
   int splits = 0;
   for (int B : {1, 33, 1023})
     for (int N : {10, 130})
@@ -475,32 +485,38 @@ TEST_CASE("mlp fused: step 5 on the gathered bytes (forward, weight gradient) wi
         Data d(2 * B + 3, 0);
         auto x = [&](int r, int k) { return d.px[static_cast<size_t>(d.image(B, 1, r)) * 784 + k] / 255.0; };
         const auto w = rvec(static_cast<size_t>(N) * 784, -0.05f, 0.05f);
-        Dev<float> dw(w);
-        GemmProblem<GatherView<float>, MatView<float, false>, StoreEpi> f;  // X · W^T: B rows, N columns
+        Dev<T> dw(cvtv<T>(w));
+        GemmProblem<GatherView<T>, MatView<T, false>, StoreEpi> f;  // X · W^T: B rows, N columns
         f.M = B, f.N = N, f.K = 784;
         f.a.data = d.dpx.p, f.a.ld = 784, f.a.rows = d.rows(B, 1);
-        f.b = make_view<float, false>(dw.p, 784);
-        plan_tf32x3(f, sm);
+        f.b = make_view<T, false>(dw.p, 784);
+        plan(f, sm);
         splits += f.splits > 1;
         const auto zf = run_twice(f);
-        const auto rf = matmul(B, N, 784, x, [&](int k, int n) { return static_cast<double>(w[static_cast<size_t>(n) * 784 + k]); });
+        const auto rf = matmul(B, N, 784, x, [&](int k, int n) { return held(w, static_cast<size_t>(n) * 784 + k); });
         INFO("forward B=" << B << " N=" << N << " sm=" << sm << " splits=" << f.splits << " err " << rel(zf, rf));
-        CHECK(rel(zf, rf) <= tf32x3_tol(784));
+        CHECK(rel(zf, rf) <= tol(784));
 
         const auto dz = rvec(static_cast<size_t>(B) * N, -0.1f, 0.1f);
-        Dev<float> ddz(dz);
-        GemmProblem<MatView<float, false>, GatherView<float>, StoreEpi> g;  // dZ^T · X: N rows, 784 columns
+        Dev<T> ddz(cvtv<T>(dz));
+        GemmProblem<MatView<T, false>, GatherView<T>, StoreEpi> g;  // dZ^T · X: N rows, 784 columns
         g.M = N, g.N = 784, g.K = B;
-        g.a = make_view<float, false>(ddz.p, N);
+        g.a = make_view<T, false>(ddz.p, N);
         g.b.data = d.dpx.p, g.b.ld = 784, g.b.rows = d.rows(B, 1);
-        plan_tf32x3(g, sm);
+        plan(g, sm);
         splits += g.splits > 1;
         const auto zg = run_twice(g);
-        const auto rg = matmul(N, 784, B, [&](int m, int k) { return static_cast<double>(dz[static_cast<size_t>(k) * N + m]); }, x);
+        const auto rg = matmul(N, 784, B, [&](int m, int k) { return held(dz, static_cast<size_t>(k) * N + m); }, x);
         INFO("weight gradient B=" << B << " N=" << N << " sm=" << sm << " splits=" << g.splits << " err " << rel(zg, rg));
-        CHECK(rel(zg, rg) <= tf32x3_tol(B));
+        CHECK(rel(zg, rg) <= tol(B));
       }
   CHECK(splits > 0);
+}
+
+TEST_CASE("mlp fused: steps 5 and 6 on the gathered bytes (forward, weight gradient) within their tolerance") {
+  NB_SKIP_WITHOUT_DEVICE();
+  gathered_bytes_on_tensor_cores<float>();
+  gathered_bytes_on_tensor_cores<__half>();
 }
 
 TEST_CASE("mlp fused: evaluation epilogue counts correct rows and sums the loss per tile") {

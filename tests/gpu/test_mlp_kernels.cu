@@ -200,9 +200,6 @@ TEST_CASE("mlp: fp32 SIMT GEMM, all three layouts, awkward shapes, split-K") {
 // (tf32_rna) bit for bit against the division and the cvt. Shapes: M, N, K off the 64 x 64 x 32 tile, K = 1, batch-long K (the
 // weight gradient at batch 8,191) split and unsplit, the three layouts; the one-term kernel (plain
 // TF32, about 2^-12 per operand) must fail the same bound.
-// fp16 products against the float64 product of the same fp16 operands: only the fp32 sums err, and
-// the tensor cores' additions may truncate: u = 2^-22 (the GEMM benchmark's rule).
-double f16mma_tol(int K) { return 2 * std::ldexp(1.0, -22) * std::sqrt(static_cast<double>(K)) + 8 * std::ldexp(1.0, -22); }
 
 __global__ void tf32_rounding_kernel(const float* x, uint32_t* cvt, uint32_t* ours, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -84,8 +84,8 @@ static_assert(kXThreads == TileCfg<float>::kThreads, "the fp32 epilogues assume 
 // type and the layout it has in memory: a view's (r, c) element lies along its contiguous axis,
 // so a tile is stored [outer][inner] with 4-element chunks along the inner axis. fp32 matrices
 // move 16-byte chunks; phase 5's gathered images (GatherView) move their bytes, 4-byte chunks, and
-// become values only when a fragment is read: their integers (step 5: AccumX3 divides the sums by
-// 255; step 6 looks up byte / 255 in fp16). A tile is 64 (the 64-wide axis: m of A, n of B) by
+// become values only when a fragment is read: their integers, in fp32 (step 5) or fp16 (step 6),
+// the sums divided by 255 at the end (TcAccum::finish). A tile is 64 (the 64-wide axis: m of A, n of B) by
 // 32 (k). Row strides keep the fragment reads free of bank conflicts: a warp reads elements (g, t),
 // g = lane / 4, t = lane % 4, along the two axes; fp32 at g * 36 + t (banks 4g + t) or t * 72 + g
 // (banks 8t + g); bytes in 36- or 80-byte rows; the gathered forward's weights in 48-float rows
@@ -121,21 +121,24 @@ struct X3Tile {  // the view's own elements (fp32 or fp16)
   using Elem = typename V::Elem;
   static constexpr int kLd32 = X3Ld<Elem>::k32, kLd64 = X3Ld<Elem>::k64;
 };
-// (A fragment read of a byte tile takes the byte's value from a table of all 256 that the block
-// fills once, step 5's their integers and step 6's byte / 255 in fp16, or, in step 5's gathered
-// forward, from whole words along k by a byte permute: mma_along_k.)
+// (A fragment read of a byte tile takes the byte's integer from a table of all 256 that the block
+// fills once, in fp32 (step 5) or fp16 (step 6), or, in the gathered forward (steps 5 and 6) and
+// step 6's gathered weight gradient, from whole words by a byte permute: mma_along_k, mma_bytes_b.)
 template <class V>
 struct X3Tile<V, true> {  // bytes
   using Elem = uint8_t;
   static constexpr int kLd32 = X3Ld<uint8_t>::k32, kLd64 = X3Ld<uint8_t>::k64;
 };
-// The gathered forward (bytes along k times fp32 weights along k) reads whole words of both tiles
-// along k (AccumX3::mma_along_k): B's rows of 32 floats then take 48 (16-byte reads conflict-free).
-constexpr int kX3AlongKBLd = 48;  // = 16 mod 32 words: a quarter warp's 16-byte reads of two rows
+// The gathered forward (bytes along k times weights along k, fp32 in step 5, fp16 in step 6) reads
+// whole words of both tiles along k (AccumX3::mma_along_k, AccumF16::mma_along_k): B's rows of 32
+// elements then take 48, so that its wide reads are conflict-free (fp32: 16-byte reads, rows 16
+// words apart mod 32; fp16: 8-byte reads, rows 24 words apart).
+constexpr int kX3AlongKBLd = 48;
 template <class AV, class BV>
 struct X3AlongK
     : std::integral_constant<bool, ByteRows<AV>::value && AV::kContig && !ByteRows<BV>::value && !BV::kContig &&
-                                       std::is_same<typename BV::Elem, float>::value> {};
+                                       (std::is_same<typename BV::Elem, float>::value ||
+                                        std::is_same<typename BV::Elem, __half>::value)> {};
 template <class AV, class BV>
 constexpr int x3_b_ld32() {
   return X3AlongK<AV, BV>::value ? kX3AlongKBLd : X3Tile<BV>::kLd32;
@@ -310,9 +313,19 @@ struct TcAccum {
   // the block before its mainloop's first barrier; nothing here.
   template <class AV, class BV>
   __device__ __forceinline__ static void prepare() {}
-  // What the sums need after the last k-tile (step 5 with a byte operand: / 255); nothing here.
+  // After the last k-tile: steps 5 and 6 multiply a byte operand as its integers, so the sums /
+  // 255 are the products of byte / 255 (over_255, 0_problem.cuh: the quotient correctly rounded).
   template <class AV, class BV>
-  __device__ __forceinline__ void finish() {}
+  __device__ __forceinline__ void finish() {
+    if constexpr (ByteRows<AV>::value || ByteRows<BV>::value) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) d[i][j][e] = over_255(d[i][j][e]);
+    }
+  }
   __device__ __forceinline__ static void zero(Frags& f) {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -331,19 +344,36 @@ struct TcAccum {
         for (int e = 0; e < 4; ++e) d[i][j][e] += part[i][j][e];
   }
   // Into the two 32 x 64 sub-tiles at c (each kBM * kLdc floats): warp rows 32 (w / 4) .. are
-  // exactly sub-tile w / 4.
+  // exactly sub-tile w / 4. kInterleaved: the warp's two n8 MMAs hold its 16 columns interleaved
+  // (MMA j's column c is the warp's column 2c + j; step 6's byte B staged [k][n]), so a lane's four
+  // of a row are adjacent: one 16-byte store.
+  template <bool kInterleaved = false>
   __device__ __forceinline__ void store(float* c) const {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     float* sub = c + (warp / 4) * (kBM * kLdc);
     const int wn = (warp % 4) * 16;
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < 2; ++i) {
+      const int r = i * 16 + g;
+      if constexpr (kInterleaved) {
+        static_assert(kLdc % 4 == 0, "16-byte rows");
+        *reinterpret_cast<float4*>(&sub[r * kLdc + wn + 4 * t]) = make_float4(d[i][0][0], d[i][1][0], d[i][0][1], d[i][1][1]);
+        *reinterpret_cast<float4*>(&sub[(r + 8) * kLdc + wn + 4 * t]) =
+            make_float4(d[i][0][2], d[i][1][2], d[i][0][3], d[i][1][3]);
+      } else {
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int r = i * 16 + g, col = wn + j * 8 + 2 * t;
-        *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(d[i][j][0], d[i][j][1]);
-        *reinterpret_cast<float2*>(&sub[(r + 8) * kLdc + col]) = make_float2(d[i][j][2], d[i][j][3]);
+        for (int j = 0; j < 2; ++j) {
+          const int col = wn + j * 8 + 2 * t;
+          *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(d[i][j][0], d[i][j][1]);
+          *reinterpret_cast<float2*>(&sub[(r + 8) * kLdc + col]) = make_float2(d[i][j][2], d[i][j][3]);
+        }
       }
+    }
+  }
+  // The block tile's store (steps 5 and 6 name their layout here).
+  template <class AV, class BV>
+  __device__ __forceinline__ void store_tile(float* c) const {
+    store(c);
   }
 };
 
@@ -364,24 +394,12 @@ struct AccumX3 : TcAccum {
       if (threadIdx.x < 256) x3_byte_values()[threadIdx.x] = __float_as_uint(static_cast<float>(threadIdx.x));
     }
   }
-  // After the last k-tile: a byte operand's products are of its integers; the sums / 255 are the
-  // products of byte / 255 (over_255, 0_problem.cuh: the quotient correctly rounded).
-  template <class AV, class BV>
-  __device__ __forceinline__ void finish() {
-    if constexpr (ByteRows<AV>::value || ByteRows<BV>::value) {
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) d[i][j][e] = over_255(d[i][j][e]);
-    }
-  }
+  // (A byte operand's sums are divided by 255 in TcAccum::finish.)
   // Fragment ownership (PTX ISA, mma.m16n8k8 .tf32): lane = 4g + t holds A (g, t), (g+8, t),
   // (g, t+4), (g+8, t+4); B (t, g), (t+4, g).
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
-    if constexpr (X3AlongK<AV, BV>::value && kTerms == 3) {
+    if constexpr (X3AlongK<AV, BV>::value && std::is_same<typename BV::Elem, float>::value && kTerms == 3) {
       mma_along_k(static_cast<const uint8_t*>(as), static_cast<const float*>(bs));
       return;
     }
@@ -563,7 +581,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   __syncthreads();
   float* cs = reinterpret_cast<float*>(gemm_dyn);
   acc.template finish<AV, BV>();
-  acc.store(cs);
+  acc.template store_tile<AV, BV>(cs);
   __syncthreads();
 
   using Epi = typename std::decay<decltype(p.epi)>::type;

@@ -5,9 +5,8 @@
 // 8 warps of 32 x 16, three cp.async stages, the result as two 32 x 64 sub-tiles for the epilogues
 // of steps 0-4), with one m16n8k16 f16 MMA (fp32 accumulators) where step 5 issues three m16n8k8
 // TF32 ones. Operands are staged in their own type: fp16 matrices in 8-byte chunks, phase 5's
-// gathered images as bytes, which become fp16 (byte / 255 in fp32, then rounded: the register
-// loop's value) when a fragment is read. Pairs of fp16 along k that lie side by side in shared
-// memory are read as one 32-bit word.
+// gathered images as bytes, which become fp16 integers when a fragment is read (the sums divided
+// by 255 at the end, as in step 5).
 // The one design decision: reuse step 5's tile whole. The fp16 path's 32 x 64 WMMA tile (steps 1-4)
 // reads the gathered images through the register loop, one byte at a time; this tile stages them
 // by cp.async, as step 5 does for fp32, and keeps every epilogue.
@@ -46,7 +45,20 @@
 // 693098b; 136.7 with the branched backward at 465b2a2, logs/sweep_465b2a2/logs-c/; 135.6 at a0f96e6,
 // phase5_batched__batch-sweep-b8192-fp16.json: the byte operand is still read one element at a time
 // through a table, where step 5 now reads whole words along k).
-// Where the forward's time went is not yet profiled (the register cap is the suspect).
+// Then: the bytes as integers, read in whole words. A byte is exact in fp16, so step 6 multiplies
+// it as b (the sums / 255 once, as step 5): byte / 255 itself, where the fp16 operand was byte / 255
+// rounded (2^-12). The gathered forward deals each k-step's 16 values to the lanes so that a lane's
+// bytes of a row are one word and its four fp16 weights one 8-byte load (mma_along_k); the gathered
+// weight gradient reads B's bytes, staged [k][n], with one ldmatrix.trans a k-tile, as b16 pairs of
+// columns, so its two MMAs hold interleaved columns (mma_bytes_b). A byte pair becomes an f16x2 by a
+// byte permute and one subtraction.
+// Prediction, before measuring (H200, batch 8,192, GEMM benchmark 51.4 and 46.9 us before,
+// logs/lastbwd_ce3637c/gemm-b8192-fp16.log): the forward's fragment reads, ~300 of its ~400
+// instructions a warp a k-tile, become ~45 (8 word loads, 4 8-byte loads, 32 conversions): if time
+// still follows instructions, x0.4, about 20 us. The weight gradient's B reads (~50 a k-tile: 16
+// byte loads, 16 table loads, packs) become 17; its A reads and the copies stay: about 40 us.
+// W1's fp16 step at 8,192 (135.6 us, the forward on step 6, the weight gradient on the WMMA tile):
+// about 105 us.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -57,11 +69,13 @@
 namespace nb {
 namespace mlp {
 
-// The fp16 bits of every byte's value, for the gathered images' tiles: entry b holds
-// __float2half_rn(byte_over_255(b)), the conversion a fragment read of the byte used to do (byte
-// / 255 in fp32, then rounded: the register loop's value), so the values are the same bits. 512
-// bytes of static shared memory, only in the kernels with a byte operand; AccumF16::prepare fills
-// it once a block, before the mainloop's first barrier.
+// The gathered images' bytes are exact in fp16 (an integer below 2^11), so step 6, like step 5,
+// multiplies a byte operand as its integer b and divides the finished sums by 255 once
+// (TcAccum::finish): the products are of byte / 255 itself, where the 32 x 64 WMMA tile (steps 1-4)
+// multiplies byte / 255 rounded to fp16 (2^-12 relative). Two layouts are read without a table
+// (mma_along_k, mma_bytes_b); any other byte tile looks its integers' fp16 bits up here: 512 bytes
+// of static shared memory, only in those kernels; AccumF16::prepare fills it once a block, before
+// the mainloop's first barrier.
 __device__ __forceinline__ uint16_t* f16_byte_values() {
   __shared__ uint16_t s[256];
   return s;
@@ -140,7 +154,7 @@ __host__ __device__ constexpr LdsmRow ldsm_b_row(int lane, bool k_inner, int k0,
                  : LdsmRow{k0 + (lane & 15), n0 + 8 * (lane >> 4)};
 }
 template <bool kTrans>
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half* row) {
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* row) {
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
   if constexpr (kTrans)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -202,17 +216,45 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
 // (PTX ISA, mma.m16n8k16 .f16): lane = 4g + t holds A (g, 2t..2t+1), (g+8, 2t..2t+1), (g, 2t+8..
 // 2t+9), (g+8, 2t+8..2t+9); B (2t..2t+1, g), (2t+8..2t+9, g). The two levels of accumulation of
 // step 5 (a k-tile in the tensor cores, the running sums in fp32 with round to nearest).
+// A byte tile staged [k][n] (B of the gathered weight gradient) times fp16 A: B's fragments by
+// ldmatrix.trans on the bytes, read as b16 pairs (mma_bytes_b).
+template <class AV, class BV>
+struct F16BytesB : std::integral_constant<bool, ByteRows<BV>::value && BV::kContig && f16_staged<AV>()> {};
+
+// Bytes (lo, hi) of a word as an f16x2 of their integers, lo in the low half: 1024 + b has the fp16
+// bits 0x6400 | b, so one byte permute builds both halves (selector: result bytes from lo, 0x64,
+// hi, 0x64) and one subtraction of 1024 leaves b, exactly.
+template <int kLo, int kHi>
+__device__ __forceinline__ uint32_t bytes_as_f16x2(uint32_t word) {
+  static_assert(kLo >= 0 && kLo < 4 && kHi >= 0 && kHi < 4, "bytes of one word");
+  uint32_t h = __byte_perm(word, 0x64646464u, kLo | 4 << 4 | kHi << 8 | 4 << 12);
+  const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&h), __float2half2_rn(1024.0f));
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 struct AccumF16 : TcAccum {
-  // A byte operand: the table of the 256 bytes' fp16 values, one entry a thread.
+  // A byte tile read element by element: the table of the 256 integers' fp16 bits, one entry a thread.
   template <class AV, class BV>
   __device__ __forceinline__ static void prepare() {
-    if constexpr (ByteRows<AV>::value || ByteRows<BV>::value) {
+    if constexpr ((ByteRows<AV>::value || ByteRows<BV>::value) && !X3AlongK<AV, BV>::value && !F16BytesB<AV, BV>::value) {
       static_assert(kXThreads >= 256, "one table entry a thread");
-      if (threadIdx.x < 256) f16_byte_values()[threadIdx.x] = __half_as_ushort(__float2half_rn(byte_over_255(threadIdx.x)));
+      if (threadIdx.x < 256) f16_byte_values()[threadIdx.x] = __half_as_ushort(__int2half_rn(static_cast<int>(threadIdx.x)));
     }
+  }
+  // mma_bytes_b leaves MMA j's column c at the warp's column 2c + j.
+  template <class AV, class BV>
+  __device__ __forceinline__ void store_tile(float* c) const {
+    store<F16BytesB<AV, BV>::value>(c);
   }
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
+    if constexpr (X3AlongK<AV, BV>::value) {
+      mma_along_k(static_cast<const uint8_t*>(as), static_cast<const __half*>(bs));
+      return;
+    } else if constexpr (F16BytesB<AV, BV>::value) {
+      mma_bytes_b<AV>(as, static_cast<const uint8_t*>(bs));
+      return;
+    }
     const int warp = threadIdx.x / 32;
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
     Frags part;  // this k-tile's sums (the first level)
@@ -225,6 +267,78 @@ struct AccumF16 : TcAccum {
       for (int i = 0; i < 2; ++i) {
         uint32_t a[4];
         f16_a_frag<AV>(as, wm + i * 16, kk, a);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
+      }
+    }
+    add(part);
+  }
+
+  // The gathered forward: A's bytes [m][k] (row stride 36) and B's fp16 weights [n][k] (row stride
+  // 48), both contiguous along k. An MMA sums its 16 values of k in any order, so in k-step h lane
+  // slots 2t, 2t+1 stand for k = 16h + 4t, +1 and slots 2t+8, 2t+9 for 16h + 4t + 2, +3, in A and in
+  // B alike: a lane's bytes of a row for a k-step are one 4-byte word (two f16x2 registers by
+  // bytes_as_f16x2) and its four fp16 of B one 8-byte load (both registers of the fragment), where
+  // the element path took 8 byte loads, 8 table loads and 4 packs, and two 32-bit loads.
+  __device__ __forceinline__ void mma_along_k(const uint8_t* as, const __half* bs) {
+    constexpr int kALd = X3Ld<uint8_t>::k32, kBLd = kX3AlongKBLd;
+    static_assert(kALd % 4 == 0 && kBLd % 4 == 0, "a row's words stay aligned");
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
+    uint32_t aw[2][2][2];  // [i][row g / g + 8][h]
+    uint2 bq[2][2];        // [j][h]
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          aw[i][r][h] = *reinterpret_cast<const uint32_t*>(as + (wm + i * 16 + r * 8 + g) * kALd + 16 * h + 4 * t);
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) bq[j][h] = *reinterpret_cast<const uint2*>(bs + (wn + j * 8 + g) * kBLd + 16 * h + 4 * t);
+    Frags part;  // this k-tile's sums (the first level)
+    zero(part);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][h]), bytes_as_f16x2<0, 1>(aw[i][1][h]),
+                               bytes_as_f16x2<2, 3>(aw[i][0][h]), bytes_as_f16x2<2, 3>(aw[i][1][h])};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, bq[j][h].x, bq[j][h].y);
+      }
+    add(part);
+  }
+
+  // The gathered weight gradient: B's bytes staged [k][n] (row stride 80), A fp16 (by ldmatrix).
+  // One ldmatrix.x4.trans reads the warp's 32 x 16 bytes of the k-tile as four 8 x 8 matrices of
+  // b16 (pairs of adjacent columns): lane l gives row l (k), the warp's first column; register q
+  // receives, at rows k = 8q + 2t, +1, the column pair 2g, 2g+1: bytes (2t, 2g), (2t, 2g+1),
+  // (2t+1, 2g), (2t+1, 2g+1). Bytes 0 and 2 are the k pair of column 2g, bytes 1 and 3 that of column
+  // 2g + 1: so MMA j multiplies the warp's columns 2c + j (c = 0..7), k in its natural order, and
+  // the result is stored interleaved (store<true>). One ldmatrix and 16 conversions a k-tile where
+  // the element path took 32 byte loads, 32 table loads and 16 packs. Rows 80 bytes apart: the 8
+  // rows of a matrix fall on distinct banks.
+  template <class AV>
+  __device__ __forceinline__ void mma_bytes_b(const void* as, const uint8_t* bs) {
+    constexpr int kBLd = X3Ld<uint8_t>::k64;
+    static_assert(kBLd % 16 == 0 && kXBK == 32, "16-byte aligned rows; one x4 covers the k-tile");
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
+    uint32_t q[4];
+    ldsm_x4<true>(q, bs + lane * kBLd + wn);
+    Frags part;  // this k-tile's sums (the first level)
+    zero(part);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const uint32_t b[2][2] = {{bytes_as_f16x2<0, 2>(q[2 * s]), bytes_as_f16x2<0, 2>(q[2 * s + 1])},
+                                {bytes_as_f16x2<1, 3>(q[2 * s]), bytes_as_f16x2<1, 3>(q[2 * s + 1])}};
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        uint32_t a[4];
+        f16_a_frag<AV>(as, wm + i * 16, 16 * s, a);
 #pragma unroll
         for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
       }
