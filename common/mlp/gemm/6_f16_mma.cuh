@@ -244,7 +244,7 @@ struct AccumF16 : TcAccum {
   // mma_bytes_b leaves MMA j's column c at the warp's column 2c + j.
   template <class AV, class BV>
   __device__ __forceinline__ void store_tile(float* c) const {
-    store<F16BytesB<AV, BV>::value>(c);
+    store<F16BytesB<AV, BV>::value ? WarpTiles::k32x16Interleaved : WarpTiles::k32x16>(c);
   }
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
