@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# (phase 5 and the GPU tests built here with nvcc 13.0 for sm_90, carried xz'd; "old" = the build
-# before, run with --last-bwd kernel, its code path before that experiment): step 6 multiplying the
+# (phase 5 and the GPU tests built here with nvcc 13.0 for sm_90, carried xz'd; "old" = phase 5
+# built at a0f96e6, the batch sweep's records' build, the same code as this one's parent's): step 6 multiplying the
 # gathered bytes as integers (the forward along k, the weight gradient's bytes by ldmatrix.trans);
 # step 5's gathered weight gradient in 16 x 32 warp tiles (the same bits):
 # (1) the GPU test cases 'mlp*'; validate_sweep on phase 5's fp16 paths (plan and --fp16-gemm mma)
@@ -40,7 +40,7 @@ for round in 1 2 3; do
     IFS='|' read -r name args <<<"$cfg"
     V="old new"; [ $((round % 2)) = 0 ] && V="new old"; [ $OLD = 0 ] && V=new
     for v in $V; do
-      if [ $v = old ]; then B=(build/p5_old --last-bwd kernel); else B=(build/phase5_batched); fi
+      if [ $v = old ]; then B=(build/p5_old); else B=(build/phase5_batched); fi
       timeout 40 "${B[@]}" "${D[@]}" $args --deterministic --no-cupti --workload mlp_batch_sweep \
         --out $R/ab --tag ab-$name-$v-r$round > $R/ab/$name-$v-r$round.log 2>&1
     done
