@@ -3,7 +3,7 @@
 # built at a0f96e6, the batch sweep's records' build, the same code as this one's parent's): step 6 multiplying the
 # gathered bytes as integers (the forward along k, the weight gradient's bytes by ldmatrix.trans);
 # step 5's gathered weight gradient in 16 x 32 warp tiles (the same bits):
-# (1) the GPU test cases 'mlp*'; validate_sweep on phase 5's fp16 paths (plan and --fp16-gemm mma)
+# (1) every GPU test case; validate_sweep on phase 5's fp16 paths (plan and --fp16-gemm mma)
 #     and the default fp32 path;
 # (2) the GEMM benchmark at batch 8,192 (fp32 and fp16) and 2,048 fp16;
 # (3) old (where a previous call left build/p5_old on this machine) against new, alternating, 3
@@ -11,7 +11,9 @@
 #     checksums must match), W2 fp16 at h = 1,024; new with
 #     --fp16-gemm mma (every product on step 6) at 2,048 ... 8,192;
 # (4) W1 fp32 at 1,024, 2,048, 8,192 as logs/lastbwd_ce3637c/call.sh ran it: its parameter
-#     checksums must be those (step 5's bits unchanged).
+#     checksums must be those (step 5's bits unchanged);
+# (5) with the old binary: scripts/compare_builds.sh (NO_BUILD=1) on W1 at batch 32 and W2's paths
+#     (W2 fp16 at h = 1,024 takes step 6's gathered forward: its checksum is expected to change).
 set -u
 export NB_GIT_COMMIT=${NB_GIT_COMMIT:-unknown}
 R=build/f16b; rm -rf $R; mkdir -p $R/rec $R/ab
@@ -24,7 +26,7 @@ xz -dc .carry/bins/p5_new.xz > build/phase5_batched
 xz -dc .carry/bins/gpu_tests.xz > build/tests/gpu_tests; chmod +x build/phase5_batched build/tests/gpu_tests
 OLD=1; [ -x build/p5_old ] || OLD=0; t "old binary here: $OLD"
 D=(--data .carry/data/mnist)
-timeout 200 build/tests/gpu_tests -tc='mlp*' > $R/gpu_tests.log 2>&1; t "gpu_tests rc $?: $(tail -n 4 $R/gpu_tests.log | tr '\n' ' ')"
+timeout 200 build/tests/gpu_tests > $R/gpu_tests.log 2>&1; t "gpu_tests rc $?: $(tail -n 4 $R/gpu_tests.log | tr '\n' ' ')"
 for b in 8192; do
   timeout 60 build/phase5_batched --batch $b --precision fp16 --gemm-compare --out $R/rec --tag gemm-b$b-fp16 > $R/gemm-b$b-fp16.log 2>&1; t "gemm b$b fp16 rc $?"
   timeout 60 build/phase5_batched --batch $b --gemm-compare --out $R/rec --tag gemm-b$b > $R/gemm-b$b.log 2>&1; t "gemm b$b rc $?"
@@ -71,4 +73,10 @@ done
 pack
 NO_BUILD=1 ONLY='phase5_batched --precision (fp16|fp16 --fp16-gemm mma|fp32)$' timeout 150 bash scripts/validate_sweep.sh $R/validate_sweep.log > $R/validate_sweep.out 2>&1
 t "validate_sweep rc $?: $(tail -n 4 $R/validate_sweep.out | tr '\n' ' ')"
+if [ $OLD = 1 ]; then
+  mkdir -p build/before/build && cp build/p5_old build/before/build/phase5_batched
+  NO_BUILD=1 ONLY='^(w1-p5-own-fp32|w1-p5-own-fp16|w1-p5-pipelined|w1-p5-cluster32|w2-h128-p5-cluster|w2-h128-p5-own-fp16|w2-h1024-p5-own-fp16|w2-h128-p5-own-fp32|w2-h1024-p5-own-fp32)$' \
+    timeout 200 scripts/compare_builds.sh build/before $R/compare_builds.log > $R/compare_builds.out 2>&1
+  t "compare_builds rc $?"; cat $R/compare_builds.log >> $R/steps.txt
+fi
 pack; kill $WD 2>/dev/null
