@@ -61,13 +61,18 @@ inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
 // weight gradients (26 tiles or fewer at K = batch; their split-K blocks are long chains) — and
 // where K = 64 leaves two k-tiles per block. At 2,048 the first layer's forward (64 tiles) is the
 // one product the rule gets wrong: 20.3 against 19.1. profiles/nvidia-h200/logs/bias_7bb5a0a/.)
+// And the first layer's weight gradient (B: the gathered bytes, which step 6 reads by ldmatrix) from
+// batch kF16BytesBMinK: GEMM benchmark, H200, 5345e1d, 128 x 784 x K: at K = 2,048 20.4 us against
+// the WMMA tile's 22.8, at 8,192 37.1 against 54.3 (logs/f16bytes_5345e1d/gemm-b*-fp16.log).
 constexpr int kF16MinTiles = 64;
+constexpr int kF16BytesBMinK = 2048;
 constexpr int kF16MinK = 128;
 constexpr int kF16FewRowsMinNK = 512, kF16FewRowsMaxN = 2048;
-inline bool use_f16mma(const std::string& choice, int M, int N, int K) {
+inline bool use_f16mma(const std::string& choice, int M, int N, int K, bool byte_b = false) {
   if (choice != "auto") return choice == "mma";
   const int tiles = ((M + kXBM - 1) / kXBM) * ((N + kXBN - 1) / kXBN);
   if (M > kXBM && tiles >= kF16MinTiles && K >= kF16MinK) return true;
+  if (byte_b && K >= kF16BytesBMinK) return true;
   return M <= kXBM && N >= kF16FewRowsMinNK && N <= kF16FewRowsMaxN && K >= kF16FewRowsMinNK;
 }
 

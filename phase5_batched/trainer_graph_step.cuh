@@ -215,7 +215,7 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
   if constexpr (!kHalf) {
     if (use_tf32x3(fp32_gemm_, p.M, p.N, p.K)) plan_tf32x3(p, dev_.sm_count);
   } else {
-    if (use_f16mma(o_.fp16_gemm, p.M, p.N, p.K)) plan_f16mma(p, dev_.sm_count);
+    if (use_f16mma(o_.fp16_gemm, p.M, p.N, p.K, ByteRows<typename P::BView>::value)) plan_f16mma(p, dev_.sm_count);
   }
   if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)
   if (ws_floats(p) > ws_[slot].size() || counter_slots(p) > counters_[slot].size())

@@ -64,13 +64,6 @@
 // 40.1 and 29.5 TFLOP/s, 1.23x and 1.30x cuBLASLt fp32 (50.6 and 72.5 us); W1's step at 8,192
 // 153.4 us (phase5_batched__batch-sweep-b8192.json; 192.3 for 465b2a2 in the same call,
 // logs/rows_a0f96e6/ab/).
-// Then: the gathered weight gradient in 16 x 32 warp tiles (mma_16x32): each of dZ's fp32 elements
-// is split by two warps where four did, each byte read by four where two did.
-// Prediction, before measuring (H200, batch 8,192; 55.9 us in the GEMM benchmark,
-// logs/lastbwd_ce3637c/gemm-b8192.log): a warp's k-step goes from ~68 instructions (8 splits of ~6,
-// 4 byte reads of ~3, 8 MMAs) to ~56 (4 and 8); if time follows instructions, about 47 us, 1.55x
-// cuBLASLt fp32 (73.2 us); the same MMAs on the same fragments, so the same bits. W1's step at
-// 8,192: 153.7 -> about 145 us.
 #pragma once
 #include <cstdint>
 
@@ -309,12 +302,12 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 }
 
 // How a block tile's 64 x 64 is dealt to its 8 warps (TcAccum::store).
-enum class WarpTiles { k32x16, k32x16Interleaved, k16x32 };
+enum class WarpTiles { k32x16, k32x16Interleaved };
 
 // The accumulators of one warp tile, 2 (m16) x 2 (n8) mma tiles of fp32, in the C fragments of
 // m16n8k8 (tf32) and m16n8k16 (f16) alike: lane = 4g + t holds (g, 2t), (g, 2t+1), (g+8, 2t),
-// (g+8, 2t+1). Warp w owns rows 32 (w / 4) .. +31 and columns 16 (w % 4) .. +15 of the block tile,
-// or another 512 of its elements (WarpTiles). Steps 5 and 6 add their own mma() over it.
+// (g+8, 2t+1). Warp w owns rows 32 (w / 4) .. +31 and columns 16 (w % 4) .. +15 of the block tile
+// (WarpTiles). Steps 5 and 6 add their own mma() over it.
 struct TcAccum {
   using Frags = float[2][2][4];
   Frags d;
@@ -357,24 +350,11 @@ struct TcAccum {
   //   k32x16: warp w owns rows 32 (w / 4) .. +31 (exactly sub-tile w / 4) and columns 16 (w % 4) ..
   //     +15, as d[i][j]: m16 tile i, n8 tile j;
   //   k32x16Interleaved: the same, but MMA j's column c is the warp's column 2c + j (step 6's byte B
-  //     staged [k][n]), so a lane's four of a row are adjacent: one 16-byte store;
-  //   k16x32: warp w owns rows 16 (w / 2) .. +15 (in sub-tile w / 4) and columns 32 (w % 2) .. +31,
-  //     n8 tile jj in d[jj / 2][jj % 2] (step 5's gathered weight gradient, AccumX3::mma_16x32).
+  //     staged [k][n]), so a lane's four of a row are adjacent: one 16-byte store.
   template <WarpTiles L = WarpTiles::k32x16>
   __device__ __forceinline__ void store(float* c) const {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     float* sub = c + (warp / 4) * (kBM * kLdc);
-    if constexpr (L == WarpTiles::k16x32) {
-      const int r = 16 * ((warp / 2) % 2) + g, wn = 32 * (warp % 2);
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        const float(&e)[4] = d[jj / 2][jj % 2];
-        const int col = wn + jj * 8 + 2 * t;
-        *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(e[0], e[1]);
-        *reinterpret_cast<float2*>(&sub[(r + 8) * kLdc + col]) = make_float2(e[2], e[3]);
-      }
-      return;
-    }
     const int wn = (warp % 4) * 16;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -410,10 +390,11 @@ struct TcAccum {
 // out 5.1 times over the fp32 tolerance (error growing with K: a bias), the two levels within it.
 template <int kTerms = 3>
 struct AccumX3 : TcAccum {
-  // A byte operand: the table of the 256 bytes' integer values, one entry a thread.
+  // A byte operand read element by element: the table of the 256 bytes' integer values, one entry
+  // a thread (the gathered forward reads its bytes as words: no table).
   template <class AV, class BV>
   __device__ __forceinline__ static void prepare() {
-    if constexpr (ByteRows<AV>::value || ByteRows<BV>::value) {
+    if constexpr ((ByteRows<AV>::value || ByteRows<BV>::value) && !(X3AlongK<AV, BV>::value && kTerms == 3)) {
       static_assert(kXThreads >= 256, "one table entry a thread");
       if (threadIdx.x < 256) x3_byte_values()[threadIdx.x] = __float_as_uint(static_cast<float>(threadIdx.x));
     }
@@ -421,21 +402,10 @@ struct AccumX3 : TcAccum {
   // (A byte operand's sums are divided by 255 in TcAccum::finish.)
   // Fragment ownership (PTX ISA, mma.m16n8k8 .tf32): lane = 4g + t holds A (g, t), (g+8, t),
   // (g, t+4), (g+8, t+4); B (t, g), (t+4, g).
-  // The gathered weight gradient (B's bytes, A's fp32 split) deals the tile to the warps as 16 x 32
-  // (mma_16x32).
-  template <class AV, class BV>
-  static constexpr bool kWide = ByteRows<BV>::value && !ByteRows<AV>::value && kTerms == 3;
-  template <class AV, class BV>
-  __device__ __forceinline__ void store_tile(float* c) const {
-    store<kWide<AV, BV> ? WarpTiles::k16x32 : WarpTiles::k32x16>(c);
-  }
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
     if constexpr (X3AlongK<AV, BV>::value && std::is_same<typename BV::Elem, float>::value && kTerms == 3) {
       mma_along_k(static_cast<const uint8_t*>(as), static_cast<const float*>(bs));
-      return;
-    } else if constexpr (kWide<AV, BV>) {
-      mma_16x32<AV, BV>(as, bs);
       return;
     }
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
@@ -467,38 +437,6 @@ struct AccumX3 : TcAccum {
           }
           mma_tf32(part[i][j], ah, bh[j]);
         }
-      }
-    }
-    add(part);
-  }
-
-  // The gathered weight gradient: A (dZ, fp32) costs a split an element (two roundings and a
-  // subtraction), B (the bytes) a table load. In the 32 x 16 warp tiles every A element is split by
-  // the four warps of its rows; in 16 x 32 ones by two, and B's cheap elements are read by four
-  // where two did: a warp's k-step takes 4 A splits and 8 byte reads where it took 8 and 4, for the
-  // same 8 MMAs. The accumulators keep their registers: n8 tile
-  // jj of the warp's 32 columns in d[jj / 2][jj % 2] (store<k16x32>).
-  template <class AV, class BV>
-  __device__ __forceinline__ void mma_16x32(const void* as, const void* bs) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int wm = (warp / 2) * 16, wn = (warp % 2) * 32;
-    Frags part;  // this k-tile's sums (the first level)
-    zero(part);
-#pragma unroll
-    for (int kk = 0; kk < kXBK; kk += 8) {
-      uint32_t ah[4], al[4];
-      x3_a<AV>(as, wm + g, kk + t, ah[0], al[0]);
-      x3_a<AV>(as, wm + g + 8, kk + t, ah[1], al[1]);
-      x3_a<AV>(as, wm + g, kk + t + 4, ah[2], al[2]);
-      x3_a<AV>(as, wm + g + 8, kk + t + 4, ah[3], al[3]);
-#pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        const int n = wn + jj * 8 + g;
-        uint32_t bh[2], bl[2];  // (bl: 0, a byte has no remainder)
-        x3_b<BV>(bs, kk + t, n, bh[0], bl[0]);
-        x3_b<BV>(bs, kk + t + 4, n, bh[1], bl[1]);
-        mma_tf32(part[jj / 2][jj % 2], al, bh);  // the small term first
-        mma_tf32(part[jj / 2][jj % 2], ah, bh);
       }
     }
     add(part);

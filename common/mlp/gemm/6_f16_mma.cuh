@@ -59,6 +59,11 @@
 // byte loads, 16 table loads, packs) become 17; its A reads and the copies stay: about 40 us.
 // W1's fp16 step at 8,192 (135.6 us, the forward on step 6, the weight gradient on the WMMA tile):
 // about 105 us.
+// Measured (H200, 5345e1d, profiles/nvidia-h200/logs/f16bytes_5345e1d/): 30.9 and 37.1 us (53.2 and
+// 44.3 TFLOP/s; cuBLASLt fp16 17.1 and 21.4); the forward as predicted in direction, 1.5x short of
+// its size: it no longer follows instructions alone. W1's fp16 step at 8,192 135.45 -> 123.43 us
+// (A/B in one call, the weight gradient still on the WMMA tile); every product on step 6 120.87.
+// So the plan puts the gathered weight gradient on step 6 from batch 2,048 (fp32_gemm.h).
 #pragma once
 #include <cuda_fp16.h>
 
