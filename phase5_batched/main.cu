@@ -321,8 +321,8 @@ int run(int argc, char** argv) {
   cli.add_string("--fp16-gemm", &o.fp16_gemm,
                  "own graph path, fp16: which GEMM rung computes each product: step 6 of the ladder (fp16 mma.sync in "
                  "step 5's 64 x 64 tile) for products of at least 64 tiles of 64 x 64 and K >= 128 and for products of "
-                 "at most 64 rows with 512 <= N <= 2048 and K >= 512, the 32 x 64 WMMA tile for the others (auto); or "
-                 "one rung for every product",
+                 "at most 64 rows with 512 <= N <= 2048 and K >= 512 and for the first layer's weight gradient from "
+                 "batch 2048, the 32 x 64 WMMA tile for the others (auto); or one rung for every product",
                  {"auto", "tile", "mma"});
   cli.add_flag("--gemm-compare", &compare,
                "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");
