@@ -33,14 +33,14 @@
 //   path against JAX: h = 128 rung 5d 27.67 us a step, 1.24x; 256-2,048 rung 5g 36.58-113.4 us,
 //   1.05x at 256, 0.98x / 0.98x / 0.95x at 512 / 1,024 / 2,048; 4,096 / 8,192 own GEMMs 0.234 /
 //   0.653 ms, 1.09x / 1.25x JAX jit-run. --launch auto picks among them (launch_plan.h). Batch sweep
-//   (bench_frameworks.sh at a0f96e6, __batch-sweep-b<B>.json, JAX at every batch): ahead at all nine;
-//   32: 35.2 us a step, 1.11x JAX jit-run; 64: 1.07x (the least); 2,048: 77.7 us, 1.39x; 8,192:
-//   0.153 ms, 1.74x (PyTorch compiled-graph 0.299), fp16 0.136 ms. The lesson: up to batch 1,024 a
+//   (bench_frameworks.sh at 60a9493, __batch-sweep-b<B>.json, JAX at every batch): ahead at all nine;
+//   32: 35.1 us a step, 1.11x JAX jit-run; 64: 1.06x (the least); 2,048: 77.4 us, 1.38x; 8,192:
+//   0.153 ms, 1.72x (PyTorch compiled-graph 0.295), fp16 0.110 ms. The lesson: up to batch 1,024 a
 //   step is its dependent kernels' latency (35-69 us); from there it grows with the arithmetic: step 5
 //   buys 2.00x at 8,192 (0.306 ms on the SIMT tile) where fp32_gemm.h's rule says it pays, the
 //   images' bytes multiplied as the integers they are (exact in TF32: two products, not three); the
 //   branched backward takes the upper layers' updates off the chain (2,048: 86.0 against 107.2 us
-//   paired). Step 5's first-layer products: 1.23x and 1.30x cuBLASLt fp32 (__gemm-b8192.json).
+//   paired). Step 5's first-layer products: 1.21x and 1.28x cuBLASLt fp32 (__gemm-b8192.json).
 //
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)

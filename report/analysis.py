@@ -1275,6 +1275,8 @@ def select_gemm(records, dup_notes):
              "passed": sum(1 for _, row, _ in judged if row.get("passed") is True),
              "failed": [(k, row, r) for k, row, r in judged if row.get("passed") is False],
              "worst_over_tol": max(over) if over else None,
+             # rows judged against X = byte / 255 (step 6 multiplies the images' bytes as integers)
+             "byte_reference": sum(1 for _, row, _ in judged if row.get("reference") == "x = byte / 255"),
              "records_not_passed": [r for r in used if dget(r.data, "validation", "passed") is not True]}
     # the unjudged TF32 rows against the fp32 tolerance of the same product (their rows carry none)
     tol_of = {}

@@ -462,7 +462,9 @@ def gemm_check_sentence(ctx, d):
     """How the rows are checked, and what the records drawn say about it."""
     c = d["check"]
     precs = [q for q in A.GEMM_PRECISIONS if any(p["precision"] == q for p in d["panels"])]
-    us_ = {"fp32": "u = 2^-24 for fp32", "fp16": "u = 2^-22 for fp16 (whose reference multiplies the same fp16 operands)"}
+    us_ = {"fp32": "u = 2^-24 for fp32", "fp16": "u = 2^-22 for fp16 (whose reference multiplies the same fp16 operands" +
+           (f"; the {c['byte_reference']:,} rows of step 6 on layer 0, which multiplies the images' bytes as integers, "
+            "against X = byte / 255 itself: the row's `reference`" if c.get("byte_reference") else "") + ")"}
     s = ("Every row is checked against a float64 reference computed on the GPU from the same operands: the norm-wise "
          "relative error of every row but cuBLASLt TF32's must stay within 2u·√K + 8u, with "
          f"{' and '.join(us_[q] for q in precs)}. "
