@@ -301,6 +301,29 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
   mma_tf32(d, a, b[0], b[1]);
 }
 
+// The gathered forward's k-tile read along k in whole words (steps 5 and 6, mma_along_k): with g =
+// lane / 4, t = lane % 4 and the warp's tile at (wm, wn), aw[i][r][h] holds A's 4 bytes of row wm +
+// 16i + 8r + g at k = 16h + 4t .. +3 (rows 36 bytes apart), bq[j][h] B's 4 elements of row wn + 8j +
+// g at the same k (rows kX3AlongKBLd apart): a float4 in step 5, a uint2 of fp16 in step 6.
+template <class E, class Q>
+__device__ __forceinline__ void along_k_words(const uint8_t* as, const E* bs, uint32_t (&aw)[2][2][2], Q (&bq)[2][2]) {
+  constexpr int kALd = X3Ld<uint8_t>::k32, kBLd = kX3AlongKBLd;
+  static_assert(kALd % 4 == 0 && kBLd % 4 == 0 && sizeof(Q) == 4 * sizeof(E), "whole words of aligned rows");
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        aw[i][r][h] = *reinterpret_cast<const uint32_t*>(as + (wm + i * 16 + r * 8 + g) * kALd + 16 * h + 4 * t);
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) bq[j][h] = *reinterpret_cast<const Q*>(bs + (wn + j * 8 + g) * kBLd + 16 * h + 4 * t);
+}
+
 // How a block tile's 64 x 64 is dealt to its 8 warps (TcAccum::store).
 enum class WarpTiles { k32x16, k32x16Interleaved };
 
@@ -455,24 +478,9 @@ struct AccumX3 : TcAccum {
     return __float_as_uint(__uint_as_float(f) - 8388608.0f);
   }
   __device__ __forceinline__ void mma_along_k(const uint8_t* as, const float* bs) {
-    constexpr int kALd = X3Ld<uint8_t>::k32, kBLd = kX3AlongKBLd;
-    static_assert(kALd % 4 == 0, "a byte row's words stay aligned");
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
     uint32_t aw[2][2][2];  // [i][row g / g + 8][h]
     float4 bq[2][2];       // [j][h]
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          aw[i][r][h] = *reinterpret_cast<const uint32_t*>(as + (wm + i * 16 + r * 8 + g) * kALd + 16 * h + 4 * t);
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        bq[j][h] = *reinterpret_cast<const float4*>(bs + (wn + j * 8 + g) * kBLd + 16 * h + 4 * t);
+    along_k_words(as, bs, aw, bq);
     Frags part;  // this k-tile's sums (the first level)
     zero(part);
 #pragma unroll

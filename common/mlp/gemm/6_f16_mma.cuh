@@ -286,23 +286,9 @@ struct AccumF16 : TcAccum {
   // bytes_as_f16x2) and its four fp16 of B one 8-byte load (both registers of the fragment), where
   // the element path took 8 byte loads, 8 table loads and 4 packs, and two 32-bit loads.
   __device__ __forceinline__ void mma_along_k(const uint8_t* as, const __half* bs) {
-    constexpr int kALd = X3Ld<uint8_t>::k32, kBLd = kX3AlongKBLd;
-    static_assert(kALd % 4 == 0 && kBLd % 4 == 0, "a row's words stay aligned");
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
     uint32_t aw[2][2][2];  // [i][row g / g + 8][h]
     uint2 bq[2][2];        // [j][h]
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          aw[i][r][h] = *reinterpret_cast<const uint32_t*>(as + (wm + i * 16 + r * 8 + g) * kALd + 16 * h + 4 * t);
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) bq[j][h] = *reinterpret_cast<const uint2*>(bs + (wn + j * 8 + g) * kBLd + 16 * h + 4 * t);
+    along_k_words(as, bs, aw, bq);
     Frags part;  // this k-tile's sums (the first level)
     zero(part);
 #pragma unroll
