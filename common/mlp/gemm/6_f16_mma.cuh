@@ -217,10 +217,6 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Step 6's products: per k-tile two k-steps of 16, each 2 (m16) x 2 (n8) MMAs. Fragment ownership
-// (PTX ISA, mma.m16n8k16 .f16): lane = 4g + t holds A (g, 2t..2t+1), (g+8, 2t..2t+1), (g, 2t+8..
-// 2t+9), (g+8, 2t+8..2t+9); B (2t..2t+1, g), (2t+8..2t+9, g). The two levels of accumulation of
-// step 5 (a k-tile in the tensor cores, the running sums in fp32 with round to nearest).
 // A byte tile staged [k][n] (B of the gathered weight gradient) times fp16 A: B's fragments by
 // ldmatrix.trans on the bytes, read as b16 pairs (mma_bytes_b).
 template <class AV, class BV>
@@ -237,6 +233,10 @@ __device__ __forceinline__ uint32_t bytes_as_f16x2(uint32_t word) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// Step 6's products: per k-tile two k-steps of 16, each 2 (m16) x 2 (n8) MMAs. Fragment ownership
+// (PTX ISA, mma.m16n8k16 .f16): lane = 4g + t holds A (g, 2t..2t+1), (g+8, 2t..2t+1), (g, 2t+8..
+// 2t+9), (g+8, 2t+8..2t+9); B (2t..2t+1, g), (2t+8..2t+9, g). The two levels of accumulation of
+// step 5 (a k-tile in the tensor cores, the running sums in fp32 with round to nearest).
 struct AccumF16 : TcAccum {
   // A byte tile read element by element: the table of the 256 integers' fp16 bits, one entry a thread.
   template <class AV, class BV>
