@@ -17,8 +17,9 @@
 // the bound tests/gpu/test_mlp_kernels.cu holds step 5 to); fp16 ones, whose reference multiplies
 // the same fp16 operands, within the same bound with u = 2^-22. Step 6 multiplies the first layer's
 // bytes as integers (byte / 255 itself, not rounded to fp16): its reference there takes X as
-// byte / 255 in fp32 (within 2^-24 of the quotient), the others' X in fp16. Own products are planned as phase 5 plans them (split-K and
-// its fix-up) and end in a plain fp32 store (no fused epilogue).
+// byte / 255 in fp32 (within 2^-24 of the quotient), the others' X in fp16. Own products are
+// planned as phase 5 plans them (split-K and its fix-up) and end in a plain fp32 store (no fused
+// epilogue).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -169,7 +170,7 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
     if (!kHalf) lay_tf32.plan<T>(lt, B, in, out, l > 0, true);
     const size_t cmax = std::max(static_cast<size_t>(B) * std::max(in, out), static_cast<size_t>(out) * in);
     DevBuf<float> c(cmax);
-    DevBuf<double> ref(cmax), ref_bytes(cmax);
+    DevBuf<double> ref(cmax), ref_bytes(X32.size() > 0 ? cmax : 0);
 
     // One product: reference, then each implementation checked and timed.
     auto product = [&](const char* name, int M, int N, int K, const T* A, size_t a_m, size_t a_k, const T* Bm,
