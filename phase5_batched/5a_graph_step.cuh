@@ -189,16 +189,6 @@ template <class T>
 __device__ __forceinline__ bool aligned4(const T* p) {
   return (reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T))) == 0;
 }
-// Four values' TF32 parts into a matrix's Tf32Planes at element offset i (hi at planes + i, lo at
-// planes + plane + i): the producer of a matrix that step 5 reads split writes them besides it.
-__device__ __forceinline__ void store_planes(float* planes, size_t plane, size_t i, bool vec, int valid,
-                                             const float (&v)[4]) {
-  float hi[4], lo[4];
-  split_tf32_4(v, hi, lo);
-  const bool pv = vec && aligned4(planes) && plane % 4 == 0;
-  store4(planes + i, pv, valid, hi);
-  store4(planes + plane + i, pv, valid, lo);
-}
 
 template <class T>
 struct FwdHiddenEpi {
@@ -378,8 +368,6 @@ struct BwdReluEpi {
   T* dz = nullptr;       // [M, N]
   float scale = 1.f;     // 1 / (1 - p)
   float* dz_colsum = nullptr;  // [row tiles, N]: store_tile_colsums (null: not wanted)
-  float* dz_planes = nullptr;  // fp32: dz's TF32 parts besides (Tf32Planes, lo at + dz_plane), else null
-  size_t dz_plane = 0;
   static constexpr bool kVecFixup = true;
   __device__ void prefetch(int, int, int, int) const {}
   template <int NT>
@@ -407,8 +395,6 @@ struct BwdReluEpi {
 #pragma unroll
       for (int j = 0; j < 4; ++j) v[j] = hv[k][j] > 0.f ? cs[r * kLdc + c + j] * scale : 0.f;
       store4(dz + static_cast<size_t>(m) * N + n, vec, valid, v);
-      if constexpr (std::is_same<T, float>::value)
-        if (dz_planes) store_planes(dz_planes, dz_plane, static_cast<size_t>(m) * N + n, vec, valid, v);
     }
   }
   __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
@@ -426,8 +412,6 @@ struct UpdateEpi {
   float* mW = nullptr;
   float* vW = nullptr;
   __half* W16 = nullptr;  // fp16 copy (fp16 runs), else null
-  float* W_planes = nullptr;  // fp32: W's TF32 parts besides (Tf32Planes, lo at + W_plane), else null
-  size_t W_plane = 0;
   float* b = nullptr;
   float* mb = nullptr;
   float* vb = nullptr;
@@ -480,7 +464,6 @@ struct UpdateEpi {
           else w[k][j] -= lr * g[j];
         }
         store4(W + i, vec, valid, w[k]);
-        if (W_planes) store_planes(W_planes, W_plane, i, vec, valid, w[k]);
         if (adam) store4(mW + i, vec, valid, mm[k]), store4(vW + i, vec, valid, vv[k]);
         if (W16) store4(W16 + i, vec, valid, w[k]);
         if (grad_out) store4(grad_out + i, false, valid, g);

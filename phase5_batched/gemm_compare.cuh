@@ -5,8 +5,7 @@
 // at the configured batch: fresh random operands, outputs poisoned before every checked run, a
 // float64 reference computed on the GPU, then each implementation checked against it and timed
 // (median of 30 launches after 5 warm-ups, CUDA events):
-//   fp32: own-tile (the 32 x 64 SIMT tile, steps 1-4), own-tf32x3 (step 5), own-tf32x3-planes (step 5
-//         on the first layer's W or dZ kept as TF32 planes, as phase 5's step keeps them), cublaslt-fp32
+//   fp32: own-tile (the 32 x 64 SIMT tile, steps 1-4), own-tf32x3 (step 5), cublaslt-fp32
 //         (CUBLAS_COMPUTE_32F: the yardstick), cublaslt-tf32 (COMPUTE_32F_FAST_TF32: faster
 //         arithmetic, not the same numerics; its error is recorded, never judged);
 //   fp16: own-tile (WMMA), own-f16-mma (step 6: mma.sync in step 5's tile), cublaslt-fp16.
@@ -175,7 +174,7 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
 
     // One product: reference, then each implementation checked and timed.
     auto product = [&](const char* name, int M, int N, int K, const T* A, size_t a_m, size_t a_k, const T* Bm,
-                       size_t b_k, size_t b_n, auto own_problem, auto planes_of, const LtGemm& lt32, const LtGemm* lt_tf32,
+                       size_t b_k, size_t b_n, auto own_problem, const LtGemm& lt32, const LtGemm* lt_tf32,
                        std::function<void(const LtGemm&, float*)> lt_run, std::function<void(double*)> bytes_ref) {
       reference_gemm_kernel<T, T><<<dim3((N + 127) / 128, M), 128, 0, st>>>(A, a_m, a_k, Bm, b_k, b_n, ref.get(), M, N, K);
       CHECK_LAUNCH();
@@ -226,35 +225,15 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
       best = std::min(best, one(kHalf ? "own-f16-mma" : "own-tf32x3", [&] { launch_gemm<p4_gemm_fwd, T>(q, st); }, true,
                                 q.splits, true));
       own_best.push_back(best);
-      if constexpr (!std::is_same<decltype(planes_of), std::nullptr_t>::value) {
-        // Step 5 with the fp32 operand kept as its TF32 parts, as phase 5's step keeps it here (the
-        // kernel that writes the matrix writes its planes; that split is not timed).
-        auto r = planes_of(q);
-        one("own-tf32x3-planes", [&] { launch_tf32x3<p4_gemm_fwd, decltype(r), 3>(r, st, false); }, true, r.splits);
-      }
       one(kHalf ? "cublaslt-fp16" : "cublaslt-fp32", [&] { lt_run(lt32, c.get()); }, true, 1);
       if (lt_tf32) one("cublaslt-tf32", [&] { lt_run(*lt_tf32, c.get()); }, false, 1);
     };
 
-    // Step 5's first-layer products also read their fp32 operand (W, dZ) as TF32 planes (phase 5's
-    // step keeps them so there: Tf32Planes, 5_tf32x3.cuh).
-    const bool planes = !kHalf && l == 0;
-    DevBuf<float> w_planes(planes ? 2 * W.size() : 0), dz_planes(planes ? 2 * dZ.size() : 0);
-    if constexpr (!kHalf) {
-      if (planes) {
-        tf32_planes_kernel<<<ew_blocks(W.size()), 256, 0, st>>>(W.get(), W.size(), w_planes.get(), W.size());
-        CHECK_LAUNCH();
-        tf32_planes_kernel<<<ew_blocks(dZ.size()), 256, 0, st>>>(dZ.get(), dZ.size(), dz_planes.get(), dZ.size());
-        CHECK_LAUNCH();
-      }
-    }
-    auto w_planes_of = [&](const auto& q) { return with_views(q, q.a, make_planes_view<false>(w_planes.get(), W.size(), in)); };
-    auto dz_planes_of = [&](const auto& q) { return with_views(q, make_planes_view<false>(dz_planes.get(), dZ.size(), out), q.b); };
     // The own rungs read X through `xv`: the gathered bytes in the first layer, X itself above it.
-    auto forward = [&](auto xv, auto planes_of) {  // Z[B,out] = X · W^T
+    auto forward = [&](auto xv) {  // Z[B,out] = X · W^T
       GemmProblem<decltype(xv), MatView<T, false>, CompareStoreEpi> p;
       p.a = xv, p.b = make_view<T, false>(W.get(), in);
-      product("forward", B, out, in, X.get(), in, 1, W.get(), 1, in, p, planes_of, lay.fwd, kHalf ? nullptr : &lay_tf32.fwd,
+      product("forward", B, out, in, X.get(), in, 1, W.get(), 1, in, p, lay.fwd, kHalf ? nullptr : &lay_tf32.fwd,
               [&](const LtGemm& g, float* d) { g.run(W.get(), X.get(), d, st); },
               X32.size() == 0 ? std::function<void(double*)>() : [&](double* d) {
                 reference_gemm_kernel<float, T><<<dim3((out + 127) / 128, B), 128, 0, st>>>(X32.get(), in, 1, W.get(), 1, in,
@@ -262,10 +241,10 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
                 CHECK_LAUNCH();
               });
     };
-    auto weight_gradient = [&](auto xv, auto planes_of) {  // dW[out,in] = dZ^T · X
+    auto weight_gradient = [&](auto xv) {  // dW[out,in] = dZ^T · X
       GemmProblem<MatView<T, false>, decltype(xv), CompareStoreEpi> p;
       p.a = make_view<T, false>(dZ.get(), out), p.b = xv;
-      product("weight-gradient", out, in, B, dZ.get(), 1, out, X.get(), in, 1, p, planes_of, lay.wgrad,
+      product("weight-gradient", out, in, B, dZ.get(), 1, out, X.get(), in, 1, p, lay.wgrad,
               kHalf ? nullptr : &lay_tf32.wgrad, [&](const LtGemm& g, float* d) { g.run(X.get(), dZ.get(), d, st); },
               X32.size() == 0 ? std::function<void(double*)>() : [&](double* d) {
                 reference_gemm_kernel<T, float><<<dim3((in + 127) / 128, out), 128, 0, st>>>(dZ.get(), 1, out, X32.get(), in, 1,
@@ -273,24 +252,16 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
                 CHECK_LAUNCH();
               });
     };
-    if constexpr (!kHalf) {
-      if (l == 0) forward(gathered, w_planes_of);
-    } else {
-      if (l == 0) forward(gathered, nullptr);
-    }
-    if (l > 0) forward(make_view<T, true>(X.get(), in), nullptr);
+    if (l == 0) forward(gathered);
+    else forward(make_view<T, true>(X.get(), in));
     if (l > 0) {  // backward data: dH[B,in] = dZ · W
       GemmProblem<MatView<T, true>, MatView<T, true>, CompareStoreEpi> p;
       p.a = make_view<T, true>(dZ.get(), out), p.b = make_view<T, true>(W.get(), in);
-      product("backward-data", B, in, out, dZ.get(), out, 1, W.get(), in, 1, p, nullptr, lay.dgrad,
+      product("backward-data", B, in, out, dZ.get(), out, 1, W.get(), in, 1, p, lay.dgrad,
               kHalf ? nullptr : &lay_tf32.dgrad, [&](const LtGemm& g, float* d) { g.run(W.get(), dZ.get(), d, st); }, {});
     }
-    if constexpr (!kHalf) {
-      if (l == 0) weight_gradient(gathered, dz_planes_of);
-    } else {
-      if (l == 0) weight_gradient(gathered, nullptr);
-    }
-    if (l > 0) weight_gradient(make_view<T, true>(X.get(), in), nullptr);
+    if (l == 0) weight_gradient(gathered);
+    else weight_gradient(make_view<T, true>(X.get(), in));
   }
   CUDA_CHECK(cudaStreamDestroy(st));
 
@@ -302,10 +273,6 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
   rec["metrics"] = {{"gemm_bench", rows}, {"batch", B}, {"layers", w}};
   rec["notes"].push_back("own = the GEMM ladder's rungs planned as phase 5 plans them (split-K and its fix-up) with a plain "
                          "fp32 store epilogue; timing.total_ms samples are the fastest own rung of each product");
-  if (!kHalf)
-    rec["notes"].push_back("own-tf32x3-planes: step 5 on the first layer's fp32 operand (W in the forward, dZ in the weight "
-                           "gradient) kept as its TF32 parts, as phase 5's step keeps them there (the kernel that writes the "
-                           "matrix writes the parts; that split is not in these times)");
   rec["notes"].push_back("the first layer's X: bytes of a random batch from a pool of random images, read by the own rungs "
                          "through the step's GatherView; the reference and cuBLASLt read them materialized");
   rec["notes"].push_back("tolerance: 2u*sqrt(K) + 8u norm-wise against the float64 reference on the same operands (u = 2^-24 fp32, 2^-22 fp16; "

@@ -102,11 +102,8 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   if (!plan.empty()) {
     std::printf("GEMM plan (a step's products: M x N x K, rung, K slices; backward %s):\n", tr.backward_kind());
     for (const auto& q : plan)
-      std::printf("  %-18s %6d x %5d x %5d  %-9s %d%s\n", q["product"].get<std::string>().c_str(), q["M"].get<int>(),
-                  q["N"].get<int>(), q["K"].get<int>(), q["rung"].get<std::string>().c_str(), q["splits"].get<int>(),
-                  q.contains("operand_planes")
-                      ? ("  (" + q["operand_planes"].get<std::string>() + " read as TF32 planes)").c_str()
-                      : "");
+      std::printf("  %-18s %6d x %5d x %5d  %-9s %d\n", q["product"].get<std::string>().c_str(), q["M"].get<int>(),
+                  q["N"].get<int>(), q["K"].get<int>(), q["rung"].get<std::string>().c_str(), q["splits"].get<int>());
   }
 
   Peaks peaks;
@@ -319,9 +316,7 @@ int run(int argc, char** argv) {
   cli.add_string("--fp32-gemm", &o.fp32_gemm,
                  "own graph path, fp32: which GEMM rung computes each product: 3xTF32 tensor-core tiles (step 5 of the "
                  "ladder, fp32-accurate) for products of at least 64 rows, 2^25 multiply-adds and 16 tiles of 64 x 64 "
-                 "(below 32 tiles 2^27), the 32 x 64 SIMT tile for the others (auto); or one rung for every product. "
-                 "Where the first layer's products run on step 5, the kernels that write W and dZ also write their TF32 "
-                 "parts, which step 5 reads (the same bits)",
+                 "(below 32 tiles 2^27), the 32 x 64 SIMT tile for the others (auto); or one rung for every product",
                  {"auto", "tile", "tf32x3"});
   cli.add_string("--fp16-gemm", &o.fp16_gemm,
                  "own graph path, fp16: which GEMM rung computes each product: step 6 of the ladder (fp16 mma.sync in "

@@ -120,7 +120,6 @@ class Trainer {
     if (rung_.one_launch()) plan_one_launch_kernel();
     plan_fused_backward();
     plan_branches();
-    plan_planes();
     pdl_ = o_.pdl == "on" && !cublas_ && !rung_.one_launch() && dev_.cc_major >= 9;  // PDL is Hopper's
     reset();
   }
@@ -152,11 +151,6 @@ class Trainer {
     }
     if (kHalf) {
       to_half_kernel<<<ew_blocks(nparams_), kEwThreads, 0, st_>>>(params_.get(), params16_.get(), nparams_);
-      CHECK_LAUNCH();
-    }
-    if (w0_planes_.size()) {  // the first layer's update keeps them from here on
-      const size_t n = static_cast<size_t>(o_.layers[1]) * o_.layers[0];
-      tf32_planes_kernel<<<ew_blocks(n), kEwThreads, 0, st_>>>(params_.get() + woff_[0], n, w0_planes_.get(), w0_plane_);
       CHECK_LAUNCH();
     }
     CUDA_CHECK(cudaDeviceSynchronize());  // also covers the constructor's default-stream memsets
@@ -300,14 +294,6 @@ class Trainer {
     return p;
   }
   void enqueue_backward_branched(const StepRef& sr, std::map<std::string, KernelCost>* costs);
-  // Step 5's operands kept split (Tf32Planes): the first layer's weights where its forward runs on
-  // step 5 (its update writes them), dZ_[0] where its weight gradient does (the backward-data
-  // product above writes them). plan_planes() decides and allocates; the launchers below read them.
-  void plan_planes();
-  template <class Tag, class P>
-  void launch_forward0(const P& p, bool pdl);
-  template <class Tag>
-  void launch_update0(const UpdateFirstGemm& u, cudaStream_t st, bool pdl);
   template <class P>
   void plan_splitk_into_slot(P& p, int slot) const;
   template <class P>
@@ -393,8 +379,6 @@ class Trainer {
   }
 
   DevBuf<float> params_, adam_m_, adam_v_, grads_, grads_debug_;
-  DevBuf<float> w0_planes_, dz0_planes_;  // plan_planes(): empty unless used
-  size_t w0_plane_ = 0, dz0_plane_ = 0;
   DevBuf<AdamHyper> hyper_;
   DevBuf<__half> params16_;
   DevBuf<uint8_t> train_x_, train_y_, test_x_, test_y_;

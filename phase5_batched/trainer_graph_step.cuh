@@ -80,14 +80,11 @@ nlohmann::json Trainer<T>::gemm_plan() const {
   f.M = batch_, f.N = w[1], f.K = w[0];
   plan_splitk_into_slot(f, 0);
   add("forward 0", f);
-  if (w0_planes_.size() && f.rung == GemmRung::TF32x3) out.back()["operand_planes"] = "W";  // plan_planes()
   for (int l = 1; l + 1 < nlayers_; ++l) add("forward " + std::to_string(l), fwd_hidden(l, sr));
   if (nlayers_ > 1) add("forward " + std::to_string(nlayers_ - 1), fwd_last(sr));
   for (int l = nlayers_ - 1; l >= 1; --l) add("backward-data " + std::to_string(l), bwd_data(l, 0));
   for (int l = nlayers_ - 1; l >= 1; --l) add("weight-gradient " + std::to_string(l), update(l, sr, 0));
-  const auto u0 = update0(sr, 1);
-  add("weight-gradient 0", u0);
-  if (dz0_planes_.size() && u0.rung == GemmRung::TF32x3) out.back()["operand_planes"] = "dZ";
+  add("weight-gradient 0", update0(sr, 1));
   return out;
 }
 
@@ -140,7 +137,6 @@ auto Trainer<T>::update_epi(int l, const StepRef& sr) const -> UpdateEpi<T> {
   e.step = sr;
   if (o_.adam()) e.hyper = hyper_.get(), e.hyper_n = static_cast<int64_t>(hyper_.size());
   if (grads_debug_.size()) e.grad_out = grads_debug_.get() + woff_[l], e.bgrad_out = grads_debug_.get() + boff_[l];
-  if (l == 0 && w0_planes_.size()) e.W_planes = w0_planes_.get(), e.W_plane = w0_plane_;
   return e;
 }
 // The fused backward pass of layer l (fp16 runs): its update and, for l > 0, dZ_[l-1].
@@ -265,7 +261,6 @@ auto Trainer<T>::bwd_data(int l, int slot) const -> BwdDataGemm {  // dZ_[l-1] =
   p.a = make_view<T, true>(dZ_[l].get(), p.K), p.b = make_view<T, true>(weights(l), p.N);
   p.epi.h = H_[l - 1].get(), p.epi.dz = dZ_[l - 1].get(), p.epi.dz_colsum = dz_colsum(l - 1);
   p.epi.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
-  if (l == 1 && dz0_planes_.size()) p.epi.dz_planes = dz0_planes_.get(), p.epi.dz_plane = dz0_plane_;
   plan_splitk_into_slot(p, slot);
   return p;
 }
@@ -287,54 +282,6 @@ auto Trainer<T>::update0(const StepRef& sr, int slot) const -> UpdateFirstGemm {
   plan_splitk_into_slot(p, slot);
   return p;
 }
-// Step 5 splits every fp32 value it reads into TF32 parts, once per fragment read: in the first
-// layer's two products that is W's values (the forward) and dZ_[0]'s (the weight gradient), about
-// 40% and 60% of their instructions at batch 8,192. Where those products run on step 5, the
-// kernels that write W and dZ_[0] (the first layer's update, the second layer's backward-data
-// product) also write their TF32 parts once, and step 5 reads the parts: the same products bit for
-// bit. (W keeps its fp32 master; dZ_[0] is still stored for its column sums.)
-template <class T>
-void Trainer<T>::plan_planes() {
-  if (kHalf || cublas_ || rung_.one_launch() || fused_bwd_) return;
-  const auto& w = o_.layers;
-  auto pad4 = [](size_t n) { return (n + 3) / 4 * 4; };
-  FwdFirst f;
-  f.M = batch_, f.N = w[1], f.K = w[0];
-  plan_splitk_into_slot(f, 0);
-  if (f.rung == GemmRung::TF32x3) {
-    w0_plane_ = pad4(static_cast<size_t>(w[1]) * w[0]);
-    w0_planes_.alloc(2 * w0_plane_);
-  }
-  if (nlayers_ > 1 && update0(StepRef{nullptr, 0}, 1).rung == GemmRung::TF32x3) {
-    dz0_plane_ = pad4(static_cast<size_t>(batch_) * w[1]);
-    dz0_planes_.alloc(2 * dz0_plane_);
-  }
-}
-template <class T>
-template <class Tag, class P>
-void Trainer<T>::launch_forward0(const P& p, bool pdl) {
-  if constexpr (!kHalf) {
-    if (w0_planes_.size() && p.rung == GemmRung::TF32x3) {
-      launch_tf32x3<Tag, decltype(with_views(p, p.a, Tf32Planes<false>{})), 3>(
-          with_views(p, p.a, make_planes_view<false>(w0_planes_.get(), w0_plane_, p.K)), st_, pdl);
-      return;
-    }
-  }
-  launch_gemm<Tag, T>(p, st_, pdl);
-}
-template <class T>
-template <class Tag>
-void Trainer<T>::launch_update0(const UpdateFirstGemm& u, cudaStream_t st, bool pdl) {
-  if constexpr (!kHalf) {
-    if (dz0_planes_.size() && u.rung == GemmRung::TF32x3) {
-      launch_tf32x3<Tag, decltype(with_views(u, Tf32Planes<false>{}, u.b)), 3>(
-          with_views(u, make_planes_view<false>(dz0_planes_.get(), dz0_plane_, u.M), u.b), st, pdl);
-      return;
-    }
-  }
-  launch_gemm<Tag, T>(u, st, pdl);
-}
-
 template <class T>
 double Trainer<T>::update_bytes(int l) const {  // master r/w (+ Adam m, v r/w) (+ fp16 copy write), bias alike
   const double n = static_cast<double>(o_.layers[l + 1]) * (o_.layers[l] + 1);
@@ -352,7 +299,7 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
     p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = loss_epi(sr);
     p.b_fresh = true;  // W0: the step before's last kernel updated it
     plan_splitk_into_slot(p, 0);
-    launch_forward0<p5_fwd_softmax_ce>(p, take_pdl());
+    launch_gemm<p5_fwd_softmax_ce, T>(p, st_, take_pdl());
     add_cost(costs, "p5_fwd_softmax_ce", p, batch_ * w[1] * ob, true);
   } else {
     FwdFirst p;
@@ -360,7 +307,7 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
     p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
     p.b_fresh = true;  // W0: the step before's last kernel updated it
     plan_splitk_into_slot(p, 0);
-    launch_forward0<p5_fwd_gather>(p, take_pdl());
+    launch_gemm<p5_fwd_gather, T>(p, st_, take_pdl());
     add_cost(costs, "p5_fwd_gather", p, static_cast<double>(batch_) * w[1] * ob, true);
     for (int l = 1; l + 1 < nlayers_; ++l) {
       auto q = fwd_hidden(l, sr);
@@ -390,7 +337,7 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
   // Backward: dZ_[L-2] first, then (update l, backward-data l-1) pairs, then (update 1, update 0).
   if (nlayers_ == 1) {
     auto u = update0(sr, 0);
-    launch_update0<p5_update>(u, st_, take_pdl());
+    launch_gemm<p5_update, T>(u, st_, take_pdl());
     add_cost(costs, "p5_update", u, update_bytes(0), true);
     return;
   }
@@ -408,13 +355,7 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
   }
   auto u1 = update(1, sr, 0);
   auto u0 = update0(sr, 1);
-  if (dz0_planes_.size() && u0.rung == GemmRung::TF32x3) {  // two launches anyway (pair_as_two_launches)
-    const bool pdl = take_pdl();
-    launch_gemm<p5_update_pair, T>(u1, st_, pdl);
-    launch_update0<p5_update_pair>(u0, st_, pdl);
-  } else {
-    launch_gemm_pair<p5_update_pair, T>(u1, u0, st_, take_pdl());
-  }
+  launch_gemm_pair<p5_update_pair, T>(u1, u0, st_, take_pdl());
   add_cost(costs, "p5_update_pair", u1, update_bytes(1), true);
   add_cost(costs, "p5_update_pair", u0, update_bytes(0), pair_as_two_launches(u1, u0));
 }
@@ -440,7 +381,7 @@ void Trainer<T>::enqueue_backward_branched(const StepRef& sr, std::map<std::stri
     add_cost(costs, "p5_update", u, update_bytes(l), true);
   }
   auto u0 = update0(sr, 1);
-  launch_update0<p5_update>(u0, st_, take_pdl());
+  launch_gemm<p5_update, T>(u0, st_, take_pdl());
   add_cost(costs, "p5_update", u0, update_bytes(0), true);
   CUDA_CHECK(cudaEventRecord(join_, side_));
   CUDA_CHECK(cudaStreamWaitEvent(st_, join_, 0));

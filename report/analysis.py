@@ -1152,12 +1152,11 @@ def select_efficiency(records, dup_notes):
 GEMM_BATCHES = [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
 GEMM_PRODUCTS = [(0, "forward"), (0, "weight-gradient")]
 GEMM_PRECISIONS = ["fp32", "fp16"]
-GEMM_IMPLS = {"fp32": ["own-tile", "own-tf32x3", "own-tf32x3-planes", "cublaslt-fp32", "cublaslt-tf32"],
+GEMM_IMPLS = {"fp32": ["own-tile", "own-tf32x3", "cublaslt-fp32", "cublaslt-tf32"],
               "fp16": ["own-tile-wmma", "cublaslt-fp16"]}
 GEMM_YARDSTICK = {"fp32": "cublaslt-fp32", "fp16": "cublaslt-fp16"}
 GEMM_NOT_FP32 = ("cublaslt-tf32",)  # faster arithmetic, not fp32 numerics: recorded, never judged
 GEMM_TITLE = {"own-tile": "own-tile (32×64 SIMT tile)", "own-tf32x3": "own-tf32x3 (step 5: 3×TF32 on tensor cores)",
-              "own-tf32x3-planes": "own-tf32x3-planes (step 5 on W / dZ kept as TF32 parts, as the step keeps them)",
               "cublaslt-fp32": "cuBLASLt fp32 (the yardstick)", "cublaslt-tf32": "cuBLASLt TF32 (TF32, not fp32 numerics)",
               "own-tile-wmma": "own-tile-wmma (fp16 WMMA tile)", "cublaslt-fp16": "cuBLASLt fp16 (the yardstick)",
               "own-f16-mma": "own-f16-mma (step 6: fp16 mma.sync, step 5's tile)"}

@@ -695,7 +695,6 @@ def fig_time_account(panel, path, device, title):
 GEMM_STYLE = {
     "own-tile": dict(color="#6baed6", marker="o", linestyle="-", linewidth=1.6),
     "own-tf32x3": dict(color="#08519c", marker="s", linestyle="-", linewidth=1.6),
-    "own-tf32x3-planes": dict(color="#08306b", marker="s", linestyle="--", linewidth=1.6),
     "cublaslt-fp32": dict(color="#252525", marker="D", linestyle="-", linewidth=2.2),
     "cublaslt-tf32": dict(color="#737373", marker="D", linestyle="--", linewidth=1.4, markerfacecolor="white"),
     "own-tile-wmma": dict(color="#08519c", marker="o", linestyle="-", linewidth=1.6),

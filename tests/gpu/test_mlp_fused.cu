@@ -158,27 +158,6 @@ double tol() {
   return std::is_same<T, __half>::value ? 1e-2 : 1e-5;
 }
 
-// x's TF32 parts as step 5 forms them (split_tf32: round to nearest, ties away, twice), on the host.
-float host_tf32_rna(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u = (u + 0x1000u) & 0xFFFFE000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-// How many of values v's Tf32Planes (hi at planes[i], lo at planes[plane + i]) differ in a bit from
-// the host's split.
-int planes_mismatches(const std::vector<float>& v, const std::vector<float>& planes, size_t plane) {
-  REQUIRE(planes.size() >= plane + v.size());
-  int bad = 0;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const float hi = host_tf32_rna(v[i]), lo = host_tf32_rna(v[i] - hi);
-    bad += std::memcmp(&hi, &planes[i], 4) != 0 || std::memcmp(&lo, &planes[plane + i], 4) != 0;
-  }
-  return bad;
-}
-
 template <class T>
 void forward_first_and_hidden() {
   const int64_t step = 5;  // global step 5 (dropout counter); rows: the 2nd batch (i = 1) of the epoch
@@ -352,20 +331,12 @@ void backward_and_update(bool adam) {
         Dev<float> prev_colsum(static_cast<size_t>((B + 31) / 32) * in);
         prev_colsum.poison();
         bd.epi.h = dh.p, bd.epi.dz = dzprev.p, bd.epi.scale = 1.25f, bd.epi.dz_colsum = prev_colsum.p;
-        // fp32: both epilogues also write their matrix's TF32 parts (step 5's Tf32Planes), here at
-        // a plane offset that is not a multiple of 4 for in = 10 (no 16-byte stores).
-        constexpr bool kPlanes = std::is_same<T, float>::value;
-        const size_t dz_plane = static_cast<size_t>(B) * in + (in == 10 ? 1 : 0), w_plane = w.size() + (in == 10 ? 3 : 0);
-        Dev<float> dz_planes(kPlanes ? 2 * dz_plane : 1), w_planes(kPlanes ? 2 * w_plane : 1);
-        dz_planes.poison(), w_planes.poison();
-        if (kPlanes) bd.epi.dz_planes = dz_planes.p, bd.epi.dz_plane = dz_plane;
         GemmProblem<MatView<T, false>, MatView<T, true>, UpdateEpi<T>> up;
         up.M = out, up.N = in, up.K = B;
         up.a = make_view<T, false>(ddz.p, out), up.b = make_view<T, true>(dh.p, in);
         up.epi.W = dW.p, up.epi.b = dB.p, up.epi.dz = ddz.p, up.epi.batch = B, up.epi.adam = adam;
         up.epi.lr = adam ? 1e-3f : 0.003f, up.epi.step = StepRef{base.p, 1};
         up.epi.W16 = w16copy.p;
-        if (kPlanes) up.epi.W_planes = w_planes.p, up.epi.W_plane = w_plane;
         // The bias gradient from dz's tile column sums (as the step passes them), or, for in = 100,
         // from dz's rows (no sums given).
         std::vector<float> dz_stored(dzv.size());
@@ -419,10 +390,6 @@ void backward_and_update(bool adam) {
         const auto w16 = w16copy.get();
         for (size_t i = 0; i < w.size(); ++i) w16f[i] = __half2float(w16[i]);
         CHECK(rel(w16f, std::vector<double>(nw.begin(), nw.end())) <= 1e-3);
-        if (kPlanes) {
-          CHECK(planes_mismatches(getf(dzprev), dz_planes.get(), dz_plane) == 0);
-          CHECK(planes_mismatches(nw, w_planes.get(), w_plane) == 0);
-        }
       }
 }
 
@@ -440,7 +407,7 @@ TEST_CASE("mlp fused: last layer softmax cross-entropy epilogue, loss per step, 
   softmax_ce_last<__half>();
 }
 
-TEST_CASE("mlp fused: backward data + ReLU/dropout, fused Adam/SGD update, paired in one launch; their TF32 planes") {
+TEST_CASE("mlp fused: backward data + ReLU/dropout, fused Adam/SGD update, paired in one launch") {
   NB_SKIP_WITHOUT_DEVICE();
   for (bool adam : {true, false}) {
     backward_and_update<float>(adam);
@@ -485,8 +452,7 @@ TEST_CASE("mlp fused: first-layer update reads the batch through the gather view
 // as integers and dividing the sums by 255. Against float64 of byte / 255 times the operands as
 // the GPU holds them (fp16 ones rounded) within the rung's fp32-accumulation tolerance, at batches
 // and widths off the tiles, split and unsplit (one SM's plan and an H200's), the second launch bit
-// for bit. Step 5 once more with the fp32 operand kept as its TF32 parts (Tf32Planes, as phase 5
-// keeps W and dZ where these products run on step 5): the same bits as splitting it in the kernel.
+// for bit.
 template <class T>
 void gathered_bytes_on_tensor_cores() {
   constexpr bool kHalf = std::is_same<T, __half>::value;
@@ -502,18 +468,11 @@ void gathered_bytes_on_tensor_cores() {
     p.ws = ws.p, p.counters = ctr.p;
     Dev<float> c(static_cast<size_t>(p.M) * p.N);
     p.epi.c = c.p, p.epi.ldc = p.N;
-    using P = std::decay_t<decltype(p)>;
-    auto launch = [&] {
-      if constexpr (PlanesOf<typename P::AView>::value || PlanesOf<typename P::BView>::value)
-        launch_tf32x3<p5_fwd_gather, P, 3>(p, nullptr, false);  // step 5 alone reads planes
-      else
-        launch_gemm<p5_fwd_gather, T>(p, nullptr);
-    };
     c.poison();
-    launch();
+    launch_gemm<p5_fwd_gather, T>(p, nullptr);
     const auto first = c.get();
     c.poison();
-    launch();
+    launch_gemm<p5_fwd_gather, T>(p, nullptr);
     const auto second = c.get();
     REQUIRE(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
     return first;
@@ -537,17 +496,6 @@ void gathered_bytes_on_tensor_cores() {
         const auto rf = matmul(B, N, 784, x, [&](int k, int n) { return held(w, static_cast<size_t>(n) * 784 + k); });
         INFO("forward B=" << B << " N=" << N << " sm=" << sm << " splits=" << f.splits << " err " << rel(zf, rf));
         CHECK(rel(zf, rf) <= tol(784));
-        if constexpr (!kHalf) {  // W kept as TF32 planes (plane offset not a multiple of 4 for N = 10): same bits
-          const size_t plane = static_cast<size_t>(N) * 784 + (N == 10 ? 2 : 0);
-          Dev<float> wp(2 * plane);
-          wp.poison();
-          tf32_planes_kernel<<<64, 256>>>(dw.p, w.size(), wp.p, plane);
-          CHECK_LAUNCH();
-          CHECK(planes_mismatches(w, wp.get(), plane) == 0);
-          auto fp = with_views(f, f.a, make_planes_view<false>(wp.p, plane, 784));
-          const auto zp = run_twice(fp);
-          CHECK(std::memcmp(zp.data(), zf.data(), zf.size() * sizeof(float)) == 0);
-        }
 
         const auto dz = rvec(static_cast<size_t>(B) * N, -0.1f, 0.1f);
         Dev<T> ddz(cvtv<T>(dz));
@@ -561,21 +509,11 @@ void gathered_bytes_on_tensor_cores() {
         const auto rg = matmul(N, 784, B, [&](int m, int k) { return held(dz, static_cast<size_t>(k) * N + m); }, x);
         INFO("weight gradient B=" << B << " N=" << N << " sm=" << sm << " splits=" << g.splits << " err " << rel(zg, rg));
         CHECK(rel(zg, rg) <= tol(B));
-        if constexpr (!kHalf) {  // dZ kept as TF32 planes: same bits
-          const size_t plane = dz.size() + (B == 33 ? 1 : 0);
-          Dev<float> zp_planes(2 * plane);
-          zp_planes.poison();
-          tf32_planes_kernel<<<64, 256>>>(ddz.p, dz.size(), zp_planes.p, plane);
-          CHECK_LAUNCH();
-          auto gp = with_views(g, make_planes_view<false>(zp_planes.p, plane, N), g.b);
-          const auto zp = run_twice(gp);
-          CHECK(std::memcmp(zp.data(), zg.data(), zg.size() * sizeof(float)) == 0);
-        }
       }
   CHECK(splits > 0);
 }
 
-TEST_CASE("mlp fused: steps 5 and 6 on the gathered bytes (forward, weight gradient) within their tolerance; step 5 on TF32 planes bit for bit") {
+TEST_CASE("mlp fused: steps 5 and 6 on the gathered bytes (forward, weight gradient) within their tolerance") {
   NB_SKIP_WITHOUT_DEVICE();
   gathered_bytes_on_tensor_cores<float>();
   gathered_bytes_on_tensor_cores<__half>();

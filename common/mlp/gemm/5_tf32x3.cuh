@@ -64,16 +64,6 @@
 // 40.1 and 29.5 TFLOP/s, 1.23x and 1.30x cuBLASLt fp32 (50.6 and 72.5 us); W1's step at 8,192
 // 153.4 us (phase5_batched__batch-sweep-b8192.json; 192.3 for 465b2a2 in the same call,
 // logs/rows_a0f96e6/ab/).
-// Then: the fp32 operand split once, by its producer (Tf32Planes). Each value of W (the gathered
-// forward) and of dZ (the gathered weight gradient) is split every time a fragment reads it: five
-// instructions a value, 80 of the forward's ~190 a warp a k-tile and 160 of the weight gradient's
-// ~260 (its 32 x 16 warp tiles use each of A's values in two MMAs only). The kernels that write W
-// (the update) and dZ (the backward-data product above) write its two TF32 planes besides it, and
-// step 5 reads both parts where it split: the same MMA operands, the same bits.
-// Prediction, before measuring (H200, batch 8,192; GEMM benchmark 40.8 and 56.0 us before): if
-// time follows instructions, the forward ~190 -> ~115 a k-tile, about 30 us; the weight gradient
-// ~260 -> ~130 (twice the 4-byte shared loads of A), about 35 us. W1's step at 8,192, whose
-// critical path holds both: 153 -> about 130 us (the backward-data product writes 8 MB more).
 #pragma once
 #include <cstdint>
 
@@ -107,40 +97,6 @@ template <class V, class = void>
 struct ByteRows : std::false_type {};
 template <class V>
 struct ByteRows<V, std::void_t<decltype(V::kByteRows)>> : std::integral_constant<bool, V::kByteRows> {};
-
-// An fp32 matrix already split into its TF32 parts, as split_tf32 (below) splits it: two planes of
-// the matrix's layout, hi at p and lo at p + plane. Step 5 reads both parts where it would split
-// each value it reads: the same MMA operands bit for bit, without the split's instructions (five a
-// value, once per fragment read: 80 of the gathered forward's ~190 instructions a warp a k-tile,
-// 160 of the weight gradient's ~260). The kernel that writes the matrix writes its planes too
-// (phase 5: the first layer's update writes W's, the backward-data product above it dZ's).
-// Only step 5 reads it (launch_tf32x3; the tile of steps 1-4 has no use for the parts).
-template <bool kContigCol>
-struct Tf32Planes {
-  using Elem = float;
-  static constexpr bool kContig = kContigCol;
-  static constexpr bool kTf32Planes = true;
-  const float* p = nullptr;  // hi; lo at p + plane
-  size_t plane = 0;
-  int ld = 0;
-  bool vec_ok = false;  // 16-byte copies (ld, plane and p aligned to 4 floats)
-  __host__ __device__ MatView<float, kContigCol> part(int i) const {
-    MatView<float, kContigCol> v;
-    v.p = p + i * plane, v.ld = ld, v.vec_ok = vec_ok;
-    return v;
-  }
-};
-template <bool kContigCol>
-inline Tf32Planes<kContigCol> make_planes_view(const float* p, size_t plane, int ld) {
-  Tf32Planes<kContigCol> v;
-  v.p = p, v.plane = plane, v.ld = ld;
-  v.vec_ok = ld % 4 == 0 && plane % 4 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  return v;
-}
-template <class V, class = void>
-struct PlanesOf : std::false_type {};
-template <class V>
-struct PlanesOf<V, std::void_t<decltype(V::kTf32Planes)>> : std::integral_constant<bool, V::kTf32Planes> {};
 
 // Row strides (elements) of a staged tile whose inner axis is 32 or 64 long, per element type. fp16
 // (step 6) is read two elements a 32-bit word: 40 puts word (g, t) of a 32-long row in bank 20g + t
@@ -188,14 +144,10 @@ constexpr int x3_b_ld32() {
   return X3AlongK<AV, BV>::value ? kX3AlongKBLd : X3Tile<BV>::kLd32;
 }
 template <class V, int kLd32 = X3Tile<V>::kLd32>
-constexpr int x3_plane_bytes() {  // either orientation of a 64 x 32 tile, padded
+constexpr int x3_tile_bytes() {  // either orientation of a 64 x 32 tile, padded
   using S = X3Tile<V>;
   constexpr int a = 64 * kLd32, b = 32 * S::kLd64;
   return static_cast<int>(sizeof(typename S::Elem)) * (a > b ? a : b);
-}
-template <class V, int kLd32 = X3Tile<V>::kLd32>
-constexpr int x3_tile_bytes() {  // a split view's two planes one after the other
-  return (PlanesOf<V>::value ? 2 : 1) * x3_plane_bytes<V, kLd32>();
 }
 __host__ __device__ constexpr int x3_round128(int b) { return (b + 127) / 128 * 128; }
 
@@ -231,23 +183,10 @@ struct X3Rows<V, true> {
   __device__ __forceinline__ const int* ids() const { return id; }
 };
 
-template <int R, int C, int kLd32, class V>
-__device__ __forceinline__ void x3_issue_one(const V& v, int r0, int c0, int rows, int cols, void* dst, const int* ids);
-// (ids: a byte view's row ids for the two chunks, X3Rows; nullptr: fetched here. A Tf32Planes view:
-// each plane as a tile of its own, lo's after hi's.)
+// (ids: a byte view's row ids for the two chunks, X3Rows; nullptr: fetched here.)
 template <int R, int C, int kLd32 = 0, class V>
 __device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, int cols, void* dst,
                                          const int* ids = nullptr) {
-  if constexpr (PlanesOf<V>::value) {
-    constexpr int kPlane = x3_plane_bytes<V, (kLd32 > 0 ? kLd32 : X3Tile<V>::kLd32)>();
-    x3_issue<R, C, kLd32>(v.part(0), r0, c0, rows, cols, dst);
-    x3_issue<R, C, kLd32>(v.part(1), r0, c0, rows, cols, static_cast<unsigned char*>(dst) + kPlane);
-  } else {
-    x3_issue_one<R, C, kLd32>(v, r0, c0, rows, cols, dst, ids);
-  }
-}
-template <int R, int C, int kLd32, class V>
-__device__ __forceinline__ void x3_issue_one(const V& v, int r0, int c0, int rows, int cols, void* dst, const int* ids) {
   using S = X3Tile<V>;
   using E = typename S::Elem;
   constexpr bool kC = V::kContig;
@@ -312,27 +251,6 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) 
   lo = tf32_rna(x - __uint_as_float(hi));
 }
 
-// Four values' TF32 parts (an epilogue that writes a matrix's Tf32Planes besides the matrix).
-__device__ __forceinline__ void split_tf32_4(const float (&x)[4], float (&hi)[4], float (&lo)[4]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    uint32_t h, l;
-    split_tf32(x[j], h, l);
-    hi[j] = __uint_as_float(h), lo[j] = __uint_as_float(l);
-  }
-}
-// n values of x as Tf32Planes: hi at planes[i], lo at planes[plane + i] (a matrix's planes before the
-// first kernel that keeps them, e.g. the initial weights).
-template <class Dummy = void>
-__global__ void tf32_planes_kernel(const float* x, size_t n, float* planes, size_t plane) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    uint32_t h, l;
-    split_tf32(x[i], h, l);
-    planes[i] = __uint_as_float(h), planes[plane + i] = __uint_as_float(l);
-  }
-}
-
 // The gathered images' bytes are exact in TF32: an integer below 2^11 keeps all its bits in TF32's
 // 11 significant ones. So a byte operand is multiplied as the integer b (hi = b, lo = 0), its
 // cross term drops (two products, not three), and the finished sums are divided by 255 once
@@ -353,10 +271,6 @@ __device__ __forceinline__ void x3_parts(const void* s, int outer, int inner, in
   if constexpr (ByteRows<V>::value) {
     hi = x3_byte_values()[t[outer * ld + inner]];
     lo = 0;
-  } else if constexpr (PlanesOf<V>::value) {  // split already: lo's plane follows hi's
-    constexpr int kPlane = x3_plane_bytes<V>() / static_cast<int>(sizeof(float));
-    hi = __float_as_uint(t[outer * ld + inner]);
-    lo = __float_as_uint(t[kPlane + outer * ld + inner]);
   } else {
     split_tf32(to_f(t[outer * ld + inner]), hi, lo);
   }
@@ -392,22 +306,11 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 // 16i + 8r + g at k = 16h + 4t .. +3 (rows 36 bytes apart), bq[j][h] B's 4 elements of row wn + 8j +
 // g at the same k (rows kX3AlongKBLd apart): a float4 in step 5, a uint2 of fp16 in step 6.
 template <class E, class Q>
-__device__ __forceinline__ void along_k_b(const E* bs, Q (&bq)[2][2]) {
-  constexpr int kBLd = kX3AlongKBLd;
-  static_assert(kBLd % 4 == 0 && sizeof(Q) == 4 * sizeof(E), "whole words of aligned rows");
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const int wn = (warp % 4) * 16;
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) bq[j][h] = *reinterpret_cast<const Q*>(bs + (wn + j * 8 + g) * kBLd + 16 * h + 4 * t);
-}
-template <class E, class Q>
 __device__ __forceinline__ void along_k_words(const uint8_t* as, const E* bs, uint32_t (&aw)[2][2][2], Q (&bq)[2][2]) {
-  constexpr int kALd = X3Ld<uint8_t>::k32;
-  static_assert(kALd % 4 == 0, "whole words of aligned rows");
+  constexpr int kALd = X3Ld<uint8_t>::k32, kBLd = kX3AlongKBLd;
+  static_assert(kALd % 4 == 0 && kBLd % 4 == 0 && sizeof(Q) == 4 * sizeof(E), "whole words of aligned rows");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const int wm = (warp / 4) * 32;
+  const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -415,7 +318,10 @@ __device__ __forceinline__ void along_k_words(const uint8_t* as, const E* bs, ui
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         aw[i][r][h] = *reinterpret_cast<const uint32_t*>(as + (wm + i * 16 + r * 8 + g) * kALd + 16 * h + 4 * t);
-  along_k_b(bs, bq);
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) bq[j][h] = *reinterpret_cast<const Q*>(bs + (wn + j * 8 + g) * kBLd + 16 * h + 4 * t);
 }
 
 // How a block tile's 64 x 64 is dealt to its 8 warps (TcAccum::store).
@@ -522,7 +428,7 @@ struct AccumX3 : TcAccum {
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
     if constexpr (X3AlongK<AV, BV>::value && std::is_same<typename BV::Elem, float>::value && kTerms == 3) {
-      mma_along_k<BV>(static_cast<const uint8_t*>(as), static_cast<const float*>(bs));
+      mma_along_k(static_cast<const uint8_t*>(as), static_cast<const float*>(bs));
       return;
     }
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
@@ -571,15 +477,10 @@ struct AccumX3 : TcAccum {
     const uint32_t f = __byte_perm(word, 0x4B000000u, 0x7540u + i);  // bits of 2^23 + byte i
     return __float_as_uint(__uint_as_float(f) - 8388608.0f);
   }
-  // (B split already, Tf32Planes: its hi and lo planes read alike, nothing split.)
-  template <class BV>
   __device__ __forceinline__ void mma_along_k(const uint8_t* as, const float* bs) {
-    constexpr bool kPlanes = PlanesOf<BV>::value;
     uint32_t aw[2][2][2];  // [i][row g / g + 8][h]
     float4 bq[2][2];       // [j][h]
-    float4 bql[kPlanes ? 2 : 1][2];  // B's lo plane, where it has one
     along_k_words(as, bs, aw, bq);
-    if constexpr (kPlanes) along_k_b(bs + x3_plane_bytes<BV, kX3AlongKBLd>() / static_cast<int>(sizeof(float)), bql);
     Frags part;  // this k-tile's sums (the first level)
     zero(part);
 #pragma unroll
@@ -589,14 +490,8 @@ struct AccumX3 : TcAccum {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const float4& v = bq[j][h];
-        if constexpr (kPlanes) {
-          const float4& lo = bql[j][h];
-          bh[j][0] = __float_as_uint(q == 0 ? v.x : v.z), bl[j][0] = __float_as_uint(q == 0 ? lo.x : lo.z);
-          bh[j][1] = __float_as_uint(q == 0 ? v.y : v.w), bl[j][1] = __float_as_uint(q == 0 ? lo.y : lo.w);
-        } else {
-          split_tf32(q == 0 ? v.x : v.z, bh[j][0], bl[j][0]);
-          split_tf32(q == 0 ? v.y : v.w, bh[j][1], bl[j][1]);
-        }
+        split_tf32(q == 0 ? v.x : v.z, bh[j][0], bl[j][0]);
+        split_tf32(q == 0 ? v.y : v.w, bh[j][1], bl[j][1]);
       }
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -752,16 +647,6 @@ template <class P>
 inline void plan_tf32x3(P& p, int sm_count) {
   p.rung = GemmRung::TF32x3;
   plan_tc64_splits(p, sm_count);
-}
-
-// Problem p with operands read through other views (a Tf32Planes of the same matrix): the same
-// shape, plan, epilogue and workspace.
-template <class A2, class B2, class AV, class BV, class Epi>
-inline GemmProblem<A2, B2, Epi> with_views(const GemmProblem<AV, BV, Epi>& p, const A2& a, const B2& b) {
-  GemmProblem<A2, B2, Epi> q;
-  q.M = p.M, q.N = p.N, q.K = p.K, q.splits = p.splits, q.kchunk = p.kchunk, q.rung = p.rung, q.b_fresh = p.b_fresh;
-  q.a = a, q.b = b, q.epi = p.epi, q.ws = p.ws, q.counters = p.counters;
-  return q;
 }
 
 template <class Tag, class P, int kTerms>
