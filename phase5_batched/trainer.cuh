@@ -54,10 +54,7 @@ class Trainer {
       : o_(o), sc_(sc), dev_(dev), ds_(ds), init_(init), nlayers_(o.nlayers()), batch_(o.batch),
         cublas_(o.gemm == "cublas"), rung_(rung), fp32_gemm_(fp32_gemm) {
     const auto& w = o.layers;
-    // The step's stream at the highest priority (plan_branches: the updates' side stream at the lowest).
-    int lowest = 0, highest = 0;
-    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
-    CUDA_CHECK(cudaStreamCreateWithPriority(&st_, cudaStreamNonBlocking, highest));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st_, cudaStreamNonBlocking));
     // Parameters: one flat fp32 buffer W0, b0, W1, b1, ... (the cuBLASLt path's optimizer is one launch).
     // Each tensor starts at a multiple of 8 elements: 16-byte (fp32) / 8-byte (fp16) vector access.
     size_t off = 0;
