@@ -26,7 +26,7 @@ cudaGraphExec_t Trainer<T>::instantiate(int count, std::map<std::string, KernelC
   for (int i = 0; i < count; ++i) enqueue_step(i, costs);
   enqueue_step_losses(StepRef{base_.get(), 0}, count);
   CUDA_CHECK(cudaStreamEndCapture(st_, &graph));
-  CUDA_CHECK(cudaGraphInstantiate(&g, graph, cudaGraphInstantiateFlagUseNodePriority));  // the streams' priorities
+  CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
   CUDA_CHECK(cudaGraphDestroy(graph));
   return g;
 }
@@ -197,12 +197,7 @@ template <class T>
 void Trainer<T>::plan_branches() {
   branched_ = false;
   if (cublas_ || rung_.one_launch() || fused_bwd_ || nlayers_ < 2 || o_.backward == "paired") return;
-  // At the highest priority (the step's stream at the default, the lowest): where the two
-  // branches' kernels compete for SMs, the block scheduler serves the updates first, which have
-  // less work and finish early (the graph keeps each kernel's stream priority).
-  int lowest = 0, highest = 0;
-  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
-  CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, highest));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   branched_ = true;
