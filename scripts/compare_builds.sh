@@ -16,7 +16,9 @@
 # Paths: phase 4 fp32/fp16; phase 5 own GEMM fp32/fp16, cuBLASLt fp32/fp16, the persistent and
 # pipelined kernels (fp32 W1 shapes; also their generic instances at 1, 2, 4 and 8 units a block),
 # cluster32 (W1; its generic instance, SGD; 784-37-30-10 at batch 64) and the cluster kernel (fp16 W2 h = 128, SGD,
-# no dropout). W1: 784-128-64-10, Adam, dropout 0.2 (and 0), batch 32, one epoch; W2: 784-h-h-h-10,
+# no dropout); W1's model at batch 2,048 and 8,192 on the own GEMMs, fp32 and fp16 (the batch sweep's
+# big-batch paths: GEMM steps 5 and 6, the branched backward; 2 and 5 epochs, 58 and 35 steps a run).
+# W1: 784-128-64-10, Adam, dropout 0.2 (and 0), batch 32, one epoch; W2: 784-h-h-h-10,
 # SGD lr 0.003, no dropout, batch 32, 500 steps. ROUNDS (default 3) rounds of REPEATS (default 5) timed runs after one
 # warm-up, --no-cupti; the two builds alternate which runs first from round to round, and each
 # side's median is taken over all its rounds' samples (the launch-bound configurations drift by
@@ -92,6 +94,11 @@ CONFIGS+=("w1-p5-cluster32-generic|phase5_batched|$W1 --dropout 0.2 --launch clu
 W1N="${W1/784,128,64,10/784,37,30,10}"  # the 64-row instance holds narrow first layers only
 CONFIGS+=("b64-narrow-p5-cluster32|phase5_batched|${W1N/--batch 32/--batch 64} --dropout 0.2 --launch cluster32")
 CONFIGS+=("w1-sgd-p5-cluster32|phase5_batched|$W1 --dropout 0.2 --optimizer sgd --lr 0.01 --launch cluster32")
+for b in 2048 8192; do
+  e=2; [ "$b" = 8192 ] && e=5
+  w="${W1/--batch 32 --epochs 1/--batch $b --epochs $e} --dropout 0.2"
+  for pr in fp32 fp16; do CONFIGS+=("w1-b$b-p5-own-$pr|phase5_batched|$w --precision $pr"); done
+done
 for h in 128 1024; do
   w="${W2//H/$h}"
   for pr in fp32 fp16; do CONFIGS+=("w2-h$h-p4-$pr|phase4_mlp|$w --precision $pr"); done
