@@ -23,71 +23,91 @@ struct VecFixup : std::false_type {};
 template <class E>
 struct VecFixup<E, std::void_t<decltype(E::kVecFixup)>> : std::integral_constant<bool, E::kVecFixup> {};
 
-// Split-K fix-up of one kBM x kBN fp32 tile `c` (row stride kLdc, in shared memory) computed by
-// slice `split` of `splits`: the tile goes to its workspace slot (ws: per tile, `splits` slots of
-// kBM * kBN floats), and the last block of the tile to finish (an atomic counter after a fence)
-// adds all slots in slice order into c, resets the counter and returns true; the others return
-// false. kVec: float4 traffic and up to 16 float4 loads a thread issued before they are added
-// (the same order, so the same sums). Every thread of the block (NT of them) must call it.
-template <int NT, bool kVec>
-__device__ bool splitk_fixup(float* c, float* ws, unsigned* counters, int tile, int split, int splits) {
+// Split-K fix-up of kSubs kBM x kBN fp32 tiles stacked in shared memory (sub-tile j at c + j * kBM *
+// kLdc, row stride kLdc; the first `subs` of them inside the product), computed by slice `split`
+// of `splits`, in one hand-over: every sub-tile goes to its workspace slot (ws: per tile, `splits`
+// slots of kBM * kBN floats; sub-tile j's tile is tile0 + j * tile_step), and the last block to
+// finish (tile0's atomic counter, after a fence) adds all slots in slice order into c, resets the
+// counter and returns true; the others return false. One fence, one counter and one round of
+// loads for all sub-tiles: step 5's 64-row block hands its two 32-row halves over at once, where
+// two hand-overs in a row made the last block wait for two fences and two counters. kVec: float4
+// traffic and up to 16 float4 loads a thread issued before they are added (the same order, so the
+// same sums). Every thread of the block (NT of them) must call it.
+template <int NT, bool kVec, int kSubs = 1>
+__device__ bool splitk_fixup_rows(float* c, float* ws, unsigned* counters, int tile0, int tile_step, int subs,
+                                  int split, int splits) {
   __shared__ bool s_last;
-  constexpr int kE4 = kBM * kBN / 4 / NT;  // float4 of the tile per thread: 2 (256 threads), 4 (128)
-  float* mine = ws + (static_cast<size_t>(tile) * splits + split) * (kBM * kBN);
+  constexpr int kTile = kBM * kBN;
+  constexpr int kE4 = kTile / 4 / NT;  // float4 of a sub-tile per thread: 2 (256 threads), 4 (128)
+  auto slot = [&](int j, int z) { return ws + (static_cast<size_t>(tile0 + j * tile_step) * splits + z) * kTile; };
   if constexpr (kVec) {
 #pragma unroll
-    for (int i = 0; i < kE4; ++i) {
-      const int e = (threadIdx.x + i * NT) * 4;
-      reinterpret_cast<float4*>(mine)[e / 4] = *reinterpret_cast<const float4*>(&c[(e / kBN) * kLdc + e % kBN]);
-    }
+    for (int j = 0; j < kSubs; ++j)
+      if (j < subs)
+#pragma unroll
+        for (int i = 0; i < kE4; ++i) {
+          const int e = (threadIdx.x + i * NT) * 4;
+          reinterpret_cast<float4*>(slot(j, split))[e / 4] =
+              *reinterpret_cast<const float4*>(&c[j * kBM * kLdc + (e / kBN) * kLdc + e % kBN]);
+        }
   } else {
-    for (int e = threadIdx.x; e < kBM * kBN; e += NT) mine[e] = c[(e / kBN) * kLdc + e % kBN];
+    for (int j = 0; j < subs; ++j)
+      for (int e = threadIdx.x; e < kTile; e += NT) slot(j, split)[e] = c[j * kBM * kLdc + (e / kBN) * kLdc + e % kBN];
   }
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned prev = atomicAdd(&counters[tile], 1u);
+    const unsigned prev = atomicAdd(&counters[tile0], 1u);
     s_last = (prev == static_cast<unsigned>(splits - 1));
   }
   __syncthreads();
   if (!s_last) return false;
   __threadfence();
-  const float* all = ws + static_cast<size_t>(tile) * splits * (kBM * kBN);
   if constexpr (kVec) {
-    constexpr int kG = 16 / kE4;  // slices loaded per round
-    const float4* all4 = reinterpret_cast<const float4*>(all);
-    float4 s[kE4];
+    constexpr int kN = kSubs * kE4;  // float4 a thread adds a slice
+    constexpr int kG = kN < 16 ? 16 / kN : 1;  // slices loaded per round
+    float4 s[kN];
 #pragma unroll
-    for (int i = 0; i < kE4; ++i) s[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int i = 0; i < kN; ++i) s[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int z0 = 0; z0 < splits; z0 += kG) {
-      float4 v[kG][kE4];
+      float4 v[kG][kN];
 #pragma unroll
       for (int g = 0; g < kG; ++g)
 #pragma unroll
-        for (int i = 0; i < kE4; ++i)
-          v[g][i] = (z0 + g < splits) ? __ldcg(all4 + static_cast<size_t>(z0 + g) * (kBM * kBN / 4) + threadIdx.x + i * NT)
-                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int i = 0; i < kN; ++i) {
+          const int j = i / kE4;
+          v[g][i] = (z0 + g < splits && j < subs)
+                        ? __ldcg(reinterpret_cast<const float4*>(slot(j, z0 + g)) + threadIdx.x + (i % kE4) * NT)
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
 #pragma unroll
       for (int g = 0; g < kG; ++g)
         if (z0 + g < splits)
 #pragma unroll
-          for (int i = 0; i < kE4; ++i) s[i].x += v[g][i].x, s[i].y += v[g][i].y, s[i].z += v[g][i].z, s[i].w += v[g][i].w;
+          for (int i = 0; i < kN; ++i) s[i].x += v[g][i].x, s[i].y += v[g][i].y, s[i].z += v[g][i].z, s[i].w += v[g][i].w;
     }
 #pragma unroll
-    for (int i = 0; i < kE4; ++i) {
-      const int e = (threadIdx.x + i * NT) * 4;
-      *reinterpret_cast<float4*>(&c[(e / kBN) * kLdc + e % kBN]) = s[i];
+    for (int i = 0; i < kN; ++i) {
+      const int j = i / kE4, e = (threadIdx.x + (i % kE4) * NT) * 4;
+      if (j < subs) *reinterpret_cast<float4*>(&c[j * kBM * kLdc + (e / kBN) * kLdc + e % kBN]) = s[i];
     }
   } else {
-    for (int e = threadIdx.x; e < kBM * kBN; e += NT) {
-      float s = 0.f;
-      for (int z = 0; z < splits; ++z) s += __ldcg(all + static_cast<size_t>(z) * (kBM * kBN) + e);
-      c[(e / kBN) * kLdc + e % kBN] = s;
-    }
+    for (int j = 0; j < subs; ++j)
+      for (int e = threadIdx.x; e < kTile; e += NT) {
+        float s = 0.f;
+        for (int z = 0; z < splits; ++z) s += __ldcg(slot(j, z) + e);
+        c[j * kBM * kLdc + (e / kBN) * kLdc + e % kBN] = s;
+      }
   }
-  if (threadIdx.x == 0) counters[tile] = 0u;  // ready for the next launch
+  if (threadIdx.x == 0) counters[tile0] = 0u;  // ready for the next launch
   __syncthreads();
   return true;
+}
+
+// The fix-up of one kBM x kBN tile `c` (splitk_fixup_rows with one sub-tile): the 32 x 64 kernel's.
+template <int NT, bool kVec>
+__device__ bool splitk_fixup(float* c, float* ws, unsigned* counters, int tile, int split, int splits) {
+  return splitk_fixup_rows<NT, kVec>(c, ws, counters, tile, 0, 1, split, splits);
 }
 
 // The two-level form of splitk_fixup (an instance of its own, for products planned past kFixupGroup

@@ -9,8 +9,9 @@
 // in its own element type (phase 5's gathered images as bytes).
 // The one design decision: keep every epilogue of steps 0-4 unchanged. The 64 x 64 result tile is
 // written to shared memory as two 32 x 64 sub-tiles in the layout those epilogues read (row stride
-// kLdc), and each sub-tile goes through the split-K fix-up and the epilogue exactly as a block of
-// the 32 x 64 kernel would (same workspace slots and counters, indexed by the 32 x 64 tile).
+// kLdc), and each sub-tile goes through the epilogue exactly as a block of the 32 x 64 kernel
+// would; a split product hands both sub-tiles over in one split-K fix-up (their workspace slots
+// those of the 32 x 64 tiles, one counter: splitk_fixup_rows).
 // Prediction, before measuring (H200, W1 at batch 8,192): the two big products (8,192 x 128 x 784
 // forward, 128 x 784 x 8,192 weight gradient, 1.64 GFLOP each) cost 4.9 GFLOP of TF32 work each
 // here; at half of the dense TF32 peak that mma.sync reaches (about 250 TFLOP/s) that is about
@@ -64,6 +65,13 @@
 // 40.1 and 29.5 TFLOP/s, 1.23x and 1.30x cuBLASLt fp32 (50.6 and 72.5 us); W1's step at 8,192
 // 153.4 us (phase5_batched__batch-sweep-b8192.json; 192.3 for 465b2a2 in the same call,
 // logs/rows_a0f96e6/ab/).
+// Then: one hand-over for the 64-row tile. A split tile's last block had handed its two 32-row
+// halves over one after the other: a fence, a counter, two rounds of partial loads and the epilogue
+// for the first, the epilogue's prefetch, then the same again for the second. Both halves now go
+// to their slots together, behind one fence and one counter, and come back in three rounds of
+// loads. Prediction, before measuring (H200, batch 8,192, the weight gradient's 10 slices): the
+// last block's chain loses a fence, a counter round trip and a round of loads, about 2.5 us of the
+// ~8 a tile's tail takes: 56 -> about 53.5 us, W1's step 153 -> about 150.5.
 #pragma once
 #include <cstdint>
 
@@ -527,7 +535,7 @@ __host__ __device__ inline int x3_tiles(const P& p) {
 }
 
 // One (64 x 64 tile, split) with the products of Acc (step 5's AccumX3, step 6's AccumF16): the
-// cp.async pipeline, then per 32-row sub-tile the fix-up and the epilogue.
+// cp.async pipeline, the split-K fix-up of both 32-row sub-tiles, then each one's epilogue.
 template <class P, class Acc>
 __device__ __forceinline__ void tc64_tile(const P& p) {
   extern __shared__ __align__(128) unsigned char gemm_dyn[];
@@ -598,21 +606,23 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   __syncthreads();
 
   using Epi = typename std::decay<decltype(p.epi)>::type;
+  constexpr int kSubs = kXBM / kBM;
+  const int subs = min(kSubs, (p.M - m0 + kBM - 1) / kBM);  // sub-tiles inside M: the same for the tile row
+  // Split: both sub-tiles handed over at once (one fence and one counter, sub-tile 0's); the last
+  // block of the tile runs the epilogues.
+  if (p.splits > 1 &&
+      !splitk_fixup_rows<kXThreads, VecFixup<Epi>::value, kSubs>(cs, p.ws, p.counters, (m0 / kBM) * p.tiles_n() + bn,
+                                                                p.tiles_n(), subs, split, p.splits))
+    return;
 #pragma unroll 1
-  for (int s = 0; s < kXBM / kBM; ++s) {
+  for (int s = 0; s < subs; ++s) {
     const int ms = m0 + s * kBM;
-    if (ms >= p.M) break;  // the same for every block of this tile row: fix-ups stay matched
-    float* sub = cs + s * (kBM * kLdc);
     if (s > 0) {
       __syncthreads();  // the previous sub-tile's epilogue is done with the per-block scratch
       p.epi.prefetch(ms, n0, p.M, p.N);
       __syncthreads();
     }
-    if (p.splits > 1 &&
-        !splitk_fixup<kXThreads, VecFixup<Epi>::value>(sub, p.ws, p.counters, (ms / kBM) * p.tiles_n() + bn, split,
-                                                       p.splits))
-      continue;
-    p.epi(sub, ms, n0, p.M, p.N);
+    p.epi(cs + s * (kBM * kLdc), ms, n0, p.M, p.N);
   }
 }
 
