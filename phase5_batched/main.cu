@@ -248,7 +248,6 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   int64_t launches = 0;
   for (const auto& [k, c] : tr.costs_per_step()) launches += c.calls;
   rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
-  rec["metrics"]["update_pair"] = tr.update_pair();  // the last two weight gradients in one launch
   rec["metrics"]["backward"] = tr.backward_kind();  // own graph path's backward kernels: fused, paired or branched
   rec["metrics"]["pdl"] = tr.pdl();  // own graph path: kernels launched with programmatic dependent launch
   rec["metrics"]["gemm_plan"] = plan;  // own graph path: each product's rung and K slices ([] on the other paths)
@@ -311,11 +310,6 @@ int run(int argc, char** argv) {
                  "own graph path: launch each step kernel with programmatic dependent launch, so that it starts (and "
                  "fetches its weights) while the kernel before it finishes (compute capability 9.0 and up; off below)",
                  {"on", "off"});
-  cli.add_string("--update-pair", &o.update_pair,
-                 "own graph path, fp32, branched backward: W1's weight gradient and the first layer's in one launch of "
-                 "step 5, cut into the same K slices, where the first layer's runs on step 5 with more than one slice "
-                 "(auto); off: W1's on the second branch, on its own plan",
-                 {"auto", "off"});
   cli.add_flag("--breakdown", &o.breakdown,
                "persistent, pipelined, cluster and grid kernels: time the parts of a step (clock stamps of block 0) into the "
                "record");

@@ -12,7 +12,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -222,7 +221,6 @@ class Trainer {
   bool fused_backward() const { return fused_bwd_; }
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
   bool pdl() const { return pdl_; }
-  bool update_pair() const { return pair_updates_; }  // --update-pair: one launch for the last two updates
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
   void start_breakdown() {
     breakdown_.alloc(kBreakdownParts);
@@ -306,11 +304,6 @@ class Trainer {
   BwdDataGemm bwd_data(int l, int slot) const;
   UpdateGemm update(int l, const StepRef& sr, int slot) const;
   UpdateFirstGemm update0(const StepRef& sr, int slot) const;
-  // --update-pair: whether the model and options call for it (the first layer's weight gradient on
-  // step 5 in more than one slice, fp32, the branched backward), and the two products planned for it
-  // (W1's workspace and counters after the first layer's in slot 1).
-  bool want_update_pair() const;
-  std::pair<UpdateGemm, UpdateFirstGemm> update_pair_products(const StepRef& sr) const;
   double update_bytes(int l) const;
   void enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs);
   void enqueue_step_cublas(const StepRef& sr, std::map<std::string, KernelCost>* costs);
@@ -407,7 +400,6 @@ class Trainer {
   // --backward branched: the updates on a second stream (a second branch of the captured graph),
   // forked from the step's stream after each backward-data product and joined at the step's end.
   bool branched_ = false, after_join_ = false;
-  bool pair_updates_ = false;  // --update-pair: W1's update in the first layer's launch, not on the side stream
   cudaStream_t side_{};
   cudaEvent_t fork_{}, join_{};
   DevBuf<float> fb_ws_;

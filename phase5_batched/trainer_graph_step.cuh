@@ -83,16 +83,8 @@ nlohmann::json Trainer<T>::gemm_plan() const {
   for (int l = 1; l + 1 < nlayers_; ++l) add("forward " + std::to_string(l), fwd_hidden(l, sr));
   if (nlayers_ > 1) add("forward " + std::to_string(nlayers_ - 1), fwd_last(sr));
   for (int l = nlayers_ - 1; l >= 1; --l) add("backward-data " + std::to_string(l), bwd_data(l, 0));
-  const bool pair = want_update_pair();
-  for (int l = nlayers_ - 1; l >= (pair ? 2 : 1); --l) add("weight-gradient " + std::to_string(l), update(l, sr, 0));
-  if (pair) {
-    const auto pr = update_pair_products(sr);
-    add("weight-gradient 1", pr.first);
-    add("weight-gradient 0", pr.second);
-    out[out.size() - 2]["launch"] = out[out.size() - 1]["launch"] = "one launch: weight-gradient 1 and 0";
-  } else {
-    add("weight-gradient 0", update0(sr, 1));
-  }
+  for (int l = nlayers_ - 1; l >= 1; --l) add("weight-gradient " + std::to_string(l), update(l, sr, 0));
+  add("weight-gradient 0", update0(sr, 1));
   return out;
 }
 
@@ -209,41 +201,6 @@ void Trainer<T>::plan_branches() {
   CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   branched_ = true;
-  pair_updates_ = want_update_pair();
-}
-
-// --update-pair. At batch 8,192 the branched backward ended with W1's update (64 x 128 x 8,192, 512
-// blocks of the 32 x 64 tile on the side stream) waiting for the first layer's (260 blocks of step
-// 5, two an SM: every register taken) to leave the SMs, then running in their wake: the step ended
-// when both had (logs/tail2_8b5cf70/). In one launch of step 5 both are cut into the same slices and
-// share one wave.
-template <class T>
-bool Trainer<T>::want_update_pair() const {
-  if constexpr (kHalf) {
-    return false;
-  } else {
-    if (o_.update_pair != "auto" || cublas_ || rung_.one_launch() || nlayers_ < 2 || o_.backward == "paired")
-      return false;
-    UpdateFirstGemm u0;
-    u0.M = o_.layers[1], u0.N = o_.layers[0], u0.K = batch_;
-    plan_splits_p5(u0, dev_.sm_count);
-    if (!use_tf32x3(fp32_gemm_, u0.M, u0.N, u0.K)) return false;
-    plan_tf32x3(u0, dev_.sm_count);
-    return u0.splits > 1;
-  }
-}
-template <class T>
-auto Trainer<T>::update_pair_products(const StepRef& sr) const -> std::pair<UpdateGemm, UpdateFirstGemm> {
-  UpdateGemm u1 = update(1, sr, 0);
-  UpdateFirstGemm u0 = update0(sr, 1);
-  plan_tf32x3_pair(u1, u0, dev_.sm_count);
-  u0.ws = ws_[1].get(), u0.counters = counters_[1].get();
-  u1.ws = u0.ws ? u0.ws + ws_floats(u0) : nullptr;
-  u1.counters = u0.counters ? u0.counters + counter_slots(u0) : nullptr;
-  if (ws_[1].size() > 0 && (ws_floats(u0) + ws_floats(u1) > ws_[1].size() ||
-                            counter_slots(u0) + counter_slots(u1) > counters_[1].size()))
-    throw Error(kExitInternal, "split-K workspace 1 too small for the paired updates (internal error: size_ws missed them)");
-  return {u1, u0};
 }
 
 // Plans a product's split-K and points it at workspace slot `slot`. size_ws() sized the slots
@@ -413,32 +370,19 @@ template <class T>
 void Trainer<T>::enqueue_backward_branched(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
   const auto& w = o_.layers;
   const double ob = sizeof(T);
-  bool forked = false;  // the side stream has work this step (not so with one hidden layer, paired updates)
   for (int l = nlayers_ - 1; l >= 1; --l) {
     auto d = bwd_data(l, 1);
     launch_gemm<p5_bwd_data, T>(d, st_, take_pdl());
     add_cost(costs, "p5_bwd_data", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, true);
-    if (l == 1 && pair_updates_) break;  // W1's update goes with the first layer's, below
-    forked = true;
     CUDA_CHECK(cudaEventRecord(fork_, st_));
     CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
     auto u = update(l, sr, 0);
     launch_gemm<p5_update, T>(u, side_, false);
     add_cost(costs, "p5_update", u, update_bytes(l), true);
   }
-  if (pair_updates_) {
-    if constexpr (!kHalf) {
-      const auto pr = update_pair_products(sr);
-      launch_tf32x3_pair<p5_update_pair, UpdateGemm, UpdateFirstGemm, 3>(pr.first, pr.second, st_, take_pdl());
-      add_cost(costs, "p5_update_pair", pr.first, update_bytes(1), true);
-      add_cost(costs, "p5_update_pair", pr.second, update_bytes(0), false);
-    }
-  } else {
-    auto u0 = update0(sr, 1);
-    launch_gemm<p5_update, T>(u0, st_, take_pdl());
-    add_cost(costs, "p5_update", u0, update_bytes(0), true);
-  }
-  if (!forked) return;
+  auto u0 = update0(sr, 1);
+  launch_gemm<p5_update, T>(u0, st_, take_pdl());
+  add_cost(costs, "p5_update", u0, update_bytes(0), true);
   CUDA_CHECK(cudaEventRecord(join_, side_));
   CUDA_CHECK(cudaStreamWaitEvent(st_, join_, 0));
   after_join_ = true;
@@ -509,11 +453,6 @@ void Trainer<T>::size_ws() {
     for (int l = 1; l < nlayers_; ++l) note(bwd_data(l, 0), 0), note(bwd_data(l, 1), 1);
     for (int l = 1; l < nlayers_; ++l) note(update(l, sr, 0), 0);
     note(update0(sr, 0), 0), note(update0(sr, 1), 1);
-    if (want_update_pair()) {  // slot 1 holds both: the first layer's, then W1's
-      const auto pr = update_pair_products(sr);
-      ws[1] = std::max(ws[1], ws_floats(pr.second) + ws_floats(pr.first));
-      ctrs[1] = std::max(ctrs[1], counter_slots(pr.second) + counter_slots(pr.first));
-    }
   }
   // Evaluation shapes (slot 0): full chunks of eval_rows_ and the last, shorter one (fewer row
   // tiles can mean more splits, so it may need more workspace than a full chunk).

@@ -2,8 +2,7 @@
 # scripts/validate_sweep.sh — the MLP trainers' --validate (common/mlp/validate.h) at awkward shapes
 # on every path: phase 4 fp32/fp16, phase 5 own fp32 (its plan, and --fp32-gemm tile and tf32x3:
 # every product on the SIMT tile, every one on step 5's 3xTF32; --backward branched and paired at
-# every batch, where auto picks one by the batch; --update-pair off: W1's weight gradient on its own
-# where the plan would launch it with the first layer's) and fp16 (also --fp16-gemm mma: every
+# every batch, where auto picks one by the batch) and fp16 (also --fp16-gemm mma: every
 # product on step 6), cuBLASLt fp32/fp16, the
 # persistent, pipelined and cluster32 kernels (fp32, two hidden layers, batch <= 64) and the cluster
 # kernel (fp16 SGD without dropout, batch <= 32), each for 4 steps, up to batch 8,192 (W1's shape: its
@@ -47,7 +46,6 @@ PATHS=("build/phase4_mlp --precision fp32" "build/phase4_mlp --precision fp16"
        "build/phase5_batched --precision fp32" "build/phase5_batched --precision fp16"
        "build/phase5_batched --precision fp32 --fp32-gemm tile" "build/phase5_batched --precision fp32 --fp32-gemm tf32x3"
        "build/phase5_batched --precision fp32 --backward branched" "build/phase5_batched --precision fp32 --backward paired"
-       "build/phase5_batched --precision fp32 --update-pair off"
        "build/phase5_batched --precision fp16 --fp16-gemm mma"
        "build/phase5_batched --precision fp32 --gemm cublas" "build/phase5_batched --precision fp16 --gemm cublas"
        "build/phase5_batched --precision fp32 --launch persistent" "build/phase5_batched --precision fp32 --launch pipelined"

@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -329,63 +328,6 @@ TEST_CASE("mlp: 3xTF32 tensor-core GEMM (step 5) within the fp32 tolerance, awkw
     INFO(kind_name(kind) << " one-term TF32: rel.err " << e << " against tol " << tf32x3_tol(1000));
     CHECK(e > tf32x3_tol(1000));
   }
-}
-
-// Step 5's two-product launch (gemm_tf32x3_pair_kernel: phase 5 runs its last two weight gradients
-// so): planned by plan_tf32x3_pair (the same K slices for both, one wave), one launch of both equals
-// the two products launched one after the other with those plans, bit for bit; each is within the
-// fp32 tolerance of float64; the counters are reset. Weight-gradient shapes off the 64 x 64 tile
-// (64 x 130 and 37 x 200), K = 2,049 and 8,191 (a last slice shorter than the others), on an H200's
-// SMs and on a GPU of 8.
-TEST_CASE("mlp: step 5's two-product launch equals two launches bit for bit, within the fp32 tolerance") {
-  NB_SKIP_WITHOUT_DEVICE();
-  using P = GemmProblem<MatView<float, false>, MatView<float, true>, VecStoreEpi>;
-  for (int K : {2049, 8191})
-    for (int sm : {132, 8}) {
-      const int Ms[2] = {64, 37}, Ns[2] = {130, 200};
-      std::vector<float> a[2], b[2];
-      std::vector<double> ref[2];
-      std::unique_ptr<Dev<float>> da[2], db[2], dc[2];
-      P p[2];
-      for (int i = 0; i < 2; ++i) {
-        const int M = Ms[i], N = Ns[i];
-        a[i] = random_vec(static_cast<size_t>(K) * M), b[i] = random_vec(static_cast<size_t>(K) * N);
-        ref[i].assign(static_cast<size_t>(M) * N, 0.0);
-        for (int k = 0; k < K; ++k)
-          for (int m = 0; m < M; ++m) {
-            const double x = a[i][static_cast<size_t>(k) * M + m];
-            for (int n = 0; n < N; ++n) ref[i][static_cast<size_t>(m) * N + n] += x * b[i][static_cast<size_t>(k) * N + n];
-          }
-        da[i] = std::make_unique<Dev<float>>(a[i]), db[i] = std::make_unique<Dev<float>>(b[i]);
-        dc[i] = std::make_unique<Dev<float>>(static_cast<size_t>(M) * N);
-        p[i].M = M, p[i].N = N, p[i].K = K;
-        p[i].a = make_view<float, false>(da[i]->p, M), p[i].b = make_view<float, true>(db[i]->p, N);
-        p[i].epi.c = dc[i]->p, p[i].epi.ldc = N;
-      }
-      plan_tf32x3_pair(p[0], p[1], sm);
-      INFO("K=" << K << " sm=" << sm << " splits=" << p[0].splits);
-      REQUIRE(p[0].splits == p[1].splits);
-      REQUIRE(p[0].splits > 1);
-      REQUIRE(x3_tiles(p[0]) * p[0].splits + x3_tiles(p[1]) * p[1].splits <= kXBlocksPerSm * sm);
-      Dev<float> ws(ws_floats(p[0]) + ws_floats(p[1]));
-      Dev<unsigned> ctr(counter_slots(p[0]) + counter_slots(p[1]));
-      ctr.zero();
-      p[0].ws = ws.p, p[0].counters = ctr.p;
-      p[1].ws = ws.p + ws_floats(p[0]), p[1].counters = ctr.p + counter_slots(p[0]);
-      dc[0]->poison(), dc[1]->poison();
-      launch_tf32x3_pair<p4_gemm_fwd, P, P, 3>(p[0], p[1], nullptr, false);
-      CUDA_CHECK(cudaGetLastError());
-      const std::vector<float> pair0 = dc[0]->get(), pair1 = dc[1]->get();
-      for (unsigned v : ctr.get()) REQUIRE(v == 0u);
-      dc[0]->poison(), dc[1]->poison();
-      launch_tf32x3<p4_gemm_fwd, P, 3>(p[0], nullptr, false);
-      launch_tf32x3<p4_gemm_fwd, P, 3>(p[1], nullptr, false);
-      CUDA_CHECK(cudaGetLastError());
-      CHECK(std::memcmp(pair0.data(), dc[0]->get().data(), pair0.size() * sizeof(float)) == 0);
-      CHECK(std::memcmp(pair1.data(), dc[1]->get().data(), pair1.size() * sizeof(float)) == 0);
-      CHECK(rel(pair0, ref[0]) <= tf32x3_tol(K));
-      CHECK(rel(pair1, ref[1]) <= tf32x3_tol(K));
-    }
 }
 
 TEST_CASE("mlp: fp16 mma.sync GEMM (step 6) against float64 on its own operands, awkward shapes, split-K bit-stable") {

@@ -537,13 +537,13 @@ __host__ __device__ inline int x3_tiles(const P& p) {
 // One (64 x 64 tile, split) with the products of Acc (step 5's AccumX3, step 6's AccumF16): the
 // cp.async pipeline, the split-K fix-up of both 32-row sub-tiles, then each one's epilogue.
 template <class P, class Acc>
-__device__ __forceinline__ void tc64_tile(const P& p, int block) {
+__device__ __forceinline__ void tc64_tile(const P& p) {
   extern __shared__ __align__(128) unsigned char gemm_dyn[];
   using AV = typename P::AView;
   using BV = typename P::BView;
   using Lay = X3Layout<P>;
   const int xt = x3_tiles(p);
-  const int split = block / xt, tile = block % xt;
+  const int split = blockIdx.x / xt, tile = blockIdx.x % xt;
   const int bn = tile % p.tiles_n(), bm = tile / p.tiles_n();
   const int m0 = bm * kXBM, n0 = bn * kXBN;
   const int kbeg = split * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
@@ -628,19 +628,7 @@ __device__ __forceinline__ void tc64_tile(const P& p, int block) {
 
 template <class Tag, class P, int kTerms>
 __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P p) {
-  tc64_tile<P, AccumX3<kTerms>>(p, blockIdx.x);
-}
-
-// Two split products in one launch: blocks [0, n1) compute p1's (tile, split)s, the others p2's,
-// each exactly as its own launch would (the same slices, fix-ups and epilogues, so the same bits).
-// Phase 5 runs the last two weight gradients of its branched backward so (W1's 64 x 128 and the
-// first layer's 128 x 784, K = batch): on its own the small one waited on a side stream for the big
-// one's blocks to leave the SMs, then ran its 512 short blocks in their wake.
-template <class Tag, class P1, class P2, int kTerms>
-__global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_pair_kernel(P1 p1, P2 p2) {
-  const int n1 = x3_tiles(p1) * p1.splits;
-  if (static_cast<int>(blockIdx.x) < n1) tc64_tile<P1, AccumX3<kTerms>>(p1, blockIdx.x);
-  else tc64_tile<P2, AccumX3<kTerms>>(p2, blockIdx.x - n1);
+  tc64_tile<P, AccumX3<kTerms>>(p);
 }
 
 // Picks the split count for the 64 x 64 tile (steps 5 and 6): two blocks fit an SM (shared memory, at most 128 registers a
@@ -669,36 +657,6 @@ template <class P>
 inline void plan_tf32x3(P& p, int sm_count) {
   p.rung = GemmRung::TF32x3;
   plan_tc64_splits(p, sm_count);
-}
-// Plans two products of the same K for gemm_tf32x3_pair_kernel: both cut into the same slices (so
-// that their blocks take about as long), as many as one wave of both holds (at most 16, at least
-// four k-tiles a slice). W1 at batch 8,192: 26 + 2 tiles, 9 slices of 29 k-tiles, 252 blocks.
-template <class P1, class P2>
-inline void plan_tf32x3_pair(P1& p1, P2& p2, int sm_count) {
-  const int ktiles = (p1.K + kXBK - 1) / kXBK;
-  int s = (kXBlocksPerSm * sm_count) / (x3_tiles(p1) + x3_tiles(p2));
-  s = s < 16 ? s : 16;
-  s = s < ktiles / 4 ? s : ktiles / 4;
-  s = s > 1 ? s : 1;
-  const int per = ktiles > 0 ? (ktiles + s - 1) / s : 1;
-  p1.rung = p2.rung = GemmRung::TF32x3;
-  p1.splits = p2.splits = ktiles > 0 ? (ktiles + per - 1) / per : 1;
-  p1.kchunk = p2.kchunk = per * kXBK;
-}
-
-// p1 and p2 planned by plan_tf32x3_pair (or any plans whose blocks fit one wave together), each
-// with its own workspace and counters.
-template <class Tag, class P1, class P2, int kTerms>
-inline void launch_tf32x3_pair(const P1& p1, const P2& p2, cudaStream_t st, bool pdl) {
-  constexpr int kSmem = X3Layout<P1>::kBytes > X3Layout<P2>::kBytes ? X3Layout<P1>::kBytes : X3Layout<P2>::kBytes;
-  static bool attr_set = false;
-  if (!attr_set) {
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_tf32x3_pair_kernel<Tag, P1, P2, kTerms>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    attr_set = true;
-  }
-  launch_kernel(gemm_tf32x3_pair_kernel<Tag, P1, P2, kTerms>, x3_tiles(p1) * p1.splits + x3_tiles(p2) * p2.splits,
-                kXThreads, kSmem, st, pdl, p1, p2);
 }
 
 template <class Tag, class P, int kTerms>

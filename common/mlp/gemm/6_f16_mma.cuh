@@ -340,7 +340,7 @@ struct AccumF16 : TcAccum {
 
 template <class Tag, class P>
 __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_f16mma_kernel(P p) {
-  tc64_tile<P, AccumF16>(p, blockIdx.x);
+  tc64_tile<P, AccumF16>(p);
 }
 
 // fp16 problems on step 6: step 5's split plan (the same tile and blocks an SM).
