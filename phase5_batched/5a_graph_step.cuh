@@ -113,8 +113,10 @@ __device__ __forceinline__ AdamHyper& smem_adam() {
   __shared__ AdamHyper s;
   return s;
 }
-__device__ __forceinline__ uint32_t* smem_keep() {  // dropout keep bits, one word per thread
-  __shared__ uint32_t s[256];
+// Dropout keep bits, one word per thread ([0, 256)); step 5/6's 64-row tile keeps its second
+// sub-tile's words at [256, 512) until that sub-tile's epilogue (FwdHiddenEpi::prefetch_pair).
+__device__ __forceinline__ uint32_t* smem_keep() {
+  __shared__ uint32_t s[512];
   return s;
 }
 
@@ -204,7 +206,7 @@ struct FwdHiddenEpi {
   // elements it will own in run() here, under the K loop's load latency, and keeps them as bits
   // (bit 4k + j: row k of its rows, column j of its quad) in shared memory.
   template <int NT>
-  __device__ void draw_keep(int m0, int n0, int M, int N) const {
+  __device__ void draw_keep(int m0, int n0, int M, int N, uint32_t* dst) const {
     constexpr int RS = NT / kQuads, R = kBM / RS;
     const int c = (threadIdx.x % kQuads) * 4, n = n0 + c, valid = min(4, N - n);
     const uint64_t s = static_cast<uint64_t>(step.get());
@@ -220,12 +222,25 @@ struct FwdHiddenEpi {
             keep |= 1u << (4 * k + j);
       }
     }
-    smem_keep()[threadIdx.x] = keep;
+    dst[threadIdx.x] = keep;
   }
   __device__ void prefetch(int m0, int n0, int M, int N) const {
     if (!dropout) return;
-    if (blockDim.x == 256) draw_keep<256>(m0, n0, M, N);
-    else draw_keep<128>(m0, n0, M, N);
+    if (blockDim.x == 256) draw_keep<256>(m0, n0, M, N, smem_keep());
+    else draw_keep<128>(m0, n0, M, N, smem_keep());
+  }
+  // Step 5/6's 64-row tile (256 threads): both 32-row sub-tiles' bits at once, before the PDL wait
+  // (they depend on no kernel: the key, the layer and the step number, which the host and the
+  // epoch's first kernel wrote before the graph ran), so that neither draw waits in the step's
+  // critical path; next_sub() moves the second sub-tile's words into place before its epilogue.
+  static constexpr bool kEarlyDraw = true;
+  __device__ void prefetch_pair(int m0, int n0, int M, int N) const {
+    if (!dropout) return;
+    draw_keep<256>(m0, n0, M, N, smem_keep());
+    draw_keep<256>(m0 + kBM, n0, M, N, smem_keep() + 256);
+  }
+  __device__ void next_sub() const {
+    if (dropout) smem_keep()[threadIdx.x] = smem_keep()[256 + threadIdx.x];  // each thread its own word
   }
   template <int NT>
   __device__ void run(const float* cs, int m0, int n0, int M, int N) const {

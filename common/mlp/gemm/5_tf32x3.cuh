@@ -72,6 +72,21 @@
 // loads. Prediction, before measuring (H200, batch 8,192, the weight gradient's 10 slices): the
 // last block's chain loses a fence, a counter round trip and a round of loads, about 2.5 us of the
 // ~8 a tile's tail takes: 56 -> about 53.5 us, W1's step 153 -> about 150.5.
+// Measured (H200; GEMM benchmark of 8b5cf70 with a probe's stamps, logs/tail_8b5cf70/gemm/): 56.0
+// and 56.1 us against 57.8 and 56.6; W1's step (logs/pair_724a221/: W1's update on its own, the
+// plan of 8b5cf70) 148.9 us at 8,192 and 72.9 at 2,048, 153.1 and 77.4 in the records of 60a9493.
+// Stamps inside the step (logs/tail2_8b5cf70/summary.txt): the last block of a tile still takes
+// 15.6 us from its mainloop's end to its exit at 8,192 (hand-over 1.4, adding the 10 partials 3.2,
+// the epilogues 7.5 and 3.6), while W1's update, on the side stream, runs its 512 blocks on the
+// SMs the other slices leave and ends with it.
+// Then: the forward's dropout bits before the PDL wait. FwdHiddenEpi draws each sub-tile's bits
+// (one Philox4x32-10 an element, 8 a thread) in its prefetch; the second sub-tile's draw waited for
+// the first one's epilogue. They depend on no kernel, so both are drawn before the PDL wait, while
+// the kernel before still runs (the blocks of W1's second forward product sit resident ~4 us
+// before the first one ends at 8,192). Prediction, before measuring: a draw is ~1,200 instructions
+// a thread, ~1.3 us at 8 warps an SM; W1's second forward product (8 warps an SM) loses both from
+// its critical path, the first (after the branches join, no PDL) its second: the step at 8,192
+// 148.9 -> about 146 us.
 #pragma once
 #include <cstdint>
 
@@ -534,6 +549,14 @@ __host__ __device__ inline int x3_tiles(const P& p) {
   return ((p.M + kXBM - 1) / kXBM) * p.tiles_n();
 }
 
+// An epilogue with `static constexpr bool kEarlyDraw = true` (phase 5's FwdHiddenEpi: its dropout
+// bits) prepares both 32-row sub-tiles before the PDL wait (prefetch_pair) and the second one's in
+// place of its prefetch (next_sub); the others prefetch each sub-tile as the 32 x 64 kernel does.
+template <class E, class = void>
+struct EarlyDraw : std::false_type {};
+template <class E>
+struct EarlyDraw<E, std::void_t<decltype(E::kEarlyDraw)>> : std::integral_constant<bool, E::kEarlyDraw> {};
+
 // One (64 x 64 tile, split) with the products of Acc (step 5's AccumX3, step 6's AccumF16): the
 // cp.async pipeline, the split-K fix-up of both 32-row sub-tiles, then each one's epilogue.
 template <class P, class Acc>
@@ -573,6 +596,8 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   // The fragment reads' tables (a byte operand's values), under those copies and before the wait:
   // they depend on no kernel. The loop's first barrier orders them before any read.
   Acc::template prepare<AV, BV>();
+  using Epi = typename std::decay<decltype(p.epi)>::type;
+  if constexpr (EarlyDraw<Epi>::value) p.epi.prefetch_pair(m0, n0, p.M, p.N);
   pdl_wait();
   pdl_launch_dependents();
 #pragma unroll
@@ -586,7 +611,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   // The row ids of the first stage the loop issues, fetched now: each iteration issues its stage's
   // copies and fetches the next stage's ids, which land under the MMAs.
   if (kXStages - 1 < nst) fetch_a(kXStages - 1), fetch_b(kXStages - 1);
-  p.epi.prefetch(m0, n0, p.M, p.N);  // sub-tile 0's; under the first stages' latency
+  if constexpr (!EarlyDraw<Epi>::value) p.epi.prefetch(m0, n0, p.M, p.N);  // sub-tile 0's; under the first stages' latency
   for (int t = 0; t < nst; ++t) {
     x3_wait<kXStages - 2>();  // stage t has landed (this thread's copies) ...
     __syncthreads();          // ... and everyone's; every warp is done with stage t - 1
@@ -605,7 +630,6 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   acc.template store_tile<AV, BV>(cs);
   __syncthreads();
 
-  using Epi = typename std::decay<decltype(p.epi)>::type;
   constexpr int kSubs = kXBM / kBM;
   const int subs = min(kSubs, (p.M - m0 + kBM - 1) / kBM);  // sub-tiles inside M: the same for the tile row
   // Split: both sub-tiles handed over at once (one fence and one counter, sub-tile 0's); the last
@@ -619,7 +643,8 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
     const int ms = m0 + s * kBM;
     if (s > 0) {
       __syncthreads();  // the previous sub-tile's epilogue is done with the per-block scratch
-      p.epi.prefetch(ms, n0, p.M, p.N);
+      if constexpr (EarlyDraw<Epi>::value) p.epi.next_sub();
+      else p.epi.prefetch(ms, n0, p.M, p.N);
       __syncthreads();
     }
     p.epi(cs + s * (kBM * kLdc), ms, n0, p.M, p.N);
