@@ -72,13 +72,12 @@
 // loads. Prediction, before measuring (H200, batch 8,192, the weight gradient's 10 slices): the
 // last block's chain loses a fence, a counter round trip and a round of loads, about 2.5 us of the
 // ~8 a tile's tail takes: 56 -> about 53.5 us, W1's step 153 -> about 150.5.
-// Measured (H200; GEMM benchmark of 8b5cf70 with a probe's stamps, logs/tail_8b5cf70/gemm/): 56.0
-// and 56.1 us against 57.8 and 56.6; W1's step (logs/pair_724a221/: W1's update on its own, the
-// plan of 8b5cf70) 148.9 us at 8,192 and 72.9 at 2,048, 153.1 and 77.4 in the records of 60a9493.
-// Stamps inside the step (logs/tail2_8b5cf70/summary.txt): the last block of a tile still takes
-// 15.6 us from its mainloop's end to its exit at 8,192 (hand-over 1.4, adding the 10 partials 3.2,
-// the epilogues 7.5 and 3.6), while W1's update, on the side stream, runs its 512 blocks on the
-// SMs the other slices leave and ends with it.
+// Measured (H200): the GEMM benchmark's weight gradient 56.0 and 56.1 us against 57.8 and 56.6
+// for 60a9493's build, alternating in one call (logs/tail_8b5cf70/gemm/): 1 us, not 2.5. Stamps
+// inside W1's step at 8,192 (logs/tail2_8b5cf70/summary.txt) say why: the last block of a tile
+// still works 15.6 us after its mainloop (hand-over 1.4, adding the 10 partials 3.0, the two
+// epilogues 7.6 and 3.6), and W1's update, on the side stream, runs its 512 blocks on the SMs the
+// other slices leave and ends with it. The step: 148.9 us at 8,192 (logs/pair_724a221/steps.txt).
 // Then: the forward's dropout bits before the PDL wait. FwdHiddenEpi draws each sub-tile's bits
 // (one Philox4x32-10 an element, 8 a thread) in its prefetch; the second sub-tile's draw waited for
 // the first one's epilogue. They depend on no kernel, so both are drawn before the PDL wait, while
@@ -87,6 +86,12 @@
 // a thread, ~1.3 us at 8 warps an SM; W1's second forward product (8 warps an SM) loses both from
 // its critical path, the first (after the branches join, no PDL) its second: the step at 8,192
 // 148.9 -> about 146 us.
+// Measured (H200, c3dc21f against 8b5cf70, alternating, same checksums, logs/early_c3dc21f/):
+// W1's step at 8,192 149.8 -> 142.7 us, 4,096 101.7 -> 96.8, 2,048 73.2 -> 72.3; fp16 at 8,192
+// 107.2 -> 100.1. More than predicted: stamped inside the step, the hidden forward went 17.6 ->
+// 8.7 us (a draw at one block an SM took ~4.5 us, not 1.3), the gathered forward 40.0 -> 40.8.
+// The step in the sweep: 143.7 us (phase5_batched__batch-sweep-b8192.json, c3dc21f), 1.73x JAX,
+// 2.14x PyTorch compiled-graph.
 #pragma once
 #include <cstdint>
 

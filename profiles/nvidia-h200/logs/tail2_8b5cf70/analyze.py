@@ -1,7 +1,10 @@
 """Reads probe-*.log.gz (probe.py's output) and prints, per run: the GEMM launches of the last full
 training step and a half (first/last block entry and exit, us from the first entry of the last
 first-layer weight gradient), and that weight gradient's blocks: PDL wait, mainloop, hand-over, and
-its 26 last blocks' partial adds and two epilogues.  Usage: python3 analyze.py (in this folder)."""
+its 26 last blocks' partial adds and two epilogues. A kernel is named by its problem type's id (the
+last 4 hex digits), in a step's order at batch 8,192: the gathered forward (grid 256), the hidden
+forward (128), softmax-CE (256), the two backward-data products (one type, 256 each), the side
+stream's updates of layers 2 and 1 (one type, grids 256 and 512), the first layer's update (260).  Usage: python3 analyze.py (in this folder)."""
 import glob, gzip, statistics, collections
 
 def lines(path):
