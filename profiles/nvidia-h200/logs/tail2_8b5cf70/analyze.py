@@ -4,8 +4,9 @@ first-layer weight gradient), and that weight gradient's blocks: PDL wait, mainl
 its 26 last blocks' partial adds and two epilogues. A kernel is named by its problem type's id (the
 last 4 hex digits), in a step's order at batch 8,192: the gathered forward (grid 256), the hidden
 forward (128), softmax-CE (256), the two backward-data products (one type, 256 each), the side
-stream's updates of layers 2 and 1 (one type, grids 256 and 512), the first layer's update (260).  Usage: python3 analyze.py (in this folder)."""
-import glob, gzip, statistics, collections
+stream's updates of layers 2 and 1 (one type, grids 256 and 512), the first layer's update (260).
+Usage: python3 analyze.py [FOLDER] (default: this script's folder)."""
+import glob, gzip, os, statistics, sys, collections
 
 def lines(path):
     with gzip.open(path, 'rt') as f:
@@ -26,11 +27,12 @@ def launches(path):  # per (kernel id, grid): blocks grouped into launches (a bl
             L['blocks'][b] = (t0, t1); prev = t0
     return [L for L in out if len(L['blocks']) == L['g']]
 
-for f in sorted(glob.glob('probe-*.log.gz')):
+folder = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+for f in sorted(glob.glob(os.path.join(folder, 'probe-*.log.gz'))):
     rows = [[int(x) for x in l.split()[1:]] for l in lines(f) if l.startswith('probe ') and not l.startswith('probe grid')]
     T = min(r[1] for r in rows)
     us = lambda v: (v - T) / 1e3
-    print('==', f, '(us from the first block entry of the last first-layer weight gradient)')
+    print('==', os.path.basename(f), '(us from the first block entry of the last first-layer weight gradient)')
     Ls = launches(f)
     for L in sorted(Ls, key=lambda L: min(t0 for t0, _ in L['blocks'].values())):
         t0s = [t0 for t0, _ in L['blocks'].values()]; t1s = [t1 for _, t1 in L['blocks'].values()]
