@@ -14,9 +14,8 @@
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
 //   --fp32-gemm auto|tile|tf32x3  big-batch fp32 products on tensor cores, fp32-accurate (step 5
 //     of the GEMM ladder, common/mlp/gemm/5_tf32x3.cuh); the plan is printed and recorded;
-//   --fp16-gemm auto|tile|mma  big-batch fp16 products on step 6 (mma.sync in step 5's tile) where
-//     it pays (fp32_gemm.h);
-//   --gemm-compare  the GEMM benchmark (every product of a step, each rung and cuBLASLt).
+//   --fp16-gemm auto|tile|mma  fp16 products on step 6 where it pays (fp32_gemm.h); --gemm-compare
+//     the GEMM benchmark (every product of a step, each rung and cuBLASLt).
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the
@@ -33,14 +32,15 @@
 //   path against JAX: h = 128 rung 5d 27.67 us a step, 1.24x; 256-2,048 rung 5g 36.58-113.4 us,
 //   1.05x at 256, 0.98x / 0.98x / 0.95x at 512 / 1,024 / 2,048; 4,096 / 8,192 own GEMMs 0.234 /
 //   0.653 ms, 1.09x / 1.25x JAX jit-run. --launch auto picks among them (launch_plan.h). Batch sweep
-//   (bench_frameworks.sh at 60a9493, __batch-sweep-b<B>.json, JAX at every batch): ahead at all nine;
-//   32: 35.1 us a step, 1.11x JAX jit-run; 64: 1.06x (the least); 2,048: 77.4 us, 1.38x; 8,192:
-//   0.153 ms, 1.72x (PyTorch compiled-graph 0.295), fp16 0.110 ms. The lesson: up to batch 1,024 a
-//   step is its dependent kernels' latency (35-69 us); from there it grows with the arithmetic: step 5
-//   buys 2.00x at 8,192 (0.306 ms on the SIMT tile) where fp32_gemm.h's rule says it pays, the
-//   images' bytes multiplied as the integers they are (exact in TF32: two products, not three); the
-//   branched backward takes the upper layers' updates off the chain (2,048: 86.0 against 107.2 us
-//   paired). Step 5's first-layer products: 1.21x and 1.28x cuBLASLt fp32 (__gemm-b8192.json).
+//   (bench_frameworks.sh, __batch-sweep-b<B>.json, JAX at every batch; 32-1,024 at 60a9493, 2,048-
+//   8,192 at c3dc21f): ahead at all nine; 32: 35.1 us a step, 1.11x JAX jit-run; 64: 1.06x (the
+//   least); 2,048: 72.5 us, 1.44x; 8,192: 0.144 ms, 1.73x (2.14x PyTorch compiled-graph's 0.307),
+//   fp16 0.101 ms. The lesson: up to batch 1,024 a step is its dependent kernels' latency (35-69 us);
+//   from there it grows with the arithmetic: step 5 buys 2.13x at 8,192 (0.305 ms on the SIMT tile)
+//   where fp32_gemm.h's rule says it pays, the images' bytes multiplied as the integers they are
+//   (exact in TF32: two products, not three); the branched backward takes the upper layers' updates
+//   off the chain (2,048: 86.0 against 107.2 us paired); the dropout bits are drawn before the PDL
+//   wait. Step 5's first-layer products: 1.26x and 1.36x cuBLASLt fp32 (__gemm-b8192.json).
 //
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
