@@ -230,9 +230,10 @@ struct FwdHiddenEpi {
     else draw_keep<128>(m0, n0, M, N, smem_keep());
   }
   // Step 5/6's 64-row tile (256 threads): both 32-row sub-tiles' bits at once, before the PDL wait
-  // (they depend on no kernel: the key, the layer and the step number, which the host and the
-  // epoch's first kernel wrote before the graph ran), so that neither draw waits in the step's
-  // critical path; next_sub() moves the second sub-tile's words into place before its epilogue.
+  // (they depend on no step kernel: the key, the layer and the step number, which the epoch's
+  // permutation kernel wrote; the trainer launches the step kernel after it without PDL), so that
+  // neither draw waits in the step's critical path; next_sub() moves the second sub-tile's words
+  // into place before its epilogue.
   static constexpr bool kEarlyDraw = true;
   __device__ void prefetch_pair(int m0, int n0, int M, int N) const {
     if (!dropout) return;

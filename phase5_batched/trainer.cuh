@@ -163,6 +163,7 @@ class Trainer {
     epoch_begin_kernel<<<(n + kEwThreads - 1) / kEwThreads, kEwThreads, 0, st_>>>(
         perm_.get(), n, make_perm(o_.common.seed, static_cast<uint64_t>(e), n), base_.get(), first_step);
     CHECK_LAUNCH();
+    pdl_off_next_ = true;  // the step's first kernel reads base_ (written here) before its PDL wait
   }
 
   // Graph step (trainer_graph_step.cuh): enqueues the kernels of step base + i on the stream
@@ -287,10 +288,12 @@ class Trainer {
   void plan_fused_backward();
   void plan_branches();
   // PDL for a step kernel on the step's stream; off for the first one after the branches join
-  // (its dependencies are two kernels of two streams, not the one kernel before it).
+  // (its dependencies are two kernels of two streams, not the one kernel before it) and for the
+  // first one after epoch_begin_kernel (a step kernel may read the step number before its PDL
+  // wait: FwdHiddenEpi's early dropout draw).
   bool take_pdl() {
-    const bool p = pdl_ && !after_join_;
-    after_join_ = false;
+    const bool p = pdl_ && !pdl_off_next_;
+    pdl_off_next_ = false;
     return p;
   }
   void enqueue_backward_branched(const StepRef& sr, std::map<std::string, KernelCost>* costs);
@@ -399,7 +402,8 @@ class Trainer {
   bool pdl_ = false;  // own graph path: step kernels launched with PDL (--pdl)
   // --backward branched: the updates on a second stream (a second branch of the captured graph),
   // forked from the step's stream after each backward-data product and joined at the step's end.
-  bool branched_ = false, after_join_ = false;
+  bool branched_ = false;
+  bool pdl_off_next_ = false;  // take_pdl(): the next step kernel waits for all the stream's work
   cudaStream_t side_{};
   cudaEvent_t fork_{}, join_{};
   DevBuf<float> fb_ws_;

@@ -385,7 +385,7 @@ void Trainer<T>::enqueue_backward_branched(const StepRef& sr, std::map<std::stri
   add_cost(costs, "p5_update", u0, update_bytes(0), true);
   CUDA_CHECK(cudaEventRecord(join_, side_));
   CUDA_CHECK(cudaStreamWaitEvent(st_, join_, 0));
-  after_join_ = true;
+  pdl_off_next_ = true;
 }
 
 // ----- cuBLASLt path: the same epilogue functors, run after each cuBLASLt product.
