@@ -58,14 +58,23 @@ open(p,'w').write(s)
 p=root+'/common/mlp/gemm/5_tf32x3.cuh'
 s=open(p).read()
 old='''  Acc::template prepare<AV, BV>();
-  pdl_wait();'''
-assert old in s
+'''
+assert s.count(old) == 1
 s=s.replace(old,'''  const bool fx_on = p.splits >= 8;
   fx_stamp(fx_on, 0);
   if (fx_on && threadIdx.x == 0 && blockIdx.x == 0) g_fx_n = gridDim.x;
   Acc::template prepare<AV, BV>();
-  pdl_wait();
-  fx_stamp(fx_on, 1);''')
+''')
+old='''  pdl_wait();
+  pdl_launch_dependents();
+#pragma unroll
+  for (int s = 0; s < kXStages - 1; ++s) {'''
+assert s.count(old) == 1
+s=s.replace(old,'''  pdl_wait();
+  fx_stamp(fx_on, 1);
+  pdl_launch_dependents();
+#pragma unroll
+  for (int s = 0; s < kXStages - 1; ++s) {''')
 old='''  acc.template store_tile<AV, BV>(cs);
   __syncthreads();
 '''
