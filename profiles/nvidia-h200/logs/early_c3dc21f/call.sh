@@ -2,8 +2,8 @@
 # (phase 5 built here, nvcc 13.0, sm_90, carried xz'd.) MODE=ab: 8b5cf70's build (the one hand-over
 # of a split tile) against c3dc21f's (the same, and the forward's dropout bits drawn before the PDL
 # wait), alternating, 3 rounds, --deterministic, W1 fp32 at 2,048 / 4,096 / 8,192 and fp16 at 8,192
-# (the checksums must match). MODE=probe: c3dc21f with the stamps of ../tail2_8b5cf70/probe.py (the same
-# probe, its anchors moved), W1 at 8,192, 2 runs. Summary: python3 ../tail2_8b5cf70/analyze.py . > summary.txt
+# (the checksums must match). MODE=probe: c3dc21f with the stamps of ../tail2_8b5cf70/probe.py (its
+# anchors fit both trees), W1 at 8,192, 2 runs. Summary: python3 ../tail2_8b5cf70/analyze.py . > summary.txt
 set -u
 MODE=${MODE:-ab}
 R=build/early-$MODE; rm -rf $R; mkdir -p $R/ab
