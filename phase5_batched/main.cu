@@ -34,8 +34,8 @@
 //   0.653 ms, 1.09x / 1.25x JAX jit-run. --launch auto picks among them (launch_plan.h). Batch sweep
 //   (bench_frameworks.sh, __batch-sweep-b<B>.json, JAX at every batch; 32-1,024 at 60a9493, 2,048-
 //   8,192 at c3dc21f): ahead at all nine; 32: 35.1 us a step, 1.11x JAX jit-run; 64: 1.06x (the
-//   least); 2,048: 72.5 us, 1.44x; 8,192: 0.144 ms, 1.73x (2.14x PyTorch compiled-graph's 0.307),
-//   fp16 0.101 ms. The lesson: up to batch 1,024 a step is its dependent kernels' latency (35-69 us);
+//   least); 2,048: 72.5 us, 1.44x; 8,192: 0.144 ms, 1.73x (PyTorch compiled-graph 0.307), fp16
+//   0.101 ms. The lesson: up to batch 1,024 a step is its dependent kernels' latency (35-69 us);
 //   from there it grows with the arithmetic: step 5 buys 2.13x at 8,192 (0.305 ms on the SIMT tile)
 //   where fp32_gemm.h's rule says it pays, the images' bytes multiplied as the integers they are
 //   (exact in TF32: two products, not three); the branched backward takes the upper layers' updates
