@@ -17,7 +17,11 @@
 //   * mma.sync m16n8k16 with both operands K-contiguous, read as 8-byte words: lane t's registers hold
 //     k = 4t .. 4t+3 of a 16-step in A and in B alike (a permutation of the k-slots, the same sum);
 //   * the fp16 rows and the fp32 masters stay in shared memory where they fit; past that they are read
-//     from global memory (the masters in place in the trainer's buffer).
+//     from global memory (the masters in place in the trainer's buffer);
+//   * two teams of warps a block: 8 run the chain (products, exchanges, softmax, the first layer's
+//     update, which the next forward waits for), 8 update the inner layers' rows and the last layer's
+//     columns as soon as their dZ is known, beside the chain; hardware barriers by name hand dZ over
+//     and the updated rows back (the chain waits for layer l's rows before its next forward through l).
 // THE DESIGN DECISION: spread the model over the whole GPU and pay 2L-3 grid barriers a step (5 for
 // W2) with every block reading each exchanged activation whole, rather than replicate or mirror weights
 // (5d's column copies and replicated last layer would not fit beside h = 1,024's rows).
@@ -31,6 +35,11 @@
 // 13.9, the last layer's columns and the first layer's update 8.0, the next batch 1.7: every phase is
 // a few L2 round trips and block barriers, not arithmetic. 128 / 256 / 512 / 2,048: 31.9 / 36.58 /
 // 42.19 / 113.4 (5d 27.67 at 128; JAX 34.30 / 38.22 / 41.37 / 107.1).
+// THE TWO TEAMS, PREDICTED before measuring: the chain sheds the inner rows' updates (13.9 us at h =
+// 1,024) and the last layer's columns, keeps the first layer's update, and runs its products on half
+// the warps (a second round of L2 loads where K is long, ~0.5 us a product): ~42 us a step at 1,024,
+// ~34 at 256, ~85 at 2,048, if the team's updates fit in the chain's ~20 us between a layer's dZ and
+// its next forward.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -55,6 +64,24 @@ namespace nb {
 namespace mlp {
 
 __host__ __device__ inline int gr_round(int x, int m) { return (x + m - 1) / m * m; }
+
+// The block's two teams: warps [0, kGrChainWarps) run the step's dependent chain (the products, the
+// exchanges, the softmax, the first layer's update); the others, the update team, update the inner
+// layers' rows and the last layer's columns beside it, each as soon as its output gradient is ready.
+constexpr int kGrChainWarps = 8;
+constexpr int kGrChainThreads = 32 * kGrChainWarps;
+constexpr int kGrUpdWarps = kGrWarps - kGrChainWarps;
+constexpr int kGrUpdThreads = 32 * kGrUpdWarps;
+static_assert(kGrChainWarps >= 1 && kGrUpdWarps >= 1, "both teams need warps");
+// Hardware barriers (0 is __syncthreads): the chain's, the update team's, then per inner layer l
+// (1 <= l <= kClMaxLayers - 2) "dZ_l is ready" (the chain arrives, the team waits) and "layer l's rows
+// are updated" (the team arrives, the chain waits before its next forward through layer l).
+constexpr int kGrBarChain = 1, kGrBarUpd = 2;
+__device__ __forceinline__ int gr_bar_dz(int l) { return 2 + l; }
+__device__ __forceinline__ int gr_bar_rows(int l) { return 1 + kClMaxLayers + l; }
+static_assert(1 + kClMaxLayers + kClMaxLayers - 2 <= 15, "16 hardware barriers a block");
+__device__ __forceinline__ void gr_bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void gr_bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 
 // Units of hidden layer y that block r owns.
 __host__ __device__ inline int gr_own(const GridLayer& y, int r) {
@@ -140,16 +167,16 @@ __device__ __forceinline__ float h2f(__half h) { return __half2float(h); }
 
 // out[m][b] (m < 16 mtiles, b < 32) = sum_k A[m][k] Bm[b][k]: both operands K-contiguous (rows of A at
 // stride lda, batch rows of Bm at stride ldb, K = 16 ksteps, zero past the data), 8-byte fragment reads
-// in the permuted k order (the card). Warps split the row tiles and chunks of K; each stores its fp32
-// partial to scratch[kc][m][32]. Returns the chunks (part_sum adds them in order). Ends with a block
-// barrier.
+// in the permuted k order (the card). The chain's warps split the row tiles and chunks of K; each stores
+// its fp32 partial to scratch[kc][m][32]. Returns the chunks (part_sum adds them in order). Ends with the
+// chain's barrier.
 template <bool kAL2, bool kBL2>
 __device__ __forceinline__ int rows_product(const __half* A, int lda, const __half* Bm, int ldb, int mtiles, int ksteps,
                                             float* scratch) {
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int kcn = max(1, min(kGrWarps / mtiles, ksteps));
+  const int kcn = max(1, min(kGrChainWarps / mtiles, ksteps));
   const int per = (ksteps + kcn - 1) / kcn;
-  for (int task = wid; task < mtiles * kcn; task += kGrWarps) {
+  for (int task = wid; task < mtiles * kcn; task += kGrChainWarps) {
     const int mt = task % mtiles, kc = task / mtiles;
     float acc[4][4] = {};
     const __half* a0 = A + static_cast<size_t>(mt * 16 + g) * lda + 4 * t;
@@ -174,7 +201,7 @@ __device__ __forceinline__ int rows_product(const __half* A, int lda, const __ha
       s[8 * kGrRows + 8 * j] = acc[j][2], s[8 * kGrRows + 8 * j + 1] = acc[j][3];
     }
   }
-  __syncthreads();
+  gr_bar_sync(kGrBarChain, kGrChainThreads);
   return kcn;
 }
 
@@ -195,12 +222,13 @@ __device__ __forceinline__ float part_sum(const float* scratch, int kcn, int row
 // (column groups past the last tile are 0). dZt is the block's own
 // [U][kGrLdT]. The input In: a layer's unit-major copy [n][32] in global memory (kX = false: permuted
 // 8-byte reads on both sides), or X [32][ldx] in shared memory (kX: ldmatrix.trans for B and the
-// standard k order for A).
+// standard k order for A). The tiles are split over nw warps; w is the caller's warp among them.
 template <bool kX, class Epi>
-__device__ __forceinline__ void wgrad(const __half* dzt, const __half* in, int ldx, int mtiles, int ntiles, Epi epi) {
-  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+__device__ __forceinline__ void wgrad(const __half* dzt, const __half* in, int ldx, int mtiles, int ntiles, int w, int nw,
+                                      Epi epi) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int groups = (ntiles + 3) / 4;
-  for (int task = wid; task < mtiles * groups; task += kGrWarps) {
+  for (int task = w; task < mtiles * groups; task += nw) {
     const int mt = task % mtiles, grp = task / mtiles;
     uint32_t a[2][4];
     const __half* ar = dzt + (mt * 16 + g) * kGrLdT;
@@ -253,6 +281,10 @@ struct GridBlock {
   unsigned bars = 0;    // barriers this block has arrived at in this launch
   unsigned char* const sm;
   const int r, tid, lane, wid, L, B, D, NB, C;
+  // the caller's team (the chain: warps [0, kGrChainWarps); the update team: the rest), its thread and
+  // warp in it, and the team's threads and warps
+  const bool in_chain;
+  const int gt, gw, gn, gnw;
   const bool keep_grads;
   const int cpr, nchunks;  // the batch as 16-byte chunks: chunk q is row q / cpr, bytes 16 (q % cpr)
   SegmentClock<kGrSegments>& clock;
@@ -261,8 +293,12 @@ struct GridBlock {
                                        SegmentClock<kGrSegments>& c)
       : p(params), g(layout), bar(reinterpret_cast<unsigned*>(layout.arena + layout.bar)), sm(s), r(static_cast<int>(blockIdx.x)), tid(threadIdx.x),
         lane(threadIdx.x & 31), wid(threadIdx.x >> 5), L(params.L), B(params.B), D(params.w[0]), NB(layout.NB),
-        C(layout.C), keep_grads(params.grads_out != nullptr), cpr(params.w[0] / 16), nchunks(params.B * (params.w[0] / 16)),
+        C(layout.C), in_chain(wid < kGrChainWarps), gt(in_chain ? tid : tid - kGrChainThreads),
+        gw(in_chain ? wid : wid - kGrChainWarps), gn(in_chain ? kGrChainThreads : kGrUpdThreads),
+        gnw(in_chain ? kGrChainWarps : kGrUpdWarps), keep_grads(params.grads_out != nullptr), cpr(params.w[0] / 16), nchunks(params.B * (params.w[0] / 16)),
         clock(c) {}
+
+  __device__ __forceinline__ void chain_sync() const { gr_bar_sync(kGrBarChain, kGrChainThreads); }
 
   __device__ __forceinline__ __half* hs(size_t off) const { return reinterpret_cast<__half*>(sm + off); }
   __device__ __forceinline__ float* fs(size_t off) const { return reinterpret_cast<float*>(sm + off); }
@@ -318,7 +354,7 @@ struct GridBlock {
   // ---- the batch: its rows' bytes by cp.async into xb (issued early, waited for at the end of the
   // step) ...
   __device__ __forceinline__ void fetch_batch(int batch) const {
-    for (int q = tid; q < nchunks; q += kGrThreads) {
+    for (int q = tid; q < nchunks; q += kGrChainThreads) {
       const int row = q / cpr, c = q - row * cpr;
       const int img = __ldg(p.perm + static_cast<size_t>(batch) * B + row);
       const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(sm + g.xb + row * D + 16 * c));
@@ -329,9 +365,9 @@ struct GridBlock {
   // ... and from xb to the fp16 X through the table (x / 255 in fp32, rounded: 5d's values)
   __device__ __forceinline__ void store_x() const {
     asm volatile("cp.async.wait_all;\n" ::);
-    __syncthreads();
+    chain_sync();
     const __half* xtab = hs(g.xtab);
-    for (int q = tid; q < nchunks; q += kGrThreads) {
+    for (int q = tid; q < nchunks; q += kGrChainThreads) {
       const int row = q / cpr, c = q - row * cpr;
       const uint4 v = *reinterpret_cast<const uint4*>(sm + g.xb + row * D + 16 * c);
       const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
@@ -351,11 +387,13 @@ struct GridBlock {
     if (tid < B) reinterpret_cast<int*>(sm + g.lab)[tid] = __ldg(p.labels + __ldg(p.perm + static_cast<size_t>(i) * B + tid));
   }
   // The grid barrier, split: arrive once this block's writes of an exchange are done; wait until every
-  // block has arrived (the stage before each stamped its own segment). Thread 0 orders the block's
-  // writes before its arrival (the block barrier, then a fence: cooperative groups' grid sync does the
-  // same) and every later read after the others' arrivals.
+  // block has arrived (the stage before each stamped its own segment). The chain's thread 0 orders the
+  // chain's writes before its arrival (the chain's barrier, then a fence: cooperative groups' grid sync
+  // does the same for a whole block) and every later read after the others' arrivals. The update
+  // team's writes that other blocks read (the transposed copies) are fenced by their writers before
+  // the team signals the chain, which waits for that signal before its next arrival.
   __device__ __forceinline__ void arrive() {
-    __syncthreads();
+    chain_sync();
     if (tid == 0) {
       __threadfence();
       atomicAdd(bar, 1u);
@@ -371,7 +409,7 @@ struct GridBlock {
       } while (seen < target);
       __threadfence();
     }
-    __syncthreads();
+    chain_sync();
     clock.stamp(1);
   }
   __device__ __forceinline__ void barrier() { arrive(), wait(); }
@@ -397,7 +435,7 @@ struct GridBlock {
     const float* bias = fs(y.bias);
     __half* hto = hs(y.hto);
     const bool exch = l + 2 < L;
-    for (int e = tid; e < y.U * kGrRows; e += kGrThreads) {
+    for (int e = tid; e < y.U * kGrRows; e += kGrChainThreads) {
       const int u = e / kGrRows, b = e - u * kGrRows;
       const float z = part_sum(scratch, kcn, y.U, u, b) + bias[u < own ? u : 0];
       const __half a = __float2half_rn(u < own && b < B ? fmaxf(z, 0.f) : 0.f);
@@ -407,7 +445,7 @@ struct GridBlock {
         ht(l, par)[static_cast<size_t>(u0 + u) * kGrRows + b] = a;
       }
     }
-    __syncthreads();
+    chain_sync();
     clock.stamp(0);
   }
 
@@ -419,7 +457,7 @@ struct GridBlock {
     const __half* hto = hs(yh.hto);
     const __half* lw16 = hs(g.lw16);
     float* part = fa(g.part) + static_cast<size_t>(par) * NB * kGrRows * C;  // by step parity: one barrier a step when L = 2
-    for (int e = tid; e < kGrRows * C; e += kGrThreads) {
+    for (int e = tid; e < kGrRows * C; e += kGrChainThreads) {
       const int b = e / C, c = e - b * C;
       float z = 0.f;
       for (int u = 0; u < own; ++u) z = fmaf(h2f(hto[u * kGrLdT + b]), h2f(lw16[c * Ul + u]), z);
@@ -427,12 +465,13 @@ struct GridBlock {
     }
     clock.stamp(2);
     barrier();
-    // warp w sums blocks w, w + 16, ... (lane o of every 32 outputs), then the 16 sums in warp order
+    // chain warp w sums blocks w, w + kGrChainWarps, ... (lane o of every 32 outputs), then the sums in
+    // warp order
     float* scratch = fs(g.scratch);
     const int n = kGrRows * C;  // <= 32 * 16
     float acc[kGrMaxClasses] = {};
 #pragma unroll 2
-    for (int q = wid; q < NB; q += kGrWarps) {
+    for (int q = wid; q < NB; q += kGrChainWarps) {
       float v[kGrMaxClasses];
 #pragma unroll
       for (int i = 0; i < kGrMaxClasses; ++i) v[i] = 32 * i + lane < n ? __ldcg(part + static_cast<size_t>(q) * n + 32 * i + lane) : 0.f;
@@ -442,24 +481,27 @@ struct GridBlock {
 #pragma unroll
     for (int i = 0; i < kGrMaxClasses; ++i)
       if (32 * i + lane < n) scratch[wid * n + 32 * i + lane] = acc[i];
-    __syncthreads();
-    float* logits = scratch + kGrWarps * n;
-    for (int o = tid; o < n; o += kGrThreads) {
+    chain_sync();
+    float* logits = scratch + kGrChainWarps * n;
+    for (int o = tid; o < n; o += kGrChainThreads) {
       float z = scratch[o];
-      for (int w = 1; w < kGrWarps; ++w) z += scratch[w * n + o];
+      for (int w = 1; w < kGrChainWarps; ++w) z += scratch[w * n + o];
       logits[o] = z;
     }
-    __syncthreads();
-    // a half-warp a row (16 warps x 2 rows = 32), a lane a class
-    const int half = lane >> 4, j = lane & 15, b = wid * 2 + half;
-    const bool row = b < B, on = row && j < C;
+    chain_sync();
+    // a half-warp a row (each chain warp two rows at a time), a lane a class
+    const int half = lane >> 4, j = lane & 15;
     const int* lab = reinterpret_cast<const int*>(sm + g.lab);
     float* rloss = fs(g.rloss);
-    const float z = on ? logits[b * C + j] + fs(g.lb)[j] : -INFINITY;
-    const SoftmaxRow sr = softmax_xent_half_warp(z, on, half, j, [&] { return row ? lab[b] : 0; }, 1.f / static_cast<float>(B));
-    if (j < C) fs(g.dzl)[b * kGrMaxClasses + j] = __half2float(__float2half_rn(sr.dz));
-    if (j == 0) rloss[b] = row ? sr.lse - sr.zy : 0.f;
-    __syncthreads();
+    for (int b0 = 2 * wid; b0 < kGrRows; b0 += 2 * kGrChainWarps) {
+      const int b = b0 + half;
+      const bool row = b < B, on = row && j < C;
+      const float z = on ? logits[b * C + j] + fs(g.lb)[j] : -INFINITY;
+      const SoftmaxRow sr = softmax_xent_half_warp(z, on, half, j, [&] { return row ? lab[b] : 0; }, 1.f / static_cast<float>(B));
+      if (j < C) fs(g.dzl)[b * kGrMaxClasses + j] = __half2float(__float2half_rn(sr.dz));
+      if (j == 0) rloss[b] = row ? sr.lse - sr.zy : 0.f;
+    }
+    chain_sync();
     if (r == 0 && wid == 0) batch_mean_loss(rloss, B, lane, p.step_loss, p.bad_step, s);
     clock.stamp(2);
   }
@@ -474,7 +516,7 @@ struct GridBlock {
     const float* dzl = fs(g.dzl);
     __half* dzt = hs(yh.dzt);
     const bool exch = L - 2 >= 1;
-    for (int e = tid; e < Ul * kGrRows; e += kGrThreads) {
+    for (int e = tid; e < Ul * kGrRows; e += kGrChainThreads) {
       const int u = e / kGrRows, b = e - u * kGrRows;
       float v = 0.f;
       if (u < own)
@@ -486,7 +528,9 @@ struct GridBlock {
     }
     clock.stamp(5);
   }
-  // ... then the columns' and the biases' updates (after a block barrier: lw16 is read above)
+  // ... then the columns' and the biases' updates (by the update team once the chain has signalled dZ of
+  // the last hidden layer, or by the chain after its barrier where there is no inner layer: lw16 is
+  // read above)
   __device__ __forceinline__ void update_last() {
     const GridLayer& yh = g.ly[L - 2];
     const GridLayer& yl = g.ly[L - 1];
@@ -495,7 +539,7 @@ struct GridBlock {
     __half* lw16 = hs(g.lw16);
     float* lw32 = fs(g.lw32);
     const float* dzl = fs(g.dzl);
-    for (int e = tid; e < C * own; e += kGrThreads) {
+    for (int e = gt; e < C * own; e += gn) {
       const int c = e / own, u = e - c * own;
       float gsum = 0.f;
       for (int b = 0; b < kGrRows; ++b) gsum = fmaf(dzl[b * kGrMaxClasses + c], h2f(hto[u * kGrLdT + b]), gsum);
@@ -503,13 +547,12 @@ struct GridBlock {
       const float w = sgd_fma(lw32[c * Ul + u], gsum, p.lr);
       lw32[c * Ul + u] = w, lw16[c * Ul + u] = __float2half_rn(w);
     }
-    for (int c = tid; c < C; c += kGrThreads) {
+    for (int c = gt; c < C; c += gn) {
       float gsum = 0.f;
       for (int b = 0; b < kGrRows; ++b) gsum += dzl[b * kGrMaxClasses + c];
       if (keep_grads && r == 0) p.grads_out[p.boff[L - 1] + c] = gsum;
       fs(g.lb)[c] = sgd_fma(fs(g.lb)[c], gsum, p.lr);
     }
-    clock.stamp(5);
   }
 
   // ---- hidden layer l's own rows: dW = dZt · In (tensor cores), SGD into the master and the fp16 row,
@@ -521,7 +564,7 @@ struct GridBlock {
     float* w32 = rows32(l);
     __half* w16 = rows16(l);
     __half* wtn = l >= 1 ? wt(l, par ^ 1) : nullptr;
-    float* gw = keep_grads ? p.grads_out + p.woff[l] + static_cast<size_t>(u0) * in : nullptr;
+    float* gout = keep_grads ? p.grads_out + p.woff[l] + static_cast<size_t>(u0) * in : nullptr;
     const float lr = p.lr;
     const int ldw = y.ldw, Np = y.Np, t2 = 2 * (lane & 3);
     // A tile's 16 masters are loaded before any is stored: one round trip to memory a tile (where the
@@ -554,7 +597,7 @@ struct GridBlock {
             const __half2 h = __floats2half2_rn(w.x, w.y);
             *reinterpret_cast<__half2*>(hrow + nn) = h;
             if (wtn) wtn[nn * Np + u0 + mm] = __low2half(h), wtn[(nn + 1) * Np + u0 + mm] = __high2half(h);
-            if (gw) gw[mm * in + nn] = g0, gw[mm * in + nn + 1] = g1;
+            if (gout) gout[mm * in + nn] = g0, gout[mm * in + nn + 1] = g1;
           }
         }
         return;
@@ -574,7 +617,7 @@ struct GridBlock {
           const int mm = m + 8 * (e >> 1), nn = n0 + 8 * j + t2 + (e & 1);
           if (mm >= own || nn >= in) continue;
           const float gv = acc[j][e];
-          if (gw) gw[mm * in + nn] = gv;
+          if (gout) gout[mm * in + nn] = gv;
           const float w = sgd_fma(old[j][e], gv, lr);
           w32[mm * in + nn] = w;
           const __half h = __float2half_rn(w);
@@ -582,16 +625,15 @@ struct GridBlock {
           if (wtn) wtn[nn * Np + u0 + mm] = h;
         }
     };
-    if (l == 0) wgrad<true>(dzt, hs(g.x16), g.ldx, y.U / 16, y.Kp / 8, epi);
-    else wgrad<false>(dzt, ht(l - 1, par), 0, y.U / 16, y.Kp / 8, epi);
+    if (l == 0) wgrad<true>(dzt, hs(g.x16), g.ldx, y.U / 16, y.Kp / 8, gw, gnw, epi);
+    else wgrad<false>(dzt, ht(l - 1, par), 0, y.U / 16, y.Kp / 8, gw, gnw, epi);
     float* bias = fs(y.bias);
-    for (int u = tid; u < own; u += kGrThreads) {
+    for (int u = gt; u < own; u += gn) {
       float gsum = 0.f;
       for (int b = 0; b < kGrRows; ++b) gsum += h2f(dzt[u * kGrLdT + b]);
       if (keep_grads) p.grads_out[p.boff[l] + u0 + u] = gsum;
       bias[u] = sgd_fma(bias[u], gsum, lr);
     }
-    clock.stamp(l == 0 ? 5 : 4);
   }
 
   // ---- backward-data through layer l >= 1: dZ_{l-1} of the own units of layer l-1 from W_l's
@@ -606,7 +648,7 @@ struct GridBlock {
     const __half* hto = hs(yp.hto);
     __half* dzt = hs(yp.dzt);
     const bool exch = l - 1 >= 1;
-    for (int e = tid; e < yp.U * kGrRows; e += kGrThreads) {
+    for (int e = tid; e < yp.U * kGrRows; e += kGrChainThreads) {
       const int u = e / kGrRows, b = e - u * kGrRows;
       const float v = part_sum(scratch, kcn, yp.U, u, b);
       const bool gate = u < ownp && b < B && h2f(hto[u * kGrLdT + b]) > 0.f;
@@ -614,7 +656,7 @@ struct GridBlock {
       dzt[u * kGrLdT + b] = d;
       if (exch && u < ownp) ha(yp.dzb)[b * yp.Np + c0 + u] = d;
     }
-    __syncthreads();
+    chain_sync();
     clock.stamp(3);
   }
 
@@ -658,44 +700,69 @@ __global__ void __launch_bounds__(kGrThreads, 1)
   SegmentClock<kGrSegments> clock;
   gr::GridBlock blk(p, g, sm, clock);
   blk.zero_and_load();
-  if (p.count > 0) {
+  if (p.count > 0 && blk.in_chain) {
     blk.fetch_batch(p.i0);
-    blk.store_x();  // (waits for its bytes; xtab is set: a block barrier inside)
+    blk.store_x();  // (waits for its bytes; xtab is set: the chain's barrier inside)
   }
   __syncthreads();
   clock.start(p.breakdown != nullptr && blk.r == 0 && threadIdx.x == 0);
   const int L = p.L;
   // (the barrier's counter was zeroed before the launch: launch_grid)
-  for (int t = 0; t < p.count; ++t) {
-    const int64_t s = p.s0 + t;
-    const int i = p.i0 + t, par = t & 1;
-    const bool more = t + 1 < p.count;
-    blk.load_labels(i);
-    if (more) blk.fetch_batch(i + 1);  // into xb: X (x16) is read until the first layer's update
-    for (int l = 0; l + 1 < L; ++l) {
-      blk.forward_hidden(l, par);
-      if (l + 2 < L) blk.barrier();
-    }
-    blk.last_layer(s, par);
-    blk.backward_last();
-    // Layer l's exchange of dZ_l is in flight while the block updates layer l's rows (and first the
-    // last layer's columns): nothing of another block is read there that its next writes could reach
-    // before this block's next arrival (the unit-major H copies are two, by step parity).
-    for (int l = L - 2; l >= 0; --l) {
-      if (l >= 1) blk.arrive();
-      else __syncthreads();
-      if (l == L - 2) blk.update_last();
-      blk.update_rows(l, par);
-      if (l >= 1) {
-        blk.wait();
-        blk.backward_data(l, par);
+  if (!blk.in_chain) {
+    // The update team, where there are inner layers (else it idles until the write-back): layer l's
+    // rows once the chain signals dZ_l (the last hidden layer's after the last layer's columns), then
+    // its writes fenced (other blocks read the transposed copy a step later) and the chain signalled.
+    if (L >= 3)
+      for (int t = 0; t < p.count; ++t) {
+        const int par = t & 1;
+        for (int l = L - 2; l >= 1; --l) {
+          gr_bar_sync(gr_bar_dz(l), kGrThreads);
+          if (l == L - 2) blk.update_last();
+          blk.update_rows(l, par);
+          __threadfence();
+          gr_bar_arrive(gr_bar_rows(l), kGrThreads);
+        }
       }
+  } else {
+    for (int t = 0; t < p.count; ++t) {
+      const int64_t s = p.s0 + t;
+      const int i = p.i0 + t, par = t & 1;
+      const bool more = t + 1 < p.count;
+      blk.load_labels(i);
+      if (more) blk.fetch_batch(i + 1);  // into xb: X (x16) is read until the first layer's update
+      for (int l = 0; l + 1 < L; ++l) {
+        if (l >= 1 && t > 0) {  // layer l's rows as the update team left them a step ago
+          gr_bar_sync(gr_bar_rows(l), kGrThreads);
+          clock.stamp(4);
+        }
+        blk.forward_hidden(l, par);
+        if (l + 2 < L) blk.barrier();
+      }
+      blk.last_layer(s, par);
+      blk.backward_last();
+      // dZ of each inner layer goes to the update team as it is known (its rows are updated beside the
+      // rest of the chain) and to the other blocks through the exchange.
+      if (L >= 3) gr_bar_arrive(gr_bar_dz(L - 2), kGrThreads);
+      for (int l = L - 2; l >= 1; --l) {
+        blk.barrier();
+        blk.backward_data(l, par);
+        if (l - 1 >= 1) gr_bar_arrive(gr_bar_dz(l - 1), kGrThreads);
+      }
+      if (L == 2) {
+        blk.chain_sync();
+        blk.update_last();
+      }
+      blk.update_rows(0, par);
+      clock.stamp(5);
+      blk.chain_sync();  // X of this step is consumed
+      if (more) blk.store_x();
+      blk.chain_sync();
+      clock.stamp(6);
     }
-    __syncthreads();  // X of this step is consumed
-    if (more) blk.store_x();
-    __syncthreads();
-    clock.stamp(6);
+    if (p.count > 0)  // the last step's updates of the inner layers
+      for (int l = 1; l + 1 < L; ++l) gr_bar_sync(gr_bar_rows(l), kGrThreads);
   }
+  __syncthreads();
   clock.add_to(p.breakdown);
   blk.write_back();
 }

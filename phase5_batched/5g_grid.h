@@ -60,7 +60,8 @@ struct GridPlan {
   std::shared_ptr<void> arena;  // owns g.arena (cudaFree on release)
 };
 
-// The kinds of work --breakdown times (cycles of block 0, thread 0: from one stamp to the next).
+// The kinds of work --breakdown times (cycles of block 0, thread 0, the chain's first: from one stamp to
+// the next).
 constexpr int kGrSegments = 7;
 inline const char* grid_segment_name(int i) {
   static const char* names[kGrSegments] = {
@@ -68,8 +69,8 @@ inline const char* grid_segment_name(int i) {
       "grid barriers (waiting for every block's part of an exchange)",
       "last layer: partial logits, their sum, softmax cross-entropy, dZ",
       "backward-data products (own units) and their epilogues",
-      "row updates (tensor-core weight gradients, SGD, the transposed copy) and biases",
-      "the last layer's columns and the first layer's update",
+      "waiting for the update team (inner layers' rows and the last layer's columns, updated beside the chain)",
+      "dZ of the last hidden layer and the first layer's update",
       "the next batch's bytes to fp16 (and the step's labels)"};
   return names[i];
 }
