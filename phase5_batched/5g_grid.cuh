@@ -7,8 +7,7 @@
 // instead of a 16-block cluster's:
 //   * exchanges through global memory (L2) and a grid barrier each, instead of DSMEM pushes: a hidden
 //     layer's owners write their columns of H (batch-major, and unit-major for the weight gradients)
-//     or of dZ; every block reads them back with L2-only loads after the barrier. The barrier is split
-//     (arrive, then wait): a block updates its rows between the two, while the others catch up;
+//     or of dZ; every block reads them back with L2-only loads after the barrier;
 //   * no column copies: the backward-data product reads a transposed fp16 copy of each inner weight
 //     matrix from global memory, written by the rows' owners in their update, two copies by step
 //     parity (step t reads what step t-1 wrote);
@@ -29,17 +28,17 @@
 // barriers at ~1.5 us, ~0.5 MB read from L2 per block a step (34 MB over the grid, ~5 us at ~7 TB/s),
 // masters of the two inner layers in global memory (~16 MB read and written), ~4 M MACs a block on
 // tensor cores (~1 us): about 20 us a step against JAX's ~56. At h = 128 (8 blocks): ~10 us.
-// MEASURED (H200, 7d20915, bench_frameworks.sh w2): 54.72 us a step at h = 1,024 (w2-h1024-grid.json),
-// 2.7x the prediction: 1.25x the graph path, 0.98x JAX jit-run (53.52). --breakdown there (block 0, us;
-// logs/grid_7d20915/): forward 11.9, barrier waits 6.8, last layer 3.6, backward-data 9.4, row updates
-// 13.9, the last layer's columns and the first layer's update 8.0, the next batch 1.7: every phase is
-// a few L2 round trips and block barriers, not arithmetic. 128 / 256 / 512 / 2,048: 31.9 / 36.58 /
-// 42.19 / 113.4 (5d 27.67 at 128; JAX 34.30 / 38.22 / 41.37 / 107.1).
-// THE TWO TEAMS, PREDICTED before measuring: the chain sheds the inner rows' updates (13.9 us at h =
-// 1,024) and the last layer's columns, keeps the first layer's update, and runs its products on half
-// the warps (a second round of L2 loads where K is long, ~0.5 us a product): ~42 us a step at 1,024,
-// ~34 at 256, ~85 at 2,048, if the team's updates fit in the chain's ~20 us between a layer's dZ and
-// its next forward.
+// MEASURED, the first version (H200, 7d20915): 54.72 us a step at h = 1,024, 2.7x the prediction, 0.98x
+// JAX jit-run: every phase a few L2 round trips and block barriers, not arithmetic; the row updates
+// 13.9 us of it (logs/grid_7d20915/).
+// THE TWO TEAMS, PREDICTED before measuring: the chain sheds the inner rows' updates and the last
+// layer's columns, keeps the first layer's update, and runs its products on half the warps (a second
+// round of L2 loads where K is long, ~0.5 us a product): ~42 us a step at 1,024, ~34 at 256, ~85 at
+// 2,048, if the team's updates fit in the chain's ~20 us between a layer's dZ and its next forward.
+// MEASURED (H200, f620a8f, bench_frameworks.sh w2; w2-h<h>-grid.json): 33.21 / 38.65 / 48.75 / 107.5 us
+// a step at h = 256 / 512 / 1,024 / 2,048, 1.12 / 1.06 / 1.09 / 0.993x JAX jit-run. The updates fit
+// (the chain waits 0.15 us a step for them), but the chain's other parts grew: at 1,024 barrier waits
+// 6.8 -> 10.3 us, backward-data 9.4 -> 11.8, last layer 3.6 -> 5.0 (logs/teams_ab/).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -7,7 +7,8 @@
 // (w1-pipelined.json, w1-persistent.json, batch-sweep-b32.json at 465b2a2); batch 64, 5c 21.38 / 5e
 // 24.27 / the graph path 41.36 with PDL off (logs/check_0cd24e0/leads/), 38.34 with it at 465b2a2.
 // fp16 SGD models without dropout (W2's kind): the W2 width sweep's rule (bench_frameworks.sh stage w2
-// at 7d20915, profiles/nvidia-h200/phase5_batched__w2-h<h>-{own,grid,cluster}.json): the cluster
+// at 7d20915, h = 256 ... 2,048 again at f620a8f: profiles/nvidia-h200/phase5_batched__w2-h<h>-
+// {own,grid,cluster}.json): the cluster
 // kernel (5d) where the model fits one cluster (h = 128); the grid kernel (5g) wherever its plan gives
 // every hidden layer one 16-unit tile a block (h = 256 ... 2,048 on 132 SMs); past that (4,096,
 // 8,192: 32 or 64 units a block, rows read through L2) the graph of own GEMMs wins. Everything else
