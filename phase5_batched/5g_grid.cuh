@@ -72,10 +72,11 @@ constexpr int kGrChainThreads = 32 * kGrChainWarps;
 constexpr int kGrUpdWarps = kGrWarps - kGrChainWarps;
 constexpr int kGrUpdThreads = 32 * kGrUpdWarps;
 static_assert(kGrChainWarps >= 1 && kGrUpdWarps >= 1, "both teams need warps");
-// Hardware barriers (0 is __syncthreads): the chain's, the update team's, then per inner layer l
-// (1 <= l <= kClMaxLayers - 2) "dZ_l is ready" (the chain arrives, the team waits) and "layer l's rows
-// are updated" (the team arrives, the chain waits before its next forward through layer l).
-constexpr int kGrBarChain = 1, kGrBarUpd = 2;
+// Hardware barriers (0 is __syncthreads): 1 the chain's own, then per inner layer l (1 <= l <=
+// kClMaxLayers - 2) "dZ_l is ready" (the chain arrives, the team waits) and "layer l's rows are
+// updated" (the team arrives, the chain waits before its next forward through layer l). The team needs
+// none of its own: each of its threads writes the same elements every step.
+constexpr int kGrBarChain = 1;
 __device__ __forceinline__ int gr_bar_dz(int l) { return 2 + l; }
 __device__ __forceinline__ int gr_bar_rows(int l) { return 1 + kClMaxLayers + l; }
 static_assert(1 + kClMaxLayers + kClMaxLayers - 2 <= 15, "16 hardware barriers a block");
