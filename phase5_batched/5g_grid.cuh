@@ -71,7 +71,8 @@ constexpr int kGrChainWarps = 8;
 constexpr int kGrChainThreads = 32 * kGrChainWarps;
 constexpr int kGrUpdWarps = kGrWarps - kGrChainWarps;
 constexpr int kGrUpdThreads = 32 * kGrUpdWarps;
-static_assert(kGrChainWarps >= 1 && kGrUpdWarps >= 1, "both teams need warps");
+static_assert(kGrUpdWarps >= 1, "both teams need warps");
+static_assert(kGrChainThreads >= 256, "the chain's threads write the byte table (zero_and_load) that store_x reads");
 // Hardware barriers (0 is __syncthreads): 1 the chain's own, then per inner layer l (1 <= l <=
 // kClMaxLayers - 2) "dZ_l is ready" (the chain arrives, the team waits) and "layer l's rows are
 // updated" (the team arrives, the chain waits before its next forward through layer l). The team needs
