@@ -5,7 +5,8 @@
 // at the configured batch: fresh random operands, outputs poisoned before every checked run, a
 // float64 reference computed on the GPU, then each implementation checked against it and timed
 // (median of 30 launches after 5 warm-ups, CUDA events):
-//   fp32: own-tile (the 32 x 64 SIMT tile, steps 1-4), own-tf32x3 (step 5), cublaslt-fp32
+//   fp32: own-tile (the 32 x 64 SIMT tile, steps 1-4), own-fma64 (step 7: FMA warp tiles in step
+//         5's 64 x 64 tile; with own-tile, the CUDA cores' rungs), own-tf32x3 (step 5), cublaslt-fp32
 //         (CUBLAS_COMPUTE_32F: the yardstick), cublaslt-tf32 (COMPUTE_32F_FAST_TF32: faster
 //         arithmetic, not the same numerics; its error is recorded, never judged);
 //   fp16: own-tile (WMMA), own-f16-mma (step 6: mma.sync in step 5's tile), cublaslt-fp16.
@@ -217,11 +218,15 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
       auto q = p;  // the 64 x 64 tensor-core tile: step 5 (fp32) or step 6 (fp16)
       if constexpr (kHalf) plan_f16mma(q, dev.sm_count);
       else plan_tf32x3(q, dev.sm_count);
+      auto f = q;  // fp32: step 7, FMAs in the same tile and plan
+      if constexpr (!kHalf) plan_fma64(f, dev.sm_count);
       DevBuf<float> ws(std::max({ws_floats(p), ws_floats(q), size_t{1}}));
       DevBuf<unsigned> counters(std::max({counter_slots(p), counter_slots(q), size_t{1}}));
       CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
-      p.ws = q.ws = ws.get(), p.counters = q.counters = counters.get();
+      p.ws = q.ws = f.ws = ws.get(), p.counters = q.counters = f.counters = counters.get();
       double best = one(kHalf ? "own-tile-wmma" : "own-tile", [&] { launch_gemm<p4_gemm_fwd, T>(p, st); }, true, p.splits);
+      if constexpr (!kHalf)
+        best = std::min(best, one("own-fma64", [&] { launch_gemm<p4_gemm_fwd, T>(f, st); }, true, f.splits));
       best = std::min(best, one(kHalf ? "own-f16-mma" : "own-tf32x3", [&] { launch_gemm<p4_gemm_fwd, T>(q, st); }, true,
                                 q.splits, true));
       own_best.push_back(best);

@@ -12,8 +12,9 @@
 //     5c / 5e  W1's shape: an epoch in ONE cooperative kernel (5e: fewer dependent phases a step);
 //     5d  W2 at small widths: one 16-block cluster, activations in DSMEM;
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
-//   --fp32-gemm auto|tile|tf32x3  big-batch fp32 products on tensor cores, fp32-accurate (step 5
-//     of the GEMM ladder, common/mlp/gemm/5_tf32x3.cuh); the plan is printed and recorded;
+//   --fp32-gemm auto|tile|tf32x3|fma  big-batch fp32 products on tensor cores, fp32-accurate (step 5
+//     of the GEMM ladder, common/mlp/gemm/5_tf32x3.cuh), or FMAs only (fma: step 7 in their place);
+//     the plan is printed and recorded;
 //   --fp16-gemm auto|tile|mma  fp16 products on step 6 where it pays (fp32_gemm.h); --gemm-compare
 //     the GEMM benchmark (every product of a step, each rung and cuBLASLt).
 //
@@ -316,8 +317,9 @@ int run(int argc, char** argv) {
   cli.add_string("--fp32-gemm", &o.fp32_gemm,
                  "own graph path, fp32: which GEMM rung computes each product: 3xTF32 tensor-core tiles (step 5 of the "
                  "ladder, fp32-accurate) for products of at least 64 rows, 2^25 multiply-adds and 16 tiles of 64 x 64 "
-                 "(below 32 tiles 2^27), the 32 x 64 SIMT tile for the others (auto); or one rung for every product",
-                 {"auto", "tile", "tf32x3"});
+                 "(below 32 tiles 2^27), the 32 x 64 SIMT tile for the others (auto); or one rung for every product; "
+                 "fma: the CUDA cores only, step 7 (FMA warp tiles in the 64 x 64 tile) where auto takes step 5",
+                 {"auto", "tile", "tf32x3", "fma"});
   cli.add_string("--fp16-gemm", &o.fp16_gemm,
                  "own graph path, fp16: which GEMM rung computes each product: step 6 of the ladder (fp16 mma.sync in "
                  "step 5's 64 x 64 tile) for products of at least 64 tiles of 64 x 64 and K >= 128 and for products of "

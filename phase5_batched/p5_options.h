@@ -19,7 +19,7 @@ struct P5Options : mlp::MlpOptions {
   bool generic_kernel = false;     // the one-launch kernels' generic instance even for W1
   std::string backward = "auto";   // auto | fused (one pass a layer, fp16) | paired | branched
   std::string pdl = "on";          // programmatic dependent launch of the graph step's kernels
-  std::string fp32_gemm = "auto";  // auto | tile | tf32x3 (fp32_gemm.h)
+  std::string fp32_gemm = "auto";  // auto | tile | tf32x3 | fma (fp32_gemm.h)
   std::string fp16_gemm = "auto";  // auto | tile | mma (fp32_gemm.h)
 };
 

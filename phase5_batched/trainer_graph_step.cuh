@@ -70,6 +70,7 @@ nlohmann::json Trainer<T>::gemm_plan() const {
   const StepRef sr{nullptr, 0};
   auto add = [&](const std::string& name, const auto& p) {
     const char* rung = p.rung == GemmRung::TF32x3   ? "tf32x3"
+                       : p.rung == GemmRung::Fma64  ? "fma64"
                        : p.rung == GemmRung::F16Mma ? "f16-mma"
                        : kHalf                      ? "tile-wmma"
                                                     : "tile-simt";
@@ -213,7 +214,10 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
   p.ws = ws_[slot].get(), p.counters = counters_[slot].get();
   plan_splits_p5(p, dev_.sm_count);
   if constexpr (!kHalf) {
-    if (use_tf32x3(fp32_gemm_, p.M, p.N, p.K)) plan_tf32x3(p, dev_.sm_count);
+    if (use_tf32x3(fp32_gemm_, p.M, p.N, p.K)) {
+      if (fp32_gemm_ == Fp32Gemm::Fma) plan_fma64(p, dev_.sm_count);
+      else plan_tf32x3(p, dev_.sm_count);
+    }
   } else {
     if (use_f16mma(o_.fp16_gemm, p.M, p.N, p.K, ByteRows<typename P::BView>::value)) plan_f16mma(p, dev_.sm_count);
   }

@@ -9,7 +9,8 @@
 #          against float64 and timed; the first layer's X gathered from image bytes as the step
 #          reads it.                                                       tags gemm-b<B>[-fp16]
 #
-# Environment: STAGES ("test gemm"), BATCHES ("32 64 128 256 512 1024 2048 4096 8192"),
+# Environment: STAGES ("test gemm"), BATCHES ("32 64 128 256 512 1024 2048 4096 8192"), PRECISIONS
+# ("fp32 fp16": the gemm stage's runs),
 # RECORDS_DIR (default profiles/<device-slug>), DATA (.carry/data/mnist or data/mnist), JOBS (16),
 # PACK (a .tgz of the records and logs, rewritten after every stage), NO_BUILD (1: run the programs
 # already under build/, e.g. built elsewhere for this GPU and carried). Exit status: 0 when every run
@@ -19,6 +20,7 @@ cd "$(dirname "$0")/.." || exit 1
 if [ -z "${DEPS_PREFIX:-}" ] && [ -d .carry/deps ]; then export DEPS_PREFIX=.carry/deps; fi
 STAGES="${STAGES:-test gemm}"
 BATCHES="${BATCHES:-32 64 128 256 512 1024 2048 4096 8192}"
+PRECISIONS="${PRECISIONS:-fp32 fp16}"
 JOBS="${JOBS:-16}"
 if [ -z "${DATA:-}" ]; then
   DATA=data/mnist
@@ -74,8 +76,9 @@ fi
 if has gemm; then
   note "stage gemm (batches $BATCHES)"
   for b in $BATCHES; do
-    run "gemm-b$b" build/phase5_batched "${O[@]}" --batch "$b" --gemm-compare --tag "gemm-b$b"
-    run "gemm-b$b-fp16" build/phase5_batched "${O[@]}" --batch "$b" --precision fp16 --gemm-compare --tag "gemm-b$b-fp16"
+    [[ " $PRECISIONS " == *" fp32 "* ]] && run "gemm-b$b" build/phase5_batched "${O[@]}" --batch "$b" --gemm-compare --tag "gemm-b$b"
+    [[ " $PRECISIONS " == *" fp16 "* ]] &&
+      run "gemm-b$b-fp16" build/phase5_batched "${O[@]}" --batch "$b" --precision fp16 --gemm-compare --tag "gemm-b$b-fp16"
   done
   pack
 fi

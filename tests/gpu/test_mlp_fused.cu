@@ -445,7 +445,7 @@ TEST_CASE("mlp fused: first-layer update reads the batch through the gather view
     }
 }
 
-// Steps 5 (fp32, 3xTF32) and 6 (fp16) with the gathered images' bytes as an operand: the forward
+// Steps 5 (fp32, 3xTF32), 6 (fp16) and 7 (fp32 FMAs) with the gathered images' bytes as an operand: the forward
 // (A's bytes and B's weights read along k in whole words, the k-tile's values dealt to the lanes in
 // their own order) and the weight gradient (B's bytes staged [k][n]; step 6 reads them by
 // ldmatrix.trans, its two MMAs of a warp holding interleaved columns), each multiplying the bytes
@@ -453,11 +453,13 @@ TEST_CASE("mlp fused: first-layer update reads the batch through the gather view
 // the GPU holds them (fp16 ones rounded) within the rung's fp32-accumulation tolerance, at batches
 // and widths off the tiles, split and unsplit (one SM's plan and an H200's), the second launch bit
 // for bit.
+// fma: step 7 (FMA warp tiles, the bytes converted to floats once a k-tile) instead of step 5.
 template <class T>
-void gathered_bytes_on_tensor_cores() {
+void gathered_bytes_on_tensor_cores(bool fma = false) {
   constexpr bool kHalf = std::is_same<T, __half>::value;
-  auto plan = [](auto& p, int sm) {
+  auto plan = [fma](auto& p, int sm) {
     if constexpr (kHalf) plan_f16mma(p, sm);
+    else if (fma) plan_fma64(p, sm);
     else plan_tf32x3(p, sm);
   };
   auto tol = [](int K) { return kHalf ? f16mma_tol(K) : tf32x3_tol(K); };
@@ -513,10 +515,11 @@ void gathered_bytes_on_tensor_cores() {
   CHECK(splits > 0);
 }
 
-TEST_CASE("mlp fused: steps 5 and 6 on the gathered bytes (forward, weight gradient) within their tolerance") {
+TEST_CASE("mlp fused: steps 5, 6 and 7 on the gathered bytes (forward, weight gradient) within their tolerance") {
   NB_SKIP_WITHOUT_DEVICE();
   gathered_bytes_on_tensor_cores<float>();
   gathered_bytes_on_tensor_cores<__half>();
+  gathered_bytes_on_tensor_cores<float>(true);
 }
 
 TEST_CASE("mlp fused: evaluation epilogue counts correct rows and sums the loss per tile") {

@@ -59,11 +59,13 @@ std::vector<float> as_float(const std::vector<__half>& v) {
 // The three MLP products at one shape: forward C[M,N] = A[M,K]·W^T with W [N,K]; backward data
 // C[M,N] = A[M,K]·W with W [K,N]; backward weight C[M,N] = A^T·X with A stored [K,M], X [K,N].
 enum class Kind { Fwd, Dgrad, Wgrad };
+constexpr int kStep7 = 7;  // run_gemm's `terms` for step 7
 
 // terms = 0: the 32 x 64 tile (steps 1-4), planned with plan_splits (at most max_splits slices; past
 // 16 with Epi = VecStoreEpi, a weight gradient takes the two-level fix-up). fp32, terms = 3: step 5
 // (3xTF32), planned with plan_tf32x3 and launched through launch_gemm; terms = 1: step 5's kernel
-// with the high parts only (plain TF32), which the fp32 tolerance must reject. fp16, terms > 0:
+// with the high parts only (plain TF32), which the fp32 tolerance must reject; terms = kStep7: step
+// 7 (FMA warp tiles in step 5's tile), planned with plan_fma64. fp16, terms > 0:
 // step 6 (mma.sync in step 5's tile), planned with plan_f16mma. With terms > 0 or more than 16
 // slices the second launch must equal the first bit for bit (the split-K sums run in a fixed order).
 // The float64 reference multiplies the operands as the GPU holds them (fp16 ones rounded).
@@ -96,8 +98,12 @@ double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, 
   auto go = [&](auto p) {
     p.M = M, p.N = N, p.K = K, p.epi = epi;
     if (terms > 0) {
-      if constexpr (std::is_same<T, float>::value) plan_tf32x3(p, sm_count);
-      else plan_f16mma(p, sm_count);
+      if constexpr (std::is_same<T, float>::value) {
+        if (terms == kStep7) plan_fma64(p, sm_count);
+        else plan_tf32x3(p, sm_count);
+      } else {
+        plan_f16mma(p, sm_count);
+      }
     } else {
       plan_splits(p, sm_count, 4, max_splits, max_splits > 16 ? 1 : 2);
     }
@@ -328,6 +334,27 @@ TEST_CASE("mlp: 3xTF32 tensor-core GEMM (step 5) within the fp32 tolerance, awkw
     INFO(kind_name(kind) << " one-term TF32: rel.err " << e << " against tol " << tf32x3_tol(1000));
     CHECK(e > tf32x3_tol(1000));
   }
+}
+
+// Step 7, FMA warp tiles in step 5's tile, within the same fp32 bound: the three layouts (B along k
+// and along n take different lane columns), M, N, K off the 64 x 64 x 32 tile and off the k-groups'
+// 16, K = 1, batch-long K split and unsplit; the second launch bit for bit.
+TEST_CASE("mlp: fp32 FMA warp-tile GEMM (step 7) within the fp32 tolerance, awkward shapes, split-K bit-stable") {
+  NB_SKIP_WITHOUT_DEVICE();
+  struct Shape { int M, N, K; };
+  const Shape shapes[] = {{1, 10, 1}, {33, 100, 10}, {65, 300, 1}, {100, 10, 300}, {129, 100, 1000},
+                          {257, 300, 100}, {100, 130, 8191}, {300, 784, 129}, {70, 66, 17}};
+  int split_runs = 0;
+  for (Kind kind : {Kind::Fwd, Kind::Dgrad, Kind::Wgrad})
+    for (const Shape& s : shapes)
+      for (int sm : {1, 132}) {
+        int splits = 0;
+        const double e = run_gemm<float>(kind, s.M, s.N, s.K, sm, &splits, kStep7);
+        split_runs += splits > 1;
+        INFO(kind_name(kind) << " M=" << s.M << " N=" << s.N << " K=" << s.K << " sm=" << sm << " splits=" << splits);
+        CHECK(e <= tf32x3_tol(s.K));
+      }
+  CHECK(split_runs > 0);
 }
 
 TEST_CASE("mlp: fp16 mma.sync GEMM (step 6) against float64 on its own operands, awkward shapes, split-K bit-stable") {

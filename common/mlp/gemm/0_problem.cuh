@@ -183,8 +183,9 @@ struct StoreEpi {
 //   TF32x3  step 5: a 64 x 64 block tile on tensor cores, each fp32 operand split into two TF32
 //           parts and three products summed in fp32 (two where one operand is the images' bytes,
 //           exact in TF32; plan_tf32x3 sets it, with its own splits);
-//   F16Mma  step 6: fp16 products on mma.sync in step 5's tile (plan_f16mma).
-enum class GemmRung : int { Tile = 0, TF32x3 = 1, F16Mma = 2 };
+//   F16Mma  step 6: fp16 products on mma.sync in step 5's tile (plan_f16mma);
+//   Fma64   step 7: fp32 FMAs in warp tiles in step 5's tile (plan_fma64).
+enum class GemmRung : int { Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3 };
 
 template <class AV, class BV, class Epi>
 struct GemmProblem {

@@ -123,6 +123,8 @@ template <class Tag, class P, int kTerms>
 inline void launch_tf32x3(const P& p, cudaStream_t st, bool pdl);
 template <class Tag, class P>
 inline void launch_f16mma(const P& p, cudaStream_t st, bool pdl);
+template <class Tag, class P>
+inline void launch_fma64(const P& p, cudaStream_t st, bool pdl);  // step 7 (7_fma_warp_tiles.cuh)
 
 // pdl: launch with programmatic stream serialization (phase 5's step; see pdl_wait).
 template <class Tag, class T, class P>
@@ -131,6 +133,10 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
   if constexpr (std::is_same<T, float>::value) {
     if (p.rung == GemmRung::TF32x3) {
       launch_tf32x3<Tag, P, 3>(p, st, pdl);
+      return;
+    }
+    if (p.rung == GemmRung::Fma64) {
+      launch_fma64<Tag, P>(p, st, pdl);
       return;
     }
   } else {

@@ -367,6 +367,11 @@ struct TcAccum {
   // the block before its mainloop's first barrier; nothing here.
   template <class AV, class BV>
   __device__ __forceinline__ static void prepare() {}
+  // B's row stride in a k-tile staged [n][k] (X3Layout): kX3AlongKBLd for the gathered forward.
+  template <class AV, class BV>
+  __host__ __device__ static constexpr int b_ld32() {
+    return x3_b_ld32<AV, BV>();
+  }
   // After the last k-tile: steps 5 and 6 multiply a byte operand as its integers, so the sums /
   // 255 are the products of byte / 255 (over_255, 0_problem.cuh: the quotient correctly rounded).
   template <class AV, class BV>
@@ -538,9 +543,11 @@ struct AccumX3 : TcAccum {
 
 // Dynamic shared memory of a problem: kXStages stages of A's and B's tiles, which the result's two
 // 32 x 64 sub-tiles overlay once the loop is done.
-template <class P>
+// (Acc: the accumulator the tile runs; it names B's row stride when B is staged along k: step 7's
+// FMA tile reads it differently from the MMAs' gathered forward, TcAccum::b_ld32.)
+template <class P, class Acc = TcAccum>
 struct X3Layout {
-  static constexpr int kBLd32 = x3_b_ld32<typename P::AView, typename P::BView>();
+  static constexpr int kBLd32 = Acc::template b_ld32<typename P::AView, typename P::BView>();
   static constexpr int kA = x3_round128(x3_tile_bytes<typename P::AView>());
   static constexpr int kB = x3_round128(x3_tile_bytes<typename P::BView, kBLd32>());
   static constexpr int kStage = kA + kB;
@@ -569,7 +576,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   extern __shared__ __align__(128) unsigned char gemm_dyn[];
   using AV = typename P::AView;
   using BV = typename P::BView;
-  using Lay = X3Layout<P>;
+  using Lay = X3Layout<P, Acc>;
   const int xt = x3_tiles(p);
   const int split = blockIdx.x / xt, tile = blockIdx.x % xt;
   const int bn = tile % p.tiles_n(), bm = tile / p.tiles_n();
