@@ -1157,11 +1157,12 @@ def select_efficiency(records, dup_notes):
 GEMM_BATCHES = [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
 GEMM_PRODUCTS = [(0, "forward"), (0, "weight-gradient")]
 GEMM_PRECISIONS = ["fp32", "fp16"]
-GEMM_IMPLS = {"fp32": ["own-tile", "own-tf32x3", "cublaslt-fp32", "cublaslt-tf32"],
+GEMM_IMPLS = {"fp32": ["own-tile", "own-fma64", "own-tf32x3", "cublaslt-fp32", "cublaslt-tf32"],
               "fp16": ["own-tile-wmma", "cublaslt-fp16"]}
 GEMM_YARDSTICK = {"fp32": "cublaslt-fp32", "fp16": "cublaslt-fp16"}
 GEMM_NOT_FP32 = ("cublaslt-tf32",)  # faster arithmetic, not fp32 numerics: recorded, never judged
-GEMM_TITLE = {"own-tile": "own-tile (32×64 SIMT tile)", "own-tf32x3": "own-tf32x3 (step 5: 3×TF32 on tensor cores)",
+GEMM_TITLE = {"own-tile": "own-tile (32×64 SIMT tile)", "own-fma64": "own-fma64 (step 7: FMA warp tiles, 64×64)",
+              "own-tf32x3": "own-tf32x3 (step 5: 3×TF32 on tensor cores)",
               "cublaslt-fp32": "cuBLASLt fp32 (the yardstick)", "cublaslt-tf32": "cuBLASLt TF32 (TF32, not fp32 numerics)",
               "own-tile-wmma": "own-tile-wmma (fp16 WMMA tile)", "cublaslt-fp16": "cuBLASLt fp16 (the yardstick)",
               "own-f16-mma": "own-f16-mma (step 6: fp16 mma.sync, step 5's tile)"}
@@ -1218,9 +1219,9 @@ def select_gemm(records, dup_notes):
     _, fp16_t, peak_rec = peaks_for(records)
     roofs = {}
     if fp32_t:
-        roofs["fp32"] = {"tflops": fp32_t, "record": None, "text": f"the roof of own-tile and cuBLASLt fp32, the {fp32_note}",
+        roofs["fp32"] = {"tflops": fp32_t, "record": None, "text": f"the roof of the FMA rungs (own-tile, own-fma64) and cuBLASLt fp32, the {fp32_note}",
                          "label": f"nominal fp32 SIMT peak {fp32_t:.0f} TFLOP/s (device properties, not measured),\n"
-                                  "roof of own-tile and cuBLASLt fp32"}
+                                  "roof of the FMA rungs and cuBLASLt fp32"}
     if fp16_t:
         roofs["fp16"] = {"tflops": fp16_t, "record": peak_rec,
                          "text": f"the roof of both fp16 rows, the measured fp16 tensor-core peak {fp16_t:.0f} TFLOP/s",
@@ -1294,7 +1295,8 @@ def select_gemm(records, dup_notes):
     check["tf32_over_tol"] = (min(tf), max(tf)) if tf else None
     # Records whose benchmark read layer 0's X as the step does (gathered bytes; their notes say so).
     gathered = [r for r in used if any("GatherView" in str(n) for n in as_list(dget(r.data, "notes")))]
-    return {"panels": panels, "roofs": roofs, "check": check, "missing": missing, "gathered": len(gathered),
+    fma = gemm_fma_ratios([(gemm_key(r)[1], gemm_rows(r)) for r in used if gemm_key(r)[0] == "fp32"])
+    return {"panels": panels, "roofs": roofs, "check": check, "missing": missing, "gathered": len(gathered), "fma": fma,
             "records": used + ([roofs["fp16"]["record"]] if "fp16" in roofs and roofs["fp16"]["record"] else [])}
 
 
@@ -1321,6 +1323,38 @@ def _sig3(x):
 def _ratio_words(x):
     """37.0× faster / 1.30× slower (never 0.769×)."""
     return f"{_sig3(x)}× faster" if x >= 1 else f"{_sig3(1 / x)}× slower"
+
+
+GEMM_FMA_RUNGS = ("own-tile", "own-fma64")  # the CUDA cores' rungs (fp32 FMAs, no tensor cores)
+GEMM_BIG_FLOP = 100e6   # "a big product": at least 100 MFLOP (2·M·N·K)
+GEMM_BIG_BATCH = 1024   # ... at batch 1,024 and up
+
+
+def gemm_fma_ratios(batch_rows):
+    """The CUDA cores against cuBLASLt fp32 on the big products: for each (batch, rows of one fp32
+    record) with batch >= GEMM_BIG_BATCH and each product of at least GEMM_BIG_FLOP, the faster of
+    the FMA rungs that passed its check, as cuBLASLt fp32's time over its time (1 = level, < 1 slower):
+    [(batch, layer, product, impl, ratio)], sorted by batch, layer, product. A product without a
+    passed FMA row or a passed cuBLASLt fp32 row is left out."""
+    out = []
+    for b, rows in sorted(batch_rows, key=lambda x: x[0]):
+        if b < GEMM_BIG_BATCH:
+            continue
+        prods = {}
+        for row in rows:
+            ms = num(row.get("ms"))
+            dims = [num(row.get(k)) for k in ("M", "N", "K")]
+            if ms is None or ms <= 0 or None in dims or row.get("passed") is not True:
+                continue
+            if 2.0 * dims[0] * dims[1] * dims[2] < GEMM_BIG_FLOP:
+                continue
+            prods.setdefault((row["layer"], row["product"]), {}).setdefault(row["impl"], ms)
+        for (layer, product), t in sorted(prods.items()):
+            fma = [(t[i], i) for i in GEMM_FMA_RUNGS if i in t]
+            if fma and "cublaslt-fp32" in t:
+                ms, impl = min(fma)
+                out.append((b, layer, product, impl, t["cublaslt-fp32"] / ms))
+    return out
 
 
 def gemm_finding(d):

@@ -694,6 +694,7 @@ def fig_time_account(panel, path, device, title):
 # figure 13: ours in blues (darker up the ladder), cuBLASLt in greys; TF32 dashed with hollow markers
 GEMM_STYLE = {
     "own-tile": dict(color="#6baed6", marker="o", linestyle="-", linewidth=1.6),
+    "own-fma64": dict(color="#3182bd", marker="^", linestyle="-", linewidth=1.6),
     "own-tf32x3": dict(color="#08519c", marker="s", linestyle="-", linewidth=1.6),
     "cublaslt-fp32": dict(color="#252525", marker="D", linestyle="-", linewidth=2.2),
     "cublaslt-tf32": dict(color="#737373", marker="D", linestyle="--", linewidth=1.4, markerfacecolor="white"),

@@ -495,8 +495,10 @@ def gemm_paragraph(ctx, d):
          (f": {pct(share[0] * 100)} of the multiply-adds of the step's GEMMs at batch {share[1]:,} "
           f"({ctx.link(share[2])})" if share else "") + ". ")
     s += ("The rungs: own-tile is the 32 × 64 SIMT tile (fp32 FMAs on the CUDA cores, steps 1–4 of the GEMM ladder); "
+          + ("own-fma64 is step 7, fp32 FMAs in warp tiles (8 × 4 results a thread) in step 5's 64 × 64 tile and "
+             "pipeline; " if any("own-fma64" in p["series"] for p in d["panels"]) else "") +
           "own-tf32x3 is step 5, which splits each fp32 operand into two TF32 parts and adds three tensor-core products "
-          "in fp32; both are planned as phase 5 plans them (split-K and its fix-up). cuBLASLt fp32 "
+          "in fp32; the own rungs are planned as phase 5 plans them (split-K and its fix-up). cuBLASLt fp32 "
           "(`CUBLAS_COMPUTE_32F`) is the yardstick. cuBLASLt TF32 (dashed, hollow markers) rounds the operands to "
           "TF32: faster arithmetic, not the same numerics as fp32.")
     if any(p["precision"] == "fp16" for p in d["panels"]):
@@ -510,6 +512,13 @@ def gemm_paragraph(ctx, d):
                                   "a dense random matrix, not the gathered bytes the step reads" if g == 0 else
                                   f"gathered from bytes as the step reads them in {g} of the {n} records, a dense "
                                   "random matrix in the others") + ".")
+    fma = d.get("fma") or []
+    if fma and any(x[3] == "own-fma64" for x in fma):
+        lo = min(fma, key=lambda x: x[4])
+        s += (f" On the CUDA cores alone (the faster of own-tile and own-fma64), the {len(fma)} products of at least "
+              f"100 MFLOP at batch {min(x[0] for x in fma):,} … {max(x[0] for x in fma):,} run at "
+              f"{times(lo[4])}–{times(max(x[4] for x in fma))} cuBLASLt fp32's speed (time over time; the lowest: layer "
+              f"{lo[1]} {lo[2].replace('-', ' ')} at batch {lo[0]:,}, {esc(lo[3])}).")
     return s + " " + gemm_check_sentence(ctx, d)
 
 

@@ -210,3 +210,22 @@ def test_gemm_speed_rows_read_both_record_forms():
         {"product": "forward", "own_over_cublaslt_speed": 0.8}, {"product": "wgrad", "own_over_cublaslt_speed": 1.25}]}})
     assert A.gemm_speed_rows(old) == [("forward", 0.8), ("wgrad", 1.25)]
     assert A.gemm_speed_rows(types.SimpleNamespace(data={"metrics": {}})) == []
+
+
+def test_gemm_fma_ratios_take_the_faster_cuda_core_rung_on_big_passed_products_only():
+    def row(layer, product, m, n, k, impl, ms, passed=True):
+        return {"layer": layer, "product": product, "M": m, "N": n, "K": k, "impl": impl, "ms": ms, "passed": passed}
+    rows_8192 = [row(0, "forward", 8192, 128, 784, "own-tile", 0.12), row(0, "forward", 8192, 128, 784, "own-fma64", 0.05),
+                 row(0, "forward", 8192, 128, 784, "cublaslt-fp32", 0.055),
+                 # a failed FMA row does not count: own-tile's 0.02 is the one taken
+                 row(0, "weight-gradient", 128, 784, 8192, "own-fma64", 0.01, passed=False),
+                 row(0, "weight-gradient", 128, 784, 8192, "own-tile", 0.08),
+                 row(0, "weight-gradient", 128, 784, 8192, "cublaslt-fp32", 0.072),
+                 # 10 MFLOP: not a big product
+                 row(2, "forward", 8192, 10, 64, "own-tile", 0.01), row(2, "forward", 8192, 10, 64, "cublaslt-fp32", 0.02)]
+    rows_512 = [row(0, "forward", 512, 128, 784, "own-tile", 0.02), row(0, "forward", 512, 128, 784, "cublaslt-fp32", 0.02)]
+    got = A.gemm_fma_ratios([(8192, rows_8192), (512, rows_512)])
+    assert [(b, l, p, i) for b, l, p, i, _ in got] == [(8192, 0, "forward", "own-fma64"),
+                                                       (8192, 0, "weight-gradient", "own-tile")]
+    assert got[0][4] == pytest.approx(1.1) and got[1][4] == pytest.approx(0.9)
+    assert A.gemm_fma_ratios([(512, rows_512)]) == []
