@@ -65,14 +65,19 @@ struct AccumFma {
   __host__ __device__ static constexpr int b_ld32() {
     return X3Tile<BV>::kLd32;
   }
-  // The lane's place: group kg = warp / 4; warp tile (wm, wn) of the 64 x 64; lane rows wm + 8 tm
-  // .. +7 (tm = lane / 8); columns wn + 4 tn + j (B along n: one 16-byte read) or wn + tn + 8 j (B
-  // along k: a quarter warp's 8 lanes read 8 consecutive rows, conflict-free).
-  template <class BV>
-  __device__ __forceinline__ static void place(int& kg, int& row0, int& col0, int& cstep) {
+  // The lane's place: group kg = warp / 4; warp tile (wm, wn) of the 64 x 64; tm = lane / 8 (a
+  // quarter warp's 8 lanes share their rows, one broadcast read), tn = lane % 8. Rows: A along m,
+  // wm + 8 tm + i (two 16-byte reads of 8 rows); A along k, wm + tm + 4 i (rows 36 floats apart:
+  // 8 tm + i would put the four quarters' rows on the same banks, 4-way conflicts on every A read;
+  // tm + 4 i puts them 4 banks apart). Columns: B along n, wn + 4 tn + j (one 16-byte read); B along
+  // k, wn + tn + 8 j (a quarter warp reads 8 consecutive rows, conflict-free).
+  template <class AV, class BV>
+  __device__ __forceinline__ static void place(int& kg, int& row0, int& rstep, int& col0, int& cstep) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wq = warp % 4;
     kg = warp / 4;
-    row0 = (wq / 2) * 32 + 8 * (lane / 8);
+    const int tm = lane / 8, wm = (wq / 2) * 32;
+    if constexpr (AV::kContig) row0 = wm + tm, rstep = 4;
+    else row0 = wm + 8 * tm, rstep = 1;
     const int tn = lane % 8, wn = (wq % 2) * 32;
     if constexpr (BV::kContig) col0 = wn + 4 * tn, cstep = 1;
     else col0 = wn + tn, cstep = 8;
@@ -117,8 +122,8 @@ struct AccumFma {
     if constexpr (kAB || kBB) __syncthreads();  // (every thread runs mma: tc64_tile's loop is uniform)
     constexpr int kLdA = AV::kContig ? X3Ld<float>::k32 : X3Ld<float>::k64;
     constexpr int kLdB = kBB ? kFBLdBytes : BV::kContig ? X3Ld<float>::k64 : X3Ld<float>::k32;
-    int kg, row0, col0, cstep;
-    place<BV>(kg, row0, col0, cstep);
+    int kg, row0, rstep, col0, cstep;
+    place<AV, BV>(kg, row0, rstep, col0, cstep);
     const int k0 = kg * kFKPer;
 #pragma unroll
     for (int k4 = 0; k4 < kFKPer; k4 += 4) {
@@ -140,7 +145,7 @@ struct AccumFma {
       if constexpr (AV::kContig) {  // a row's 4 values of k at a time
 #pragma unroll
         for (int i = 0; i < kFTm; ++i) {
-          const float4 v = *reinterpret_cast<const float4*>(fa + (row0 + i) * kLdA + k);
+          const float4 v = *reinterpret_cast<const float4*>(fa + (row0 + i * rstep) * kLdA + k);
           const float a[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
@@ -168,14 +173,14 @@ struct AccumFma {
   // launch), a byte operand's sums divided by 255 once, into the two 32 x 64 sub-tiles at c.
   template <class AV, class BV>
   __device__ __forceinline__ void store_tile(float* c) const {
-    int kg, row0, col0, cstep;
-    place<BV>(kg, row0, col0, cstep);
-    float* sub = c + (row0 / kBM) * (kBM * kLdc) + (row0 % kBM) * kLdc;
+    int kg, row0, rstep, col0, cstep;
+    place<AV, BV>(kg, row0, rstep, col0, cstep);
+    float* sub = c + (row0 / kBM) * (kBM * kLdc) + (row0 % kBM) * kLdc;  // (a lane's rows lie in one sub-tile)
     if (kg == 1) {
 #pragma unroll
       for (int i = 0; i < kFTm; ++i)
 #pragma unroll
-        for (int j = 0; j < kFTn; ++j) sub[i * kLdc + col0 + j * cstep] = d[i][j];
+        for (int j = 0; j < kFTn; ++j) sub[i * rstep * kLdc + col0 + j * cstep] = d[i][j];
     }
     __syncthreads();
     if (kg == 0) {
@@ -183,7 +188,7 @@ struct AccumFma {
       for (int i = 0; i < kFTm; ++i)
 #pragma unroll
         for (int j = 0; j < kFTn; ++j) {
-          float& o = sub[i * kLdc + col0 + j * cstep];
+          float& o = sub[i * rstep * kLdc + col0 + j * cstep];
           const float s = d[i][j] + o;
           o = (ByteRows<AV>::value || ByteRows<BV>::value) ? over_255(s) : s;
         }
