@@ -33,17 +33,19 @@ namespace mlp {
 constexpr int kFKGroups = 2;                 // the k-tile's halves, one a group of 4 warps
 constexpr int kFKPer = kXBK / kFKGroups;     // 16 values of k a group a k-tile
 constexpr int kFTm = 8, kFTn = 4;            // a lane's register tile
+constexpr int kFBLdBytes = kBN;              // converted byte B tile [k][n]: rows of 64 floats
 static_assert(kXThreads == 256 && kXBM == 64 && kXBN == 64, "two groups of 4 warps of 32 x 32 on a 64 x 64 tile");
 
-// A byte operand's values, converted by each warp for itself (static shared memory, only in the
-// kernels with a byte operand): the part of the k-tile the warp reads, A's 32 rows x its group's 16
-// values of k (rows 20 floats apart: the four quarter warps' rows tm + 4 i fall 20 tm banks apart,
-// conflict-free) or B's 16 values of k x its 32 columns.
-constexpr int kFScratchLdA = 20, kFScratchLdB = 32;
-constexpr int kFScratch = 32 * kFScratchLdA > kFKPer * kFScratchLdB ? 32 * kFScratchLdA : kFKPer * kFScratchLdB;
-__device__ __forceinline__ float* fma_warp_scratch() {
-  __shared__ __align__(16) float s[(kXThreads / 32) * kFScratch];
-  return s + (threadIdx.x / 32) * kFScratch;
+// Float tiles for a byte operand's k-tile, converted once (static shared memory, only in the
+// kernels with a byte operand): A's bytes [m][k] as floats [m][k] (row stride X3Tile's 36, so a
+// lane's 16-byte read of a row is conflict-free), B's [k][n] as floats [k][n].
+__device__ __forceinline__ float* fma_byte_tile_a() {
+  __shared__ __align__(16) float s[kXBM * X3Ld<float>::k32];
+  return s;
+}
+__device__ __forceinline__ float* fma_byte_tile_b() {
+  __shared__ __align__(16) float s[kXBK * kFBLdBytes];
+  return s;
 }
 
 struct AccumFma {
@@ -84,15 +86,14 @@ struct AccumFma {
   __device__ __forceinline__ static float byte_value(uint32_t w, int i) {
     return __uint_as_float(AccumX3<3>::byte_as_tf32(w, i));
   }
-  // The warp's part of a byte tile into its scratch, 128 words, 4 a lane: kRows x kCols bytes at
-  // src (row stride kSrcLd) into floats (row stride kDstLd).
-  template <int kRows, int kCols, int kSrcLd, int kDstLd>
-  __device__ __forceinline__ static void convert_warp(const uint8_t* src, float* dst) {
-    static_assert(kRows * kCols == 4 * 32 * 4 && kSrcLd % 4 == 0 && kDstLd % 4 == 0, "four aligned words a lane");
-    const int lane = threadIdx.x % 32;
+  // A byte tile's 2,048 values into floats: two 4-byte words a thread.
+  template <int kOuter, int kInner, int kSrcLd, int kDstLd>
+  __device__ __forceinline__ static void convert(const uint8_t* src, float* dst) {
+    constexpr int kWords = kOuter * kInner / 4;
+    static_assert(kWords == 2 * kXThreads && kSrcLd % 4 == 0 && kDstLd % 4 == 0, "two aligned words a thread");
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int w = lane + 32 * u, o = w / (kCols / 4), in = (w % (kCols / 4)) * 4;
+    for (int i = 0; i < 2; ++i) {
+      const int w = threadIdx.x + i * kXThreads, o = w / (kInner / 4), in = (w % (kInner / 4)) * 4;
       const uint32_t word = *reinterpret_cast<const uint32_t*>(src + o * kSrcLd + in);
       *reinterpret_cast<float4*>(dst + o * kDstLd + in) =
           make_float4(byte_value(word, 0), byte_value(word, 1), byte_value(word, 2), byte_value(word, 3));
@@ -104,48 +105,47 @@ struct AccumFma {
     constexpr bool kAB = ByteRows<AV>::value, kBB = ByteRows<BV>::value;
     static_assert(!kAB || AV::kContig, "a byte A is staged [m][k]");
     static_assert(!kBB || BV::kContig, "a byte B is staged [k][n]");
-    static_assert(!(kAB && kBB), "one byte operand at most");
-    int kg, row0, rstep, col0, cstep;
-    place<AV, BV>(kg, row0, rstep, col0, cstep);
-    const int warp = threadIdx.x / 32, wm = ((warp % 4) / 2) * 32, wn = (warp % 2) * 32;
-    // The operands as floats, and where this lane's part starts in them: the staged fp32 tiles, or
-    // the warp's scratch of converted bytes (its own rows or columns, its group's k from 0).
-    const float* fa = static_cast<const float*>(as);
-    const float* fb = static_cast<const float*>(bs);
-    int ka = kg * kFKPer, ra = row0, kb = kg * kFKPer, cb = col0;
+    const float* fa;
+    const float* fb;
     if constexpr (kAB) {
-      convert_warp<32, kFKPer, X3Ld<uint8_t>::k32, kFScratchLdA>(static_cast<const uint8_t*>(as) + wm * X3Ld<uint8_t>::k32 + ka,
-                                                                 fma_warp_scratch());
-      fa = fma_warp_scratch(), ka = 0, ra = row0 - wm;
+      convert<kXBM, kXBK, X3Ld<uint8_t>::k32, X3Ld<float>::k32>(static_cast<const uint8_t*>(as), fma_byte_tile_a());
+      fa = fma_byte_tile_a();
+    } else {
+      fa = static_cast<const float*>(as);
     }
     if constexpr (kBB) {
-      convert_warp<kFKPer, 32, X3Ld<uint8_t>::k64, kFScratchLdB>(static_cast<const uint8_t*>(bs) + kb * X3Ld<uint8_t>::k64 + wn,
-                                                                 fma_warp_scratch());
-      fb = fma_warp_scratch(), kb = 0, cb = col0 - wn;
+      convert<kXBK, kXBN, X3Ld<uint8_t>::k64, kFBLdBytes>(static_cast<const uint8_t*>(bs), fma_byte_tile_b());
+      fb = fma_byte_tile_b();
+    } else {
+      fb = static_cast<const float*>(bs);
     }
-    if constexpr (kAB || kBB) __syncwarp();  // (the next k-tile's conversion follows tc64_tile's barrier)
-    constexpr int kLdA = kAB ? kFScratchLdA : AV::kContig ? X3Ld<float>::k32 : X3Ld<float>::k64;
-    constexpr int kLdB = kBB ? kFScratchLdB : BV::kContig ? X3Ld<float>::k64 : X3Ld<float>::k32;
+    if constexpr (kAB || kBB) __syncthreads();  // (every thread runs mma: tc64_tile's loop is uniform)
+    constexpr int kLdA = AV::kContig ? X3Ld<float>::k32 : X3Ld<float>::k64;
+    constexpr int kLdB = kBB ? kFBLdBytes : BV::kContig ? X3Ld<float>::k64 : X3Ld<float>::k32;
+    int kg, row0, rstep, col0, cstep;
+    place<AV, BV>(kg, row0, rstep, col0, cstep);
+    const int k0 = kg * kFKPer;
 #pragma unroll
     for (int k4 = 0; k4 < kFKPer; k4 += 4) {
+      const int k = k0 + k4;
       float b[4][kFTn];  // [k][j]
       if constexpr (BV::kContig) {
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          const float4 v = *reinterpret_cast<const float4*>(fb + (kb + k4 + kk) * kLdB + cb);
+          const float4 v = *reinterpret_cast<const float4*>(fb + (k + kk) * kLdB + col0);
           b[kk][0] = v.x, b[kk][1] = v.y, b[kk][2] = v.z, b[kk][3] = v.w;
         }
       } else {
 #pragma unroll
         for (int j = 0; j < kFTn; ++j) {
-          const float4 v = *reinterpret_cast<const float4*>(fb + (cb + j * 8) * kLdB + kb + k4);
+          const float4 v = *reinterpret_cast<const float4*>(fb + (col0 + j * 8) * kLdB + k);
           b[0][j] = v.x, b[1][j] = v.y, b[2][j] = v.z, b[3][j] = v.w;
         }
       }
       if constexpr (AV::kContig) {  // a row's 4 values of k at a time
 #pragma unroll
         for (int i = 0; i < kFTm; ++i) {
-          const float4 v = *reinterpret_cast<const float4*>(fa + (ra + i * rstep) * kLdA + ka + k4);
+          const float4 v = *reinterpret_cast<const float4*>(fa + (row0 + i * rstep) * kLdA + k);
           const float a[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
@@ -155,8 +155,8 @@ struct AccumFma {
       } else {  // one k's 8 rows at a time
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          const float4 v0 = *reinterpret_cast<const float4*>(fa + (ka + k4 + kk) * kLdA + ra);
-          const float4 v1 = *reinterpret_cast<const float4*>(fa + (ka + k4 + kk) * kLdA + ra + 4);
+          const float4 v0 = *reinterpret_cast<const float4*>(fa + (k + kk) * kLdA + row0);
+          const float4 v1 = *reinterpret_cast<const float4*>(fa + (k + kk) * kLdA + row0 + 4);
           const float a[kFTm] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
 #pragma unroll
           for (int i = 0; i < kFTm; ++i)
