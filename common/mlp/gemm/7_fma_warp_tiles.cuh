@@ -1,27 +1,34 @@
 // common/mlp/gemm/7_fma_warp_tiles.cuh — the GEMM ladder, step 7: fp32 FMAs in warp tiles.
 //
-// Adds: the CUDA cores' own best on big products. Steps 1-4 give each thread a 2 x 4 tile of a
-// 32 x 64 block: per k it reads 6 values from shared memory for 8 FMAs, and a 64 x 784 product
-// re-reads its A tile 2 times where a 64-row block would once. Here step 5's 64 x 64 tile and its
+// Adds: the CUDA cores' best on big products. Steps 1-4 give each thread a 2 x 4 tile of a 32 x 64
+// block: per k it reads 6 values from shared memory for 8 FMAs. Here step 5's 64 x 64 tile, its
 // three-stage cp.async pipeline, split-K hand-over and epilogues (tc64_tile) multiply with FMAs:
 // the 8 warps form two k-groups (warps 0-3 take k 0-15 of each k-tile, 4-7 k 16-31), each group's
-// 4 warps cover the 64 x 64 tile in 32 x 32 warp tiles, each lane an 8 (m) x 4 (n) register
-// tile. Per 4 values of k a lane reads 12 16-byte words (A's 8 rows, B's 4 columns, each 4 deep in
-// k, or 4 deep in m and n where the operand lies along them) for 128 FMAs. The two groups' sums
-// are added once, in the result tile. A byte operand (phase 5's gathered images) is converted once
-// a k-tile into a float tile (its integers: the sums are divided by 255 at the end, as step 5
-// does), not at every read: 8 conversions a thread a k-tile, where converting at the reads would
-// cost 2 instructions per 4 FMAs.
+// 4 warps cover the tile in 32 x 32 warp tiles, each lane an 8 (m) x 4 (n) register tile. Per 4
+// values of k a lane reads 12 16-byte words (A's 8 rows and B's 4 columns, each 4 deep in k, or 4
+// deep in m and n where the operand lies along them) for 128 FMAs. The two groups' sums are added
+// once, in the result tile. A byte operand (phase 5's gathered images) is converted once a k-tile
+// into a float tile (its integers: the sums are divided by 255 at the end, as step 5 does), not at
+// every read, which would cost 2 instructions per 4 FMAs.
 // The one design decision: two k-groups of 8 x 4 lane tiles, not 8 warps of 4 x 4. A 4 x 4 tile
 // reads 8 words per 64 FMAs; 8 x 4 reads 12 per 128, a quarter fewer shared-memory wavefronts for
 // the same FMAs, at 32 accumulators a thread (the launch bound allows 128 registers).
 // Prediction, before measuring (H200, 132 SMs at 1.98 GHz, W1's first layer at batch 8,192): the
-// forward (8,192 x 128 x 784) runs 256 blocks, two an SM: 200,700 FMA instructions a warp-slot
-// an SM, 50,200 cycles on 4 schedulers; its 16-byte shared reads, 4 wavefronts each (one per
-// quarter warp, broadcasts or not), take 76,800 cycles: shared-memory bound, about 39 us plus the
-// pipeline's fill, ~42 us (39 TFLOP/s; cuBLASLt fp32 52.9 us). The weight gradient (K = 8,192 in 10
-// slices, 260 blocks) the same per SM plus its fix-up tail: ~48 us (cuBLASLt fp32 75.4).
-// Measured: see report/phase_notes/phase5_batched.md ("The GEMM ladder's FMA rung").
+// forward (8,192 x 128 x 784) runs 256 blocks, two an SM: 200,700 FMA instructions a warp-slot an
+// SM, 50,200 cycles on 4 schedulers; its 16-byte shared reads, 4 wavefronts each, take 76,800
+// cycles: shared-memory bound, about 39 us plus the pipeline's fill, ~42 us (39 TFLOP/s; cuBLASLt
+// fp32 52.9 us). The weight gradient (K = 8,192 in 10 slices, 260 blocks): the same per SM plus its
+// fix-up tail, ~48 us (cuBLASLt fp32 75.4).
+// Measured (H200, 493ef7e, logs/fma_493ef7e/gemm/): 67.4 and 65.7 us (24.4 and 25.0 TFLOP/s),
+// 0.78x and 1.14x cuBLASLt fp32 (52.8, 74.7). Nsight Compute on the forward (logs/fma_var/
+// fwd-v0.txt): shared-memory pipe 81% busy, a third of its load wavefronts bank conflicts, issue
+// in 64% of cycles: the four quarter warps' A rows (8 tm + i, 36 floats apart) fell on the same
+// banks. Then: a lane's rows along k interleaved (tm + 4 i: 4 banks apart) -> 64.7 and 65.2 us
+// (logs/fma_ab_a88bbab/ab-summary.txt; pipe 60%, issue 66%, 766 instructions a warp a k-tile of
+// which 512 FMAs). Result (phase5_batched__gemm-b<B>.json, a88bbab): 9 of the W1 step's 11 products
+// of at least 100 MFLOP at batch 1,024-8,192 at 0.91-1.49x cuBLASLt fp32; the first layer's forward
+// at 8,192 0.82x (65.3 against 53.5 us), the second layer's weight gradient there 0.89x (the 32 x
+// 64 tile's 128 slices; step 7 with at most 16 slices has 32 blocks: 0.69x).
 #pragma once
 #include <cstdint>
 
