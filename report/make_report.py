@@ -517,7 +517,8 @@ def gemm_paragraph(ctx, d):
         lo = min(fma, key=lambda x: x[4])
         s += (f" On the CUDA cores alone (the faster of own-tile and own-fma64), the {len(fma)} products of at least "
               f"100 MFLOP at batch {min(x[0] for x in fma):,} … {max(x[0] for x in fma):,} run at "
-              f"{times(lo[4])}–{times(max(x[4] for x in fma))} cuBLASLt fp32's speed (time over time; the lowest: layer "
+              f"{times(lo[4])}–{times(max(x[4] for x in fma))} cuBLASLt fp32's speed (time over time), "
+              f"{sum(1 for x in fma if x[4] >= 0.9)} of them at 0.9× or more (the lowest: layer "
               f"{lo[1]} {lo[2].replace('-', ' ')} at batch {lo[0]:,}, {esc(lo[3])}).")
     return s + " " + gemm_check_sentence(ctx, d)
 
