@@ -12,9 +12,8 @@
 //     5c / 5e  W1's shape: an epoch in ONE cooperative kernel (5e: fewer dependent phases a step);
 //     5d  W2 at small widths: one 16-block cluster, activations in DSMEM;
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
-//   --fp32-gemm auto|tile|tf32x3|fma  big-batch fp32 products on tensor cores, fp32-accurate (step 5
-//     of the GEMM ladder, common/mlp/gemm/5_tf32x3.cuh), or FMAs only (fma: step 7 in their place);
-//     the plan is printed and recorded;
+//   --fp32-gemm auto|tile|tf32x3|fma  big-batch fp32 products on 3xTF32 tensor cores (GEMM step 5),
+//     or on FMAs only (fma: step 7, FMA warp tiles, in their place); the plan is printed and recorded;
 //   --fp16-gemm auto|tile|mma  fp16 products on step 6 where it pays (fp32_gemm.h); --gemm-compare
 //     the GEMM benchmark (every product of a step, each rung and cuBLASLt).
 //
