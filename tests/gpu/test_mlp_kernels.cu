@@ -355,6 +355,43 @@ TEST_CASE("mlp: fp32 FMA warp-tile GEMM (step 7) within the fp32 tolerance, awkw
         CHECK(e <= tf32x3_tol(s.K));
       }
   CHECK(split_runs > 0);
+  // Few tiles, long K: past 16 slices, the two-level fix-up (W1's second weight gradient at 8,192;
+  // groups of 16 slices, the last one short at K = 8,191 and 4,097), bit-stable.
+  const Shape long_k[] = {{64, 128, 8192}, {10, 64, 8191}, {37, 100, 4097}, {100, 65, 3000}};
+  for (const Shape& s : long_k) {
+    int splits = 0;
+    const double e = run_gemm<float>(Kind::Wgrad, s.M, s.N, s.K, 132, &splits, kStep7);
+    INFO("wgrad M=" << s.M << " N=" << s.N << " K=" << s.K << " splits=" << splits);
+    CHECK(splits > kFixupGroup);
+    CHECK(e <= tf32x3_tol(s.K));
+  }
+}
+
+TEST_CASE("mlp: step 7's split-K plan: past 16 slices only for few tiles, slices of at least four k-tiles, one wave") {
+  const int dims[] = {10, 64, 100, 128, 300, 784, 1000};
+  const int batches[] = {32, 1024, 2048, 4097, 8192};
+  int two_level = 0;
+  for (int sm : {132, 114, 16})
+    for (int b : batches)
+      for (int m : dims)
+        for (int n : dims) {
+          GemmProblem<MatView<float, false>, MatView<float, true>, StoreEpi> p;  // a weight gradient: K = batch
+          p.M = m, p.N = n, p.K = b;
+          plan_fma64(p, sm);
+          INFO("SMs " << sm << " M " << m << " N " << n << " K " << b << ": " << p.splits << " slices");
+          CHECK(p.splits * p.kchunk >= b);
+          CHECK((p.splits - 1) * p.kchunk < b);
+          CHECK(p.splits <= kFixupGroup * kFixupGroup);
+          if (p.splits > 1) {
+            CHECK(x3_tiles(p) * p.splits <= kXBlocksPerSm * sm);
+            CHECK(p.kchunk >= 4 * kXBK);
+          }
+          if (p.splits > kFixupGroup) {
+            ++two_level;
+            CHECK(x3_tiles(p) * kFixupGroup < kXBlocksPerSm * sm);
+          }
+        }
+  CHECK(two_level > 10);
 }
 
 TEST_CASE("mlp: fp16 mma.sync GEMM (step 6) against float64 on its own operands, awkward shapes, split-K bit-stable") {

@@ -33,13 +33,17 @@ struct VecFixup<E, std::void_t<decltype(E::kVecFixup)>> : std::integral_constant
 // two hand-overs in a row made the last block wait for two fences and two counters. kVec: float4
 // traffic and up to 16 float4 loads a thread issued before they are added (the same order, so the
 // same sums). Every thread of the block (NT of them) must call it.
+// (stride: slots a tile in ws, when the slices handed over are a group of a longer split (the
+// two-level form below); counter: the counter to count on, when not tile0's.)
 template <int NT, bool kVec, int kSubs = 1>
 __device__ bool splitk_fixup_rows(float* c, float* ws, unsigned* counters, int tile0, int tile_step, int subs,
-                                  int split, int splits) {
+                                  int split, int splits, int stride = 0, unsigned* counter = nullptr) {
   __shared__ bool s_last;
   constexpr int kTile = kBM * kBN;
   constexpr int kE4 = kTile / 4 / NT;  // float4 of a sub-tile per thread: 2 (256 threads), 4 (128)
-  auto slot = [&](int j, int z) { return ws + (static_cast<size_t>(tile0 + j * tile_step) * splits + z) * kTile; };
+  const int ld = stride > 0 ? stride : splits;
+  unsigned* cnt = counter ? counter : counters + tile0;
+  auto slot = [&](int j, int z) { return ws + (static_cast<size_t>(tile0 + j * tile_step) * ld + z) * kTile; };
   if constexpr (kVec) {
 #pragma unroll
     for (int j = 0; j < kSubs; ++j)
@@ -57,7 +61,7 @@ __device__ bool splitk_fixup_rows(float* c, float* ws, unsigned* counters, int t
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned prev = atomicAdd(&counters[tile0], 1u);
+    const unsigned prev = atomicAdd(cnt, 1u);
     s_last = (prev == static_cast<unsigned>(splits - 1));
   }
   __syncthreads();
@@ -99,7 +103,7 @@ __device__ bool splitk_fixup_rows(float* c, float* ws, unsigned* counters, int t
         c[j * kBM * kLdc + (e / kBN) * kLdc + e % kBN] = s;
       }
   }
-  if (threadIdx.x == 0) counters[tile0] = 0u;  // ready for the next launch
+  if (threadIdx.x == 0) *cnt = 0u;  // ready for the next launch
   __syncthreads();
   return true;
 }
@@ -108,6 +112,27 @@ __device__ bool splitk_fixup_rows(float* c, float* ws, unsigned* counters, int t
 template <int NT, bool kVec>
 __device__ bool splitk_fixup(float* c, float* ws, unsigned* counters, int tile, int split, int splits) {
   return splitk_fixup_rows<NT, kVec>(c, ws, counters, tile, 0, 1, split, splits);
+}
+
+// The two-level form of splitk_fixup_rows: the slices of each group of kFixupGroup hand over to the
+// last of them (their slots within the tile's, the group's counter), which hands the group's sum
+// over to the last group (the groups' slots after every tile's slices, the tile's last counter).
+// Workspace and counters as the 32 x 64 kernel's two-level fix-up below lays them out: `tiles`
+// 32 x 64 tiles, each with `splits` slots and `groups` + 1 counters (steps 5-7's 64-row tiles use
+// the slots and counters of their first 32-row tile for the counters, both sub-tiles' for slots).
+template <int NT, bool kVec, int kSubs = 1>
+__device__ bool splitk_fixup_rows_two_level(float* c, float* ws, unsigned* counters, int tile0, int tile_step,
+                                            int subs, int tiles, int split, int splits) {
+  constexpr size_t kTile = static_cast<size_t>(kBM) * kBN;
+  const int groups = fixup_groups(splits), g = split / kFixupGroup, first = g * kFixupGroup;
+  const int count = splits - first < kFixupGroup ? splits - first : kFixupGroup;
+  unsigned* cnt = counters + static_cast<size_t>(tile0) * (groups + 1);
+  if (!splitk_fixup_rows<NT, kVec, kSubs>(c, ws + first * kTile, counters, tile0, tile_step, subs, split - first, count,
+                                          splits, cnt + g))
+    return false;
+  float* group_slots = ws + static_cast<size_t>(tiles) * splits * kTile;
+  return splitk_fixup_rows<NT, kVec, kSubs>(c, group_slots, counters, tile0, tile_step, subs, g, groups, groups,
+                                            cnt + groups);
 }
 
 // The two-level form of splitk_fixup (an instance of its own, for products planned past kFixupGroup

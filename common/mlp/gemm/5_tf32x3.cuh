@@ -571,7 +571,9 @@ struct EarlyDraw<E, std::void_t<decltype(E::kEarlyDraw)>> : std::integral_consta
 
 // One (64 x 64 tile, split) with the products of Acc (step 5's AccumX3, step 6's AccumF16): the
 // cp.async pipeline, the split-K fix-up of both 32-row sub-tiles, then each one's epilogue.
-template <class P, class Acc>
+// kTwoLevel: an instance for products planned past kFixupGroup slices (step 7's long-K products
+// with few tiles), whose fix-up adds in two levels (splitk_fixup_rows_two_level).
+template <class P, class Acc, bool kTwoLevel = false>
 __device__ __forceinline__ void tc64_tile(const P& p) {
   extern __shared__ __align__(128) unsigned char gemm_dyn[];
   using AV = typename P::AView;
@@ -646,10 +648,16 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   const int subs = min(kSubs, (p.M - m0 + kBM - 1) / kBM);  // sub-tiles inside M: the same for the tile row
   // Split: both sub-tiles handed over at once (one fence and one counter, sub-tile 0's); the last
   // block of the tile runs the epilogues.
-  if (p.splits > 1 &&
-      !splitk_fixup_rows<kXThreads, VecFixup<Epi>::value, kSubs>(cs, p.ws, p.counters, (m0 / kBM) * p.tiles_n() + bn,
-                                                                p.tiles_n(), subs, split, p.splits))
+  const int tile0 = (m0 / kBM) * p.tiles_n() + bn;
+  if constexpr (kTwoLevel) {
+    if (!splitk_fixup_rows_two_level<kXThreads, VecFixup<Epi>::value, kSubs>(cs, p.ws, p.counters, tile0, p.tiles_n(),
+                                                                            subs, p.tiles(), split, p.splits))
+      return;
+  } else if (p.splits > 1 && !splitk_fixup_rows<kXThreads, VecFixup<Epi>::value, kSubs>(cs, p.ws, p.counters, tile0,
+                                                                                        p.tiles_n(), subs, split,
+                                                                                        p.splits)) {
     return;
+  }
 #pragma unroll 1
   for (int s = 0; s < subs; ++s) {
     const int ms = m0 + s * kBM;

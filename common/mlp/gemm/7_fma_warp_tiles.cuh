@@ -203,17 +203,29 @@ struct AccumFma {
   }
 };
 
-template <class Tag, class P>
+template <class Tag, class P, bool kTwoLevel>
 __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_fma64_kernel(P p) {
-  tc64_tile<P, AccumFma>(p);
+  tc64_tile<P, AccumFma, kTwoLevel>(p);
 }
 
-// fp32 problems on step 7: step 5's split plan (the same tile and blocks an SM).
+// fp32 problems on step 7: step 5's split plan (the same tile and blocks an SM), except that a
+// product with fewer tiles than a sixteenth of the blocks one wave holds may take up to 16 x 16
+// slices of at least four k-tiles, added in two levels (tc64_tile's kTwoLevel): W1's 64 x 128 x
+// 8,192 weight gradient has two 64 x 64 tiles, 32 blocks in 16 slices.
 template <class P>
 inline void plan_fma64(P& p, int sm_count) {
   static_assert(std::is_same<typename P::Elem, float>::value, "step 7 multiplies fp32 operands");
   p.rung = GemmRung::Fma64;
   plan_tc64_splits(p, sm_count);
+  const int ktiles = (p.K + kXBK - 1) / kXBK, tiles = x3_tiles(p), wave = kXBlocksPerSm * sm_count;
+  if (tiles * kFixupGroup < wave && ktiles / 4 > kFixupGroup) {
+    int s = wave / tiles;
+    s = s < kFixupGroup * kFixupGroup ? s : kFixupGroup * kFixupGroup;
+    s = s < ktiles / 4 ? s : ktiles / 4;
+    const int per = (ktiles + s - 1) / s;
+    p.splits = (ktiles + per - 1) / per;
+    p.kchunk = per * kXBK;
+  }
 }
 
 template <class Tag, class P>
@@ -221,10 +233,12 @@ inline void launch_fma64(const P& p, cudaStream_t st, bool pdl) {
   constexpr int kSmem = X3Layout<P, AccumFma>::kBytes;
   static bool attr_set = false;  // per instance: above 48 KB a kernel must ask for its shared memory
   if (!attr_set) {
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_fma64_kernel<Tag, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_fma64_kernel<Tag, P, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_fma64_kernel<Tag, P, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     attr_set = true;
   }
-  launch_kernel(gemm_fma64_kernel<Tag, P>, x3_tiles(p) * p.splits, kXThreads, kSmem, st, pdl, p);
+  if (p.splits > kFixupGroup) launch_kernel(gemm_fma64_kernel<Tag, P, true>, x3_tiles(p) * p.splits, kXThreads, kSmem, st, pdl, p);
+  else launch_kernel(gemm_fma64_kernel<Tag, P, false>, x3_tiles(p) * p.splits, kXThreads, kSmem, st, pdl, p);
 }
 
 }  // namespace mlp
