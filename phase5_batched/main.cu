@@ -40,7 +40,7 @@
 //   where fp32_gemm.h's rule says it pays, the images' bytes multiplied as the integers they are
 //   (exact in TF32: two products, not three); the branched backward takes the upper layers' updates
 //   off the chain (2,048: 86.0 against 107.2 us paired); the dropout bits are drawn before the PDL
-//   wait. Step 5's first-layer products: 1.27x and 1.34x cuBLASLt fp32 (__gemm-b8192.json).
+//   wait. Step 5's first-layer products: 1.23x and 1.33x cuBLASLt fp32 (__gemm-b8192.json).
 //
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
