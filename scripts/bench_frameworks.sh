@@ -16,12 +16,13 @@
 #   w2      W2 (784-h-h-h-10, SGD, fp16) at h in $W2_HS: phase 5 own, grid (and cluster at 128), PyTorch
 #           compiled-graph, JAX jit-epoch and jit-run.               tags w2-h<h>-own, -grid, -cluster, -<impl>
 #   sweep   the W1 model at batch in $SWEEP_BATCHES (2 epochs): phase 5 own (its default GEMM plan;
-#           --fp32-gemm tile: the 32 x 64 SIMT tile for every product; fp16; fp16 with every product on
+#           --fp32-gemm tile: the 32 x 64 SIMT tile for every product; --fp32-gemm fma: the CUDA cores
+#           only, GEMM step 7 where the plan puts step 5; fp16; fp16 with every product on
 #           step 6, --fp16-gemm mma), phase 5 on cuBLASLt (fp32, fp16), PyTorch compiled-graph (and with
 #           TF32 matmuls allowed: a labelled comparison row, never the yardstick), JAX jit-run; the
 #           twins in $SWEEP_TWINS (default "torch torch-tf32 jax": a run may name fewer, and its
 #           records then hold only those).
-#                               tags batch-sweep-b<B>[-tile|-fp16|-fp16-mma|-cublaslt-<p>|-<impl>[-tf32]]
+#                               tags batch-sweep-b<B>[-tile|-fma|-fp16|-fp16-mma|-cublaslt-<p>|-<impl>[-tf32]]
 #
 # Environment: RECORDS_DIR (default profiles/<device-slug>), DATA (.carry/data/mnist or data/mnist),
 # PYTHON, JOBS (16), STAGES ("linreg w1 match w2 sweep"), W2_HS ("128 8192"), SWEEP_BATCHES
@@ -137,6 +138,7 @@ if has sweep; then
     run "sweep-$b" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --tag "batch-sweep-b$b" --save-init "$WORK/sw${b}init" --save-order "$WORK/sw${b}order.npy"
     S=("${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --init "$WORK/sw${b}init" --order "$WORK/sw${b}order.npy")
     run "sweep-$b-tile" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --fp32-gemm tile --tag "batch-sweep-b$b-tile"
+    run "sweep-$b-fma" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --fp32-gemm fma --tag "batch-sweep-b$b-fma"
     run "sweep-$b-fp16" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --precision fp16 --tag "batch-sweep-b$b-fp16"
     run "sweep-$b-fp16-mma" build/phase5_batched "${R[@]}" --batch "$b" --epochs 2 --workload mlp_batch_sweep --precision fp16 --fp16-gemm mma --tag "batch-sweep-b$b-fp16-mma"
     for pr in fp32 fp16; do
