@@ -99,7 +99,8 @@ def _finish(fig, path, title, device, records, extra_footer="", tight=(0, 0.035,
     if extra_footer:
         foot += "   |   " + extra_footer
     fig.text(0.5, 0.005, foot, ha="center", va="bottom", fontsize=8, color="#444444")
-    fig.tight_layout(rect=tight)
+    if tight is not None:  # (None: the figure laid itself out)
+        fig.tight_layout(rect=tight)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path, metadata=PNG_META)
     plt.close(fig)
@@ -594,7 +595,7 @@ def other_run_points(pts, commit):
 
 def fig9_batch(d, path, device):
     _setup()
-    fig, ax = plt.subplots(figsize=(10, 5.6))
+    fig, ax = plt.subplots(figsize=(10, 8.2))
     grid = _grid(d["series"], ours_only=True)  # the batch sizes of our sweep
     w1 = d.get("from_w1") or set()
     ours = [p for k, pts in d["series"].items() if not A.is_twin(k[0]) for p in pts if len(p) > 2 and hasattr(p[2], "data")]
@@ -625,9 +626,10 @@ def fig9_batch(d, path, device):
     ax.set_ylabel("training throughput (samples/s, log scale)")
     ax.set_title(textwrap.fill(batch_finding(d["series"]), 110), fontsize=9.5)
     _pow2_ticks(ax, [p[0] for pts in d["series"].values() for p in pts])
-    # the curves rise to the upper right: the legend goes where they are not
-    ax.legend(loc="lower right", fontsize=8)
-    _finish(fig, path, "Figure 9 — phase 5 batch-size sweep", device, d["records"])
+    # below the axes: with a dozen series, a legend inside covered the small batches' points
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1, fontsize=8, frameon=False)
+    fig.subplots_adjust(left=0.08, right=0.97, top=0.9, bottom=0.36)
+    _finish(fig, path, "Figure 9 — phase 5 batch-size sweep", device, d["records"], tight=None)
 
 
 ACCOUNT_COLORS = {"gemm": "#2171b5", "elementwise": "#6baed6", "optimizer": "#31a354", "reduction": "#fd8d3c",
