@@ -24,8 +24,8 @@
 // fwd-v0.txt): shared-memory pipe 81% busy, a third of its load wavefronts bank conflicts, issue
 // in 64% of cycles: the four quarter warps' A rows (8 tm + i, 36 floats apart) fell on the same
 // banks. Then: a lane's rows along k interleaved (tm + 4 i: 4 banks apart) -> 64.7 and 65.2 us
-// (logs/fma_ab_a88bbab/ab-summary.txt; pipe 60%, issue 66%, 766 instructions a warp a k-tile of
-// which 512 FMAs). Then: past 16 slices for few-tile long-K products, the fix-up in two levels
+// (logs/fma_ab_a88bbab/ab-summary.txt; the pipe 60% busy, an instruction issued in 66% of cycles,
+// 766 a warp a k-tile of which 512 FMAs). Then: past 16 slices for few-tile long-K products, the fix-up in two levels
 // (plan_fma64): W1's 64 x 128 x 8,192 weight gradient 27.5 -> 16.9 us. Result (phase5_batched__
 // gemm-b<B>.json, 0adcf3b): 10 of the W1 step's 11 products of at least 100 MFLOP at batch 1,024-
 // 8,192 at 0.907-1.30x cuBLASLt fp32; the first layer's forward at 8,192 0.785x (63.8 against 50.1).
