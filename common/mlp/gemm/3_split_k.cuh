@@ -114,12 +114,15 @@ __device__ bool splitk_fixup(float* c, float* ws, unsigned* counters, int tile, 
   return splitk_fixup_rows<NT, kVec>(c, ws, counters, tile, 0, 1, split, splits);
 }
 
-// The two-level form of splitk_fixup_rows: the slices of each group of kFixupGroup hand over to the
-// last of them (their slots within the tile's, the group's counter), which hands the group's sum
-// over to the last group (the groups' slots after every tile's slices, the tile's last counter).
-// Workspace and counters as the 32 x 64 kernel's two-level fix-up below lays them out: `tiles`
-// 32 x 64 tiles, each with `splits` slots and `groups` + 1 counters (steps 5-7's 64-row tiles use
-// the slots and counters of their first 32-row tile for the counters, both sub-tiles' for slots).
+// The two-level fix-up, for products planned past kFixupGroup slices (an instance of its own, so
+// no other kernel carries its code), made of two one-level hand-overs: the slices of each group of
+// kFixupGroup hand over to the last of them as a split-K of their own (their slots within the
+// tile's, the group's counter), which then hands the group's sum over to the last group (the
+// groups' slots after every tile's slices, the tile's last counter). Workspace and counters:
+// ws_floats() and counter_slots() of the problem, laid out by its 32 x 64 tiles (`tiles` of them,
+// each with `splits` slots and `groups` + 1 counters); steps 5-7's 64-row tiles hand both 32-row
+// sub-tiles over at once, on their first sub-tile's counters. The order of the sums is fixed
+// (slices in order within a group, then groups in order): deterministic.
 template <int NT, bool kVec, int kSubs = 1>
 __device__ bool splitk_fixup_rows_two_level(float* c, float* ws, unsigned* counters, int tile0, int tile_step,
                                             int subs, int tiles, int split, int splits) {
@@ -135,24 +138,11 @@ __device__ bool splitk_fixup_rows_two_level(float* c, float* ws, unsigned* count
                                             cnt + groups);
 }
 
-// The two-level form of splitk_fixup (an instance of its own, for products planned past kFixupGroup
-// slices), made of two one-level fix-ups: the slices of each group of kFixupGroup hand over to the
-// last of them as a split-K of their own (their slots, the group's counter), which then hands the
-// group's sum over to the last group (the groups' slots after every tile's slices, the tile's
-// counter). Workspace and counters: ws_floats() and counter_slots() of the problem. The order of the
-// sums is fixed (slices in order within a group, then groups in order): deterministic.
+// The 32 x 64 kernel's (one sub-tile).
 template <int NT, bool kVec>
 __device__ bool splitk_fixup_two_level(float* c, float* ws, unsigned* counters, int tile, int tiles, int split,
                                        int splits) {
-  constexpr size_t kTile = static_cast<size_t>(kBM) * kBN;
-  const int groups = fixup_groups(splits), g = split / kFixupGroup, first = g * kFixupGroup;
-  const int count = splits - first < kFixupGroup ? splits - first : kFixupGroup;
-  unsigned* cnt = counters + static_cast<size_t>(tile) * (groups + 1);
-  if (!splitk_fixup<NT, kVec>(c, ws + (static_cast<size_t>(tile) * splits + first) * kTile, cnt + g, 0, split - first,
-                              count))
-    return false;
-  float* group_slots = ws + (static_cast<size_t>(tiles) * splits + static_cast<size_t>(tile) * groups) * kTile;
-  return splitk_fixup<NT, kVec>(c, group_slots, cnt + groups, 0, g, groups);
+  return splitk_fixup_rows_two_level<NT, kVec>(c, ws, counters, tile, 0, 1, tiles, split, splits);
 }
 
 }  // namespace mlp
