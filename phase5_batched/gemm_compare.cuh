@@ -218,10 +218,10 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
       auto q = p;  // the 64 x 64 tensor-core tile: step 5 (fp32) or step 6 (fp16)
       if constexpr (kHalf) plan_f16mma(q, dev.sm_count);
       else plan_tf32x3(q, dev.sm_count);
-      auto f = q;  // fp32: step 7, FMAs in the same tile and plan
+      auto f = q;  // fp32: step 7, FMAs in the same tile (its own plan past 16 slices: plan_fma64)
       if constexpr (!kHalf) plan_fma64(f, dev.sm_count);
-      DevBuf<float> ws(std::max({ws_floats(p), ws_floats(q), size_t{1}}));
-      DevBuf<unsigned> counters(std::max({counter_slots(p), counter_slots(q), size_t{1}}));
+      DevBuf<float> ws(std::max({ws_floats(p), ws_floats(q), ws_floats(f), size_t{1}}));
+      DevBuf<unsigned> counters(std::max({counter_slots(p), counter_slots(q), counter_slots(f), size_t{1}}));
       CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
       p.ws = q.ws = f.ws = ws.get(), p.counters = q.counters = f.counters = counters.get();
       double best = one(kHalf ? "own-tile-wmma" : "own-tile", [&] { launch_gemm<p4_gemm_fwd, T>(p, st); }, true, p.splits);
