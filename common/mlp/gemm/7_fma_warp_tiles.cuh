@@ -66,8 +66,8 @@ struct AccumFma {
   template <class AV, class BV>
   __device__ __forceinline__ static void prepare() {}
   // B staged [n][k] (the forward's weights): 36 floats a row, whatever A is: a quarter warp reads
-  // 8 consecutive rows (4 rows apart in banks), where step 5's gathered forward uses 48 for its
-  // MMA lanes.
+  // 8 consecutive rows, each 4 banks past the one before (step 5's gathered forward uses 48 for its
+  // MMA lanes).
   template <class AV, class BV>
   __host__ __device__ static constexpr int b_ld32() {
     return X3Tile<BV>::kLd32;
