@@ -684,14 +684,15 @@ __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P
 // of the 264 an H200 holds at once, where rounding the slices up gave 11 and 286 blocks. W1's step
 // at batch 2,048-8,192 with a half, a third or a fifth of these slices, or two or three times as
 // many (past one wave), was never faster beyond run-to-run noise: logs/splits_693098b/.)
+// (max_splits: step 7 may go past kFixupGroup slices, its fix-up then adding in two levels.)
 template <class P>
-inline void plan_tc64_splits(P& p, int sm_count) {
+inline void plan_tc64_splits(P& p, int sm_count, int max_splits = kFixupGroup) {
   const int ktiles = (p.K + kXBK - 1) / kXBK;
   const int tiles = x3_tiles(p);
   int s = 1;
   if (tiles < sm_count && ktiles >= 8) {
     s = (kXBlocksPerSm * sm_count) / tiles;  // whole slices that fit one wave
-    s = s < 16 ? s : 16;
+    s = s < max_splits ? s : max_splits;
     s = s < ktiles / 4 ? s : ktiles / 4;
   }
   const int per = ktiles > 0 ? (ktiles + s - 1) / s : 1;

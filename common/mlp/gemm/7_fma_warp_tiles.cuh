@@ -216,16 +216,8 @@ template <class P>
 inline void plan_fma64(P& p, int sm_count) {
   static_assert(std::is_same<typename P::Elem, float>::value, "step 7 multiplies fp32 operands");
   p.rung = GemmRung::Fma64;
-  plan_tc64_splits(p, sm_count);
-  const int ktiles = (p.K + kXBK - 1) / kXBK, tiles = x3_tiles(p), wave = kXBlocksPerSm * sm_count;
-  if (tiles * kFixupGroup < wave && ktiles / 4 > kFixupGroup) {
-    int s = wave / tiles;
-    s = s < kFixupGroup * kFixupGroup ? s : kFixupGroup * kFixupGroup;
-    s = s < ktiles / 4 ? s : ktiles / 4;
-    const int per = (ktiles + s - 1) / s;
-    p.splits = (ktiles + per - 1) / per;
-    p.kchunk = per * kXBK;
-  }
+  const bool few_tiles = x3_tiles(p) * kFixupGroup < kXBlocksPerSm * sm_count;
+  plan_tc64_splits(p, sm_count, few_tiles ? kFixupGroup * kFixupGroup : kFixupGroup);
 }
 
 template <class Tag, class P>
