@@ -260,6 +260,79 @@ __device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, i
     }
   }
 }
+// x3_issue's fast path: a k-tile wholly inside the slice [kbeg, kend) of a view whose chunks go
+// by cp.async. Whatever x3_issue works out per chunk and per k-tile (the chunk's place, its row,
+// its bounds, whether a vector copy may take it) is the same for every such k-tile but the k
+// offset, so it is worked out once a tile: the chunk's offset in a stage, the bytes it copies (the
+// k axis is whole inside the slice; the other axis's edge cuts a chunk alike every k-tile) and its
+// source for the slice's first k-tile, which a k-tile moves 32 elements along k. A byte view's
+// rows along the tile's other axis (the gathered forward's A) are looked up once a tile; rows
+// along k (the gathered weight gradient's B) still come from X3Rows a stage ahead. The tail
+// k-tile and views a vector copy cannot take go through x3_issue. (Staging cost 100-120
+// instructions a warp a k-tile, about half of step 6's, before: logs/stream_*/.)
+// kKCols: k is the view's column axis (operand A) or its row axis (operand B).
+template <int R, int C, bool kKCols, int kLd32, class V>
+struct X3Stream {
+  using S = X3Tile<V>;
+  using E = typename S::Elem;
+  static constexpr bool kC = V::kContig;
+  static constexpr bool kKInner = kKCols == kC;                      // k runs along the stored rows
+  static constexpr bool kIdsAlongK = ByteRows<V>::value && !kKInner;  // gathered rows along k
+  static constexpr int kInner = kC ? C : R;
+  static constexpr int kLd = kInner == 32 ? (kLd32 > 0 ? kLd32 : S::kLd32) : S::kLd64;
+  static constexpr int kBytes = 4 * static_cast<int>(sizeof(E));
+  const E* src[2];
+  int off[2];     // a chunk's first element along the stored row (kIdsAlongK)
+  int soff[2];    // its shared-memory offset in a stage, bytes
+  int nbytes[2];  // the bytes it copies
+  size_t step;    // elements a k-tile moves its source
+  bool fast;
+
+  // (r0, c0): the slice's first k-tile; rows x cols bound the view (the slice's end on the k axis).
+  __device__ __forceinline__ void init(const V& v, int r0, int c0, int rows, int cols) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int ch = threadIdx.x + i * kXThreads;
+      const int o = ch / (kInner / 4), in = (ch % (kInner / 4)) * 4;
+      const int outer = kC ? r0 + o : c0 + o, inner = kC ? c0 + in : r0 + in;
+      const int outer_lim = kC ? rows : cols, inner_lim = kC ? cols : rows;
+      soff[i] = (o * kLd + in) * static_cast<int>(sizeof(E));
+      const int valid = kKInner ? (outer < outer_lim ? 4 : 0) : max(0, min(4, inner_lim - inner));
+      nbytes[i] = valid * static_cast<int>(sizeof(E));
+      off[i] = inner;
+      if constexpr (ByteRows<V>::value) {
+        src[i] = kKInner && valid > 0 ? v.id_bytes(v.row_id(outer)) + inner : v.id_bytes(0);
+      } else {
+        src[i] = v.p + (valid > 0 ? static_cast<size_t>(outer) * v.ld + inner : 0);
+      }
+    }
+    if constexpr (ByteRows<V>::value) {
+      step = kXBK;
+      fast = v.ld % 4 == 0 && reinterpret_cast<uintptr_t>(v.id_bytes(0)) % 4 == 0;
+    } else {
+      step = kKInner ? kXBK : static_cast<size_t>(kXBK) * v.ld;
+      fast = v.vec_ok;
+    }
+  }
+  // k-tile s of the slice into the stage at dst (ids: X3Rows's, for rows along k).
+  __device__ __forceinline__ void issue(const V& v, int s, const void* dst, const int* ids) const {
+    const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const E* g;
+      if constexpr (kIdsAlongK) g = nbytes[i] > 0 ? v.id_bytes(ids[i]) + off[i] : src[i];
+      else g = src[i] + static_cast<size_t>(s) * step;
+      const unsigned sa = base + soff[i];
+      if constexpr (kBytes == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(nbytes[i]));
+      else if constexpr (kBytes == 8)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(sa), "l"(g), "r"(nbytes[i]));
+      else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(g), "r"(nbytes[i]));
+    }
+  }
+};
+
 __device__ __forceinline__ void x3_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void x3_wait() {
@@ -361,6 +434,7 @@ enum class WarpTiles { k32x16, k32x16Interleaved };
 // (WarpTiles). Steps 5 and 6 add their own mma() over it.
 struct TcAccum {
   using Frags = float[2][2][4];
+  static constexpr int kStages = kXStages;  // k-tiles in flight for tc64_tile (an accumulator may name more)
   Frags d;
   __device__ TcAccum() { zero(d); }
   // Per-block tables the fragment reads use (steps 5 and 6: the values of the 256 bytes), filled by
@@ -552,7 +626,7 @@ struct X3Layout {
   static constexpr int kB = x3_round128(x3_tile_bytes<typename P::BView, kBLd32>());
   static constexpr int kStage = kA + kB;
   static constexpr int kResult = 2 * kBM * kLdc * static_cast<int>(sizeof(float));
-  static constexpr int kBytes = kXStages * kStage > kResult ? kXStages * kStage : kResult;
+  static constexpr int kBytes = Acc::kStages * kStage > kResult ? Acc::kStages * kStage : kResult;
 };
 
 // Output tiles of 64 x 64 (the split-K slots and counters stay those of the 32 x 64 tiles).
@@ -579,6 +653,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   using AV = typename P::AView;
   using BV = typename P::BView;
   using Lay = X3Layout<P, Acc>;
+  constexpr int kSt = Acc::kStages;
   const int xt = x3_tiles(p);
   const int split = blockIdx.x / xt, tile = blockIdx.x % xt;
   const int bn = tile % p.tiles_n(), bm = tile / p.tiles_n();
@@ -591,21 +666,38 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   Acc acc;
   X3Rows<AV> ra;  // a byte operand's row ids for the next stage to issue (X3Rows)
   X3Rows<BV> rb;
-  auto issue_a = [&](int s) {
-    x3_issue<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(s % kXStages), ra.ids());
+  X3Stream<kXBM, kXBK, true, 0, AV> sa{};  // (set up below: B's before the PDL wait unless fresh, A's after)
+  X3Stream<kXBK, kXBN, false, Lay::kBLd32, BV> sb{};
+  // k-tiles [0, nfa) and [0, nfb) go by the streams' fast path (set once each stream is set up).
+  int nfa = 0, nfb = 0;
+  const int nfull = (kend - kbeg) / kXBK;  // k-tiles wholly inside the slice
+  auto issue_a = [&](int s, int st) {  // k-tile s into stage st
+    const int* ids = decltype(sa)::kIdsAlongK ? ra.ids() : nullptr;
+    if (s < nfa) sa.issue(p.a, s, a_stage(st), ids);
+    else x3_issue<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(st), ids);
   };
-  auto issue_b = [&](int s) {
-    x3_issue<kXBK, kXBN, Lay::kBLd32>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(s % kXStages), rb.ids());
+  auto issue_b = [&](int s, int st) {
+    const int* ids = decltype(sb)::kIdsAlongK ? rb.ids() : nullptr;
+    if (s < nfb) sb.issue(p.b, s, b_stage(st), ids);
+    else x3_issue<kXBK, kXBN, Lay::kBLd32>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(st), ids);
   };
-  auto fetch_a = [&](int s) { ra.template fetch<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend); };
-  auto fetch_b = [&](int s) { rb.template fetch<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N); };
+  // Row ids a stage ahead only where rows run along k; the gathered forward's rows are the tile's
+  // (its stream looks them up once; its tail k-tile looks them up in x3_issue).
+  auto fetch_a = [&](int s) {
+    if constexpr (decltype(sa)::kIdsAlongK) ra.template fetch<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend);
+  };
+  auto fetch_b = [&](int s) {
+    if constexpr (decltype(sb)::kIdsAlongK) rb.template fetch<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N);
+  };
   // B's first stages go out before the PDL wait (weights, images or activations of the forward
   // pass, which the kernel just before does not write), unless p.b_fresh; A's after it.
   const bool early_b = !p.b_fresh;
   if (early_b) {
+    sb.init(p.b, kbeg, n0, kend, p.N);
+    nfb = sb.fast ? nfull : 0;
 #pragma unroll
-    for (int s = 0; s < kXStages - 1; ++s)
-      if (s < nst) fetch_b(s), issue_b(s);
+    for (int s = 0; s < kSt - 1; ++s)
+      if (s < nst) fetch_b(s), issue_b(s, s);
   }
   // The fragment reads' tables (a byte operand's values), under those copies and before the wait:
   // they depend on no kernel. The loop's first barrier orders them before any read.
@@ -614,28 +706,37 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   if constexpr (EarlyDraw<Epi>::value) p.epi.prefetch_pair(m0, n0, p.M, p.N);
   pdl_wait();
   pdl_launch_dependents();
+  sa.init(p.a, m0, kbeg, p.M, kend);  // (A's row ids, in the gathered forward, after the wait like its copies)
+  nfa = sa.fast ? nfull : 0;
+  if (!early_b) {
+    sb.init(p.b, kbeg, n0, kend, p.N);
+    nfb = sb.fast ? nfull : 0;
+  }
 #pragma unroll
-  for (int s = 0; s < kXStages - 1; ++s) {
+  for (int s = 0; s < kSt - 1; ++s) {
     if (s < nst) {
-      if (!early_b) fetch_b(s), issue_b(s);
-      fetch_a(s), issue_a(s);
+      if (!early_b) fetch_b(s), issue_b(s, s);
+      fetch_a(s), issue_a(s, s);
     }
     x3_commit();
   }
   // The row ids of the first stage the loop issues, fetched now: each iteration issues its stage's
   // copies and fetches the next stage's ids, which land under the MMAs.
-  if (kXStages - 1 < nst) fetch_a(kXStages - 1), fetch_b(kXStages - 1);
+  if (kSt - 1 < nst) fetch_a(kSt - 1), fetch_b(kSt - 1);
   if constexpr (!EarlyDraw<Epi>::value) p.epi.prefetch(m0, n0, p.M, p.N);  // sub-tile 0's; under the first stages' latency
+  int rs = 0, ws = kSt - 1;  // the stages k-tile t is read from and k-tile t + kSt - 1 goes to
   for (int t = 0; t < nst; ++t) {
-    x3_wait<kXStages - 2>();  // stage t has landed (this thread's copies) ...
-    __syncthreads();          // ... and everyone's; every warp is done with stage t - 1
-    const int nx = t + kXStages - 1;
+    x3_wait<kSt - 2>();  // stage t has landed (this thread's copies) ...
+    __syncthreads();     // ... and everyone's; every warp is done with stage t - 1
+    const int nx = t + kSt - 1;
     if (nx < nst) {
-      issue_a(nx), issue_b(nx);
+      issue_a(nx, ws), issue_b(nx, ws);
       if (nx + 1 < nst) fetch_a(nx + 1), fetch_b(nx + 1);
     }
     x3_commit();
-    acc.template mma<AV, BV>(a_stage(t % kXStages), b_stage(t % kXStages));
+    acc.template mma<AV, BV>(a_stage(rs), b_stage(rs));
+    rs = rs == kSt - 1 ? 0 : rs + 1;
+    ws = ws == kSt - 1 ? 0 : ws + 1;
   }
   x3_wait<0>();
   __syncthreads();
@@ -707,7 +808,7 @@ inline void plan_tf32x3(P& p, int sm_count) {
 
 template <class Tag, class P, int kTerms>
 inline void launch_tf32x3(const P& p, cudaStream_t st, bool pdl) {
-  constexpr int kSmem = X3Layout<P>::kBytes;
+  constexpr int kSmem = X3Layout<P, AccumX3<kTerms>>::kBytes;
   static bool attr_set = false;  // per instance: above 48 KB a kernel must ask for its shared memory
   if (!attr_set) {
     CUDA_CHECK(cudaFuncSetAttribute(gemm_tf32x3_kernel<Tag, P, kTerms>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));

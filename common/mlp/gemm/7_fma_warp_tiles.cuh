@@ -56,6 +56,7 @@ __device__ __forceinline__ float* fma_byte_tile_b() {
 }
 
 struct AccumFma {
+  static constexpr int kStages = kXStages;  // (tc64_tile's pipeline depth)
   float d[kFTm][kFTn];
   __device__ AccumFma() {
 #pragma unroll
