@@ -90,8 +90,21 @@
 // W1's step at 8,192 149.8 -> 142.7 us, 4,096 101.7 -> 96.8, 2,048 73.2 -> 72.3; fp16 at 8,192
 // 107.2 -> 100.1. More than predicted: stamped inside the step, the hidden forward went 17.6 ->
 // 8.7 us (a draw at one block an SM took ~4.5 us, not 1.3), the gathered forward 40.0 -> 40.8.
-// The step in the sweep: 143.7 us (phase5_batched__batch-sweep-b8192.json, c3dc21f), 1.73x JAX
-// (PyTorch compiled-graph 307.3, over twice ours).
+// The step in the sweep: 143.7 us (c3dc21f), 1.73x JAX (PyTorch compiled-graph 307.3).
+// Then: each chunk's copy worked out once a tile (X3Stream, for steps 5, 6 and 7). Nsight Compute
+// (logs/stages_3b7f804/) found all three issue-bound at ~0.6 instructions a cycle a scheduler, and
+// about 105 of step 6's ~265 instructions a warp a k-tile (8 of them MMAs) staging the next k-tile:
+// each chunk's row, bounds, alignment and address recomputed every k-tile; pipelines up to 8
+// stages deep changed nothing. Prediction, before measuring (H200, batch 8,192): staging ~105 -> ~25
+// instructions, the gathered forward's row ids once a tile (12 -> 0); if time follows
+// instructions, step 6's forward x0.63 (30.9 -> ~21 us), step 5's ~390 a k-tile -> ~300 (x0.77:
+// 41 -> ~32, weight gradient 56 -> ~44); W1's step 143.7 -> ~126 us, fp16 100.9 -> ~82.
+// Measured (H200, e802857, phase5_batched__gemm-b8192[-fp16].json): step 5 35.8 and 52.2 us, 1.50x
+// and 1.45x cuBLASLt fp32 (53.8, 75.9); step 6 25.2 and 31.5 (0.79x and 0.74x cuBLASLt fp16); step 6's
+// forward executes 176 instructions a warp a k-tile as predicted but issues in 51-55% of cycles, not
+// 61% (logs/stream_e802857/): with the staging cheap, the copies' and operands' latency shows. W1's
+// step 131.4 us, fp16 88.4 (phase5_batched__batch-sweep-b8192[-fp16].json, e802857), 2.02x JAX
+// jit-run (264.9) and 2.30x PyTorch compiled-graph (302.6) of the same run.
 #pragma once
 #include <cstdint>
 
@@ -268,8 +281,8 @@ __device__ __forceinline__ void x3_issue(const V& v, int r0, int c0, int rows, i
 // source for the slice's first k-tile, which a k-tile moves 32 elements along k. A byte view's
 // rows along the tile's other axis (the gathered forward's A) are looked up once a tile; rows
 // along k (the gathered weight gradient's B) still come from X3Rows a stage ahead. The tail
-// k-tile and views a vector copy cannot take go through x3_issue. (Staging cost 100-120
-// instructions a warp a k-tile, about half of step 6's, before: logs/stream_*/.)
+// k-tile and views a vector copy cannot take go through x3_issue. (Staging had cost ~105 of step
+// 6's ~265 instructions a warp a k-tile: logs/stages_3b7f804/, logs/stream_e802857/.)
 // kKCols: k is the view's column axis (operand A) or its row axis (operand B).
 template <int R, int C, bool kKCols, int kLd32, class V>
 struct X3Stream {

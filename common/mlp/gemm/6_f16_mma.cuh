@@ -64,6 +64,10 @@
 // its size: it no longer follows instructions alone. W1's fp16 step at 8,192 135.45 -> 123.43 us
 // (A/B in one call, the weight gradient still on the WMMA tile); every product on step 6 120.87.
 // So the plan puts the gathered weight gradient on step 6 from batch 2,048 (fp32_gemm.h).
+// Then: the staging of step 5's tile worked out once a tile (X3Stream, step 5's card): 25.2 and
+// 31.5 us at 8,192 (e802857, phase5_batched__gemm-b8192-fp16.json), 0.79x and 0.74x cuBLASLt fp16
+// (19.9, 23.4); W1's fp16 step 88.4 us, 1.49x our fp32 (131.4). An MMA is still 8 of ~176
+// instructions a warp a k-tile: a 32 x 16 warp tile reads and converts its bytes for 8 MMAs.
 #pragma once
 #include <cuda_fp16.h>
 

@@ -29,6 +29,8 @@
 // (plan_fma64): W1's 64 x 128 x 8,192 weight gradient 27.5 -> 16.9 us. Result (phase5_batched__
 // gemm-b<B>.json, 0adcf3b): 10 of the W1 step's 11 products of at least 100 MFLOP at batch 1,024-
 // 8,192 at 0.907-1.30x cuBLASLt fp32; the first layer's forward at 8,192 0.785x (63.8 against 50.1).
+// With step 5's staging worked out once a tile (X3Stream; e802857): 10 of 11 at 1.05-1.59x, the
+// first layer's forward at 8,192 0.862x (62.4 against 53.8; cuBLASLt's own time spreads 50-54).
 #pragma once
 #include <cstdint>
 
