@@ -32,7 +32,7 @@
 //   7d20915), best path against JAX: h = 128 rung 5d 27.67 us a step, 1.24x; 256 / 512 / 1,024 /
 //   2,048 rung 5g 33.21-107.5 us, 1.12x / 1.06x / 1.09x / 0.993x; 4,096 / 8,192 own GEMMs 0.234 /
 //   0.653 ms, 1.09x / 1.25x JAX jit-run. --launch auto picks among them (launch_plan.h). Batch sweep
-//   (bench_frameworks.sh, __batch-sweep-b<B>.json, JAX at every batch; 32-1,024 at 60a9493, 2,048-
+//   (bench_frameworks.sh, __batch-sweep-b<B>.json, JAX at every batch; 32-512 at 60a9493, 1,024-
 //   8,192 at e802857): ahead at all nine; 32: 35.1 us a step, 1.11x JAX jit-run; 64: 1.06x (the
 //   least); 2,048: 69.3 us, 1.59x; 8,192: 0.131 ms, 2.02x (PyTorch compiled-graph 0.303), fp16
 //   0.088 ms. The lesson: up to batch 1,024 a step is its dependent kernels' latency (35-69 us);
