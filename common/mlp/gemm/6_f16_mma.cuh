@@ -250,12 +250,6 @@ struct AccumF16 : TcAccum {
       if (threadIdx.x < 256) f16_byte_values()[threadIdx.x] = __half_as_ushort(__int2half_rn(static_cast<int>(threadIdx.x)));
     }
   }
-  // The gathered forward stages W's k-tile [n][k] at the fp16 tiles' own row stride (ldmatrix reads
-  // it, see mma()), not step 5's 48 for reads along k.
-  template <class AV, class BV>
-  __host__ __device__ static constexpr int b_ld32() {
-    return X3AlongK<AV, BV>::value ? X3Tile<BV>::kLd32 : TcAccum::b_ld32<AV, BV>();
-  }
   // mma_bytes_b leaves MMA j's column c at the warp's column 2c + j.
   template <class AV, class BV>
   __device__ __forceinline__ void store_tile(float* c) const {
@@ -264,18 +258,12 @@ struct AccumF16 : TcAccum {
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
     if constexpr (X3AlongK<AV, BV>::value) {
-      bytes_to_half_tile(static_cast<const uint8_t*>(as));
-      __syncthreads();  // (the loop's next barrier keeps the tile until every warp has read it)
-      mma_frags<MatView<__half, true>, BV>(f16_gathered_tile(), bs);
+      mma_along_k(static_cast<const uint8_t*>(as), static_cast<const __half*>(bs));
+      return;
     } else if constexpr (F16BytesB<AV, BV>::value) {
       mma_bytes_b<AV>(as, static_cast<const uint8_t*>(bs));
-    } else {
-      mma_frags<AV, BV>(as, bs);
+      return;
     }
-  }
-  // The element path: A's and B's fragments by ldmatrix where staged as fp16, else element by element.
-  template <class AV, class BV>
-  __device__ __forceinline__ void mma_frags(const void* as, const void* bs) {
     const int warp = threadIdx.x / 32;
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
     Frags part;  // this k-tile's sums (the first level)
@@ -295,24 +283,28 @@ struct AccumF16 : TcAccum {
     add(part);
   }
 
-  // The gathered forward: A's bytes [m][k] (row stride 36) become fp16 once a k-tile, block-wide,
-  // into f16_gathered_tile ([m][k], the fp16 tiles' row stride 40): a thread's 8 bytes of a row are
-  // two word loads, four byte permutes and subtractions, one 16-byte store. The four warps of a row
-  // of warps had each converted the same bytes (16 permutes, 16 subtractions and 16 selector moves
-  // a warp a k-tile); their A fragments are now one ldmatrix.x4 each, B's (W staged [n][k]) one
-  // ldmatrix.x4 a k-step for both of a warp's n8 tiles, as for any fp16 tile (mma_frags).
-  __device__ __forceinline__ static __half* f16_gathered_tile() {
-    __shared__ __align__(16) __half s[kXBM * X3Ld<__half>::k32];
-    return s;
-  }
-  __device__ __forceinline__ static void bytes_to_half_tile(const uint8_t* as) {
-    constexpr int kALd = X3Ld<uint8_t>::k32, kHLd = X3Ld<__half>::k32;
-    static_assert(kXBM * kXBK == 8 * kXThreads && kXBK == 32, "8 bytes a thread, 4 threads a row");
-    const int r = threadIdx.x / 4, c = (threadIdx.x % 4) * 8;
-    const uint32_t w0 = *reinterpret_cast<const uint32_t*>(as + r * kALd + c);
-    const uint32_t w1 = *reinterpret_cast<const uint32_t*>(as + r * kALd + c + 4);
-    *reinterpret_cast<uint4*>(f16_gathered_tile() + r * kHLd + c) =
-        make_uint4(bytes_as_f16x2<0, 1>(w0), bytes_as_f16x2<2, 3>(w0), bytes_as_f16x2<0, 1>(w1), bytes_as_f16x2<2, 3>(w1));
+  // The gathered forward: A's bytes [m][k] (row stride 36) and B's fp16 weights [n][k] (row stride
+  // 48), both contiguous along k. An MMA sums its 16 values of k in any order, so in k-step h lane
+  // slots 2t, 2t+1 stand for k = 16h + 4t, +1 and slots 2t+8, 2t+9 for 16h + 4t + 2, +3, in A and in
+  // B alike: a lane's bytes of a row for a k-step are one 4-byte word (two f16x2 registers by
+  // bytes_as_f16x2) and its four fp16 of B one 8-byte load (both registers of the fragment), where
+  // the element path took 8 byte loads, 8 table loads and 4 packs, and two 32-bit loads.
+  __device__ __forceinline__ void mma_along_k(const uint8_t* as, const __half* bs) {
+    uint32_t aw[2][2][2];  // [i][row g / g + 8][h]
+    uint2 bq[2][2];        // [j][h]
+    along_k_words(as, bs, aw, bq);
+    Frags part;  // this k-tile's sums (the first level)
+    zero(part);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][h]), bytes_as_f16x2<0, 1>(aw[i][1][h]),
+                               bytes_as_f16x2<2, 3>(aw[i][0][h]), bytes_as_f16x2<2, 3>(aw[i][1][h])};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, bq[j][h].x, bq[j][h].y);
+      }
+    add(part);
   }
 
   // The gathered weight gradient: B's bytes staged [k][n] (row stride 80), A fp16 (by ldmatrix).
