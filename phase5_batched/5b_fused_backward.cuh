@@ -84,19 +84,38 @@ struct FbSmem {
   __half wo[kFbRows][kFbLdH];         // old weights in fp16 (B operand of dA)
   float c[kBM * kLdc];                // dW tile, later the dA partial
 };
+// Blocks resident on an SM: its shared memory holds three (the row split plans whole waves of them).
+constexpr int kFbBlocksPerSm = 3;
+static_assert(kFbBlocksPerSm * (sizeof(FbSmem) + 1024) <= 228 * 1024 &&
+                  (kFbBlocksPerSm + 1) * (sizeof(FbSmem) + 1024) > 228 * 1024,
+              "an H100/H200 SM's 228 KB of shared memory (1 KB a block reserved) holds kFbBlocksPerSm blocks");
 
 inline size_t fused_bwd_ws_floats(const FusedBwdParams& p) {
   return p.splits > 1 && p.dz_prev != nullptr ? static_cast<size_t>(p.tiles_n()) * p.splits * kBM * kBN : 0;
 }
 
-// Rows split so that the grid is about 8 blocks per SM (three are resident at a time), each a
-// whole number of sub-tiles; at most 16 splits when there is a backward-data product (the
-// fix-up's partials), any number without one (the first layer: 784 columns are only 13 tiles).
-// Set dz_prev before planning.
+// Rows split into whole waves of resident blocks (kFbBlocksPerSm an SM), each split a whole number
+// of sub-tiles. With a backward-data product the fix-up's partials cap the splits at 16: the most
+// waves (3, 2 or 1) that stay within it, else 16 (a small layer: fewer blocks than one wave). The
+// first layer (no backward-data product, no fix-up; 784 columns are only 13 tiles): one wave.
+// A grid of about 8 blocks an SM ended in a partial wave at every width but 8,192 (1.29 waves at
+// h = 2,048, 2.59 at 4,096, and 2.1 waves of one-sub-tile blocks for the first layer at 2,048): W2's
+// step went 112.0 -> 95.8 us at h = 2,048, 224.5 -> 210.2 at 4,096, 66.1 -> 64.1 at 1,024, 576.9 ->
+// 572.0 at 8,192 (H200, profiles/nvidia-h200/logs/fbwaves_5f18f30/). One wave at 8,192 (3 slices
+// of 86 sub-tiles) was 8% slower than three. Set dz_prev before planning.
 inline void plan_fused_bwd(FusedBwdParams& p, int sm_count) {
   const int subs = (p.M + kFbRows - 1) / kFbRows;
-  int s = (8 * sm_count + p.tiles_n() - 1) / p.tiles_n();
-  if (p.dz_prev != nullptr) s = s < 16 ? s : 16;
+  const int slots = kFbBlocksPerSm * sm_count, tiles = p.tiles_n();
+  int s = slots / tiles;
+  if (p.dz_prev != nullptr) {
+    s = 16;
+    for (int w = 3; w >= 1; --w) {
+      if (w * slots / tiles <= 16) {
+        s = w * slots / tiles;
+        break;
+      }
+    }
+  }
   s = s < subs ? s : subs;
   if (s < 1) s = 1;
   const int per = (subs + s - 1) / s;

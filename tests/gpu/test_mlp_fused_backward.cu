@@ -160,24 +160,41 @@ TEST_CASE("mlp fused backward: supported shapes and the row split") {
   CHECK(fused_bwd_supported(784, 32));
   CHECK_FALSE(fused_bwd_supported(784, 33));  // batch over one tile: the paired kernels
   CHECK_FALSE(fused_bwd_supported(100, 32));  // width not a multiple of 8
-  FusedBwdParams p;
-  p.M = 8192, p.N = 8192, p.B = 32;
-  plan_fused_bwd(p, 132);
-  CHECK(p.tiles_n() == 128);
-  CHECK(p.rows_per_split % kFbRows == 0);
-  CHECK(p.splits * p.rows_per_split >= p.M);
-  CHECK((p.splits - 1) * p.rows_per_split < p.M);  // no empty split
-  CHECK(p.blocks() >= 8 * 132);
-  // The first layer (784 columns: 13 tiles, no backward-data product, no fix-up) may split its
-  // rows more than 16 ways; with a backward-data product the partials cap it at 16.
+  std::vector<__half> dummy(1);  // dz_prev is only tested for null by the planner
+  const int sms = 132, slots = kFbBlocksPerSm * sms;
+  // With a backward-data product: whole waves, as many of them (3, 2 or 1) as keep 16 slices or
+  // fewer; every split a whole number of sub-tiles, none empty.
+  struct Want {
+    int n, splits, waves;
+  };
+  for (const Want w : {Want{8192, 9, 3}, Want{4096, 12, 2}, Want{2048, 11, 1}}) {
+    FusedBwdParams p;
+    p.M = w.n, p.N = w.n, p.B = 32, p.dz_prev = dummy.data();
+    plan_fused_bwd(p, sms);
+    CAPTURE(w.n);
+    CHECK(p.tiles_n() == w.n / kBN);
+    CHECK(p.splits == w.splits);
+    CHECK(p.rows_per_split % kFbRows == 0);
+    CHECK(p.splits * p.rows_per_split >= p.M);
+    CHECK((p.splits - 1) * p.rows_per_split < p.M);  // no empty split
+    CHECK(p.blocks() <= w.waves * slots);
+    CHECK(p.blocks() > (w.waves - 1) * slots);
+  }
+  // Below: 16 slices (h = 1,024: 16 tiles, one wave would take 24).
+  FusedBwdParams s;
+  s.M = 1024, s.N = 1024, s.B = 32, s.dz_prev = dummy.data();
+  plan_fused_bwd(s, sms);
+  CHECK(s.splits == 16);
+  // The first layer (784 columns: 13 tiles, no backward-data product, no fix-up): one wave, which
+  // may split its rows more than 16 ways; with a backward-data product the partials cap it at 16.
   FusedBwdParams f;
   f.M = 8192, f.N = 784, f.B = 32;
-  plan_fused_bwd(f, 132);
+  plan_fused_bwd(f, sms);
   CHECK(f.splits > 16);
+  CHECK(f.blocks() <= slots);
   CHECK(fused_bwd_ws_floats(f) == 0);
-  std::vector<__half> dummy(1);
-  f.dz_prev = dummy.data();  // only tested for null by the planner
-  plan_fused_bwd(f, 132);
+  f.dz_prev = dummy.data();
+  plan_fused_bwd(f, sms);
   CHECK(f.splits == 16);
   CHECK(fused_bwd_ws_floats(f) == static_cast<size_t>(13) * 16 * kBM * kBN);
 }
