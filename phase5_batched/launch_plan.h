@@ -7,12 +7,13 @@
 // (w1-pipelined.json, w1-persistent.json, batch-sweep-b32.json at 465b2a2); batch 64, 5c 21.38 / 5e
 // 24.27 / the graph path 41.36 with PDL off (logs/check_0cd24e0/leads/), 38.34 with it at 465b2a2.
 // fp16 SGD models without dropout (W2's kind): the W2 width sweep's rule (bench_frameworks.sh stage w2
-// at 7d20915, h = 256 ... 2,048 again at f620a8f: profiles/nvidia-h200/phase5_batched__w2-h<h>-
-// {own,grid,cluster}.json): the cluster
-// kernel (5d) where the model fits one cluster (h = 128); the grid kernel (5g) wherever its plan gives
-// every hidden layer one 16-unit tile a block (h = 256 ... 2,048 on 132 SMs); past that (4,096,
-// 8,192: 32 or 64 units a block, rows read through L2) the graph of own GEMMs wins. Everything else
-// (more hidden layers in fp32, bigger batches, cuBLASLt) takes the graph path.
+// at 7d20915, h = 256 ... 1,024 again at f620a8f, 2,048 ... 8,192 at fdd6d02: profiles/nvidia-h200/
+// phase5_batched__w2-h<h>-{own,grid,cluster}.json): the cluster kernel (5d) where the model fits one
+// cluster (h = 128); the grid kernel (5g) where its plan gives every hidden layer one 16-unit tile a
+// block on at most half the GPU's SMs (h = 256 ... 1,024 on 132 SMs); past that the graph of own
+// GEMMs wins: at h = 2,048 (128 blocks, one an SM) 96.77 against 108.62 us a step, at 4,096 and 8,192
+// (32 or 64 units a block, rows read through L2) 211.98 against 386.66 and 575.85 against 1,496.
+// Everything else (more hidden layers in fp32, bigger batches, cuBLASLt) takes the graph path.
 #pragma once
 #include <string>
 
@@ -25,6 +26,8 @@ struct LaunchFacts {
   int grid_units = 0;             // 5g's plan: the most units of a hidden layer a block holds (0: refused)
   bool pipelined_fuses = false;   // 5e's plan accepts the model and fuses the first layer's update (fp32)
   bool persist_one_unit = false;  // 5c's plan accepts the model with one first-layer unit a block (fp32)
+  int grid_blocks = 0;            // 5g's plan: its blocks (one an SM)
+  int sms = 0;                    // the GPU's SMs
 };
 
 struct LaunchChoice {
@@ -40,7 +43,11 @@ inline LaunchChoice choose_launch(const LaunchFacts& f) {
     return {"graph", "no one-launch kernel's plan fits: W1's kind needs one first-layer unit a block and a batch of at "
                      "most 64, W2's kind fp16, SGD, no dropout and own GEMMs"};
   if (f.cluster_fits) return {"cluster", "the model fits one thread-block cluster (5d)"};
-  if (f.grid_units == 16) return {"grid", "the grid kernel (5g) holds one 16-unit tile of every hidden layer a block"};
+  if (f.grid_units == 16 && 2 * f.grid_blocks <= f.sms)
+    return {"grid", "the grid kernel (5g) holds one 16-unit tile of every hidden layer a block, on at most half the SMs"};
+  if (f.grid_units == 16)
+    return {"graph", "the grid kernel (5g) would span " + std::to_string(f.grid_blocks) +
+                         " blocks, more than half the SMs, where the graph step is faster"};
   if (f.grid_units > 16)
     return {"graph", "the grid kernel (5g) would hold " + std::to_string(f.grid_units) +
                          " units of a hidden layer a block, where the graph step is faster"};
