@@ -28,6 +28,12 @@
 // the byte data set (xdata + RowMap instead of h).
 // Any M, N works; N % 8 == 0 and 16-byte aligned buffers are required (the trainer checks, and
 // keeps the paired kernels otherwise); rows/columns past the edge are zero-filled.
+// The row split fills whole waves of resident blocks (plan_fused_bwd): split for about 8 blocks an
+// SM, the grid ended in a partial wave at most widths, its last blocks running alone. Measured (H200,
+// W2, fdd6d02, profiles/nvidia-h200/phase5_batched__w2-h<h>-own.json): 96.77 / 211.98 / 575.85 us a
+// step at h = 2,048 / 4,096 / 8,192, where the old split gave 112.0 / 224.5 / 576.9 in the same call
+// as the new one's 95.8 / 210.2 / 572.0 (logs/fbwaves_5f18f30/). At 8,192 a pass moves 670 MB in
+// ~200 us (3.3 TB/s): memory holds it there (30% fewer instructions made it no faster at full clocks).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
