@@ -104,11 +104,10 @@ inline size_t fused_bwd_ws_floats(const FusedBwdParams& p) {
 // of sub-tiles. With a backward-data product the fix-up's partials cap the splits at 16: the most
 // waves (3, 2 or 1) that stay within it, else 16 (a small layer: fewer blocks than one wave). The
 // first layer (no backward-data product, no fix-up; 784 columns are only 13 tiles): one wave.
-// A grid of about 8 blocks an SM ended in a partial wave at every width but 8,192 (1.29 waves at
-// h = 2,048, 2.59 at 4,096, and 2.1 waves of one-sub-tile blocks for the first layer at 2,048): W2's
-// step went 112.0 -> 95.8 us at h = 2,048, 224.5 -> 210.2 at 4,096, 66.1 -> 64.1 at 1,024, 576.9 ->
-// 572.0 at 8,192 (H200, profiles/nvidia-h200/logs/fbwaves_5f18f30/). One wave at 8,192 (3 slices
-// of 86 sub-tiles) was 8% slower than three. Set dz_prev before planning.
+// (About 8 blocks an SM, the split before, left a partial wave: 1.29 waves at h = 2,048, 2.59 at
+// 4,096, 2.1 waves of one-sub-tile blocks for the first layer at 2,048; what the change bought: the
+// card above. One wave at 8,192, 3 slices of 86 sub-tiles, was 8% slower than three.) Set dz_prev
+// before planning.
 inline void plan_fused_bwd(FusedBwdParams& p, int sm_count) {
   const int subs = (p.M + kFbRows - 1) / kFbRows;
   const int slots = kFbBlocksPerSm * sm_count, tiles = p.tiles_n();
