@@ -11,10 +11,10 @@ void grid_rung_launch(const GridPlan& pl, const ClusterParams& p, cudaStream_t s
 
 KernelCost grid_rung_cost(const ClusterParams& p, const GridPlan& pl) { return grid_step_cost(p, pl); }
 
-int grid_rung_units(const ClusterParams& p, int requested_blocks, int device) {
+int grid_rung_units(const ClusterParams& p, int requested_blocks, int device, int* blocks) {
   ClusterParams q = p;
   try {
-    return grid_units(q, requested_blocks, device);
+    return grid_units(q, requested_blocks, device, blocks);
   } catch (const Error& e) {
     if (e.code != kExitUsage) throw;
     return 0;

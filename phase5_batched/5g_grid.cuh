@@ -810,10 +810,12 @@ inline size_t grid_fit(const ClusterParams& p, int requested_blocks, int device,
   return smem;
 }
 
-// The most units of a hidden layer a block holds in the plan (grid_fit's refusals thrown).
-inline int grid_units(const ClusterParams& p, int requested_blocks, int device) {
+// The most units of a hidden layer a block holds in the plan (grid_fit's refusals thrown); blocks,
+// when given, receives the plan's block count.
+inline int grid_units(const ClusterParams& p, int requested_blocks, int device, int* blocks = nullptr) {
   GridLayout g;
   grid_fit(p, requested_blocks, device, g);
+  if (blocks) *blocks = g.NB;
   int most = 0;
   for (int l = 0; l + 1 < p.L; ++l) most = std::max(most, g.ly[l].U);
   return most;

@@ -81,8 +81,9 @@ GridPlan grid_rung_plan(ClusterParams& p, int requested_blocks, int device);
 void grid_rung_launch(const GridPlan& pl, const ClusterParams& p, cudaStream_t st);
 KernelCost grid_rung_cost(const ClusterParams& p, const GridPlan& pl);
 // The most units of a hidden layer a block would hold in the plan for the model (shapes only: L, B, w;
-// requested_blocks as in grid_rung_plan), or 0 where the plan refuses it; for --launch auto.
-int grid_rung_units(const ClusterParams& p, int requested_blocks, int device);
+// requested_blocks as in grid_rung_plan), or 0 where the plan refuses it; blocks, when given and the
+// plan accepts the model, receives its block count; for --launch auto.
+int grid_rung_units(const ClusterParams& p, int requested_blocks, int device, int* blocks = nullptr);
 
 }  // namespace mlp
 }  // namespace nb

@@ -5,7 +5,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -245,10 +244,7 @@ inline void resolve_auto_launch(P5Options& o, int device) {
     p.L = o.nlayers(), p.B = o.batch;
     for (int l = 0; l <= p.L; ++l) p.w[l] = o.layers[l];
     f.cluster_fits = cluster_rung_fits(p, device);
-    f.grid_units = grid_rung_units(p, o.blocks, device);
-    int widest = 0;
-    for (int l = 1; l < p.L; ++l) widest = std::max(widest, p.w[l]);
-    f.grid_blocks = f.grid_units > 0 ? (widest + f.grid_units - 1) / f.grid_units : 0;
+    f.grid_units = grid_rung_units(p, o.blocks, device, &f.grid_blocks);
     CUDA_CHECK(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device));
   }
   if (two_hidden_fp32_own(o)) {  // W1's kind: ask 5c's and 5e's plans (they only read shapes and the GPU)
