@@ -14,8 +14,8 @@
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
 //   --fp32-gemm auto|tile|tf32x3|fma  big-batch fp32 products on 3xTF32 tensor cores (GEMM step 5),
 //     or on FMAs only (fma: step 7, FMA warp tiles, in their place); the plan is printed and recorded;
-//   --fp16-gemm auto|tile|mma  fp16 products on step 6 where it pays (fp32_gemm.h); --gemm-compare
-//     the GEMM benchmark (every product of a step, each rung and cuBLASLt).
+//   --fp16-gemm auto|tile|mma  fp16 products on step 6 where it pays, --fp16-stream a small batch's
+//     wide forwards on step 8 (fp32_gemm.h); --gemm-compare the GEMM benchmark (each rung, cuBLASLt).
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the
@@ -253,6 +253,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["gemm_plan"] = plan;  // own graph path: each product's rung and K slices ([] on the other paths)
   rec["metrics"]["fp32_gemm"] = fp32_gemm_name(fp32_gemm);
   rec["metrics"]["fp16_gemm"] = o.fp16_gemm;
+  rec["metrics"]["fp16_stream"] = o.fp16_stream;
   if (!o.launch_auto.empty()) rec["metrics"]["launch_auto"] = o.launch_auto;  // config.launch: the rung it chose
   rung_record_fields(rec["metrics"], rung, tr.kernel(), o, breakdown_cycles, measured_steps, per_step_ms);
   // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
@@ -325,6 +326,11 @@ int run(int argc, char** argv) {
                  "at most 64 rows with 512 <= N <= 2048 and K >= 512 and for the first layer's weight gradient from "
                  "batch 2048, the 32 x 64 WMMA tile for the others (auto); or one rung for every product",
                  {"auto", "tile", "mma"});
+  cli.add_string("--fp16-stream", &o.fp16_stream,
+                 "own graph path, fp16: the forward products of at most 32 rows after the first layer on GEMM step 8 "
+                 "(the weights streamed straight into the MMAs' fragments) where K and, but for the last layer, N are at "
+                 "least 2048 (auto), for every such product (on), or never (off)",
+                 {"auto", "on", "off"});
   cli.add_flag("--gemm-compare", &compare,
                "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");
   if (!cli.parse(argc, argv)) return 0;

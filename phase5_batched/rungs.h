@@ -290,6 +290,9 @@ inline void check_rung(const Rung& r, const P5Options& o) {
   if (o.fp16_gemm != "auto" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
     throw Error(kExitUsage, "--fp16-gemm " + o.fp16_gemm + ": needs --precision fp16, --gemm own and --launch " +
                                 kRungs[0].name);
+  if (o.fp16_stream != "auto" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
+    throw Error(kExitUsage, "--fp16-stream " + o.fp16_stream + ": needs --precision fp16, --gemm own and --launch " +
+                                kRungs[0].name);
 }
 
 }  // namespace

@@ -72,6 +72,7 @@ nlohmann::json Trainer<T>::gemm_plan() const {
     const char* rung = p.rung == GemmRung::TF32x3   ? "tf32x3"
                        : p.rung == GemmRung::Fma64  ? "fma64"
                        : p.rung == GemmRung::F16Mma ? "f16-mma"
+                       : p.rung == GemmRung::F16Stream ? "f16-stream"
                        : kHalf                      ? "tile-wmma"
                                                     : "tile-simt";
     out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
@@ -220,6 +221,12 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     }
   } else {
     if (use_f16mma(o_.fp16_gemm, p.M, p.N, p.K, ByteRows<typename P::BView>::value)) plan_f16mma(p, dev_.sm_count);
+    // The forwards after the first layer at a small batch: their weights streamed (GEMM step 8)
+    // where the rule says.
+    if constexpr (std::is_same<P, FwdHidden>::value || std::is_same<P, FwdLast>::value) {
+      if (use_stream_rows(o_.fp16_stream, p.M, p.N, p.K, std::is_same<P, FwdLast>::value) && stream_rows_ok(p))
+        plan_stream_rows(p, dev_.sm_count);
+    }
   }
   if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)
   if (ws_floats(p) > ws_[slot].size() || counter_slots(p) > counters_[slot].size())

@@ -42,10 +42,12 @@
 //   gemm/5_tf32x3.cuh         fp32-accurate products on tensor cores (3xTF32, 64 x 64 tiles)
 //   gemm/6_f16_mma.cuh        fp16 products on mma.sync in step 5's tile
 //   gemm/7_fma_warp_tiles.cuh fp32 FMAs in warp tiles (8 x 4 a lane) in step 5's tile
+//   gemm/8_stream_rows.cuh    fp16 products of at most 32 rows, the weights streamed into the fragments
 //   layers.cuh                every other operation of the trainer (one kernel each)
 #pragma once
 #include "mlp/gemm/4_kernels.cuh"
 #include "mlp/gemm/5_tf32x3.cuh"
 #include "mlp/gemm/6_f16_mma.cuh"
 #include "mlp/gemm/7_fma_warp_tiles.cuh"
+#include "mlp/gemm/8_stream_rows.cuh"
 #include "mlp/layers.cuh"

@@ -60,6 +60,7 @@ std::vector<float> as_float(const std::vector<__half>& v) {
 // C[M,N] = A[M,K]·W with W [K,N]; backward weight C[M,N] = A^T·X with A stored [K,M], X [K,N].
 enum class Kind { Fwd, Dgrad, Wgrad };
 constexpr int kStep7 = 7;  // run_gemm's `terms` for step 7
+constexpr int kStep8 = 8;  // run_gemm's `terms` for step 8 (fp16 forward products of at most 32 rows)
 
 // terms = 0: the 32 x 64 tile (steps 1-4), planned with plan_splits (at most max_splits slices; past
 // 16 with Epi = VecStoreEpi, a weight gradient takes the two-level fix-up). fp32, terms = 3: step 5
@@ -102,7 +103,16 @@ double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, 
         if (terms == kStep7) plan_fma64(p, sm_count);
         else plan_tf32x3(p, sm_count);
       } else {
-        plan_f16mma(p, sm_count);
+        if constexpr (StreamRowsViews<decltype(p)>::value) {
+          if (terms == kStep8) {
+            REQUIRE(stream_rows_ok(p));
+            plan_stream_rows(p, sm_count);
+          } else {
+            plan_f16mma(p, sm_count);
+          }
+        } else {
+          plan_f16mma(p, sm_count);
+        }
       }
     } else {
       plan_splits(p, sm_count, 4, max_splits, max_splits > 16 ? 1 : 2);
@@ -411,6 +421,56 @@ TEST_CASE("mlp: fp16 mma.sync GEMM (step 6) against float64 on its own operands,
         CHECK(e <= f16mma_tol(s.K));
       }
   CHECK(split_runs > 0);
+}
+
+TEST_CASE("mlp: GEMM step 8 (a few rows, the weights streamed) against float64, awkward shapes, split-K bit-stable") {
+  NB_SKIP_WITHOUT_DEVICE();
+  struct Shape { int M, N, K; };
+  // Rows 1 ... 32; N not a multiple of the 128-column tile nor of its 64-column halves (10, 100,
+  // 200, 1,000, 3,000) and a whole one; K a multiple of 8 (16-byte rows) but not of the 128-value
+  // stage or the 32-value k-step (8, 40, 1,000, 4,104), and long (8,192).
+  const Shape shapes[] = {{1, 10, 8},     {7, 100, 40},    {32, 200, 1000}, {17, 1000, 4104},
+                          {32, 3000, 1000}, {32, 128, 8192}, {3, 2048, 2048}, {32, 1000, 8}};
+  int split_runs = 0;
+  for (const Shape& s : shapes)
+    for (int sm : {1, 16, 132}) {
+      int splits = 0;
+      const double e = run_gemm<__half>(Kind::Fwd, s.M, s.N, s.K, sm, &splits, kStep8);
+      split_runs += splits > 1;
+      INFO("M=" << s.M << " N=" << s.N << " K=" << s.K << " sm=" << sm << " splits=" << splits << " rel.err " << e
+                << " tol " << f16mma_tol(s.K));
+      CHECK(e <= f16mma_tol(s.K));
+    }
+  CHECK(split_runs > 0);
+}
+
+TEST_CASE("mlp: GEMM step 8's split plan: one wave of two blocks an SM, slices of whole stages, at most 16") {
+  for (int sm : {132, 114, 16, 1})
+    for (int n : {10, 128, 1000, 2048, 4096, 8192})
+      for (int k : {8, 256, 1000, 2048, 4096, 8192}) {
+        GemmProblem<MatView<__half, true>, MatView<__half, false>, StoreEpi> p;
+        p.M = 32, p.N = n, p.K = k;
+        plan_stream_rows(p, sm);
+        INFO("SMs " << sm << " N " << n << " K " << k << ": " << p.splits << " slices of " << p.kchunk);
+        CHECK(p.rung == GemmRung::F16Stream);
+        CHECK(p.kchunk % kSrChunk == 0);
+        CHECK(p.splits * p.kchunk >= k);
+        CHECK((p.splits - 1) * p.kchunk < k);
+        CHECK(p.splits <= kFixupGroup);
+        if (p.splits > 1) {
+          CHECK(sr_tiles(p) * p.splits <= kSrBlocksPerSm * sm);
+          CHECK(p.kchunk >= kSrMinChunks * kSrChunk);
+        }
+      }
+  // W2's hidden forwards on an H200 (132 SMs): the slices the card names.
+  const int expect[][3] = {{8192, 4, 2048}, {4096, 8, 512}, {2048, 8, 256}};
+  for (const auto& e : expect) {
+    GemmProblem<MatView<__half, true>, MatView<__half, false>, StoreEpi> p;
+    p.M = 32, p.N = e[0], p.K = e[0];
+    plan_stream_rows(p, 132);
+    CHECK(p.splits == e[1]);
+    CHECK(p.kchunk == e[2]);
+  }
 }
 
 TEST_CASE("mlp: fp16 WMMA GEMM, all three layouts, awkward shapes, split-K") {

@@ -175,6 +175,10 @@ P5_FLAG_CASES = [
     ("fp16-gemm-cublas", ["--fp16-gemm", "mma", "--precision", "fp16", "--gemm", "cublas"], ["--fp16-gemm mma", "--gemm own"]),
     ("fp16-gemm-cluster", ["--fp16-gemm", "mma", "--precision", "fp16", "--optimizer", "sgd", "--dropout", "0",
                            "--launch", "cluster"], ["--fp16-gemm mma", "--launch graph"]),
+    ("fp16-stream-bad", ["--fp16-stream", "yes"], ["--fp16-stream"]),
+    ("fp16-stream-fp32", ["--fp16-stream", "on"], ["--fp16-stream on", "--precision fp16"]),
+    ("fp16-stream-cublas", ["--fp16-stream", "off", "--precision", "fp16", "--gemm", "cublas"],
+     ["--fp16-stream off", "--gemm own"]),
 ]
 
 

@@ -184,8 +184,10 @@ struct StoreEpi {
 //           parts and three products summed in fp32 (two where one operand is the images' bytes,
 //           exact in TF32; plan_tf32x3 sets it, with its own splits);
 //   F16Mma  step 6: fp16 products on mma.sync in step 5's tile (plan_f16mma);
-//   Fma64   step 7: fp32 FMAs in warp tiles in step 5's tile (plan_fma64).
-enum class GemmRung : int { Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3 };
+//   Fma64   step 7: fp32 FMAs in warp tiles in step 5's tile (plan_fma64);
+//   F16Stream  step 8: fp16 products of at most 32 rows, the weights streamed into the fragments
+//           (plan_stream_rows).
+enum class GemmRung : int { Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4 };
 
 template <class AV, class BV, class Epi>
 struct GemmProblem {

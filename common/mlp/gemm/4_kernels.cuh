@@ -125,6 +125,8 @@ template <class Tag, class P>
 inline void launch_f16mma(const P& p, cudaStream_t st, bool pdl);
 template <class Tag, class P>
 inline void launch_fma64(const P& p, cudaStream_t st, bool pdl);  // step 7 (7_fma_warp_tiles.cuh)
+template <class Tag, class P>
+inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl);  // step 8 (8_stream_rows.cuh)
 
 // pdl: launch with programmatic stream serialization (phase 5's step; see pdl_wait).
 template <class Tag, class T, class P>
@@ -142,6 +144,10 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
   } else {
     if (p.rung == GemmRung::F16Mma) {
       launch_f16mma<Tag, P>(p, st, pdl);
+      return;
+    }
+    if (p.rung == GemmRung::F16Stream) {
+      launch_stream_rows<Tag, P>(p, st, pdl);
       return;
     }
   }

@@ -1,0 +1,268 @@
+// common/mlp/gemm/8_stream_rows.cuh — the GEMM ladder, step 8: a product of a few rows is its
+// weights' bytes; stream them.
+//
+// Adds: fp16 products C = A · W^T of at most 32 rows (a batch of 32 activations, A [M][K], times a
+// layer's weights W [N][K]) on mma.sync, with W read once, straight from global memory into the
+// B fragments, never staged in shared memory. Only A, the same for every block, is staged (by
+// cp.async, three stages of 128 values of k). A block takes 128 columns of C (W rows, 16 a warp)
+// and one K slice; the slices fill one wave of two blocks an SM and hand over through step 3's
+// fix-up, both 32 x 64 halves of the block's tile at once, as steps 5-7 hand over theirs.
+// The one design decision: an MMA sums its 16 values of k in any order, so a lane's B fragments for
+// two k-steps are eight consecutive fp16 of one W row, one 16-byte load, and its A fragments the
+// same eight values of k of its rows (one 16-byte shared load a row): no fragment is permuted,
+// converted or moved through shared memory; a warp's load reads 8 rows x 64 bytes.
+// The sums are exact to fp32 rounding, as step 6's: each k-step of 32 sums on the tensor cores into
+// fresh registers, added to the running sums in fp32 (the tensor cores' own additions do not round
+// to nearest).
+// Prediction, before measuring (H200; W2's hidden forward at h = 8,192, 32 x 8,192 x 8,192 on the
+// 32 x 64 WMMA tile of steps 1-4 in 640 blocks: 51.7 us, 2.6 TB/s, its L2 71% busy with 387 MB,
+// logs/fbwaves_5f18f30/ncu-d1-h8192.txt): 134 MB of weights, a quarter of that in A's re-reads
+// from L2 (a block stages A once for 128 W rows, the tile's 32 x 64 blocks once for 64) and 8 MB of
+// partial tiles, streamed at the copy ceiling's ~4.2 TB/s (ceilings__bench-linreg.json): ~34 us;
+// at h = 4,096 (33.5 MB, 23.1 us) ~10 us. W2's step then 575.9 -> ~540 us at 8,192, 212 -> ~190 at
+// 4,096.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_pipeline.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "mlp/gemm/3_split_k.cuh"
+#include "mlp/gemm/6_f16_mma.cuh"
+
+namespace nb {
+namespace mlp {
+
+constexpr int kSrThreads = 256;                 // 8 warps
+constexpr int kSrBN = 128;                      // columns of C (W rows) a block, 16 a warp
+constexpr int kSrBM = 32;                       // rows of A at most
+constexpr int kSrChunk = 128;                   // values of k a pipeline stage (four k-steps of 32)
+constexpr int kSrStages = 3;
+constexpr int kSrLd = kSrChunk + 32;            // A's staged row stride in halves (see a_frag)
+constexpr int kSrStageBytes = kSrBM * kSrLd * 2;
+constexpr int kSrBlocksPerSm = 2;               // __launch_bounds__: at most 128 registers a thread
+constexpr int kSrMinChunks = 2;                 // a slice takes at least 256 values of k
+static_assert(kSrLd * 2 % 128 == 64, "rows g and g + 1 of a quarter warp's 16-byte reads on other banks");
+static_assert(kSrStages * kSrStageBytes >= 2 * kBM * kLdc * static_cast<int>(sizeof(float)),
+              "the result's two 32 x 64 halves overlay the stages");
+static_assert(kSrBN == 2 * kBN && kSrBM == kBM, "a block's tile is two of the split-K fix-up's 32 x 64 tiles");
+
+// The products step 8 can take: A an fp16 matrix along k (activations), B a weight matrix [N][K].
+template <class P>
+struct StreamRowsViews : std::integral_constant<bool, std::is_same<typename P::AView, MatView<__half, true>>::value &&
+                                                          std::is_same<typename P::BView, MatView<__half, false>>::value> {};
+// ... and at run time: at most 32 rows, 16-byte rows (K a multiple of 8, aligned pointers).
+template <class P>
+inline bool stream_rows_ok(const P& p) {
+  if constexpr (!StreamRowsViews<P>::value) return false;
+  else return p.M >= 1 && p.M <= kSrBM && p.K % 8 == 0 && p.a.vec_ok && p.b.vec_ok;
+}
+
+template <class P>
+__host__ __device__ inline int sr_tiles(const P& p) {
+  return (p.N + kSrBN - 1) / kSrBN;
+}
+
+// d = a · b (fresh sums: the accumulator input is zero).
+__device__ __forceinline__ void mma_f16_fresh(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                              uint32_t b0, uint32_t b1) {
+  const float z = 0.f;
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(z));
+}
+__device__ __forceinline__ void mma_f16_acc(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                            uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// A k-step of 32 as two m16n8k16 steps h = 0, 1 with the lanes' slots dealt along k: lane 4g + t's
+// slots 2t, 2t+1 stand for k = 8t + 4h, +1 and slots 2t+8, 2t+9 for 8t + 4h + 2, +3 (in A and in B
+// alike). A lane's eight values of k, 8t ... 8t + 7, are then one 16-byte word q of its row: words
+// q.x, q.y feed h = 0 (slots 2t.. and 2t+8..), q.z, q.w feed h = 1. For A (rows g and g + 8 of an
+// m16 tile, words ra and rb): a0..a3 = ra.x, rb.x, ra.y, rb.y at h = 0; for B (W row g of an n8
+// tile, word w): b0, b1 = w.x, w.y.
+struct SrFrags {
+  float acc[2][2][4];  // [m16 tile i][n8 tile j][fragment]: the running fp32 sums
+};
+
+// One (128-column tile, K slice): the weights' 16-byte words into registers a stage ahead, A's
+// stages by cp.async, then the split-K hand-over and the epilogue of each 32 x 64 half.
+template <class P>
+__device__ __forceinline__ void stream_rows_tile(const P& p) {
+  __shared__ __align__(128) unsigned char smem[kSrStages * kSrStageBytes];
+  const int tiles = sr_tiles(p);
+  const int split = blockIdx.x / tiles, tile = blockIdx.x % tiles;
+  const int n0 = tile * kSrBN;
+  const int kbeg = split * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
+  const int nch = kend > kbeg ? (kend - kbeg + kSrChunk - 1) / kSrChunk : 0;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+
+  // The lane's two W rows (n8 tiles j = 0, 1 of the warp's 16), at k = 8t; rows past N read row 0
+  // and are dropped (their columns of C are never stored).
+  const __half* wrow[2];
+  bool wok[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int n = n0 + 16 * warp + 8 * j + g;
+    wok[j] = n < p.N;
+    wrow[j] = p.b.p + static_cast<size_t>(wok[j] ? n : 0) * p.b.ld + 8 * t;
+  }
+  // Stage c's W words: four k-steps of 32, two n8 tiles. k = 8t + 32 s past kend: zeros (K and the
+  // slices are multiples of 8, so a lane's eight values are all inside or all outside).
+  auto load_w = [&](int c, uint4 (&q)[4][2]) {
+    const int k0 = kbeg + c * kSrChunk;
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int k = k0 + 32 * s;
+        q[s][j] = (wok[j] && k + 8 * t < kend) ? __ldg(reinterpret_cast<const uint4*>(wrow[j] + k))
+                                               : make_uint4(0u, 0u, 0u, 0u);
+      }
+  };
+  // Stage c of A into buffer st: 32 rows x 128 values, 512 copies of 16 bytes, two a thread; rows
+  // past M and values past kend as zeros.
+  auto stage_a = [&](int c, int st) {
+    const int k0 = kbeg + c * kSrChunk;
+    __half* dst = reinterpret_cast<__half*>(smem + st * kSrStageBytes);
+#pragma unroll
+    for (int i = 0; i < kSrBM * (kSrChunk / 8) / kSrThreads; ++i) {
+      const int e = threadIdx.x + i * kSrThreads, r = e / (kSrChunk / 8), kk = (e % (kSrChunk / 8)) * 8;
+      __half* d = dst + r * kSrLd + kk;
+      if (r < p.M && k0 + kk < kend) __pipeline_memcpy_async(d, p.a.p + static_cast<size_t>(r) * p.a.ld + k0 + kk, 16);
+      else *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  };
+  SrFrags f;
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f.acc[i][j][e] = 0.f;
+  // Stage c's products: per k-step, A's four rows g + 8r (r = 0..3: m16 tiles 0 and 1) as 16-byte
+  // shared loads (a quarter warp reads rows g, g + 1 at 64 bytes apart mod 128: no bank conflict).
+  auto multiply = [&](int st, const uint4 (&q)[4][2]) {
+    const __half* as = reinterpret_cast<const __half*>(smem + st * kSrStageBytes);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      uint4 a[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) a[r] = *reinterpret_cast<const uint4*>(as + (g + 8 * r) * kSrLd + 32 * s + 8 * t);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const uint4 ra = a[2 * i], rb = a[2 * i + 1], w = q[s][j];
+          float d[4];
+          mma_f16_fresh(d, ra.x, rb.x, ra.y, rb.y, w.x, w.y);
+          mma_f16_acc(d, ra.z, rb.z, ra.w, rb.w, w.z, w.w);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) f.acc[i][j][e] += d[e];
+        }
+    }
+  };
+
+  // The weights go out before the PDL wait (the kernel just before does not write them) unless
+  // p.b_fresh; A, the kernel before's output, after it.
+  uint4 q0[4][2], q1[4][2];
+  if (!p.b_fresh && nch > 0) load_w(0, q0);
+  pdl_wait();
+  pdl_launch_dependents();
+  if (p.b_fresh && nch > 0) load_w(0, q0);
+#pragma unroll
+  for (int s = 0; s < kSrStages - 1; ++s) {
+    if (s < nch) stage_a(s, s);
+    __pipeline_commit();
+  }
+  // Stage c: wait for its A (this thread's copies, then everyone's), put stage c + 2's A and stage
+  // c + 1's W in flight, multiply. Two stages an iteration, so the W words' registers are named.
+  int rs = 0, ws = kSrStages - 1;
+  auto step = [&](int c, const uint4 (&cur)[4][2], uint4 (&nxt)[4][2]) {
+    __pipeline_wait_prior(kSrStages - 2);
+    __syncthreads();  // stage c's A is everyone's; every warp is done with stage c - 1
+    if (c + kSrStages - 1 < nch) stage_a(c + kSrStages - 1, ws);
+    __pipeline_commit();
+    if (c + 1 < nch) load_w(c + 1, nxt);
+    multiply(rs, cur);
+    rs = rs == kSrStages - 1 ? 0 : rs + 1;
+    ws = ws == kSrStages - 1 ? 0 : ws + 1;
+  };
+  for (int c = 0; c < nch; c += 2) {
+    step(c, q0, q1);
+    if (c + 1 < nch) step(c + 1, q1, q0);
+  }
+  __pipeline_wait_prior(0);
+  __syncthreads();  // the stages are dead: the result overlays them
+
+  // The sums into the two 32 x 64 halves (warps 0-3: columns 0-63, warps 4-7: 64-127), C fragment
+  // (row g, columns 2t, 2t+1) and row g + 8.
+  float* cs = reinterpret_cast<float*>(smem);
+  {
+    float* half_tile = cs + (warp / 4) * (kBM * kLdc);
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int col = 16 * (warp % 4) + 8 * j + 2 * t, row = 16 * i + g;
+        half_tile[row * kLdc + col] = f.acc[i][j][0];
+        half_tile[row * kLdc + col + 1] = f.acc[i][j][1];
+        half_tile[(row + 8) * kLdc + col] = f.acc[i][j][2];
+        half_tile[(row + 8) * kLdc + col + 1] = f.acc[i][j][3];
+      }
+  }
+  __syncthreads();
+  using Epi = typename std::decay<decltype(p.epi)>::type;
+  const int subs = min(2, (p.N - n0 + kBN - 1) / kBN);  // halves inside N
+  const int tile0 = n0 / kBN;                           // the first half's 32 x 64 tile (row tile 0)
+  if (p.splits > 1 &&
+      !splitk_fixup_rows<kSrThreads, VecFixup<Epi>::value, 2>(cs, p.ws, p.counters, tile0, 1, subs, split, p.splits))
+    return;
+#pragma unroll 1
+  for (int s = 0; s < subs; ++s) {
+    if (s > 0) __syncthreads();  // the previous half's epilogue is done with the per-block scratch
+    p.epi.prefetch(0, n0 + s * kBN, p.M, p.N);
+    __syncthreads();
+    p.epi(cs + s * (kBM * kLdc), 0, n0 + s * kBN, p.M, p.N);
+  }
+}
+
+template <class Tag, class P>
+__global__ void __launch_bounds__(kSrThreads, kSrBlocksPerSm) gemm_stream_rows_kernel(P p) {
+  stream_rows_tile<P>(p);
+}
+
+// Slices: as many as fit one wave of kSrBlocksPerSm blocks an SM, each at least kSrMinChunks
+// stages long, at most kFixupGroup (one-level fix-up). h = 8,192 on 132 SMs: 64 tiles x 4 slices
+// of 2,048; h = 4,096: 32 x 8 of 512; h = 2,048: 16 x 8 of 256.
+template <class P>
+inline void plan_stream_rows(P& p, int sm_count) {
+  p.rung = GemmRung::F16Stream;
+  const int chunks = (p.K + kSrChunk - 1) / kSrChunk;
+  int s = (kSrBlocksPerSm * sm_count) / sr_tiles(p);
+  const int by_k = chunks / kSrMinChunks;
+  s = s < by_k ? s : by_k;
+  s = s < kFixupGroup ? s : kFixupGroup;
+  if (s < 1) s = 1;
+  const int per = chunks > 0 ? (chunks + s - 1) / s : 1;
+  p.splits = chunks > 0 ? (chunks + per - 1) / per : 1;
+  p.kchunk = per * kSrChunk;
+}
+
+template <class Tag, class P>
+inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
+  if constexpr (StreamRowsViews<P>::value) {
+    launch_kernel(gemm_stream_rows_kernel<Tag, P>, sr_tiles(p) * p.splits, kSrThreads, 0, st, pdl, p);
+  } else {
+    throw Error(kExitInternal, "GEMM step 8 planned for a product it cannot take (internal error)");
+  }
+}
+
+}  // namespace mlp
+}  // namespace nb
