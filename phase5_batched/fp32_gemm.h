@@ -79,16 +79,16 @@ inline bool use_f16mma(const std::string& choice, int M, int N, int K, bool byte
   return M <= kXBM && N >= kF16FewRowsMinNK && N <= kF16FewRowsMaxN && K >= kF16FewRowsMinNK;
 }
 
-// The forward products of at most 32 rows after the first layer (--fp16-stream): step 8 of the
-// ladder (8_stream_rows.cuh: the weights streamed into the MMAs' fragments, a 128-column block
-// tile) for products with K of at least kF16StreamMinNK and, but for the last layer (softmax-CE,
-// a few columns over a long K), N as well (auto); on: every such product step 8 can take; off:
-// never (the plan above). (The rule's threshold: W2's step at h = 1,024 ... 8,192 with every such
-// product on step 8 against none, profiles/nvidia-h200/logs/stream_rows/.)
-constexpr int kF16StreamMinNK = 2048;
+// The forward products of at most 32 rows (--fp16-stream): step 8 of the ladder (8_stream_rows.cuh:
+// the weights streamed into the MMAs' fragments, a 128-column block tile) for products whose
+// weights have at least kF16StreamMinRows rows (the last layer, softmax-CE, a few rows over a long
+// K: columns) (auto); on: every forward product step 8 can take; off: never (the plan above).
+// (The rule's threshold: W2's step at h = 1,024 ... 8,192 with every such product on step 8
+// against none, profiles/nvidia-h200/logs/stream_rows/.)
+constexpr int kF16StreamMinRows = 2048;
 inline bool use_stream_rows(const std::string& choice, int M, int N, int K, bool last) {
   if (choice == "off" || M > kSrBM) return false;
-  return choice == "on" || (K >= kF16StreamMinNK && (last || N >= kF16StreamMinNK));
+  return choice == "on" || (last ? K : N) >= kF16StreamMinRows;
 }
 
 }  // namespace

@@ -327,9 +327,9 @@ int run(int argc, char** argv) {
                  "batch 2048, the 32 x 64 WMMA tile for the others (auto); or one rung for every product",
                  {"auto", "tile", "mma"});
   cli.add_string("--fp16-stream", &o.fp16_stream,
-                 "own graph path, fp16: the forward products of at most 32 rows after the first layer on GEMM step 8 "
-                 "(the weights streamed straight into the MMAs' fragments) where K and, but for the last layer, N are at "
-                 "least 2048 (auto), for every such product (on), or never (off)",
+                 "own graph path, fp16: the forward products of at most 32 rows on GEMM step 8 (the weights streamed "
+                 "straight into the MMAs' fragments) where the weights have at least 2048 rows (the last layer: columns) "
+                 "(auto), for every such product (on), or never (off)",
                  {"auto", "on", "off"});
   cli.add_flag("--gemm-compare", &compare,
                "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");

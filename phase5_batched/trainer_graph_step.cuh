@@ -221,9 +221,9 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     }
   } else {
     if (use_f16mma(o_.fp16_gemm, p.M, p.N, p.K, ByteRows<typename P::BView>::value)) plan_f16mma(p, dev_.sm_count);
-    // The forwards after the first layer at a small batch: their weights streamed (GEMM step 8)
-    // where the rule says.
-    if constexpr (std::is_same<P, FwdHidden>::value || std::is_same<P, FwdLast>::value) {
+    // The forwards of a small batch: their weights streamed (GEMM step 8) where the rule says.
+    if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdHidden>::value ||
+                  std::is_same<P, FwdLast>::value) {
       if (use_stream_rows(o_.fp16_stream, p.M, p.N, p.K, std::is_same<P, FwdLast>::value) && stream_rows_ok(p))
         plan_stream_rows(p, dev_.sm_count);
     }

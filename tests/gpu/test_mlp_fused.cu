@@ -522,6 +522,50 @@ TEST_CASE("mlp fused: steps 5, 6 and 7 on the gathered bytes (forward, weight gr
   gathered_bytes_on_tensor_cores<float>(true);
 }
 
+// Step 8 (the weights streamed) on the gathered bytes: the first layer's forward of a batch of at
+// most 32 (A's bytes staged and made f16x2 integers at the fragment read, the sums divided by 255
+// once). Against float64 of byte / 255 times the fp16 weights within the fp32-accumulation
+// tolerance, at batches 1 / 7 / 32 and widths off the 128-column tile, one SM's plan (one slice or
+// two) and an H200's (split), the second launch bit for bit.
+TEST_CASE("mlp fused: step 8 on the gathered bytes (the first layer's forward of a small batch)") {
+  NB_SKIP_WITHOUT_DEVICE();
+  int split_runs = 0;
+  for (int B : {1, 7, 32})
+    for (int N : {10, 130, 300, 2048})
+      for (int sm : {1, 16, 132}) {
+        Data d(2 * B + 3, 0);
+        auto x = [&](int r, int k) { return d.px[static_cast<size_t>(d.image(B, 1, r)) * 784 + k] / 255.0; };
+        const auto w = rvec(static_cast<size_t>(N) * 784, -0.05f, 0.05f);
+        Dev<__half> dw(cvtv<__half>(w));
+        GemmProblem<GatherView<__half>, MatView<__half, false>, StoreEpi> f;
+        f.M = B, f.N = N, f.K = 784;
+        f.a.data = d.dpx.p, f.a.ld = 784, f.a.rows = d.rows(B, 1);
+        f.b = make_view<__half, false>(dw.p, 784);
+        REQUIRE(stream_rows_ok(f));
+        plan_stream_rows(f, sm);
+        split_runs += f.splits > 1;
+        Dev<float> ws(std::max<size_t>(ws_floats(f), 1));
+        Dev<unsigned> ctr(std::max<size_t>(counter_slots(f), 1));
+        ctr.zero();
+        f.ws = ws.p, f.counters = ctr.p;
+        Dev<float> c(static_cast<size_t>(B) * N);
+        f.epi.c = c.p, f.epi.ldc = N;
+        c.poison();
+        launch_gemm<p5_fwd_gather, __half>(f, nullptr);
+        const auto first = c.get();
+        c.poison();
+        launch_gemm<p5_fwd_gather, __half>(f, nullptr);
+        REQUIRE(std::memcmp(first.data(), c.get().data(), first.size() * sizeof(float)) == 0);
+        for (unsigned v : ctr.get()) REQUIRE(v == 0u);
+        const auto rf = matmul(B, N, 784, x, [&](int k, int n) {
+          return static_cast<double>(__half2float(__float2half_rn(w[static_cast<size_t>(n) * 784 + k])));
+        });
+        INFO("B=" << B << " N=" << N << " sm=" << sm << " splits=" << f.splits << " err " << rel(first, rf));
+        CHECK(rel(first, rf) <= f16mma_tol(784));
+      }
+  CHECK(split_runs > 0);
+}
+
 TEST_CASE("mlp fused: evaluation epilogue counts correct rows and sums the loss per tile") {
   NB_SKIP_WITHOUT_DEVICE();
   for (int rows : {1, 33, 70}) {
