@@ -2,27 +2,32 @@
 // weights' bytes; stream them.
 //
 // Adds: fp16 products C = A · W^T of at most 32 rows (a batch of 32 activations, or of phase 5's
-// gathered images, A [M][K], times a layer's weights W [N][K]) on mma.sync, W read once by the
-// copy engine: each stage of the block's 128 W rows (128 values of k, 256 bytes a row) is one bulk
-// copy a row (cp.async.bulk, completing on the stage's mbarrier), four stages deep, so the bytes in
-// flight do not depend on registers or warps. A, the same for every block, comes by cp.async. A
-// block takes 128 columns of C (16 a warp) and one K slice; the slices fill one block an SM and
-// hand over through step 3's fix-up, both 32 x 64 halves of the tile at once, as steps 5-7 do.
+// gathered images, A [M][K], times a layer's weights W [N][K]) on mma.sync, W read once, straight
+// from global memory into the MMAs' B fragments (16-byte loads a stage ahead in registers, not kept
+// in L1), never staged in shared memory. Only A, the same for every block, is staged (cp.async,
+// three stages of 128 values of k; image bytes become f16x2 integers when read, as in step 6). A
+// block takes 128 columns of C (W rows, 16 a warp) and one K slice; the slices fill one wave of two
+// blocks an SM and hand over through step 3's fix-up, both 32 x 64 halves of the tile at once, as
+// steps 5-7 hand over theirs.
 // The one design decision: an MMA sums its 16 values of k in any order, so a lane's fragments for
-// two k-steps are eight consecutive values of k of its rows: one 16-byte shared load a W row and a
-// row of A (8 bytes for image bytes, made f16x2 integers as in step 6), nothing permuted.
+// two k-steps are eight consecutive values of k of its rows: one 16-byte load a W row, one shared
+// load a row of A; nothing permuted or moved through shared memory but A.
 // The sums are exact to fp32 rounding, as step 6's: each k-step of 32 sums on the tensor cores into
 // fresh registers, added to the running sums in fp32.
 // Prediction, before measuring (H200; W2's hidden forward at h = 8,192, 32 x 8,192 x 8,192 on the
 // 32 x 64 WMMA tile of steps 1-4 in 640 blocks: 51.7 us, 2.6 TB/s, its L2 71% busy with 387 MB,
 // logs/fbwaves_5f18f30/ncu-d1-h8192.txt): 134 MB of weights, a quarter of that in A's re-reads
-// from L2 and a few MB of partial tiles, streamed at the copy ceiling's ~4.2 TB/s
+// from L2 and 8 MB of partial tiles, streamed at the copy ceiling's ~4.2 TB/s
 // (ceilings__bench-linreg.json): ~34 us; at h = 4,096 (33.5 MB, 23.1 us) ~10 us. W2's step then
 // 575.9 -> ~540 us at 8,192, 212 -> ~190 at 4,096.
-// Measured first with W loaded by the warps into registers a stage ahead (two blocks an SM, 128
-// registers: no more bytes in flight fit): 50.5 us at 8,192, 20.2 at 4,096; with the words reloaded
-// one by one as they were used, 63 us; with bulk prefetches into L2 ahead of those loads, no
-// faster (logs/stream_rows/).
+// Measured (H200, 11017d7, logs/stream_rows/kernels-s1.txt, PDL off): 50.5 us at 8,192 (2.7 TB/s),
+// 20.2 at 4,096, 9.9 at 2,048: a third of the prediction's gain at 4,096, almost none at 8,192.
+// Nsight Compute (ncu-s1-h8192.txt): DRAM 52% busy, 0.38 instructions a cycle a scheduler, L1TEX
+// waits the top stall, 64 bytes a thread spilled under the 128 registers two blocks an SM allow:
+// the W words a warp can hold in flight (4 KB) are what bound it. Bulk copies of W into shared
+// memory (one 256-byte cp.async.bulk a row a stage, four stages: bytes in flight without registers)
+// took 159.6 us (DRAM 13.5%: the copies, not the bytes, were the limit; tma-bulk-copies.patch);
+// reloading each W word as soon as it was used, 63 us; bulk prefetches into L2, no faster.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -40,18 +45,14 @@ constexpr int kSrThreads = 256;                 // 8 warps
 constexpr int kSrBN = 128;                      // columns of C (W rows) a block, 16 a warp
 constexpr int kSrBM = 32;                       // rows of A at most
 constexpr int kSrChunk = 128;                   // values of k a stage (four k-steps of 32)
-constexpr int kSrStages = 4;
-constexpr int kSrLd = kSrChunk + 32;            // a staged fp16 row's stride in halves (W and A)
-constexpr int kSrLdB = kSrChunk + 32;           // a staged byte row's stride in bytes (A)
-constexpr int kSrWBytes = kSrBN * kSrLd * 2;    // a stage of W: 40 KB
-constexpr int kSrABytes = kSrBM * kSrLd * 2;    // a stage of A: 10 KB (bytes: half of it used)
-constexpr int kSrStageBytes = kSrWBytes + kSrABytes;
-constexpr int kSrSmem = kSrStages * kSrStageBytes + kSrStages * 8;  // + the stages' mbarriers
-constexpr int kSrBlocksPerSm = 1;
+constexpr int kSrStages = 3;                    // A's stages (W's: two, in registers)
+constexpr int kSrLd = kSrChunk + 32;            // A's staged fp16 row stride in halves
+constexpr int kSrLdB = kSrChunk + 32;           // A's staged byte row stride in bytes
+constexpr int kSrStageBytes = kSrBM * kSrLd * 2;
+constexpr int kSrBlocksPerSm = 2;               // __launch_bounds__: at most 128 registers a thread
 constexpr int kSrMinChunks = 2;                 // a slice takes at least 256 values of k
 static_assert(kSrLd * 2 % 128 == 64, "rows g and g + 1 of a quarter warp's 16-byte reads on other banks");
 static_assert(kSrLdB % 128 == 32, "rows g .. g + 3 of a half warp's 8-byte reads on other banks");
-static_assert(kSrLd * 2 % 16 == 0 && kSrWBytes % 128 == 0 && kSrABytes % 128 == 0, "bulk copies land 16-byte aligned");
 static_assert(kSrStages * kSrStageBytes >= 2 * kBM * kLdc * static_cast<int>(sizeof(float)),
               "the result's two 32 x 64 halves overlay the stages");
 static_assert(kSrBN == 2 * kBN && kSrBM == kBM, "a block's tile is two of the split-K fix-up's 32 x 64 tiles");
@@ -90,48 +91,10 @@ __host__ __device__ inline int sr_tiles(const P& p) {
   return (p.N + kSrBN - 1) / kSrBN;
 }
 
-// ------------------------------------------------------------------ the copy engine's pieces
-// A stage's mbarrier: one arrival (the thread that issues the stage's copies, announcing their
-// bytes), then complete when those bytes have landed; phase parity flips with every use.
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint64_t* b, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* b, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* b, unsigned parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_u32(b)),
-      "r"(parity)
-      : "memory");
-}
-// `bytes` (a multiple of 16) from global src to shared dst (both 16-byte aligned), completing on b.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* b) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   smem_u32(dst)),
-               "l"(src), "r"(bytes), "r"(smem_u32(b))
-               : "memory");
-}
-// Orders this thread's earlier shared-memory accesses (generic proxy) before later bulk copies.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// Shared loads as volatile asm, like the MMAs, so that they keep their place among them.
-__device__ __forceinline__ uint4 lds128(const void* p) {
+// A W word: 16 bytes read once, not kept in L1 (the stream would only evict what is there).
+__device__ __forceinline__ uint4 ldg_stream(const void* p) {
   uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(smem_u32(p)));
-  return v;
-}
-__device__ __forceinline__ uint2 lds64(const void* p) {
-  uint2 v;
-  asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(smem_u32(p)));
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 
@@ -159,14 +122,11 @@ __device__ __forceinline__ void mma_f16_acc(float (&d)[4], uint32_t a0, uint32_t
 // m16 tile, words ra and rb): a0..a3 = ra.x, rb.x, ra.y, rb.y at h = 0; for W (row g of an n8
 // tile, word w): b0, b1 = w.x, w.y.
 
-// One (128-column tile, K slice): W's stages by bulk copies, A's by cp.async, the MMAs, then the
-// split-K hand-over and the epilogue of each 32 x 64 half.
+// One (128-column tile, K slice): W's 16-byte words into registers a stage ahead, A's stages by
+// cp.async, the MMAs, then the split-K hand-over and the epilogue of each 32 x 64 half.
 template <class P>
 __device__ __forceinline__ void stream_rows_tile(const P& p) {
-  extern __shared__ __align__(128) unsigned char sr_smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(sr_smem + kSrStages * kSrStageBytes);
-  auto w_stage = [&](int st) { return sr_smem + st * kSrStageBytes; };
-  auto a_stage = [&](int st) { return sr_smem + st * kSrStageBytes + kSrWBytes; };
+  __shared__ __align__(128) unsigned char smem[kSrStages * kSrStageBytes];
   constexpr bool kBytes = SrByteA<typename P::AView>::value;
   const int tiles = sr_tiles(p);
   const int split = blockIdx.x / tiles, tile = blockIdx.x % tiles;
@@ -174,38 +134,38 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
   const int kbeg = split * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
   const int nch = kend > kbeg ? (kend - kbeg + kSrChunk - 1) / kSrChunk : 0;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const int wrows = min(kSrBN, p.N - n0);  // W rows inside N
 
-  // The mbarriers; W rows past N (never copied) as zeros in every stage, once.
-  if (threadIdx.x < kSrStages) mbar_init(&full[threadIdx.x], 1);
-  for (int e = threadIdx.x; e < (kSrBN - wrows) * kSrStages * (kSrLd / 8); e += kSrThreads) {
-    const int per = (kSrBN - wrows) * (kSrLd / 8), st = e / per, r = wrows + (e % per) / (kSrLd / 8), c = e % (kSrLd / 8);
-    reinterpret_cast<uint4*>(w_stage(st) + r * kSrLd * 2)[c] = make_uint4(0u, 0u, 0u, 0u);
+  // The lane's two W rows (n8 tiles j = 0, 1 of the warp's 16), at k = 8t; rows past N read row 0
+  // and are dropped (their columns of C are never stored).
+  const __half* wrow[2];
+  bool wok[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int n = n0 + 16 * warp + 8 * j + g;
+    wok[j] = n < p.N;
+    wrow[j] = p.b.p + static_cast<size_t>(wok[j] ? n : 0) * p.b.ld + 8 * t;
   }
-  fence_proxy_async();
-  __syncthreads();
-
-  // Stage c's W: warp 0 issues one bulk copy a row (its lanes four rows each) after lane 0 has
-  // announced their bytes. The slice's last stage may be short: its bytes past kend stay as the
-  // stage's last use left them, and the MMAs skip them (live, below).
-  auto issue_w = [&](int c, int st) {
-    if (warp != 0) return;
+  // Stage c's W words: four k-steps of 32, two n8 tiles. k = 8t + 32 s past kend: zeros (K and the
+  // slices are multiples of 8, so a lane's eight values are all inside or all outside).
+  auto load_w = [&](int c, uint4 (&q)[4][2]) {
     const int k0 = kbeg + c * kSrChunk;
-    const unsigned bytes = static_cast<unsigned>(min(kSrChunk, kend - k0)) * 2u;
-    if (lane == 0) mbar_expect_tx(&full[st], bytes * static_cast<unsigned>(wrows));
-    __syncwarp();
-    for (int r = lane; r < wrows; r += 32)
-      bulk_copy(w_stage(st) + r * kSrLd * 2, p.b.p + static_cast<size_t>(n0 + r) * p.b.ld + k0, bytes, &full[st]);
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int k = k0 + 32 * s;
+        q[s][j] = (wok[j] && k + 8 * t < kend) ? ldg_stream(wrow[j] + k) : make_uint4(0u, 0u, 0u, 0u);
+      }
   };
-  // Stage c of A into buffer st by cp.async: 32 rows x 128 values, rows past M and values past kend
-  // as zeros. fp16: 512 copies of 16 bytes, two a thread. Bytes: 512 copies of 8, two a thread, each
-  // thread's row (and its image, looked up once after the PDL wait) fixed.
+  // Stage c of A into buffer st: 32 rows x 128 values, rows past M and values past kend as zeros.
+  // fp16: 512 copies of 16 bytes, two a thread. Bytes: 512 copies of 8, two a thread, each thread's
+  // row (and its image, looked up once after the PDL wait) fixed.
   const int my_row = threadIdx.x / (kSrChunk / 16);
   const uint8_t* my_bytes = nullptr;
-  auto issue_a = [&](int c, int st) {
+  auto stage_a = [&](int c, int st) {
     const int k0 = kbeg + c * kSrChunk;
     if constexpr (kBytes) {
-      uint8_t* dst = a_stage(st);
+      uint8_t* dst = smem + st * kSrStageBytes;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int kk = (threadIdx.x % (kSrChunk / 16)) * 16 + 8 * i;
@@ -214,7 +174,7 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
         else *reinterpret_cast<uint2*>(d) = make_uint2(0u, 0u);
       }
     } else {
-      __half* dst = reinterpret_cast<__half*>(a_stage(st));
+      __half* dst = reinterpret_cast<__half*>(smem + st * kSrStageBytes);
 #pragma unroll
       for (int i = 0; i < kSrBM * (kSrChunk / 8) / kSrThreads; ++i) {
         const int e = threadIdx.x + i * kSrThreads, r = e / (kSrChunk / 8), kk = (e % (kSrChunk / 8)) * 8;
@@ -225,17 +185,19 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
     }
   };
   // A's eight values 8t .. 8t + 7 of k-step s in row rr, as four f16x2 words (bytes: an 8-byte
-  // load, each pair made an f16x2 of its integers by a byte permute and a subtraction).
+  // load, each pair made an f16x2 of its integers by a byte permute and a subtraction, as in step 6).
+  // Rows 64 bytes apart mod 128 (fp16: a quarter warp reads rows g, g + 1) or 32 (bytes: a half warp
+  // reads rows g .. g + 3): no bank conflict.
   auto a_word = [&](int st, int rr, int s) -> uint4 {
     if constexpr (kBytes) {
-      const uint2 b = lds64(a_stage(st) + rr * kSrLdB + 32 * s + 8 * t);
+      const uint2 b = *reinterpret_cast<const uint2*>(smem + st * kSrStageBytes + rr * kSrLdB + 32 * s + 8 * t);
       return make_uint4(bytes_as_f16x2<0, 1>(b.x), bytes_as_f16x2<2, 3>(b.x), bytes_as_f16x2<0, 1>(b.y),
                         bytes_as_f16x2<2, 3>(b.y));
     } else {
-      return lds128(reinterpret_cast<const __half*>(a_stage(st)) + rr * kSrLd + 32 * s + 8 * t);
+      return *reinterpret_cast<const uint4*>(reinterpret_cast<const __half*>(smem + st * kSrStageBytes) + rr * kSrLd +
+                                             32 * s + 8 * t);
     }
   };
-
   float acc[2][2][4];  // [m16 tile i][n8 tile j][fragment]: the running fp32 sums
 #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -243,69 +205,58 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
     for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
-  // Stage c's products. A lane's values past kend (a short last stage: kend is a multiple of 8, so
-  // eight values are all inside or all outside) are taken as zeros.
-  auto multiply = [&](int c, int st) {
-    const int k0 = kbeg + c * kSrChunk;
-    const __half* ws = reinterpret_cast<const __half*>(w_stage(st));
+  // Stage st's products: per k-step, A's four rows g + 8r (r = 0..3: m16 tiles 0 and 1).
+  auto multiply = [&](int st, const uint4 (&q)[4][2]) {
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-      if (k0 + 32 * s >= kend) break;
-      const bool live = k0 + 32 * s + 8 * t < kend;
-      uint4 a[4], w[2];
+      uint4 a[4];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) a[r] = live ? a_word(st, g + 8 * r, s) : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-        w[j] = live ? lds128(ws + (16 * warp + 8 * j + g) * kSrLd + 32 * s + 8 * t) : make_uint4(0u, 0u, 0u, 0u);
+      for (int r = 0; r < 4; ++r) a[r] = a_word(st, g + 8 * r, s);
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          const uint4 ra = a[2 * i], rb = a[2 * i + 1];
+          const uint4 ra = a[2 * i], rb = a[2 * i + 1], w = q[s][j];
           float d[4];
-          mma_f16_fresh(d, ra.x, rb.x, ra.y, rb.y, w[j].x, w[j].y);
-          mma_f16_acc(d, ra.z, rb.z, ra.w, rb.w, w[j].z, w[j].w);
+          mma_f16_fresh(d, ra.x, rb.x, ra.y, rb.y, w.x, w.y);
+          mma_f16_acc(d, ra.z, rb.z, ra.w, rb.w, w.z, w.w);
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[i][j][e] += d[e];
         }
     }
   };
 
-  // The weights' first stages go out before the PDL wait (the kernel just before does not write
-  // them) unless p.b_fresh; A, the kernel before's output, after it.
-  if (!p.b_fresh)
-    for (int c = 0; c < kSrStages - 1 && c < nch; ++c) issue_w(c, c);
+  // The weights go out before the PDL wait (the kernel just before does not write them) unless
+  // p.b_fresh; A, the kernel before's output, after it.
+  uint4 q0[4][2], q1[4][2];
+  if (!p.b_fresh && nch > 0) load_w(0, q0);
   pdl_wait();
   pdl_launch_dependents();
   if constexpr (kBytes) {  // the row's image (the permutation is read after the wait, as step 5 reads it)
     if (my_row < p.M) my_bytes = p.a.id_bytes(p.a.row_id(my_row));
   }
-  if (p.b_fresh)
-    for (int c = 0; c < kSrStages - 1 && c < nch; ++c) issue_w(c, c);
+  if (p.b_fresh && nch > 0) load_w(0, q0);
 #pragma unroll
-  for (int c = 0; c < kSrStages - 1; ++c) {
-    if (c < nch) issue_a(c, c);
+  for (int s = 0; s < kSrStages - 1; ++s) {
+    if (s < nch) stage_a(s, s);
     __pipeline_commit();
   }
-  // Stage c: every warp is done with stage c - 1 (the barrier), whose buffer then takes stage
-  // c + 3 (W by warp 0's bulk copies, A by everyone's cp.async); wait for stage c's A (this thread's
-  // copies, then everyone's: a second barrier) and its W (the mbarrier), multiply.
-  int st = 0, nx = kSrStages - 1;
-  for (int c = 0; c < nch; ++c) {
-    __syncthreads();
-    if (c + kSrStages - 1 < nch) {
-      fence_proxy_async();
-      issue_w(c + kSrStages - 1, nx);
-      issue_a(c + kSrStages - 1, nx);
-    }
+  // Stage c: wait for its A (this thread's copies, then everyone's), put stage c + 2's A and stage
+  // c + 1's W in flight, multiply. Two stages an iteration, so that the W words' registers are named.
+  int rs = 0, ws = kSrStages - 1;
+  auto step = [&](int c, const uint4 (&cur)[4][2], uint4 (&nxt)[4][2]) {
+    __pipeline_wait_prior(kSrStages - 2);
+    __syncthreads();  // stage c's A is everyone's; every warp is done with stage c - 1
+    if (c + kSrStages - 1 < nch) stage_a(c + kSrStages - 1, ws);
     __pipeline_commit();
-    __pipeline_wait_prior(kSrStages - 1);
-    __syncthreads();
-    mbar_wait(&full[st], static_cast<unsigned>(c / kSrStages) & 1u);
-    multiply(c, st);
-    st = st == kSrStages - 1 ? 0 : st + 1;
-    nx = nx == kSrStages - 1 ? 0 : nx + 1;
+    if (c + 1 < nch) load_w(c + 1, nxt);
+    multiply(rs, cur);
+    rs = rs == kSrStages - 1 ? 0 : rs + 1;
+    ws = ws == kSrStages - 1 ? 0 : ws + 1;
+  };
+  for (int c = 0; c < nch; c += 2) {
+    step(c, q0, q1);
+    if (c + 1 < nch) step(c + 1, q1, q0);
   }
   __pipeline_wait_prior(0);
   __syncthreads();  // the stages are dead: the result overlays them
@@ -320,7 +271,7 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
   }
   // The sums into the two 32 x 64 halves (warps 0-3: columns 0-63, warps 4-7: 64-127), C fragment
   // (row g, columns 2t, 2t+1) and row g + 8.
-  float* cs = reinterpret_cast<float*>(sr_smem);
+  float* cs = reinterpret_cast<float*>(smem);
   {
     float* half_tile = cs + (warp / 4) * (kBM * kLdc);
 #pragma unroll
@@ -355,10 +306,10 @@ __global__ void __launch_bounds__(kSrThreads, kSrBlocksPerSm) gemm_stream_rows_k
   stream_rows_tile<P>(p);
 }
 
-// Slices: as many as fit one wave of one block an SM, each at least kSrMinChunks stages long, at
-// most kFixupGroup (one-level fix-up). On 132 SMs: h = 8,192 64 tiles x 2 slices of 4,096; h =
-// 4,096 32 x 4 of 1,024; h = 2,048 16 x 8 of 256; the gathered first layer (K = 784) at h = 8,192
-// 64 x 2 of 512.
+// Slices: as many as fit one wave of kSrBlocksPerSm blocks an SM, each at least kSrMinChunks
+// stages long, at most kFixupGroup (one-level fix-up). On 132 SMs: h = 8,192 64 tiles x 4 slices of
+// 2,048; h = 4,096 32 x 8 of 512; h = 2,048 16 x 8 of 256; the gathered first layer (K = 784) at
+// h = 8,192 64 x 3 of 384.
 template <class P>
 inline void plan_stream_rows(P& p, int sm_count) {
   p.rung = GemmRung::F16Stream;
@@ -376,13 +327,7 @@ inline void plan_stream_rows(P& p, int sm_count) {
 template <class Tag, class P>
 inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
   if constexpr (StreamRowsViews<P>::value) {
-    static bool attr_set = false;  // per instance: above 48 KB a kernel must ask for its shared memory
-    if (!attr_set) {
-      CUDA_CHECK(cudaFuncSetAttribute(gemm_stream_rows_kernel<Tag, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      kSrSmem));
-      attr_set = true;
-    }
-    launch_kernel(gemm_stream_rows_kernel<Tag, P>, sr_tiles(p) * p.splits, kSrThreads, kSrSmem, st, pdl, p);
+    launch_kernel(gemm_stream_rows_kernel<Tag, P>, sr_tiles(p) * p.splits, kSrThreads, 0, st, pdl, p);
   } else {
     throw Error(kExitInternal, "GEMM step 8 planned for a product it cannot take (internal error)");
   }
