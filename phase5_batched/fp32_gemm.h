@@ -83,9 +83,11 @@ inline bool use_f16mma(const std::string& choice, int M, int N, int K, bool byte
 // the weights streamed into the MMAs' fragments, a 128-column block tile) for products whose
 // weights have at least kF16StreamMinRows rows (the last layer, softmax-CE, a few rows over a long
 // K: columns) (auto); on: every forward product step 8 can take; off: never (the plan above).
-// (The rule's threshold: W2's step at h = 1,024 ... 8,192 with every such product on step 8
-// against none, profiles/nvidia-h200/logs/stream_rows/.)
-constexpr int kF16StreamMinRows = 2048;
+// The threshold: W2's step on the graph path with every such product on step 8 against none, one
+// H200 call, 2 rounds alternating (profiles/nvidia-h200/logs/stream_rows/ab-s4.txt), us a step:
+// h = 1,024 64.0 -> 62.0, 2,048 95.9 -> 94.9, 4,096 210.0 -> 196.3, 8,192 571.4 -> 559.0; narrower
+// widths were not measured.
+constexpr int kF16StreamMinRows = 1024;
 inline bool use_stream_rows(const std::string& choice, int M, int N, int K, bool last) {
   if (choice == "off" || M > kSrBM) return false;
   return choice == "on" || (last ? K : N) >= kF16StreamMinRows;

@@ -328,7 +328,7 @@ int run(int argc, char** argv) {
                  {"auto", "tile", "mma"});
   cli.add_string("--fp16-stream", &o.fp16_stream,
                  "own graph path, fp16: the forward products of at most 32 rows on GEMM step 8 (the weights streamed "
-                 "straight into the MMAs' fragments) where the weights have at least 2048 rows (the last layer: columns) "
+                 "straight into the MMAs' fragments) where the weights have at least 1024 rows (the last layer: columns) "
                  "(auto), for every such product (on), or never (off)",
                  {"auto", "on", "off"});
   cli.add_flag("--gemm-compare", &compare,

@@ -62,11 +62,12 @@ void Trainer<T>::run_graph(int64_t first, int count) {
 }
 
 // The own graph step's GEMM plan: every product of a training step with its shape, the rung that
-// computes it and its K slices (empty on the other paths). Printed at the start, kept in the record.
+// computes it and its K slices (under 5b's fused backward, the forward products only: the backward
+// is the fused pass; empty on the other paths). Printed at the start, kept in the record.
 template <class T>
 nlohmann::json Trainer<T>::gemm_plan() const {
   nlohmann::json out = nlohmann::json::array();
-  if (cublas_ || rung_.one_launch() || fused_bwd_) return out;
+  if (cublas_ || rung_.one_launch()) return out;
   const StepRef sr{nullptr, 0};
   auto add = [&](const std::string& name, const auto& p) {
     const char* rung = p.rung == GemmRung::TF32x3   ? "tf32x3"
@@ -84,6 +85,7 @@ nlohmann::json Trainer<T>::gemm_plan() const {
   add("forward 0", f);
   for (int l = 1; l + 1 < nlayers_; ++l) add("forward " + std::to_string(l), fwd_hidden(l, sr));
   if (nlayers_ > 1) add("forward " + std::to_string(nlayers_ - 1), fwd_last(sr));
+  if (fused_bwd_) return out;
   for (int l = nlayers_ - 1; l >= 1; --l) add("backward-data " + std::to_string(l), bwd_data(l, 0));
   for (int l = nlayers_ - 1; l >= 1; --l) add("weight-gradient " + std::to_string(l), update(l, sr, 0));
   add("weight-gradient 0", update0(sr, 1));

@@ -20,14 +20,19 @@
 // from L2 and 8 MB of partial tiles, streamed at the copy ceiling's ~4.2 TB/s
 // (ceilings__bench-linreg.json): ~34 us; at h = 4,096 (33.5 MB, 23.1 us) ~10 us. W2's step then
 // 575.9 -> ~540 us at 8,192, 212 -> ~190 at 4,096.
-// Measured (H200, 11017d7, logs/stream_rows/kernels-s1.txt, PDL off): 50.5 us at 8,192 (2.7 TB/s),
-// 20.2 at 4,096, 9.9 at 2,048: a third of the prediction's gain at 4,096, almost none at 8,192.
-// Nsight Compute (ncu-s1-h8192.txt): DRAM 52% busy, 0.38 instructions a cycle a scheduler, L1TEX
-// waits the top stall, 64 bytes a thread spilled under the 128 registers two blocks an SM allow:
-// the W words a warp can hold in flight (4 KB) are what bound it. Bulk copies of W into shared
-// memory (one 256-byte cp.async.bulk a row a stage, four stages: bytes in flight without registers)
-// took 159.6 us (DRAM 13.5%: the copies, not the bytes, were the limit; tma-bulk-copies.patch);
-// reloading each W word as soon as it was used, 63 us; bulk prefetches into L2, no faster.
+// Measured (H200, ae47833, logs/stream_rows/kernels-s4.txt: each kernel's own time, PDL off; in
+// brackets the 32 x 64 tiles', logs/fbwaves_5f18f30/kernels-d1.txt): the hidden forward 50.1 us at
+// h = 8,192 (51.7), 19.4 at 4,096 (23.1), 9.7 at 2,048 (10.3); the gathered first layer 9.8 / 9.0 /
+// 8.6 (16.7 / 12.1 / 8.9); softmax-CE 11.8 / 9.8 / 8.5 (12.6 / 10.2 / 9.1). W2's step, step 8 on
+// against off in one call (ab-s4.txt): 571.4 -> 559.0 us at 8,192, 210.0 -> 196.3 at 4,096, 95.9 ->
+// 94.9 at 2,048, 64.0 -> 62.0 at 1,024. At 8,192 the prediction missed by 1.5x: Nsight Compute
+// (ncu-s1-h8192.txt) has DRAM 52% busy, 0.38 instructions a cycle a scheduler, L1TEX waits the top
+// stall, 64 bytes a thread spilled under the 128 registers two blocks an SM allow: the W words a
+// warp can hold in flight (4 KB, 16 warps an SM) bound it, not the bytes. Tried and dropped: W by
+// bulk copies into shared memory (one 256-byte cp.async.bulk a row a stage, four stages, bytes in
+// flight without registers) 159.6 us, DRAM 13.5%: the copies, not the bytes, were the limit
+// (tma-bulk-copies.patch, call s3); each W word reloaded as soon as it was used, 63 us; bulk
+// prefetches of the rows into L2 ahead of the loads, no faster (call s2).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
