@@ -11,8 +11,9 @@
 // phase5_batched__w2-h<h>-{own,grid,cluster}.json): the cluster kernel (5d) where the model fits one
 // cluster (h = 128); the grid kernel (5g) where its plan gives every hidden layer one 16-unit tile a
 // block on at most half the GPU's SMs (h = 256 ... 1,024 on 132 SMs); past that the graph of own
-// GEMMs wins: at h = 2,048 (128 blocks, one an SM) 96.77 against 108.62 us a step, at 4,096 and 8,192
-// (32 or 64 units a block, rows read through L2) 211.98 against 386.66 and 575.85 against 1,496.
+// GEMMs wins: at h = 2,048 (128 blocks, one an SM) 95.35 against 107.46 us a step, at 4,096 and 8,192
+// (32 or 64 units a block, rows read through L2) 196.77 against 381.58 and 559.71 against 1,479
+// (w2-h<h>-{own,grid}.json, ae47833).
 // Everything else (more hidden layers in fp32, bigger batches, cuBLASLt) takes the graph path.
 #pragma once
 #include <string>

@@ -29,9 +29,9 @@
 // MEASURED (H200, profiles/nvidia-h200/; every x against the fastest framework of the same run,
 //   scripts/bench_frameworks.sh at ed919e5). W1: pipelined 18.81 ms an epoch (__w1-pipelined.json),
 //   4.06x JAX jit-epoch (76.28 ms). W2 (width sweep, __w2-h<h>-*.json; 256-1,024 at f620a8f, 2,048-
-//   8,192 at fdd6d02, 128 at 7d20915), best path against JAX: h = 128 rung 5d 27.67 us a step, 1.24x;
+//   8,192 at ae47833, 128 at 7d20915), best path against JAX: h = 128 rung 5d 27.67 us a step, 1.24x;
 //   256 / 512 / 1,024 rung 5g 33.21-48.75 us, 1.12x / 1.06x / 1.09x; 2,048 / 4,096 / 8,192 own GEMMs
-//   0.0968 / 0.212 / 0.576 ms, 1.12x / 1.22x / 1.41x. --launch auto picks among them (launch_plan.h). Batch sweep
+//   0.0954 / 0.197 / 0.560 ms, 1.13x / 1.31x / 1.45x. --launch auto picks among them (launch_plan.h). Batch sweep
 //   (bench_frameworks.sh, __batch-sweep-b<B>.json, JAX at every batch; 32-512 at 60a9493, 1,024-
 //   8,192 at e802857): ahead at all nine; 32: 35.1 us a step, 1.11x JAX jit-run; 64: 1.06x (the
 //   least); 2,048: 69.3 us, 1.59x; 8,192: 0.131 ms, 2.02x (PyTorch compiled-graph 0.303), fp16
