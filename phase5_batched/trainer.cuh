@@ -302,6 +302,7 @@ class Trainer {
   template <class P>
   void add_cost(std::map<std::string, KernelCost>* costs, const std::string& tag, const P& p, double extra_bytes,
                 bool count_call) const;
+  FwdFirst fwd_first(const StepRef& sr) const;  // the gathered first layer (two or more layers)
   FwdHidden fwd_hidden(int l, const StepRef& sr) const;
   FwdLast fwd_last(const StepRef& sr) const;
   BwdDataGemm bwd_data(int l, int slot) const;

@@ -78,11 +78,14 @@ nlohmann::json Trainer<T>::gemm_plan() const {
                                                     : "tile-simt";
     out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
   };
-  const auto& w = o_.layers;
-  FwdFirst f;
-  f.M = batch_, f.N = w[1], f.K = w[0];
-  plan_splitk_into_slot(f, 0);
-  add("forward 0", f);
+  if (nlayers_ > 1) {
+    add("forward 0", fwd_first(sr));
+  } else {  // one layer: gather + softmax-CE, planned by its shape (no rung takes it by its views)
+    FwdFirst f;
+    f.M = batch_, f.N = o_.layers[1], f.K = o_.layers[0];
+    plan_splitk_into_slot(f, 0);
+    add("forward 0", f);
+  }
   for (int l = 1; l + 1 < nlayers_; ++l) add("forward " + std::to_string(l), fwd_hidden(l, sr));
   if (nlayers_ > 1) add("forward " + std::to_string(nlayers_ - 1), fwd_last(sr));
   if (fused_bwd_) return out;
@@ -249,6 +252,16 @@ void Trainer<T>::add_cost(std::map<std::string, KernelCost>* costs, const std::s
 
 // ----- own fused kernels
 template <class T>
+auto Trainer<T>::fwd_first(const StepRef& sr) const -> FwdFirst {
+  const auto& w = o_.layers;
+  FwdFirst p;
+  p.M = batch_, p.N = w[1], p.K = w[0];
+  p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
+  p.b_fresh = true;  // W0: the step before's last kernel updated it
+  plan_splitk_into_slot(p, 0);
+  return p;
+}
+template <class T>
 auto Trainer<T>::fwd_hidden(int l, const StepRef& sr) const -> FwdHidden {
   FwdHidden p;
   p.M = batch_, p.N = o_.layers[l + 1], p.K = o_.layers[l];
@@ -315,11 +328,7 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
     launch_gemm<p5_fwd_softmax_ce, T>(p, st_, take_pdl());
     add_cost(costs, "p5_fwd_softmax_ce", p, batch_ * w[1] * ob, true);
   } else {
-    FwdFirst p;
-    p.M = batch_, p.N = w[1], p.K = w[0];
-    p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
-    p.b_fresh = true;  // W0: the step before's last kernel updated it
-    plan_splitk_into_slot(p, 0);
+    const FwdFirst p = fwd_first(sr);
     launch_gemm<p5_fwd_gather, T>(p, st_, take_pdl());
     add_cost(costs, "p5_fwd_gather", p, static_cast<double>(batch_) * w[1] * ob, true);
     for (int l = 1; l + 1 < nlayers_; ++l) {
@@ -457,7 +466,9 @@ void Trainer<T>::size_ws() {
   if (!cublas_) {
     for (int l = 1; l + 1 < nlayers_; ++l) note(fwd_hidden(l, sr), 0);
     if (nlayers_ > 1) note(fwd_last(sr), 0);
-    {
+    if (nlayers_ > 1) {
+      note(fwd_first(sr), 0);
+    } else {  // one layer: its forward (gather + softmax-CE) has the first layer's shape
       FwdFirst p;
       p.M = batch_, p.N = w[1], p.K = w[0];
       plan_splitk_into_slot(p, 0);
