@@ -103,21 +103,14 @@ __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   return v;
 }
 
-// d = a · b (fresh sums: the accumulator input is zero), and d += a · b.
-__device__ __forceinline__ void mma_f16_fresh(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                              uint32_t b0, uint32_t b1) {
+// d = a · b on one m16n8k16 tile, fresh sums (the accumulator input is zero); d += a · b is step 6's
+// mma_f16.
+__device__ __forceinline__ void mma_f16_fresh(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   const float z = 0.f;
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(z));
-}
-__device__ __forceinline__ void mma_f16_acc(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                            uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
 }
 
 // A k-step of 32 as two m16n8k16 steps h = 0, 1 with the lanes' slots dealt along k: lane 4g + t's
@@ -222,9 +215,10 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const uint4 ra = a[2 * i], rb = a[2 * i + 1], w = q[s][j];
+          const uint32_t a0[4] = {ra.x, rb.x, ra.y, rb.y}, a1[4] = {ra.z, rb.z, ra.w, rb.w};
           float d[4];
-          mma_f16_fresh(d, ra.x, rb.x, ra.y, rb.y, w.x, w.y);
-          mma_f16_acc(d, ra.z, rb.z, ra.w, rb.w, w.z, w.w);
+          mma_f16_fresh(d, a0, w.x, w.y);
+          mma_f16(d, a1, w.z, w.w);
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[i][j][e] += d[e];
         }
