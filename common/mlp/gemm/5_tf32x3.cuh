@@ -461,8 +461,25 @@ enum class WarpTiles {
 struct TcAccum {
   using Frags = float[2][kTcNJ][4];
   static constexpr int kStages = kXStages;  // k-tiles in flight for tc64_tile (an accumulator may name more)
-  Frags d;
+  Frags d;     // the running sums (the second level, fp32 round to nearest)
+  Frags part;  // the first level: two k-tiles' products (a group's 32 values of k) in the tensor cores
+  bool pending = false;  // part holds one k-tile's, the next one's still to come
   __device__ TcAccum() { zero(d); }
+  // One k-tile's products (products(part): MMAs into part) in the two levels of accumulation: every
+  // other k-tile starts part afresh (the zeroing becomes the MMAs' zero accumulator input) and the
+  // next adds its own to it in the tensor cores, then part to the running sums: a group's 32 values
+  // of k a first level, as 8 warps of 32 x 16 summed one k-tile's 32, at half the additions.
+  template <class F>
+  __device__ __forceinline__ void level1(F&& products) {
+    if (pending) {
+      products(part);
+      add(part);
+    } else {
+      zero(part);
+      products(part);
+    }
+    pending = !pending;
+  }
   // Per-block tables the fragment reads use (steps 5 and 6: the values of the 256 bytes), filled by
   // the block before its mainloop's first barrier; nothing here.
   template <class AV, class BV>
@@ -474,8 +491,12 @@ struct TcAccum {
   }
   // (Steps 5 and 6 multiply a byte operand as its integers; the groups' sum is divided by 255 in
   // store: over_255, 0_problem.cuh, the quotient correctly rounded.)
+  // After the last k-tile: a first level still pending (an odd count of k-tiles) to the running sums.
   template <class AV, class BV>
-  __device__ __forceinline__ void finish() {}
+  __device__ __forceinline__ void finish() {
+    if (pending) add(part);
+    pending = false;
+  }
   __device__ __forceinline__ static void zero(Frags& f) {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -536,8 +557,8 @@ struct TcAccum {
 // Step 5's products over it. kTerms = 3 is the rung; kTerms = 1
 // (hi·hi only: plain TF32) exists so that the tests can show a one-term product fails the fp32
 // tolerance they hold the rung to.
-// Two levels of accumulation: the tensor cores add into a k-tile's own accumulators (a group's 16
-// values of k: 6 MMAs), which are then added to the running sums in ordinary fp32 (round to nearest). The
+// Two levels of accumulation (TcAccum::level1): the tensor cores add into accumulators of their own
+// (a group's 32 values of k: 12 MMAs), which are then added to the running sums in ordinary fp32 (round to nearest). The
 // tensor cores' own additions do not round to nearest: accumulating a whole K = 8,191 in them came
 // out 5.1 times over the fp32 tolerance (error growing with K: a bias), the two levels within it.
 template <int kTerms = 3>
@@ -562,8 +583,7 @@ struct AccumX3 : TcAccum {
     }
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const TcPlace w = tc_place();
-    Frags part;  // this k-tile's sums (the first level: the group's 16 values of k)
-    zero(part);
+    level1([&](Frags& part) {  // this k-tile's sums into the first level
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
       const int kk = 16 * w.kg + 8 * s;
@@ -592,7 +612,7 @@ struct AccumX3 : TcAccum {
         }
       }
     }
-    add(part);
+    });
   }
 
   // The gathered forward: A's bytes [m][k] (row stride X3Tile's 36) and B's fp32 weights [n][k]
@@ -612,8 +632,7 @@ struct AccumX3 : TcAccum {
     uint32_t aw[2][2];  // [i][row g / g + 8]: the group's half of the k-tile (h = w.kg)
     float4 bq[kTcNJ];   // [j]
     along_k_words(as, bs, w, aw, bq);
-    Frags part;  // this k-tile's sums (the first level: the group's 16 values of k)
-    zero(part);
+    level1([&](Frags& part) {  // this k-tile's sums into the first level
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
       uint32_t bh[kTcNJ][2], bl[kTcNJ][2];
@@ -634,7 +653,7 @@ struct AccumX3 : TcAccum {
         }
       }
     }
-    add(part);
+    });
   }
 };
 

@@ -269,8 +269,7 @@ struct AccumF16 : TcAccum {
     uint32_t b[2][2][2];  // [columns wn + 16h ..][j][register]: MMA 2h + j
     f16_b_frags<BV>(bs, kk, w.wn, b[0]);
     f16_b_frags<BV>(bs, kk, w.wn + 16, b[1]);
-    Frags part;  // this k-tile's sums (the first level: the group's 16 values of k)
-    zero(part);
+    level1([&](Frags& part) {  // this k-tile's sums into the first level
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       uint32_t a[4];
@@ -278,7 +277,7 @@ struct AccumF16 : TcAccum {
 #pragma unroll
       for (int j = 0; j < kTcNJ; ++j) mma_f16(part[i][j], a, b[j / 2][j % 2][0], b[j / 2][j % 2][1]);
     }
-    add(part);
+    });
   }
 
   // The gathered forward: A's bytes [m][k] (row stride 36) and B's fp16 weights [n][k] (row stride
@@ -292,8 +291,7 @@ struct AccumF16 : TcAccum {
     uint32_t aw[2][2];  // [i][row g / g + 8]
     uint2 bq[kTcNJ];    // [j]
     along_k_words(as, bs, w, aw, bq);
-    Frags part;  // this k-tile's sums (the first level)
-    zero(part);
+    level1([&](Frags& part) {  // this k-tile's sums into the first level
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0]), bytes_as_f16x2<0, 1>(aw[i][1]), bytes_as_f16x2<2, 3>(aw[i][0]),
@@ -301,7 +299,7 @@ struct AccumF16 : TcAccum {
 #pragma unroll
       for (int j = 0; j < kTcNJ; ++j) mma_f16(part[i][j], a, bq[j].x, bq[j].y);
     }
-    add(part);
+    });
   }
 
   // The gathered weight gradient: B's bytes staged [k][n] (row stride 80), A fp16 (by ldmatrix).
@@ -328,8 +326,7 @@ struct AccumF16 : TcAccum {
       b[2 * h][0] = bytes_as_f16x2<0, 2>(q[2 * h]), b[2 * h][1] = bytes_as_f16x2<0, 2>(q[2 * h + 1]);
       b[2 * h + 1][0] = bytes_as_f16x2<1, 3>(q[2 * h]), b[2 * h + 1][1] = bytes_as_f16x2<1, 3>(q[2 * h + 1]);
     }
-    Frags part;  // this k-tile's sums (the first level)
-    zero(part);
+    level1([&](Frags& part) {  // this k-tile's sums into the first level
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       uint32_t a[4];
@@ -337,7 +334,7 @@ struct AccumF16 : TcAccum {
 #pragma unroll
       for (int j = 0; j < kTcNJ; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
     }
-    add(part);
+    });
   }
 };
 
