@@ -80,7 +80,7 @@ namespace mlp {
 
 // The gathered images' bytes are exact in fp16 (an integer below 2^11), so step 6, like step 5,
 // multiplies a byte operand as its integer b and divides the finished sums by 255 once
-// (TcAccum::store): the products are of byte / 255 itself, where the 32 x 64 WMMA tile (steps 1-4)
+// (TcAccum::finish): the products are of byte / 255 itself, where the 32 x 64 WMMA tile (steps 1-4)
 // multiplies byte / 255 rounded to fp16 (2^-12 relative). Two layouts are read without a table
 // (mma_along_k, mma_bytes_b); any other byte tile looks its integers' fp16 bits up here: 512 bytes
 // of static shared memory, only in those kernels; AccumF16::prepare fills it once a block, before
@@ -237,10 +237,10 @@ __device__ __forceinline__ uint32_t bytes_as_f16x2(uint32_t word) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Step 6's products: per k-tile each k-group's k-step of 16, 2 (m16) x 4 (n8) MMAs a warp. Fragment ownership
+// Step 6's products: per k-tile two k-steps of 16, each 2 (m16) x 2 (n8) MMAs. Fragment ownership
 // (PTX ISA, mma.m16n8k16 .f16): lane = 4g + t holds A (g, 2t..2t+1), (g+8, 2t..2t+1), (g, 2t+8..
 // 2t+9), (g+8, 2t+8..2t+9); B (2t..2t+1, g), (2t+8..2t+9, g). The two levels of accumulation of
-// step 5 (a group's k-step in the tensor cores, the running sums in fp32 with round to nearest).
+// step 5 (a k-tile in the tensor cores, the running sums in fp32 with round to nearest).
 struct AccumF16 : TcAccum {
   // A byte tile read element by element: the table of the 256 integers' fp16 bits, one entry a thread.
   template <class AV, class BV>
@@ -253,7 +253,7 @@ struct AccumF16 : TcAccum {
   // mma_bytes_b leaves MMA j's column c at the warp's column 2c + j.
   template <class AV, class BV>
   __device__ __forceinline__ void store_tile(float* c) const {
-    store<F16BytesB<AV, BV>::value ? WarpTiles::kInterleaved : WarpTiles::kPlain, ByteRows<AV>::value || ByteRows<BV>::value>(c);
+    store<F16BytesB<AV, BV>::value ? WarpTiles::k32x16Interleaved : WarpTiles::k32x16>(c);
   }
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
@@ -264,77 +264,81 @@ struct AccumF16 : TcAccum {
       mma_bytes_b<AV>(as, static_cast<const uint8_t*>(bs));
       return;
     }
-    const TcPlace w = tc_place();
-    const int kk = 16 * w.kg;  // the group's k-step of the k-tile
-    uint32_t b[2][2][2];  // [columns wn + 16h ..][j][register]: MMA 2h + j
-    f16_b_frags<BV>(bs, kk, w.wn, b[0]);
-    f16_b_frags<BV>(bs, kk, w.wn + 16, b[1]);
-    level1([&](Frags& part) {  // this k-tile's sums into the first level
+    const int warp = threadIdx.x / 32;
+    const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
+    Frags part;  // this k-tile's sums (the first level)
+    zero(part);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      uint32_t a[4];
-      f16_a_frag<AV>(as, w.wm + i * 16, kk, a);
+    for (int kk = 0; kk < kXBK; kk += 16) {
+      uint32_t b[2][2];
+      f16_b_frags<BV>(bs, kk, wn, b);
 #pragma unroll
-      for (int j = 0; j < kTcNJ; ++j) mma_f16(part[i][j], a, b[j / 2][j % 2][0], b[j / 2][j % 2][1]);
+      for (int i = 0; i < 2; ++i) {
+        uint32_t a[4];
+        f16_a_frag<AV>(as, wm + i * 16, kk, a);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
+      }
     }
-    });
+    add(part);
   }
 
   // The gathered forward: A's bytes [m][k] (row stride 36) and B's fp16 weights [n][k] (row stride
-  // 48), both contiguous along k. An MMA sums its 16 values of k in any order, so in group kg's
-  // k-step lane slots 2t, 2t+1 stand for k = 16 kg + 4t, +1 and slots 2t+8, 2t+9 for 16 kg + 4t + 2,
-  // +3, in A and in B alike: a lane's bytes of a row are one 4-byte word (two f16x2 registers by
+  // 48), both contiguous along k. An MMA sums its 16 values of k in any order, so in k-step h lane
+  // slots 2t, 2t+1 stand for k = 16h + 4t, +1 and slots 2t+8, 2t+9 for 16h + 4t + 2, +3, in A and in
+  // B alike: a lane's bytes of a row for a k-step are one 4-byte word (two f16x2 registers by
   // bytes_as_f16x2) and its four fp16 of B one 8-byte load (both registers of the fragment), where
   // the element path took 8 byte loads, 8 table loads and 4 packs, and two 32-bit loads.
   __device__ __forceinline__ void mma_along_k(const uint8_t* as, const __half* bs) {
-    const TcPlace w = tc_place();
-    uint32_t aw[2][2];  // [i][row g / g + 8]
-    uint2 bq[kTcNJ];    // [j]
-    along_k_words(as, bs, w, aw, bq);
-    level1([&](Frags& part) {  // this k-tile's sums into the first level
+    uint32_t aw[2][2][2];  // [i][row g / g + 8][h]
+    uint2 bq[2][2];        // [j][h]
+    along_k_words(as, bs, aw, bq);
+    Frags part;  // this k-tile's sums (the first level)
+    zero(part);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0]), bytes_as_f16x2<0, 1>(aw[i][1]), bytes_as_f16x2<2, 3>(aw[i][0]),
-                             bytes_as_f16x2<2, 3>(aw[i][1])};
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int j = 0; j < kTcNJ; ++j) mma_f16(part[i][j], a, bq[j].x, bq[j].y);
-    }
-    });
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][h]), bytes_as_f16x2<0, 1>(aw[i][1][h]),
+                               bytes_as_f16x2<2, 3>(aw[i][0][h]), bytes_as_f16x2<2, 3>(aw[i][1][h])};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, bq[j][h].x, bq[j][h].y);
+      }
+    add(part);
   }
 
   // The gathered weight gradient: B's bytes staged [k][n] (row stride 80), A fp16 (by ldmatrix).
-  // One ldmatrix.x4.trans reads the warp's 16 x 32 bytes of its group's k-step as four 8 x 8
-  // matrices of b16 (pairs of adjacent columns): lane l gives row 16 kg + (l & 15), column wn + 16
-  // (l >> 4), so matrix q covers k 8 (q & 1) .. +7 and columns wn + 16 (q >> 1) .. +15. Register q
-  // receives, at rows k = 2t, +1 of its matrix, the column pair 2g, 2g+1: bytes (2t, 2g), (2t,
-  // 2g+1), (2t+1, 2g), (2t+1, 2g+1). Bytes 0 and 2 are the k pair of column 2g, bytes 1 and 3 that
-  // of column 2g + 1: so MMA j = 2h + p multiplies the warp's columns 16h + 2c + p (c = 0..7), k in
-  // its natural order, and the result is stored interleaved. One ldmatrix and 8 conversions a
-  // k-tile where the element path took 32 byte loads, 32 table loads and 16 packs. Rows 80 bytes
-  // apart: the 8 rows of a matrix fall on distinct banks.
+  // One ldmatrix.x4.trans reads the warp's 32 x 16 bytes of the k-tile as four 8 x 8 matrices of
+  // b16 (pairs of adjacent columns): lane l gives row l (k), the warp's first column; register q
+  // receives, at rows k = 8q + 2t, +1, the column pair 2g, 2g+1: bytes (2t, 2g), (2t, 2g+1),
+  // (2t+1, 2g), (2t+1, 2g+1). Bytes 0 and 2 are the k pair of column 2g, bytes 1 and 3 that of column
+  // 2g + 1: so MMA j multiplies the warp's columns 2c + j (c = 0..7), k in its natural order, and
+  // the result is stored interleaved (store<true>). One ldmatrix and 16 conversions a k-tile where
+  // the element path took 32 byte loads, 32 table loads and 16 packs. Rows 80 bytes apart: the 8
+  // rows of a matrix fall on distinct banks.
   template <class AV>
   __device__ __forceinline__ void mma_bytes_b(const void* as, const uint8_t* bs) {
     constexpr int kBLd = X3Ld<uint8_t>::k64;
-    static_assert(kBLd % 16 == 0 && kXBK == 32, "16-byte aligned rows; one x4 covers a group's k-step");
-    const int lane = threadIdx.x % 32;
-    const TcPlace w = tc_place();
+    static_assert(kBLd % 16 == 0 && kXBK == 32, "16-byte aligned rows; one x4 covers the k-tile");
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
     uint32_t q[4];
-    ldsm_x4<true>(q, bs + (16 * w.kg + (lane & 15)) * kBLd + w.wn + 16 * (lane >> 4));
-    uint32_t b[kTcNJ][2];
+    ldsm_x4<true>(q, bs + lane * kBLd + wn);
+    Frags part;  // this k-tile's sums (the first level)
+    zero(part);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      b[2 * h][0] = bytes_as_f16x2<0, 2>(q[2 * h]), b[2 * h][1] = bytes_as_f16x2<0, 2>(q[2 * h + 1]);
-      b[2 * h + 1][0] = bytes_as_f16x2<1, 3>(q[2 * h]), b[2 * h + 1][1] = bytes_as_f16x2<1, 3>(q[2 * h + 1]);
+    for (int s = 0; s < 2; ++s) {
+      const uint32_t b[2][2] = {{bytes_as_f16x2<0, 2>(q[2 * s]), bytes_as_f16x2<0, 2>(q[2 * s + 1])},
+                                {bytes_as_f16x2<1, 3>(q[2 * s]), bytes_as_f16x2<1, 3>(q[2 * s + 1])}};
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        uint32_t a[4];
+        f16_a_frag<AV>(as, wm + i * 16, 16 * s, a);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
+      }
     }
-    level1([&](Frags& part) {  // this k-tile's sums into the first level
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      uint32_t a[4];
-      f16_a_frag<AV>(as, w.wm + i * 16, 16 * w.kg, a);
-#pragma unroll
-      for (int j = 0; j < kTcNJ; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
-    }
-    });
+    add(part);
   }
 };
 

@@ -39,12 +39,11 @@
 namespace nb {
 namespace mlp {
 
-constexpr int kFKGroups = 4;                 // the k-tile's quarters, one a group of 2 warps
-constexpr int kFKPer = kXBK / kFKGroups;     // 8 values of k a group a k-tile
-constexpr int kFTm = 8, kFTn = 8;            // a lane's register tile
+constexpr int kFKGroups = 2;                 // the k-tile's halves, one a group of 4 warps
+constexpr int kFKPer = kXBK / kFKGroups;     // 16 values of k a group a k-tile
+constexpr int kFTm = 8, kFTn = 4;            // a lane's register tile
 constexpr int kFBLdBytes = kBN;              // converted byte B tile [k][n]: rows of 64 floats
-static_assert(kXThreads == 256 && kXBM == 64 && kXBN == 64, "four groups of 2 warps of 32 x 64 on a 64 x 64 tile");
-static_assert(kFTn == 8 && kXBN == 64, "a lane's columns: two runs of 4, 32 apart (place)");
+static_assert(kXThreads == 256 && kXBM == 64 && kXBN == 64, "two groups of 4 warps of 32 x 32 on a 64 x 64 tile");
 
 // Float tiles for a byte operand's k-tile, converted once (static shared memory, only in the
 // kernels with a byte operand): A's bytes [m][k] as floats [m][k] (row stride X3Tile's 36, so a
@@ -76,25 +75,23 @@ struct AccumFma {
   __host__ __device__ static constexpr int b_ld32() {
     return X3Tile<BV>::kLd32;
   }
-  // The lane's place: group kg = warp / 2; warp tile (wm, 0), 32 x 64, of the 64 x 64; tm = lane / 8
-  // (a quarter warp's 8 lanes share their rows, one broadcast read), tn = lane % 8. Rows: A along
-  // m, wm + 8 tm + i (two 16-byte reads of 8 rows); A along k, wm + tm + 4 i (rows 36 floats apart:
+  // The lane's place: group kg = warp / 4; warp tile (wm, wn) of the 64 x 64; tm = lane / 8 (a
+  // quarter warp's 8 lanes share their rows, one broadcast read), tn = lane % 8. Rows: A along m,
+  // wm + 8 tm + i (two 16-byte reads of 8 rows); A along k, wm + tm + 4 i (rows 36 floats apart:
   // 8 tm + i would put the four quarters' rows on the same banks, 4-way conflicts on every A read;
-  // tm + 4 i puts them 4 banks apart). Columns, col0 + cstep (j % 4) + 32 (j / 4): B along n, 4 tn
-  // + j % 4 and 32 more (two 16-byte reads, a quarter warp's 128 contiguous bytes each); B along k,
-  // tn + 8 j (a quarter warp reads 8 consecutive rows, conflict-free).
+  // tm + 4 i puts them 4 banks apart). Columns: B along n, wn + 4 tn + j (one 16-byte read); B along
+  // k, wn + tn + 8 j (a quarter warp reads 8 consecutive rows, conflict-free).
   template <class AV, class BV>
   __device__ __forceinline__ static void place(int& kg, int& row0, int& rstep, int& col0, int& cstep) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    kg = warp / 2;
-    const int tm = lane / 8, wm = (warp % 2) * 32;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wq = warp % 4;
+    kg = warp / 4;
+    const int tm = lane / 8, wm = (wq / 2) * 32;
     if constexpr (AV::kContig) row0 = wm + tm, rstep = 4;
     else row0 = wm + 8 * tm, rstep = 1;
-    const int tn = lane % 8;
-    if constexpr (BV::kContig) col0 = 4 * tn, cstep = 1;
-    else col0 = tn, cstep = 8;
+    const int tn = lane % 8, wn = (wq % 2) * 32;
+    if constexpr (BV::kContig) col0 = wn + 4 * tn, cstep = 1;
+    else col0 = wn + tn, cstep = 8;
   }
-  __device__ __forceinline__ static int col_of(int col0, int cstep, int j) { return col0 + cstep * (j % 4) + 32 * (j / 4); }
   // 2^23 + byte i of w, minus 2^23: the byte's integer, exact (step 5's byte_as_tf32).
   __device__ __forceinline__ static float byte_value(uint32_t w, int i) {
     return __uint_as_float(AccumX3<3>::byte_as_tf32(w, i));
@@ -138,45 +135,36 @@ struct AccumFma {
     int kg, row0, rstep, col0, cstep;
     place<AV, BV>(kg, row0, rstep, col0, cstep);
     const int k0 = kg * kFKPer;
-    // Values of k a read covers: 4 (16-byte reads), or 2 (8-byte) where A runs along k, whose rows
-    // then hold their k values in registers for 64 FMAs each: with 4, A's and B's 4 x 8 values and
-    // the 64 sums leave too few of the 128 registers (ptxas spilled ~110 bytes a thread).
-    constexpr int kKc = AV::kContig ? 2 : 4;
-    using VecA = typename std::conditional<kKc == 4, float4, float2>::type;
 #pragma unroll
-    for (int kc = 0; kc < kFKPer; kc += kKc) {
-      const int k = k0 + kc;
-      float b[kKc][kFTn];  // [k][j]
+    for (int k4 = 0; k4 < kFKPer; k4 += 4) {
+      const int k = k0 + k4;
+      float b[4][kFTn];  // [k][j]
       if constexpr (BV::kContig) {
 #pragma unroll
-        for (int kk = 0; kk < kKc; ++kk)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const float4 v = *reinterpret_cast<const float4*>(fb + (k + kk) * kLdB + col0 + 32 * h);
-            b[kk][4 * h] = v.x, b[kk][4 * h + 1] = v.y, b[kk][4 * h + 2] = v.z, b[kk][4 * h + 3] = v.w;
-          }
+        for (int kk = 0; kk < 4; ++kk) {
+          const float4 v = *reinterpret_cast<const float4*>(fb + (k + kk) * kLdB + col0);
+          b[kk][0] = v.x, b[kk][1] = v.y, b[kk][2] = v.z, b[kk][3] = v.w;
+        }
       } else {
 #pragma unroll
         for (int j = 0; j < kFTn; ++j) {
-          const VecA v = *reinterpret_cast<const VecA*>(fb + col_of(col0, cstep, j) * kLdB + k);
-          const float* e = reinterpret_cast<const float*>(&v);
-#pragma unroll
-          for (int kk = 0; kk < kKc; ++kk) b[kk][j] = e[kk];
+          const float4 v = *reinterpret_cast<const float4*>(fb + (col0 + j * 8) * kLdB + k);
+          b[0][j] = v.x, b[1][j] = v.y, b[2][j] = v.z, b[3][j] = v.w;
         }
       }
-      if constexpr (AV::kContig) {  // a row's kKc values of k at a time
+      if constexpr (AV::kContig) {  // a row's 4 values of k at a time
 #pragma unroll
         for (int i = 0; i < kFTm; ++i) {
-          const VecA v = *reinterpret_cast<const VecA*>(fa + (row0 + i * rstep) * kLdA + k);
-          const float* a = reinterpret_cast<const float*>(&v);
+          const float4 v = *reinterpret_cast<const float4*>(fa + (row0 + i * rstep) * kLdA + k);
+          const float a[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-          for (int kk = 0; kk < kKc; ++kk)
+          for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
             for (int j = 0; j < kFTn; ++j) d[i][j] = fmaf(a[kk], b[kk][j], d[i][j]);
         }
       } else {  // one k's 8 rows at a time
 #pragma unroll
-        for (int kk = 0; kk < kKc; ++kk) {
+        for (int kk = 0; kk < 4; ++kk) {
           const float4 v0 = *reinterpret_cast<const float4*>(fa + (k + kk) * kLdA + row0);
           const float4 v1 = *reinterpret_cast<const float4*>(fa + (k + kk) * kLdA + row0 + 4);
           const float a[kFTm] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
@@ -191,28 +179,29 @@ struct AccumFma {
   template <class AV, class BV>
   __device__ __forceinline__ void finish() {}  // (the bytes' division follows the groups' sum: store_tile)
 
-  // The four groups' sums added in the result tile (group 3's, then + group 2's, + group 1's, +
-  // group 0's: the same order every launch), a byte operand's sums divided by 255 once, into the
-  // two 32 x 64 sub-tiles at c.
+  // The two groups' sums added in the result tile (group 0's + group 1's, in that order, every
+  // launch), a byte operand's sums divided by 255 once, into the two 32 x 64 sub-tiles at c.
   template <class AV, class BV>
   __device__ __forceinline__ void store_tile(float* c) const {
     int kg, row0, rstep, col0, cstep;
     place<AV, BV>(kg, row0, rstep, col0, cstep);
     float* sub = c + (row0 / kBM) * (kBM * kLdc) + (row0 % kBM) * kLdc;  // (a lane's rows lie in one sub-tile)
-#pragma unroll 1
-    for (int g = kFKGroups - 1; g >= 0; --g) {
-      if (kg == g) {
+    if (kg == 1) {
 #pragma unroll
-        for (int i = 0; i < kFTm; ++i)
+      for (int i = 0; i < kFTm; ++i)
 #pragma unroll
-          for (int j = 0; j < kFTn; ++j) {
-            float& o = sub[i * rstep * kLdc + col_of(col0, cstep, j)];
-            if (g == kFKGroups - 1) o = d[i][j];
-            else if (g > 0) o += d[i][j];
-            else o = (ByteRows<AV>::value || ByteRows<BV>::value) ? over_255(o + d[i][j]) : o + d[i][j];
-          }
-      }
-      if (g > 0) __syncthreads();  // (every thread stores: tc64_tile's epilogue is uniform)
+        for (int j = 0; j < kFTn; ++j) sub[i * rstep * kLdc + col0 + j * cstep] = d[i][j];
+    }
+    __syncthreads();
+    if (kg == 0) {
+#pragma unroll
+      for (int i = 0; i < kFTm; ++i)
+#pragma unroll
+        for (int j = 0; j < kFTn; ++j) {
+          float& o = sub[i * rstep * kLdc + col0 + j * cstep];
+          const float s = d[i][j] + o;
+          o = (ByteRows<AV>::value || ByteRows<BV>::value) ? over_255(s) : s;
+        }
     }
   }
 };

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Steps 5 and 6 on step 7's warp layout (two k-groups of 32 x 32 warp tiles; "new", this tree's
+# build) against the build before (7d4fc94, "old"): every GPU test case of the new build; the GEMM
+# benchmark at 8,192 / 4,096 / 2,048 / 1,024, fp32 and fp16, alternating, 2 rounds; W1's step at
+# 1,024 ... 8,192, fp32 and fp16, alternating, 2 rounds; --validate at 8,192 and 4,097 (300/100);
+# Nsight Compute on the new step 5 and step 6 weight gradients at 8,192.
+set -u
+export NB_GIT_COMMIT=${NB_GIT_COMMIT:-unknown}
+R=build/k1a; rm -rf $R; mkdir -p $R/scratch $R/ab $R/ncu
+T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
+pack() { tar czf $OUT/k1a.tmp.tgz --exclude='*.ncu-rep' --exclude=scratch $R 2>/dev/null; mv $OUT/k1a.tmp.tgz $OUT/k1a.tgz; }
+( exec >/dev/null 2>&1; while sleep 30; do pack; done ) & WD=$!
+mkdir -p build/kb
+PIDS=""
+xz -dc .carry/bins/k1_p5.xz > build/kb/new & PIDS="$PIDS $!"
+xz -dc .carry/bins/k1_tests.xz > build/kb/gpu_tests & PIDS="$PIDS $!"
+wait $PIDS; chmod +x build/kb/*
+mkdir -p build/kb/data; cp -r .carry/data/mnist build/kb/data/; D=build/kb/data/mnist
+t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | head -1)"
+timeout 150 build/kb/gpu_tests > $R/tests.log 2>&1; t "all GPU tests rc $?: $(tail -3 $R/tests.log | tr '\n' ' ')"
+pack
+V="--data $D --no-cupti --epochs 1 --validate --validate-steps 1"
+for c in "8192|--precision fp32" "8192|--precision fp16" "4097|--precision fp32 --layers 784,300,100,10" "4097|--precision fp16 --layers 784,300,100,10" "1000|--precision fp16 --layers 784,1000,1000,10"; do
+  IFS='|' read -r b a <<<"$c"
+  timeout 100 build/kb/new $V --batch $b $a --out $R/scratch --tag val > $R/val-$b-${a// /_}.log 2>&1
+  echo "validate b=$b $a rc $?: $(grep -c ' ok$' $R/val-$b-${a// /_}.log) ok, $(grep -ci 'fail' $R/val-$b-${a// /_}.log) fail" | tee -a $R/validate.txt
+done
+t validate; pack
+S="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters"
+for k in "f16wg|fp16|gemm_f16mma_kernel.*GemmProblem<nb::mlp::MatView<__half, false>, nb::mlp::GatherView" "x3wg|fp32|gemm_tf32x3_kernel.*GemmProblem<nb::mlp::MatView<float, false>, nb::mlp::GatherView" "f16fwd|fp16|gemm_f16mma_kernel.*GemmProblem<nb::mlp::GatherView"; do
+  IFS='|' read -r kn pr rx <<<"$k"
+  timeout 100 ncu --kernel-name-base demangled --kernel-name "regex:$rx" --launch-skip 2 --launch-count 1 $S --import-source yes -o $R/ncu/$kn build/kb/new --batch 8192 --precision $pr --gemm-compare --data $D --out $R/scratch --tag ncu > $R/ncu/$kn.out 2>&1
+  ncu -i $R/ncu/$kn.ncu-rep > $R/ncu/$kn.txt 2>&1
+  ncu -i $R/ncu/$kn.ncu-rep --page source --csv --print-source sass > $R/ncu/$kn-sass.csv 2>&1; t "ncu $kn rc $?"
+done
+for f in $R/ncu/*-sass.csv; do python3 scripts/ncu_sass_summary.py $f > ${f%.csv}-summary.txt 2>&1; gzip -f $f; done
+kill $WD 2>/dev/null; pack; t packed
