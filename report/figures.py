@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.text  # noqa: E402
 import matplotlib.transforms  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FormatStrFormatter, MaxNLocator, NullLocator  # noqa: E402
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, MaxNLocator, NullLocator  # noqa: E402
 
 import analysis as A  # noqa: E402
 
@@ -157,7 +157,8 @@ def fig1_ladder(d, path, device):
             ax.text(r["ms"] * 1.08, y, txt, va="center", fontsize=9,
                     bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.6))
     if floors:  # below the axes: the bars reach the right edge at any height
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), fontsize=8, ncol=1, frameon=False)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), fontsize=8, ncol=1, frameon=False,
+                  title="rungs that keep x, y on chip run below the two reading lines", title_fontsize=8)
     ax.set_xlabel("training time, 5M points × 200 epochs (ms, median of repeats, log scale)")
     ax.set_title(textwrap.fill(_finding(d, "lower is better; label: median time against the PyTorch eager twin"), 95),
                  fontsize=9.5)
@@ -168,21 +169,36 @@ def fig1_ladder(d, path, device):
 def fig2_scaling(d, path, device):
     _setup()
     fig, ax = plt.subplots(figsize=(10, 7))
+    fell_back = []  # phase 3's default path past what fits on chip: the per-epoch graph, drawn hollow
     for k, pts in d["series"].items():
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), linestyle=A.linestyle(k),
                 color=A.color(k), label=A.label(*k), markersize=5)
+        graph = [p for p in pts if len(p) > 2 and k[1] == "cuda" and
+                 A.dget(p[2].data, "launch", "path") == "graph" and A.dget(p[2].data, "config", "path") == "auto"]
+        if graph:
+            ax.plot([p[0] for p in graph], [p[1] for p in graph], linestyle="none", marker=A.marker(k), markersize=9,
+                    markerfacecolor="white", markeredgecolor=A.color(k), markeredgewidth=1.5,
+                    label=f"{A.label(*k)}: data off chip, per-epoch graph")
+            fell_back.append(min(p[0] for p in graph))
+    for n in fell_back:
+        ax.axvline(n, color="#777777", linestyle=":", linewidth=1.0)
     if d["floor"]:
         f = d["floor"]
         ax.plot([p[0] for p in f["points"]], [p[1] for p in f["points"]], color="black", linestyle="--",
-                linewidth=1.3, label=f"bandwidth floor: 8 B × n_train × {f['epochs']} epochs / {f['copy_gbps']:.0f} GB/s")
+                linewidth=1.3, label=f"x, y from HBM every epoch: 8 B × n_train × {f['epochs']} / {f['copy_gbps']:.0f} GB/s")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("number of points n (log scale)")
     ax.set_ylabel("training time (ms, median of repeats, log scale)")
-    ax.set_title("every implementation; the dashed line is the time just to read x and y once per epoch", fontsize=9.5)
+    ax.set_title("every implementation with a size sweep; dashed: the time to read x and y from HBM once per epoch "
+                 "(a rate, not a floor:\ndata that stays in L2 or on chip runs below it); dotted: where phase 3's data "
+                 "no longer fits on chip", fontsize=9.5)
     # the legend below the axes: inside, it hid the CPU twin and phase 1 at the top of the plot
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=3, fontsize=8.5, frameon=False)
-    _finish(fig, path, "Figure 2 — scaling with the number of points (linear regression)", device, d["records"])
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=2, fontsize=8.5, frameon=False)
+    commits = sorted({str(A.dget(p[2].data, "git", "commit") or "?")[:7] for pts in d["series"].values()
+                      for p in pts if len(p) > 2})
+    _finish(fig, path, "Figure 2 — scaling with the number of points (linear regression)", device, d["records"],
+            "sweep records of " + ", ".join(commits) + " (the headline runs of Figure 1 may be of another build)")
 
 
 CAT_COLORS = {"forward": "#4292c6", "loss": "#fdae6b", "backward": "#e6550d", "update": "#31a354",
@@ -211,17 +227,25 @@ def fig3_breakdown(d, path, device):
             top = tops[1] * 1.6
         for y, row in zip(ys, rows):
             segs, idle, denom = account_shares(row)
+            # the bar is the step: where the device time exceeds it (a profiled run slower than the timed
+            # one, or kernels waiting under PDL), its kinds are scaled into the step's length
+            span = row["unit_ms"] if row["unit_ms"] else denom
             left = 0.0
             for c, w in segs:
-                wu = w / 100 * denom * 1e3
+                wu = w / 100 * span * 1e3
                 ax.barh(y, wu, left=left, color=ACCOUNT_COLORS[c], edgecolor="white", linewidth=0.4)
                 left += wu
-            iu = idle / 100 * denom * 1e3
+            iu = idle / 100 * span * 1e3
             if iu > 0:
                 ax.barh(y, iu, left=left, color=ACCOUNT_IDLE, edgecolor="#999999", linewidth=0.4, hatch="//")
             busy = A.busy_pct(row)
             txt = _fmt_ms(row["unit_ms"]) if row["unit_ms"] is not None else "—"
-            if busy is not None:
+            if busy is not None and row.get("busy_hi_ms"):  # JAX: a range (fig_time_account)
+                lo_idle = max(0.0, 100 - row["busy_hi_ms"] / row["unit_ms"] * 100)
+                txt += f" · idle {A.pct_text(lo_idle)}–{A.pct_text(max(0.0, 100 - busy))} (est.)"
+            elif busy is not None and busy > 100:
+                txt += f" · device time {A.sig3(busy / 100)}× it"
+            elif busy is not None:
                 txt += f" · idle {A.pct_text(max(0.0, 100 - busy))}"
             if left + iu > top * 1.35:
                 ax.text(top * 1.33, y, txt + "  (bar runs off the scale)", va="center", ha="right", fontsize=8,
@@ -384,6 +408,11 @@ def fig6_w2(d, path, device):
     ax2.yaxis.set_major_formatter(FormatStrFormatter("%g"))  # 0.6, 1, 2 rather than 6×10⁻¹
     ax2.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax2.tick_params(axis="y", which="minor", labelsize=7.5)
+    lo2, hi2 = ax2.get_ylim()  # labelled ticks across the range, parity and the claims above it included
+    ticks = [t for t in (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.25, 1.5, 2, 3, 5, 7, 10, 20, 50, 100) if lo2 <= t <= hi2]
+    if len(ticks) >= 2:
+        ax2.yaxis.set_major_locator(FixedLocator(ticks))
+        ax2.yaxis.set_minor_locator(NullLocator())
     ax2.set_xlabel("hidden width h (log2 scale)")
     ax2.set_ylabel("fastest framework mode's time / ours (×, log)")
     ax2.set_title("relative speed (above 1: ours faster than every framework mode)", fontsize=9.5)
@@ -416,8 +445,9 @@ def fig7_losses(d, path, device):
             xs, ys, unit = c
             lab = A.label(*k)
             if k in p["gaps"]:
-                g, x = p["gaps"][k]
-                lab += " (identical)" if g == 0 else f" (max rel. gap {g * 100:.3g}% at {unit} {x})"
+                g, x, shared, own_last = p["gaps"][k][:4]
+                lab += " (identical" if g == 0 else f" (max rel. gap {g * 100:.3g}% at {unit} {x}"
+                lab += f"; to {unit} {shared} only)" if shared < own_last else ")"
             elif k == p["ref"]:
                 lab += " (reference)"
             ax.plot(xs, ys, color=A.color(k), linestyle="--" if A.is_twin(k[0]) else "-",
@@ -431,8 +461,10 @@ def fig7_losses(d, path, device):
         ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
         ax.tick_params(axis="y", which="minor", labelsize=7.5)
         ax.set_ylabel("train loss (cross-entropy, log scale)")
-        ax.set_title(p["title"] + " — ours solid, PyTorch dashed", fontsize=9.5)
-        ax.legend(loc="upper right" if col == 0 else "lower left", fontsize=8)  # W2: the curve falls late
+        ax.set_title(p["title"] + " — ours solid, PyTorch dashed" +
+                     ("\n(\"to step N only\": the reference curve ends there; the gap is over the steps both logged)"
+                      if any(g[2] < g[3] for g in p["gaps"].values()) else ""), fontsize=9.5)
+        ax.legend(loc="upper right" if col == 0 else "lower left", fontsize=8 if col == 0 else 7)  # W2: the curve falls late
         axd.axhline(0.0, color="black", linewidth=0.8)
         axd.set_xlabel(f"training {unit}" + (f" (each point: mean loss of {p['window']} steps from there)"
                                                 if p.get("window") else ""))
@@ -527,7 +559,8 @@ def fig8_efficiency(d, path, device):
         c = A.color(k)
         names = "   ".join((f"{num[id(p)]} " + _short(A.base_kernel_name(p["kernel"]) or p["kernel"], 28))
                            .replace(" ", "\u00a0") for p in mine)  # a number and its name never split apart
-        lab = A.label(*k) + f" ({A.base_tag(r)})\n" + textwrap.fill(names, 78, initial_indent="    ",
+        commit = str(A.dget(r.data, "git", "commit") or "")[:7]
+        lab = A.label(*k) + f" ({r.tag}{', ' + commit if commit else ''})\n" + textwrap.fill(names, 78, initial_indent="    ",
                                                                      subsequent_indent="    ", break_on_hyphens=False)
         ax.scatter([p["ai"] for p in mine], [p["tflops"] for p in mine], facecolors=c if prec == "fp16" else "white",
                    edgecolors=c, marker=A.marker(k), s=55, linewidth=1.6, label=lab, zorder=3)
@@ -602,8 +635,10 @@ def fig9_batch(d, path, device):
     sweep = max(ours, key=lambda p: p[2].utc_time)[2].data.get("git", {}).get("commit") if ours else None
     older = other = False
     for k, pts in d["series"].items():
+        main = k == A.BATCH_DEFAULT  # the default path: the line the finding is about
         _plot_runs(ax, pts, grid, marker=A.marker(k), color=A.color(k), linestyle=A.linestyle(k),
-                   label=A.label(*k) + (" (its W1 run)" if k in w1 else ""), markersize=5)
+                   label=A.label(*k) + (" (its W1 run)" if k in w1 else "") + (" — the default" if main else ""),
+                   markersize=7 if main else 5, linewidth=2.6 if main else 1.5, zorder=3 if main else 2)
         # hollow: our points measured on an older commit than the series' newest record (other code), a
         # framework's points measured in another run than the sweep's newest
         if A.is_twin(k[0]):
@@ -664,31 +699,41 @@ def fig_time_account(panel, path, device, title):
             if w >= 8:
                 ax.text(left + w / 2, y, A.pct_text(w), ha="center", va="center", fontsize=7.5)
             left += w
+        est = bool(row.get("busy_hi_ms"))  # JAX: the idle drawn is the most its range allows
         if idle > 0:
-            ax.barh(y, idle, left=left, color=ACCOUNT_IDLE, edgecolor="#999999", linewidth=0.4, hatch="//")
+            ax.barh(y, idle, left=left, color=ACCOUNT_IDLE, edgecolor="#999999", linewidth=0.4,
+                    hatch=".." if est else "//")
             if idle >= 8:
-                ax.text(left + idle / 2, y, A.pct_text(idle), ha="center", va="center", fontsize=7.5, color="#444444")
+                ax.text(left + idle / 2, y, ("≤ " if est else "") + A.pct_text(idle), ha="center", va="center",
+                        fontsize=7.5, color="#444444")
         txt = _fmt_ms(row["unit_ms"]) if row["unit_ms"] is not None else "—"
         share = A.busy_pct(row)
-        if share is not None:  # over 100%: the busy time exceeds the step (report: BUSY_OVER_NOTE), never a share
+        if share is not None and row.get("busy_hi_ms"):  # JAX: a range, the bar drawn at its low end
+            txt += f" · GPU busy {A.pct_text(share)}–{A.pct_text(row['busy_hi_ms'] / row['unit_ms'] * 100)} (est.)"
+        elif share is not None:  # over 100%: the busy time exceeds the step (report: BUSY_OVER_NOTE), never a share
             txt += (f" · GPU busy {A.pct_text(share)}" if share <= 100 else
                     f" · busy all ({A.sig3(share / 100)}× device time)")
         ax.text(101.5, y, txt, va="center", fontsize=8.5)
     ax.set_yticks(ys)
     ax.set_yticklabels([_short(row["label"], 44) for row in rows])
-    ax.set_xlim(0, 142)
+    ax.set_xlim(0, 150)
     ax.set_xticks([0, 20, 40, 60, 80, 100])
     unit = rows[0]["unit"] if rows else "step"
     over = any((A.busy_pct(row) or 0) > 100 for row in rows)
+    est = any(row.get("busy_hi_ms") for row in rows)
     ax.set_xlabel(f"share of the {unit}'s time (%): device time by kind of kernel, then the GPU's wait\n"
                   f"(right of the bars: time per {unit}" +
                   ")" + (f"\n\"N× device time\": the profiled or traced run's device time is N× the timed {unit}; "
-                         "its bar shows that device time" if over else ""))
+                         "its bar shows that device time" if over else "") +
+                  ("\n(est.), dotted: JAX's profiled run is longer than its timed one; its busy share lies between that "
+                   "run's share (the bar)\nand the run's device time over the timed unit, so the idle drawn is the most "
+                   "the range allows" if est else ""))
     ax.set_title("kernels classified by name (see report); hatched: step time minus device-busy time "
                  "(host, framework, launch gaps)", fontsize=9)
     handles = [Patch(color=ACCOUNT_COLORS[c], label=c) for c in A.ACCOUNT_CATEGORIES] + \
         [Patch(facecolor=ACCOUNT_IDLE, edgecolor="#999999", hatch="//", label="GPU idle")]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.28 if len(rows) < 5 else -0.16),
+    ax.legend(handles=handles, loc="upper center",
+              bbox_to_anchor=(0.5, (-0.28 if len(rows) < 5 else -0.16) - (0.08 if est else 0)),
               ncol=len(handles), frameon=False)
     _finish(fig, path, title, device, [row["record"] for row in rows], "timed medians; device time from profiler runs")
 

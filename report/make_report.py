@@ -230,7 +230,8 @@ def sec_fig2(md, ctx, d):
     md.append(long_table(["implementation", "n", "training time", "per epoch", "effective GB/s (8 B × n_train / epoch)",
                           "against the copy bandwidth", "record"], rows, "Every point of the figure") + "\n")
     if f:
-        md.append(f"Floor: 8 bytes (x and y, float32) × n_train × {f['epochs']} epochs / {sig(f['copy_gbps'])} GB/s "
+        md.append(f"The dashed line (a rate, not a floor: data that stays in L2 or on chip runs below it): 8 bytes "
+                  f"(x and y, float32) × n_train × {f['epochs']} epochs / {sig(f['copy_gbps'])} GB/s "
                   f"(peaks.copy_gbps of {ctx.link(f['record'])}, which counts bytes read + written); "
                   "n_train = n − ⌊n/5⌋. " + COPY_RATE_RULE + "\n")
 
@@ -339,10 +340,12 @@ def sec_fig7(md, ctx, d):
     for p in d["panels"]:
         for k, c in p["curves"].items():
             gap = p["gaps"].get(k)
+            part = (f"; compared up to {c[2]} {gap[2]} of its {gap[3]}, where the reference's log ends"
+                    if gap and gap[2] < gap[3] else "")
             if gap and gap[0] == 0:
-                gtxt = "0 (identical at every shared point)"
+                gtxt = "0 (identical at every shared point" + part + ")"
             elif gap:
-                gtxt = pct(gap[0] * 100) + f" at {c[2]} {gap[1]}"
+                gtxt = pct(gap[0] * 100) + f" at {c[2]} {gap[1]}" + (f" ({part[2:]})" if part else "")
             else:
                 gtxt = "reference" if k == p["ref"] else DASH
             eg = p["exact_gaps"].get(k)
@@ -551,6 +554,10 @@ def account_sentence(panel, row):
     if busy >= unit_ms:
         return s + (f"; the GPU is busy for all of it (device time per {u}: {us(busy)}, from the "
                     f"{'profiled' if A.is_twin(row['key'][0]) else 'traced'} run)") + "."
+    if row.get("busy_hi_ms"):  # JAX: a range (time_account)
+        return s + (f", of which the GPU computes between {us(busy)} and {us(row['busy_hi_ms'])} "
+                    f"({A.row_busy_text(row)}: its profiled run took longer than the timed one, and whether the "
+                    "profiler stretched the host's part alone or the device's too is not known)") + "."
     s += f", of which the GPU computes {us(busy)} ({pct(busy / unit_ms * 100)})"
     gap = unit_ms - busy
     if twin:
@@ -594,7 +601,7 @@ def sec_time_account(md, ctx, d, slug, device, figdir, written):
         u = p["rows"][0]["unit"]
         rows = []
         for row in p["rows"]:
-            share = A.busy_text(A.busy_pct(row), row["unit"])
+            share = A.row_busy_text(row)
             rows.append([row["label"], us(row["unit_ms"]), us(row["host_ms"]),
                          sig(row["launches"], 3) if row["launches"] is not None else DASH,
                          us(row["kernel_ms"]), us(row["busy_ms"]), us(row["idle_ms"]), share] +
@@ -1121,7 +1128,7 @@ def method_appendix(md):
         "`-<implementation>` on a tag is ignored. Two records filling the same slot: the newest wins and the "
         "figure's section says which was left out.",
         "Times: `timing.total_ms.median`; per epoch = that / config.epochs; per step = that / config.steps.",
-        "Figure 2's floor: 8 bytes (float32 x and y) × n_train × epochs / measured copy GB/s, n_train = n − ⌊n/5⌋, "
+        "Figure 2's dashed line: 8 bytes (float32 x and y) × n_train × epochs / measured copy GB/s, n_train = n − ⌊n/5⌋, "
         "from the device's `ceilings` record (else the newest record carrying `peaks`).",
         "Figure 3's categories (kernel names from CUPTI / torch.profiler): " + "; ".join(A.CATEGORY_RULES) + ".",
         "Figure 4's window: from the start of the burst of GPU activity (no gap over 200 µs) that leads up to the end "
@@ -1206,8 +1213,9 @@ def front_data(sel, acc, bench, rs):
     for p in acc["panels"]:
         for row in p["rows"]:
             if row["unit_ms"] and row["busy_ms"] is not None:
+                busy = row.get("busy_hi_ms") or row["busy_ms"]  # (a JAX range: the least idle it allows)
                 (tw if A.is_twin(row["key"][0]) else ou).append(
-                    (max(0.0, 1 - row["busy_ms"] / row["unit_ms"]) * 100, row["label"], p["what"]))
+                    (max(0.0, 1 - busy / row["unit_ms"]) * 100, row["label"], p["what"]))
     if tw and ou:
         a = max(tw)  # the framework mode idle the longest, against our least idle path of the same workload
         same = [o for o in ou if o[2] == a[2]]
@@ -1238,30 +1246,52 @@ def front_data(sel, acc, bench, rs):
             if set(hs) - widths:
                 f[6] += (f"; {name} measured at h = {', '.join(f'{h:,}' for h in sorted(widths))} only, "
                          f"the other widths against PyTorch")
-    gaps = [g[0] for p in sel[7]["panels"] for g in p["gaps"].values()]
+    gaps = [g for p in sel[7]["panels"] for g in p["gaps"].values()]
     if gaps:
-        f[7] = f"our loss curves stay within {sig(max(gaps) * 100, 3)}% of PyTorch's at every logged point"
-    roofs = [r for r in lad["rows"] if r["roof"]]
-    under = [r for r in roofs if r["roof"][0] <= 100]          # a share of a roof that bounds the rung
-    chip = [r for r in roofs if A.above_hbm_roof(r["roof"])]   # faster than HBM: the data stays on chip
+        f[7] = f"our loss curves stay within {sig(max(g[0] for g in gaps) * 100, 3)}% of PyTorch's at every point both logged"
+        short = sorted({(p["title"], g[2], g[3]) for p in sel[7]["panels"] for g in p["gaps"].values() if g[2] < g[3]})
+        if short:
+            f[7] += " (" + "; ".join(f"{t}: up to step {a:,}, where PyTorch's log ends; ours run to {b:,}"
+                                     for t, a, b in short) + ")"
+    # Figure 8's heading from the points it draws (each implementation's run without PDL where there is one:
+    # under PDL a kernel's duration includes its wait), not from the summary table's records.
+    shares = []  # (percent of the roof, roof name, point)
+    for p in sel[8]["points"]:
+        if not (p["ai"] and p["tflops"]):
+            continue
+        if p["gbps"] and sel[8]["copy_gbps"]:
+            shares.append((p["gbps"] / sel[8]["copy_gbps"] * 100, A.HBM_ROOF, p))
+        prec = str(p["record"].config.get("precision") or "")
+        if p["tflops"] and sel[8]["fp16_tflops"] and prec == "fp16":
+            shares.append((p["tflops"] / sel[8]["fp16_tflops"] * 100, "fp16 tensor-core peak", p))
+    under = [t for t in shares if t[0] <= 100]
+    chip = [t for t in shares if t[1] == A.HBM_ROOF and t[0] > 100]
     parts = []
+
+    def who(p):
+        k = p["kernel"] or ""
+        k = "the library's kernels" if k.startswith("all but ") else (A.base_kernel_name(k) or k)
+        return f"{p['label']} ({p['record'].tag}, {k})"
     if under:
-        b = max(under, key=lambda r: (r["roof"][0], r["label"]))
-        parts.append(f"{b['label']} ({b['workload']}) comes nearest a roof that bounds it: {roof_text(*b['roof'][:2])}")
+        v, name, p = max(under, key=lambda t: (t[0], t[2]["label"]))
+        parts.append(f"{who(p)} comes nearest a roof that bounds it: {pct(v)} of {name}")
     if chip:
-        o = max(chip, key=lambda r: (r["roof"][0], r["label"]))
-        x = times(o["roof"][0] / 100)
-        parts.append(f"{o['label']} runs above the HBM roof: its data stays on chip ({x} the HBM copy rate)"
-                     if len(chip) == 1 else
-                     f"{len(chip)} rungs run above the HBM roof, their data on chip (up to {x} the HBM copy rate, "
-                     f"{o['label']})")
+        v, _, p = max(chip, key=lambda t: (t[0], t[2]["label"]))
+        n_chip = len({t[2]["key"] for t in chip})
+        parts.append(f"{who(p)} runs above the HBM roof: its data stays on chip ({times(v / 100)} the HBM copy rate)"
+                     if n_chip == 1 else
+                     f"{n_chip} implementations run above the HBM roof, their data on chip (up to {times(v / 100)} the "
+                     f"HBM copy rate, {who(p)})")
     if parts:
         f[8] = "; ".join(parts)
     if sel[9]["series"]:
         k0 = next(iter(sel[9]["series"]))
         pts = sel[9]["series"][k0]
         bb = max(pts, key=lambda p: (p[1], -p[0]))
-        f[9] = f"{A.label(*k0)} peaks at batch {bb[0]:,} ({sig(bb[1], 3)} samples/s)"
+        last = max(p[0] for p in pts)
+        f[9] = (f"{A.label(*k0)}: the most samples a second at the largest batch measured, {bb[0]:,} "
+                f"({sig(bb[1], 3)} samples/s)" if bb[0] == last else
+                f"{A.label(*k0)} peaks at batch {bb[0]:,} ({sig(bb[1], 3)} samples/s)")
     if sel[13]["panels"]:
         f[13] = A.gemm_finding(sel[13])
     sents = answer_sentences(summ, acc, spread)
@@ -1299,7 +1329,7 @@ def answer_sentences(summ, acc, spread):
              f"{us(e['unit_ms'])} ({A.busy_text(A.busy_pct(e), e['unit'])}); the rest is the framework and launches")
         if f is not e:
             s += (f"; the fastest profiled framework mode, {f['label']}, takes {us(f['unit_ms'])} with the GPU busy "
-                  f"{A.busy_text(A.busy_pct(f), f['unit'])}")
+                  f"{A.row_busy_text(f)}")
         out.append(s + ".")
         if len(out) == 2:
             break
