@@ -470,7 +470,15 @@ def bytes_per_epoch_linreg(n):
     return 8 * n_train
 
 
-def select_scaling(records, dup_notes):
+def full_run_lanes(records):
+    """The lanes a device's full run (`run_all__full`, `make run FULL=1`) ran side by side: its GPUs."""
+    return max([int(num(dget(r.data, "config", "gpus")) or 1) for r in records
+                if r.phase == "run_all" and dget(r.data, "config", "mode") == "full"] or [1])
+
+
+def select_scaling(records, dup_notes, lanes=1):
+    """Figure 2's series; lanes: full_run_lanes of the device (a CPU twin timed in a multi-lane full run
+    shared its host)."""
     cands = [r for r in records if r.workload == "linreg" and base_tag(r).startswith("sweep")
              and not is_host_source(r) and r.cfg_num("n") and r.total_ms() is not None]
     picked = group_pick(cands, lambda r: (r.phase, r.impl, int(r.cfg_num("n"))),
@@ -501,8 +509,14 @@ def select_scaling(records, dup_notes):
     elif picked and len(epochs) != 1:
         missing.append(f"bandwidth floor: sweep records disagree on epochs ({epochs}); floor not drawn")
     recs = [p[2] for k in sorted(series, key=series_sort_key) for p in series[k]]
+    # A CPU twin timed inside a full run whose lanes ran side by side shared its host with the other lanes:
+    # its times are the contended host's, said beside the series (profiles/README.md says the same).
+    notes = {}
+    for k, pts in series.items():
+        if k[1] == "pytorch-cpu" and lanes > 1 and pts and all(p[2].data.get("run_mode") == "full" for p in pts):
+            notes[k] = f"timed beside {lanes - 1} other busy benchmark lanes (a shared host)"
     return {"series": {k: series[k] for k in sorted(series, key=series_sort_key)}, "floor": floor,
-            "missing": missing, "records": recs + ([peak_rec] if floor else [])}
+            "missing": missing, "records": recs + ([peak_rec] if floor else []), "notes": notes}
 
 
 # ------------------------------------------------------------------ figure 3: where an epoch goes

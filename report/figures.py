@@ -171,8 +171,9 @@ def fig2_scaling(d, path, device):
     fig, ax = plt.subplots(figsize=(10, 7))
     fell_back = []  # phase 3's default path past what fits on chip: the per-epoch graph, drawn hollow
     for k, pts in d["series"].items():
+        note = (d.get("notes") or {}).get(k)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=A.marker(k), linestyle=A.linestyle(k),
-                color=A.color(k), label=A.label(*k), markersize=5)
+                color=A.color(k), label=A.label(*k) + (f" ({note})" if note else ""), markersize=5)
         graph = [p for p in pts if len(p) > 2 and k[1] == "cuda" and
                  A.dget(p[2].data, "launch", "path") == "graph" and A.dget(p[2].data, "config", "path") == "auto"]
         if graph:

@@ -1574,7 +1574,7 @@ def build(profiles, out, notes_dir, untracked=False):
             app.append("Records not drawn because their status is not `ok`: " +
                        ", ".join(f"{ctx.link(r)} ({r.status})" for r in sorted(not_ok, key=lambda r: r.path)) + ".\n")
         dups = []
-        sel = {1: A.select_ladder(bench, dups), 2: A.select_scaling(bench, dups), 3: A.select_breakdown(bench, dups),
+        sel = {1: A.select_ladder(bench, dups), 2: A.select_scaling(bench, dups, A.full_run_lanes(all_rs)), 3: A.select_breakdown(bench, dups),
                4: A.select_timeline(bench, dups), 5: A.select_w1(bench, dups), 6: A.select_w2(bench, dups),
                7: A.select_losses(bench, dups), 8: A.select_efficiency(bench, dups), 9: A.select_batch(bench, dups),
                13: A.select_gemm(bench, dups)}
