@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# Steps 5 and 6 on step 7's warp layout with two k-tiles a first level, step 7 in four k-groups of
-# 8 x 8 lane tiles ("new", this tree's build) against the build before (7d4fc94, "old"): every GPU test case of the new build; the GEMM
-# benchmark at 8,192 / 4,096 / 2,048 / 1,024, fp32 and fp16, alternating, 2 rounds; W1's step at
-# 1,024 ... 8,192, fp32 and fp16, alternating, 2 rounds; --validate at 8,192 and 4,097 (300/100);
-# Nsight Compute on the new step 5 and step 6 weight gradients at 8,192.
+# The next calls, part a: a build of this folder's follow-ups ("new") against 7d4fc94's ("old").
+# V names the build carried as .carry/bins/${V}_p5.xz and ${V}_tests.xz (with .carry/data):
+#   V=kh: the per-product hybrid (branch kgroups-hybrid); V=k2: two k-tiles a first level and step 7 in
+#   8 x 8 lane tiles (branch kgroups-level1).
+# Part a: every GPU test case of the new build; --validate at 8,192 and 4,097 (300/100), 1,000
+# (1,000/1,000), also with --fp32-gemm fma; Nsight Compute on the new steps 5-7 at 8,192. Part b
+# (next-call-b.sh, on the still-warm machine, .carry/bins/s8g_p5.xz): the GEMM benchmark at 8,192 /
+# 4,096 / 2,048 / 1,024 and W1's step at 1,024 ... 8,192, fp32 and fp16, alternating, 2 rounds.
 set -u
+V=${V:?V=kh or V=k2: the build to measure}
 export NB_GIT_COMMIT=${NB_GIT_COMMIT:-unknown}
-R=build/k2a; rm -rf $R; mkdir -p $R/scratch $R/ab $R/ncu
+R=build/${V}a; rm -rf $R; mkdir -p $R/scratch $R/ab $R/ncu
 T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
-pack() { tar czf $OUT/k2a.tmp.tgz --exclude='*.ncu-rep' --exclude=scratch $R 2>/dev/null; mv $OUT/k2a.tmp.tgz $OUT/k2a.tgz; }
+pack() { tar czf $OUT/${V}a.tmp.tgz --exclude='*.ncu-rep' --exclude=scratch $R 2>/dev/null; mv $OUT/${V}a.tmp.tgz $OUT/${V}a.tgz; }
 ( exec >/dev/null 2>&1; while sleep 30; do pack; done ) & WD=$!
 mkdir -p build/kb
 PIDS=""
-xz -dc .carry/bins/k2_p5.xz > build/kb/new & PIDS="$PIDS $!"
-xz -dc .carry/bins/k2_tests.xz > build/kb/gpu_tests & PIDS="$PIDS $!"
+xz -dc .carry/bins/${V}_p5.xz > build/kb/new & PIDS="$PIDS $!"
+xz -dc .carry/bins/${V}_tests.xz > build/kb/gpu_tests & PIDS="$PIDS $!"
 wait $PIDS; chmod +x build/kb/*
 mkdir -p build/kb/data; cp -r .carry/data/mnist build/kb/data/; D=build/kb/data/mnist
 t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | head -1)"

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Steps 5 and 6 on step 7's warp layout with two k-tiles a first level, step 7 in four k-groups of
-# 8 x 8 lane tiles ("new", this tree's build) against the build before (7d4fc94, "old"): every GPU test case of the new build; the GEMM
-# benchmark at 8,192 / 4,096 / 2,048 / 1,024, fp32 and fp16, alternating, 2 rounds; W1's step at
-# 1,024 ... 8,192, fp32 and fp16, alternating, 2 rounds; --validate at 8,192 and 4,097 (300/100);
-# Nsight Compute on the new step 5 and step 6 weight gradients at 8,192.
+# The next calls, part b (see next-call-a.sh): V's build, left in build/kb/new by part a, against
+# 7d4fc94's (.carry/bins/s8g_p5.xz): the GEMM benchmark at 8,192 / 4,096 / 2,048 / 1,024 and W1's step
+# at 1,024 ... 8,192 (and --fp32-gemm fma at 8,192), fp32 and fp16, alternating, 2 rounds.
 set -u
+V=${V:?V=kh or V=k2: the build part a left}
 export NB_GIT_COMMIT=${NB_GIT_COMMIT:-unknown}
-R=build/k2b; rm -rf $R; mkdir -p $R/scratch $R/ab $R/ncu
+R=build/${V}b; rm -rf $R; mkdir -p $R/scratch $R/ab $R/ncu
 T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
-pack() { tar czf $OUT/k2b.tmp.tgz --exclude='*.ncu-rep' --exclude=scratch $R 2>/dev/null; mv $OUT/k2b.tmp.tgz $OUT/k2b.tgz; }
+pack() { tar czf $OUT/${V}b.tmp.tgz --exclude='*.ncu-rep' --exclude=scratch $R 2>/dev/null; mv $OUT/${V}b.tmp.tgz $OUT/${V}b.tgz; }
 ( exec >/dev/null 2>&1; while sleep 30; do pack; done ) & WD=$!
 mkdir -p build/kb
 PIDS=""
