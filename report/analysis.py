@@ -1872,11 +1872,13 @@ def copy_share(r, t_ms, copy_gbps):
 HBM_ROOF = "copy bandwidth"  # the roof name of the measured HBM copy bandwidth in a ladder row's roof
 
 
-def above_hbm_roof(roof):
-    """True where a ladder row's roof (percent, roof name, record) is the HBM copy bandwidth and the row
-    moves its counted bytes faster than it: the bytes a step is counted to move stay on chip (registers,
-    shared memory, L2), so the HBM roof does not bound the row and a percentage of it means nothing."""
-    return bool(roof) and roof[1].startswith(HBM_ROOF) and roof[0] > 100
+def point_shares(p, copy_gbps, fp16_tflops):
+    """A Figure 8 point's (percent of the copy peak, percent of the fp16 peak): the record's own `pct_*`
+    fields when present, else against the device's peaks; None where neither is known. Over 100% of
+    the copy peak: its counted bytes stay on chip, and the percentage is said as a multiple."""
+    pc = p["pct_copy"] if p["pct_copy"] is not None else (p["gbps"] / copy_gbps * 100 if p["gbps"] is not None and copy_gbps else None)
+    pt = p["pct_tensor"] if p["pct_tensor"] is not None else (p["tflops"] / fp16_tflops * 100 if p["tflops"] is not None and fp16_tflops else None)
+    return pc, pt
 
 
 def _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops):

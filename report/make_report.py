@@ -370,8 +370,7 @@ def sec_fig8(md, ctx, d):
     rows = []
     bw, fp = d["copy_gbps"], d["fp16_tflops"]
     for p in d["points"]:
-        pc = p["pct_copy"] if p["pct_copy"] is not None else (p["gbps"] / bw * 100 if p["gbps"] is not None and bw else None)
-        pt = p["pct_tensor"] if p["pct_tensor"] is not None else (p["tflops"] / fp * 100 if p["tflops"] is not None and fp else None)
+        pc, pt = A.point_shares(p, bw, fp)
         rows.append([p["label"], code(A.short(p["kernel"])), count(p["bytes"]), count(p["flops"]), sig(p["gbps"], 4),
                      f"on chip: {times(pc / 100)} the HBM copy rate" if pc is not None and pc > 100 else pct(pc),
                      sig(p["tflops"], 4), f"above it: {times(pt / 100)}" if pt is not None and pt > 100 else pct(pt),
@@ -1259,11 +1258,11 @@ def front_data(sel, acc, bench, rs):
     for p in sel[8]["points"]:
         if not (p["ai"] and p["tflops"]):
             continue
-        if p["gbps"] and sel[8]["copy_gbps"]:
-            shares.append((p["gbps"] / sel[8]["copy_gbps"] * 100, A.HBM_ROOF, p))
-        prec = str(p["record"].config.get("precision") or "")
-        if p["tflops"] and sel[8]["fp16_tflops"] and prec == "fp16":
-            shares.append((p["tflops"] / sel[8]["fp16_tflops"] * 100, "fp16 tensor-core peak", p))
+        pc, pt = A.point_shares(p, sel[8]["copy_gbps"], sel[8]["fp16_tflops"])  # (the appendix table's shares)
+        if pc is not None:
+            shares.append((pc, A.HBM_ROOF, p))
+        if pt is not None and str(p["record"].config.get("precision") or "") == "fp16":
+            shares.append((pt, "fp16 tensor-core peak", p))
     under = [t for t in shares if t[0] <= 100]
     chip = [t for t in shares if t[1] == A.HBM_ROOF and t[0] > 100]
     parts = []
@@ -1274,7 +1273,7 @@ def front_data(sel, acc, bench, rs):
         return f"{p['label']} ({p['record'].tag}, {k})"
     if under:
         v, name, p = max(under, key=lambda t: (t[0], t[2]["label"]))
-        parts.append(f"{who(p)} comes nearest a roof that bounds it: {pct(v)} of {name}")
+        parts.append(f"{who(p)} comes nearest a roof that bounds it: {roof_text(v, name)}")
     if chip:
         v, _, p = max(chip, key=lambda t: (t[0], t[2]["label"]))
         n_chip = len({t[2]["key"] for t in chip})
