@@ -14,8 +14,8 @@
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
 //   --fp32-gemm auto|tile|tf32x3|fma  big-batch fp32 products on 3xTF32 tensor cores (GEMM step 5),
 //     or on FMAs only (fma: step 7, FMA warp tiles, in their place); the plan is printed and recorded;
-//   --fp16-gemm auto|tile|mma  fp16 products on step 6 where it pays, --fp16-stream a small batch's
-//     wide forwards on step 8 (fp32_gemm.h); --gemm-compare the GEMM benchmark (each rung, cuBLASLt).
+//   --fp16-gemm auto|tile|mma  fp16 products on step 6 where it pays, --fp16-stream small batches' wide
+//     forwards on step 8; --gemm-compare the GEMM benchmark; --row-chain on: W1's middle in one kernel.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the
@@ -254,6 +254,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["fp32_gemm"] = fp32_gemm_name(fp32_gemm);
   rec["metrics"]["fp16_gemm"] = o.fp16_gemm;
   rec["metrics"]["fp16_stream"] = o.fp16_stream;
+  rec["metrics"]["row_chain"] = tr.row_chain();  // own graph path: the middle of the step in one kernel
   if (!o.launch_auto.empty()) rec["metrics"]["launch_auto"] = o.launch_auto;  // config.launch: the rung it chose
   rung_record_fields(rec["metrics"], rung, tr.kernel(), o, breakdown_cycles, measured_steps, per_step_ms);
   // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
@@ -331,6 +332,12 @@ int run(int argc, char** argv) {
                  "straight into the MMAs' fragments) where the weights have at least 1024 rows (the last layer: columns) "
                  "(auto), for every such product (on), or never (off)",
                  {"auto", "on", "off"});
+  cli.add_string("--row-chain", &o.row_chain,
+                 "own graph path, two hidden layers, branched backward: the hidden forward, softmax-CE and both "
+                 "backward-data products in one kernel of 32-row blocks with the upper layers' weights in shared "
+                 "memory (5a_row_chain.cuh; on), or as four GEMM kernels (off: the default until a GPU run has "
+                 "measured it)",
+                 {"off", "on"});
   cli.add_flag("--gemm-compare", &compare,
                "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");
   if (!cli.parse(argc, argv)) return 0;

@@ -23,6 +23,7 @@
 #include "idx.h"
 #include "5b_fused_backward.cuh"
 #include "5a_graph_step.cuh"
+#include "5a_row_chain.cuh"
 #include "fp32_gemm.h"
 #include "lt.h"
 #include "rungs.h"
@@ -120,6 +121,7 @@ class Trainer {
     if (rung_.one_launch()) plan_one_launch_kernel();
     plan_fused_backward();
     plan_branches();
+    plan_row_chain();
     pdl_ = o_.pdl == "on" && !cublas_ && !rung_.one_launch() && dev_.cc_major >= 9;  // PDL is Hopper's
     reset();
   }
@@ -220,6 +222,7 @@ class Trainer {
   bool own_graph() const { return !cublas_ && !rung_.one_launch(); }  // own GEMMs, a graph an epoch
   const OneLaunchKernel& kernel() const { return kernel_; }  // its parameters and plan
   bool fused_backward() const { return fused_bwd_; }
+  bool row_chain() const { return row_chain_; }
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
@@ -287,6 +290,8 @@ class Trainer {
   FusedBwdParams fused_params(int l, const StepRef& sr) const;
   void plan_fused_backward();
   void plan_branches();
+  void plan_row_chain();
+  RowChainParams<T> row_chain_params(const StepRef& sr) const;
   // PDL for a step kernel on the step's stream; off for the first one after the branches join
   // (its dependencies are two kernels of two streams, not the one kernel before it) and for the
   // first one after epoch_begin_kernel (a step kernel may read the step number before its PDL
@@ -297,6 +302,7 @@ class Trainer {
     return p;
   }
   void enqueue_backward_branched(const StepRef& sr, std::map<std::string, KernelCost>* costs);
+  void enqueue_row_chain_and_updates(const StepRef& sr, std::map<std::string, KernelCost>* costs);
   template <class P>
   void plan_splitk_into_slot(P& p, int slot) const;
   template <class P>
@@ -400,6 +406,9 @@ class Trainer {
   DevBuf<float> ws_[2];
   DevBuf<unsigned> counters_[2];
   bool fused_bwd_ = false;
+  // --row-chain on: the hidden forward, softmax-CE and both backward-data products in one kernel
+  // (5a_row_chain.cuh); the three updates fork from it.
+  bool row_chain_ = false;
   bool pdl_ = false;  // own graph path: step kernels launched with PDL (--pdl)
   // --backward branched: the updates on a second stream (a second branch of the captured graph),
   // forked from the step's stream after each backward-data product and joined at the step's end.

@@ -78,6 +78,14 @@ nlohmann::json Trainer<T>::gemm_plan() const {
                                                     : "tile-simt";
     out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
   };
+  if (row_chain_) {  // the first layer's forward, the row chain, the three updates
+    add("forward 0", fwd_first(sr));
+    out.push_back({{"product", "row chain 1-2"}, {"M", batch_}, {"N", o_.layers[2]}, {"K", o_.layers[1]},
+                   {"rung", "row-chain"}, {"splits", 1}});
+    for (int l = nlayers_ - 1; l >= 1; --l) add("weight-gradient " + std::to_string(l), update(l, sr, 0));
+    add("weight-gradient 0", update0(sr, 1));
+    return out;
+  }
   if (nlayers_ > 1) {
     add("forward 0", fwd_first(sr));
   } else {  // one layer: gather + softmax-CE, planned by its shape (no rung takes it by its views)
@@ -210,6 +218,45 @@ void Trainer<T>::plan_branches() {
   branched_ = true;
 }
 
+// --row-chain on: W1's middle in one kernel (5a_row_chain.cuh). It runs where the step's backward
+// is branched (the three updates fork from it) on the own graph path with two hidden layers whose
+// layout fits a block's shared memory; anything else asked for is refused (exit 2).
+template <class T>
+void Trainer<T>::plan_row_chain() {
+  row_chain_ = false;
+  if (o_.row_chain != "on") return;
+  const auto refuse = [](const std::string& why) { throw Error(kExitUsage, "--row-chain on: " + why); };
+  if (cublas_ || rung_.one_launch()) refuse("the own graph path only (--gemm own, --launch graph)");
+  if (nlayers_ != 3) refuse("two hidden layers only (W1's shape); --layers has " + std::to_string(nlayers_ - 1));
+  if (!branched_) refuse("with the branched backward only (--backward auto chose the fused one here: fp16, SGD, batch <= 32; "
+                         "pass --backward branched)");
+  int optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev_.index));
+  const auto& w = o_.layers;
+  if (!row_chain_fits(w[1], w[2], w[3], static_cast<size_t>(optin)))
+    refuse("widths " + std::to_string(w[1]) + " / " + std::to_string(w[2]) + " / " + std::to_string(w[3]) + " need " +
+           std::to_string(RowChainLayout(w[1], w[2], w[3]).bytes()) + " bytes of shared memory a block (the device has " +
+           std::to_string(optin) + "; classes at most " + std::to_string(kBN) + ")");
+  row_chain_setup<T>(RowChainLayout(w[1], w[2], w[3]).bytes());
+  row_chain_ = true;
+}
+template <class T>
+RowChainParams<T> Trainer<T>::row_chain_params(const StepRef& sr) const {
+  const auto& w = o_.layers;
+  const FwdHiddenEpi<T> h = hidden_epi(1, H_[1].get(), sr, true);
+  RowChainParams<T> p;
+  p.M = batch_, p.n0 = w[1], p.n1 = w[2], p.n2 = w[3];
+  p.h0 = H_[0].get(), p.w1 = weights(1), p.b1 = params_.get() + boff_[1], p.w2 = weights(2), p.b2 = params_.get() + boff_[2];
+  p.h1 = H_[1].get();
+  p.dropout = h.dropout, p.key = h.key, p.threshold = h.threshold;
+  p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
+  p.labels = train_y_.get(), p.rows = train_rows(sr), p.step = sr;
+  p.dz2 = dZ_[2].get(), p.dz2_colsum = dz_colsum(2), p.tile_loss = tile_loss_.get();
+  p.dz1 = dZ_[1].get(), p.dz1_colsum = dz_colsum(1);
+  p.dz0 = dZ_[0].get(), p.dz0_colsum = dz_colsum(0);
+  return p;
+}
+
 // Plans a product's split-K and points it at workspace slot `slot`. size_ws() sized the slots
 // for every product shape; a shape it missed would write past the workspace (as the last,
 // shorter evaluation chunk did at h = 2048 on the cuBLASLt path before size_ws counted it), so
@@ -331,6 +378,7 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
     const FwdFirst p = fwd_first(sr);
     launch_gemm<p5_fwd_gather, T>(p, st_, take_pdl());
     add_cost(costs, "p5_fwd_gather", p, static_cast<double>(batch_) * w[1] * ob, true);
+    if (row_chain_) return enqueue_row_chain_and_updates(sr, costs);
     for (int l = 1; l + 1 < nlayers_; ++l) {
       auto q = fwd_hidden(l, sr);
       launch_gemm<p5_fwd_hidden, T>(q, st_, take_pdl());
@@ -398,6 +446,37 @@ void Trainer<T>::enqueue_backward_branched(const StepRef& sr, std::map<std::stri
     add_cost(costs, "p5_bwd_data", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, true);
     CUDA_CHECK(cudaEventRecord(fork_, st_));
     CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+    auto u = update(l, sr, 0);
+    launch_gemm<p5_update, T>(u, side_, false);
+    add_cost(costs, "p5_update", u, update_bytes(l), true);
+  }
+  auto u0 = update0(sr, 1);
+  launch_gemm<p5_update, T>(u0, st_, take_pdl());
+  add_cost(costs, "p5_update", u0, update_bytes(0), true);
+  CUDA_CHECK(cudaEventRecord(join_, side_));
+  CUDA_CHECK(cudaStreamWaitEvent(st_, join_, 0));
+  pdl_off_next_ = true;
+}
+
+// --row-chain on: after the first layer's forward, the row chain on the step's stream (H1, the
+// loss, dZ2, dZ1, dZ0 and their column sums), then the updates of layers 2 and 1 on the side stream
+// and the first layer's on the step's stream, all three forked from the row chain.
+template <class T>
+void Trainer<T>::enqueue_row_chain_and_updates(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
+  const auto& w = o_.layers;
+  const RowChainParams<T> rc = row_chain_params(sr);
+  launch_row_chain(rc, st_, take_pdl());
+  if (costs) {
+    KernelCost& c = (*costs)["p5_row_chain"];
+    c.flops += 2.0 * batch_ * (2.0 * w[1] * w[2] + 2.0 * w[2] * w[3]);
+    // H0 read; H1, dZ2, dZ1, dZ0 written; the two weight matrices once
+    c.bytes += (static_cast<double>(batch_) * (2.0 * w[1] + 2.0 * w[2] + w[3]) + static_cast<double>(w[2]) * w[1] +
+                static_cast<double>(w[3]) * w[2]) * sizeof(T);
+    c.calls += 1;
+  }
+  CUDA_CHECK(cudaEventRecord(fork_, st_));
+  CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+  for (int l = nlayers_ - 1; l >= 1; --l) {
     auto u = update(l, sr, 0);
     launch_gemm<p5_update, T>(u, side_, false);
     add_cost(costs, "p5_update", u, update_bytes(l), true);

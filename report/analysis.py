@@ -32,9 +32,11 @@ OURS_ORDER = [
     ("phase5_batched", "cuda-cluster32"), ("phase5_batched", "cuda-grid"),
 ]
 # Paths the batch sweep also draws (sweep_key): phase 5's default plan forced one way, cuBLASLt fp16,
-# fp16 on step 6; listed after the default path in legends, in colours of their own.
+# fp16 on step 6, the middle of the step in one kernel (--row-chain on, fp32 and fp16); listed after the
+# default path in legends, in colours of their own.
 SWEEP_PATHS = [("phase5_batched", "cuda-tile"), ("phase5_batched", "cuda-tf32x3"), ("phase5_batched", "cuda-cublaslt-fp16"),
-               ("phase5_batched", "cuda-fp16-mma"), ("phase5_batched", "cuda-fma")]
+               ("phase5_batched", "cuda-fp16-mma"), ("phase5_batched", "cuda-fma"), ("phase5_batched", "cuda-row-chain"),
+               ("phase5_batched", "cuda-fp16-row-chain")]
 JAX_IMPLS = ["jax-jit-step", "jax-jit-epoch", "jax-jit-run"]
 TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph",
               "pytorch-compiled-graph", "libtorch-eager", "libtorch-graph"] + JAX_IMPLS
@@ -59,7 +61,9 @@ IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuB
               "cuda-graph": "per-epoch CUDA graph", "cuda-tile": "own GEMM, SIMT tile only (--fp32-gemm tile)",
               "cuda-tf32x3": "own GEMM, 3xTF32 throughout (--fp32-gemm tf32x3)",
               "cuda-fma": "own GEMM, CUDA cores only (--fp32-gemm fma)", "cuda-cublaslt-fp16": "cuBLASLt fp16",
-              "cuda-fp16-mma": "own GEMM fp16, step 6 mma.sync throughout (--fp16-gemm mma)"}
+              "cuda-fp16-mma": "own GEMM fp16, step 6 mma.sync throughout (--fp16-gemm mma)",
+              "cuda-row-chain": "fp32, the middle of the step in one kernel (--row-chain on)",
+              "cuda-fp16-row-chain": "fp16, the middle of the step in one kernel (--row-chain on)"}
 
 LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
                 ("pytorch_linreg", "pytorch-cpu"), ("pytorch_linreg", "pytorch-eager"),
@@ -224,7 +228,7 @@ def series_sort_key(key):
 # One colour language: ours in shades of blue, darker up the ladder; PyTorch in shades of red; JAX in greens.
 _COLORS_OURS = ["#c6dbef", "#9ecae1", "#7fb2d9", "#6baed6", "#8fb8de", "#4292c6", "#2171b5", "#3a6fb0", "#08519c", "#08306b",
                 "#0b2a5e", "#041f4a", "#021433", "#0a0a8f"]  # one per OURS_ORDER entry
-_COLORS_SWEEP = ["#9e9ac8", "#6a51a3", "#3f007d", "#bcbddc", "#807dba"]  # one per SWEEP_PATHS entry
+_COLORS_SWEEP = ["#9e9ac8", "#6a51a3", "#3f007d", "#bcbddc", "#807dba", "#e6550d", "#fdae6b"]  # one per SWEEP_PATHS entry
 _COLORS_TWIN = {"pytorch-cpu": "#bdbdbd", "pytorch-eager": "#fcae91", "pytorch-compile": "#fb6a4a",
                 "pytorch-compile-max-autotune": "#ef3b2c", "pytorch-graph": "#cb181d",
                 "pytorch-compiled-graph": "#67000d", "libtorch-eager": "#fc9272", "libtorch-graph": "#a50f15"}
@@ -251,7 +255,8 @@ _MARKERS_OURS = {("phase3_fused_streams", "cuda-graph"): "v", ("phase4_mlp", "cu
                  ("phase4_mlp", "cuda-fp16"): ">", ("phase5_batched", "cuda-fp16"): "P",
                  ("phase5_batched", "cuda-cublaslt"): "X", ("phase5_batched", "cuda-persistent"): "^",
                  ("phase5_batched", "cuda-pipelined"): "v", ("phase5_batched", "cuda-cluster"): "*",
-                 ("phase5_batched", "cuda-cluster32"): "h", ("phase5_batched", "cuda-grid"): "p"}
+                 ("phase5_batched", "cuda-cluster32"): "h", ("phase5_batched", "cuda-grid"): "p",
+                 ("phase5_batched", "cuda-row-chain"): "d", ("phase5_batched", "cuda-fp16-row-chain"): "8"}
 
 
 def marker(key):
@@ -1073,7 +1078,9 @@ def sweep_key(r):
     impl = r.impl
     if r.phase == "phase5_batched":
         gemm = str(r.config.get("fp32-gemm") or "auto")
-        if impl == "cuda" and gemm in ("tile", "tf32x3", "fma"):
+        if str(r.config.get("row-chain") or "off") == "on" and impl in ("cuda", "cuda-fp16"):
+            impl += "-row-chain"
+        elif impl == "cuda" and gemm in ("tile", "tf32x3", "fma"):
             impl = "cuda-" + gemm
         elif impl == "cuda-cublaslt" and str(r.config.get("precision") or "fp32") == "fp16":
             impl = "cuda-cublaslt-fp16"
@@ -1084,7 +1091,7 @@ def sweep_key(r):
     return (r.phase, impl)
 
 
-FP32_SWEEP_PATHS = ("cuda", "cuda-tile", "cuda-tf32x3", "cuda-fma", "cuda-cublaslt")  # phase 5's fp32-accurate sweep paths (cuBLASLt: fp32)
+FP32_SWEEP_PATHS = ("cuda", "cuda-tile", "cuda-tf32x3", "cuda-fma", "cuda-cublaslt", "cuda-row-chain")  # phase 5's fp32-accurate sweep paths (cuBLASLt: fp32)
 
 
 def is_fp32_yardstick(key):

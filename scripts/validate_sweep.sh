@@ -47,6 +47,7 @@ PATHS=("build/phase4_mlp --precision fp32" "build/phase4_mlp --precision fp16"
        "build/phase5_batched --precision fp32 --fp32-gemm tile" "build/phase5_batched --precision fp32 --fp32-gemm tf32x3"
        "build/phase5_batched --precision fp32 --backward branched" "build/phase5_batched --precision fp32 --backward paired"
        "build/phase5_batched --precision fp16 --fp16-gemm mma"
+       "build/phase5_batched --precision fp32 --row-chain on" "build/phase5_batched --precision fp16 --row-chain on"
        "build/phase5_batched --precision fp32 --gemm cublas" "build/phase5_batched --precision fp16 --gemm cublas"
        "build/phase5_batched --precision fp32 --launch persistent" "build/phase5_batched --precision fp32 --launch pipelined"
        "build/phase5_batched --precision fp32 --launch cluster32" "build/phase5_batched --precision fp16 --launch cluster")

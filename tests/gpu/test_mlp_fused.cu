@@ -1,17 +1,19 @@
-// tests/gpu/test_mlp_fused.cu — phase 5's fused kernels (phase5_batched/5a_graph_step.cuh) and its
-// cuBLASLt products (phase5_batched/lt.h) against float64 CPU references: fresh random inputs,
-// awkward shapes (batch 1, 33 and 70; widths 10, 100, 300), outputs poisoned with NaN before each
-// run. fp32 <= 1e-5 relative (norm-wise; the evaluation loss within its fp32 rounding bound); fp16 <=
-// 1e-2 (operands rounded to fp16 included).
+// tests/gpu/test_mlp_fused.cu — phase 5's fused kernels (phase5_batched/5a_graph_step.cuh; the row
+// chain, 5a_row_chain.cuh) and its cuBLASLt products (phase5_batched/lt.h) against float64 CPU
+// references: fresh random inputs, awkward shapes (batch 1, 33 and 70; widths 10, 100, 300), outputs
+// poisoned with NaN before each run. fp32 <= 1e-5 relative (norm-wise; the evaluation loss within its
+// fp32 rounding bound); fp16 <= 1e-2 (operands rounded to fp16 included).
 #define NB_WANT_CUBLAS 1
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "../../phase5_batched/5a_graph_step.cuh"
+#include "../../phase5_batched/5a_row_chain.cuh"
 #include "../../phase5_batched/lt.h"
 #include "../../common/mlp/step_bound.h"
 #include "check.cuh"
@@ -393,6 +395,139 @@ void backward_and_update(bool adam) {
       }
 }
 
+// The row chain (5a_row_chain.cuh): one kernel from the first hidden layer's output H0 to dZ of every
+// layer, each output against float64 of the inputs the kernel held (the weights and H0 as T; each
+// later product from the kernel's own stored H1, dZ2, dZ1, as the kernels it replaces pass them on):
+// H1 with layer 1's dropout bits, dZ2 and the tile losses of the softmax cross-entropy, dZ1 and dZ0
+// through the ReLU/dropout masks, every dZ's 32-row column sums; a second launch bit for bit.
+// Shapes off every tile and stride: batch 1 / 33 / 70 / 129 / 4,097, widths 13 ... 300, a hidden
+// layer wider than one 64-column pass (201) and two 128-column passes of dZ0 (130), 3 / 7 / 10 classes.
+size_t smem_optin() {
+  int dev = 0, v = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return static_cast<size_t>(v);
+}
+template <class T>
+void row_chain_case(int B, int n0, int n1, int n2, double rate) {
+  INFO("row chain B=" << B << " n0=" << n0 << " n1=" << n1 << " n2=" << n2 << " dropout=" << rate);
+  const int64_t step = 7;
+  const int tiles = (B + 31) / 32;
+  Data d(B + 5, step);
+  for (auto& l : d.labels) l = static_cast<uint8_t>(l % n2);  // labels of n2 classes
+  CUDA_CHECK(cudaMemcpy(d.dlab.p, d.labels.data(), d.labels.size(), cudaMemcpyHostToDevice));
+  auto h0 = rvec(static_cast<size_t>(B) * n0, -0.5f, 1.f);
+  for (auto& x : h0) x = std::max(x, 0.f) * 1.25f;  // as the first layer stores it: ReLU, dropout's scale
+  const auto w1 = rvec(static_cast<size_t>(n1) * n0, -0.2f, 0.2f), b1 = rvec(n1, -0.1f, 0.1f);
+  const auto w2 = rvec(static_cast<size_t>(n2) * n1, -0.3f, 0.3f), b2 = rvec(n2);
+  Dev<T> dh0(cvtv<T>(h0)), dw1(cvtv<T>(w1)), dw2(cvtv<T>(w2));
+  Dev<float> db1(b1), db2(b2);
+  Dev<T> h1(static_cast<size_t>(B) * n1), dz2(static_cast<size_t>(B) * n2), dz1(static_cast<size_t>(B) * n1),
+      dz0(static_cast<size_t>(B) * n0);
+  Dev<float> cs2(static_cast<size_t>(tiles) * n2), cs1(static_cast<size_t>(tiles) * n1), cs0(static_cast<size_t>(tiles) * n0),
+      tl(static_cast<size_t>(step + 1) * tiles);
+  auto poison = [&] { h1.poison(), dz2.poison(), dz1.poison(), dz0.poison(), cs2.poison(), cs1.poison(), cs0.poison(), tl.poison(); };
+  poison();
+  const uint64_t key = dropout_key(test_rng()());
+  RowChainParams<T> p;
+  p.M = B, p.n0 = n0, p.n1 = n1, p.n2 = n2;
+  p.h0 = dh0.p, p.w1 = dw1.p, p.b1 = db1.p, p.w2 = dw2.p, p.b2 = db2.p, p.h1 = h1.p;
+  p.dropout = rate > 0, p.key = key, p.threshold = dropout_threshold(rate), p.scale = static_cast<float>(1 / (1 - rate));
+  p.labels = d.dlab.p, p.rows = d.rows(B, 0), p.step = StepRef{d.base.p, 0};
+  p.dz2 = dz2.p, p.dz2_colsum = cs2.p, p.tile_loss = tl.p, p.dz1 = dz1.p, p.dz1_colsum = cs1.p, p.dz0 = dz0.p, p.dz0_colsum = cs0.p;
+  const size_t smem = RowChainLayout(n0, n1, n2).bytes();
+  REQUIRE(row_chain_fits(n0, n1, n2, smem_optin()));
+  row_chain_setup<T>(smem);
+  launch_row_chain(p, nullptr, false);
+  CUDA_CHECK(cudaDeviceSynchronize());
+
+  auto held = [](const std::vector<float>& v, size_t i) { return static_cast<double>(back(cvt<T>(v[i]))); };
+  const double scale = 1 / (1 - rate);
+  // H1 = dropout(ReLU(H0 W1^T + b1)).
+  auto rh1 = matmul(B, n1, n0, [&](int m, int k) { return held(h0, static_cast<size_t>(m) * n0 + k); },
+                    [&](int k, int j) { return held(w1, static_cast<size_t>(j) * n0 + k); });
+  for (int m = 0; m < B; ++m)
+    for (int j = 0; j < n1; ++j) {
+      double& v = rh1[static_cast<size_t>(m) * n1 + j];
+      v = std::max(v + b1[j], 0.0);
+      if (rate > 0) v = dropout_bits_host(key, 1, step, static_cast<uint32_t>(m * n1 + j)) >= dropout_threshold(rate) ? v * scale : 0;
+    }
+  const auto gh1 = getf(h1);
+  CHECK(rel(gh1, rh1) <= tol<T>());
+  // The logits from the stored H1, softmax cross-entropy: dZ2, the tiles' losses.
+  auto z = matmul(B, n2, n1, [&](int m, int k) { return static_cast<double>(gh1[static_cast<size_t>(m) * n1 + k]); },
+                  [&](int k, int j) { return held(w2, static_cast<size_t>(j) * n1 + k); });
+  std::vector<double> rdz2(static_cast<size_t>(B) * n2);
+  std::vector<int> ys(B);
+  double loss = 0;
+  for (int m = 0; m < B; ++m) {
+    const int y = ys[m] = d.labels[d.image(B, 0, m)];
+    double mx = -1e300, se = 0;
+    for (int j = 0; j < n2; ++j) mx = std::max(mx, z[m * n2 + j] + b2[j]);
+    for (int j = 0; j < n2; ++j) se += std::exp(z[m * n2 + j] + b2[j] - mx);
+    const double lse = mx + std::log(se);
+    loss += (lse - (z[m * n2 + y] + b2[y])) / B;
+    for (int j = 0; j < n2; ++j) rdz2[m * n2 + j] = (std::exp(z[m * n2 + j] + b2[j] - lse) - (j == y)) / B;
+  }
+  const auto gdz2 = getf(dz2);
+  CHECK(rel(gdz2, rdz2) <= tol<T>());
+  check_tile_colsums(gdz2, cs2.get(), B, n2);
+  CHECK(cs2.get() == tile_colsums(gdz2, B, n2));  // sum_tile_columns' order, bit for bit
+  // Each tile's summed loss at its own index, against float64 of its rows within fp32's bound.
+  const auto gtl = tl.get();
+  std::vector<float> w2held(w2.size());
+  for (size_t i = 0; i < w2.size(); ++i) w2held[i] = static_cast<float>(held(w2, i));
+  double tile_sum = 0;
+  for (int i = 0; i < tiles; ++i) {
+    const int r0 = 32 * i, nr = std::min(32, B - r0);
+    const std::vector<float> th(gh1.begin() + static_cast<size_t>(r0) * n1, gh1.begin() + static_cast<size_t>(r0 + nr) * n1);
+    const std::vector<double> tz(z.begin() + static_cast<size_t>(r0) * n2, z.begin() + static_cast<size_t>(r0 + nr) * n2);
+    const std::vector<int> ty(ys.begin() + r0, ys.begin() + r0 + nr);
+    double ref = 0;
+    for (int m = 0; m < nr; ++m) {
+      double mx = -1e300, se = 0;
+      for (int j = 0; j < n2; ++j) mx = std::max(mx, tz[m * n2 + j] + b2[j]);
+      for (int j = 0; j < n2; ++j) se += std::exp(tz[m * n2 + j] + b2[j] - mx);
+      ref += mx + std::log(se) - (tz[m * n2 + ty[m]] + b2[ty[m]]);
+    }
+    const double got = gtl[static_cast<size_t>(step) * tiles + i];
+    INFO("tile " << i << " loss " << got << " reference " << ref);
+    CHECK(std::fabs(got - ref) <= tol<T>() * ref + ce_loss_bound(th, w2held, b2, tz, ty, nr, n2, n1, 1.0));
+    tile_sum += got;
+  }
+  CHECK(std::fabs(tile_sum / B - loss) <= tol<T>() * loss + ce_loss_bound(gh1, w2held, b2, z, ys, B, n2, n1, 1.0 / B));
+  // dZ1 = (dZ2 W2) * (H1 > 0) * scale, from the stored dZ2 and H1.
+  auto rdz1 = matmul(B, n1, n2, [&](int m, int k) { return static_cast<double>(gdz2[static_cast<size_t>(m) * n2 + k]); },
+                     [&](int k, int j) { return held(w2, static_cast<size_t>(k) * n1 + j); });
+  for (size_t i = 0; i < rdz1.size(); ++i) rdz1[i] = gh1[i] > 0 ? rdz1[i] * scale : 0;
+  const auto gdz1 = getf(dz1);
+  CHECK(rel(gdz1, rdz1) <= tol<T>());
+  check_tile_colsums(gdz1, cs1.get(), B, n1);
+  CHECK(cs1.get() == tile_colsums(gdz1, B, n1));
+  // dZ0 = (dZ1 W1) * (H0 > 0) * scale, from the stored dZ1.
+  auto rdz0 = matmul(B, n0, n1, [&](int m, int k) { return static_cast<double>(gdz1[static_cast<size_t>(m) * n1 + k]); },
+                     [&](int k, int c) { return held(w1, static_cast<size_t>(k) * n0 + c); });
+  for (size_t i = 0; i < rdz0.size(); ++i) rdz0[i] = held(h0, i) > 0 ? rdz0[i] * scale : 0;
+  const auto gdz0 = getf(dz0);
+  CHECK(rel(gdz0, rdz0) <= tol<T>());
+  check_tile_colsums(gdz0, cs0.get(), B, n0);
+  CHECK(cs0.get() == tile_colsums(gdz0, B, n0));
+  // A second launch: the same bits everywhere.
+  const auto first = std::make_tuple(h1.get(), dz2.get(), dz1.get(), dz0.get(), cs2.get(), cs1.get(), cs0.get(), tl.get());
+  poison();
+  launch_row_chain(p, nullptr, false);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  auto same = [](const auto& a, const auto& b) { return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0; };
+  CHECK(same(std::get<0>(first), h1.get()));
+  CHECK(same(std::get<1>(first), dz2.get()));
+  CHECK(same(std::get<2>(first), dz1.get()));
+  CHECK(same(std::get<3>(first), dz0.get()));
+  CHECK(same(std::get<4>(first), cs2.get()));
+  CHECK(same(std::get<5>(first), cs1.get()));
+  CHECK(same(std::get<6>(first), cs0.get()));
+  CHECK(same(std::get<7>(first), tl.get()));
+}
+
 }  // namespace
 
 TEST_CASE("mlp fused: gather + GEMM + bias + ReLU + dropout (fp32, fp16)") {
@@ -564,6 +699,22 @@ TEST_CASE("mlp fused: step 8 on the gathered bytes (the first layer's forward of
         CHECK(rel(first, rf) <= f16mma_tol(784));
       }
   CHECK(split_runs > 0);
+}
+
+TEST_CASE("mlp fused: the row chain (hidden forward to dZ0 in one kernel) against float64, bit-stable") {
+  NB_SKIP_WITHOUT_DEVICE();
+  struct Case { int B, n0, n1, n2; double rate; };
+  const Case cases[] = {{1, 128, 64, 10, 0.2}, {33, 100, 30, 10, 0.2}, {70, 300, 100, 7, 0.0},
+                        {129, 13, 70, 3, 0.5}, {4097, 128, 64, 10, 0.2}, {64, 130, 201, 10, 0.2},
+                        {45, 100, 30, kBN, 0.2}};
+  for (const Case& c : cases) {
+    row_chain_case<float>(c.B, c.n0, c.n1, c.n2, c.rate);
+    row_chain_case<__half>(c.B, c.n0, c.n1, c.n2, c.rate);
+  }
+  // The layout's limit: a model whose weights do not fit a block's shared memory is refused.
+  CHECK(row_chain_fits(128, 64, 10, smem_optin()));
+  CHECK_FALSE(row_chain_fits(1024, 1024, 10, smem_optin()));
+  CHECK_FALSE(row_chain_fits(128, 64, kBN + 1, smem_optin()));
 }
 
 TEST_CASE("mlp fused: evaluation epilogue counts correct rows and sums the loss per tile") {

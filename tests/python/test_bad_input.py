@@ -179,6 +179,11 @@ P5_FLAG_CASES = [
     ("fp16-stream-fp32", ["--fp16-stream", "on"], ["--fp16-stream on", "--precision fp16"]),
     ("fp16-stream-cublas", ["--fp16-stream", "off", "--precision", "fp16", "--gemm", "cublas"],
      ["--fp16-stream off", "--gemm own"]),
+    ("row-chain-bad", ["--row-chain", "yes"], ["--row-chain"]),
+    ("row-chain-one-hidden", ["--row-chain", "on", "--layers", "784,64,10"], ["--row-chain on", "two hidden"]),
+    ("row-chain-cublas", ["--row-chain", "on", "--gemm", "cublas"], ["--row-chain on", "--gemm own"]),
+    ("row-chain-persistent", ["--row-chain", "on", "--launch", "persistent"], ["--row-chain on", "--launch graph"]),
+    ("row-chain-paired", ["--row-chain", "on", "--backward", "paired"], ["--row-chain on", "branched"]),
 ]
 
 
