@@ -124,13 +124,34 @@ def _fmt_ms(ms):
     return f"{ms * 1000:.3g} µs"
 
 
+def _dots(ax, ys, vals, keys, size=9):
+    """A dot a row on a log axis (a bar's length there would depend on where the axis starts), the row's
+    guide line faint across the axes; each path's colour and marker."""
+    for y in ys:
+        ax.axhline(y, color="#e4e4e4", linewidth=0.8, zorder=0)
+    for y, v, k in zip(ys, vals, keys):
+        ax.plot([v], [y], linestyle="none", marker=A.marker(k), markersize=size, color=A.color(k),
+                markeredgecolor="#222222", markeredgewidth=0.7, zorder=3)
+
+
+def _dot_labels(ax, ys, vals, texts, x0, x1, axes_in, fontsize):
+    """Each dot's label on a white ground right of it, or left of it where it would run past the right
+    edge and fits there (a label's width in decades of the log axis: ~0.075 in a character at 9 pt)."""
+    decades_per_char = 0.075 * (fontsize / 9) * math.log10(x1 / x0) / axes_in
+    for y, v, txt in zip(ys, vals, texts):
+        width = decades_per_char * len(txt)
+        left = math.log10(v * 1.25) + width > math.log10(x1) and math.log10(v / x0) > width + 0.2
+        ax.text(v / 1.25 if left else v * 1.25, y, txt, va="center", ha="right" if left else "left", fontsize=fontsize,
+                bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.5), zorder=4)
+
+
 def fig1_ladder(d, path, device):
     _setup()
     rows = d["rows"]
     fig, ax = plt.subplots(figsize=(10, 0.55 * len(rows) + 2.0))
     ys = list(range(len(rows)))[::-1]
     vals = [r["ms"] for r in rows]
-    ax.barh(ys, vals, color=[A.color(r["key"]) for r in rows], edgecolor="#333333", linewidth=0.5)
+    _dots(ax, ys, vals, [r["key"] for r in rows])
     ax.set_yticks(ys)
     ax.set_yticklabels([r["label"] for r in rows])
     ax.set_xscale("log")
@@ -139,24 +160,16 @@ def fig1_ladder(d, path, device):
     for f, ls in zip(floors, ("--", ":", "-.")):
         ax.axvline(f["ms"], color="black", linestyle=ls, linewidth=1.1, label=f"{f['label']}: {_fmt_ms(f['ms'])}")
         lo = min(lo, f["ms"])
-    x0, x1 = lo / 3, hi * 4  # the axis ends just past the longest bar, not over empty decades
+    x0, x1 = lo / 3, hi * 4  # the axis ends just past the slowest row, not over empty decades
     ax.set_xlim(x0, x1)
-    # a label's width in decades of the log axis (9 pt text ~0.075 in a character; the axes ~7 in wide):
-    # a label that would run past the right edge goes inside its bar (white, right-aligned) when it fits
-    decades_per_char = 0.075 * math.log10(x1 / x0) / 7.0
-    for y, r in zip(ys, rows):
+    texts = []
+    for r in rows:
         txt = _fmt_ms(r["ms"])
         if r["speedup"] is not None and not (A.is_twin(r["key"][0]) and r["key"][1] == "pytorch-eager"):
             txt += "  ·  " + _ratio_words(r["speedup"]) + " than eager"
-        width = decades_per_char * len(txt)
-        if math.log10(r["ms"] * 1.08) + width > math.log10(x1) and math.log10(r["ms"] / x0) > width + 0.2:
-            rgb = matplotlib.colors.to_rgb(A.color(r["key"]))
-            ink = "#111111" if 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 0.6 else "white"  # contrast
-            ax.text(r["ms"] / 1.08, y, txt, va="center", ha="right", fontsize=9, color=ink, fontweight="bold")
-        else:  # on a white ground: the floor lines pass behind it
-            ax.text(r["ms"] * 1.08, y, txt, va="center", fontsize=9,
-                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=0.6))
-    if floors:  # below the axes: the bars reach the right edge at any height
+        texts.append(txt)
+    _dot_labels(ax, ys, vals, texts, x0, x1, 7.0, 9)
+    if floors:  # below the axes: the rows reach the right edge at any height
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), fontsize=8, ncol=1, frameon=False,
                   title="rungs that keep x, y on chip run below the two reading lines", title_fontsize=8)
     ax.set_xlabel("training time, 5M points × 200 epochs (ms, median of repeats, log scale)")
@@ -338,19 +351,26 @@ def _short(s, n=48):
 def fig5_w1(d, path, device):
     _setup()
     rows = d["rows"]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 0.45 * len(rows) + 3.2), gridspec_kw={"width_ratios": [1.35, 1]})
+    # the times' labels in a column of their own between the two panels (beside a dot on a log axis they
+    # would need decades of empty axis to the right)
+    fig, (ax, axl, ax2) = plt.subplots(1, 3, figsize=(14.5, 0.45 * len(rows) + 3.2),
+                                       gridspec_kw={"width_ratios": [1.35, 0.25, 1]})
+    axl.axis("off")
     ys = list(range(len(rows)))[::-1]
     vals = [r["epoch_ms"] for r in rows]
-    ax.barh(ys, vals, color=[A.color(r["key"]) for r in rows], edgecolor="#333333", linewidth=0.5)
-    for y, r in zip(ys, rows):
+    _dots(ax, ys, vals, [r["key"] for r in rows], size=8)
+    texts = []
+    for r in rows:
         txt = _fmt_ms(r["epoch_ms"])
         if r["speedup"] is not None and not (A.is_twin(r["key"][0]) and r["key"][1] == "pytorch-eager"):
             txt += " · " + _ratio_words(r["speedup"]) + " than eager"  # (eager against itself: no ratio)
-        ax.text(r["epoch_ms"] * 1.1, y, txt, va="center", fontsize=8.5)
+        texts.append(txt)
     ax.set_yticks(ys)
     ax.set_yticklabels([r["label"] for r in rows])
     ax.set_xscale("log")
-    ax.set_xlim(min(vals) / 2, max(vals) * 12)
+    ax.set_xlim(min(vals) / 2, max(vals) * 2)
+    for y, txt in zip(ys, texts):
+        ax.text(1.03, y, txt, va="center", ha="left", fontsize=8.5, transform=ax.get_yaxis_transform(), clip_on=False)
     ax.set_xlabel("time per epoch (ms, log scale; median total / epochs)")
     ax.set_title(_finding(d, "training time per epoch (lower is better)"), fontsize=9.5)
     # final test accuracy: the seed study's mean with its min-max over seeds where it exists, else the W1 run's
@@ -377,7 +397,7 @@ def fig5_w1(d, path, device):
         hi_ = max((a[4] if a[4] is not None else a[2]) for a in acc_rows)
         pad = max(0.1, (hi_ - lo_) * 0.3)
         ax2.set_xlim(lo_ - pad, hi_ + pad)
-        ax2.set_xlabel("final test accuracy (%): mean and min–max over seeds where the seed study ran")
+        ax2.set_xlabel("final test accuracy (%): mean, min–max over seeds where measured")
         ax2.set_title("final accuracy (seed spread where measured)", fontsize=9.5)
     else:
         ax2.text(0.5, 0.5, "no record holds metrics.test_accuracy", ha="center", transform=ax2.transAxes)
