@@ -302,6 +302,26 @@ __device__ __forceinline__ void store_tile_colsums(const T* dz, float* colsum, i
   sum_tile_columns([&](int i, int n) { return to_f(dz[static_cast<size_t>(m0 + i) * N + n]); }, colsum, m0, n0, M, N);
 }
 
+// Softmax cross-entropy of one row: z[0, N) the logits without the bias, y the label, inv = 1 / batch.
+// Stores dZ = (softmax - onehot) * inv as T at dz_row and, as stored, back into z; returns the row's
+// loss lse - (z_y + b_y). SoftmaxCEEpi's rows and the row chain's (5a_row_chain.cuh).
+template <class T>
+__device__ __forceinline__ float softmax_ce_row(float* z, const float* bias, int N, int y, float inv, T* dz_row) {
+  float mx = -INFINITY;
+  for (int j = 0; j < N; ++j) mx = fmaxf(mx, z[j] + bias[j]);
+  float se = 0.f;
+  for (int j = 0; j < N; ++j) se += expf(z[j] + bias[j] - mx);
+  const float lse = mx + logf(se);
+  const float loss = lse - (z[y] + bias[y]);
+  for (int j = 0; j < N; ++j) {
+    const float p = expf(z[j] + bias[j] - lse);
+    const T d = from_f<T>((p - (j == y ? 1.f : 0.f)) * inv);
+    dz_row[j] = d;
+    z[j] = to_f(d);
+  }
+  return loss;
+}
+
 // Last layer: needs the whole row of logits in one tile (N <= kBN, one column tile). Each row tile
 // stores its summed loss at tile_loss[step][tile]; step_loss_kernel turns them into the steps' mean
 // losses after the graph's last step, so no block of a step waits on a fence, an atomic counter or
@@ -330,23 +350,8 @@ struct SoftmaxCEEpi {
     if (r < kBM) {
       const int m = m0 + r;
       float loss = 0.f;
-      if (m < M) {
-        float* z = cs + r * kLdc;
-        float mx = -INFINITY;
-        for (int j = 0; j < N; ++j) mx = fmaxf(mx, z[j] + bs[j]);
-        float se = 0.f;
-        for (int j = 0; j < N; ++j) se += expf(z[j] + bs[j] - mx);
-        const float lse = mx + logf(se);
-        const int y = smem_label()[r];
-        loss = lse - (z[y] + bs[y]);
-        const float inv = 1.f / static_cast<float>(M);
-        for (int j = 0; j < N; ++j) {
-          const float p = expf(z[j] + bs[j] - lse);
-          const T d = from_f<T>((p - (j == y ? 1.f : 0.f)) * inv);
-          dz[static_cast<size_t>(m) * N + j] = d;
-          z[j] = to_f(d);
-        }
-      }
+      if (m < M)
+        loss = softmax_ce_row(cs + r * kLdc, bs, N, smem_label()[r], 1.f / static_cast<float>(M), dz + static_cast<size_t>(m) * N);
       s_loss[r] = loss;
     }
     if (dz_colsum)  // from the tile, which now holds dz as stored

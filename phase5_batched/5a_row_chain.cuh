@@ -227,29 +227,15 @@ __global__ void __launch_bounds__(kRowChainThreads, 2) p5_row_chain(RowChainPara
   }
   __syncthreads();
 
-  // 4. Softmax cross-entropy, SoftmaxCEEpi's arithmetic: dZ2 = (p - onehot) / M, a row a thread; the
-  //    rows past the batch zero (they feed the products below).
+  // 4. Softmax cross-entropy (SoftmaxCEEpi's rows): dZ2 = (p - onehot) / M, a row a thread; the rows
+  //    past the batch zero (they feed the products below).
   if (t < kRowChainRows) {
     float* z = sZ2 + t * L.s2;
     float loss = 0.f;
-    if (t < rows) {
-      float mx = -INFINITY;
-      for (int j = 0; j < n2; ++j) mx = fmaxf(mx, z[j] + sB2[j]);
-      float se = 0.f;
-      for (int j = 0; j < n2; ++j) se += expf(z[j] + sB2[j] - mx);
-      const float lse = mx + logf(se);
-      const int y = s_label[t];
-      loss = lse - (z[y] + sB2[y]);
-      const float inv = 1.f / static_cast<float>(p.M);
-      for (int j = 0; j < n2; ++j) {
-        const float pj = expf(z[j] + sB2[j] - lse);
-        const T d = from_f<T>((pj - (j == y ? 1.f : 0.f)) * inv);
-        p.dz2[static_cast<size_t>(m0 + t) * n2 + j] = d;
-        z[j] = to_f(d);
-      }
-    } else {
+    if (t < rows)
+      loss = softmax_ce_row(z, sB2, n2, s_label[t], 1.f / static_cast<float>(p.M), p.dz2 + static_cast<size_t>(m0 + t) * n2);
+    else
       for (int j = 0; j < n2; ++j) z[j] = 0.f;
-    }
     s_loss[t] = loss;
   }
   rc_colsums([&](int i, int n) { return sZ2[i * L.s2 + n]; }, p.dz2_colsum, m0, n2, p.M);
