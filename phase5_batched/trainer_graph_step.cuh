@@ -185,7 +185,7 @@ void Trainer<T>::plan_fused_backward() {
     // auto: SGD only. The fused kernel reads Adam's moments with plain loads in its optimizer
     // pass, a serial round trip per 32-row sub-tile, and W1 (Adam, small layers, grids of 1-52
     // blocks) ran slower with it: 62.2 against 54.5 us a step (H100, dev runs at 340c0c2).
-    if (cublas_ || !rung_.plans_fused_backward || o_.backward == "paired") return;
+    if (cublas_ || !rung_.plans_fused_backward || o_.backward == "paired" || o_.backward == "branched") return;
     if (o_.backward == "auto" && o_.adam()) return;
     for (int l = 0; l < nlayers_; ++l)
       if (!fused_bwd_supported(o_.layers[l], batch_)) return;

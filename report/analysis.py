@@ -1078,8 +1078,9 @@ def sweep_key(r):
     impl = r.impl
     if r.phase == "phase5_batched":
         gemm = str(r.config.get("fp32-gemm") or "auto")
-        if str(r.config.get("row-chain") or "off") == "on" and impl in ("cuda", "cuda-fp16"):
-            impl += "-row-chain"
+        forced = gemm != "auto" or str(r.config.get("fp16-gemm") or "auto") != "auto"
+        if str(r.config.get("row-chain") or "off") == "on" and impl in ("cuda", "cuda-fp16") and not forced:
+            impl += "-row-chain"  # (with a GEMM rung forced as well: drawn as that rung's path)
         elif impl == "cuda" and gemm in ("tile", "tf32x3", "fma"):
             impl = "cuda-" + gemm
         elif impl == "cuda-cublaslt" and str(r.config.get("precision") or "fp32") == "fp16":

@@ -3,7 +3,8 @@
 # on every path: phase 4 fp32/fp16, phase 5 own fp32 (its plan, and --fp32-gemm tile and tf32x3:
 # every product on the SIMT tile, every one on step 5's 3xTF32; --backward branched and paired at
 # every batch, where auto picks one by the batch) and fp16 (also --fp16-gemm mma: every
-# product on step 6), cuBLASLt fp32/fp16, the
+# product on step 6), both with --row-chain on (two hidden layers whose layout fits; the others are
+# refused with exit 2 and logged as skips), cuBLASLt fp32/fp16, the
 # persistent, pipelined and cluster32 kernels (fp32, two hidden layers, batch <= 64) and the cluster
 # kernel (fp16 SGD without dropout, batch <= 32), each for 4 steps, up to batch 8,192 (W1's shape: its
 # weight gradients past 16 split-K slices) and widths of 1,000. One line per run: each check's error,

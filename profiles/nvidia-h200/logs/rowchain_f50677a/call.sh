@@ -8,7 +8,7 @@ set -u
 export NB_GIT_COMMIT=${NB_GIT_COMMIT:-92909d1}  # the carried builds' commit
 R=build/rc; rm -rf $R; mkdir -p $R/scratch $R/ab $R/traced
 T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
-pack() { tar czf $OUT/rc.tmp.tgz --exclude=scratch $R 2>/dev/null; mv $OUT/rc.tmp.tgz $OUT/rc.tgz; }
+pack() { local f; f=$(mktemp -p $OUT .rc.XXXXXX); tar czf $f --exclude=scratch $R 2>/dev/null; mv $f $OUT/rc.tgz; }  # (own temp file: a pack still running in the background cannot clobber the last one)
 ( exec >/dev/null 2>&1; while sleep 30; do pack; done ) & WD=$!
 mkdir -p build/tests
 xz -dc .carry/bins/rc_p5.xz > build/phase5_batched & P1=$!
@@ -53,6 +53,6 @@ for n in sorted(d, key=lambda s: (s.split("-")[0], int(s.split("-b")[1]))):
 for f in sorted(glob.glob(sys.argv[1] + "/traced/*__traced-*.json")):
     r = json.load(open(f)); print(f.split("__")[-1])
     for k in (r.get("kernels") or [])[:12]:
-        print("   %-90.90s grid %5d mean %8.2f us, calls %d" % (k["name"], k["grid"][0], k["mean_ns"] / 1e3, k["calls"]))
+        print("   grid %5d mean %8.2f us, calls %5d  %s" % (k["grid"][0], k["mean_ns"] / 1e3, k["calls"], k["name"]))
 PY
-kill $WD 2>/dev/null; pack; t packed
+kill $WD 2>/dev/null; wait $WD 2>/dev/null; pack; t packed
