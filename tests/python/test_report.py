@@ -1240,6 +1240,12 @@ def test_batch_sweep_draws_every_path_and_never_measures_against_tf32(tmp_path):
     variant("phase5_batched__batch-sweep-b512-fp16.json", base, "batch-sweep-b512-fp16", 1.5, {"precision": "fp16"})
     variant("phase5_batched__batch-sweep-b512-fp16-mma.json", base, "batch-sweep-b512-fp16-mma", 1.7,
             {"precision": "fp16", "fp16-gemm": "mma"})
+    variant("phase5_batched__batch-sweep-b512-row-chain.json", base, "batch-sweep-b512-row-chain", 0.9, {"row-chain": "on"})
+    variant("phase5_batched__batch-sweep-b512-fp16-row-chain.json", base, "batch-sweep-b512-fp16-row-chain", 1.6,
+            {"precision": "fp16", "row-chain": "on"})
+    # the row chain with a GEMM rung forced as well: that rung's path (one record a key: this one only)
+    variant("phase5_batched__batch-sweep-b512-fma-row-chain.json", base, "batch-sweep-b512-fma-row-chain", 0.4,
+            {"fp32-gemm": "fma", "row-chain": "on"})
     lt = json.loads((dev / base).read_text())
     lt["implementation"] = "cuda-cublaslt"
     lt["config"].update({"precision": "fp16", "gemm": "cublas"})
@@ -1251,7 +1257,9 @@ def test_batch_sweep_draws_every_path_and_never_measures_against_tf32(tmp_path):
     keys = set(d["series"])
     assert {("phase5_batched", "cuda"), ("phase5_batched", "cuda-tile"), ("phase5_batched", "cuda-fp16"),
             ("phase5_batched", "cuda-cublaslt-fp16"), ("phase5_batched", "cuda-fp16-mma"), ("pytorch_mlp", "pytorch-graph"),
-            ("pytorch_mlp", "pytorch-graph-tf32")} <= keys
+            ("pytorch_mlp", "pytorch-graph-tf32"), ("phase5_batched", "cuda-row-chain"),
+            ("phase5_batched", "cuda-fp16-row-chain"), ("phase5_batched", "cuda-fma")} <= keys
+    assert A.label("phase5_batched", "cuda-row-chain") == "phase 5 fp32, the middle of the step in one kernel (--row-chain on)"
     assert A.label("phase5_batched", "cuda-fp16-mma") == "phase 5 own GEMM fp16, step 6 mma.sync throughout (--fp16-gemm mma)"
     assert "not fp32 numerics" in A.label("pytorch_mlp", "pytorch-graph-tf32")
     assert not A.is_fp32_yardstick(("pytorch_mlp", "pytorch-graph-tf32"))

@@ -5,7 +5,7 @@
 # alternating), plus one traced run each way at 8,192 and 32 for the kernel tables.
 # Carry: .carry/data, .carry/bins/rc_p5.xz and rc_tests.xz (this commit's builds, made on the host), .carry/call.
 set -u
-export NB_GIT_COMMIT=${NB_GIT_COMMIT:-92909d1}  # the carried builds' commit
+export NB_GIT_COMMIT=${NB_GIT_COMMIT:-13e6f6a}  # the carried builds' commit
 R=build/rc; rm -rf $R; mkdir -p $R/scratch $R/ab $R/traced
 T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
 pack() { local f; f=$(mktemp -p $OUT .rc.XXXXXX); tar czf $f --exclude=scratch $R 2>/dev/null; mv $f $OUT/rc.tgz; }  # (own temp file: a pack still running in the background cannot clobber the last one)
