@@ -528,6 +528,95 @@ void row_chain_case(int B, int n0, int n1, int n2, double rate) {
   CHECK(same(std::get<7>(first), tl.get()));
 }
 
+// The row chain against the four kernels it replaces (the hidden forward, softmax-CE and the two
+// backward-data products, each a GEMM with its epilogue, planned as phase 5 plans them), on the same
+// inputs: every output within twice the float64 tolerance of the other, the same dropout mask (an
+// element zero in one and not the other only where the ReLU input is within rounding of zero) and the
+// same tile losses within their rounding. What the trainer swaps must be a drop-in.
+template <class T>
+void row_chain_matches_kernels(int B, int n0, int n1, int n2, double rate) {
+  INFO("row chain vs kernels B=" << B << " n0=" << n0 << " n1=" << n1 << " n2=" << n2 << " dropout=" << rate);
+  const int64_t step = 3;
+  const int tiles = (B + 31) / 32;
+  Data d(B + 3, step);
+  for (auto& l : d.labels) l = static_cast<uint8_t>(l % n2);
+  CUDA_CHECK(cudaMemcpy(d.dlab.p, d.labels.data(), d.labels.size(), cudaMemcpyHostToDevice));
+  auto h0 = rvec(static_cast<size_t>(B) * n0, -0.5f, 1.f);
+  for (auto& x : h0) x = std::max(x, 0.f) * 1.25f;
+  const auto w1 = rvec(static_cast<size_t>(n1) * n0, -0.2f, 0.2f), b1 = rvec(n1, -0.1f, 0.1f);
+  const auto w2 = rvec(static_cast<size_t>(n2) * n1, -0.3f, 0.3f), b2 = rvec(n2);
+  Dev<T> dh0(cvtv<T>(h0)), dw1(cvtv<T>(w1)), dw2(cvtv<T>(w2));
+  Dev<float> db1(b1), db2(b2);
+  const uint64_t key = dropout_key(test_rng()());
+  const float scale = static_cast<float>(1 / (1 - rate));
+  struct Out {
+    Dev<T> h1, dz2, dz1, dz0;
+    Dev<float> cs2, cs1, cs0, tl;
+    Out(int B, int n0, int n1, int n2, int tiles, int64_t step)
+        : h1(static_cast<size_t>(B) * n1), dz2(static_cast<size_t>(B) * n2), dz1(static_cast<size_t>(B) * n1),
+          dz0(static_cast<size_t>(B) * n0), cs2(static_cast<size_t>(tiles) * n2), cs1(static_cast<size_t>(tiles) * n1),
+          cs0(static_cast<size_t>(tiles) * n0), tl(static_cast<size_t>(step + 1) * tiles) {
+      h1.poison(), dz2.poison(), dz1.poison(), dz0.poison(), cs2.poison(), cs1.poison(), cs0.poison(), tl.poison();
+    }
+  } rc(B, n0, n1, n2, tiles, step), k(B, n0, n1, n2, tiles, step);
+  // The row chain.
+  RowChainParams<T> p;
+  p.M = B, p.n0 = n0, p.n1 = n1, p.n2 = n2;
+  p.h0 = dh0.p, p.w1 = dw1.p, p.b1 = db1.p, p.w2 = dw2.p, p.b2 = db2.p, p.h1 = rc.h1.p;
+  p.dropout = rate > 0, p.key = key, p.threshold = dropout_threshold(rate), p.scale = scale;
+  p.labels = d.dlab.p, p.rows = d.rows(B, 0), p.step = StepRef{d.base.p, 0};
+  p.dz2 = rc.dz2.p, p.dz2_colsum = rc.cs2.p, p.tile_loss = rc.tl.p;
+  p.dz1 = rc.dz1.p, p.dz1_colsum = rc.cs1.p, p.dz0 = rc.dz0.p, p.dz0_colsum = rc.cs0.p;
+  row_chain_setup<T>(RowChainLayout(n0, n1, n2).bytes());
+  launch_row_chain(p, nullptr, false);
+  // The four kernels, as Trainer::fwd_hidden, fwd_last and bwd_data set them up.
+  GemmProblem<MatView<T, true>, MatView<T, false>, FwdHiddenEpi<T>> f;
+  f.M = B, f.N = n1, f.K = n0;
+  f.a = make_view<T, true>(dh0.p, n0), f.b = make_view<T, false>(dw1.p, n0);
+  f.epi.bias = db1.p, f.epi.out = k.h1.p, f.epi.dropout = rate > 0, f.epi.key = key, f.epi.layer = 1;
+  f.epi.threshold = dropout_threshold(rate), f.epi.scale = scale, f.epi.step = StepRef{d.base.p, 0};
+  Ws<decltype(f)> wf(f);
+  launch_gemm<p5_fwd_hidden, T>(f, nullptr);
+  GemmProblem<MatView<T, true>, MatView<T, false>, SoftmaxCEEpi<T>> s;
+  s.M = B, s.N = n2, s.K = n1;
+  s.a = make_view<T, true>(k.h1.p, n1), s.b = make_view<T, false>(dw2.p, n1);
+  s.epi.bias = db2.p, s.epi.labels = d.dlab.p, s.epi.rows = d.rows(B, 0), s.epi.dz = k.dz2.p, s.epi.dz_colsum = k.cs2.p;
+  s.epi.tile_loss = k.tl.p, s.epi.step = StepRef{d.base.p, 0};
+  Ws<decltype(s)> wsx(s);
+  launch_gemm<p5_fwd_softmax_ce, T>(s, nullptr);
+  GemmProblem<MatView<T, true>, MatView<T, true>, BwdReluEpi<T>> b2p;
+  b2p.M = B, b2p.N = n1, b2p.K = n2;
+  b2p.a = make_view<T, true>(k.dz2.p, n2), b2p.b = make_view<T, true>(dw2.p, n1);
+  b2p.epi.h = k.h1.p, b2p.epi.dz = k.dz1.p, b2p.epi.dz_colsum = k.cs1.p, b2p.epi.scale = scale;
+  Ws<decltype(b2p)> wb2(b2p);
+  launch_gemm<p5_bwd_data, T>(b2p, nullptr);
+  GemmProblem<MatView<T, true>, MatView<T, true>, BwdReluEpi<T>> b1p;
+  b1p.M = B, b1p.N = n0, b1p.K = n1;
+  b1p.a = make_view<T, true>(k.dz1.p, n1), b1p.b = make_view<T, true>(dw1.p, n0);
+  b1p.epi.h = dh0.p, b1p.epi.dz = k.dz0.p, b1p.epi.dz_colsum = k.cs0.p, b1p.epi.scale = scale;
+  Ws<decltype(b1p)> wb1(b1p);
+  launch_gemm<p5_bwd_data, T>(b1p, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  auto as_double = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  // H1: the same dropout mask; zero in one and not the other only where the value is within rounding of 0.
+  const auto a1 = getf(rc.h1), k1 = getf(k.h1);
+  int mask_mismatch = 0;
+  for (size_t i = 0; i < a1.size(); ++i)
+    if ((a1[i] == 0.f) != (k1[i] == 0.f) && std::max(std::fabs(a1[i]), std::fabs(k1[i])) > 1e-4f) ++mask_mismatch;
+  CHECK(mask_mismatch == 0);
+  CHECK(rel(a1, as_double(k1)) <= 2 * tol<T>());
+  CHECK(rel(getf(rc.dz2), as_double(getf(k.dz2))) <= 2 * tol<T>());
+  CHECK(rel(getf(rc.dz1), as_double(getf(k.dz1))) <= 2 * tol<T>());
+  CHECK(rel(getf(rc.dz0), as_double(getf(k.dz0))) <= 2 * tol<T>());
+  CHECK(rel(rc.cs0.get(), as_double(k.cs0.get())) <= 2 * tol<T>());
+  const auto ta = rc.tl.get(), tk = k.tl.get();
+  for (int i = 0; i < tiles; ++i) {
+    const double a = ta[static_cast<size_t>(step) * tiles + i], b = tk[static_cast<size_t>(step) * tiles + i];
+    INFO("tile " << i << " loss " << a << " against the kernels' " << b);
+    CHECK(std::fabs(a - b) <= 2 * tol<T>() * std::fabs(b) + 1e-5 * 32);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("mlp fused: gather + GEMM + bias + ReLU + dropout (fp32, fp16)") {
@@ -710,6 +799,11 @@ TEST_CASE("mlp fused: the row chain (hidden forward to dZ0 in one kernel) agains
   for (const Case& c : cases) {
     row_chain_case<float>(c.B, c.n0, c.n1, c.n2, c.rate);
     row_chain_case<__half>(c.B, c.n0, c.n1, c.n2, c.rate);
+  }
+  // What the trainer swaps: the four kernels' outputs on the same inputs, W1's shape and two off it.
+  for (const Case& c : {Case{4097, 128, 64, 10, 0.2}, Case{70, 300, 100, 7, 0.0}, Case{33, 100, 30, 10, 0.5}}) {
+    row_chain_matches_kernels<float>(c.B, c.n0, c.n1, c.n2, c.rate);
+    row_chain_matches_kernels<__half>(c.B, c.n0, c.n1, c.n2, c.rate);
   }
   // The layout's limit: a model whose weights do not fit a block's shared memory is refused.
   CHECK(row_chain_fits(128, 64, 10, smem_optin()));
