@@ -1,7 +1,8 @@
 # Makefile — build, test, run and profile the notebook. `make help` lists the targets.
 #
 # Variables you may set:
-#   ARCH=sm_90        GPU architecture (default: native when a GPU is visible, else sm_90 + PTX)
+#   ARCH=sm_90a       GPU architecture (default: sm_90a + compute_90 PTX on a Hopper GPU or without a
+#                     GPU, native on any other GPU; GEMM step 9 needs sm_90a)
 #   DEBUG=1           -G -O0 device code, synchronize after every launch (NB_DEBUG_SYNC)
 #   CI=true           warnings are errors
 #   DATA_SRC=dir      where `make data` copies the IDX files from (default ../shared/data)
@@ -19,12 +20,16 @@ DATA_SRC ?= ../shared/data
 DEPS_PREFIX ?=
 
 HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+GPU_CC := $(if $(HAVE_GPU),$(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .'))
+# Hopper builds sm_90a device code (its architecture-specific instructions: wgmma, GEMM step 9) with
+# compute_90 PTX beside it; NB_HAVE_WGMMA tells the host code that step 9 exists.
+HOPPER_GENCODE := -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90 -DNB_HAVE_WGMMA
 ifdef ARCH
-  GENCODE := -arch=$(ARCH)
+  GENCODE := -arch=$(ARCH) $(if $(filter sm_90a,$(ARCH)),-DNB_HAVE_WGMMA)
 else ifeq ($(HAVE_GPU),1)
-  GENCODE := -arch=native
+  GENCODE := $(if $(filter 90,$(GPU_CC)),$(HOPPER_GENCODE),-arch=native)
 else
-  GENCODE := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+  GENCODE := $(HOPPER_GENCODE)
 endif
 
 CUPTI_INC := $(wildcard $(CUDA_HOME)/extras/CUPTI/include)

@@ -46,7 +46,9 @@ inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
 
 // The fp16 products (--fp16-gemm): per product, step 6 of the ladder (fp16 mma.sync in step 5's
 // 64 x 64 tile, common/mlp/gemm/6_f16_mma.cuh) where it pays, the 32 x 64 WMMA tile of steps 1-4
-// elsewhere (auto); or one of them for every product (tile, mma).
+// elsewhere (auto); or one of them for every product (tile, mma); or auto's plan with the first
+// layer's two products on step 9 (wgmma, common/mlp/gemm/9_f16_wgmma.cuh), where the build and the
+// device carry it (wgmma_ok).
 // auto's rule: step 6 for products of more than one row tile, at least kF16MinTiles of its 64 x 64
 // tiles and K >= kF16MinK (without the first condition it also took W2's forwards at h = 4,096 and
 // 8,192, one row tile wide, which its measurements never covered; W2's step there went 228.8 -> 234.0
@@ -72,7 +74,7 @@ constexpr int kF16BytesBMinK = 2048;
 constexpr int kF16MinK = 128;
 constexpr int kF16FewRowsMinNK = 512, kF16FewRowsMaxN = 2048;
 inline bool use_f16mma(const std::string& choice, int M, int N, int K, bool byte_b = false) {
-  if (choice != "auto") return choice == "mma";
+  if (choice != "auto" && choice != "wgmma") return choice == "mma";
   const int tiles = ((M + kXBM - 1) / kXBM) * ((N + kXBN - 1) / kXBN);
   if (M > kXBM && tiles >= kF16MinTiles && K >= kF16MinK) return true;
   if (byte_b && K >= kF16BytesBMinK) return true;

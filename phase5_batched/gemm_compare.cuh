@@ -9,15 +9,17 @@
 //         5's 64 x 64 tile; with own-tile, the CUDA cores' rungs), own-tf32x3 (step 5), cublaslt-fp32
 //         (CUBLAS_COMPUTE_32F: the yardstick), cublaslt-tf32 (COMPUTE_32F_FAST_TF32: faster
 //         arithmetic, not the same numerics; its error is recorded, never judged);
-//   fp16: own-tile (WMMA), own-f16-mma (step 6: mma.sync in step 5's tile), cublaslt-fp16.
+//   fp16: own-tile (WMMA), own-f16-mma (step 6: mma.sync in step 5's tile), own-f16-wgmma (step 9:
+//         wgmma in the same tile, where it takes the product: the first layer's two, on sm_90a),
+//         cublaslt-fp16.
 // The first layer's X is what the step reads: bytes of a batch of images picked at random from a
 // pool of 60,000 (or the batch, if larger), gathered by the own rungs through GatherView (the step's
 // view: step 5 stages them as bytes, steps 1-4 convert them in the operand loader); the reference and
 // cuBLASLt read the same values materialized (the cuBLASLt path's gather kernel is not timed).
 // The fp32-accurate implementations must be within 2u·sqrt(K) + 8u of the reference (u = 2^-24;
 // the bound tests/gpu/test_mlp_kernels.cu holds step 5 to); fp16 ones, whose reference multiplies
-// the same fp16 operands, within the same bound with u = 2^-22. Step 6 multiplies the first layer's
-// bytes as integers (byte / 255 itself, not rounded to fp16): its reference there takes X as
+// the same fp16 operands, within the same bound with u = 2^-22. Steps 6 and 9 multiply the first layer's
+// bytes as integers (byte / 255 itself, not rounded to fp16): their reference there takes X as
 // byte / 255 in fp32 (within 2^-24 of the quotient), the others' X in fp16. Own products are
 // planned as phase 5 plans them (split-K and its fix-up) and end in a plain fp32 store (no fused
 // epilogue).
@@ -229,6 +231,13 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
         best = std::min(best, one("own-fma64", [&] { launch_gemm<p4_gemm_fwd, T>(f, st); }, true, f.splits));
       best = std::min(best, one(kHalf ? "own-f16-mma" : "own-tf32x3", [&] { launch_gemm<p4_gemm_fwd, T>(q, st); }, true,
                                 q.splits, true));
+      if constexpr (kHalf) {  // step 9 (wgmma) where it takes the product: the first layer's two
+        if (wgmma_ok(q, 10 * dev.cc_major + dev.cc_minor)) {
+          auto g = q;  // step 6's split plan, so its workspace and counters fit
+          plan_f16wgmma(g, dev.sm_count);
+          best = std::min(best, one("own-f16-wgmma", [&] { launch_gemm<p4_gemm_fwd, T>(g, st); }, true, g.splits, true));
+        }
+      }
       own_best.push_back(best);
       one(kHalf ? "cublaslt-fp16" : "cublaslt-fp32", [&] { lt_run(lt32, c.get()); }, true, 1);
       if (lt_tf32) one("cublaslt-tf32", [&] { lt_run(*lt_tf32, c.get()); }, false, 1);

@@ -14,8 +14,8 @@
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
 //   --fp32-gemm auto|tile|tf32x3|fma  big-batch fp32 products on 3xTF32 tensor cores (GEMM step 5),
 //     or on FMAs only (fma: step 7, FMA warp tiles, in their place); the plan is printed and recorded;
-//   --fp16-gemm auto|tile|mma  fp16 products on step 6 where it pays, --fp16-stream small batches' wide
-//     forwards on step 8; --gemm-compare the GEMM benchmark; --row-chain on: W1's middle in one kernel.
+//   --fp16-gemm auto|tile|mma|wgmma  fp16 products on step 6 where it pays (wgmma: the first layer's
+//     two on step 9), --fp16-stream small batches' wide forwards on step 8; --gemm-compare the GEMM benchmark; --row-chain on: W1's middle in one kernel.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the
@@ -325,8 +325,9 @@ int run(int argc, char** argv) {
                  "own graph path, fp16: which GEMM rung computes each product: step 6 of the ladder (fp16 mma.sync in "
                  "step 5's 64 x 64 tile) for products of at least 64 tiles of 64 x 64 and K >= 128 and for products of "
                  "at most 64 rows with 512 <= N <= 2048 and K >= 512 and for the first layer's weight gradient from "
-                 "batch 2048, the 32 x 64 WMMA tile for the others (auto); or one rung for every product",
-                 {"auto", "tile", "mma"});
+                 "batch 2048, the 32 x 64 WMMA tile for the others (auto); or one rung for every product; wgmma: "
+                 "auto's plan with the first layer's forward and weight gradient on step 9 (wgmma, sm_90a)",
+                 {"auto", "tile", "mma", "wgmma"});
   cli.add_string("--fp16-stream", &o.fp16_stream,
                  "own graph path, fp16: the forward products of at most 32 rows on GEMM step 8 (the weights streamed "
                  "straight into the MMAs' fragments) where the weights have at least 1024 rows (the last layer: columns) "

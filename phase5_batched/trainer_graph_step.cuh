@@ -74,6 +74,7 @@ nlohmann::json Trainer<T>::gemm_plan() const {
                        : p.rung == GemmRung::Fma64  ? "fma64"
                        : p.rung == GemmRung::F16Mma ? "f16-mma"
                        : p.rung == GemmRung::F16Stream ? "f16-stream"
+                       : p.rung == GemmRung::F16Wgmma ? "f16-wgmma"
                        : kHalf                      ? "tile-wmma"
                                                     : "tile-simt";
     out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
@@ -273,6 +274,11 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     }
   } else {
     if (use_f16mma(o_.fp16_gemm, p.M, p.N, p.K, ByteRows<typename P::BView>::value)) plan_f16mma(p, dev_.sm_count);
+    // --fp16-gemm wgmma: the first layer's products (the gathered bytes, an operand) on step 9.
+    if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdFirstLast>::value ||
+                  std::is_same<P, UpdateFirstGemm>::value) {
+      if (o_.fp16_gemm == "wgmma" && wgmma_ok(p, 10 * dev_.cc_major + dev_.cc_minor)) plan_f16wgmma(p, dev_.sm_count);
+    }
     // The forwards of a small batch: their weights streamed (GEMM step 8) where the rule says.
     if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdHidden>::value ||
                   std::is_same<P, FwdLast>::value) {

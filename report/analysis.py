@@ -32,11 +32,12 @@ OURS_ORDER = [
     ("phase5_batched", "cuda-cluster32"), ("phase5_batched", "cuda-grid"),
 ]
 # Paths the batch sweep also draws (sweep_key): phase 5's default plan forced one way, cuBLASLt fp16,
-# fp16 on step 6, the middle of the step in one kernel (--row-chain on, fp32 and fp16); listed after the
+# fp16 on step 6 (and the first layer's products on step 9), the middle of the step in one kernel
+# (--row-chain on, fp32 and fp16); listed after the
 # default path in legends, in colours of their own.
 SWEEP_PATHS = [("phase5_batched", "cuda-tile"), ("phase5_batched", "cuda-tf32x3"), ("phase5_batched", "cuda-cublaslt-fp16"),
                ("phase5_batched", "cuda-fp16-mma"), ("phase5_batched", "cuda-fma"), ("phase5_batched", "cuda-row-chain"),
-               ("phase5_batched", "cuda-fp16-row-chain")]
+               ("phase5_batched", "cuda-fp16-row-chain"), ("phase5_batched", "cuda-fp16-wgmma")]
 JAX_IMPLS = ["jax-jit-step", "jax-jit-epoch", "jax-jit-run"]
 TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph",
               "pytorch-compiled-graph", "libtorch-eager", "libtorch-graph"] + JAX_IMPLS
@@ -63,7 +64,8 @@ IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuB
               "cuda-fma": "own GEMM, CUDA cores only (--fp32-gemm fma)", "cuda-cublaslt-fp16": "cuBLASLt fp16",
               "cuda-fp16-mma": "own GEMM fp16, step 6 mma.sync throughout (--fp16-gemm mma)",
               "cuda-row-chain": "fp32, the middle of the step in one kernel (--row-chain on)",
-              "cuda-fp16-row-chain": "fp16, the middle of the step in one kernel (--row-chain on)"}
+              "cuda-fp16-row-chain": "fp16, the middle of the step in one kernel (--row-chain on)",
+              "cuda-fp16-wgmma": "own GEMM fp16, the first layer's products on step 9 wgmma (--fp16-gemm wgmma)"}
 
 LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
                 ("pytorch_linreg", "pytorch-cpu"), ("pytorch_linreg", "pytorch-eager"),
@@ -228,7 +230,8 @@ def series_sort_key(key):
 # One colour language: ours in shades of blue, darker up the ladder; PyTorch in shades of red; JAX in greens.
 _COLORS_OURS = ["#c6dbef", "#9ecae1", "#7fb2d9", "#6baed6", "#8fb8de", "#4292c6", "#2171b5", "#3a6fb0", "#08519c", "#08306b",
                 "#0b2a5e", "#041f4a", "#021433", "#0a0a8f"]  # one per OURS_ORDER entry
-_COLORS_SWEEP = ["#9e9ac8", "#6a51a3", "#3f007d", "#bcbddc", "#807dba", "#e6550d", "#fdae6b"]  # one per SWEEP_PATHS entry
+_COLORS_SWEEP = ["#9e9ac8", "#6a51a3", "#3f007d", "#bcbddc", "#807dba", "#e6550d", "#fdae6b",
+                 "#54278f"]  # one per SWEEP_PATHS entry
 _COLORS_TWIN = {"pytorch-cpu": "#bdbdbd", "pytorch-eager": "#fcae91", "pytorch-compile": "#fb6a4a",
                 "pytorch-compile-max-autotune": "#ef3b2c", "pytorch-graph": "#cb181d",
                 "pytorch-compiled-graph": "#67000d", "libtorch-eager": "#fc9272", "libtorch-graph": "#a50f15"}
@@ -256,7 +259,8 @@ _MARKERS_OURS = {("phase3_fused_streams", "cuda-graph"): "v", ("phase4_mlp", "cu
                  ("phase5_batched", "cuda-cublaslt"): "X", ("phase5_batched", "cuda-persistent"): "^",
                  ("phase5_batched", "cuda-pipelined"): "v", ("phase5_batched", "cuda-cluster"): "*",
                  ("phase5_batched", "cuda-cluster32"): "h", ("phase5_batched", "cuda-grid"): "p",
-                 ("phase5_batched", "cuda-row-chain"): "d", ("phase5_batched", "cuda-fp16-row-chain"): "8"}
+                 ("phase5_batched", "cuda-row-chain"): "d", ("phase5_batched", "cuda-fp16-row-chain"): "8",
+                 ("phase5_batched", "cuda-fp16-wgmma"): "H"}
 
 
 def marker(key):
@@ -1085,8 +1089,8 @@ def sweep_key(r):
             impl = "cuda-" + gemm
         elif impl == "cuda-cublaslt" and str(r.config.get("precision") or "fp32") == "fp16":
             impl = "cuda-cublaslt-fp16"
-        elif impl == "cuda-fp16" and str(r.config.get("fp16-gemm") or "tile") == "mma":
-            impl = "cuda-fp16-mma"
+        elif impl == "cuda-fp16" and str(r.config.get("fp16-gemm") or "tile") in ("mma", "wgmma"):
+            impl = "cuda-fp16-" + str(r.config.get("fp16-gemm"))
     elif is_twin(r.phase) and not fp32_matmuls(r):
         impl += NOT_FP32
     return (r.phase, impl)
@@ -1209,7 +1213,8 @@ GEMM_TITLE = {"own-tile": "own-tile (32×64 SIMT tile)", "own-fma64": "own-fma64
               "own-tf32x3": "own-tf32x3 (step 5: 3×TF32 on tensor cores)",
               "cublaslt-fp32": "cuBLASLt fp32 (the yardstick)", "cublaslt-tf32": "cuBLASLt TF32 (TF32, not fp32 numerics)",
               "own-tile-wmma": "own-tile-wmma (fp16 WMMA tile)", "cublaslt-fp16": "cuBLASLt fp16 (the yardstick)",
-              "own-f16-mma": "own-f16-mma (step 6: fp16 mma.sync, step 5's tile)"}
+              "own-f16-mma": "own-f16-mma (step 6: fp16 mma.sync, step 5's tile)",
+              "own-f16-wgmma": "own-f16-wgmma (step 9: fp16 wgmma, step 5's tile)"}
 GEMM_SHORT = {"cublaslt-fp32": "cuBLASLt fp32", "cublaslt-tf32": "cuBLASLt TF32", "cublaslt-fp16": "cuBLASLt fp16"}
 _GEMM_TAG = re.compile(r"^gemm-b(\d+)(?:-|$)")  # gemm-b8192, gemm-b8192-fp16, ...
 

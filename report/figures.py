@@ -768,6 +768,7 @@ GEMM_STYLE = {
     "cublaslt-tf32": dict(color="#737373", marker="D", linestyle="--", linewidth=1.4, markerfacecolor="white"),
     "own-tile-wmma": dict(color="#6baed6", marker="o", linestyle="-", linewidth=1.6),
     "own-f16-mma": dict(color="#08306b", marker="s", linestyle="-", linewidth=1.6),
+    "own-f16-wgmma": dict(color="#3f007d", marker="P", linestyle="-", linewidth=1.6),
     "cublaslt-fp16": dict(color="#252525", marker="D", linestyle="-", linewidth=2.2),
 }
 

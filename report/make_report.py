@@ -507,6 +507,9 @@ def gemm_paragraph(ctx, d):
         s += " The fp16 row sets own-tile-wmma, the fp16 tile on WMMA tensor-core instructions, against cuBLASLt fp16."
         if any("own-f16-mma" in p["series"] for p in d["panels"]):
             s += " own-f16-mma is step 6: fp16 products on `mma.sync` in step 5's 64 × 64 tile."
+        if any("own-f16-wgmma" in p["series"] for p in d["panels"]):
+            s += (" own-f16-wgmma is step 9: the same tile with each warpgroup's 64 × 32 half on Hopper's `wgmma` "
+                  "(B from shared memory in its canonical layout).")
     n, g = d["check"]["records"], d.get("gathered", 0)
     if n:
         s += (" Layer 0's X: " + ("bytes of a random batch of images gathered as the step reads them (the own rungs "

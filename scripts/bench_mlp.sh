@@ -39,10 +39,10 @@
 #   sweep   batch-size sweep (phase 5 own and the compiled-graph twin on its init and order, W1
 #           model, $SWEEP_EPOCHS epochs): samples/s for batch in $SWEEP_BATCHES (SWEEP_TWIN=0: no
 #           twin; its inductor mode: SWEEP_TWIN_MODE, default "default"); phase 5's other paths in
-#           $SWEEP_PATHS (tile: --fp32-gemm tile, fp16, fp16-mma: --fp16-gemm mma, cublaslt: fp32 and
-#           fp16, row-chain: --row-chain on in fp32 and fp16); the twin again with
+#           $SWEEP_PATHS (tile: --fp32-gemm tile, fp16, fp16-mma: --fp16-gemm mma, fp16-wgmma: --fp16-gemm
+#           wgmma, cublaslt: fp32 and fp16, row-chain: --row-chain on in fp32 and fp16); the twin again with
 #           TF32 matmuls allowed (SWEEP_TWIN_TF32=0: not), a labelled row that is never the yardstick.
-#   tags batch-sweep-b<B>[-tile|-fp16|-fp16-mma|-cublaslt-<p>|[-fp16]-row-chain|-compiled-graph[-tf32]]
+#   tags batch-sweep-b<B>[-tile|-fp16|-fp16-mma|-fp16-wgmma|-cublaslt-<p>|[-fp16]-row-chain|-compiled-graph[-tf32]]
 #   seeds   W1 accuracy, phase 5 own, persistent, pipelined and cluster32, twins graph and compiled-graph,
 #           seeds 1 2 3.
 #                                                                                tags w1-seed<s>-*
@@ -66,7 +66,7 @@
 # JAX_W1_IMPLS / JAX_MATCH_IMPLS / JAX_W2_IMPLS / JAX_SWEEP_IMPLS (the JAX twin's modes in the w1, match,
 # w2 and sweep stages, on the PyTorch twin's init and order, always with --validate),
 # TWIN_COMPILE_W2 (h values where twin compile runs, default "128"), SWEEP_BATCHES
-# ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), SWEEP_PATHS ("tile fp16 fp16-mma cublaslt row-chain"; empty:
+# ("32 64 128 256 512 1024 2048 4096 8192"), SWEEP_EPOCHS (2), SWEEP_PATHS ("tile fp16 fp16-mma fp16-wgmma cublaslt row-chain"; empty:
 # the default path only), SWEEP_TWIN_TF32 (1), P5_REPEATS (3), PERSIST_BLOCKS
 # ("16 32 64 128": fewer than 16 blocks would give a block more than the kernel's 8 units),
 # W2_PROFILE_HS (unset: the W2 twins run --profile at every width; set: only at these),
@@ -92,7 +92,7 @@ W2_STEPS_SLOW="${W2_STEPS_SLOW:-500}"
 TWIN_COMPILE_W2="${TWIN_COMPILE_W2-128}"
 SWEEP_BATCHES="${SWEEP_BATCHES:-32 64 128 256 512 1024 2048 4096 8192}"
 SWEEP_EPOCHS="${SWEEP_EPOCHS:-2}"
-SWEEP_PATHS="${SWEEP_PATHS-tile fp16 fp16-mma cublaslt row-chain}"
+SWEEP_PATHS="${SWEEP_PATHS-tile fp16 fp16-mma fp16-wgmma cublaslt row-chain}"
 # The sweep's twin compiles in inductor's default mode: max-autotune-no-cudagraphs (which --compile-mode
 # auto keeps at W1 and W2) costs about a minute of GEMM autotuning per batch size.
 SWEEP_TWIN_MODE="${SWEEP_TWIN_MODE:-default}"
@@ -563,6 +563,7 @@ if has sweep; then
         row-chain) run "sweep-$b-row-chain" 0 "$P5" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" --workload mlp_batch_sweep --row-chain on --tag "batch-sweep-b$b-row-chain"
           run "sweep-$b-fp16-row-chain" 0 "$P5" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" --workload mlp_batch_sweep --precision fp16 --row-chain on --tag "batch-sweep-b$b-fp16-row-chain" ;;
         fp16-mma) run "sweep-$b-fp16-mma" 0 "$P5" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" --workload mlp_batch_sweep --precision fp16 --fp16-gemm mma --tag "batch-sweep-b$b-fp16-mma" ;;
+        fp16-wgmma) run "sweep-$b-fp16-wgmma" 0 "$P5" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" --workload mlp_batch_sweep --precision fp16 --fp16-gemm wgmma --tag "batch-sweep-b$b-fp16-wgmma" ;;
         cublaslt) for pr in fp32 fp16; do
             run "sweep-$b-lt-$pr" 0 "$P5" "${R[@]}" --batch "$b" --epochs "$SWEEP_EPOCHS" --workload mlp_batch_sweep --gemm cublas --precision "$pr" --tag "batch-sweep-b$b-cublaslt-$pr"
           done ;;

@@ -3,7 +3,7 @@
 # on every path: phase 4 fp32/fp16, phase 5 own fp32 (its plan, and --fp32-gemm tile and tf32x3:
 # every product on the SIMT tile, every one on step 5's 3xTF32; --backward branched and paired at
 # every batch, where auto picks one by the batch) and fp16 (also --fp16-gemm mma: every
-# product on step 6), both with --row-chain on (two hidden layers whose layout fits; the others are
+# product on step 6; --fp16-gemm wgmma: the first layer's products on step 9), both with --row-chain on (two hidden layers whose layout fits; the others are
 # refused with exit 2 and logged as skips), cuBLASLt fp32/fp16, the
 # persistent, pipelined and cluster32 kernels (fp32, two hidden layers, batch <= 64) and the cluster
 # kernel (fp16 SGD without dropout, batch <= 32), each for 4 steps, up to batch 8,192 (W1's shape: its
@@ -47,7 +47,7 @@ PATHS=("build/phase4_mlp --precision fp32" "build/phase4_mlp --precision fp16"
        "build/phase5_batched --precision fp32" "build/phase5_batched --precision fp16"
        "build/phase5_batched --precision fp32 --fp32-gemm tile" "build/phase5_batched --precision fp32 --fp32-gemm tf32x3"
        "build/phase5_batched --precision fp32 --backward branched" "build/phase5_batched --precision fp32 --backward paired"
-       "build/phase5_batched --precision fp16 --fp16-gemm mma"
+       "build/phase5_batched --precision fp16 --fp16-gemm mma" "build/phase5_batched --precision fp16 --fp16-gemm wgmma"
        "build/phase5_batched --precision fp32 --row-chain on" "build/phase5_batched --precision fp16 --row-chain on"
        "build/phase5_batched --precision fp32 --gemm cublas" "build/phase5_batched --precision fp16 --gemm cublas"
        "build/phase5_batched --precision fp32 --launch persistent" "build/phase5_batched --precision fp32 --launch pipelined"

@@ -43,6 +43,7 @@
 //   gemm/6_f16_mma.cuh        fp16 products on mma.sync in step 5's tile
 //   gemm/7_fma_warp_tiles.cuh fp32 FMAs in warp tiles (8 x 4 a lane) in step 5's tile
 //   gemm/8_stream_rows.cuh    fp16 products of at most 32 rows, the weights streamed into the fragments
+//   gemm/9_f16_wgmma.cuh      the first layer's fp16 products on wgmma (sm_90a) in step 5's tile
 //   layers.cuh                every other operation of the trainer (one kernel each)
 #pragma once
 #include "mlp/gemm/4_kernels.cuh"
@@ -50,4 +51,5 @@
 #include "mlp/gemm/6_f16_mma.cuh"
 #include "mlp/gemm/7_fma_warp_tiles.cuh"
 #include "mlp/gemm/8_stream_rows.cuh"
+#include "mlp/gemm/9_f16_wgmma.cuh"
 #include "mlp/layers.cuh"

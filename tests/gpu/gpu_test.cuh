@@ -48,6 +48,15 @@ inline double tf32x3_tol(int K) { return 2 * 0x1p-24 * std::sqrt(static_cast<dou
 // benchmark's rule).
 inline double f16mma_tol(int K) { return 2 * 0x1p-22 * std::sqrt(static_cast<double>(K)) + 8 * 0x1p-22; }
 
+// The device's compute capability as major * 10 + minor (GEMM step 9 runs where it is 90).
+inline int device_cc() {
+  int dev = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return 10 * major + minor;
+}
+
 // The GPU tests' random source: fresh inputs every run (a failure prints the values it met).
 inline std::mt19937_64& test_rng() {
   static std::mt19937_64 g(std::random_device{}());

@@ -677,14 +677,26 @@ TEST_CASE("mlp fused: first-layer update reads the batch through the gather view
 // the GPU holds them (fp16 ones rounded) within the rung's fp32-accumulation tolerance, at batches
 // and widths off the tiles, split and unsplit (one SM's plan and an H200's), the second launch bit
 // for bit.
-// fma: step 7 (FMA warp tiles, the bytes converted to floats once a k-tile) instead of step 5.
+// fma: step 7 (FMA warp tiles, the bytes converted to floats once a k-tile) instead of step 5;
+// wgmma: step 9 instead of step 6 (A's bytes made f16x2 in registers; B's bytes converted into
+// wgmma's canonical layout once a k-tile), also at batch 4,097 (a long K, split).
 template <class T>
-void gathered_bytes_on_tensor_cores(bool fma = false) {
+void gathered_bytes_on_tensor_cores(bool fma = false, bool wgmma = false) {
   constexpr bool kHalf = std::is_same<T, __half>::value;
-  auto plan = [fma](auto& p, int sm) {
-    if constexpr (kHalf) plan_f16mma(p, sm);
-    else if (fma) plan_fma64(p, sm);
-    else plan_tf32x3(p, sm);
+  const int cc = device_cc();
+  auto plan = [fma, wgmma, cc](auto& p, int sm) {
+    if constexpr (kHalf) {
+      if (wgmma) {
+        REQUIRE(wgmma_ok(p, cc));
+        plan_f16wgmma(p, sm);
+      } else {
+        plan_f16mma(p, sm);
+      }
+    } else if (fma) {
+      plan_fma64(p, sm);
+    } else {
+      plan_tf32x3(p, sm);
+    }
   };
   auto tol = [](int K) { return kHalf ? f16mma_tol(K) : tf32x3_tol(K); };
   auto run_twice = [](auto& p) {
@@ -705,7 +717,9 @@ void gathered_bytes_on_tensor_cores(bool fma = false) {
   };
   auto held = [](const std::vector<float>& v, size_t i) { return static_cast<double>(back(cvt<T>(v[i]))); };
   int splits = 0;
-  for (int B : {1, 33, 1023})
+  std::vector<int> batches = {1, 33, 1023};
+  if (wgmma) batches.push_back(4097);
+  for (int B : batches)
     for (int N : {10, 130})
       for (int sm : {1, 132}) {
         Data d(2 * B + 3, 0);
@@ -744,6 +758,15 @@ TEST_CASE("mlp fused: steps 5, 6 and 7 on the gathered bytes (forward, weight gr
   gathered_bytes_on_tensor_cores<float>();
   gathered_bytes_on_tensor_cores<__half>();
   gathered_bytes_on_tensor_cores<float>(true);
+}
+
+TEST_CASE("mlp fused: step 9 (wgmma) on the gathered bytes (forward, weight gradient) within step 6's tolerance") {
+  NB_SKIP_WITHOUT_DEVICE();
+  if (!wgmma_built(device_cc())) {
+    MESSAGE("skipped: GEMM step 9 needs compute capability 9.0 and sm_90a device code; this device has " << device_cc());
+    return;
+  }
+  gathered_bytes_on_tensor_cores<__half>(false, true);
 }
 
 // Step 8 (the weights streamed) on the gathered bytes: the first layer's forward of a batch of at

@@ -61,6 +61,7 @@ std::vector<float> as_float(const std::vector<__half>& v) {
 enum class Kind { Fwd, Dgrad, Wgrad };
 constexpr int kStep7 = 7;  // run_gemm's `terms` for step 7
 constexpr int kStep8 = 8;  // run_gemm's `terms` for step 8 (fp16 forward products of at most 32 rows)
+constexpr int kStep9 = 9;  // run_gemm's `terms` for step 9 (fp16 forward products on wgmma)
 
 // terms = 0: the 32 x 64 tile (steps 1-4), planned with plan_splits (at most max_splits slices; past
 // 16 with Epi = VecStoreEpi, a weight gradient takes the two-level fix-up). fp32, terms = 3: step 5
@@ -107,10 +108,14 @@ double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, 
           if (terms == kStep8) {
             REQUIRE(stream_rows_ok(p));
             plan_stream_rows(p, sm_count);
+          } else if (terms == kStep9) {
+            REQUIRE(wgmma_ok(p, device_cc()));
+            plan_f16wgmma(p, sm_count);
           } else {
             plan_f16mma(p, sm_count);
           }
         } else {
+          REQUIRE(terms != kStep9);  // step 9 takes the forward's operands (fp16 B [n][k]) only
           plan_f16mma(p, sm_count);
         }
       }
@@ -421,6 +426,41 @@ TEST_CASE("mlp: fp16 mma.sync GEMM (step 6) against float64 on its own operands,
         CHECK(e <= f16mma_tol(s.K));
       }
   CHECK(split_runs > 0);
+}
+
+// Step 9 (wgmma) on dense fp16 operands: the forward's, A [M][K] times W [N][K] (W's rows 16-byte
+// aligned: K a multiple of 8). M and N off the 64 x 64 tile and its 32-column warpgroup halves; K
+// off the 32-value k-tile (8, 40, 136, 1,000: a k-tile half or three quarters past K, zero-filled)
+// and long (8,200 split over the SMs, two levels of accumulation). One SM's plan (one slice) and an
+// H200's (split-K: the fix-up, the second launch bit for bit). A K whose rows are not 16-byte
+// aligned is refused by wgmma_ok (the plan keeps step 6 there).
+TEST_CASE("mlp: GEMM step 9 (wgmma) against float64 on fp16 operands, awkward shapes, split-K bit-stable") {
+  NB_SKIP_WITHOUT_DEVICE();
+  if (!wgmma_built(device_cc())) {
+    MESSAGE("skipped: GEMM step 9 needs compute capability 9.0 and sm_90a device code; this build/device has " << device_cc());
+    return;
+  }
+  struct Shape { int M, N, K; };
+  const Shape shapes[] = {{1, 10, 8},      {33, 100, 40},   {65, 300, 1000}, {129, 130, 8200},
+                          {257, 64, 784},  {300, 784, 136}, {64, 128, 8192}, {100, 33, 16}};
+  int split_runs = 0;
+  for (const Shape& s : shapes)
+    for (int sm : {1, 132}) {
+      int splits = 0;
+      const double e = run_gemm<__half>(Kind::Fwd, s.M, s.N, s.K, sm, &splits, kStep9);
+      split_runs += splits > 1;
+      INFO("M=" << s.M << " N=" << s.N << " K=" << s.K << " sm=" << sm << " splits=" << splits << " rel.err " << e
+                << " tol " << f16mma_tol(s.K));
+      CHECK(e <= f16mma_tol(s.K));
+    }
+  CHECK(split_runs > 0);
+  // W's rows at an odd multiple of 2 bytes: no 16-byte copies, refused.
+  GemmProblem<MatView<__half, true>, MatView<__half, false>, StoreEpi> p;
+  Dev<__half> w(static_cast<size_t>(10) * 100);
+  p.b = make_view<__half, false>(w.p, 100);
+  CHECK_FALSE(wgmma_ok(p, device_cc()));
+  p.b = make_view<__half, false>(w.p, 104);
+  CHECK(wgmma_ok(p, device_cc()));
 }
 
 TEST_CASE("mlp: GEMM step 8 (a few rows, the weights streamed) against float64, awkward shapes, split-K bit-stable") {

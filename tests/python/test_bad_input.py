@@ -172,6 +172,7 @@ P5_FLAG_CASES = [
     ("fp32-gemm-persistent", ["--fp32-gemm", "tile", "--launch", "persistent"], ["--fp32-gemm tile", "--launch graph"]),
     ("fp16-gemm-bad", ["--fp16-gemm", "wmma"], ["--fp16-gemm"]),
     ("fp16-gemm-fp32", ["--fp16-gemm", "mma"], ["--fp16-gemm mma", "--precision fp16"]),
+    ("fp16-gemm-wgmma-fp32", ["--fp16-gemm", "wgmma"], ["--fp16-gemm wgmma", "--precision fp16"]),
     ("fp16-gemm-cublas", ["--fp16-gemm", "mma", "--precision", "fp16", "--gemm", "cublas"], ["--fp16-gemm mma", "--gemm own"]),
     ("fp16-gemm-cluster", ["--fp16-gemm", "mma", "--precision", "fp16", "--optimizer", "sgd", "--dropout", "0",
                            "--launch", "cluster"], ["--fp16-gemm mma", "--launch graph"]),

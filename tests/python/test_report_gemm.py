@@ -154,12 +154,17 @@ def test_gemm_paragraph_says_which_records_read_the_gathered_bytes(tmp_path):
     rec16 = json.loads(path16.read_text(encoding="utf-8"))
     rows = rec16["metrics"]["gemm_bench"]
     rows += [dict(row, impl="own-f16-mma", tflops=row["tflops"] * 2) for row in rows if row["impl"] == "own-tile-wmma"]
+    # and step 9's (fp16 on wgmma), on the first layer's products only: a series of its own too
+    rows += [dict(row, impl="own-f16-wgmma", tflops=row["tflops"] * 3) for row in rows
+             if row["impl"] == "own-tile-wmma" and row["layer"] == 0]
     path16.write_text(json.dumps(rec16), encoding="utf-8")
     report, _, calls, _ = build(tmp_path, profiles)
     assert ("Layer 0's X: gathered from bytes as the step reads them in 1 of the 5 records, a dense random matrix in "
             "the others.") in report
     assert "own-f16-mma is step 6: fp16 products on `mma.sync` in step 5's 64 × 64 tile." in report
     assert "own-f16-mma (step 6: fp16 mma.sync, step 5's tile)" in calls[0]["legend"]
+    assert "own-f16-wgmma is step 9: the same tile with each warpgroup's 64 × 32 half on Hopper's `wgmma`" in report
+    assert "own-f16-wgmma (step 9: fp16 wgmma, step 5's tile)" in calls[0]["legend"]
 
 
 def test_gemm_row_over_its_tolerance_is_marked_and_named(tmp_path):

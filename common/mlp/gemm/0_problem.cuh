@@ -186,8 +186,9 @@ struct StoreEpi {
 //   F16Mma  step 6: fp16 products on mma.sync in step 5's tile (plan_f16mma);
 //   Fma64   step 7: fp32 FMAs in warp tiles in step 5's tile (plan_fma64);
 //   F16Stream  step 8: fp16 products of at most 32 rows, the weights streamed into the fragments
-//           (plan_stream_rows).
-enum class GemmRung : int { Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4 };
+//           (plan_stream_rows);
+//   F16Wgmma  step 9: the first layer's fp16 products on wgmma in step 5's tile (plan_f16wgmma).
+enum class GemmRung : int { Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4, F16Wgmma = 5 };
 
 template <class AV, class BV, class Epi>
 struct GemmProblem {

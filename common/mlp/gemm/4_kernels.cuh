@@ -127,6 +127,8 @@ template <class Tag, class P>
 inline void launch_fma64(const P& p, cudaStream_t st, bool pdl);  // step 7 (7_fma_warp_tiles.cuh)
 template <class Tag, class P>
 inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl);  // step 8 (8_stream_rows.cuh)
+template <class Tag, class P>
+inline void launch_f16wgmma(const P& p, cudaStream_t st, bool pdl);  // step 9 (9_f16_wgmma.cuh)
 
 // pdl: launch with programmatic stream serialization (phase 5's step; see pdl_wait).
 template <class Tag, class T, class P>
@@ -148,6 +150,10 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
     }
     if (p.rung == GemmRung::F16Stream) {
       launch_stream_rows<Tag, P>(p, st, pdl);
+      return;
+    }
+    if (p.rung == GemmRung::F16Wgmma) {
+      launch_f16wgmma<Tag, P>(p, st, pdl);
       return;
     }
   }

@@ -656,6 +656,40 @@ struct EarlyDraw : std::false_type {};
 template <class E>
 struct EarlyDraw<E, std::void_t<decltype(E::kEarlyDraw)>> : std::integral_constant<bool, E::kEarlyDraw> {};
 
+// After a 64 x 64 tile's mainloop (steps 5-7 and 9): its result in cs as two 32 x 64 sub-tiles
+// (every thread's store done and a barrier passed), the split-K fix-up of both, then each
+// sub-tile's epilogue.
+template <class P, bool kTwoLevel = false>
+__device__ __forceinline__ void tc64_epilogues(const P& p, float* cs, int m0, int bn, int split) {
+  using Epi = typename std::decay<decltype(p.epi)>::type;
+  const int n0 = bn * kXBN;
+  constexpr int kSubs = kXBM / kBM;
+  const int subs = min(kSubs, (p.M - m0 + kBM - 1) / kBM);  // sub-tiles inside M: the same for the tile row
+  // Split: both sub-tiles handed over at once (one fence and one counter, sub-tile 0's); the last
+  // block of the tile runs the epilogues.
+  const int tile0 = (m0 / kBM) * p.tiles_n() + bn;
+  if constexpr (kTwoLevel) {
+    if (!splitk_fixup_rows_two_level<kXThreads, VecFixup<Epi>::value, kSubs>(cs, p.ws, p.counters, tile0, p.tiles_n(),
+                                                                            subs, p.tiles(), split, p.splits))
+      return;
+  } else if (p.splits > 1 && !splitk_fixup_rows<kXThreads, VecFixup<Epi>::value, kSubs>(cs, p.ws, p.counters, tile0,
+                                                                                        p.tiles_n(), subs, split,
+                                                                                        p.splits)) {
+    return;
+  }
+#pragma unroll 1
+  for (int s = 0; s < subs; ++s) {
+    const int ms = m0 + s * kBM;
+    if (s > 0) {
+      __syncthreads();  // the previous sub-tile's epilogue is done with the per-block scratch
+      if constexpr (EarlyDraw<Epi>::value) p.epi.next_sub();
+      else p.epi.prefetch(ms, n0, p.M, p.N);
+      __syncthreads();
+    }
+    p.epi(cs + s * (kBM * kLdc), ms, n0, p.M, p.N);
+  }
+}
+
 // One (64 x 64 tile, split) with the products of Acc (step 5's AccumX3, step 6's AccumF16): the
 // cp.async pipeline, the split-K fix-up of both 32-row sub-tiles, then each one's epilogue.
 // kTwoLevel: an instance for products planned past kFixupGroup slices (step 7's long-K products
@@ -758,31 +792,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   acc.template store_tile<AV, BV>(cs);
   __syncthreads();
 
-  constexpr int kSubs = kXBM / kBM;
-  const int subs = min(kSubs, (p.M - m0 + kBM - 1) / kBM);  // sub-tiles inside M: the same for the tile row
-  // Split: both sub-tiles handed over at once (one fence and one counter, sub-tile 0's); the last
-  // block of the tile runs the epilogues.
-  const int tile0 = (m0 / kBM) * p.tiles_n() + bn;
-  if constexpr (kTwoLevel) {
-    if (!splitk_fixup_rows_two_level<kXThreads, VecFixup<Epi>::value, kSubs>(cs, p.ws, p.counters, tile0, p.tiles_n(),
-                                                                            subs, p.tiles(), split, p.splits))
-      return;
-  } else if (p.splits > 1 && !splitk_fixup_rows<kXThreads, VecFixup<Epi>::value, kSubs>(cs, p.ws, p.counters, tile0,
-                                                                                        p.tiles_n(), subs, split,
-                                                                                        p.splits)) {
-    return;
-  }
-#pragma unroll 1
-  for (int s = 0; s < subs; ++s) {
-    const int ms = m0 + s * kBM;
-    if (s > 0) {
-      __syncthreads();  // the previous sub-tile's epilogue is done with the per-block scratch
-      if constexpr (EarlyDraw<Epi>::value) p.epi.next_sub();
-      else p.epi.prefetch(ms, n0, p.M, p.N);
-      __syncthreads();
-    }
-    p.epi(cs + s * (kBM * kLdc), ms, n0, p.M, p.N);
-  }
+  tc64_epilogues<P, kTwoLevel>(p, cs, m0, bn, split);
 }
 
 template <class Tag, class P, int kTerms>
