@@ -431,9 +431,9 @@ TEST_CASE("mlp: fp16 mma.sync GEMM (step 6) against float64 on its own operands,
 // Step 9 (wgmma) on dense fp16 operands: the forward's, A [M][K] times W [N][K] (W's rows 16-byte
 // aligned: K a multiple of 8). M and N off the 64 x 64 tile and its 32-column warpgroup halves; K
 // off the 32-value k-tile (8, 40, 136, 1,000: a k-tile half or three quarters past K, zero-filled)
-// and long (8,200 split over the SMs, two levels of accumulation). One SM's plan (one slice) and an
-// H200's (split-K: the fix-up, the second launch bit for bit). A K whose rows are not 16-byte
-// aligned is refused by wgmma_ok (the plan keeps step 6 there).
+// and long (8,200 split over the SMs, two levels of accumulation); K off 8 (37, 100, 1,001) with
+// padded rows. One SM's plan (one slice) and an H200's (split-K: the fix-up, the second launch bit
+// for bit). Rows that are not 16-byte aligned are refused by wgmma_ok (the plan keeps step 6 there).
 TEST_CASE("mlp: GEMM step 9 (wgmma) against float64 on fp16 operands, awkward shapes, split-K bit-stable") {
   NB_SKIP_WITHOUT_DEVICE();
   if (!wgmma_built(device_cc())) {
@@ -454,6 +454,44 @@ TEST_CASE("mlp: GEMM step 9 (wgmma) against float64 on fp16 operands, awkward sh
       CHECK(e <= f16mma_tol(s.K));
     }
   CHECK(split_runs > 0);
+  // K off 8 with both operands' rows padded to a multiple of 8 values (16-byte aligned rows): the last
+  // k-tile's copies carry 2 ... 14 bytes of a row, zero-filled past K; the padding holds NaN, so a
+  // copy that read past K would fail the check.
+  for (int K : {37, 100, 1001})
+    for (int sm : {1, 132}) {
+      const int M = 70, N = 90, ld = (K + 7) / 8 * 8;
+      std::vector<float> a = random_vec(static_cast<size_t>(M) * ld), w = random_vec(static_cast<size_t>(N) * ld);
+      for (auto* v : {&a, &w})
+        for (size_t i = 0; i < v->size(); ++i)
+          (*v)[i] = static_cast<int>(i % ld) < K ? __half2float(__float2half_rn((*v)[i])) : std::nanf("");
+      std::vector<double> ref(static_cast<size_t>(M) * N, 0.0);
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          double acc = 0;
+          for (int k = 0; k < K; ++k)
+            acc += static_cast<double>(a[static_cast<size_t>(m) * ld + k]) * w[static_cast<size_t>(n) * ld + k];
+          ref[static_cast<size_t>(m) * N + n] = acc;
+        }
+      Dev<__half> da(convert<__half>(a)), dw(convert<__half>(w));
+      Dev<float> dc(static_cast<size_t>(M) * N);
+      dc.poison();
+      GemmProblem<MatView<__half, true>, MatView<__half, false>, StoreEpi> p;
+      p.M = M, p.N = N, p.K = K;
+      p.a = make_view<__half, true>(da.p, ld), p.b = make_view<__half, false>(dw.p, ld);
+      p.epi.c = dc.p, p.epi.ldc = N;
+      REQUIRE(wgmma_ok(p, device_cc()));
+      plan_f16wgmma(p, sm);
+      Dev<float> ws(std::max<size_t>(ws_floats(p), 1));
+      Dev<unsigned> ctr(std::max<size_t>(counter_slots(p), 1));
+      ctr.zero();
+      p.ws = ws.p, p.counters = ctr.p;
+      launch_gemm<p4_gemm_fwd, __half>(p, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const double e = rel(dc.get(), ref);
+      INFO("padded rows: M=" << M << " N=" << N << " K=" << K << " ld=" << ld << " sm=" << sm << " splits=" << p.splits
+                             << " rel.err " << e);
+      CHECK(e <= f16mma_tol(K));
+    }
   // W's rows at an odd multiple of 2 bytes: no 16-byte copies, refused.
   GemmProblem<MatView<__half, true>, MatView<__half, false>, StoreEpi> p;
   Dev<__half> w(static_cast<size_t>(10) * 100);

@@ -3,7 +3,7 @@
 //
 // Adds: step 6's 64 x 64 tile, pipeline, split-K hand-over and epilogues, with each warpgroup (4
 // warps) computing a 64 x 32 half of the tile by one wgmma.m64n32k16 a k-step, where step 6's 8 warps
-// issue 16 mma.sync m16n8k16 for the same 64 x 64 x 16 and read both operands' fragments for them.
+// issue 32 mma.sync m16n8k16 for the same 64 x 64 x 16 and read both operands' fragments for them.
 // A stays in registers (what step 6 reads for one MMA: fp16 by ldmatrix, the gathered images' bytes
 // as f16x2 integers); B is read by the tensor cores from shared memory, staged in wgmma's canonical
 // K-major layout (8 x 8 core matrices of 16-byte rows): fp16 weights W [n][k] by 16-byte cp.async
@@ -12,19 +12,22 @@
 // The one design decision: keep B's layout canonical without swizzle and put the conversion of the
 // bytes where it costs once a k-tile (A in registers, B by the block), so every tile, split and
 // epilogue of steps 5-6 is reused as it is and only the inner k-tile changes.
-// Runs where it can (plan_f16wgmma's caller checks wgmma_fits and wgmma_ok): A fp16 (either
+// Runs where it can (plan_f16wgmma's callers check wgmma_ok; the operand types: WgmmaFits): A fp16 (either
 // orientation) or bytes [m][k]; B fp16 [n][k] with 16-byte aligned rows, or bytes [k][n]. Built for
 // sm_90a (the Makefile's default gencode); elsewhere the kernel body is empty and the plan refuses it.
 // The sums are exact to fp32 rounding as step 6's: each k-tile (two wgmma k-steps) sums on the
 // tensor cores into fresh registers, added to the running sums in fp32.
-// Prediction, before measuring (H200, W1 at batch 8,192; step 6 25.2 and 31.5 us, ~176 instructions
-// a warp a k-tile, issue-bound: phase5_batched__gemm-b8192-fp16.json, e802857): the gathered forward
-// (256 tiles, one wave) ~77 instructions a warp a k-tile (A's 8 16-bit loads, 4 permutes and 8
-// conversions, 16 FADDs of the second level, 2 wgmma with their fence, commit and wait, 3 copies):
-// ~11 us if time still follows instructions, against ~6 us of L2 -> SM traffic (32 MB: W re-read by
-// each of the 128 row tiles); the weight gradient (26 tiles, 10 slices) ~90 (the bytes' conversion
-// ~26, a second barrier): ~16 us. W1's fp16 step 88.35 -> ~59 us, ~2.2x our fp32 (131.4).
-// Measured: not yet (profiles/nvidia-h200/logs/wgmma_<commit>/, the call in its README).
+// Prediction, before measuring (H200, W1 at batch 8,192; step 6 25.2 and 31.5 us, issue-bound at ~176
+// instructions a warp a k-tile in the forward: phase5_batched__gemm-b8192-fp16.json, e802857). Counted
+// in this build's SASS (nvdisasm, the fast path of a k-tile): the gathered forward ~116 (A's 8 16-bit
+// loads, 4 permutes and 16 conversion instructions, 16 FADDs of the second level, the proxy fence's
+// MEMBAR.ALL.CTA, 2 HGMMA with their arrive and wait, 3 copies): ~17 us if time follows instructions,
+// against ~6 us of L2 -> SM traffic (32 MB: W re-read by each of the 128 row tiles). The weight
+// gradient ~205, about what step 6 executes for it (the bytes' conversion moves from the fragments to
+// one pass a k-tile, with a second barrier): ~31 us, no gain predicted. W1's fp16 step 88.35 -> ~80 us,
+// ~1.64x our fp32 (131.4). A risk: if the proxy fence's MEMBAR waits for the copies still in flight,
+// the four stages act as one and the forward gains nothing.
+// Measured: not yet; the call that will: profiles/nvidia-h200/logs/next_839f03c/ (README).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -65,6 +68,12 @@ __host__ __device__ constexpr int wg_b_offset(int n, int k) {
   return (k / 8) * kWgLbo + (n / 8) * kWgSbo + (n % 8) * 16 + (k % 8) * 2;
 }
 constexpr int kWgStages = 4;  // k-tiles in flight
+// A's staged rows: step 5's strides, but 40 bytes for a byte A [m][k] (wg_a_frags' 16-bit loads of a
+// warp then hit 16 distinct banks; step 5's 36 puts two of them on one).
+template <class AV>
+constexpr int wg_a_ld32() {
+  return ByteRows<AV>::value ? 40 : 0;  // (0: X3Tile's own)
+}
 
 // Dynamic shared memory: kWgStages stages of A's tile (step 5's staging) and B's (canonical fp16,
 // or bytes as step 6 stages them), B's converted tile for a byte B, and the result's two 32 x 64
@@ -73,7 +82,7 @@ template <class P>
 struct WgLayout {
   using BV = typename P::BView;
   static constexpr bool kBBytes = ByteRows<BV>::value;
-  static constexpr int kA = x3_round128(x3_tile_bytes<typename P::AView>());
+  static constexpr int kA = x3_round128(x3_tile_bytes<typename P::AView, wg_a_ld32<typename P::AView>() ? wg_a_ld32<typename P::AView>() : X3Tile<typename P::AView>::kLd32>());
   static constexpr int kB = kBBytes ? x3_round128(x3_tile_bytes<BV>()) : kWgBTile;
   static constexpr int kStage = kA + kB;
   static constexpr int kCvt = kBBytes ? kWgBTile : 0;
@@ -112,6 +121,14 @@ __device__ __forceinline__ void wg_wait_all() {
 #if NB_WGMMA_DEVICE
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
+}
+// A's registers, computed by ordinary instructions, pinned before wgmma.fence (so that none of
+// their conversions moves past it).
+__device__ __forceinline__ void wg_pin(uint32_t (&a)[2][4]) {
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[s][e])::"memory");
 }
 // The accumulators and A's registers are read and written by the tensor cores until the wait: this
 // empty asm, after the wait, keeps the compiler from reading the one or reusing the other before.
@@ -157,16 +174,16 @@ __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], const uint32_t (
 
 // ------------------------------------------------------------------ the operands
 // A's fragments for the k-tile's two k-steps, this warp's 16 rows of the warpgroup's 64 (rows 16 q ..
-// +15, q = warp % 4). fp16: step 6's ldmatrix. Bytes [m][k] (rows X3Ld<uint8_t>::k32 = 36 apart):
-// a0..a3 need the byte pairs (g, 2t..2t+1), (g+8, ..), (g, 2t+8..2t+9), (g+8, ..): two 16-bit loads
-// a row and k-step, one byte permute into a word (k = 2t, 2t+1, 2t+8, 2t+9), two conversions
-// (bytes_as_f16x2). Banks: a warp's 16-bit loads of a row pair lie in words 9 g + t / 2 (+ 4):
-// distinct for the 8 rows, shared by lanes t and t + 1 (one broadcast).
+// +15, q = warp % 4). fp16: step 6's ldmatrix. Bytes [m][k] (rows wg_a_ld32 = 40 apart): a0..a3
+// need the byte pairs (g, 2t..2t+1), (g+8, ..), (g, 2t+8..2t+9), (g+8, ..): two 16-bit loads a row
+// and k-step, one byte permute into a word (k = 2t, 2t+1, 2t+8, 2t+9), two conversions
+// (bytes_as_f16x2). Banks: a warp's 16-bit loads lie in words 10 g + t / 2 (+ 2, + 4, + 6): 16
+// distinct banks, lanes t and t + 1 sharing a word.
 template <class AV>
 __device__ __forceinline__ void wg_a_frags(const void* as, uint32_t (&a)[2][4]) {
   const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4;
   if constexpr (ByteRows<AV>::value) {
-    constexpr int kLd = X3Ld<uint8_t>::k32;
+    constexpr int kLd = wg_a_ld32<AV>();
     const int g = lane / 4, t = lane % 4;
     const auto* s = static_cast<const uint8_t*>(as);
 #pragma unroll
@@ -195,22 +212,24 @@ struct WgBRows {
   const __half* src = nullptr;  // the slice's first k-tile's 8 values (the matrix's base when n >= N)
   int k = 0;                    // their first k
   int soff = 0;                 // byte offset in a stage
-  bool inside = false;          // n < N
+  int full = 0;                 // the bytes a k-tile wholly inside the slice copies: 16, or 0 past N
   __device__ __forceinline__ void init(const V& v, int n0, int kbeg, int N) {
     static_assert(kXThreads == 4 * kXBN && kXBK == 32, "one 16-byte chunk a thread a k-tile");
     const int n = threadIdx.x / 4, kc = threadIdx.x % 4;
-    inside = n0 + n < N;
+    const bool inside = n0 + n < N;
     k = kbeg + 8 * kc;
     src = inside ? v.p + static_cast<size_t>(n0 + n) * v.ld + k : v.p;
     soff = wg_b_offset(n, 8 * kc);
+    full = inside ? 16 : 0;
   }
-  // k-tile s of the slice [kbeg, kend) into the stage at dst.
-  __device__ __forceinline__ void issue(int s, const void* dst, int kend) const {
-    const int ks = k + s * kXBK;
-    const int valid = inside ? max(0, min(8, kend - ks)) : 0;
-    const __half* g = valid > 0 ? src + s * kXBK : src;
-    const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(dst)) + soff;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(2 * valid));
+  // k-tile s of the slice [kbeg, kend) into the stage at dst (its shared address); kWhole: the k-tile
+  // lies wholly inside the slice (nothing to work out but the source).
+  template <bool kWhole>
+  __device__ __forceinline__ void issue(int s, unsigned dst, int kend) const {
+    int nbytes = full;
+    if constexpr (!kWhole) nbytes = full > 0 ? 2 * max(0, min(8, kend - (k + s * kXBK))) : 0;
+    const __half* g = nbytes > 0 ? src + s * kXBK : src;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + soff), "l"(g), "r"(nbytes));
   }
 };
 
@@ -257,7 +276,8 @@ __device__ __forceinline__ void wg_tile(const P& p) {
 
   X3Rows<AV> ra;  // a byte operand's row ids for the next stage to issue (as step 5)
   X3Rows<BV> rb;
-  X3Stream<kXBM, kXBK, true, 0, AV> sa{};
+  constexpr int kALd32 = wg_a_ld32<AV>();
+  X3Stream<kXBM, kXBK, true, kALd32, AV> sa{};
   X3Stream<kXBK, kXBN, false, 0, BV> sb{};  // a byte B
   WgBRows<BV> wb{};                         // an fp16 B
   int nfa = 0, nfb = 0;
@@ -265,7 +285,7 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   auto issue_a = [&](int s, int st) {
     const int* ids = decltype(sa)::kIdsAlongK ? ra.ids() : nullptr;
     if (s < nfa) sa.issue(p.a, s, a_stage(st), ids);
-    else x3_issue<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(st), ids);
+    else x3_issue<kXBM, kXBK, kALd32>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(st), ids);
   };
   auto issue_b = [&](int s, int st) {
     if constexpr (kBBytes) {
@@ -273,7 +293,9 @@ __device__ __forceinline__ void wg_tile(const P& p) {
       if (s < nfb) sb.issue(p.b, s, b_stage(st), ids);
       else x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(st), ids);
     } else {
-      wb.issue(s, b_stage(st), kend);
+      const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(b_stage(st)));
+      if (s < nfull) wb.template issue<true>(s, dst, kend);
+      else wb.template issue<false>(s, dst, kend);
     }
   };
   auto fetch_a = [&](int s) {
@@ -320,31 +342,35 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   float d[16];                      // the running sums (the second level)
 #pragma unroll
   for (int e = 0; e < 16; ++e) d[e] = 0.f;
+  // The descriptors of B's stages (one add a k-tile): a descriptor's address field is the byte
+  // address >> 4, and no stage's offset carries out of it (dynamic shared memory < 256 KB).
+  const uint64_t desc0 = wg_desc(kBBytes ? cvt : b_stage(0)) + static_cast<uint64_t>((h * 4 * kWgSbo) >> 4);
+  static_assert(Lay::kStage % 16 == 0 && kWgLbo % 16 == 0, "descriptor offsets in 16-byte units");
   int rs = 0, ws = kSt - 1;
   for (int t = 0; t < nst; ++t) {
     x3_wait<kSt - 2>();  // stage t has landed (this thread's copies) ...
-    wg_fence_proxy();    // ... for the tensor cores' reads too ...
-    __syncthreads();     // ... and everyone's; every warpgroup is done with stage t - 1
+    // ... for the tensor cores' reads too (a byte B: they read the converted tile, fenced below) ...
+    if constexpr (!kBBytes) wg_fence_proxy();
+    __syncthreads();  // ... and everyone's; every warpgroup is done with stage t - 1
     const int nx = t + kSt - 1;
-    if (nx < nst) {
-      issue_a(nx, ws), issue_b(nx, ws);
-      if (nx + 1 < nst) fetch_a(nx + 1), fetch_b(nx + 1);
-    }
+    if (nx < nst) issue_a(nx, ws), issue_b(nx, ws);
     x3_commit();
-    const unsigned char* bsm = b_stage(rs);
+    uint32_t a[2][4];
+    wg_a_frags<AV>(a_stage(rs), a);
     if constexpr (kBBytes) {  // (the previous k-tile's wgmma read cvt and waited before the barrier above)
       wg_bytes_to_f16(b_stage(rs), cvt);
       wg_fence_proxy();
       __syncthreads();
-      bsm = cvt;
     }
-    uint32_t a[2][4];
-    wg_a_frags<AV>(a_stage(rs), a);
+    const uint64_t desc = kBBytes ? desc0 : desc0 + static_cast<uint64_t>((rs * Lay::kStage) >> 4);
     float part[16];  // this k-tile's sums (the first level)
+    wg_pin(a);
     wg_fence();
-    wgmma_m64n32k16<false>(part, a[0], wg_desc(bsm + h * 4 * kWgSbo));
-    wgmma_m64n32k16<true>(part, a[1], wg_desc(bsm + 2 * kWgLbo + h * 4 * kWgSbo));
+    wgmma_m64n32k16<false>(part, a[0], desc);
+    wgmma_m64n32k16<true>(part, a[1], desc + static_cast<uint64_t>((2 * kWgLbo) >> 4));
     wg_commit();
+    // The next stage's row ids (global loads) under the tensor cores' work.
+    if (nx < nst && nx + 1 < nst) fetch_a(nx + 1), fetch_b(nx + 1);
     wg_wait_all();
     wg_hold(part, a);
 #pragma unroll

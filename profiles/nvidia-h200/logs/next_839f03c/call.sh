@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The first call of the row chain (--row-chain on, phase5_batched/5a_row_chain.cuh) and of GEMM step 9
+# (--fp16-gemm wgmma, common/mlp/gemm/9_f16_wgmma.cuh), one build of 839f03c for both (made on the host).
+#   STAGE=a  (~5 min) their GPU tests first, then every GPU test case, then --validate on the row-chain
+#            and wgmma paths at validate_sweep.sh's shapes;
+#   STAGE=b  (~6 min) the GEMM benchmark (fp16 at batch 8,192 / 2,048, fp32 at 8,192), W1's step with
+#            --fp16-gemm auto against wgmma (fp16, batch 1,024 ... 8,192) and with the row chain off
+#            against on (fp32 and fp16, batch 32 / 64 / 1,024 / 8,192), 2 rounds alternating, then
+#            traced runs with --pdl off for the kernel tables.
+# Carry: .carry/data, .carry/bins/nx_p5.xz and nx_tests.xz, .carry/call. Results: $OUT/nx-<stage>.tgz.
+set -u
+STAGE=${STAGE:-a}
+export NB_GIT_COMMIT=${NB_GIT_COMMIT:-839f03c}  # the carried builds' commit
+R=build/nx-$STAGE; rm -rf $R; mkdir -p $R/scratch $R/ab $R/traced $R/gemm
+T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
+pack() { local f; f=$(mktemp -p $OUT .nx.XXXXXX); tar czf $f --exclude=scratch $R 2>/dev/null; mv $f $OUT/nx-$STAGE.tgz; }
+( exec >/dev/null 2>&1; while sleep 30; do pack; done ) & WD=$!
+mkdir -p build/tests
+xz -dc .carry/bins/nx_p5.xz > build/phase5_batched & P1=$!
+xz -dc .carry/bins/nx_tests.xz > build/tests/gpu_tests & P2=$!
+wait $P1 $P2; chmod +x build/phase5_batched build/tests/gpu_tests
+D=.carry/data/mnist
+t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,compute_cap --format=csv,noheader | head -1)"
+if [ "$STAGE" = a ]; then
+  timeout 150 build/tests/gpu_tests -tc="*step 9*,*row chain*" > $R/test-new.log 2>&1; t "new tests rc $?: $(tail -2 $R/test-new.log | tr '\n' ' ')"
+  pack
+  timeout 240 build/tests/gpu_tests > $R/tests.log 2>&1; t "all GPU tests rc $?: $(tail -3 $R/tests.log | tr '\n' ' ')"
+  pack
+  DATA=$D ONLY='row-chain|wgmma' NO_BUILD=1 timeout 200 scripts/validate_sweep.sh $R/validate.log > /dev/null 2>&1; t "validate rc $?: $(tail -2 $R/validate.log | tr '\n' ' ')"
+else
+  for spec in "8192 fp16" "2048 fp16" "8192 fp32"; do set -- $spec
+    timeout 120 build/phase5_batched --data $D --batch $1 --precision $2 --gemm-compare --out $R/gemm --tag gemm-b$1-$2 > $R/gemm/b$1-$2.log 2>&1
+    t "gemm-compare b=$1 $2 rc $?"
+  done
+  pack
+  ab() {  # ab NAME OPTION "VALUE1 VALUE2" BATCHES PRECISIONS
+    local name=$1 opt=$2 vals=$3 bs=$4 prs=$5 r b pr v M e
+    for r in 1 2; do for b in $bs; do for pr in $prs; do
+      M=$vals; [ $r = 2 ] && M=$(echo $vals | awk '{print $2, $1}')
+      e=2; [ $b -ge 1024 ] && e=$(( b / 512 ))
+      for v in $M; do
+        timeout 60 build/phase5_batched --data $D --batch $b --precision $pr --epochs $e --dropout 0.2 --deterministic --no-cupti \
+          --workload mlp_batch_sweep $opt $v --out $R/ab --tag ab-$name-$pr-b$b-$v-r$r > $R/ab/$name-$pr-b$b-$v-r$r.log 2>&1
+        echo "$name r=$r b=$b $pr $opt $v rc $?" >> $R/ab/rc.txt
+      done
+    done; done; done
+  }
+  ab wg --fp16-gemm "auto wgmma" "1024 2048 4096 8192" fp16; t "ab wgmma"; pack
+  ab rc --row-chain "off on" "32 64 1024 8192" "fp32 fp16"; t "ab row chain"; pack
+  for spec in "8192 fp16 --fp16-gemm auto" "8192 fp16 --fp16-gemm wgmma" "8192 fp32 --row-chain off" "8192 fp32 --row-chain on" \
+              "32 fp32 --row-chain off" "32 fp32 --row-chain on"; do set -- $spec
+    timeout 60 build/phase5_batched --data $D --batch $1 --precision $2 --epochs 2 --dropout 0.2 --pdl off --workload mlp_batch_sweep $3 $4 \
+      --out $R/traced --tag traced-b$1-$2-$4 > $R/traced/b$1-$2-$4.log 2>&1; t "traced b=$1 $2 $3 $4 rc $?"
+  done
+  python3 - $R <<'PY' | tee -a $R/summary.txt
+import json, glob, collections, statistics, sys
+d = collections.defaultdict(lambda: collections.defaultdict(list)); acc = collections.defaultdict(dict)
+for f in sorted(glob.glob(sys.argv[1] + "/ab/*__ab-*.json")):
+    r = json.load(open(f)); name, v, _ = f.split("__ab-")[-1][:-5].rsplit("-", 2)
+    d[name][v].append(r["timing"]["per_step_ms"]["median"] * 1000)
+    acc[name][v] = (r["metrics"].get("test_accuracy"), r["metrics"].get("train_loss"))
+for n in sorted(d):
+    vs = sorted(d[n]); m = {k: statistics.median(x) for k, x in d[n].items()}
+    print("%-18s " % n + "  ".join("%s %8.2f us (rounds %s) acc/loss %s" % (k, m[k], ["%.2f" % x for x in d[n][k]], acc[n][k]) for k in vs) +
+          ("  ratio %s/%s x%.3f" % (vs[0], vs[1], m[vs[0]] / m[vs[1]]) if len(vs) == 2 else ""))
+for f in sorted(glob.glob(sys.argv[1] + "/gemm/*.json")):
+    r = json.load(open(f)); print(f.split("__")[-1], "passed" if r["validation"]["passed"] else "FAILED")
+    for row in r["metrics"]["gemm_bench"]:
+        if row["layer"] == 0:
+            print("   %-16s %-14s %8.1f us %7.1f TFLOP/s rel.err %.2e splits %d" % (row["product"], row["impl"], row["ms"] * 1e3,
+                  row["tflops"], row["rel_err"] or float("nan"), row["splits"]))
+for f in sorted(glob.glob(sys.argv[1] + "/traced/*__traced-*.json")):
+    r = json.load(open(f)); print(f.split("__")[-1], "plan:", [(p["product"], p["rung"], p["splits"]) for p in r["metrics"].get("gemm_plan", [])][:4])
+    for k in (r.get("kernels") or [])[:12]:
+        print("   grid %5d mean %8.2f us, calls %5d  %s" % (k["grid"][0], k["mean_ns"] / 1e3, k["calls"], k["name"][:110]))
+PY
+fi
+kill $WD 2>/dev/null; wait $WD 2>/dev/null; pack; t packed
