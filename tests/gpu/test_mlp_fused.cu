@@ -678,8 +678,9 @@ TEST_CASE("mlp fused: first-layer update reads the batch through the gather view
 // and widths off the tiles, split and unsplit (one SM's plan and an H200's), the second launch bit
 // for bit.
 // fma: step 7 (FMA warp tiles, the bytes converted to floats once a k-tile) instead of step 5;
-// wgmma: step 9 instead of step 6 (A's bytes made f16x2 in registers; B's bytes converted into
-// wgmma's canonical layout once a k-tile), also at batch 4,097 (a long K, split).
+// wgmma: step 9 instead of step 6 (the forward's bytes made f16x2 in registers, W from shared memory;
+// the weight gradient with its roles swapped: the bytes X^T in registers, dZ from shared memory,
+// the tile stored transposed), also at batch 4,097 (a long K, split).
 template <class T>
 void gathered_bytes_on_tensor_cores(bool fma = false, bool wgmma = false) {
   constexpr bool kHalf = std::is_same<T, __half>::value;
@@ -737,16 +738,21 @@ void gathered_bytes_on_tensor_cores(bool fma = false, bool wgmma = false) {
         INFO("forward B=" << B << " N=" << N << " sm=" << sm << " splits=" << f.splits << " err " << rel(zf, rf));
         CHECK(rel(zf, rf) <= tol(784));
 
-        const auto dz = rvec(static_cast<size_t>(B) * N, -0.1f, 0.1f);
+        // dZ [B][ldz]: step 9 copies its rows 16 bytes at a time, so there they are padded to a
+        // multiple of 8 values (the padding NaN: read, it would fail the check).
+        const int ldz = wgmma ? (N + 7) / 8 * 8 : N;
+        auto dz = rvec(static_cast<size_t>(B) * ldz, -0.1f, 0.1f);
+        for (size_t i = 0; i < dz.size(); ++i)
+          if (static_cast<int>(i % ldz) >= N) dz[i] = std::nanf("");
         Dev<T> ddz(cvtv<T>(dz));
         GemmProblem<MatView<T, false>, GatherView<T>, StoreEpi> g;  // dZ^T · X: N rows, 784 columns
         g.M = N, g.N = 784, g.K = B;
-        g.a = make_view<T, false>(ddz.p, N);
+        g.a = make_view<T, false>(ddz.p, ldz);
         g.b.data = d.dpx.p, g.b.ld = 784, g.b.rows = d.rows(B, 1);
         plan(g, sm);
         splits += g.splits > 1;
         const auto zg = run_twice(g);
-        const auto rg = matmul(N, 784, B, [&](int m, int k) { return held(dz, static_cast<size_t>(k) * N + m); }, x);
+        const auto rg = matmul(N, 784, B, [&](int m, int k) { return held(dz, static_cast<size_t>(k) * ldz + m); }, x);
         INFO("weight gradient B=" << B << " N=" << N << " sm=" << sm << " splits=" << g.splits << " err " << rel(zg, rg));
         CHECK(rel(zg, rg) <= tol(B));
       }

@@ -6,105 +6,23 @@
 // product, is dropped). One TF32 operand keeps 11 significant bits; the pair keeps about 22, close
 // to fp32's 24, so the sums stay inside the fp32 tolerance against float64. 64 x 64 block tiles,
 // 8 warps of 32 x 16; the k-tiles arrive by a three-stage cp.async pipeline, each operand staged
-// in its own element type (phase 5's gathered images as bytes).
+// in its own element type (phase 5's gathered images as bytes, multiplied as exact integers: two
+// products, not three, the sums divided by 255 once).
 // The one design decision: keep every epilogue of steps 0-4 unchanged. The 64 x 64 result tile is
 // written to shared memory as two 32 x 64 sub-tiles in the layout those epilogues read (row stride
 // kLdc), and each sub-tile goes through the epilogue exactly as a block of the 32 x 64 kernel
-// would; a split product hands both sub-tiles over in one split-K fix-up (their workspace slots
-// those of the 32 x 64 tiles, one counter: splitk_fixup_rows).
+// would; a split product hands both sub-tiles over in one split-K fix-up (tc64_epilogues).
 // Prediction, before measuring (H200, W1 at batch 8,192): the two big products (8,192 x 128 x 784
 // forward, 128 x 784 x 8,192 weight gradient, 1.64 GFLOP each) cost 4.9 GFLOP of TF32 work each
 // here; at half of the dense TF32 peak that mma.sync reaches (about 250 TFLOP/s) that is about
 // 20 us each, against 202 and 273 us for the 32 x 64 SIMT tile inside phase 5's step.
-// Measured, with every fragment read of a byte converting it (H200, 198c177): 59.3 and 71.8 us,
-// 27.7 and 22.9 TFLOP/s (cuBLASLt fp32 32.7 and 22.2): profiles/nvidia-h200/phase5_batched__gemm-
-// b8192.json — a sixth of the tensor cores' TF32 rate (report/phase_notes/phase5_batched.md says
-// what stands in the way). The split-K plan fills one wave: with 11 K slices (rounded up) the
-// weight gradient ran 286 blocks where 264 fit, 97 us; with 10 (260 blocks) it was predicted at
-// the forward's 60-65 us and takes 71.8. Same code, later (8033768, profiles/nvidia-h200/logs/
-// f16mma_8033768/gemm-b8192.log): 70.7 and 89.2 us.
-// Then: the gathered bytes by table. Each block fills a table of the 256 bytes' TF32 parts once
-// (the bits split_tf32(byte_over_255(b)) gives, hi and lo planes, 2 KB), and a
-// fragment read of a byte is a byte load and two 4-byte loads where it was a conversion (a product
-// and two FMAs) and a split (two emulated cvt.rna and a subtraction): the same MMA operands in the
-// same order, bit for bit.
-// Prediction, before measuring (H200, batch 8,192, gathered; 70.7 and 89.2 us before): issue-bound
-// (0.63 instructions a cycle per scheduler), time follows instructions. 70.7 us holds about 880 a
-// warp a k-tile (25 k-tiles, 4 warps a scheduler); the table takes ~290 of them out of the forward
-// (SASS from a k-tile's first fragment load to its last MMA: 829 -> 541; A's 32 bytes a thread a
-// k-tile, ~9 instructions each): x0.67, about 47 us. The weight gradient reads half as many bytes
-// (B's 16): 889 -> 741 of the ~1,070 its time holds (split-K fix-up included): x0.86, about 77 us.
-// The risk: 64 more 4-byte shared loads a k-tile, and lanes reading different entries of a plane
-// conflict on banks (MNIST's zeros broadcast): shared memory may limit before issue does.
-// Measured (H200, 77c2cf1, profiles/nvidia-h200/logs/sweep_77c2cf1/gemm-8192.log): 77.2 and 72.6 us:
-// the weight gradient as predicted, the forward slower than before (70.7). Inside W1's step at
-// 8,192 (PDL on) the two kernels went 145.0 -> 121.7 and 105.2 -> 94.1 us and the step 241.3 ->
-// 215.7 (logs/sweep_693098b/logs-c/sweep-8192.log, b417a38 -> 693098b, two H200s of one kind);
-// with the branched backward 189.8 (465b2a2, profiles/nvidia-h200/logs/sweep_465b2a2/).
-// Then: the bytes as integers. A byte is exact in TF32 (an integer below 2^11 keeps its bits), so
-// the gathered operand is multiplied as b, its cross term drops (8 MMAs a k-step where 12 were) and
-// the finished sums are divided by 255 once. In the forward both tiles run along k, so the k-tile's
-// 32 values are dealt to the lanes in an order chosen for the loads (an MMA sums its 8 in any
-// order): a lane's bytes come as whole words and its weights as 16-byte loads (mma_along_k).
-// Prediction, before measuring (H200, batch 8,192; GEMM benchmark 78.1 and 73.6 us before): the
-// forward's ~541 instructions a warp a k-tile become ~200 (A: 8 word loads and 64 byte-to-float
-// steps where 96 loads were; B: 4 loads and 48 split steps; 32 MMAs; addresses): if time still
-// follows instructions, about 35 us. The weight gradient loses 16 MMAs and 16 table loads of its
-// ~741 a k-tile: about 70 us. W1's step at 8,192: 189.8 -> about 150 us.
-// Measured (H200, 16be240, profiles/nvidia-h200/logs/bytes_16be240/gemm-b8192-new.log): 45.3 and
-// 68.8 us (36.3 and 23.9 TFLOP/s; 79.5 and 74.3 before in the same call; cuBLASLt fp32 53.1 and
-// 75.3); the step 190.6 -> 172.3 us. Stall samples (logs/ncu_16be240/): at 0.4-0.5 instructions
-// a cycle a scheduler both wait on dependent chains; in the weight gradient the split of A's fp32
-// values is 37% of the instructions and the gathered rows' ids, loaded at each copy, 17% of the
-// stall samples.
-// Then: the row ids a stage ahead (X3Rows) and the rounding as two integer instructions (tf32_rna).
-// Prediction, before measuring: the weight gradient sheds most of the 17% and ~45 of its ~555
-// instructions a warp a k-tile: 68.8 -> about 55 us; the forward a little (its rows are the same
-// every k-tile, 5% of its samples): 45 -> 43 us.
-// Measured (H200, a0f96e6, profiles/nvidia-h200/phase5_batched__gemm-b8192.json): 41.0 and 55.7 us,
-// 40.1 and 29.5 TFLOP/s, 1.23x and 1.30x cuBLASLt fp32 (50.6 and 72.5 us); W1's step at 8,192
-// 153.4 us (phase5_batched__batch-sweep-b8192.json; 192.3 for 465b2a2 in the same call,
-// logs/rows_a0f96e6/ab/).
-// Then: one hand-over for the 64-row tile. A split tile's last block had handed its two 32-row
-// halves over one after the other: a fence, a counter, two rounds of partial loads and the epilogue
-// for the first, the epilogue's prefetch, then the same again for the second. Both halves now go
-// to their slots together, behind one fence and one counter, and come back in three rounds of
-// loads. Prediction, before measuring (H200, batch 8,192, the weight gradient's 10 slices): the
-// last block's chain loses a fence, a counter round trip and a round of loads, about 2.5 us of the
-// ~8 a tile's tail takes: 56 -> about 53.5 us, W1's step 153 -> about 150.5.
-// Measured (H200): the GEMM benchmark's weight gradient 56.0 and 56.1 us against 57.8 and 56.6
-// for 60a9493's build, alternating in one call (logs/tail_8b5cf70/gemm/): 1 us, not 2.5. Stamps
-// inside W1's step at 8,192 (logs/tail2_8b5cf70/summary.txt) say why: the last block of a tile
-// still works 15.6 us after its mainloop (hand-over 1.4, adding the 10 partials 3.0, the two
-// epilogues 7.6 and 3.6), and W1's update, on the side stream, runs its 512 blocks on the SMs the
-// other slices leave and ends with it. The step: 148.9 us at 8,192 (logs/pair_724a221/steps.txt).
-// Then: the forward's dropout bits before the PDL wait. FwdHiddenEpi draws each sub-tile's bits
-// (one Philox4x32-10 an element, 8 a thread) in its prefetch; the second sub-tile's draw waited for
-// the first one's epilogue. They depend on no kernel, so both are drawn before the PDL wait, while
-// the kernel before still runs (the blocks of W1's second forward product sit resident ~4 us
-// before the first one ends at 8,192). Prediction, before measuring: a draw is ~1,200 instructions
-// a thread, ~1.3 us at 8 warps an SM; W1's second forward product (8 warps an SM) loses both from
-// its critical path, the first (after the branches join, no PDL) its second: the step at 8,192
-// 148.9 -> about 146 us.
-// Measured (H200, c3dc21f against 8b5cf70, alternating, same checksums, logs/early_c3dc21f/):
-// W1's step at 8,192 149.8 -> 142.7 us, 4,096 101.7 -> 96.8, 2,048 73.2 -> 72.3; fp16 at 8,192
-// 107.2 -> 100.1. More than predicted: stamped inside the step, the hidden forward went 17.6 ->
-// 8.7 us (a draw at one block an SM took ~4.5 us, not 1.3), the gathered forward 40.0 -> 40.8.
-// The step in the sweep: 143.7 us (c3dc21f), 1.73x JAX (PyTorch compiled-graph 307.3).
-// Then: each chunk's copy worked out once a tile (X3Stream, for steps 5, 6 and 7). Nsight Compute
-// (logs/stages_3b7f804/) found all three issue-bound at ~0.6 instructions a cycle a scheduler, and
-// about 105 of step 6's ~265 instructions a warp a k-tile (8 of them MMAs) staging the next k-tile:
-// each chunk's row, bounds, alignment and address recomputed every k-tile; pipelines up to 8
-// stages deep changed nothing. Prediction, before measuring (H200, batch 8,192): staging ~105 -> ~25
-// instructions, the gathered forward's row ids once a tile (12 -> 0); if time follows
-// instructions, step 6's forward x0.63 (30.9 -> ~21 us), step 5's ~390 a k-tile -> ~300 (x0.77:
-// 41 -> ~32, weight gradient 56 -> ~44); W1's step 143.7 -> ~126 us, fp16 100.9 -> ~82.
-// Measured (H200, e802857, phase5_batched__gemm-b8192[-fp16].json): step 5 35.8 and 52.2 us, 1.50x
-// and 1.45x cuBLASLt fp32 (53.8, 75.9); step 6 25.2 and 31.5 (0.79x and 0.74x cuBLASLt fp16); step 6's
-// forward executes 176 instructions a warp a k-tile as predicted but issues in 51-55% of cycles, not
-// 61% (logs/stream_e802857/): with the staging cheap, the copies' and operands' latency shows. W1's
-// step 131.4 us, fp16 88.4 (phase5_batched__batch-sweep-b8192[-fp16].json, e802857), 2.02x JAX
-// jit-run (264.9) and 2.30x PyTorch compiled-graph (302.6) of the same run.
+// Measured (H200, e802857, profiles/nvidia-h200/phase5_batched__gemm-b8192.json): 35.8 and 52.2 us
+// (45.9 and 31.5 TFLOP/s), 1.50x and 1.45x cuBLASLt fp32 (53.8, 75.9); the first build took 59.3
+// and 71.8. Held by the instructions around the MMAs, not by them: what each change since bought
+// (the bytes as integers read along k in whole words, the rows' ids a stage ahead, the TF32
+// rounding in two integer instructions, one hand-over for both halves of a split tile, the dropout
+// bits before the PDL wait, each chunk's copy worked out once a tile) against what it was predicted
+// to buy: report/phase_notes/phase5_batched.md, its kept-changes and predicted-against-measured tables.
 #pragma once
 #include <cstdint>
 

@@ -4,9 +4,12 @@
 // Adds: the fp16 products on the same tile, pipeline and epilogue hand-over as step 5 (tc64_tile:
 // 8 warps of 32 x 16, three cp.async stages, the result as two 32 x 64 sub-tiles for the epilogues
 // of steps 0-4), with one m16n8k16 f16 MMA (fp32 accumulators) where step 5 issues three m16n8k8
-// TF32 ones. Operands are staged in their own type: fp16 matrices in 8-byte chunks, phase 5's
-// gathered images as bytes, which become fp16 integers when a fragment is read (the sums divided
-// by 255 at the end, as in step 5).
+// TF32 ones. Operands are staged in their own type: fp16 tiles read by ldmatrix (.trans where k is
+// the staged tile's outer axis); phase 5's gathered images as bytes, exact in fp16 as integers (the
+// sums divided by 255 once): the gathered forward reads a lane's bytes of a row as one word and its
+// four weights as one 8-byte load (mma_along_k), the gathered weight gradient its bytes by
+// ldmatrix.trans as b16 column pairs (mma_bytes_b); a byte pair becomes an f16x2 by a byte permute
+// and one subtraction.
 // The one design decision: reuse step 5's tile whole. The fp16 path's 32 x 64 WMMA tile (steps 1-4)
 // reads the gathered images through the register loop, one byte at a time; this tile stages them
 // by cp.async, as step 5 does for fp32, and keeps every epilogue.
@@ -14,60 +17,14 @@
 // instead of step 5's three and no splits, on the same memory traffic at half the operand bytes:
 // the first layer's forward and weight gradient (1.64 GFLOP each) at about a third of step 5's
 // 59.6 and 72.8 us, 20-25 us each, against the WMMA tile's 32.8 and 29.6 on dense operands.
-// Measured, with the element-wise fragment reads (H200, 8033768, profiles/nvidia-h200/logs/
-// f16mma_8033768/gemm-b8192-fp16.log): 41.5 and
-// 50.7 us (39.7 and 32.4 TFLOP/s) against the WMMA tile's 53.8 and 53.5 on the same gathered
-// operands and cuBLASLt fp16's 16.9 and 20.8: twice the prediction. Inside the step (PDL off,
-// logs/bias_7bb5a0a/) the forward takes 40.3 against 58.2 us; the weight gradients, 26 tiles or
-// fewer split along the batch, lose to the WMMA tile, so phase 5 plans step 6 per product
-// (--fp16-gemm auto, fp32_gemm.h). Nsight Compute on the step's first forward (logs/pdl_15e6532/
-// ncu_f16mma_step.txt): 0.63 instructions issued a cycle per scheduler from 4 warps each (103
-// registers), the top stalls a fixed-latency wait and "not selected": issue-bound, like step 5.
-// The next lever is fewer instructions an MMA: the fragment reads (two 16-bit loads and a pack
-// where k is the outer axis, a byte conversion per element of the gathered images; ldmatrix would
-// read both orientations, the bytes could become fp16 once at staging).
-// Then: fp16 fragments by ldmatrix, bytes by table. A staged fp16 tile is read by ldmatrix.x4
-// (.trans where k is the tile's outer axis): one instruction for an A fragment, or for both B
-// fragments of a k-step, where the element path took four 32-bit loads, or eight 16-bit loads and
-// four packs. A byte's fp16 comes from a table of the 256 each block fills once (f16_byte_values:
-// __float2half_rn(byte_over_255(b)), the conversion's bits). Same registers, same MMA order.
-// Prediction, before measuring (H200, batch 8,192, gathered; 41.5 and 50.7 us before): issue-bound
-// at 0.63 a cycle, 41.5 us holds about 520 instructions a warp a k-tile (25 k-tiles, 4 warps a
-// scheduler). The forward loses ~80 (SASS from a k-tile's first fragment load to its last MMA:
-// 483 -> 404; the bytes by table, W's fragments already 32-bit loads, now one ldmatrix for four):
-// x0.85, about 35 us. The weight gradient loses ~95 (561 -> 467: dZ's fragments by ldmatrix.trans,
-// 24 instructions a k-step -> 2, and B's bytes by table) of the ~610 its 50.7 us hold at the same
-// rate: x0.85, about 43 us. Still 2x cuBLASLt's. (The gathered forward now takes all 128
-// registers the two blocks an SM allow, 103 before; no spills.)
-// Measured (H200, 77c2cf1, profiles/nvidia-h200/logs/sweep_77c2cf1/gemm-8192-fp16.log): 50.3 and
-// 50.2 us: the weight gradient as before, the forward slower than before (41.5), not faster; W1's
-// fp16 step at 8,192 165.8 -> 167.1 us (logs/sweep_693098b/logs-c/sweep-8192-fp16.log, b417a38 ->
-// 693098b; 136.7 with the branched backward at 465b2a2, logs/sweep_465b2a2/logs-c/; 135.6 at a0f96e6,
-// phase5_batched__batch-sweep-b8192-fp16.json: the byte operand is still read one element at a time
-// through a table, where step 5 now reads whole words along k).
-// Then: the bytes as integers, read in whole words. A byte is exact in fp16, so step 6 multiplies
-// it as b (the sums / 255 once, as step 5): byte / 255 itself, where the fp16 operand was byte / 255
-// rounded (2^-12). The gathered forward deals each k-step's 16 values to the lanes so that a lane's
-// bytes of a row are one word and its four fp16 weights one 8-byte load (mma_along_k); the gathered
-// weight gradient reads B's bytes, staged [k][n], with one ldmatrix.trans a k-tile, as b16 pairs of
-// columns, so its two MMAs hold interleaved columns (mma_bytes_b). A byte pair becomes an f16x2 by a
-// byte permute and one subtraction.
-// Prediction, before measuring (H200, batch 8,192, GEMM benchmark 51.4 and 46.9 us before,
-// logs/lastbwd_ce3637c/gemm-b8192-fp16.log): the forward's fragment reads, ~300 of its ~400
-// instructions a warp a k-tile, become ~45 (8 word loads, 4 8-byte loads, 32 conversions): if time
-// still follows instructions, x0.4, about 20 us. The weight gradient's B reads (~50 a k-tile: 16
-// byte loads, 16 table loads, packs) become 17; its A reads and the copies stay: about 40 us.
-// W1's fp16 step at 8,192 (135.6 us, the forward on step 6, the weight gradient on the WMMA tile):
-// about 105 us.
-// Measured (H200, 5345e1d, profiles/nvidia-h200/logs/f16bytes_5345e1d/): 30.9 and 37.1 us (53.2 and
-// 44.3 TFLOP/s; cuBLASLt fp16 17.1 and 21.4); the forward as predicted in direction, 1.5x short of
-// its size: it no longer follows instructions alone. W1's fp16 step at 8,192 135.45 -> 123.43 us
-// (A/B in one call, the weight gradient still on the WMMA tile); every product on step 6 120.87.
-// So the plan puts the gathered weight gradient on step 6 from batch 2,048 (fp32_gemm.h).
-// Then: the staging of step 5's tile worked out once a tile (X3Stream, step 5's card): 25.2 and
-// 31.5 us at 8,192 (e802857, phase5_batched__gemm-b8192-fp16.json), 0.79x and 0.74x cuBLASLt fp16
-// (19.9, 23.4); W1's fp16 step 88.4 us, 1.49x our fp32 (131.4). An MMA is still 8 of ~176
-// instructions a warp a k-tile: a 32 x 16 warp tile reads and converts its bytes for 8 MMAs.
+// Measured (H200, e802857, profiles/nvidia-h200/phase5_batched__gemm-b8192-fp16.json): 25.2 and
+// 31.5 us, 0.79x and 0.74x cuBLASLt fp16 (19.9, 23.4); the first build, reading every fragment
+// element by element, took 41.5 and 50.7. W1's fp16 step 88.4 us, 1.49x our fp32 (131.4). An MMA is
+// still 8 of ~176 instructions a warp a k-tile: a 32 x 16 warp tile reads and converts its operands
+// for 8 MMAs (step 9, 9_f16_wgmma.cuh, hands B to the tensor cores). What each change since bought
+// (fragments by ldmatrix, the bytes as integers in whole words, the staging worked out once a tile)
+// against its prediction: report/phase_notes/phase5_batched.md, the kept-changes and
+// predicted-against-measured tables.
 #pragma once
 #include <cuda_fp16.h>
 

@@ -4,29 +4,31 @@
 // Adds: step 6's 64 x 64 tile, pipeline, split-K hand-over and epilogues, with each warpgroup (4
 // warps) computing a 64 x 32 half of the tile by one wgmma.m64n32k16 a k-step, where step 6's 8 warps
 // issue 32 mma.sync m16n8k16 for the same 64 x 64 x 16 and read both operands' fragments for them.
-// A stays in registers (what step 6 reads for one MMA: fp16 by ldmatrix, the gathered images' bytes
-// as f16x2 integers); B is read by the tensor cores from shared memory, staged in wgmma's canonical
-// K-major layout (8 x 8 core matrices of 16-byte rows): fp16 weights W [n][k] by 16-byte cp.async
-// straight into it; the gathered images (B of the first layer's weight gradient, bytes [k][n])
-// staged as bytes as in step 6 and converted by the block into it once a k-tile.
-// The one design decision: keep B's layout canonical without swizzle and put the conversion of the
-// bytes where it costs once a k-tile (A in registers, B by the block), so every tile, split and
-// epilogue of steps 5-6 is reused as it is and only the inner k-tile changes.
-// Runs where it can (plan_f16wgmma's callers check wgmma_ok; the operand types: WgmmaFits): A fp16 (either
-// orientation) or bytes [m][k]; B fp16 [n][k] with 16-byte aligned rows, or bytes [k][n]. Built for
-// sm_90a (the Makefile's default gencode); elsewhere the kernel body is empty and the plan refuses it.
+// One operand stays in registers, read as step 6 reads it (fp16 by ldmatrix, the gathered images'
+// bytes as f16x2 integers); the other, fp16, is read by the tensor cores from shared memory, copied
+// there by 16-byte cp.async straight into wgmma's canonical layout (8 x 8 core matrices of 16-byte
+// rows, no swizzle). The forward: A (the bytes, or activations) in registers, W [n][k] K-major. The
+// first layer's weight gradient, dZ^T X, with the roles swapped so that the bytes are the register
+// operand: X^T (by ldmatrix.trans on the staged bytes) times dZ [k][m] MN-major, stored transposed.
+// The one design decision: change only the inner k-tile. The shared-memory operand is copied into
+// the canonical layout as it arrives and the bytes never go to shared memory as fp16, so every tile,
+// split and epilogue of steps 5-6 is reused as it is.
+// Runs where it can (plan_f16wgmma's callers check wgmma_ok; the operand types: WgmmaFits): the
+// forward's A fp16 (either orientation) or bytes [m][k] with B fp16 [n][k]; the weight gradient's A
+// fp16 [k][m] with B bytes [k][n]; the copied operand's rows 16-byte aligned. Built for sm_90a (the
+// Makefile's default gencode); elsewhere the kernel body is empty and the plan refuses it.
 // The sums are exact to fp32 rounding as step 6's: each k-tile (two wgmma k-steps) sums on the
 // tensor cores into fresh registers, added to the running sums in fp32.
 // Prediction, before measuring (H200, W1 at batch 8,192; step 6 25.2 and 31.5 us, issue-bound at ~176
 // instructions a warp a k-tile in the forward: phase5_batched__gemm-b8192-fp16.json, e802857). Counted
-// in this build's SASS (nvdisasm, the fast path of a k-tile): the gathered forward ~116 (A's 8 16-bit
-// loads, 4 permutes and 16 conversion instructions, 16 FADDs of the second level, the proxy fence's
+// in this build's SASS (nvdisasm, a k-tile's fast path): the gathered forward ~116 (A's 8 16-bit loads,
+// 4 permutes and 16 conversion instructions, 16 FADDs of the second level, the proxy fence's
 // MEMBAR.ALL.CTA, 2 HGMMA with their arrive and wait, 3 copies): ~17 us if time follows instructions,
 // against ~6 us of L2 -> SM traffic (32 MB: W re-read by each of the 128 row tiles). The weight
-// gradient ~205, about what step 6 executes for it (the bytes' conversion moves from the fragments to
-// one pass a k-tile, with a second barrier): ~31 us, no gain predicted. W1's fp16 step 88.35 -> ~80 us,
-// ~1.64x our fp32 (131.4). A risk: if the proxy fence's MEMBAR waits for the copies still in flight,
-// the four stages act as one and the forward gains nothing.
+// gradient ~175 (the gathered rows' copies and their ids a stage ahead ~90 of them), over 10 slices
+// of ~26 k-tiles: ~28 us at the forward's rate. W1's fp16 step 88.35 -> ~77 us, ~1.7x our fp32
+// (131.4). A risk: if the proxy fence's MEMBAR waits for the copies still in flight, the four
+// stages act as one and nothing gains.
 // Measured: not yet; the call that will: profiles/nvidia-h200/logs/next_839f03c/ (README).
 #pragma once
 #include <cuda_fp16.h>
@@ -47,25 +49,35 @@ namespace mlp {
 #endif
 
 // ------------------------------------------------------------------ what the rung takes
-// A: fp16 staged either way (read by ldmatrix, step 6) or bytes [m][k] (the gathered forward);
-// B: fp16 [n][k] (a layer's weights in the forward) or bytes [k][n] (the gathered weight gradient).
-// Not both operands bytes; fp32 never.
+// Two forms. The forward's: A fp16 staged either way (read by ldmatrix, step 6) or bytes [m][k] (the
+// gathered forward) in registers, B fp16 [n][k] (a layer's weights) from shared memory. The
+// gathered weight gradient's, dW = dZ^T X with X the images' bytes [k][n]: the roles swapped, so
+// that the bytes are the register operand (wgmma reads no bytes from shared memory): it computes
+// dW^T's 64 x 64 tile, X^T (the tile's 64 columns of pixels as the MMA's rows) in registers times
+// dZ (fp16 [k][m], the tile's 64 rows as the MMA's columns) from shared memory in the canonical
+// MN-major layout, and stores the result transposed. fp32 never.
+template <class AV, class BV>
+struct WgmmaSwapped
+    : std::integral_constant<bool, f16_staged<AV>() && !AV::kContig && ByteRows<BV>::value && BV::kContig> {};
 template <class AV, class BV>
 struct WgmmaFits
-    : std::integral_constant<bool, (f16_staged<AV>() || (ByteRows<AV>::value && AV::kContig)) &&
-                                       ((f16_staged<BV>() && !BV::kContig) || (ByteRows<BV>::value && BV::kContig)) &&
-                                       !(ByteRows<AV>::value && ByteRows<BV>::value)> {};
+    : std::integral_constant<bool, ((f16_staged<AV>() || (ByteRows<AV>::value && AV::kContig)) && f16_staged<BV>() &&
+                                    !BV::kContig) ||
+                                       WgmmaSwapped<AV, BV>::value> {};
 
-// B's canonical K-major layout, no swizzle: k-tile element (n, k) of the 64 x 32 tile at byte
-// (k / 8) * 1024 + (n / 8) * 128 + (n % 8) * 16 + (k % 8) * 2: core matrix (n / 8, k / 8) is 128
-// contiguous bytes, one 16-byte row of 8 values of k for each of its 8 n. Along k the core matrices
-// lie kWgLbo apart (the descriptor's leading-dimension byte offset), along n kWgSbo (its stride
-// byte offset): PTX ISA, "Shared Memory Matrix Layout", K-major, ((8,m),(T,2k)):((1T,SBO),(1,LBO)).
+// The shared-memory operand's canonical layouts, no swizzle (PTX ISA, "Shared Memory Matrix
+// Layout"): a k-tile of 64 (n) x 32 (k) fp16 in 8 x 8 core matrices of 128 contiguous bytes, core
+// matrix (n / 8, k / 8) at byte (k / 8) * kWgLbo + (n / 8) * kWgSbo. K-major (the forward's W,
+// ((8,m),(T,2k)):((1T,SBO),(1,LBO))): its 16-byte rows are the 8 values of k of one n, element
+// (n, k) at + (n % 8) * 16 + (k % 8) * 2. MN-major (the weight gradient's dZ,
+// ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))): its rows are 8 values of n at one k, element (n, k) at
+// + (k % 8) * 16 + (n % 8) * 2. In both, kWgLbo (the descriptor's leading-dimension byte offset)
+// steps along k and kWgSbo (its stride byte offset) along n.
 constexpr int kWgLbo = 1024, kWgSbo = 128;
 constexpr int kWgBTile = kXBN * kXBK * 2;  // 4,096 bytes of fp16
 static_assert(kWgLbo == (kXBN / 8) * kWgSbo && kWgBTile == (kXBK / 8) * kWgLbo, "the core matrices tile the k-tile");
-__host__ __device__ constexpr int wg_b_offset(int n, int k) {
-  return (k / 8) * kWgLbo + (n / 8) * kWgSbo + (n % 8) * 16 + (k % 8) * 2;
+__host__ __device__ constexpr int wg_b_offset(int n, int k, bool k_major = true) {
+  return (k / 8) * kWgLbo + (n / 8) * kWgSbo + (k_major ? (n % 8) * 16 + (k % 8) * 2 : (k % 8) * 16 + (n % 8) * 2);
 }
 constexpr int kWgStages = 4;  // k-tiles in flight
 // A's staged rows: step 5's strides, but 40 bytes for a byte A [m][k] (wg_a_frags' 16-bit loads of a
@@ -75,18 +87,21 @@ constexpr int wg_a_ld32() {
   return ByteRows<AV>::value ? 40 : 0;  // (0: X3Tile's own)
 }
 
-// Dynamic shared memory: kWgStages stages of A's tile (step 5's staging) and B's (canonical fp16,
-// or bytes as step 6 stages them), B's converted tile for a byte B, and the result's two 32 x 64
-// sub-tiles over them once the loop is done.
+// Dynamic shared memory: kWgStages stages of the problem's A tile and B tile, and the result's two
+// 32 x 64 sub-tiles over them once the loop is done. The forward: A staged as step 5 stages it
+// (byte rows 40 apart), B canonical K-major. The weight gradient: A (dZ) canonical MN-major, B (the
+// bytes) as step 5 stages them ([k][n], rows 80 apart).
 template <class P>
 struct WgLayout {
+  using AV = typename P::AView;
   using BV = typename P::BView;
-  static constexpr bool kBBytes = ByteRows<BV>::value;
-  static constexpr int kA = x3_round128(x3_tile_bytes<typename P::AView, wg_a_ld32<typename P::AView>() ? wg_a_ld32<typename P::AView>() : X3Tile<typename P::AView>::kLd32>());
-  static constexpr int kB = kBBytes ? x3_round128(x3_tile_bytes<BV>()) : kWgBTile;
+  static constexpr bool kSwapped = WgmmaSwapped<AV, BV>::value;
+  static constexpr int kA =
+      kSwapped ? kWgBTile
+               : x3_round128(x3_tile_bytes<AV, wg_a_ld32<AV>() ? wg_a_ld32<AV>() : X3Tile<AV>::kLd32>());
+  static constexpr int kB = kSwapped ? x3_round128(x3_tile_bytes<BV>()) : kWgBTile;
   static constexpr int kStage = kA + kB;
-  static constexpr int kCvt = kBBytes ? kWgBTile : 0;
-  static constexpr int kLoop = kWgStages * kStage + kCvt;
+  static constexpr int kLoop = kWgStages * kStage;
   static constexpr int kResult = 2 * kBM * kLdc * static_cast<int>(sizeof(float));
   static constexpr int kBytes = kLoop > kResult ? kLoop : kResult;
 };
@@ -99,9 +114,9 @@ __device__ __forceinline__ uint64_t wg_desc(const void* smem) {
   return static_cast<uint64_t>((a & 0x3FFFF) >> 4) | static_cast<uint64_t>(kWgLbo >> 4) << 16 |
          static_cast<uint64_t>(kWgSbo >> 4) << 32;
 }
-// What the threads wrote to shared memory (their copies, the converted bytes) made visible to the
-// tensor cores' reads, which go through the async proxy; each thread fences its own writes before
-// the barrier that publishes them.
+// What the threads' copies wrote to shared memory made visible to the tensor cores' reads, which go
+// through the async proxy (cp.async writes through the generic one); each thread fences its own
+// writes before the barrier that publishes them.
 __device__ __forceinline__ void wg_fence_proxy() {
 #if NB_WGMMA_DEVICE
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -145,25 +160,26 @@ __device__ __forceinline__ void wg_hold(float (&d)[16], uint32_t (&a)[2][4]) {
 // four f16x2 registers of an m16n8k16 A fragment, B (16 x 32) from the canonical layout at desc.
 // d's 16 registers a thread: d[4j + e] is C's (16 w + g + 8 (e / 2), 8 j + 2 t + e % 2) for warp w
 // of the warpgroup, lane 4 g + t (PTX ISA, wgmma .m64nNk16 D fragment).
-template <bool kAccumulate>
+// kTransB: B in the MN-major layout (imm-trans-b = 1), else K-major.
+template <bool kAccumulate, bool kTransB>
 __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
 #if NB_WGMMA_DEVICE
   if constexpr (kAccumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, %21;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
           "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(kTransB ? 1 : 0));
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, %21;\n}\n"
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]),
           "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(kTransB ? 1 : 0));
   }
 #else
   (void)a, (void)desc;
@@ -209,14 +225,16 @@ __device__ __forceinline__ void wg_a_frags(const void* as, uint32_t (&a)[2][4]) 
 // past N (nothing read). Needs 16-byte aligned rows (wgmma_ok: ld % 8 == 0, an aligned base).
 template <class V>
 struct WgBRows {
-  const __half* src = nullptr;  // the slice's first k-tile's 8 values (the matrix's base when n >= N)
-  int k = 0;                    // their first k
-  int soff = 0;                 // byte offset in a stage
-  int full = 0;                 // the bytes a k-tile wholly inside the slice copies: 16, or 0 past N
+  const __half* base = nullptr;  // the matrix (the source of a copy of nothing)
+  const __half* src = nullptr;   // the slice's first k-tile's 8 values of this thread's row
+  int k = 0;                     // their first k
+  int soff = 0;                  // byte offset in a stage
+  int full = 0;                  // the bytes a k-tile wholly inside the slice copies: 16, or 0 past N
   __device__ __forceinline__ void init(const V& v, int n0, int kbeg, int N) {
     static_assert(kXThreads == 4 * kXBN && kXBK == 32, "one 16-byte chunk a thread a k-tile");
     const int n = threadIdx.x / 4, kc = threadIdx.x % 4;
     const bool inside = n0 + n < N;
+    base = v.p;
     k = kbeg + 8 * kc;
     src = inside ? v.p + static_cast<size_t>(n0 + n) * v.ld + k : v.p;
     soff = wg_b_offset(n, 8 * kc);
@@ -228,32 +246,74 @@ struct WgBRows {
   __device__ __forceinline__ void issue(int s, unsigned dst, int kend) const {
     int nbytes = full;
     if constexpr (!kWhole) nbytes = full > 0 ? 2 * max(0, min(8, kend - (k + s * kXBK))) : 0;
-    const __half* g = nbytes > 0 ? src + s * kXBK : src;
+    const __half* g = nbytes > 0 ? src + s * kXBK : base;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + soff), "l"(g), "r"(nbytes));
   }
 };
 
-// A byte B's staged k-tile ([k][n], rows X3Ld<uint8_t>::k64 = 80 apart) as fp16 integers in the
-// canonical layout: thread i takes column n = i % 64 at k = 8 (i / 64) .. +7 (8 byte loads, 6
-// permutes, 4 conversions) and writes its 16-byte core-matrix row. A warp's loads read 32
-// consecutive bytes of a row; its stores fill 512 consecutive bytes.
-__device__ __forceinline__ void wg_bytes_to_f16(const uint8_t* bs, unsigned char* cvt) {
+// The weight gradient's register operand: X^T's fragments for the k-tile's two k-steps from the
+// bytes staged [k][n] (rows X3Ld<uint8_t>::k64 = 80 apart), this warp's 16 pixels 16 q .. +15 (q =
+// warp % 4) as the MMA's 16 rows, in the order row r <-> pixel 16 q + 2 r for r < 8, 16 q + 2 (r - 8)
+// + 1 for r >= 8. One ldmatrix.x4.trans reads the k-tile's 32 rows (matrix j: k = 8 j .. +7) of the
+// warp's 16 bytes as b16 pairs of pixels: register j of lane 4 g + t holds the bytes (k, p), (k, p +
+// 1), (k + 1, p), (k + 1, p + 1) with k = 8 j + 2 t, p = 16 q + 2 g (step 6's mma_bytes_b reads them
+// so). Bytes 0 and 2 are pixel p's k pair, 1 and 3 pixel p + 1's: a0 (row g, k 2t..) and a1 (row
+// g + 8, the same k) of k-step s come from register 2 s, a2 and a3 (k + 8) from register 2 s + 1.
+__device__ __forceinline__ void wg_bytes_t_frags(const uint8_t* bs, uint32_t (&a)[2][4]) {
   constexpr int kLd = X3Ld<uint8_t>::k64;
-  static_assert(kXThreads == kXBN * (kXBK / 8), "8 values of k a thread");
-  const int n = threadIdx.x % kXBN, kc = threadIdx.x / kXBN;
-  const uint8_t* col = bs + 8 * kc * kLd + n;
-  uint32_t b[8];
+  static_assert(kLd % 16 == 0 && kXBK == 32, "16-byte aligned rows; one x4 covers the k-tile");
+  const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4;
+  uint32_t r[4];
+  ldsm_x4<true>(r, bs + lane * kLd + 16 * q);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) b[i] = col[i * kLd];
-  const uint32_t w0 = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
-  const uint32_t w1 = __byte_perm(__byte_perm(b[4], b[5], 0x0040), __byte_perm(b[6], b[7], 0x0040), 0x5410);
-  const uint4 v = make_uint4(bytes_as_f16x2<0, 1>(w0), bytes_as_f16x2<2, 3>(w0), bytes_as_f16x2<0, 1>(w1),
-                             bytes_as_f16x2<2, 3>(w1));
-  *reinterpret_cast<uint4*>(cvt + wg_b_offset(n, 8 * kc)) = v;
+  for (int ks = 0; ks < 2; ++ks) {
+    a[ks][0] = bytes_as_f16x2<0, 2>(r[2 * ks]);
+    a[ks][1] = bytes_as_f16x2<1, 3>(r[2 * ks]);
+    a[ks][2] = bytes_as_f16x2<0, 2>(r[2 * ks + 1]);
+    a[ks][3] = bytes_as_f16x2<1, 3>(r[2 * ks + 1]);
+  }
 }
 
+// The weight gradient's shared-memory operand: dZ's k-tile (dZ [k][m], the problem's A viewed
+// A(m, k) = dZ[k][m]) into the canonical MN-major layout: thread i copies row k = i / 8, values of m
+// 8 (i % 8) .. +7 of the tile (16 bytes, one core-matrix row), zero-filled past M (the copy's
+// source size) and past the slice (nothing read). Needs 16-byte aligned rows (wgmma_ok).
+template <class V>
+struct WgMNRows {
+  const __half* base = nullptr;  // the matrix (the source of a copy of nothing)
+  const __half* cur = nullptr;   // this thread's row of the next k-tile to issue
+  size_t step = 0;               // elements a k-tile moves the source
+  int k = 0;                     // that row's k
+  int soff = 0;                  // byte offset in a stage
+  int nbytes = 0;                // the bytes a row inside the slice copies (16, fewer at M's edge, 0 past it)
+  __device__ __forceinline__ void init(const V& v, int m0, int kbeg, int M) {
+    static_assert(kXThreads == kXBK * (kXBM / 8), "one 16-byte chunk a thread a k-tile");
+    const int kk = threadIdx.x / 8, mc = threadIdx.x % 8;
+    base = v.p;
+    k = kbeg + kk;
+    nbytes = 2 * max(0, min(8, M - (m0 + 8 * mc)));
+    cur = v.p + static_cast<size_t>(k) * v.ld + m0 + 8 * mc;
+    step = static_cast<size_t>(kXBK) * v.ld;
+    soff = wg_b_offset(8 * mc, kk, false);
+  }
+  // The next k-tile of the slice [kbeg, kend) (the k-tiles are issued once each, in order) into the
+  // stage at dst (its shared address); kWhole: the k-tile lies wholly inside the slice.
+  template <bool kWhole>
+  __device__ __forceinline__ void issue(unsigned dst, int kend) {
+    // (Opaque to the compiler, which otherwise works the offset and the byte count out again from
+    // the thread index every k-tile.)
+    asm volatile("" : "+r"(soff), "+r"(nbytes));
+    const int n = kWhole || k < kend ? nbytes : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + soff), "l"(n > 0 ? cur : base), "r"(n));
+    cur += step;
+    k += kXBK;
+  }
+};
+
 // ------------------------------------------------------------------ the tile
-// One (64 x 64 tile, split): warpgroup h (threads 128 h .. +127) computes columns 32 h .. +31.
+// One (64 x 64 tile, split), warpgroup h (threads 128 h .. +127) computing its 64 x 32 half: the
+// forward's columns 32 h .. +31 (the MMA's rows the tile's rows); the swapped weight gradient's rows
+// 32 h .. +31 (the MMA's columns; its rows the tile's 64 columns, pixels).
 template <class P>
 __device__ __forceinline__ void wg_tile(const P& p) {
   extern __shared__ __align__(128) unsigned char gemm_dyn[];
@@ -261,8 +321,8 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   using BV = typename P::BView;
   using Lay = WgLayout<P>;
   static_assert(WgmmaFits<AV, BV>::value, "step 9 takes these operands only");
-  constexpr bool kBBytes = ByteRows<BV>::value;
-  constexpr bool kBytesIn = ByteRows<AV>::value || kBBytes;
+  constexpr bool kSwapped = Lay::kSwapped;
+  constexpr bool kBytesIn = ByteRows<AV>::value || ByteRows<BV>::value;
   constexpr int kSt = kWgStages;
   const int xt = x3_tiles(p);
   const int split = blockIdx.x / xt, tile = blockIdx.x % xt;
@@ -270,42 +330,44 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   const int m0 = bm * kXBM, n0 = bn * kXBN;
   const int kbeg = split * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
   const int nst = kend > kbeg ? (kend - kbeg + kXBK - 1) / kXBK : 0;
+  const int nfull = (kend - kbeg) / kXBK;  // k-tiles wholly inside the slice
   auto a_stage = [&](int s) { return gemm_dyn + s * Lay::kStage; };
   auto b_stage = [&](int s) { return gemm_dyn + s * Lay::kStage + Lay::kA; };
-  unsigned char* const cvt = gemm_dyn + kSt * Lay::kStage;  // (a byte B's converted k-tile)
+  auto smem = [](const void* x) { return static_cast<unsigned>(__cvta_generic_to_shared(x)); };
 
-  X3Rows<AV> ra;  // a byte operand's row ids for the next stage to issue (as step 5)
-  X3Rows<BV> rb;
+  // The staging: the forward's A as step 5 stages it and its B (W) canonical K-major; the weight
+  // gradient's A (dZ) canonical MN-major and its B (the bytes) as step 5 stages them, the rows' ids a
+  // stage ahead (X3Rows).
   constexpr int kALd32 = wg_a_ld32<AV>();
-  X3Stream<kXBM, kXBK, true, kALd32, AV> sa{};
-  X3Stream<kXBK, kXBN, false, 0, BV> sb{};  // a byte B
-  WgBRows<BV> wb{};                         // an fp16 B
+  X3Stream<kXBM, kXBK, true, kALd32, AV> sa{};  // the forward's A
+  WgMNRows<AV> wa{};                            // the weight gradient's A
+  X3Rows<BV> rb;                                // (the weight gradient's B)
+  X3Stream<kXBK, kXBN, false, 0, BV> sb{};      // the weight gradient's B
+  WgBRows<BV> wb{};                             // the forward's B
   int nfa = 0, nfb = 0;
-  const int nfull = (kend - kbeg) / kXBK;
   auto issue_a = [&](int s, int st) {
-    const int* ids = decltype(sa)::kIdsAlongK ? ra.ids() : nullptr;
-    if (s < nfa) sa.issue(p.a, s, a_stage(st), ids);
-    else x3_issue<kXBM, kXBK, kALd32>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(st), ids);
-  };
-  auto issue_b = [&](int s, int st) {
-    if constexpr (kBBytes) {
-      const int* ids = decltype(sb)::kIdsAlongK ? rb.ids() : nullptr;
-      if (s < nfb) sb.issue(p.b, s, b_stage(st), ids);
-      else x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(st), ids);
+    if constexpr (kSwapped) {
+      if (s < nfull) wa.template issue<true>(smem(a_stage(st)), kend);
+      else wa.template issue<false>(smem(a_stage(st)), kend);
     } else {
-      const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(b_stage(st)));
-      if (s < nfull) wb.template issue<true>(s, dst, kend);
-      else wb.template issue<false>(s, dst, kend);
+      if (s < nfa) sa.issue(p.a, s, a_stage(st), nullptr);
+      else x3_issue<kXBM, kXBK, kALd32>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(st), nullptr);
     }
   };
-  auto fetch_a = [&](int s) {
-    if constexpr (decltype(sa)::kIdsAlongK) ra.template fetch<kXBM, kXBK>(p.a, m0, kbeg + s * kXBK, p.M, kend);
+  auto issue_b = [&](int s, int st) {
+    if constexpr (kSwapped) {
+      if (s < nfb) sb.issue(p.b, s, b_stage(st), rb.ids());
+      else x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(st), rb.ids());
+    } else {
+      if (s < nfull) wb.template issue<true>(s, smem(b_stage(st)), kend);
+      else wb.template issue<false>(s, smem(b_stage(st)), kend);
+    }
   };
-  auto fetch_b = [&](int s) {
-    if constexpr (kBBytes && decltype(sb)::kIdsAlongK) rb.template fetch<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N);
+  auto fetch_b = [&](int s) {  // the weight gradient's rows' ids, a stage ahead
+    if constexpr (kSwapped) rb.template fetch<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N);
   };
   auto init_b = [&]() {
-    if constexpr (kBBytes) {
+    if constexpr (kSwapped) {
       sb.init(p.b, kbeg, n0, kend, p.N);
       nfb = sb.fast ? nfull : 0;
     } else {
@@ -324,53 +386,52 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   if constexpr (EarlyDraw<Epi>::value) p.epi.prefetch_pair(m0, n0, p.M, p.N);
   pdl_wait();
   pdl_launch_dependents();
-  sa.init(p.a, m0, kbeg, p.M, kend);
-  nfa = sa.fast ? nfull : 0;
+  if constexpr (kSwapped) {
+    wa.init(p.a, m0, kbeg, p.M);
+  } else {
+    sa.init(p.a, m0, kbeg, p.M, kend);
+    nfa = sa.fast ? nfull : 0;
+  }
   if (!early_b) init_b();
 #pragma unroll
   for (int s = 0; s < kSt - 1; ++s) {
     if (s < nst) {
       if (!early_b) fetch_b(s), issue_b(s, s);
-      fetch_a(s), issue_a(s, s);
+      issue_a(s, s);
     }
     x3_commit();
   }
-  if (kSt - 1 < nst) fetch_a(kSt - 1), fetch_b(kSt - 1);
+  if (kSt - 1 < nst) fetch_b(kSt - 1);
   if constexpr (!EarlyDraw<Epi>::value) p.epi.prefetch(m0, n0, p.M, p.N);
 
-  const int h = threadIdx.x / 128;  // the warpgroup: columns 32 h .. +31 of the tile
+  const int h = threadIdx.x / 128;  // the warpgroup
   float d[16];                      // the running sums (the second level)
 #pragma unroll
   for (int e = 0; e < 16; ++e) d[e] = 0.f;
-  // The descriptors of B's stages (one add a k-tile): a descriptor's address field is the byte
-  // address >> 4, and no stage's offset carries out of it (dynamic shared memory < 256 KB).
-  const uint64_t desc0 = wg_desc(kBBytes ? cvt : b_stage(0)) + static_cast<uint64_t>((h * 4 * kWgSbo) >> 4);
+  // The shared-memory operand's descriptor for stage 0 and warpgroup h (its 32 values of n, 4 core
+  // matrices along n); a stage and a k-step are one add each (a descriptor's address field is the
+  // byte address >> 4, and no offset carries out of it: dynamic shared memory < 256 KB).
+  const uint64_t desc0 = wg_desc(kSwapped ? a_stage(0) : b_stage(0)) + static_cast<uint64_t>((h * 4 * kWgSbo) >> 4);
   static_assert(Lay::kStage % 16 == 0 && kWgLbo % 16 == 0, "descriptor offsets in 16-byte units");
   int rs = 0, ws = kSt - 1;
   for (int t = 0; t < nst; ++t) {
     x3_wait<kSt - 2>();  // stage t has landed (this thread's copies) ...
-    // ... for the tensor cores' reads too (a byte B: they read the converted tile, fenced below) ...
-    if constexpr (!kBBytes) wg_fence_proxy();
-    __syncthreads();  // ... and everyone's; every warpgroup is done with stage t - 1
+    wg_fence_proxy();    // ... for the tensor cores' reads too ...
+    __syncthreads();     // ... and everyone's; every warpgroup is done with stage t - 1
     const int nx = t + kSt - 1;
     if (nx < nst) issue_a(nx, ws), issue_b(nx, ws);
     x3_commit();
-    uint32_t a[2][4];
-    wg_a_frags<AV>(a_stage(rs), a);
-    if constexpr (kBBytes) {  // (the previous k-tile's wgmma read cvt and waited before the barrier above)
-      wg_bytes_to_f16(b_stage(rs), cvt);
-      wg_fence_proxy();
-      __syncthreads();
-    }
-    const uint64_t desc = kBBytes ? desc0 : desc0 + static_cast<uint64_t>((rs * Lay::kStage) >> 4);
+    uint32_t a[2][4];  // the register operand: the forward's A, or the weight gradient's bytes X^T
+    if constexpr (kSwapped) wg_bytes_t_frags(b_stage(rs), a);
+    else wg_a_frags<AV>(a_stage(rs), a);
+    const uint64_t desc = desc0 + static_cast<uint64_t>((rs * Lay::kStage) >> 4);
     float part[16];  // this k-tile's sums (the first level)
     wg_pin(a);
     wg_fence();
-    wgmma_m64n32k16<false>(part, a[0], desc);
-    wgmma_m64n32k16<true>(part, a[1], desc + static_cast<uint64_t>((2 * kWgLbo) >> 4));
+    wgmma_m64n32k16<false, kSwapped>(part, a[0], desc);
+    wgmma_m64n32k16<true, kSwapped>(part, a[1], desc + static_cast<uint64_t>((2 * kWgLbo) >> 4));
     wg_commit();
-    // The next stage's row ids (global loads) under the tensor cores' work.
-    if (nx < nst && nx + 1 < nst) fetch_a(nx + 1), fetch_b(nx + 1);
+    if (nx + 1 < nst) fetch_b(nx + 1);  // the next stage's row ids (global loads) under the tensor cores' work
     wg_wait_all();
     wg_hold(part, a);
 #pragma unroll
@@ -380,19 +441,30 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   }
   x3_wait<0>();
   __syncthreads();
-  // The byte operand's sums / 255 (as step 5's TcAccum::finish), then the two 32 x 64 sub-tiles:
-  // warp q of warpgroup h holds rows 16 q .. +15 (sub-tile q / 2), columns 32 h + 8 j + 2 t.
+  // The byte operand's sums / 255 (as step 5's TcAccum::finish), then the two 32 x 64 sub-tiles
+  // (sub-tile m / 32, row m % 32, column n). Warp q of warpgroup h holds, for lane 4 g + t, d[4 j + e]
+  // at MMA row 16 q + g + 8 (e / 2) and MMA column 32 h + 8 j + 2 t + e % 2. The forward: the tile's
+  // (m, n) = (that row, that column). The weight gradient: m = the MMA column, n = the pixel of the
+  // MMA row, 16 q + 2 g + e / 2 (wg_bytes_t_frags' order), so e = 0, 2 are one row's two adjacent
+  // columns and e = 1, 3 the next row's.
   float* cs = reinterpret_cast<float*>(gemm_dyn);
   const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4, g = lane / 4, tq = lane % 4;
-  float* sub = cs + (q / 2) * (kBM * kLdc);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int r = (16 * q) % kBM + g, col = 32 * h + 8 * j + 2 * tq;
     float v[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) v[e] = kBytesIn ? over_255(d[4 * j + e]) : d[4 * j + e];
-    *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(v[0], v[1]);
-    *reinterpret_cast<float2*>(&sub[(r + 8) * kLdc + col]) = make_float2(v[2], v[3]);
+    if constexpr (kSwapped) {
+      float* sub = cs + h * (kBM * kLdc);  // rows 32 h .. +31
+      const int r = 8 * j + 2 * tq, col = 16 * q + 2 * g;
+      *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(v[0], v[2]);
+      *reinterpret_cast<float2*>(&sub[(r + 1) * kLdc + col]) = make_float2(v[1], v[3]);
+    } else {
+      float* sub = cs + (q / 2) * (kBM * kLdc);
+      const int r = (16 * q) % kBM + g, col = 32 * h + 8 * j + 2 * tq;
+      *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(v[0], v[1]);
+      *reinterpret_cast<float2*>(&sub[(r + 8) * kLdc + col]) = make_float2(v[2], v[3]);
+    }
   }
   __syncthreads();
   tc64_epilogues<P>(p, cs, m0, bn, split);
@@ -410,8 +482,9 @@ __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_f16wgmma_kernel
 
 // Whether this build carries step 9 for a device (host side: the Makefile defines NB_HAVE_WGMMA
 // with sm_90a device code; cc, the compute capability as major * 10 + minor, must be 90), and
-// whether a problem's operands allow it: their types (WgmmaFits) and an fp16 B's rows 16-byte
-// aligned (the view's vec_ok: ld % 8 == 0, an aligned base).
+// whether a problem's operands allow it: their types (WgmmaFits) and the rows of the fp16 operand
+// it copies into the canonical layout 16-byte aligned (the view's vec_ok: ld % 8 == 0, an aligned
+// base): W in the forward, dZ in the weight gradient.
 inline bool wgmma_built(int cc) {
 #ifdef NB_HAVE_WGMMA
   return cc == 90;
@@ -429,8 +502,8 @@ inline bool wgmma_ok(const P& p, int cc) {
     return false;
   } else {
     if (!wgmma_built(cc)) return false;
-    if constexpr (!ByteRows<BV>::value) return p.b.vec_ok;
-    return true;
+    if constexpr (WgmmaSwapped<AV, BV>::value) return p.a.vec_ok;  // dZ's rows by 16-byte copies
+    else return p.b.vec_ok;                                         // W's rows by 16-byte copies
   }
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The first call of the row chain (--row-chain on, phase5_batched/5a_row_chain.cuh) and of GEMM step 9
 # (--fp16-gemm wgmma, common/mlp/gemm/9_f16_wgmma.cuh), one build of 839f03c for both (made on the host).
-#   STAGE=a  (~5 min) their GPU tests first, then every GPU test case, then --validate on the row-chain
-#            and wgmma paths at validate_sweep.sh's shapes;
+#   STAGE=a  (~6 min) their GPU tests first, then every GPU test case, step 9's under memcheck, then
+#            --validate on the row-chain and wgmma paths at validate_sweep.sh's shapes;
 #   STAGE=b  (~6 min) the GEMM benchmark (fp16 at batch 8,192 / 2,048, fp32 at 8,192), W1's step with
 #            --fp16-gemm auto against wgmma (fp16, batch 1,024 ... 8,192) and with the row chain off
 #            against on (fp32 and fp16, batch 32 / 64 / 1,024 / 8,192), 2 rounds alternating, then
@@ -22,11 +22,14 @@ wait $P1 $P2; chmod +x build/phase5_batched build/tests/gpu_tests
 D=.carry/data/mnist
 t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,compute_cap --format=csv,noheader | head -1)"
 if [ "$STAGE" = a ]; then
-  timeout 150 build/tests/gpu_tests -tc="*step 9*,*row chain*" > $R/test-new.log 2>&1; t "new tests rc $?: $(tail -2 $R/test-new.log | tr '\n' ' ')"
+  timeout 90 build/tests/gpu_tests -tc="*step 9*,*row chain*" > $R/test-new.log 2>&1; t "new tests rc $?: $(tail -2 $R/test-new.log | tr '\n' ' ')"
   pack
-  timeout 240 build/tests/gpu_tests > $R/tests.log 2>&1; t "all GPU tests rc $?: $(tail -3 $R/tests.log | tr '\n' ' ')"
+  timeout 200 build/tests/gpu_tests > $R/tests.log 2>&1; t "all GPU tests rc $?: $(tail -3 $R/tests.log | tr '\n' ' ')"
   pack
-  DATA=$D ONLY='row-chain|wgmma' NO_BUILD=1 timeout 200 scripts/validate_sweep.sh $R/validate.log > /dev/null 2>&1; t "validate rc $?: $(tail -2 $R/validate.log | tr '\n' ' ')"
+  timeout 100 compute-sanitizer --tool memcheck build/tests/gpu_tests -tc="*step 9*" > $R/memcheck-step9.log 2>&1
+  t "step 9 under memcheck rc $?: $(grep -E 'ERROR SUMMARY|test cases' $R/memcheck-step9.log | tr '\n' ' ')"
+  pack
+  DATA=$D ONLY='row-chain|wgmma' NO_BUILD=1 timeout 180 scripts/validate_sweep.sh $R/validate.log > /dev/null 2>&1; t "validate rc $?: $(tail -2 $R/validate.log | tr '\n' ' ')"
 else
   for spec in "8192 fp16" "2048 fp16" "8192 fp32"; do set -- $spec
     timeout 120 build/phase5_batched --data $D --batch $1 --precision $2 --gemm-compare --out $R/gemm --tag gemm-b$1-$2 > $R/gemm/b$1-$2.log 2>&1
