@@ -29,7 +29,7 @@
 // of ~26 k-tiles: ~28 us at the forward's rate. W1's fp16 step 88.35 -> ~77 us, ~1.7x our fp32
 // (131.4). A risk: if the proxy fence's MEMBAR waits for the copies still in flight, the four
 // stages act as one and nothing gains.
-// Measured: not yet; the call that will: profiles/nvidia-h200/logs/next_839f03c/ (README).
+// Measured: not yet; the call that will: profiles/nvidia-h200/logs/next_81891a5/ (README).
 #pragma once
 #include <cuda_fp16.h>
 
