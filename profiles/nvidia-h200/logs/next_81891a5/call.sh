@@ -6,7 +6,10 @@
 #   STAGE=b  (~6 min) the GEMM benchmark (fp16 at batch 8,192 / 2,048, fp32 at 8,192), W1's step with
 #            --fp16-gemm auto against wgmma (fp16, batch 1,024 ... 8,192) and with the row chain off
 #            against on (fp32 and fp16, batch 32 / 64 / 1,024 / 8,192), 2 rounds alternating, then
-#            traced runs with --pdl off for the kernel tables.
+#            traced runs with --pdl off for the kernel tables;
+#   STAGE=c  (~4 min) Nsight Compute on step 9's two kernels and step 6's weight gradient at batch
+#            8,192, and on W2's first-layer fused pass and softmax-CE at h = 8,192 (details and SASS
+#            source counters as text).
 # Carry: .carry/data, .carry/bins/nx_p5.xz and nx_tests.xz, .carry/call. Results: $OUT/nx-<stage>.tgz.
 set -u
 STAGE=${STAGE:-a}
@@ -21,7 +24,27 @@ xz -dc .carry/bins/nx_tests.xz > build/tests/gpu_tests & P2=$!
 wait $P1 $P2; chmod +x build/phase5_batched build/tests/gpu_tests
 D=.carry/data/mnist
 t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,compute_cap --format=csv,noheader | head -1)"
-if [ "$STAGE" = a ]; then
+NCU="ncu --kernel-name-base demangled --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section SourceCounters --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"
+ncu_one() {  # ncu_one NAME KERNEL-REGEX SKIP ARGS...: one profiled launch, its details as text
+  local name=$1 rx=$2 skip=$3; shift 3
+  timeout 150 $NCU --kernel-name regex:"$rx" --launch-skip "$skip" --launch-count 1 -o $R/scratch/$name -f build/phase5_batched "$@" \
+    --no-cupti --out $R/scratch > $R/ncu-$name.out 2>&1
+  t "ncu $name rc $?"
+  ncu -i $R/scratch/$name.ncu-rep --page details > $R/ncu-$name.txt 2>&1
+  ncu -i $R/scratch/$name.ncu-rep --page source --csv --print-source sass > $R/ncu-$name-sass.csv 2>/dev/null
+  pack
+}
+if [ "$STAGE" = c ]; then
+  # Where step 9 spends its time (the proxy fence's MEMBAR, the copies' waits) and, for W2 at h =
+  # 8,192, the first layer's fused pass (29.8 us at ~2.2 TB/s) and softmax-CE (11.8 us).
+  W1=(--data $D --batch 8192 --precision fp16 --epochs 1 --dropout 0.2 --workload mlp_batch_sweep --fp16-gemm wgmma)
+  ncu_one wg-fwd 'gemm_f16wgmma_kernel<nb::mlp::p5_fwd_gather' 4 "${W1[@]}"
+  ncu_one wg-wgrad 'gemm_f16wgmma_kernel<nb::mlp::p5_update.*GatherView' 4 "${W1[@]}"
+  ncu_one mma-wgrad 'gemm_f16mma_kernel<nb::mlp::p5_update.*GatherView' 4 --data $D --batch 8192 --precision fp16 --epochs 1 --dropout 0.2 --workload mlp_batch_sweep
+  W2=(--data $D --layers 784,8192,8192,8192,10 --optimizer sgd --lr 0.003 --dropout 0 --precision fp16 --steps 8)
+  ncu_one w2-first 'p5_fused_update_first' 4 "${W2[@]}"
+  ncu_one w2-softmax 'p5_fwd_softmax_ce' 4 "${W2[@]}"
+elif [ "$STAGE" = a ]; then
   timeout 90 build/tests/gpu_tests -tc="*step 9*,*row chain*" > $R/test-new.log 2>&1; t "new tests rc $?: $(tail -2 $R/test-new.log | tr '\n' ' ')"
   pack
   timeout 200 build/tests/gpu_tests > $R/tests.log 2>&1; t "all GPU tests rc $?: $(tail -3 $R/tests.log | tr '\n' ' ')"
