@@ -747,15 +747,21 @@ inline void plan_tf32x3(P& p, int sm_count) {
   plan_tc64_splits(p, sm_count);
 }
 
-template <class Tag, class P, int kTerms>
-inline void launch_tf32x3(const P& p, cudaStream_t st, bool pdl) {
-  constexpr int kSmem = X3Layout<P, AccumX3<kTerms>>::kBytes;
-  static bool attr_set = false;  // per instance: above 48 KB a kernel must ask for its shared memory
+// Launches kernel instance K of the 64 x 64 tile (steps 5-7 and 9) over its (tile, split) blocks
+// with kSmem bytes of dynamic shared memory; above 48 KB a kernel must ask for it, once an instance.
+template <auto K, int kSmem, class P>
+inline void launch_tc64(const P& p, cudaStream_t st, bool pdl) {
+  static bool attr_set = false;
   if (!attr_set) {
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_tf32x3_kernel<Tag, P, kTerms>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     attr_set = true;
   }
-  launch_kernel(gemm_tf32x3_kernel<Tag, P, kTerms>, x3_tiles(p) * p.splits, kXThreads, kSmem, st, pdl, p);
+  launch_kernel(K, x3_tiles(p) * p.splits, kXThreads, kSmem, st, pdl, p);
+}
+
+template <class Tag, class P, int kTerms>
+inline void launch_tf32x3(const P& p, cudaStream_t st, bool pdl) {
+  launch_tc64<gemm_tf32x3_kernel<Tag, P, kTerms>, X3Layout<P, AccumX3<kTerms>>::kBytes>(p, st, pdl);
 }
 
 }  // namespace mlp

@@ -314,13 +314,7 @@ inline void plan_f16mma(P& p, int sm_count) {
 
 template <class Tag, class P>
 inline void launch_f16mma(const P& p, cudaStream_t st, bool pdl) {
-  constexpr int kSmem = X3Layout<P, AccumF16>::kBytes;
-  static bool attr_set = false;  // per instance: above 48 KB a kernel must ask for its shared memory
-  if (!attr_set) {
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_f16mma_kernel<Tag, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    attr_set = true;
-  }
-  launch_kernel(gemm_f16mma_kernel<Tag, P>, x3_tiles(p) * p.splits, kXThreads, kSmem, st, pdl, p);
+  launch_tc64<gemm_f16mma_kernel<Tag, P>, X3Layout<P, AccumF16>::kBytes>(p, st, pdl);
 }
 
 }  // namespace mlp

@@ -226,14 +226,8 @@ inline void plan_fma64(P& p, int sm_count) {
 template <class Tag, class P>
 inline void launch_fma64(const P& p, cudaStream_t st, bool pdl) {
   constexpr int kSmem = X3Layout<P, AccumFma>::kBytes;
-  static bool attr_set = false;  // per instance: above 48 KB a kernel must ask for its shared memory
-  if (!attr_set) {
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_fma64_kernel<Tag, P, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_fma64_kernel<Tag, P, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    attr_set = true;
-  }
-  if (p.splits > kFixupGroup) launch_kernel(gemm_fma64_kernel<Tag, P, true>, x3_tiles(p) * p.splits, kXThreads, kSmem, st, pdl, p);
-  else launch_kernel(gemm_fma64_kernel<Tag, P, false>, x3_tiles(p) * p.splits, kXThreads, kSmem, st, pdl, p);
+  if (p.splits > kFixupGroup) launch_tc64<gemm_fma64_kernel<Tag, P, true>, kSmem>(p, st, pdl);
+  else launch_tc64<gemm_fma64_kernel<Tag, P, false>, kSmem>(p, st, pdl);
 }
 
 }  // namespace mlp

@@ -518,13 +518,7 @@ inline void plan_f16wgmma(P& p, int sm_count) {
 template <class Tag, class P>
 inline void launch_f16wgmma(const P& p, cudaStream_t st, bool pdl) {
   if constexpr (WgmmaFits<typename P::AView, typename P::BView>::value) {
-    constexpr int kSmem = WgLayout<P>::kBytes;
-    static bool attr_set = false;  // per instance: above 48 KB a kernel must ask for its shared memory
-    if (!attr_set) {
-      CUDA_CHECK(cudaFuncSetAttribute(gemm_f16wgmma_kernel<Tag, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-      attr_set = true;
-    }
-    launch_kernel(gemm_f16wgmma_kernel<Tag, P>, x3_tiles(p) * p.splits, kXThreads, kSmem, st, pdl, p);
+    launch_tc64<gemm_f16wgmma_kernel<Tag, P>, WgLayout<P>::kBytes>(p, st, pdl);
   } else {
     (void)p, (void)st, (void)pdl;
     throw Error(kExitInternal, "GEMM step 9 planned for operands it does not take (internal error)");
