@@ -92,10 +92,11 @@ STEPS=()
 add() { STEPS+=("$1|$2|$3"); }
 # The GPU's architecture, asked once: every make of the run (and of the bench scripts it calls) gets
 # ARCH=sm_XY from the environment instead of nvcc's -arch=native, which opens the driver in every
-# nvcc call. (CAP, not CC: an exported CC would reach make.)
+# nvcc call; on Hopper sm_90a (its architecture-specific instructions: GEMM step 9's wgmma). (CAP,
+# not CC: an exported CC would reach make.)
 if [ -z "${ARCH:-}" ]; then
   CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
-  [[ "$CAP" =~ ^[0-9]+$ ]] && export ARCH="sm_$CAP"
+  [[ "$CAP" =~ ^[0-9]+$ ]] && export ARCH="sm_$CAP$([ "$CAP" = 90 ] && echo a)"
 fi
 MAKE_ARGS="-j$JOBS ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX}"
 add data 10 "make data"
