@@ -17,18 +17,20 @@
 // forward's A fp16 (either orientation) or bytes [m][k] with B fp16 [n][k]; the weight gradient's A
 // fp16 [k][m] with B bytes [k][n]; the copied operand's rows 16-byte aligned. Built for sm_90a (the
 // Makefile's default gencode); elsewhere the kernel body is empty and the plan refuses it.
-// The sums are exact to fp32 rounding as step 6's: each k-tile (two wgmma k-steps) sums on the
+// The pipeline: four stages of two k-tiles in flight (one wait, proxy fence and barrier a stage).
+// The sums are exact to fp32 rounding as step 6's: each stage (four wgmma k-steps) sums on the
 // tensor cores into fresh registers, added to the running sums in fp32.
 // Prediction, before measuring (H200, W1 at batch 8,192; step 6 25.2 and 31.5 us, issue-bound at ~176
-// instructions a warp a k-tile in the forward: phase5_batched__gemm-b8192-fp16.json, e802857). Counted
-// in this build's SASS (nvdisasm, a k-tile's fast path): the gathered forward ~116 (A's 8 16-bit loads,
-// 4 permutes and 16 conversion instructions, 16 FADDs of the second level, the proxy fence's
-// MEMBAR.ALL.CTA, 2 HGMMA with their arrive and wait, 3 copies): ~17 us if time follows instructions,
-// against ~6 us of L2 -> SM traffic (32 MB: W re-read by each of the 128 row tiles). The weight
-// gradient ~175 (the gathered rows' copies and their ids a stage ahead ~90 of them), over 10 slices
-// of ~26 k-tiles: ~28 us at the forward's rate. W1's fp16 step 88.35 -> ~77 us, ~1.7x our fp32
-// (131.4). A risk: if the proxy fence's MEMBAR waits for the copies still in flight, the four
-// stages act as one and nothing gains.
+// instructions a warp a k-tile in the forward: phase5_batched__gemm-b8192-fp16.json, e802857). Read
+// in this build's SASS (nvdisasm, the fast path): the gathered forward ~100 instructions a warp a
+// k-tile (A's 8 16-bit loads, 4 permutes and 16 conversion instructions, 8 FADDs of the second
+// level, three copies, half a stage's wait, proxy fence (MEMBAR.ALL.CTA) and barrier, 2 HGMMA):
+// ~14 us if time follows instructions, against ~6 us of L2 -> SM traffic (32 MB: W re-read by each
+// of the 128 row tiles); the weight gradient ~165 (the gathered rows' copies and their ids a stage
+// ahead most of them), ~26 us at the forward's rate over 10 slices of ~26 k-tiles. W1's fp16 step
+// 88.35 -> ~72 us, ~1.8x our fp32 (131.4); if time follows instructions only half way, as step 6's
+// staging change did, ~80 us and ~1.65x. A risk: if the proxy fence's MEMBAR waits for the copies
+// still in flight, the stages act as one and nothing gains.
 // Measured: not yet; the call that will: profiles/nvidia-h200/logs/next_81891a5/ (README).
 #pragma once
 #include <cuda_fp16.h>
@@ -79,7 +81,9 @@ static_assert(kWgLbo == (kXBN / 8) * kWgSbo && kWgBTile == (kXBK / 8) * kWgLbo, 
 __host__ __device__ constexpr int wg_b_offset(int n, int k, bool k_major = true) {
   return (k / 8) * kWgLbo + (n / 8) * kWgSbo + (k_major ? (n % 8) * 16 + (k % 8) * 2 : (k % 8) * 16 + (n % 8) * 2);
 }
-constexpr int kWgStages = 4;  // k-tiles in flight
+// The pipeline: kWgStages stages in flight, each of kWgTiles k-tiles (one wait, proxy fence and
+// barrier, and one round of the second level's additions, for 64 values of k).
+constexpr int kWgStages = 4, kWgTiles = 2;
 // A's staged rows: step 5's strides, but 40 bytes for a byte A [m][k] (wg_a_frags' 16-bit loads of a
 // warp then hit 16 distinct banks; step 5's 36 puts two of them on one).
 template <class AV>
@@ -87,8 +91,8 @@ constexpr int wg_a_ld32() {
   return ByteRows<AV>::value ? 40 : 0;  // (0: X3Tile's own)
 }
 
-// Dynamic shared memory: kWgStages stages of the problem's A tile and B tile, and the result's two
-// 32 x 64 sub-tiles over them once the loop is done. The forward: A staged as step 5 stages it
+// Dynamic shared memory: kWgStages * kWgTiles slots of a k-tile's A tile and B tile, and the
+// result's two 32 x 64 sub-tiles over them once the loop is done. The forward: A staged as step 5 stages it
 // (byte rows 40 apart), B canonical K-major. The weight gradient: A (dZ) canonical MN-major, B (the
 // bytes) as step 5 stages them ([k][n], rows 80 apart).
 template <class P>
@@ -100,8 +104,8 @@ struct WgLayout {
       kSwapped ? kWgBTile
                : x3_round128(x3_tile_bytes<AV, wg_a_ld32<AV>() ? wg_a_ld32<AV>() : X3Tile<AV>::kLd32>());
   static constexpr int kB = kSwapped ? x3_round128(x3_tile_bytes<BV>()) : kWgBTile;
-  static constexpr int kStage = kA + kB;
-  static constexpr int kLoop = kWgStages * kStage;
+  static constexpr int kSlot = kA + kB;  // one k-tile
+  static constexpr int kLoop = kWgStages * kWgTiles * kSlot;
   static constexpr int kResult = 2 * kBM * kLdc * static_cast<int>(sizeof(float));
   static constexpr int kBytes = kLoop > kResult ? kLoop : kResult;
 };
@@ -145,16 +149,13 @@ __device__ __forceinline__ void wg_pin(uint32_t (&a)[2][4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[s][e])::"memory");
 }
-// The accumulators and A's registers are read and written by the tensor cores until the wait: this
-// empty asm, after the wait, keeps the compiler from reading the one or reusing the other before.
-__device__ __forceinline__ void wg_hold(float (&d)[16], uint32_t (&a)[2][4]) {
+// The accumulators and A's registers are read and written by the tensor cores until the wait: these
+// empty asm, after the wait, keep the compiler from reading the one or reusing the other before.
+__device__ __forceinline__ void wg_hold(float (&d)[16]) {
 #pragma unroll
   for (int e = 0; e < 16; ++e) asm volatile("" : "+f"(d[e])::"memory");
-#pragma unroll
-  for (int s = 0; s < 2; ++s)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[s][e])::"memory");
 }
+__device__ __forceinline__ void wg_hold(uint32_t (&a)[2][4]) { wg_pin(a); }
 
 // d (=, or += when kAccumulate) A · B on a 64 x 32 x 16 step: A (64 x 16, this warp's 16 rows) in the
 // four f16x2 registers of an m16n8k16 A fragment, B (16 x 32) from the canonical layout at desc.
@@ -323,7 +324,7 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   static_assert(WgmmaFits<AV, BV>::value, "step 9 takes these operands only");
   constexpr bool kSwapped = Lay::kSwapped;
   constexpr bool kBytesIn = ByteRows<AV>::value || ByteRows<BV>::value;
-  constexpr int kSt = kWgStages;
+  constexpr int kSt = kWgStages, kT = kWgTiles;
   const int xt = x3_tiles(p);
   const int split = blockIdx.x / xt, tile = blockIdx.x % xt;
   const int bn = tile % p.tiles_n(), bm = tile / p.tiles_n();
@@ -331,8 +332,10 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   const int kbeg = split * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
   const int nst = kend > kbeg ? (kend - kbeg + kXBK - 1) / kXBK : 0;
   const int nfull = (kend - kbeg) / kXBK;  // k-tiles wholly inside the slice
-  auto a_stage = [&](int s) { return gemm_dyn + s * Lay::kStage; };
-  auto b_stage = [&](int s) { return gemm_dyn + s * Lay::kStage + Lay::kA; };
+  const int nss = (nst + kT - 1) / kT;      // stages
+  // Slot j of stage st holds k-tile kT st + j (mod the pipeline): its A tile, then its B tile.
+  auto a_stage = [&](int slot) { return gemm_dyn + slot * Lay::kSlot; };
+  auto b_stage = [&](int slot) { return gemm_dyn + slot * Lay::kSlot + Lay::kA; };
   auto smem = [](const void* x) { return static_cast<unsigned>(__cvta_generic_to_shared(x)); };
 
   // The staging: the forward's A as step 5 stages it and its B (W) canonical K-major; the weight
@@ -341,7 +344,7 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   constexpr int kALd32 = wg_a_ld32<AV>();
   X3Stream<kXBM, kXBK, true, kALd32, AV> sa{};  // the forward's A
   WgMNRows<AV> wa{};                            // the weight gradient's A
-  X3Rows<BV> rb;                                // (the weight gradient's B)
+  X3Rows<BV> rb[kT];                            // (the weight gradient's B: a stage's k-tiles)
   X3Stream<kXBK, kXBN, false, 0, BV> sb{};      // the weight gradient's B
   WgBRows<BV> wb{};                             // the forward's B
   int nfa = 0, nfb = 0;
@@ -354,17 +357,37 @@ __device__ __forceinline__ void wg_tile(const P& p) {
       else x3_issue<kXBM, kXBK, kALd32>(p.a, m0, kbeg + s * kXBK, p.M, kend, a_stage(st), nullptr);
     }
   };
-  auto issue_b = [&](int s, int st) {
+  // (j: the k-tile's place in its stage, s % kT, which names its row ids.)
+  auto issue_b = [&](int s, int st, auto j) {
     if constexpr (kSwapped) {
-      if (s < nfb) sb.issue(p.b, s, b_stage(st), rb.ids());
-      else x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(st), rb.ids());
+      if (s < nfb) sb.issue(p.b, s, b_stage(st), rb[j].ids());
+      else x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(st), rb[j].ids());
     } else {
       if (s < nfull) wb.template issue<true>(s, smem(b_stage(st)), kend);
       else wb.template issue<false>(s, smem(b_stage(st)), kend);
     }
   };
-  auto fetch_b = [&](int s) {  // the weight gradient's rows' ids, a stage ahead
-    if constexpr (kSwapped) rb.template fetch<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N);
+  auto fetch_b = [&](int s, auto j) {  // the weight gradient's rows' ids, a stage ahead
+    if constexpr (kSwapped) rb[j].template fetch<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N);
+  };
+  // Stage S (S < nss) into slots kT st ...: B's k-tiles (with their ids first when fetch), A's. A
+  // k-tile past the slice (the last stage's second when nst is odd) is copied as zeros (the copies
+  // past kend fill their bytes with zeros and read nothing), so every stage runs its four k-steps.
+  auto issue_stage_b = [&](int S, int st, bool fetch) {
+    static_assert(kT == 2, "a stage's two k-tiles, each named at compile time");
+    if (S >= nss) return;
+    if (fetch) fetch_b(kT * S, std::integral_constant<int, 0>{}), fetch_b(kT * S + 1, std::integral_constant<int, 1>{});
+    issue_b(kT * S, kT * st, std::integral_constant<int, 0>{});
+    issue_b(kT * S + 1, kT * st + 1, std::integral_constant<int, 1>{});
+  };
+  auto fetch_stage = [&](int S) {  // stage S's row ids
+    if (S >= nss) return;
+    fetch_b(kT * S, std::integral_constant<int, 0>{}), fetch_b(kT * S + 1, std::integral_constant<int, 1>{});
+  };
+  auto issue_stage_a = [&](int S, int st) {
+    if (S >= nss) return;
+#pragma unroll
+    for (int j = 0; j < kT; ++j) issue_a(kT * S + j, kT * st + j);
   };
   auto init_b = [&]() {
     if constexpr (kSwapped) {
@@ -379,8 +402,7 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   if (early_b) {
     init_b();
 #pragma unroll
-    for (int s = 0; s < kSt - 1; ++s)
-      if (s < nst) fetch_b(s), issue_b(s, s);
+    for (int S = 0; S < kSt - 1; ++S) issue_stage_b(S, S, true);
   }
   using Epi = typename std::decay<decltype(p.epi)>::type;
   if constexpr (EarlyDraw<Epi>::value) p.epi.prefetch_pair(m0, n0, p.M, p.N);
@@ -394,46 +416,56 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   }
   if (!early_b) init_b();
 #pragma unroll
-  for (int s = 0; s < kSt - 1; ++s) {
-    if (s < nst) {
-      if (!early_b) fetch_b(s), issue_b(s, s);
-      issue_a(s, s);
-    }
+  for (int S = 0; S < kSt - 1; ++S) {
+    if (!early_b) issue_stage_b(S, S, true);
+    issue_stage_a(S, S);
     x3_commit();
   }
-  if (kSt - 1 < nst) fetch_b(kSt - 1);
+  // The row ids of the first stage the loop issues, fetched now (each iteration issues its stage's
+  // copies and fetches the next stage's ids, which land under the MMAs).
+  fetch_stage(kSt - 1);
   if constexpr (!EarlyDraw<Epi>::value) p.epi.prefetch(m0, n0, p.M, p.N);
 
   const int h = threadIdx.x / 128;  // the warpgroup
   float d[16];                      // the running sums (the second level)
 #pragma unroll
   for (int e = 0; e < 16; ++e) d[e] = 0.f;
-  // The shared-memory operand's descriptor for stage 0 and warpgroup h (its 32 values of n, 4 core
-  // matrices along n); a stage and a k-step are one add each (a descriptor's address field is the
+  // The shared-memory operand's descriptor for slot 0 and warpgroup h (its 32 values of n, 4 core
+  // matrices along n); a slot and a k-step are one add each (a descriptor's address field is the
   // byte address >> 4, and no offset carries out of it: dynamic shared memory < 256 KB).
   const uint64_t desc0 = wg_desc(kSwapped ? a_stage(0) : b_stage(0)) + static_cast<uint64_t>((h * 4 * kWgSbo) >> 4);
-  static_assert(Lay::kStage % 16 == 0 && kWgLbo % 16 == 0, "descriptor offsets in 16-byte units");
+  static_assert(Lay::kSlot % 16 == 0 && kWgLbo % 16 == 0, "descriptor offsets in 16-byte units");
+  auto frags = [&](int slot, uint32_t (&a)[2][4]) {  // the register operand of a k-tile's two k-steps
+    if constexpr (kSwapped) wg_bytes_t_frags(b_stage(slot), a);
+    else wg_a_frags<AV>(a_stage(slot), a);
+  };
+  auto desc = [&](int slot, int ks) {
+    return desc0 + static_cast<uint64_t>((slot * Lay::kSlot + ks * 2 * kWgLbo) >> 4);
+  };
   int rs = 0, ws = kSt - 1;
-  for (int t = 0; t < nst; ++t) {
+  for (int t = 0; t < nss; ++t) {
     x3_wait<kSt - 2>();  // stage t has landed (this thread's copies) ...
     wg_fence_proxy();    // ... for the tensor cores' reads too ...
     __syncthreads();     // ... and everyone's; every warpgroup is done with stage t - 1
     const int nx = t + kSt - 1;
-    if (nx < nst) issue_a(nx, ws), issue_b(nx, ws);
+    issue_stage_b(nx, ws, false), issue_stage_a(nx, ws);
     x3_commit();
-    uint32_t a[2][4];  // the register operand: the forward's A, or the weight gradient's bytes X^T
-    if constexpr (kSwapped) wg_bytes_t_frags(b_stage(rs), a);
-    else wg_a_frags<AV>(a_stage(rs), a);
-    const uint64_t desc = desc0 + static_cast<uint64_t>((rs * Lay::kStage) >> 4);
-    float part[16];  // this k-tile's sums (the first level)
-    wg_pin(a);
+    // The register operand (the forward's A, or the weight gradient's bytes X^T) of the stage's
+    // two k-tiles.
+    uint32_t a[kT][2][4];
+    frags(kT * rs, a[0]);
+    frags(kT * rs + 1, a[1]);
+    float part[16];  // this stage's sums (the first level: 4 k-steps, 64 values of k)
+    wg_pin(a[0]), wg_pin(a[1]);
     wg_fence();
-    wgmma_m64n32k16<false, kSwapped>(part, a[0], desc);
-    wgmma_m64n32k16<true, kSwapped>(part, a[1], desc + static_cast<uint64_t>((2 * kWgLbo) >> 4));
+    wgmma_m64n32k16<false, kSwapped>(part, a[0][0], desc(kT * rs, 0));
+    wgmma_m64n32k16<true, kSwapped>(part, a[0][1], desc(kT * rs, 1));
+    wgmma_m64n32k16<true, kSwapped>(part, a[1][0], desc(kT * rs + 1, 0));
+    wgmma_m64n32k16<true, kSwapped>(part, a[1][1], desc(kT * rs + 1, 1));
     wg_commit();
-    if (nx + 1 < nst) fetch_b(nx + 1);  // the next stage's row ids (global loads) under the tensor cores' work
+    fetch_stage(nx + 1);  // the next stage's row ids (global loads) under the tensor cores' work
     wg_wait_all();
-    wg_hold(part, a);
+    wg_hold(part), wg_hold(a[0]), wg_hold(a[1]);
 #pragma unroll
     for (int e = 0; e < 16; ++e) d[e] += part[e];
     rs = rs == kSt - 1 ? 0 : rs + 1;
