@@ -23,7 +23,7 @@
 // GEMMs). Batch 32 (one block, latency-bound): a step's dependent kernels 6 -> 3, ~6 us of chain
 // against ~19 us of kernels (PDL off): 35.1 -> ~27 us; batch 64 (the sweep's least lead) 37.1 -> ~29.
 // MEASURED: not yet: compiled on the host only (96 registers, no spills); --row-chain off stays the
-// default until a GPU run measures it against the kernels it replaces (logs/next_81891a5/call.sh).
+// default until a GPU run measures it against the kernels it replaces (logs/next_c3c7d16/call.sh).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -31,7 +31,7 @@
 // 88.35 -> ~72 us, ~1.8x our fp32 (131.4); if time follows instructions only half way, as step 6's
 // staging change did, ~80 us and ~1.65x. A risk: if the proxy fence's MEMBAR waits for the copies
 // still in flight, the stages act as one and nothing gains.
-// Measured: not yet; the call that will: profiles/nvidia-h200/logs/next_81891a5/ (README).
+// Measured: not yet; the call that will: profiles/nvidia-h200/logs/next_c3c7d16/ (README).
 #pragma once
 #include <cuda_fp16.h>
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The first call of the row chain (--row-chain on, phase5_batched/5a_row_chain.cuh) and of GEMM step 9
-# (--fp16-gemm wgmma, common/mlp/gemm/9_f16_wgmma.cuh), one build of 81891a5 for both (made on the host).
+# (--fp16-gemm wgmma, common/mlp/gemm/9_f16_wgmma.cuh), one build of c3c7d16 for both (made on the host).
 #   STAGE=a  (~6 min) their GPU tests first, then every GPU test case, step 9's under memcheck, then
 #            --validate on the row-chain and wgmma paths at validate_sweep.sh's shapes;
 #   STAGE=b  (~6 min) the GEMM benchmark (fp16 at batch 8,192 / 2,048, fp32 at 8,192), W1's step with
@@ -13,7 +13,7 @@
 # Carry: .carry/data, .carry/bins/nx_p5.xz and nx_tests.xz, .carry/call. Results: $OUT/nx-<stage>.tgz.
 set -u
 STAGE=${STAGE:-a}
-export NB_GIT_COMMIT=${NB_GIT_COMMIT:-81891a5}  # the carried builds' commit
+export NB_GIT_COMMIT=${NB_GIT_COMMIT:-c3c7d16}  # the carried builds' commit
 R=build/nx-$STAGE; rm -rf $R; mkdir -p $R/scratch $R/ab $R/traced $R/gemm
 T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
 pack() { local f; f=$(mktemp -p $OUT .nx.XXXXXX); tar czf $f --exclude=scratch $R 2>/dev/null; mv $f $OUT/nx-$STAGE.tgz; }
