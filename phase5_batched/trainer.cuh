@@ -307,6 +307,7 @@ class Trainer {
   }
   void enqueue_backward_branched(const StepRef& sr, std::map<std::string, KernelCost>* costs);
   void enqueue_row_chain_and_updates(const StepRef& sr, std::map<std::string, KernelCost>* costs);
+  void enqueue_update0_and_join(const StepRef& sr, std::map<std::string, KernelCost>* costs);
   template <class P>
   void plan_splitk_into_slot(P& p, int slot) const;
   template <class P>

@@ -436,6 +436,18 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
   add_cost(costs, "p5_update_pair", u0, update_bytes(0), pair_as_two_launches(u1, u0));
 }
 
+// The end of a branched step: the first layer's update on the step's stream (after the last
+// product that reads its weights), then the side stream's updates joined back into it.
+template <class T>
+void Trainer<T>::enqueue_update0_and_join(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
+  auto u0 = update0(sr, 1);
+  launch_gemm<p5_update, T>(u0, st_, take_pdl());
+  add_cost(costs, "p5_update", u0, update_bytes(0), true);
+  CUDA_CHECK(cudaEventRecord(join_, side_));
+  CUDA_CHECK(cudaStreamWaitEvent(st_, join_, 0));
+  pdl_off_next_ = true;
+}
+
 // The branched backward: on the step's stream the backward-data chain dZ_[L-2], ..., dZ_[0] and
 // then the first layer's update; on the side stream the updates of layers L-1, ..., 1, layer l's
 // forked after backward-data product l, which produced its dZ_[l] (from dZ_[l+1]: the product
@@ -456,12 +468,7 @@ void Trainer<T>::enqueue_backward_branched(const StepRef& sr, std::map<std::stri
     launch_gemm<p5_update, T>(u, side_, false);
     add_cost(costs, "p5_update", u, update_bytes(l), true);
   }
-  auto u0 = update0(sr, 1);
-  launch_gemm<p5_update, T>(u0, st_, take_pdl());
-  add_cost(costs, "p5_update", u0, update_bytes(0), true);
-  CUDA_CHECK(cudaEventRecord(join_, side_));
-  CUDA_CHECK(cudaStreamWaitEvent(st_, join_, 0));
-  pdl_off_next_ = true;
+  enqueue_update0_and_join(sr, costs);
 }
 
 // --row-chain on: after the first layer's forward, the row chain on the step's stream (H1, the
@@ -487,12 +494,7 @@ void Trainer<T>::enqueue_row_chain_and_updates(const StepRef& sr, std::map<std::
     launch_gemm<p5_update, T>(u, side_, false);
     add_cost(costs, "p5_update", u, update_bytes(l), true);
   }
-  auto u0 = update0(sr, 1);
-  launch_gemm<p5_update, T>(u0, st_, take_pdl());
-  add_cost(costs, "p5_update", u0, update_bytes(0), true);
-  CUDA_CHECK(cudaEventRecord(join_, side_));
-  CUDA_CHECK(cudaStreamWaitEvent(st_, join_, 0));
-  pdl_off_next_ = true;
+  enqueue_update0_and_join(sr, costs);
 }
 
 // ----- cuBLASLt path: the same epilogue functors, run after each cuBLASLt product.

@@ -3,7 +3,7 @@
 //
 // Adds: step 6's 64 x 64 tile, pipeline, split-K hand-over and epilogues, with each warpgroup (4
 // warps) computing a 64 x 32 half of the tile by one wgmma.m64n32k16 a k-step, where step 6's 8 warps
-// issue 32 mma.sync m16n8k16 for the same 64 x 64 x 16 and read both operands' fragments for them.
+// execute 32 mma.sync m16n8k16 for the same 64 x 64 x 16 and read both operands' fragments for them.
 // One operand stays in registers, read as step 6 reads it (fp16 by ldmatrix, the gathered images'
 // bytes as f16x2 integers); the other, fp16, is read by the tensor cores from shared memory, copied
 // there by 16-byte cp.async straight into wgmma's canonical layout (8 x 8 core matrices of 16-byte
