@@ -22,13 +22,16 @@
 // sweep's kernel tables), so our fp16 / fp32 ratio falls 1.49 -> ~1.41 (it rests on the first layer's
 // GEMMs). Batch 32 (one block, latency-bound): a step's dependent kernels 6 -> 3, ~6 us of chain
 // against ~19 us of kernels (PDL off): 35.1 -> ~27 us; batch 64 (the sweep's least lead) 37.1 -> ~29.
-// MEASURED: not yet: compiled on the host only (96 registers, no spills); --row-chain off stays the
-// default until a GPU run measures it against the kernels it replaces (logs/next_c3c7d16/call.sh).
+// MEASURED (H200, c3c7d16, logs/next_c3c7d16/b/: W1, 2 rounds, medians): batch 32 fp32 35.06 -> 33.90 us
+// a step (one block: the kernel 17.0 us), 64 37.01 -> 35.93; 8,192 130.69 -> 131.69 (the kernel 23.6
+// us, not ~8: the forked updates, now beside each other, take 9 us more). So --row-chain auto turns it
+// on at the small batches where it measured faster (kRowChainAutoBatch) and nowhere else.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "5a_graph_step.cuh"
 
@@ -322,6 +325,11 @@ __global__ void __launch_bounds__(kRowChainThreads, 2) p5_row_chain(RowChainPara
 inline bool row_chain_fits(int n0, int n1, int n2, size_t smem_optin) {
   return n0 > 0 && n1 > 0 && n2 > 0 && n2 <= kBN && RowChainLayout(n0, n1, n2).bytes() <= smem_optin;
 }
+
+// --row-chain auto: the largest batch it runs at (where it measured faster than the four kernels:
+// fp32 at 32 and 64, fp16 at 32 only; logs/next_c3c7d16/b/summary.txt).
+template <class T>
+constexpr int kRowChainAutoBatch = std::is_same<T, __half>::value ? 32 : 64;
 
 template <class T>
 inline void row_chain_setup(size_t smem) {

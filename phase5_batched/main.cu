@@ -14,8 +14,8 @@
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
 //   --fp32-gemm auto|tile|tf32x3|fma  big-batch fp32 products on 3xTF32 tensor cores (GEMM step 5),
 //     or on FMAs only (fma: step 7, FMA warp tiles, in their place); the plan is printed and recorded;
-//   --fp16-gemm auto|tile|mma|wgmma  fp16 products on step 6 where it pays (wgmma: the first layer's
-//     two on step 9), --fp16-stream small batches' wide forwards on step 8; --gemm-compare the GEMM benchmark; --row-chain on: W1's middle in one kernel.
+//   --fp16-gemm auto|tile|mma|wgmma  fp16 products on step 6 where it pays (wgmma: the first two on
+//     step 9); --fp16-stream wide forwards on step 8; --row-chain W1's middle in one kernel; --gemm-compare.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the
@@ -336,9 +336,9 @@ int run(int argc, char** argv) {
   cli.add_string("--row-chain", &o.row_chain,
                  "own graph path, two hidden layers, branched backward: the hidden forward, softmax-CE and both "
                  "backward-data products in one kernel of 32-row blocks with the upper layers' weights in shared "
-                 "memory (5a_row_chain.cuh; on), or as four GEMM kernels (off: the default until a GPU run has "
-                 "measured it)",
-                 {"off", "on"});
+                 "memory (5a_row_chain.cuh; on), or as four GEMM kernels (off); auto: on where it can run at batch <= 64 "
+                 "in fp32 and <= 32 in fp16, where it measured faster",
+                 {"auto", "on", "off"});
   cli.add_flag("--gemm-compare", &compare,
                "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");
   if (!cli.parse(argc, argv)) return 0;

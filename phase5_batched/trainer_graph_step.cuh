@@ -221,19 +221,27 @@ void Trainer<T>::plan_branches() {
 
 // --row-chain on: W1's middle in one kernel (5a_row_chain.cuh). It runs where the step's backward
 // is branched (the three updates fork from it) on the own graph path with two hidden layers whose
-// layout fits a block's shared memory; anything else asked for is refused (exit 2).
+// layout fits a block's shared memory; anything else asked for is refused (exit 2). auto (the
+// default): on where it can run and the batch is at most kRowChainAutoBatch (fp32: 64, fp16: 32),
+// where it measured faster than the four kernels it replaces (H200, logs/next_c3c7d16/: fp32 35.06 ->
+// 33.90 us a step at batch 32, 37.01 -> 35.93 at 64; fp16 40.29 -> 39.45 at 32, but 41.40 -> 41.93 at
+// 64 and slower at 1,024 and 8,192 in both, where one block's 32 rows are no longer the whole batch).
 template <class T>
 void Trainer<T>::plan_row_chain() {
   row_chain_ = false;
-  if (o_.row_chain != "on") return;
+  if (o_.row_chain == "off") return;
+  const bool ask = o_.row_chain == "on";
+  int optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev_.index));
+  const auto& w = o_.layers;
+  const bool can = !cublas_ && !rung_.one_launch() && nlayers_ == 3 && branched_;
+  if (!ask && !(can && batch_ <= kRowChainAutoBatch<T> && row_chain_fits(w[1], w[2], w[3], static_cast<size_t>(optin))))
+    return;
   const auto refuse = [](const std::string& why) { throw Error(kExitUsage, "--row-chain on: " + why); };
   if (cublas_ || rung_.one_launch()) refuse("the own graph path only (--gemm own, --launch graph)");
   if (nlayers_ != 3) refuse("two hidden layers only (W1's shape); --layers has " + std::to_string(nlayers_ - 1));
   if (!branched_) refuse("with the branched backward only (--backward auto chose the fused one here: fp16, SGD, batch <= 32; "
                          "pass --backward branched)");
-  int optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev_.index));
-  const auto& w = o_.layers;
   if (!row_chain_fits(w[1], w[2], w[3], static_cast<size_t>(optin)))
     refuse("widths " + std::to_string(w[1]) + " / " + std::to_string(w[2]) + " / " + std::to_string(w[3]) + " need " +
            std::to_string(RowChainLayout(w[1], w[2], w[3]).bytes()) + " bytes of shared memory a block (the device has " +

@@ -57,7 +57,8 @@
 # (tags *-persistent, *-pipelined, *-cluster32).
 # Environment: RECORDS_DIR (default profiles/<device-slug> via the programs), DATA (default
 # data/mnist, or .carry/data/mnist when that exists), FASHION_DATA (the same for fashion-mnist),
-# PYTHON (python3 with torch), DEPS_PREFIX (default .carry/deps when present), JOBS (16), STAGES
+# PYTHON (python3 with torch), DEPS_PREFIX (default .carry/deps when present), JOBS (16), NO_BUILD (1: run
+# the binaries in build/ as they are, e.g. carried from a host build; missing ones fail), STAGES
 # ("w1 match w2 gemm persist sweep seeds fashion"), W1_EPOCHS (5: the w1, match and seeds stages),
 # TWIN_W1_IMPLS / TWIN_MATCH_IMPLS / TWIN_W2_IMPLS / TWIN_SEEDS_IMPLS (the twin modes per stage; W1's
 # also for fashion), TWIN_COMPILE_MODE (auto) and SWEEP_TWIN_MODE (default): the compiled-graph
@@ -376,11 +377,16 @@ fi
 # ---------------------------------------------------------------------------- build
 TARGETS=("$P4" "$P5")
 [ "$MODE" = check ] && TARGETS+=(build/tests/gpu_tests)
-note "building ${TARGETS[*]} (make -j$JOBS${DEPS_PREFIX:+ DEPS_PREFIX=$DEPS_PREFIX})"
-if ! make -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} "${TARGETS[@]}" >"$LOGS/make.log" 2>&1; then
-  tail -n 40 "$LOGS/make.log"
-  note "build failed"
-  exit 1
+if [ "${NO_BUILD:-0}" = 1 ]; then  # binaries built elsewhere (a carried build): they must be there
+  for t in "${TARGETS[@]}"; do [ -x "$t" ] || { note "NO_BUILD=1 but $t is missing"; exit 1; }; done
+  note "NO_BUILD=1: ${TARGETS[*]} as they are"
+else
+  note "building ${TARGETS[*]} (make -j$JOBS${DEPS_PREFIX:+ DEPS_PREFIX=$DEPS_PREFIX})"
+  if ! make -j"$JOBS" ${DEPS_PREFIX:+DEPS_PREFIX=$DEPS_PREFIX} "${TARGETS[@]}" >"$LOGS/make.log" 2>&1; then
+    tail -n 40 "$LOGS/make.log"
+    note "build failed"
+    exit 1
+  fi
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
 
