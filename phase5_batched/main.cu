@@ -32,10 +32,9 @@
 //   8,192 at ae47833, 128 at 7d20915), best path against JAX: h = 128 rung 5d 27.67 us a step, 1.24x;
 //   256 / 512 / 1,024 rung 5g 33.21-48.75 us, 1.12x / 1.06x / 1.09x; 2,048 / 4,096 / 8,192 own GEMMs
 //   0.0954 / 0.197 / 0.560 ms, 1.13x / 1.31x / 1.45x. --launch auto picks among them (launch_plan.h). Batch sweep
-//   (bench_frameworks.sh, __batch-sweep-b<B>.json, JAX at every batch; 32-512 at 60a9493, 1,024-
-//   8,192 at e802857): ahead at all nine; 32: 35.1 us a step, 1.11x JAX jit-run; 64: 1.06x (the
-//   least; the row chain, on there by default since, 33.9 / 35.9 us against 35.1 / 37.0 in one A/B,
-//   logs/next_c3c7d16/); 2,048: 69.3 us, 1.59x; 8,192: 0.131 ms, 2.02x (PyTorch compiled-graph
+//   (bench_frameworks.sh, __batch-sweep-b<B>.json, JAX at every batch; 32-64 at 221cbbf, 128-512
+//   at 60a9493, 1,024-8,192 at e802857): ahead at all nine; 32: 34.0 us a step (the row chain),
+//   1.15x JAX jit-run; 64: 1.11x; 512: 1.09x (the least); 2,048: 69.3 us, 1.59x; 8,192: 0.131 ms, 2.02x (PyTorch compiled-graph
 //   0.303), fp16 0.088 ms. The lesson: up to batch 1,024 a step is its dependent kernels' latency;
 //   from there it grows with the arithmetic: step 5 buys 2.35x at 8,192 (0.309 ms on the SIMT tile)
 //   where fp32_gemm.h's rule says it pays, the images' bytes multiplied as the integers they are;
