@@ -1007,14 +1007,16 @@ def select_losses(records, dup_notes):
         curves = {k: loss_curve(picked[k]) for k in keys}
         twins = [k for k in keys if is_twin(k[0])]
         ref = ("pytorch_mlp", "pytorch-eager") if ("pytorch_mlp", "pytorch-eager") in twins else (twins[0] if twins else None)
-        gaps, exact_gaps = {}, {}
+        gaps, twin_gaps, exact_gaps = {}, {}, {}
         if ref:
             ref_exact = first_exact(picked[ref])
             for k in keys:
-                if not is_twin(k[0]) and curves[k][2] == curves[ref][2]:
+                # ours against the reference; the frameworks' other modes too: their spread is what fp32
+                # training's summation order alone does to a curve, the scale a gap of ours is read on
+                if k != ref and curves[k][2] == curves[ref][2]:
                     g = max_rel_gap(curves[k], curves[ref])
                     if g:
-                        gaps[k] = g
+                        (twin_gaps if is_twin(k[0]) else gaps)[k] = g
                 mine = first_exact(picked[k])
                 if not is_twin(k[0]) and mine and ref_exact:
                     m = min(len(mine), len(ref_exact))
@@ -1022,7 +1024,8 @@ def select_losses(records, dup_notes):
                     if g:
                         exact_gaps[k] = (g[0], g[1], m)
         means = sorted({loss_reduce(picked[k]) for k in keys} - {None})
-        panels.append({"title": title, "curves": curves, "ref": ref, "gaps": gaps, "exact_gaps": exact_gaps,
+        panels.append({"title": title, "curves": curves, "ref": ref, "gaps": gaps, "twin_gaps": twin_gaps,
+                       "exact_gaps": exact_gaps,
                        "window": means[0] if len(means) == 1 else None,
                        "records": {k: picked[k] for k in keys}})
         used += [picked[k] for k in keys]

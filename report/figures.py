@@ -462,11 +462,12 @@ def fig7_losses(d, path, device):
         unit = "step"
         ref = p["curves"].get(p["ref"]) if p["ref"] else None
         refm = dict(zip(ref[0], ref[1])) if ref else {}
+        all_gaps = {**p["gaps"], **p.get("twin_gaps", {})}
         for k, c in p["curves"].items():
             xs, ys, unit = c
             lab = A.label(*k)
-            if k in p["gaps"]:
-                g, x, shared, own_last = p["gaps"][k][:4]
+            if k in all_gaps:
+                g, x, shared, own_last = all_gaps[k][:4]
                 lab += " (identical" if g == 0 else f" (max rel. gap {g * 100:.3g}% at {unit} {x}"
                 lab += f"; to {unit} {shared} only)" if shared < own_last else ")"
             elif k == p["ref"]:
@@ -477,13 +478,27 @@ def fig7_losses(d, path, device):
                 dx = [x for x in xs if refm.get(x)]
                 dy = [(y - refm[x]) / abs(refm[x]) * 100 for x, y in zip(xs, ys) if refm.get(x)]
                 axd.plot(dx, dy, color=A.color(k), linestyle="--" if A.is_twin(k[0]) else "-", linewidth=1.0)
+        # Where the reference's log is much shorter than ours, draw the range both logged (the range
+        # the gaps are measured over), not a long tail of ours that nothing is compared with.
+        clip = None
+        if ref and max(max(c[0]) for c in p["curves"].values()) > 1.5 * max(ref[0]):
+            clip = max(ref[0])
+            span = max(clip - min(ref[0]), 1)
+            ax.set_xlim(min(ref[0]) - 0.03 * span, clip + 0.03 * span)
+            vis = [y for c in p["curves"].values() for x, y in zip(c[0], c[1]) if x <= clip and y > 0]
+            if vis:  # the curves in the top quarter, the legend (lower left) below them
+                lo, hi = min(vis), max(vis)
+                pad = max(hi / lo - 1, 1e-3)
+                ax.set_ylim(lo / (1 + 8 * pad), hi * (1 + pad))
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
         ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
         ax.tick_params(axis="y", which="minor", labelsize=7.5)
         ax.set_ylabel("train loss (cross-entropy, log scale)")
-        ax.set_title(p["title"] + " — ours solid, PyTorch dashed" +
-                     ("\n(\"to step N only\": the reference curve ends there; the gap is over the steps both logged)"
+        ax.set_title(p["title"] + " — ours solid, frameworks dashed" +
+                     (f"\n(drawn to {unit} {clip:,}, where the reference's log ends; the longest of ours runs to "
+                      f"{max(max(c[0]) for c in p['curves'].values()):,})" if clip else
+                      "\n(\"to step N only\": the reference curve ends there; the gap is over the steps both logged)"
                       if any(g[2] < g[3] for g in p["gaps"].values()) else ""), fontsize=9.5)
         ax.legend(loc="upper right" if col == 0 else "lower left", fontsize=8 if col == 0 else 7)  # W2: the curve falls late
         axd.axhline(0.0, color="black", linewidth=0.8)
@@ -493,7 +508,7 @@ def fig7_losses(d, path, device):
         axd.set_title("relative difference to the reference curve: (loss − reference) / reference", fontsize=8.5)
         if not ref:
             axd.text(0.5, 0.5, "no PyTorch curve to compare with", ha="center", transform=axd.transAxes)
-    _finish(fig, path, "Figure 7 — loss curves, ours against the PyTorch twin", device, d["records"])
+    _finish(fig, path, "Figure 7 — loss curves, ours against the framework twins", device, d["records"])
 
 
 def _text_box(ann, renderer):
