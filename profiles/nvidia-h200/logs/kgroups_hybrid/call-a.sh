@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Part a of the measurement of the per-product warp layout (TcAccum<kKGroups>, 3485c2d on branch
+# kgroups-hybrid-main): the new build's GPU tests, --validate at 8,192 and 4,097 (300/100), 1,000
+# (1,000/1,000), also with --fp32-gemm fma; Nsight Compute on the k-group products at 8,192.
+# Carry .carry/data, .carry/bins/kh2_p5.xz and kh2_tests.xz (built on the host at 3485c2d).
+# Part b (call-b.sh, on the still-warm machine, which keeps build/kb/new) compares it with main's.
+set -u
+V=${V:-kh2}
+export NB_GIT_COMMIT=${NB_GIT_COMMIT:-unknown}
+R=build/${V}a; rm -rf $R; mkdir -p $R/scratch $R/ab $R/ncu
+T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
+pack() { tar czf $OUT/${V}a.tmp.tgz --exclude='*.ncu-rep' --exclude=scratch $R 2>/dev/null; mv $OUT/${V}a.tmp.tgz $OUT/${V}a.tgz; }
+( exec >/dev/null 2>&1; while sleep 30; do pack; done ) & WD=$!
+mkdir -p build/kb
+PIDS=""
+xz -dc .carry/bins/${V}_p5.xz > build/kb/new & PIDS="$PIDS $!"
+xz -dc .carry/bins/${V}_tests.xz > build/kb/gpu_tests & PIDS="$PIDS $!"
+wait $PIDS; chmod +x build/kb/*
+mkdir -p build/kb/data; cp -r .carry/data/mnist build/kb/data/; D=build/kb/data/mnist
+t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | head -1)"
+timeout 150 build/kb/gpu_tests > $R/tests.log 2>&1; t "all GPU tests rc $?: $(tail -3 $R/tests.log | tr '\n' ' ')"
+pack
+V="--data $D --no-cupti --epochs 1 --validate --validate-steps 1"
+for c in "8192|--precision fp32" "8192|--precision fp16" "4097|--precision fp32 --layers 784,300,100,10" "4097|--precision fp16 --layers 784,300,100,10" "1000|--precision fp16 --layers 784,1000,1000,10" "8192|--fp32-gemm fma" "4097|--fp32-gemm fma --layers 784,300,100,10"; do
+  IFS='|' read -r b a <<<"$c"
+  timeout 100 build/kb/new $V --batch $b $a --out $R/scratch --tag val > $R/val-$b-${a// /_}.log 2>&1
+  echo "validate b=$b $a rc $?: $(grep -c ' ok$' $R/val-$b-${a// /_}.log) ok, $(grep -ci 'fail' $R/val-$b-${a// /_}.log) fail" | tee -a $R/validate.txt
+done
+t validate; pack
+S="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters"
+for k in "x3wg|fp32|gemm_tf32x3_kernel.*0>, nb::mlp::GatherView" "f16fwd|fp16|gemm_f16mma_kernel.*GemmProblem<nb::mlp::GatherView"; do
+  IFS='|' read -r kn pr rx <<<"$k"
+  timeout 100 ncu --kernel-name-base demangled --kernel-name "regex:$rx" --launch-skip 2 --launch-count 1 $S --import-source yes -o $R/ncu/$kn build/kb/new --batch 8192 --precision $pr --gemm-compare --data $D --out $R/scratch --tag ncu > $R/ncu/$kn.out 2>&1
+  ncu -i $R/ncu/$kn.ncu-rep > $R/ncu/$kn.txt 2>&1
+  ncu -i $R/ncu/$kn.ncu-rep --page source --csv --print-source sass > $R/ncu/$kn-sass.csv 2>&1; t "ncu $kn rc $?"
+done
+for f in $R/ncu/*-sass.csv; do python3 scripts/ncu_sass_summary.py $f > ${f%.csv}-summary.txt 2>&1; gzip -f $f; done
+kill $WD 2>/dev/null; pack; t packed
