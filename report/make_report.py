@@ -1259,7 +1259,9 @@ def front_data(sel, acc, bench, rs):
         part = (f"{p['title'].split(' (')[0]}: ours within {sig(max(g[0] for g in p['gaps'].values()) * 100, 3)}% "
                 f"of {A.label(*p['ref'])}'s curve")
         if p["twin_gaps"]:
-            part += f", the frameworks' other modes within {sig(max(g[0] for g in p['twin_gaps'].values()) * 100, 3)}%"
+            tg = max(g[0] for g in p["twin_gaps"].values())
+            part += (f", the frameworks' other modes within {sig(tg * 100, 3)}%" if tg > 0 else
+                     ", the frameworks' other modes identical to it")
         short = [g for g in p["gaps"].values() if g[2] < g[3]]
         if short:
             part += (f" (to step {max(g[2] for g in short):,}, where the reference's log ends; "
