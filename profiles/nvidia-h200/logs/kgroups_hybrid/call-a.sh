@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Part a of the measurement of the per-product warp layout (TcAccum<kKGroups>, 3485c2d on branch
+# Part a of the measurement of the per-product warp layouts (TcAccum<kKGroups>, FmaLayout<kWide>; 954c125 on branch
 # kgroups-hybrid-main): the new build's GPU tests, --validate at 8,192 and 4,097 (300/100), 1,000
 # (1,000/1,000), also with --fp32-gemm fma; Nsight Compute on the k-group products at 8,192.
-# Carry .carry/data, .carry/bins/kh2_p5.xz and kh2_tests.xz (built on the host at 3485c2d).
+# Carry .carry/data, .carry/bins/kh3_p5.xz and kh3_tests.xz (built on the host at 954c125).
 # Part b (call-b.sh, on the still-warm machine, which keeps build/kb/new) compares it with main's.
 set -u
-V=${V:-kh2}
+V=${V:-kh3}
 export NB_GIT_COMMIT=${NB_GIT_COMMIT:-unknown}
 R=build/${V}a; rm -rf $R; mkdir -p $R/scratch $R/ab $R/ncu
 T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
@@ -28,7 +28,7 @@ for c in "8192|--precision fp32" "8192|--precision fp16" "4097|--precision fp32 
 done
 t validate; pack
 S="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters"
-for k in "x3wg|fp32|gemm_tf32x3_kernel.*0>, nb::mlp::GatherView" "f16fwd|fp16|gemm_f16mma_kernel.*GemmProblem<nb::mlp::GatherView"; do
+for k in "x3wg|fp32|gemm_tf32x3_kernel.*0>, nb::mlp::GatherView" "f16fwd|fp16|gemm_f16mma_kernel.*GemmProblem<nb::mlp::GatherView" "fmafwd|fp32|gemm_fma64_kernel.*GemmProblem<nb::mlp::GatherView"; do
   IFS='|' read -r kn pr rx <<<"$k"
   timeout 100 ncu --kernel-name-base demangled --kernel-name "regex:$rx" --launch-skip 2 --launch-count 1 $S --import-source yes -o $R/ncu/$kn build/kb/new --batch 8192 --precision $pr --gemm-compare --data $D --out $R/scratch --tag ncu > $R/ncu/$kn.out 2>&1
   ncu -i $R/ncu/$kn.ncu-rep > $R/ncu/$kn.txt 2>&1

@@ -5,7 +5,7 @@
 # fp32 and fp16, alternating, 2 rounds; then W1 at batch 32 and W2 at h = 1,024 (fp16) old against
 # new (the products whose layout did not change: the same checksums).
 set -u
-V=${V:-kh2}
+V=${V:-kh3}
 export NB_GIT_COMMIT=${NB_GIT_COMMIT:-unknown}
 R=build/${V}b; rm -rf $R; mkdir -p $R/scratch $R/ab $R/ncu
 T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
