@@ -34,12 +34,12 @@
 //   0.0954 / 0.197 / 0.560 ms, 1.13x / 1.31x / 1.45x. --launch auto picks among them (launch_plan.h). Batch sweep
 //   (bench_frameworks.sh, __batch-sweep-b<B>.json, JAX at every batch; 32-64 at 221cbbf, 128-512
 //   at 60a9493, 1,024-8,192 at e802857): ahead at all nine; 32: 34.0 us a step (the row chain),
-//   1.15x JAX jit-run; 64: 1.11x; 512: 1.09x (the least); 2,048: 69.3 us, 1.59x; 8,192: 0.131 ms, 2.02x (PyTorch compiled-graph
-//   0.303), fp16 0.088 ms. The lesson: up to batch 1,024 a step is its dependent kernels' latency;
-//   from there it grows with the arithmetic: step 5 buys 2.35x at 8,192 (0.309 ms on the SIMT tile)
-//   where fp32_gemm.h's rule says it pays, the images' bytes multiplied as the integers they are;
-//   the branched backward takes the upper layers' updates off the chain (2,048: 86.0 against 107.2
-//   us paired). Step 5's first layer: 1.50x / 1.45x cuBLASLt fp32 (__gemm-b8192).
+//   1.15x JAX jit-run; 64: 1.11x; 512: 1.09x (the least); 2,048: 69.3 us, 1.59x; 8,192: 0.131 ms,
+//   2.02x (PyTorch compiled-graph 0.303), fp16 0.088 ms. The lesson: up to batch 1,024 a step is its
+//   dependent kernels' latency; from there it grows with the arithmetic: step 5 buys 2.35x at 8,192
+//   (0.309 ms on the SIMT tile) where fp32_gemm.h's rule says it pays, the images' bytes multiplied as
+//   the integers they are; the branched backward takes the upper layers' updates off the chain
+//   (2,048: 86.0 against 107.2 us paired). Step 5's first layer: 1.50x / 1.45x cuBLASLt fp32 (__gemm-b8192).
 //
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)

@@ -480,8 +480,8 @@ def fig7_losses(d, path, device):
                 axd.plot(dx, dy, color=A.color(k), linestyle="--" if A.is_twin(k[0]) else "-", linewidth=1.0)
         # Where the reference's log is much shorter than ours, draw the range both logged (the range
         # the gaps are measured over), not a long tail of ours that nothing is compared with.
-        clip = None
-        if ref and max(max(c[0]) for c in p["curves"].values()) > 1.5 * max(ref[0]):
+        clip, longest = None, max(max(c[0]) for c in p["curves"].values())
+        if ref and longest > 1.5 * max(ref[0]):
             clip = max(ref[0])
             span = max(clip - min(ref[0]), 1)
             ax.set_xlim(min(ref[0]) - 0.03 * span, clip + 0.03 * span)
@@ -497,7 +497,7 @@ def fig7_losses(d, path, device):
         ax.set_ylabel("train loss (cross-entropy, log scale)")
         ax.set_title(p["title"] + " — ours solid, frameworks dashed" +
                      (f"\n(drawn to {unit} {clip:,}, where the reference's log ends; the longest of ours runs to "
-                      f"{max(max(c[0]) for c in p['curves'].values()):,})" if clip else
+                      f"{longest:,})" if clip else
                       "\n(\"to step N only\": the reference curve ends there; the gap is over the steps both logged)"
                       if any(g[2] < g[3] for g in p["gaps"].values()) else ""), fontsize=9.5)
         ax.legend(loc="upper right" if col == 0 else "lower left", fontsize=8 if col == 0 else 7)  # W2: the curve falls late

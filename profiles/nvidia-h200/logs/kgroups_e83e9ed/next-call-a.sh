@@ -23,10 +23,10 @@ mkdir -p build/kb/data; cp -r .carry/data/mnist build/kb/data/; D=build/kb/data/
 t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | head -1)"
 timeout 150 build/kb/gpu_tests > $R/tests.log 2>&1; t "all GPU tests rc $?: $(tail -3 $R/tests.log | tr '\n' ' ')"
 pack
-V="--data $D --no-cupti --epochs 1 --validate --validate-steps 1"
+VA="--data $D --no-cupti --epochs 1 --validate --validate-steps 1"
 for c in "8192|--precision fp32" "8192|--precision fp16" "4097|--precision fp32 --layers 784,300,100,10" "4097|--precision fp16 --layers 784,300,100,10" "1000|--precision fp16 --layers 784,1000,1000,10" "8192|--fp32-gemm fma" "4097|--fp32-gemm fma --layers 784,300,100,10"; do
   IFS='|' read -r b a <<<"$c"
-  timeout 100 build/kb/new $V --batch $b $a --out $R/scratch --tag val > $R/val-$b-${a// /_}.log 2>&1
+  timeout 100 build/kb/new $VA --batch $b $a --out $R/scratch --tag val > $R/val-$b-${a// /_}.log 2>&1
   echo "validate b=$b $a rc $?: $(grep -c ' ok$' $R/val-$b-${a// /_}.log) ok, $(grep -ci 'fail' $R/val-$b-${a// /_}.log) fail" | tee -a $R/validate.txt
 done
 t validate; pack

@@ -16,8 +16,8 @@ wait $PIDS; chmod +x build/kb/*
 D=build/kb/data/mnist
 t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | head -1)"
 for r in 1 2; do for b in 8192 4096 2048 1024; do for pr in fp16 fp32; do
-  V="new old"; [ $r = 2 ] && V="old new"
-  for v in $V; do
+  VS="new old"; [ $r = 2 ] && VS="old new"
+  for v in $VS; do
     timeout 60 build/kb/$v --batch $b --precision $pr --gemm-compare --data $D --out $R/scratch --tag "g-b$b-$pr-$v-r$r" > $R/ab/g-b$b-$pr-$v-r$r.log 2>&1
     echo "b=$b $pr $v r=$r rc $? fails $(grep -c 'FAIL' $R/ab/g-b$b-$pr-$v-r$r.log): $(grep -h '^  L0.*own-\(f16-mma\|tf32x3\|fma64\)\|^  L0.*cublaslt' $R/ab/g-b$b-$pr-$v-r$r.log | awk '{print substr($2,1,3), $8, $9}' | tr '\n' ' ')" | tee -a $R/ab-gemm.txt
   done
@@ -30,8 +30,8 @@ for r in 1 2; do
              "f32-b8192|--batch 8192 --epochs 16" "f16-b8192|--precision fp16 --batch 8192 --epochs 16" \
              "fma-b8192|--fp32-gemm fma --batch 8192 --epochs 16"; do
     IFS='|' read -r name args <<<"$cfg"
-    V="old new"; [ $r = 2 ] && V="new old"
-    for v in $V; do
+    VS="old new"; [ $r = 2 ] && VS="new old"
+    for v in $VS; do
       timeout 40 build/kb/$v --data $D $args --dropout 0.2 --deterministic --no-cupti --workload mlp_batch_sweep --out $R/ab --tag ab-$name-$v-r$r > $R/ab/$name-$v-r$r.log 2>&1
     done
   done
