@@ -1,0 +1,356 @@
+// tools/exchange_product.cu — one product phase of W2's grid step (rung 5g) alone: after a grid barrier,
+// every block reads the whole exchanged activation H [32][K] (fp16, written by the other blocks just
+// before, so it sits in L2) and multiplies it by its own 16 weight rows [16][K] in shared memory on
+// mma.sync, sums the warps' partials and publishes its 16 columns of the next H; then the next barrier.
+// How long does that take against the bare barrier, and which way of reading H brings it nearer the
+// bytes' time?
+//
+// G blocks of 256 threads (5g's chain team: 8 warps), one an SM, K = 16 G (every block owns 16 units
+// of a K-wide square layer, 5g's split at h = K): G = 16 / 32 / 64 / 128 for K = 256 / 512 / 1,024 /
+// 2,048 (W2 at h = 256 ... 2,048). Each round runs one of (staging x fragments):
+//   none          no product: the block publishes its columns and meets the others (the floor a round
+//                 of any strategy pays; every other line subtracts it)
+//   direct, 8 B   5g's own rows_product: the 8 warps split K, each lane loads its fragments of H from
+//                 L2 (ld.global.cg, 8 bytes a fragment) straight into the MMAs' registers
+//   direct, 16 B  the same with 16-byte loads: a lane's 8 consecutive values of k feed two k-steps, half
+//                 the load instructions, twice the bytes a load in flight
+//   cp.async, 8 B / 16 B   H copied into shared memory first (every thread, 16-byte cp.async.cg, one
+//                 wait), then the fragments from shared memory
+//   bulk, 8 B / 16 B       H copied by one thread as 32 bulk asynchronous copies (cp.async.bulk, one a
+//                 row, completing on an mbarrier; Hopper and later): no load instruction for H at all
+// The values are small integers (H in {-1, 0, 1, 2}, W in {-1, 0, 1}), so every sum is exact in fp32
+// and every strategy must give the same bits; a round's published value is (sum mod 4) - 1. After a
+// launch of 3 rounds each strategy's H is compared with the host's (an exchange read stale, a proxy
+// fence missing or a fragment misplaced fails it; the timed launches' values are not checked).
+// One block an SM: each asks for more than half an SM's shared memory.
+// Each strategy is timed with 0 and with --iters rounds in one cooperative launch (CUDA events,
+// --warmup, median of --repeats); per round = (median(iters) - median(0)) / iters.
+// What it leaves out of 5g's phase: the update team's warps sharing the SM, the second (unit-major)
+// copy of the output, the bias and ReLU.
+// PREDICTION, before measuring (H200): a bare barrier ~1.0 us (grid_barrier__bench-linreg.json); H is
+// 64 KB at K = 1,024, ~0.5 us at one SM's share of L2 (~64 B a cycle), so a round of the best strategy
+// ~2 us at K = 1,024. 5g's own phase (direct, 8 B) about 3 us there (its --breakdown: three forward
+// products 10.9 us, two backward-data products 11.8 us a step, each with its barrier's wait beside it).
+//
+//   build/tools/exchange_product [--iters 2000] [--repeats 11] [--warmup 2] [--out DIR] [--tag default]
+// writes profiles/<device-slug>/exchange_product__<tag>.json (phase "exchange_product"); exit 1 when a
+// strategy's result differs from the host's, 3 without a GPU that runs cooperative launches.
+#include <cuda/ptx>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "check.cuh"
+#include "cli.h"
+#include "device_info.h"
+#include "errors.h"
+#include "record.h"
+#include "stats.h"
+#include "timing.cuh"
+#include "../phase5_batched/5g_grid.cuh"  // gr::rows_product, gr::part_sum, kGrChainWarps, mma_f16
+
+namespace {
+
+using nb::mlp::kGrChainThreads;
+using nb::mlp::kGrChainWarps;
+using nb::mlp::kGrRows;
+constexpr int kThreads = kGrChainThreads;  // 256: 5g's chain team
+constexpr int kUnits = 16;                 // a block's units (rows of its weights)
+constexpr int kPartials = kGrChainWarps * kUnits * kGrRows;  // floats: a warp's 16 x 32 partial each
+enum Staging { kNone = 0, kDirect = 1, kCpAsync = 2, kBulk = 3 };
+const char* kStagingName[] = {"none", "direct", "cp.async", "bulk"};
+
+// The values: exact small integers, the same on the host.
+__host__ __device__ inline int h0_value(int b, int k) { return (b * 5 + k) % 4 - 1; }
+__host__ __device__ inline int w_value(int n, int k) { return (n * 7 + k * 3) % 3 - 1; }
+__host__ __device__ inline int next_value(int z) { return (z & 3) - 1; }  // z an exact integer sum
+
+__device__ __forceinline__ void chain_bar() { asm volatile("bar.sync 1, %0;\n" ::"r"(kThreads) : "memory"); }
+__device__ __forceinline__ uint4 ld16_l2(const __half* q) { return __ldcg(reinterpret_cast<const uint4*>(q)); }
+__device__ __forceinline__ uint4 ld16(const __half* q) { return *reinterpret_cast<const uint4*>(q); }
+
+// 16-byte fragments: out[m][b] (m < 16, b < 32) = sum_k A[m][k] Bm[b][k], A in shared memory, Bm from L2
+// (kBL2) or shared memory. Lane (g, t) loads k = 8t .. 8t+7 of a 32-value chunk of rows g and g + 8 of A
+// and of batch rows 8j + g of Bm: k 8t .. 8t+3 play the k-slots of 4t .. 4t+3 in the chunk's first MMA,
+// 8t+4 .. 8t+7 in its second (both operands permuted alike: the same sum). The warps split the chunks as
+// rows_product splits k-steps; partials to scratch[kc][m][32] in its layout. Returns the chunks.
+template <bool kBL2>
+__device__ __forceinline__ int rows_product16(const __half* A, int lda, const __half* Bm, int ldb, int K, float* scratch) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int chunks = K / 32;
+  const int kcn = max(1, min(kGrChainWarps, chunks));
+  const int per = (chunks + kcn - 1) / kcn;
+  for (int kc = wid; kc < kcn; kc += kGrChainWarps) {
+    float acc[4][4] = {};
+    const __half* a0 = A + static_cast<size_t>(g) * lda + 8 * t;
+    const __half* a1 = a0 + 8 * static_cast<size_t>(lda);
+    const __half* b0 = Bm + static_cast<size_t>(g) * ldb + 8 * t;
+    const int c1 = min(chunks, (kc + 1) * per);
+#pragma unroll 2
+    for (int c = kc * per; c < c1; ++c) {
+      const int k = c * 32;
+      const uint4 x = ld16(a0 + k), y = ld16(a1 + k);
+      uint4 b[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = kBL2 ? ld16_l2(b0 + 8 * j * static_cast<size_t>(ldb) + k) : ld16(b0 + 8 * j * static_cast<size_t>(ldb) + k);
+      const uint32_t lo[4] = {x.x, y.x, x.y, y.y}, hi[4] = {x.z, y.z, x.w, y.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) nb::mlp::mma_f16(acc[j], lo, b[j].x, b[j].y), nb::mlp::mma_f16(acc[j], hi, b[j].z, b[j].w);
+    }
+    float* s = scratch + (static_cast<size_t>(kc) * kUnits + g) * kGrRows + 2 * t;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      s[8 * j] = acc[j][0], s[8 * j + 1] = acc[j][1];
+      s[8 * kGrRows + 8 * j] = acc[j][2], s[8 * kGrRows + 8 * j + 1] = acc[j][3];
+    }
+  }
+  chain_bar();
+  return kcn;
+}
+
+// Round i reads buf[i & 1] and writes buf[(i + 1) & 1]: a block can be at most one round ahead of any
+// other (each round ends at the grid barrier), so it never writes a buffer another block still reads.
+template <int kStaging, int kFragBytes>
+__global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K, __half* buf0, __half* buf1, unsigned* counter) {
+  extern __shared__ __align__(128) unsigned char sm[];
+  const int tid = threadIdx.x, G = gridDim.x, u0 = blockIdx.x * kUnits, ld = K + 8;
+  __half* W = reinterpret_cast<__half*>(sm);                                          // [16][ld]
+  float* scratch = reinterpret_cast<float*>(sm + sizeof(__half) * kUnits * ld);       // [8][16][32]
+  [[maybe_unused]] __half* Hs = reinterpret_cast<__half*>(sm + sizeof(__half) * kUnits * ld + sizeof(float) * kPartials);  // [32][ld]
+  [[maybe_unused]] __shared__ __align__(8) uint64_t mbar;
+  for (int e = tid; e < kUnits * K; e += kThreads) W[(e / K) * ld + e % K] = __int2half_rn(w_value(u0 + e / K, e % K));
+  if constexpr (kStaging == kBulk) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (tid == 0) cuda::ptx::mbarrier_init(&mbar, 1);
+#endif
+  }
+  __syncthreads();
+  for (int i = 0; i < iters; ++i) {
+    const __half* H = (i & 1) ? buf1 : buf0;
+    __half* Hn = (i & 1) ? buf0 : buf1;
+    int kcn = 0;
+    if constexpr (kStaging == kDirect) {
+      kcn = kFragBytes == 8 ? nb::mlp::gr::rows_product<false, true>(W, ld, H, K, 1, K / 16, scratch)
+                            : rows_product16<true>(W, ld, H, K, K, scratch);
+    } else if constexpr (kStaging == kCpAsync || kStaging == kBulk) {
+      if constexpr (kStaging == kCpAsync) {
+        const int per_row = K / 8;  // 16-byte chunks
+        for (int c = tid; c < kGrRows * per_row; c += kThreads) {
+          const int b = c / per_row, k = (c - b * per_row) * 8;
+          const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(Hs + b * ld + k));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(H + static_cast<size_t>(b) * K + k) : "memory");
+        }
+        asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+        chain_bar();
+      } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (tid == 0) {
+          // H was written by other blocks' ordinary stores (acquired at the barrier) and Hs last read by
+          // ordinary loads: both ordered before the copies, which run in the async proxy.
+          cuda::ptx::fence_proxy_async();
+          (void)cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, &mbar,
+                                                     static_cast<uint32_t>(sizeof(__half) * kGrRows * K));
+          for (int b = 0; b < kGrRows; ++b)
+            cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, Hs + b * ld, H + static_cast<size_t>(b) * K,
+                                     static_cast<uint32_t>(sizeof(__half) * K), &mbar);
+        }
+        while (!cuda::ptx::mbarrier_try_wait_parity(&mbar, static_cast<uint32_t>(i & 1))) {
+        }
+#endif
+      }
+      kcn = kFragBytes == 8 ? nb::mlp::gr::rows_product<false, false>(W, ld, Hs, ld, 1, K / 16, scratch)
+                            : rows_product16<false>(W, ld, Hs, ld, K, scratch);
+    }
+    // publish: the block's 16 columns of the next H, batch-major as 5g's exchange
+    for (int e = tid; e < kUnits * kGrRows; e += kThreads) {
+      const int u = e / kGrRows, b = e - u * kGrRows;
+      const float z = kcn > 0 ? nb::mlp::gr::part_sum(scratch, kcn, kUnits, u, b) : 0.f;
+      Hn[static_cast<size_t>(b) * K + u0 + u] = __int2half_rn(next_value(__float2int_rn(z)));
+    }
+    // the grid barrier, as 5g's arrive() and wait()
+    chain_bar();
+    if (tid == 0) {
+      __threadfence();
+      atomicAdd(counter, 1u);
+      const unsigned target = static_cast<unsigned>(i + 1) * static_cast<unsigned>(G);
+      unsigned seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
+      } while (seen < target);
+      __threadfence();
+    }
+    chain_bar();
+  }
+}
+
+struct Strategy {
+  int staging, frag;
+  const void* kernel;
+};
+
+// The host's rounds: H [32][K] ints after `rounds` rounds from h0 (none: every published sum is 0).
+std::vector<int> host_rounds(int K, int rounds, bool none) {
+  std::vector<int> h(static_cast<size_t>(kGrRows) * K), n(h.size()), w(static_cast<size_t>(K) * K);
+  for (int b = 0; b < kGrRows; ++b)
+    for (int k = 0; k < K; ++k) h[static_cast<size_t>(b) * K + k] = h0_value(b, k);
+  for (int u = 0; u < K; ++u)
+    for (int k = 0; k < K; ++k) w[static_cast<size_t>(u) * K + k] = w_value(u, k);
+  for (int r = 0; r < rounds; ++r) {
+    for (int b = 0; b < kGrRows; ++b)
+      for (int u = 0; u < K; ++u) {
+        int z = 0;
+        if (!none)
+          for (int k = 0; k < K; ++k) z += w[static_cast<size_t>(u) * K + k] * h[static_cast<size_t>(b) * K + k];
+        n[static_cast<size_t>(b) * K + u] = next_value(z);
+      }
+    h.swap(n);
+  }
+  return h;
+}
+
+int run(int argc, char** argv) {
+  int iters = 2000;
+  nb::Cli cli("exchange_product", "Time one product phase of W2's grid step (5g) against its bare grid barrier, per way of reading the exchanged activation.");
+  cli.add_int("--iters", &iters, "rounds per launch", 1, 1000000);
+  nb::CommonOptions common;
+  common.repeats = 11;
+  common.warmup = 2;
+  cli.add_common(&common);
+  if (!cli.parse(argc, argv)) return nb::kExitOk;
+  nb::check_output_dir(common.out);
+  const nb::DeviceInfo dev = nb::require_device();
+  int coop = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev.index));
+  if (!coop) throw nb::Error(nb::kExitNoDevice, "exchange_product: this GPU cannot launch cooperative kernels");
+  const bool bulk_ok = dev.cc_major >= 9;
+  int smem_per_sm = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev.index));
+
+  const Strategy strategies[] = {
+      {kNone, 8, reinterpret_cast<const void*>(exchange_kernel<kNone, 8>)},
+      {kDirect, 8, reinterpret_cast<const void*>(exchange_kernel<kDirect, 8>)},
+      {kDirect, 16, reinterpret_cast<const void*>(exchange_kernel<kDirect, 16>)},
+      {kCpAsync, 8, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 8>)},
+      {kCpAsync, 16, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 16>)},
+      {kBulk, 8, reinterpret_cast<const void*>(exchange_kernel<kBulk, 8>)},
+      {kBulk, 16, reinterpret_cast<const void*>(exchange_kernel<kBulk, 16>)},
+  };
+  constexpr int kCheckRounds = 3;
+  constexpr int kMaxK = 2048;
+  __half *buf0 = nullptr, *buf1 = nullptr;
+  unsigned* counter = nullptr;
+  CUDA_CHECK(cudaMalloc(&buf0, sizeof(__half) * kGrRows * kMaxK));
+  CUDA_CHECK(cudaMalloc(&buf1, sizeof(__half) * kGrRows * kMaxK));
+  CUDA_CHECK(cudaMalloc(&counter, sizeof(unsigned)));
+  nb::EventTimer tm;
+  long long wrong_total = 0;
+  nlohmann::json shapes = nlohmann::json::array(), skipped = nlohmann::json::array();
+  for (int G : {16, 32, 64, 128}) {
+    const int K = 16 * G;
+    if (G > dev.sm_count) {
+      std::printf("K = %d: needs %d blocks, one an SM; this GPU has %d SMs: skipped\n", K, G, dev.sm_count);
+      skipped.push_back({{"K", K}, {"blocks", G}, {"why", "more blocks than SMs"}});
+      continue;
+    }
+    std::vector<__half> h0(static_cast<size_t>(kGrRows) * K);
+    for (int b = 0; b < kGrRows; ++b)
+      for (int k = 0; k < K; ++k) h0[static_cast<size_t>(b) * K + k] = __int2half_rn(h0_value(b, k));
+    const std::vector<int> want = host_rounds(K, kCheckRounds, false), want_none = host_rounds(K, kCheckRounds, true);
+    nlohmann::json rows = nlohmann::json::array();
+    double none_us = 0.0;
+    for (const Strategy& st : strategies) {
+      const std::string name = std::string(kStagingName[st.staging]) + (st.staging == kNone ? "" : ", " + std::to_string(st.frag) + " B fragments");
+      if (st.staging == kBulk && !bulk_ok) {
+        std::printf("K = %4d  %-28s needs compute capability 9.0: skipped\n", K, name.c_str());
+        rows.push_back({{"strategy", name}, {"skipped", "needs compute capability 9.0 (cp.async.bulk)"}});
+        continue;
+      }
+      // more than half an SM's shared memory: one block an SM, whatever the strategy needs
+      const size_t need = sizeof(__half) * kUnits * (K + 8) + sizeof(float) * kPartials +
+                          (st.staging == kCpAsync || st.staging == kBulk ? sizeof(__half) * kGrRows * (K + 8) : 0);
+      const size_t smem = std::max(need, static_cast<size_t>(smem_per_sm / 2 + 1024));
+      CUDA_CHECK(cudaFuncSetAttribute(st.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      int per_sm = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, st.kernel, kThreads, smem));
+      if (per_sm != 1) throw nb::Error(nb::kExitNoDevice, "exchange_product: " + std::to_string(per_sm) + " blocks of " + name + " fit an SM, not one");
+      int n = 0, k_arg = K;
+      void* args[] = {&n, &k_arg, &buf0, &buf1, &counter};
+      auto launch = [&](int rounds) {
+        n = rounds;
+        CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(unsigned)));
+        CUDA_CHECK(cudaLaunchCooperativeKernel(st.kernel, dim3(G), dim3(kThreads), args, smem, nullptr));
+      };
+      // the check: kCheckRounds rounds from h0, the result against the host's
+      CUDA_CHECK(cudaMemcpy(buf0, h0.data(), sizeof(__half) * h0.size(), cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemset(buf1, 0, sizeof(__half) * h0.size()));
+      launch(kCheckRounds);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<__half> got(h0.size());
+      CUDA_CHECK(cudaMemcpy(got.data(), (kCheckRounds & 1) ? buf1 : buf0, sizeof(__half) * got.size(), cudaMemcpyDeviceToHost));
+      const std::vector<int>& ref = st.staging == kNone ? want_none : want;
+      long long wrong = 0;
+      for (size_t e = 0; e < got.size(); ++e) wrong += static_cast<int>(__half2float(got[e])) != ref[e];
+      wrong_total += wrong;
+      auto one = [&](int rounds) { return nb::time_runs(tm, common.warmup, common.repeats, [&] { launch(rounds); }); };
+      const nb::Stats s0 = nb::summarize(one(0)), sN = nb::summarize(one(iters));
+      const double us = 1e3 * (sN.median - s0.median) / iters;
+      if (st.staging == kNone) none_us = us;
+      const double product_us = us - none_us;
+      std::printf("K = %4d (%3d blocks)  %-28s %.3f us a round%s  (%lld wrong)\n", K, G, name.c_str(), us,
+                  st.staging == kNone ? " (publish + barrier)" : (", the product " + std::to_string(product_us) + " us").c_str(), wrong);
+      rows.push_back({{"strategy", name},
+                      {"staging", kStagingName[st.staging]},
+                      {"fragment_bytes", st.staging == kNone ? 0 : st.frag},
+                      {"shared_bytes", smem},
+                      {"us_per_round", us},
+                      {"product_us", st.staging == kNone ? 0.0 : product_us},
+                      {"wrong_values", wrong},
+                      {"ms_iters", nb::to_json(sN)},
+                      {"ms_zero", nb::to_json(s0)}});
+    }
+    shapes.push_back({{"K", K},
+                      {"blocks", G},
+                      {"units_per_block", kUnits},
+                      {"h_bytes", sizeof(__half) * kGrRows * K},
+                      {"barrier_round_us", none_us},
+                      {"strategies", rows}});
+  }
+  CUDA_CHECK(cudaFree(buf0));
+  CUDA_CHECK(cudaFree(buf1));
+  CUDA_CHECK(cudaFree(counter));
+  if (shapes.empty()) throw nb::Error(nb::kExitNoDevice, "exchange_product: no shape fits this GPU (16 SMs or more needed)");
+
+  nlohmann::json rec = nb::new_record("exchange_product", "exchange_product", "cuda", cli);
+  rec["device"] = nb::to_json(dev);
+  const nb::Stats first = nb::summarize(std::vector<double>{shapes[0]["strategies"][0]["ms_iters"]["median"].get<double>()});
+  rec["timing"] = nb::timing_json("cuda-events",
+                                  "one cooperative launch of --iters rounds (and of 0: subtracted); total_ms: the first shape's "
+                                  "bare rounds (publish + barrier), every strategy's per-round time in latency.shapes",
+                                  "the launch; nothing else runs in the kernel", common.warmup, first);
+  rec["timing"]["repeats"] = common.repeats;
+  rec["latency"] = {{"iters", iters},
+                    {"threads", kThreads},
+                    {"shapes", shapes},
+                    {"shapes_not_run", skipped},
+                    {"note", "a round: the block's product of the exchanged H [32][K] (fp16, from L2) by its 16 weight rows, its "
+                             "partials summed, its 16 columns of the next H published, a grid barrier; us_per_round per round, "
+                             "product_us = us_per_round - the `none` round (publish + barrier) of the same shape"}};
+  const bool ok = wrong_total == 0;
+  rec["validation"] = {{"performed", true},
+                       {"passed", ok},
+                       {"errors", {{"values_unlike_the_host", wrong_total}}},
+                       {"tolerances", {{"values_unlike_the_host", 0}}}};
+  if (!ok) rec["status"] = "validation_failed";
+  const std::string path = nb::write_record(rec, common.out, dev.slug, "exchange_product", common.tag);
+  std::printf("checks: %s (%lld values unlike the host's)\nrecord: %s\n", ok ? "PASS" : "FAIL", wrong_total, path.c_str());
+  return ok ? nb::kExitOk : nb::kExitValidation;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return nb::guarded_main(argc, argv, run); }
