@@ -18,6 +18,9 @@
 //                 wait), then the fragments from shared memory
 //   bulk, 8 B / 16 B       H copied by one thread as 32 bulk asynchronous copies (cp.async.bulk, one a
 //                 row, completing on an mbarrier; Hopper and later): no load instruction for H at all
+//   ..., W from L2         the block's weight rows read from L2 instead of shared memory (5g's case
+//                 where its fp16 rows do not fit beside the rest, and the price of giving their shared
+//                 memory to a staged H): direct 8 B / 16 B, cp.async 16 B, bulk 16 B
 // The values are small integers (H in {-1, 0, 1, 2}, W in {-1, 0, 1}), so every sum is exact in fp32
 // and every strategy must give the same bits; a round's published value is (sum mod 4) - 1. After a
 // launch of 3 rounds each strategy's H is compared with the host's (an exchange read stale, a proxy
@@ -74,12 +77,12 @@ __device__ __forceinline__ void chain_bar() { asm volatile("bar.sync 1, %0;\n" :
 __device__ __forceinline__ uint4 ld16_l2(const __half* q) { return __ldcg(reinterpret_cast<const uint4*>(q)); }
 __device__ __forceinline__ uint4 ld16(const __half* q) { return *reinterpret_cast<const uint4*>(q); }
 
-// 16-byte fragments: out[m][b] (m < 16, b < 32) = sum_k A[m][k] Bm[b][k], A in shared memory, Bm from L2
-// (kBL2) or shared memory. Lane (g, t) loads k = 8t .. 8t+7 of a 32-value chunk of rows g and g + 8 of A
+// 16-byte fragments: out[m][b] (m < 16, b < 32) = sum_k A[m][k] Bm[b][k], each from L2 (kAL2, kBL2) or
+// shared memory. Lane (g, t) loads k = 8t .. 8t+7 of a 32-value chunk of rows g and g + 8 of A
 // and of batch rows 8j + g of Bm: k 8t .. 8t+3 play the k-slots of 4t .. 4t+3 in the chunk's first MMA,
 // 8t+4 .. 8t+7 in its second (both operands permuted alike: the same sum). The warps split the chunks as
 // rows_product splits k-steps; partials to scratch[kc][m][32] in its layout. Returns the chunks.
-template <bool kBL2>
+template <bool kAL2, bool kBL2>
 __device__ __forceinline__ int rows_product16(const __half* A, int lda, const __half* Bm, int ldb, int K, float* scratch) {
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int chunks = K / 32;
@@ -94,7 +97,7 @@ __device__ __forceinline__ int rows_product16(const __half* A, int lda, const __
 #pragma unroll 2
     for (int c = kc * per; c < c1; ++c) {
       const int k = c * 32;
-      const uint4 x = ld16(a0 + k), y = ld16(a1 + k);
+      const uint4 x = kAL2 ? ld16_l2(a0 + k) : ld16(a0 + k), y = kAL2 ? ld16_l2(a1 + k) : ld16(a1 + k);
       uint4 b[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) b[j] = kBL2 ? ld16_l2(b0 + 8 * j * static_cast<size_t>(ldb) + k) : ld16(b0 + 8 * j * static_cast<size_t>(ldb) + k);
@@ -115,15 +118,22 @@ __device__ __forceinline__ int rows_product16(const __half* A, int lda, const __
 
 // Round i reads buf[i & 1] and writes buf[(i + 1) & 1]: a block can be at most one round ahead of any
 // other (each round ends at the grid barrier), so it never writes a buffer another block still reads.
-template <int kStaging, int kFragBytes>
-__global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K, __half* buf0, __half* buf1, unsigned* counter) {
+// kWL2: the block's weight rows read from L2 (Wg, [K][K]: 5g's layout where its fp16 rows do not fit
+// shared memory) instead of shared memory.
+template <int kStaging, int kFragBytes, bool kWL2>
+__global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K, const __half* Wg, __half* buf0, __half* buf1,
+                                                               unsigned* counter) {
   extern __shared__ __align__(128) unsigned char sm[];
   const int tid = threadIdx.x, G = gridDim.x, u0 = blockIdx.x * kUnits, ld = K + 8;
-  __half* W = reinterpret_cast<__half*>(sm);                                          // [16][ld]
-  float* scratch = reinterpret_cast<float*>(sm + sizeof(__half) * kUnits * ld);       // [8][16][32]
-  [[maybe_unused]] __half* Hs = reinterpret_cast<__half*>(sm + sizeof(__half) * kUnits * ld + sizeof(float) * kPartials);  // [32][ld]
+  const size_t wbytes = kWL2 ? 0 : sizeof(__half) * kUnits * ld;
+  __half* W = reinterpret_cast<__half*>(sm);                                              // [16][ld] (not kWL2)
+  float* scratch = reinterpret_cast<float*>(sm + wbytes);                                 // [8][16][32]
+  [[maybe_unused]] __half* Hs = reinterpret_cast<__half*>(sm + wbytes + sizeof(float) * kPartials);  // [32][ld]
   [[maybe_unused]] __shared__ __align__(8) uint64_t mbar;
-  for (int e = tid; e < kUnits * K; e += kThreads) W[(e / K) * ld + e % K] = __int2half_rn(w_value(u0 + e / K, e % K));
+  if constexpr (!kWL2)
+    for (int e = tid; e < kUnits * K; e += kThreads) W[(e / K) * ld + e % K] = __int2half_rn(w_value(u0 + e / K, e % K));
+  const __half* A = kWL2 ? Wg + static_cast<size_t>(u0) * K : W;
+  const int lda = kWL2 ? K : ld;
   if constexpr (kStaging == kBulk) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (tid == 0) cuda::ptx::mbarrier_init(&mbar, 1);
@@ -135,8 +145,8 @@ __global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K,
     __half* Hn = (i & 1) ? buf0 : buf1;
     int kcn = 0;
     if constexpr (kStaging == kDirect) {
-      kcn = kFragBytes == 8 ? nb::mlp::gr::rows_product<false, true>(W, ld, H, K, 1, K / 16, scratch)
-                            : rows_product16<true>(W, ld, H, K, K, scratch);
+      kcn = kFragBytes == 8 ? nb::mlp::gr::rows_product<kWL2, true>(A, lda, H, K, 1, K / 16, scratch)
+                            : rows_product16<kWL2, true>(A, lda, H, K, K, scratch);
     } else if constexpr (kStaging == kCpAsync || kStaging == kBulk) {
       if constexpr (kStaging == kCpAsync) {
         const int per_row = K / 8;  // 16-byte chunks
@@ -163,8 +173,8 @@ __global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K,
         }
 #endif
       }
-      kcn = kFragBytes == 8 ? nb::mlp::gr::rows_product<false, false>(W, ld, Hs, ld, 1, K / 16, scratch)
-                            : rows_product16<false>(W, ld, Hs, ld, K, scratch);
+      kcn = kFragBytes == 8 ? nb::mlp::gr::rows_product<kWL2, false>(A, lda, Hs, ld, 1, K / 16, scratch)
+                            : rows_product16<kWL2, false>(A, lda, Hs, ld, K, scratch);
     }
     // publish: the block's 16 columns of the next H, batch-major as 5g's exchange
     for (int e = tid; e < kUnits * kGrRows; e += kThreads) {
@@ -190,6 +200,7 @@ __global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K,
 
 struct Strategy {
   int staging, frag;
+  bool wl2;
   const void* kernel;
 };
 
@@ -232,18 +243,24 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev.index));
 
   const Strategy strategies[] = {
-      {kNone, 8, reinterpret_cast<const void*>(exchange_kernel<kNone, 8>)},
-      {kDirect, 8, reinterpret_cast<const void*>(exchange_kernel<kDirect, 8>)},
-      {kDirect, 16, reinterpret_cast<const void*>(exchange_kernel<kDirect, 16>)},
-      {kCpAsync, 8, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 8>)},
-      {kCpAsync, 16, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 16>)},
-      {kBulk, 8, reinterpret_cast<const void*>(exchange_kernel<kBulk, 8>)},
-      {kBulk, 16, reinterpret_cast<const void*>(exchange_kernel<kBulk, 16>)},
+      {kNone, 8, false, reinterpret_cast<const void*>(exchange_kernel<kNone, 8, false>)},
+      {kDirect, 8, false, reinterpret_cast<const void*>(exchange_kernel<kDirect, 8, false>)},
+      {kDirect, 16, false, reinterpret_cast<const void*>(exchange_kernel<kDirect, 16, false>)},
+      {kCpAsync, 8, false, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 8, false>)},
+      {kCpAsync, 16, false, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 16, false>)},
+      {kBulk, 8, false, reinterpret_cast<const void*>(exchange_kernel<kBulk, 8, false>)},
+      {kBulk, 16, false, reinterpret_cast<const void*>(exchange_kernel<kBulk, 16, false>)},
+      {kDirect, 8, true, reinterpret_cast<const void*>(exchange_kernel<kDirect, 8, true>)},
+      {kDirect, 16, true, reinterpret_cast<const void*>(exchange_kernel<kDirect, 16, true>)},
+      {kCpAsync, 16, true, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 16, true>)},
+      {kBulk, 16, true, reinterpret_cast<const void*>(exchange_kernel<kBulk, 16, true>)},
   };
   constexpr int kCheckRounds = 3;
   constexpr int kMaxK = 2048;
   __half *buf0 = nullptr, *buf1 = nullptr;
+  __half* wg = nullptr;
   unsigned* counter = nullptr;
+  CUDA_CHECK(cudaMalloc(&wg, sizeof(__half) * kMaxK * kMaxK));
   CUDA_CHECK(cudaMalloc(&buf0, sizeof(__half) * kGrRows * kMaxK));
   CUDA_CHECK(cudaMalloc(&buf1, sizeof(__half) * kGrRows * kMaxK));
   CUDA_CHECK(cudaMalloc(&counter, sizeof(unsigned)));
@@ -257,6 +274,10 @@ int run(int argc, char** argv) {
       skipped.push_back({{"K", K}, {"blocks", G}, {"why", "more blocks than SMs"}});
       continue;
     }
+    std::vector<__half> wh(static_cast<size_t>(K) * K);  // every block's rows, for the "W from L2" strategies
+    for (int n = 0; n < K; ++n)
+      for (int k = 0; k < K; ++k) wh[static_cast<size_t>(n) * K + k] = __int2half_rn(w_value(n, k));
+    CUDA_CHECK(cudaMemcpy(wg, wh.data(), sizeof(__half) * wh.size(), cudaMemcpyHostToDevice));
     std::vector<__half> h0(static_cast<size_t>(kGrRows) * K);
     for (int b = 0; b < kGrRows; ++b)
       for (int k = 0; k < K; ++k) h0[static_cast<size_t>(b) * K + k] = __int2half_rn(h0_value(b, k));
@@ -264,14 +285,15 @@ int run(int argc, char** argv) {
     nlohmann::json rows = nlohmann::json::array();
     double none_us = 0.0;
     for (const Strategy& st : strategies) {
-      const std::string name = std::string(kStagingName[st.staging]) + (st.staging == kNone ? "" : ", " + std::to_string(st.frag) + " B fragments");
+      const std::string name = std::string(kStagingName[st.staging]) +
+                               (st.staging == kNone ? "" : ", " + std::to_string(st.frag) + " B fragments") + (st.wl2 ? ", W from L2" : "");
       if (st.staging == kBulk && !bulk_ok) {
         std::printf("K = %4d  %-28s needs compute capability 9.0: skipped\n", K, name.c_str());
         rows.push_back({{"strategy", name}, {"skipped", "needs compute capability 9.0 (cp.async.bulk)"}});
         continue;
       }
       // more than half an SM's shared memory: one block an SM, whatever the strategy needs
-      const size_t need = sizeof(__half) * kUnits * (K + 8) + sizeof(float) * kPartials +
+      const size_t need = (st.wl2 ? 0 : sizeof(__half) * kUnits * (K + 8)) + sizeof(float) * kPartials +
                           (st.staging == kCpAsync || st.staging == kBulk ? sizeof(__half) * kGrRows * (K + 8) : 0);
       const size_t smem = std::max(need, static_cast<size_t>(smem_per_sm / 2 + 1024));
       CUDA_CHECK(cudaFuncSetAttribute(st.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
@@ -279,7 +301,7 @@ int run(int argc, char** argv) {
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, st.kernel, kThreads, smem));
       if (per_sm != 1) throw nb::Error(nb::kExitNoDevice, "exchange_product: " + std::to_string(per_sm) + " blocks of " + name + " fit an SM, not one");
       int n = 0, k_arg = K;
-      void* args[] = {&n, &k_arg, &buf0, &buf1, &counter};
+      void* args[] = {&n, &k_arg, &wg, &buf0, &buf1, &counter};
       auto launch = [&](int rounds) {
         n = rounds;
         CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(unsigned)));
@@ -306,6 +328,7 @@ int run(int argc, char** argv) {
       rows.push_back({{"strategy", name},
                       {"staging", kStagingName[st.staging]},
                       {"fragment_bytes", st.staging == kNone ? 0 : st.frag},
+                      {"weights", st.wl2 ? "L2" : "shared"},
                       {"shared_bytes", smem},
                       {"us_per_round", us},
                       {"product_us", st.staging == kNone ? 0.0 : product_us},
@@ -320,6 +343,7 @@ int run(int argc, char** argv) {
                       {"barrier_round_us", none_us},
                       {"strategies", rows}});
   }
+  CUDA_CHECK(cudaFree(wg));
   CUDA_CHECK(cudaFree(buf0));
   CUDA_CHECK(cudaFree(buf1));
   CUDA_CHECK(cudaFree(counter));
