@@ -98,9 +98,17 @@ def _finish(fig, path, title, device, records, extra_footer="", tight=(0, 0.035,
     foot = f"Device: {device}   |   records dated {dates} (UTC)   |   {len(set(r.path for r in records))} record file(s)"
     if extra_footer:
         foot += "   |   " + extra_footer
-    fig.text(0.5, 0.005, foot, ha="center", va="bottom", fontsize=8, color="#444444")
+    # a footer longer than the figure is wide wraps (~17 characters an inch at 8 pt), the axes making room
+    width, lines = max(60, int(fig.get_figwidth() * 17)), []
+    for part in foot.split("   |   "):  # whole parts on a line where they fit, a line broken between parts
+        if lines and len(lines[-1]) + 7 + len(part) <= width:
+            lines[-1] += "   |   " + part
+        else:
+            lines += textwrap.wrap(part, width, break_on_hyphens=False) or [part]
+    fig.text(0.5, 0.005, "\n".join(lines), ha="center", va="bottom", fontsize=8, color="#444444")
     if tight is not None:  # (None: the figure laid itself out)
-        fig.tight_layout(rect=tight)
+        extra = (len(lines) - 1) * 0.16 / fig.get_figheight()
+        fig.tight_layout(rect=(tight[0], tight[1] + extra, tight[2], tight[3]))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path, metadata=PNG_META)
     plt.close(fig)
@@ -152,8 +160,9 @@ def fig1_ladder(d, path, device):
     ys = list(range(len(rows)))[::-1]
     vals = [r["ms"] for r in rows]
     _dots(ax, ys, vals, [r["key"] for r in rows])
+    marks, mkey = commit_marks([r.get("record") for r in rows])
     ax.set_yticks(ys)
-    ax.set_yticklabels([r["label"] for r in rows])
+    ax.set_yticklabels([_marked(r["label"], r.get("record"), marks) for r in rows])
     ax.set_xscale("log")
     lo, hi = min(vals), max(vals)
     floors = (d.get("floors") or {}).get("lines", [])
@@ -176,6 +185,7 @@ def fig1_ladder(d, path, device):
     ax.set_title(textwrap.fill(_finding(d, "lower is better; label: median time against the PyTorch eager twin"), 95),
                  fontsize=9.5)
     note = "algebraic limit (not a training loop): Σx, Σy, Σx², Σxy in one pass" if floors else ""
+    note = "   |   ".join(x for x in (note, mkey) if x)
     _finish(fig, path, "Figure 1 — linear regression ladder (5M × 200 epochs)", device, d["records"], note)
 
 
@@ -229,6 +239,7 @@ def fig3_breakdown(d, path, device):
     heights = [len(p["rows"]) for p in panels]
     fig, axes = plt.subplots(n, 1, figsize=(11, 0.42 * sum(heights) + 1.5 * n + 1.0), squeeze=False,
                              gridspec_kw={"height_ratios": [max(h, 1) + 1.2 for h in heights]})
+    marks, mkey = commit_marks([r["record"] for p in panels for r in p["rows"]])
     for ax, p in zip(axes[:, 0], panels):
         rows = p["rows"]
         ys = list(range(len(rows)))[::-1]
@@ -267,7 +278,7 @@ def fig3_breakdown(d, path, device):
             else:
                 ax.text(left + iu + top * 0.01, y, txt, va="center", fontsize=8)
         ax.set_yticks(ys)
-        ax.set_yticklabels([_short(r["label"], 40) for r in rows], fontsize=8.5)
+        ax.set_yticklabels([_wrap_label(_marked(r["label"], r["record"], marks), 40) for r in rows], fontsize=8.5)
         for t, r in zip(ax.get_yticklabels(), rows):
             t.set_color(_label_color(r["key"]))
         ax.set_xlim(0, top * 1.35)
@@ -280,8 +291,8 @@ def fig3_breakdown(d, path, device):
     fig.text(0.5, 0.955, _finding(d, ""), ha="center", fontsize=9)
     _finish(fig, path, "Figure 3 — where a step goes: device time and the idle (host) part, every implementation",
             device, [r["record"] for p in panels for r in p["rows"]], "labels: blue ours, red PyTorch" +
-            (", green JAX" if any(A.is_jax(r["key"][0]) for p in panels for r in p["rows"]) else ""),
-            tight=(0, 0.035, 1, 0.94))
+            (", green JAX" if any(A.is_jax(r["key"][0]) for p in panels for r in p["rows"]) else "") +
+            (f"   |   {mkey}" if mkey else ""), tight=(0, 0.035, 1, 0.94))
 
 
 def fig4_timeline(d, path, device):
@@ -348,6 +359,51 @@ def _short(s, n=48):
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def _wrap_label(s, n=40):
+    """A row label of at most two lines of n characters (the second cut short with … only past that),
+    never a label cut at n: '--pdl o…' hid which way the ablation ran."""
+    if len(s) <= n:
+        return s
+    head, sep, tail = s.partition(" (")  # a parenthesis kept whole on the second line where both fit
+    if sep and len(head) <= n and len(tail) + 1 <= n:
+        return head + "\n(" + tail
+    lines = textwrap.wrap(s, n, break_on_hyphens=False) or [s]
+    return lines[0] if len(lines) == 1 else lines[0] + "\n" + _short(" ".join(lines[1:]), n)
+
+
+COMMIT_MARKS = "†‡§¶#"
+
+
+def _commit(r):
+    return str(A.dget(r.data, "git", "commit") or "?")[:7] if r is not None and hasattr(r, "data") else "?"
+
+
+def commit_marks(records):
+    """Rows of one figure measured at different commits are different runs (other code, another process):
+    ({commit: mark}, footer key). The commit of the most rows is left unmarked, every other commit gets a
+    mark of its own (†, ‡, …); one commit: no marks and no key (nothing is mixed)."""
+    counts = {}
+    for r in records:
+        c = _commit(r)
+        counts[c] = counts.get(c, 0) + 1
+    if not counts:
+        return {}, ""
+    order = sorted(counts, key=lambda c: (-counts[c], c))
+    if len(order) == 1:
+        return {order[0]: ""}, ""
+    marks = {order[0]: ""}
+    for i, c in enumerate(order[1:]):
+        marks[c] = COMMIT_MARKS[i] if i < len(COMMIT_MARKS) else f"[{i + 1}]"
+    key = (f"rows measured at commit {order[0]}; " + ", ".join(f"{marks[c]} at {c}" for c in order[1:]) +
+           " (another commit: another run)")
+    return marks, key
+
+
+def _marked(label, r, marks):
+    m = marks.get(_commit(r), "")
+    return f"{label} {m}" if m else label
+
+
 def fig5_w1(d, path, device):
     _setup()
     rows = d["rows"]
@@ -365,8 +421,9 @@ def fig5_w1(d, path, device):
         if r["speedup"] is not None and not (A.is_twin(r["key"][0]) and r["key"][1] == "pytorch-eager"):
             txt += " · " + _ratio_words(r["speedup"]) + " than eager"  # (eager against itself: no ratio)
         texts.append(txt)
+    marks, mkey = commit_marks([r.get("record") for r in rows])
     ax.set_yticks(ys)
-    ax.set_yticklabels([r["label"] for r in rows])
+    ax.set_yticklabels([_marked(r["label"], r.get("record"), marks) for r in rows])
     ax.set_xscale("log")
     ax.set_xlim(min(vals) / 2, max(vals) * 2)
     for y, txt in zip(ys, texts):
@@ -401,16 +458,39 @@ def fig5_w1(d, path, device):
         ax2.set_title("final accuracy (seed spread where measured)", fontsize=9.5)
     else:
         ax2.text(0.5, 0.5, "no record holds metrics.test_accuracy", ha="center", transform=ax2.transAxes)
-    _finish(fig, path, "Figure 5 — MLP W1 (784-128-64-10, batch 32, Adam, dropout 0.2)", device, d["records"])
+    _finish(fig, path, "Figure 5 — MLP W1 (784-128-64-10, batch 32, Adam, dropout 0.2)", device, d["records"],
+            mkey)
+
+
+def hidden_under(series, within=0.03):
+    """{key: (the key drawn over it, largest relative difference)} for each series whose every point lies
+    within `within` of a series drawn after it at the same x values: its line and markers are covered, so
+    its legend entry says where it is (else it reads as a series missing from the plot)."""
+    keys = list(series)
+    out = {}
+    for i, k in enumerate(keys):
+        a = {p[0]: p[1] for p in series[k]}
+        for k2 in keys[i + 1:]:
+            b = {p[0]: p[1] for p in series[k2]}
+            if len(a) >= 1 and set(a) == set(b) and all(b[x] for x in a):
+                gap = max(abs(a[x] - b[x]) / abs(b[x]) for x in a)
+                if gap <= within:
+                    out[k] = (k2, gap)
+                    break
+    return out
 
 
 def fig6_w2(d, path, device):
     _setup()
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.6))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 6.4))
     grid = A.W2_HS  # a mode measured at a few of the sweep's widths only: points, not lines through the others
+    under = hidden_under(d["series"])
     for k, pts in d["series"].items():
+        lab = A.label(*k)
+        if k in under:
+            lab += f" (drawn under {A.label(*under[k][0])}: within {under[k][1] * 100:.2g}%)"
         _plot_runs(ax, pts, grid, marker=A.marker(k), color=A.color(k),
-                   linestyle=A.linestyle(k), label=A.label(*k), markersize=5)
+                   linestyle=A.linestyle(k), label=lab, markersize=5)
     floor = (d.get("floor") or {}).get("points") or []
     if floor:
         ax.plot([p[0] for p in floor], [p[1] for p in floor], color="0.45", linestyle=":", linewidth=1.4,
@@ -421,8 +501,20 @@ def fig6_w2(d, path, device):
     ax.set_ylabel("time per step (ms, median total / steps, log scale)")
     ax.set_title("time per training step (lower is better)", fontsize=9.5)
     _pow2_ticks(ax, [p[0] for pts in d["series"].values() for p in pts])
+    # hollow: a ratio whose two records were measured at different commits (different runs)
+    best = d.get("twin_best") or {}
+    other_run = False
     for k, pts in d["rel"].items():
         _plot_runs(ax2, pts, grid, marker=A.marker(k), color=A.color(k), label=A.label(*k), markersize=5)
+        ours = {p[0]: p[2] for p in d["series"].get(k, []) if len(p) > 2}
+        apart = [p for p in pts if p[0] in ours and p[0] in best and _commit(ours[p[0]]) != _commit(best[p[0]][2])]
+        if apart:
+            other_run = True
+            ax2.plot([p[0] for p in apart], [p[1] for p in apart], linestyle="none", marker=A.marker(k), markersize=5,
+                     markerfacecolor="white", markeredgecolor=A.color(k), zorder=4)
+    if other_run:
+        ax2.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="#555555",
+                 label="hollow: ours and the framework mode it is divided by measured at different commits (different runs)")
     ax2.axhline(1.0, color="black", linewidth=1.2, linestyle="--", label="parity with the fastest framework")
     ax2.set_xscale("log", base=2)
     ax2.set_yscale("log")
@@ -434,29 +526,39 @@ def fig6_w2(d, path, device):
     if len(ticks) >= 2:
         ax2.yaxis.set_major_locator(FixedLocator(ticks))
         ax2.yaxis.set_minor_locator(NullLocator())
-    ax2.set_xlabel("hidden width h (log2 scale)")
     ax2.set_ylabel("fastest framework mode's time / ours (×, log)")
     ax2.set_title("relative speed (above 1: ours faster than every framework mode)", fontsize=9.5)
     _pow2_ticks(ax2, [p[0] for pts in d["series"].values() for p in pts])
+    # the baseline changes with the width where another mode is fastest (or the fastest one was not run
+    # there): each width names its own under the tick, so a step in a curve is never read as ours alone
+    hs2 = sorted({p[0] for pts in d["series"].values() for p in pts})
+    ax2.set_xticklabels([f"{h:,}" + ("\n" + "\n".join(textwrap.wrap(A.label(*best[h][1]), 14, break_on_hyphens=False))
+                                     if h in best else "") for h in hs2], fontsize=7.5)
+    ax2.set_xlabel("hidden width h (log2 scale); below it, the divisor: the fastest framework mode there")
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     seen = set(l1)
     hs = h1 + [h for h, l in zip(h2, l2) if l not in seen]
     ls = l1 + [l for l in l2 if l not in seen]
-    fig.legend(hs, ls, loc="lower center", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.03))
+    fig.legend(hs, ls, loc="lower center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.03))
     singles = [A.label(*k) for k, pts in d["series"].items() if len(pts) == 1]
     fig.text(0.5, 0.925, textwrap.fill(_finding(d, "") + (f"   (one width only: {', '.join(singles)})" if singles
                                                          else ""), 150),
              ha="center", va="top", fontsize=9)
+    commits = sorted({_commit(p[2]) for pts in d["series"].values() for p in pts if len(p) > 2})
     _finish(fig, path, "Figure 6 — MLP W2 width sweep (batch 32, SGD; fp16 and fp32 paths as labelled)", device,
-            d["records"], tight=(0, 0.17, 1, 0.88))
+            d["records"], ("points of " + str(len(commits)) + " commits: " + ", ".join(commits) if len(commits) > 1 else
+                           "every point measured at commit " + commits[0] if commits else ""),
+            tight=(0, 0.25, 1, 0.88))
 
 
 def fig7_losses(d, path, device):
     _setup()
     panels = d["panels"]
-    fig, axes = plt.subplots(2, len(panels), figsize=(6.8 * len(panels), 7.0), squeeze=False,
-                             gridspec_kw={"height_ratios": [3, 1.4]})
+    # a row under the panels for the legends of panels whose curves fill their axes (see below)
+    leg_in = 0.15 * max((len(p["curves"]) for p in panels), default=0) + 0.2
+    fig, axes = plt.subplots(3, len(panels), figsize=(6.8 * len(panels), 7.0 + leg_in), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 1.4, leg_in / (7.0 / 4.4)]})
     for col, p in enumerate(panels):
         ax, axd = axes[0, col], axes[1, col]
         unit = "step"
@@ -500,7 +602,12 @@ def fig7_losses(d, path, device):
                       f"{longest:,})" if clip else
                       "\n(\"to step N only\": the reference curve ends there; the gap is over the steps both logged)"
                       if any(g[2] < g[3] for g in p["gaps"].values()) else ""), fontsize=9.5)
-        ax.legend(loc="upper right" if col == 0 else "lower left", fontsize=8 if col == 0 else 7)  # W2: the curve falls late
+        axl = axes[2, col]
+        axl.axis("off")
+        if clip:  # the curves in the top quarter (ylim above): the legend fits below them
+            ax.legend(loc="lower left", fontsize=7)
+        else:  # the curves fill the axes (W1's fall from 2 to 0.03): a legend inside covered a stretch of them
+            axl.legend(*ax.get_legend_handles_labels(), loc="upper center", fontsize=7.5, ncol=1, frameon=False)
         axd.axhline(0.0, color="black", linewidth=0.8)
         axd.set_xlabel(f"training {unit}" + (f" (each point: mean loss of {p['window']} steps from there)"
                                                 if p.get("window") else ""))
@@ -662,6 +769,22 @@ def other_run_points(pts, commit):
             and p[2].data.get("git", {}).get("commit") != commit]
 
 
+# Figure 9 draws phase 5's forced paths beside its default, all in purples: a marker of its own each (with the
+# shared "o" four of them could only be told apart by shade), and a framework's TF32 run a marker other than its
+# fp32 run's square (same colour: the same mode; measured at a few batches, its dotted line is never drawn).
+_BATCH_MARKERS = {("phase5_batched", "cuda-tile"): "v", ("phase5_batched", "cuda-tf32x3"): "^",
+                  ("phase5_batched", "cuda-cublaslt-fp16"): "p", ("phase5_batched", "cuda-fp16-mma"): "<",
+                  ("phase5_batched", "cuda-fma"): ">"}
+
+
+def batch_marker(key):
+    if key in _BATCH_MARKERS:
+        return _BATCH_MARKERS[key]
+    if A.is_twin(key[0]) and not A.is_fp32_yardstick(key):
+        return "h"
+    return A.marker(key)
+
+
 def fig9_batch(d, path, device):
     _setup()
     fig, ax = plt.subplots(figsize=(10, 8.2))
@@ -672,7 +795,7 @@ def fig9_batch(d, path, device):
     older = other = False
     for k, pts in d["series"].items():
         main = k == A.BATCH_DEFAULT  # the default path: the line the finding is about
-        _plot_runs(ax, pts, grid, marker=A.marker(k), color=A.color(k), linestyle=A.linestyle(k),
+        _plot_runs(ax, pts, grid, marker=batch_marker(k), color=A.color(k), linestyle=A.linestyle(k),
                    label=A.label(*k) + (" (its W1 run)" if k in w1 else "") + (" — the default" if main else ""),
                    markersize=7 if main else 5, linewidth=2.6 if main else 1.5, zorder=3 if main else 2)
         # hollow: our points measured on an older commit than the series' newest record (other code), a
@@ -684,7 +807,7 @@ def fig9_batch(d, path, device):
             old = older_commit_points(pts)
             older = older or bool(old)
         if old:
-            ax.plot([p[0] for p in old], [p[1] for p in old], linestyle="none", marker=A.marker(k), markersize=5,
+            ax.plot([p[0] for p in old], [p[1] for p in old], linestyle="none", marker=batch_marker(k), markersize=5,
                     markerfacecolor="white", markeredgecolor=A.color(k), zorder=4)
     if older or other:
         what = " and ".join(w for w, on in (("phase 5 measured on an older commit than its newest point", older),
@@ -750,8 +873,9 @@ def fig_time_account(panel, path, device, title):
             txt += (f" · GPU busy {A.pct_text(share)}" if share <= 100 else
                     f" · busy all ({A.sig3(share / 100)}× device time)")
         ax.text(101.5, y, txt, va="center", fontsize=8.5)
+    marks, mkey = commit_marks([row["record"] for row in rows])
     ax.set_yticks(ys)
-    ax.set_yticklabels([_short(row["label"], 44) for row in rows])
+    ax.set_yticklabels([_wrap_label(_marked(row["label"], row["record"], marks), 44) for row in rows])
     ax.set_xlim(0, 150)
     ax.set_xticks([0, 20, 40, 60, 80, 100])
     unit = rows[0]["unit"] if rows else "step"
@@ -771,7 +895,8 @@ def fig_time_account(panel, path, device, title):
     ax.legend(handles=handles, loc="upper center",
               bbox_to_anchor=(0.5, (-0.28 if len(rows) < 5 else -0.16) - (0.08 if est else 0)),
               ncol=len(handles), frameon=False)
-    _finish(fig, path, title, device, [row["record"] for row in rows], "timed medians; device time from profiler runs")
+    _finish(fig, path, title, device, [row["record"] for row in rows], "timed medians; device time from profiler runs" +
+            (f"   |   {mkey}" if mkey else ""))
 
 
 # figure 13: ours in blues (darker up the ladder), cuBLASLt in greys; TF32 dashed with hollow markers

@@ -1438,3 +1438,151 @@ def test_grid_records_are_a_w2_series_of_their_own_drawn_and_chosen(tmp_path):
                      ("W2 h = 1024 step", "cuda-fp16"), ("W2 h = 1024 step", "cuda-grid"),
                      ("W2 h = 128 step", "cuda-fp16"), ("W2 h = 128 step", "cuda-cluster")]
     assert lad[3]["gain"] == pytest.approx(0.0305 / 0.05, rel=1e-2)
+
+
+# ------------------------------------------------------------------ what a figure must not let a reader misread
+
+def test_rows_of_another_commit_are_marked_and_keyed():
+    """Figures 1, 3, 5 and 10-12 put rows of different runs side by side: a row measured at another
+    commit than most carries a mark, and the footer says which commit each mark stands for."""
+    from types import SimpleNamespace as NS
+    rec = lambda c: NS(data={"git": {"commit": c}})  # noqa: E731
+    rows = [rec("aaaaaaa111"), rec("aaaaaaa111"), rec("bbbbbbb222"), rec("ccccccc333")]
+    marks, key = F.commit_marks(rows)
+    assert marks == {"aaaaaaa": "", "bbbbbbb": "†", "ccccccc": "‡"}
+    assert key == "rows measured at commit aaaaaaa; † at bbbbbbb, ‡ at ccccccc (another commit: another run)"
+    assert F._marked("PyTorch eager", rows[2], marks) == "PyTorch eager †"
+    assert F._marked("PyTorch eager", rows[0], marks) == "PyTorch eager"
+    assert F.commit_marks(rows[:2]) == ({"aaaaaaa": ""}, "")  # one commit: nothing to say
+
+
+def test_mixed_commit_rows_are_marked_in_the_drawn_figure(tmp_path):
+    import records as R
+    names = ["pytorch_linreg__headline-eager.json", "pytorch_linreg__headline-graph.json", "phase1_naive__headline.json"]
+    profiles, dev = copy_device(tmp_path, names)
+    r = json.loads((dev / names[1]).read_text())
+    r["git"]["commit"] = "fedcba9876543210fedcba9876543210fedcba98"
+    (dev / names[1]).write_text(json.dumps(r))
+    d = A.select_ladder(R.load_profiles(str(profiles))[0], [])
+    calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(F, "_finish", lambda fig, path, title, device, records, extra="", **kw:
+                   calls.append((axes_facts(fig), extra)))
+        F.fig1_ladder(d, str(tmp_path / "f1.png"), "dev")
+    ticks = [t for t, _ in calls[0][0][0]["yticks"]]
+    assert "PyTorch CUDA graph †" in ticks and "PyTorch eager" in ticks
+    assert "† at fedcba9" in calls[0][1]
+
+
+def test_row_labels_wrap_and_are_never_cut_short():
+    """A label cut at 40 characters read 'phase 5 own GEMM fp16 (run with --pdl o…': which way the ablation
+    ran was lost. Long labels take a second line, the parenthesis kept whole."""
+    assert F._wrap_label("phase 5 own GEMM fp16 (run with --pdl off)", 40) == "phase 5 own GEMM fp16\n(run with --pdl off)"
+    lab = F._wrap_label("phase 5 grid kernel, one launch over every SM", 40)
+    assert "…" not in lab and lab.replace("\n", " ") == "phase 5 grid kernel, one launch over every SM"
+    assert F._wrap_label("phase 4 fp32", 40) == "phase 4 fp32"
+
+
+def _fig6_axes(d, tmp_path):
+    calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        def keep(fig, *a, **kw):
+            calls.append([[t.get_text() for t in ax.get_xticklabels()] for ax in fig.axes[:2]] +
+                         [axes_facts(fig), fig.axes[1].get_lines()])
+        mp.setattr(F, "_finish", keep)
+        F.fig6_w2(d, str(tmp_path / "f6.png"), "dev")
+    return calls[0]
+
+
+def test_figure6_names_each_widths_divisor_and_marks_ratios_across_runs(tmp_path, built):
+    """The relative-speed panel divides by the fastest framework mode at each width, which changes with the
+    width (a mode measured at a few widths only): each width names its divisor under its tick, and the
+    heading says which mode was measured where. A ratio whose two records are of different commits (runs)
+    is drawn hollow."""
+    import records as R
+    names = [n for n in sorted(os.listdir(os.path.join(FIXTURES, H100))) if "w2-" in n or n.startswith("ceilings")]
+    profiles, dev = copy_device(tmp_path, names)
+    d = A.select_w2(A.benchmarks(R.load_profiles(str(profiles))[0]), [])
+    _, ticks, facts, _ = _fig6_axes(d, tmp_path)
+    assert len({d["twin_best"][h][1] for h in d["twin_best"]}) > 1  # the fixture's divisor changes with h
+    for t in ticks:
+        h = int(t.split("\n")[0].replace(",", ""))
+        assert " ".join(t.split("\n")[1:]) == A.label(*d["twin_best"][h][1])
+    assert not any(lab.startswith("hollow") for lab in facts[-1]["figure_legend"])  # one commit: no hollow
+    heading = [ln for ln in built["main"].splitlines() if ln.startswith("#### Figure 6")][0]
+    assert "JAX jit-run measured at h = 128, 1,024, 8,192 only, the other widths against PyTorch CUDA graph" in heading
+    # the JAX record at h = 128 from another run: our points at 128 are divided by it, drawn hollow there
+    name = "jax_mlp__w2-h128-jit-run.json"
+    r = json.loads((dev / name).read_text())
+    r["git"]["commit"] = "fedcba9876543210fedcba9876543210fedcba98"
+    (dev / name).write_text(json.dumps(r))
+    d = A.select_w2(A.benchmarks(R.load_profiles(str(profiles))[0]), [])
+    assert d["twin_best"][128][1] == ("jax_mlp", "jax-jit-run")
+    _, _, facts, lines = _fig6_axes(d, tmp_path)
+    hollow = [ln for ln in lines if ln.get_markerfacecolor() == "white" and len(ln.get_xdata())]
+    assert hollow and all(list(ln.get_xdata()) == [128] for ln in hollow)
+    assert any(lab.startswith("hollow: ours and the framework mode") for lab in facts[-1]["figure_legend"])
+
+
+def test_a_series_drawn_under_another_says_so():
+    """JAX jit-epoch and jit-run measured within 1% at every width: the first is covered by the second,
+    and its legend entry says where it is rather than reading as a series missing from the plot."""
+    a, b, c = ("jax_mlp", "jax-jit-epoch"), ("jax_mlp", "jax-jit-run"), ("pytorch_mlp", "pytorch-graph")
+    series = {a: [(128, 0.0343), (8192, 0.8136)], b: [(128, 0.0346), (8192, 0.8139)], c: [(128, 0.11), (8192, 1.4)]}
+    under = F.hidden_under(series)
+    assert list(under) == [a] and under[a][0] == b and under[a][1] < 0.01
+    assert F.hidden_under({a: series[a], b: [(128, 0.0346)]}) == {}  # not every point covered: visible
+
+
+def test_figure7_legend_never_covers_a_curve_that_fills_its_axes(built):
+    f7 = figure_call(built, H100, "fig7_loss_curves")["axes"]
+    w1 = [ax for ax in f7[:-1] if ax["title"].startswith("W1")]
+    assert w1 and all(ax["legend"] == [] for ax in w1)  # not inside W1's loss axes
+    below = [ax for ax in f7[:-1] if not ax["title"] and any("(reference)" in t for t in ax["legend"])]
+    assert below  # in the row under the panels
+
+
+def test_figure9_tells_a_tf32_run_and_the_forced_paths_apart():
+    """A framework's TF32 run has its fp32 run's colour (the same mode): its marker must differ, or at a
+    batch where both were measured the two are one square. Phase 5's forced paths, all in purples, get a
+    marker each."""
+    fp32, tf32 = ("pytorch_mlp", "pytorch-compiled-graph"), ("pytorch_mlp", "pytorch-compiled-graph" + A.NOT_FP32)
+    assert A.color(fp32) == A.color(tf32) and F.batch_marker(fp32) != F.batch_marker(tf32)
+    paths = [A.BATCH_DEFAULT, ("phase5_batched", "cuda-fp16"), ("phase5_batched", "cuda-cublaslt")] + A.SWEEP_PATHS
+    ms = [F.batch_marker(k) for k in paths]
+    assert len(set(ms)) == len(ms)
+
+
+def test_figure9_heading_names_its_own_peak_not_the_figures_fastest(built):
+    heading = [ln for ln in built["main"].splitlines() if ln.startswith("#### Figure 9")][0]
+    assert "the most samples a second" not in heading
+    assert "'s throughput peaks at the largest batch measured" in heading
+    assert re.search(r"\(\d+(\.\d+)? million samples/s\)", heading)  # three digits, not 8,575,234 samples/s
+    assert "other path(s) run more there, the most JAX jit-run" in heading
+
+
+def test_figure2_heading_says_the_ends_are_two_kernels(tmp_path):
+    """Phase 3's default path falls back to the per-epoch graph where the data no longer fits on chip: the
+    heading's 'N× more points cost M× the time' spans two kernels and says so."""
+    names = [n for n in sorted(os.listdir(os.path.join(FIXTURES, H100))) if n.startswith("phase3_fused_streams__sweep")]
+    profiles, dev = copy_device(tmp_path, names)
+    for n in names:
+        r = json.loads((dev / n).read_text())
+        big = r["config"]["n"] >= 50000000
+        r["launch"] = {"path": "graph" if big else "persistent"}
+        r["config"]["path"] = "auto"
+        (dev / n).write_text(json.dumps(r))
+    out = tmp_path / "out"
+    assert M.main(["--profiles", str(profiles), "--out", str(out)]) == 0
+    heading = [ln for ln in (out / "REPORT.md").read_text().splitlines() if ln.startswith("#### Figure 2")][0]
+    assert "from n = 50,000,000 its data no longer fits on chip and it runs the per-epoch CUDA graph" in heading
+
+
+def test_a_slower_sync_run_within_the_eager_spread_is_not_read_as_the_syncs_cost():
+    from types import SimpleNamespace as NS
+    e = {"key": ("pytorch_linreg", "pytorch-eager"), "ms": 55.0, "record": NS(cfg_num=lambda k: None)}
+    sy = {"key": ("pytorch_linreg", "pytorch-eager-sync-every-epoch"), "ms": 88.0, "record": e["record"]}
+    sel = {1: {"rows": [e, sy]}, 2: {"floor": None, "series": {}}, 5: {"rows": []}, 6: {"series": {}}}
+    odd = M.odd_results(sel, {"panels": []}, [], (55.0, 101.0, 2))
+    assert any("1.60× the time of eager without it" in s and "within that spread" in s for s in odd[1])
+    assert 1 not in M.odd_results(sel, {"panels": []}, [], (55.0, 60.0, 2))  # outside the spread: no such caveat
