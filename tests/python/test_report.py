@@ -1391,7 +1391,7 @@ def test_grid_records_are_a_w2_series_of_their_own_drawn_and_chosen(tmp_path):
     grid = [r for r in recs if r.tag.endswith("-grid")]
     assert len(grid) == 3 and {r.impl for r in grid} == {"cuda-grid"} and A.base_tag(grid[0]).startswith("w2-h")
     key = ("phase5_batched", "cuda-grid")
-    assert A.label(*key) == "phase 5 grid kernel, one launch over every SM"
+    assert A.label(*key) == "phase 5 grid kernel, one launch, a block an SM per 16 units"
     assert key in A.OURS_ORDER and A.color(key) not in {A.color(k) for k in A.OURS_ORDER if k != key} | {"#252525"}
     d = A.select_w2(A.benchmarks(recs), [])
     assert [(h, round(t, 6)) for h, t, _ in d["series"][key]] == [(128, 0.01), (1024, 0.05), (8192, 0.5)]
