@@ -21,6 +21,9 @@
 //   ..., W from L2         the block's weight rows read from L2 instead of shared memory (5g's case
 //                 where its fp16 rows do not fit beside the rest, and the price of giving their shared
 //                 memory to a staged H): direct 8 B / 16 B, cp.async 16 B, bulk 16 B
+//   dsmem         at K = 256 only (16 blocks): the same rounds in one thread-block cluster, as rung 5d
+//                 exchanges: every block holds the whole H, pushes its new columns into every block's
+//                 shared memory and meets the others at a cluster barrier; a bare round, 8 B and 16 B
 // The values are small integers (H in {-1, 0, 1, 2}, W in {-1, 0, 1}), so every sum is exact in fp32
 // and every strategy must give the same bits; a round's published value is (sum mod 4) - 1. After a
 // launch of 3 rounds each strategy's H is compared with the host's (an exchange read stale, a proxy
@@ -38,6 +41,7 @@
 //   build/tools/exchange_product [--iters 2000] [--repeats 11] [--warmup 2] [--out DIR] [--tag default]
 // writes profiles/<device-slug>/exchange_product__<tag>.json (phase "exchange_product"); exit 1 when a
 // strategy's result differs from the host's, 3 without a GPU that runs cooperative launches.
+#include <cooperative_groups.h>
 #include <cuda/ptx>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -65,8 +69,9 @@ using nb::mlp::kGrRows;
 constexpr int kThreads = kGrChainThreads;  // 256: 5g's chain team
 constexpr int kUnits = 16;                 // a block's units (rows of its weights)
 constexpr int kPartials = kGrChainWarps * kUnits * kGrRows;  // floats: a warp's 16 x 32 partial each
-enum Staging { kNone = 0, kDirect = 1, kCpAsync = 2, kBulk = 3 };
-const char* kStagingName[] = {"none", "direct", "cp.async", "bulk"};
+enum Staging { kNone = 0, kDirect = 1, kCpAsync = 2, kBulk = 3, kDsmemNone = 4, kDsmem = 5 };
+const char* kStagingName[] = {"none", "direct", "cp.async", "bulk", "dsmem, none", "dsmem"};
+constexpr int kMaxCluster = 16;  // the largest (non-portable) cluster on Hopper: K = 256 only
 
 // The values: exact small integers, the same on the host.
 __host__ __device__ inline int h0_value(int b, int k) { return (b * 5 + k) % 4 - 1; }
@@ -198,10 +203,53 @@ __global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K,
   }
 }
 
+// The same rounds in one thread-block cluster of G blocks (5d's exchange, at the one shape both can run):
+// each block keeps the whole H in its shared memory (two buffers by round parity), pushes its 16 new
+// columns into every block's next buffer through DSMEM (4-byte stores, two units each) and meets the
+// others at a cluster barrier, which orders the pushes before the next round's reads. kProduct false:
+// the bare round. The result: each block's columns of the last H to buf[iters & 1], as the others.
+template <bool kProduct, int kFragBytes>
+__global__ void __launch_bounds__(kThreads, 1) cluster_kernel(int iters, int K, const __half*, __half* buf0, __half* buf1, unsigned*) {
+  extern __shared__ __align__(128) unsigned char sm[];
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  const int tid = threadIdx.x, G = static_cast<int>(cl.num_blocks()), u0 = static_cast<int>(cl.block_rank()) * kUnits, ld = K + 8;
+  __half* W = reinterpret_cast<__half*>(sm);                                               // [16][ld]
+  float* scratch = reinterpret_cast<float*>(sm + sizeof(__half) * kUnits * ld);            // [8][16][32]
+  __half* Hs = reinterpret_cast<__half*>(sm + sizeof(__half) * kUnits * ld + sizeof(float) * kPartials);  // [2][32][ld]
+  for (int e = tid; e < kUnits * K; e += kThreads) W[(e / K) * ld + e % K] = __int2half_rn(w_value(u0 + e / K, e % K));
+  for (int e = tid; e < kGrRows * K; e += kThreads) Hs[(e / K) * ld + e % K] = buf0[e];
+  cl.sync();  // no block pushes into another before it has its first H
+  for (int i = 0; i < iters; ++i) {
+    const __half* H = Hs + (i & 1) * kGrRows * ld;
+    __half* Hn = Hs + ((i + 1) & 1) * kGrRows * ld;
+    int kcn = 0;
+    if constexpr (kProduct)
+      kcn = kFragBytes == 8 ? nb::mlp::gr::rows_product<false, false>(W, ld, H, ld, 1, K / 16, scratch)
+                            : rows_product16<false, false>(W, ld, H, ld, K, scratch);
+    for (int e = tid; e < kUnits / 2 * kGrRows; e += kThreads) {
+      const int u = 2 * (e / kGrRows), b = e % kGrRows;
+      const float z0 = kcn > 0 ? nb::mlp::gr::part_sum(scratch, kcn, kUnits, u, b) : 0.f;
+      const float z1 = kcn > 0 ? nb::mlp::gr::part_sum(scratch, kcn, kUnits, u + 1, b) : 0.f;
+      const __half2 v = __halves2half2(__int2half_rn(next_value(__float2int_rn(z0))), __int2half_rn(next_value(__float2int_rn(z1))));
+      __half2* mine = reinterpret_cast<__half2*>(Hn + b * ld + u0 + u);
+      for (int q = 0; q < G; ++q) *cl.map_shared_rank(mine, q) = v;
+    }
+    cl.sync();  // every push has landed and every read of this round's H is done
+  }
+  const __half* last = Hs + (iters & 1) * kGrRows * ld;
+  __half* out = (iters & 1) ? buf1 : buf0;
+  for (int e = tid; e < kUnits * kGrRows; e += kThreads) {
+    const int u = e / kGrRows, b = e % kGrRows;
+    out[static_cast<size_t>(b) * K + u0 + u] = last[b * ld + u0 + u];
+  }
+}
+
 struct Strategy {
   int staging, frag;
   bool wl2;
   const void* kernel;
+  bool cluster() const { return staging == kDsmemNone || staging == kDsmem; }
+  bool bare() const { return staging == kNone || staging == kDsmemNone; }
 };
 
 // The host's rounds: H [32][K] ints after `rounds` rounds from h0 (none: every published sum is 0).
@@ -254,6 +302,9 @@ int run(int argc, char** argv) {
       {kDirect, 16, true, reinterpret_cast<const void*>(exchange_kernel<kDirect, 16, true>)},
       {kCpAsync, 16, true, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 16, true>)},
       {kBulk, 16, true, reinterpret_cast<const void*>(exchange_kernel<kBulk, 16, true>)},
+      {kDsmemNone, 8, false, reinterpret_cast<const void*>(cluster_kernel<false, 8>)},
+      {kDsmem, 8, false, reinterpret_cast<const void*>(cluster_kernel<true, 8>)},
+      {kDsmem, 16, false, reinterpret_cast<const void*>(cluster_kernel<true, 16>)},
   };
   constexpr int kCheckRounds = 3;
   constexpr int kMaxK = 2048;
@@ -283,20 +334,37 @@ int run(int argc, char** argv) {
       for (int k = 0; k < K; ++k) h0[static_cast<size_t>(b) * K + k] = __int2half_rn(h0_value(b, k));
     const std::vector<int> want = host_rounds(K, kCheckRounds, false), want_none = host_rounds(K, kCheckRounds, true);
     nlohmann::json rows = nlohmann::json::array();
-    double none_us = 0.0;
+    double bare_us[2] = {0.0, 0.0};  // the bare round through L2 and a grid barrier; through DSMEM and a cluster barrier
     for (const Strategy& st : strategies) {
       const std::string name = std::string(kStagingName[st.staging]) +
-                               (st.staging == kNone ? "" : ", " + std::to_string(st.frag) + " B fragments") + (st.wl2 ? ", W from L2" : "");
-      if (st.staging == kBulk && !bulk_ok) {
+                               (st.bare() ? "" : ", " + std::to_string(st.frag) + " B fragments") + (st.wl2 ? ", W from L2" : "");
+      if ((st.staging == kBulk || st.cluster()) && !bulk_ok) {
         std::printf("K = %4d  %-28s needs compute capability 9.0: skipped\n", K, name.c_str());
-        rows.push_back({{"strategy", name}, {"skipped", "needs compute capability 9.0 (cp.async.bulk)"}});
+        rows.push_back({{"strategy", name}, {"skipped", "needs compute capability 9.0 (cp.async.bulk, clusters of 16)"}});
         continue;
       }
+      if (st.cluster() && G > kMaxCluster) continue;  // (a cluster holds at most 16 blocks: K = 256 only)
       // more than half an SM's shared memory: one block an SM, whatever the strategy needs
       const size_t need = (st.wl2 ? 0 : sizeof(__half) * kUnits * (K + 8)) + sizeof(float) * kPartials +
-                          (st.staging == kCpAsync || st.staging == kBulk ? sizeof(__half) * kGrRows * (K + 8) : 0);
+                          (st.staging == kCpAsync || st.staging == kBulk ? sizeof(__half) * kGrRows * (K + 8) : 0) +
+                          (st.cluster() ? 2 * sizeof(__half) * kGrRows * (K + 8) : 0);
       const size_t smem = std::max(need, static_cast<size_t>(smem_per_sm / 2 + 1024));
       CUDA_CHECK(cudaFuncSetAttribute(st.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      cudaLaunchConfig_t cfg{};
+      cudaLaunchAttribute cluster_dim[1];
+      if (st.cluster()) {
+        CUDA_CHECK(cudaFuncSetAttribute(st.kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        cluster_dim[0].id = cudaLaunchAttributeClusterDimension;
+        cluster_dim[0].val.clusterDim.x = G, cluster_dim[0].val.clusterDim.y = 1, cluster_dim[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3(G), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem, cfg.attrs = cluster_dim, cfg.numAttrs = 1;
+        int clusters = 0;
+        if (cudaOccupancyMaxActiveClusters(&clusters, st.kernel, &cfg) != cudaSuccess || clusters < 1) {
+          (void)cudaGetLastError();  // (a cluster this GPU cannot run is an answer here, not a failure)
+          std::printf("K = %4d  %-28s a cluster of %d blocks cannot run here: skipped\n", K, name.c_str(), G);
+          rows.push_back({{"strategy", name}, {"skipped", "a cluster of this many blocks cannot run on this GPU"}});
+          continue;
+        }
+      }
       int per_sm = 0;
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, st.kernel, kThreads, smem));
       if (per_sm != 1) throw nb::Error(nb::kExitNoDevice, "exchange_product: " + std::to_string(per_sm) + " blocks of " + name + " fit an SM, not one");
@@ -305,7 +373,8 @@ int run(int argc, char** argv) {
       auto launch = [&](int rounds) {
         n = rounds;
         CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(unsigned)));
-        CUDA_CHECK(cudaLaunchCooperativeKernel(st.kernel, dim3(G), dim3(kThreads), args, smem, nullptr));
+        if (st.cluster()) CUDA_CHECK(cudaLaunchKernelExC(&cfg, st.kernel, args));
+        else CUDA_CHECK(cudaLaunchCooperativeKernel(st.kernel, dim3(G), dim3(kThreads), args, smem, nullptr));
       };
       // the check: kCheckRounds rounds from h0, the result against the host's
       CUDA_CHECK(cudaMemcpy(buf0, h0.data(), sizeof(__half) * h0.size(), cudaMemcpyHostToDevice));
@@ -314,24 +383,25 @@ int run(int argc, char** argv) {
       CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<__half> got(h0.size());
       CUDA_CHECK(cudaMemcpy(got.data(), (kCheckRounds & 1) ? buf1 : buf0, sizeof(__half) * got.size(), cudaMemcpyDeviceToHost));
-      const std::vector<int>& ref = st.staging == kNone ? want_none : want;
+      const std::vector<int>& ref = st.bare() ? want_none : want;
       long long wrong = 0;
       for (size_t e = 0; e < got.size(); ++e) wrong += static_cast<int>(__half2float(got[e])) != ref[e];
       wrong_total += wrong;
       auto one = [&](int rounds) { return nb::time_runs(tm, common.warmup, common.repeats, [&] { launch(rounds); }); };
       const nb::Stats s0 = nb::summarize(one(0)), sN = nb::summarize(one(iters));
       const double us = 1e3 * (sN.median - s0.median) / iters;
-      if (st.staging == kNone) none_us = us;
-      const double product_us = us - none_us;
-      std::printf("K = %4d (%3d blocks)  %-28s %.3f us a round%s  (%lld wrong)\n", K, G, name.c_str(), us,
-                  st.staging == kNone ? " (publish + barrier)" : (", the product " + std::to_string(product_us) + " us").c_str(), wrong);
+      if (st.bare()) bare_us[st.cluster()] = us;
+      const double product_us = us - bare_us[st.cluster()];
+      std::printf("K = %4d (%3d blocks)  %-34s %.3f us a round%s  (%lld wrong)\n", K, G, name.c_str(), us,
+                  st.bare() ? " (publish + barrier)" : (", the product " + std::to_string(product_us) + " us").c_str(), wrong);
       rows.push_back({{"strategy", name},
                       {"staging", kStagingName[st.staging]},
-                      {"fragment_bytes", st.staging == kNone ? 0 : st.frag},
+                      {"exchange", st.cluster() ? "DSMEM pushes, a cluster barrier" : "L2, a grid barrier"},
+                      {"fragment_bytes", st.bare() ? 0 : st.frag},
                       {"weights", st.wl2 ? "L2" : "shared"},
                       {"shared_bytes", smem},
                       {"us_per_round", us},
-                      {"product_us", st.staging == kNone ? 0.0 : product_us},
+                      {"product_us", st.bare() ? 0.0 : product_us},
                       {"wrong_values", wrong},
                       {"ms_iters", nb::to_json(sN)},
                       {"ms_zero", nb::to_json(s0)}});
@@ -340,7 +410,8 @@ int run(int argc, char** argv) {
                       {"blocks", G},
                       {"units_per_block", kUnits},
                       {"h_bytes", sizeof(__half) * kGrRows * K},
-                      {"barrier_round_us", none_us},
+                      {"barrier_round_us", bare_us[0]},
+                      {"cluster_barrier_round_us", bare_us[1]},
                       {"strategies", rows}});
   }
   CUDA_CHECK(cudaFree(wg));
@@ -353,17 +424,19 @@ int run(int argc, char** argv) {
   rec["device"] = nb::to_json(dev);
   const nb::Stats first = nb::summarize(std::vector<double>{shapes[0]["strategies"][0]["ms_iters"]["median"].get<double>()});
   rec["timing"] = nb::timing_json("cuda-events",
-                                  "one cooperative launch of --iters rounds (and of 0: subtracted); total_ms: the first shape's "
-                                  "bare rounds (publish + barrier), every strategy's per-round time in latency.shapes",
+                                  "one launch of --iters rounds (and of 0: subtracted), cooperative or one cluster; total_ms: the first "
+                                  "shape's bare rounds (publish + grid barrier), every strategy's per-round time in latency.shapes",
                                   "the launch; nothing else runs in the kernel", common.warmup, first);
   rec["timing"]["repeats"] = common.repeats;
   rec["latency"] = {{"iters", iters},
                     {"threads", kThreads},
                     {"shapes", shapes},
                     {"shapes_not_run", skipped},
-                    {"note", "a round: the block's product of the exchanged H [32][K] (fp16, from L2) by its 16 weight rows, its "
-                             "partials summed, its 16 columns of the next H published, a grid barrier; us_per_round per round, "
-                             "product_us = us_per_round - the `none` round (publish + barrier) of the same shape"}};
+                    {"note", "a round: the block's product of the exchanged H [32][K] (fp16; from L2, or from its own shared memory "
+                             "in the dsmem rows) by its 16 weight rows, its partials summed, its 16 columns of the next H published "
+                             "(to L2, or pushed to every block of the cluster), a grid (or cluster) barrier; us_per_round per round, "
+                             "product_us = us_per_round - the bare round of the same shape and exchange (barrier_round_us, "
+                             "cluster_barrier_round_us)"}};
   const bool ok = wrong_total == 0;
   rec["validation"] = {{"performed", true},
                        {"passed", ok},
