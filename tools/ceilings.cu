@@ -29,6 +29,7 @@ int run(int argc, char** argv) {
   cli.add_common(&common);
   if (!cli.parse(argc, argv)) return nb::kExitOk;
 
+  nb::check_output_dir(common.out);  // before the device: an unwritable --out wastes no run
   const nb::DeviceInfo dev = nb::require_device();
   nb::Tracer& tr = nb::Tracer::instance();
   tr.start(!common.no_cupti);  // only to name the kernels cuBLAS picked; off under nsys/ncu

@@ -101,6 +101,7 @@ int run(int argc, char** argv) {
   if (!cli.parse(argc, argv)) return nb::kExitOk;
   if (common.no_cupti) throw nb::Error(nb::kExitUsage, "--no-cupti: this tool measures the tracer; nothing to do without it");
 
+  nb::check_output_dir(common.out);  // before the device: an unwritable --out wastes no run
   const nb::DeviceInfo dev = nb::require_device();
   const long long spin_cycles = static_cast<long long>(spin_us * dev.sm_clock_khz / 1000.0);
   float* d = nullptr;

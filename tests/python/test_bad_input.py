@@ -393,6 +393,46 @@ def test_no_cuda_device_exit_3_one_line(phase, tmp_path):
     assert "cuda device" in line.lower() or "gpu" in line.lower()
 
 
+# ------------------------------------------------------------------------------------ tools
+# The micro-benchmarks under tools/ keep the same contract: flags first, then --out, then the device.
+TOOLS = sorted(p.stem for p in (ROOT / "tools").glob("*.cu"))
+
+
+def tool(name):
+    return binary(f"tools/{name}")
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_tool_help_exits_0(name):
+    r = run([tool(name), "--help"])
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip() == "" and "--out" in r.stdout and "--tag" in r.stdout
+
+
+@pytest.mark.parametrize("name", TOOLS)
+@pytest.mark.parametrize("args,words", [(["--bogus", "1"], ["--bogus", "unknown"]), (["--repeats", "0"], ["--repeats"]),
+                                        (["--tag", "a/b"], ["--tag"])], ids=["unknown-flag", "repeats-zero", "tag-slash"])
+def test_tool_bad_flag_exit_2_one_line(name, args, words, tmp_path):
+    out = tmp_path / "out"
+    assert_refused(run([tool(name)] + args, out_dir=out), EXIT_USAGE, out, words)
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_tool_unwritable_output_dir_exit_6_before_device(name, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("keep me")
+    assert_refused(run([tool(name)], out_dir=blocker / "records"), EXIT_OUTPUT, None, [str(blocker)])
+    assert blocker.read_text() == "keep me"
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_tool_no_cuda_device_exit_3_one_line(name, tmp_path):
+    out = tmp_path / "out"
+    line = assert_refused(run([tool(name)], out_dir=out), EXIT_NO_DEVICE, out)
+    assert "cuda device" in line.lower() or "gpu" in line.lower()
+
+
 # ------------------------------------------------------------------------------------ scripts
 @pytest.mark.parametrize("args,words", [
     (["nonsense"], ["usage"]),
