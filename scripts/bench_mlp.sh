@@ -26,8 +26,9 @@
 #           $W2_NOPDL_HS also own with --pdl off, for h in $W2_CLUSTER_HS also --launch cluster,
 #           plainly and with --breakdown), phase 4 fp16 and fp32 and the twins eager, graph,
 #           compiled-graph and compile-max-autotune, with --profile ($W2_STEPS_SLOW steps: per-step
-#           time is the measure; the records say how many steps ran).
-#                                                                                tags w2-h<h>-*
+#           time is the measure; the records say how many steps ran); once, tools/exchange_product
+#           (one product phase of the grid kernel alone) where it was built.
+#                                                                   tags w2-h<h>-*, bench-mlp
 #   gemm    phase5 --gemm-compare on the W2 h = 8192 shapes, fp16 (and fp32).  tags gemm-compare-*
 #   persist phase 5 --launch persistent on W1 for --blocks in $PERSIST_BLOCKS (2 epochs each),
 #           and at the default split with --generic-kernel (W1's shape not compiled in); then
@@ -377,6 +378,9 @@ fi
 # ---------------------------------------------------------------------------- build
 TARGETS=("$P4" "$P5")
 [ "$MODE" = check ] && TARGETS+=(build/tests/gpu_tests)
+# the w2 stage also times one product phase of the grid step alone (tools/exchange_product), where it builds
+[ "${NO_BUILD:-0}" != 1 ] && [ -f tools/exchange_product.cu ] && [[ " $STAGES ${THEN_STAGES:-} " == *" w2 "* ]] &&
+  TARGETS+=(build/tools/exchange_product)
 if [ "${NO_BUILD:-0}" = 1 ]; then  # binaries built elsewhere (a carried build): they must be there
   for t in "${TARGETS[@]}"; do [ -x "$t" ] || { note "NO_BUILD=1 but $t is missing"; exit 1; }; done
   note "NO_BUILD=1: ${TARGETS[*]} as they are"
@@ -505,6 +509,8 @@ fi
 
 if has w2; then
   note "stage w2 (h in $W2_HS; phase 5 $W2_STEPS steps, phase 4 and twins $W2_STEPS_SLOW)"
+  # one product phase of 5g alone, per way of reading the exchanged activation (the phase 5 notes' floor)
+  [ -x build/tools/exchange_product ] && run w2-exchange-product 0 build/tools/exchange_product "${O[@]}" --tag bench-mlp
   for h in $W2_HS; do
     W2=(--layers "784,$h,$h,$h,10" --optimizer sgd --lr 0.003 --dropout 0 --precision fp16)
     run "w2-$h-p5" 0 "$P5" "${R[@]}" "${W2[@]}" --steps "$W2_STEPS" --tag "w2-h$h-own" --save-init "$WORK/w2init$h" --save-order "$WORK/w2order$h.npy"
