@@ -900,6 +900,42 @@ W2_BYTES_PER_PARAM = 14  # an SGD step that streams its weights: fp16 read by th
                          # its fp16 copy written (2)
 
 
+def exchange_phase(records):
+    """One product phase of W2's grid step alone (`tools/exchange_product`): the newest passing record that
+    is not a check (tags `memcheck*`, `check*`, `probe*`), as {"record", "ks": [K...], "rows": [{"name",
+    "exchange", "weights", "cells": {K: (us_per_round, product_us or None for a bare round)}}], "bare":
+    {K: us}, "own": {K: us of 5g's own way}, "best": {K: (name, us)}}, or None."""
+    cands = [r for r in records if r.phase == "exchange_product" and r.status == "ok"
+             and dget(r.data, "validation", "passed") is True
+             and not re.match(r"(memcheck|check|probe)", r.tag or "")]
+    if not cands:
+        return None
+    r = newest_first(cands)[0]
+    shapes = [s for s in as_list(dget(r.data, "latency", "shapes")) if isinstance(s, dict) and num(s.get("K"))]
+    ks = sorted(int(s["K"]) for s in shapes)
+    rows, order, bare, own, best = {}, [], {}, {}, {}
+    for s in shapes:
+        K = int(s["K"])
+        for st in as_list(s.get("strategies")):
+            if not isinstance(st, dict) or st.get("skipped") or num(st.get("us_per_round")) is None:
+                continue
+            name = str(st.get("strategy"))
+            if name not in rows:
+                order.append(name)
+                rows[name] = {"name": name, "exchange": st.get("exchange") or "L2, a grid barrier",
+                              "weights": st.get("weights") or "shared", "cells": {}}
+            is_bare = not num(st.get("fragment_bytes"))
+            us = num(st["us_per_round"])
+            rows[name]["cells"][K] = (us, None if is_bare else num(st.get("product_us")))
+            if is_bare and str(st.get("staging")) == "none":
+                bare[K] = us
+            if str(st.get("staging")) == "direct" and num(st.get("fragment_bytes")) == 8 and rows[name]["weights"] == "shared":
+                own[K] = us
+            if not is_bare and (K not in best or us < best[K][1]):
+                best[K] = (name, us)
+    return {"record": r, "ks": ks, "rows": [rows[n] for n in order], "bare": bare, "own": own, "best": best}
+
+
 def w2_floor(records, hs, runs):
     """The least a W2 step (784-h-h-h-10, SGD, the batch of its runs) can take where it streams its
     weights from memory, at each width h: the larger of its FLOPs at the measured fp16 tensor-core

@@ -335,6 +335,30 @@ def sec_fig6(md, ctx, d):
             f"h = {h}: {A.label(*k)} ({ctx.link(r)})" for h, (_, k, r) in sorted(d["twin_best"].items())) + ".\n")
 
 
+def exchange_phase_block(ctx, d):
+    """Figure 6's companion: one product phase of the grid step alone, per way of reading the exchanged
+    activation (tools/exchange_product), or nothing where no record is on the device."""
+    if not d:
+        return ""
+    rows = []
+    for row in d["rows"]:
+        cells = []
+        for K in d["ks"]:
+            c = row["cells"].get(K)
+            cells.append(DASH if not c else (f"{sig(c[0], 3)} µs" + (f" ({sig(c[1], 3)})" if c[1] is not None else " (bare)")))
+        rows.append([esc(row["name"]), esc(row["exchange"]), esc(row["weights"])] + cells)
+    out = ("One product phase of the grid kernel's step alone (`tools/exchange_product`, " + ctx.link(d["record"]) +
+           "): a block of 256 threads reads the exchanged activation H [32][K] and multiplies it by its 16 weight rows, "
+           "publishes its 16 columns of the next H and meets the other K / 16 blocks; µs a round, in brackets the round "
+           "less the bare round of the same exchange (publish and barrier only). K = 1,024 is W2's h = 1,024 on 64 "
+           "blocks.\n\n" + table(["way", "exchange", "weights"] + [f"K = {K:,}" for K in d["ks"]], rows) + "\n")
+    said = [f"K = {K:,}: the grid kernel's own way {sig(d['own'][K], 3)} µs a round, the fastest {esc(d['best'][K][0])} "
+            f"{sig(d['best'][K][1], 3)} µs" for K in d["ks"] if K in d["own"] and K in d["best"]]
+    if said:
+        out += "; ".join(said) + ".\n"
+    return out
+
+
 def sec_fig7(md, ctx, d):
     rows = []
     for p in d["panels"]:
@@ -1516,6 +1540,8 @@ def front_page(md, ctx, slug, name, all_rs, rs, sel, acc, fr, drawn, figdir):
             md.append(gemm_paragraph(ctx, sel[13]) + "\n")
         if n_ == 9:
             md.append(batch_step_table(sel[9]))
+        if n_ == 6:
+            md.append(exchange_phase_block(ctx, A.exchange_phase(all_rs)))
         for o in fr["odd"].get(n_, []):
             md.append(o + "\n")
         if n_ == 8:

@@ -1586,3 +1586,49 @@ def test_a_slower_sync_run_within_the_eager_spread_is_not_read_as_the_syncs_cost
     odd = M.odd_results(sel, {"panels": []}, [], (55.0, 101.0, 2))
     assert any("1.60× the time of eager without it" in s and "within that spread" in s for s in odd[1])
     assert 1 not in M.odd_results(sel, {"panels": []}, [], (55.0, 60.0, 2))  # outside the spread: no such caveat
+
+
+def test_exchange_phase_table_from_the_tool_record():
+    """Figure 6's companion table: the newest passing exchange_product record that is not a check, one row
+    a way of reading the activation, a cell a K (µs a round, the product over the bare round in brackets),
+    and the grid kernel's own way (direct, 8 B fragments, weights in shared memory) against the fastest."""
+    from records import Record  # noqa: PLC0415
+    import make_report as M  # noqa: PLC0415
+
+    def st(name, staging, frag, us, prod, weights="shared", exch="L2, a grid barrier"):
+        return {"strategy": name, "staging": staging, "fragment_bytes": frag, "weights": weights, "exchange": exch,
+                "us_per_round": us, "product_us": prod}
+
+    def rec(tag, shapes, passed=True, utc="2026-12-05T10:00:00Z"):
+        data = {"status": "ok" if passed else "validation_failed", "validation": {"performed": True, "passed": passed},
+                "latency": {"shapes": shapes}}
+        return Record(path=f"p/exchange_product__{tag}.json", abspath="", data=data, folder_slug="x", tag=tag,
+                      phase="exchange_product", workload="exchange_product", utc_time=utc)
+
+    shapes = [{"K": 1024, "strategies": [st("none", "none", 0, 1.0, 0.0), st("direct, 8 B fragments", "direct", 8, 3.5, 2.5),
+                                         st("bulk, 16 B fragments", "bulk", 16, 1.75, 0.75),
+                                         st("direct, 8 B fragments, W from L2", "direct", 8, 4.0, 3.0, weights="L2"),
+                                         {"strategy": "bulk, 8 B fragments", "skipped": "needs compute capability 9.0"}]},
+              {"K": 256, "strategies": [st("none", "none", 0, 0.9, 0.0), st("direct, 8 B fragments", "direct", 8, 2.0, 1.1),
+                                        st("dsmem, none", "dsmem, none", 0, 0.5, 0.0, exch="DSMEM pushes, a cluster barrier"),
+                                        st("dsmem, 16 B fragments", "dsmem", 16, 1.5, 1.0, exch="DSMEM pushes, a cluster barrier")]}]
+    good = rec("default", shapes)
+    older = rec("bench-mlp", shapes, utc="2026-12-01T10:00:00Z")
+    check = rec("memcheck", shapes, utc="2026-12-06T10:00:00Z")
+    failed = rec("failed", shapes, passed=False, utc="2026-12-07T10:00:00Z")
+    d = A.exchange_phase([older, check, failed, good])
+    assert d["record"] is good and d["ks"] == [256, 1024]
+    assert [r["name"] for r in d["rows"]] == ["none", "direct, 8 B fragments", "bulk, 16 B fragments",
+                                              "direct, 8 B fragments, W from L2", "dsmem, none", "dsmem, 16 B fragments"]
+    assert d["bare"] == {1024: 1.0, 256: 0.9} and d["own"] == {1024: 3.5, 256: 2.0}
+    assert d["best"][1024] == ("bulk, 16 B fragments", 1.75) and d["best"][256] == ("dsmem, 16 B fragments", 1.5)
+    assert d["rows"][0]["cells"][1024] == (1.0, None) and d["rows"][2]["cells"].get(256) is None
+
+    class Ctx:
+        def link(self, r):
+            return f"[{r.tag}]"
+    text = M.exchange_phase_block(Ctx(), d)
+    assert "[default]" in text and "| bulk, 16 B fragments | L2, a grid barrier | shared | — | 1.75 µs (0.750) |" in text
+    assert "| none | L2, a grid barrier | shared | 0.900 µs (bare) | 1.00 µs (bare) |" in text
+    assert "K = 1,024: the grid kernel's own way 3.50 µs a round, the fastest bulk, 16 B fragments 1.75 µs" in text
+    assert A.exchange_phase([check, failed]) is None and M.exchange_phase_block(Ctx(), None) == ""
