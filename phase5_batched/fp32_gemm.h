@@ -50,11 +50,9 @@ inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
 // layer's two products on step 9 (wgmma, common/mlp/gemm/9_f16_wgmma.cuh), where the build and the
 // device carry it (wgmma_ok).
 // auto's rule: step 6 for products of more than one row tile, at least kF16MinTiles of its 64 x 64
-// tiles and K >= kF16MinK (without the first condition it also took W2's forwards at h = 4,096 and
-// 8,192, one row tile wide, which its measurements never covered; W2's step there went 228.8 -> 234.0
-// and 584.2 -> 653.1 us between the ed919e5/8fea4d0 and 7d20915 records, w2-h<h>-own.json; in one
-// call, 1,000 steps: WMMA tile 224.5 / 580.0 ms against step 6 233.8 / 657.0, logs/auto_938efe6/;
-// this condition itself is built but not yet run),
+// tiles and K >= kF16MinK (W2's forwards at h = 4,096 and 8,192, one row tile wide, stay off it: in
+// one call, 1,000 steps, the WMMA tile took 224.5 / 580.0 ms against step 6's 233.8 / 657.0,
+// logs/auto_938efe6/; the width sweep's records at those widths run under this rule),
 // and for products of one row tile whose N and K are kF16FewRowsMinNK or more and N at most
 // kF16FewRowsMaxN (W2's forward at batch 32, h = 512-2,048: step 6 splits K over blocks where the
 // WMMA tile runs one long k-loop; W2's step with every product on step 6 against none, PDL on,
