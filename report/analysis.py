@@ -904,7 +904,8 @@ def exchange_phase(records):
     """One product phase of W2's grid step alone (`tools/exchange_product`): the newest passing record that
     is not a check (tags `memcheck*`, `check*`, `probe*`), as {"record", "ks": [K...], "rows": [{"name",
     "exchange", "weights", "cells": {K: (us_per_round, product_us or None for a bare round)}}], "bare":
-    {K: us}, "own": {K: us of 5g's own way}, "best": {K: (name, us)}}, or None."""
+    {K: us}, "own": {K: us of 5g's own way}, "best": {K: (name, us)}} (bare, own and best: the rows with the SM
+    to themselves, no busy team), or None."""
     cands = [r for r in records if r.phase == "exchange_product" and r.status == "ok"
              and dget(r.data, "validation", "passed") is True
              and not re.match(r"(memcheck|check|probe)", r.tag or "")]
@@ -927,11 +928,12 @@ def exchange_phase(records):
             is_bare = not num(st.get("fragment_bytes"))
             us = num(st["us_per_round"])
             rows[name]["cells"][K] = (us, None if is_bare else num(st.get("product_us")))
-            if is_bare and str(st.get("staging")) == "none":
+            team = bool(st.get("busy_team"))
+            if is_bare and str(st.get("staging")) == "none" and not team:
                 bare[K] = us
-            if str(st.get("staging")) == "direct" and num(st.get("fragment_bytes")) == 8 and rows[name]["weights"] == "shared":
+            if str(st.get("staging")) == "direct" and num(st.get("fragment_bytes")) == 8 and rows[name]["weights"] == "shared" and not team:
                 own[K] = us
-            if not is_bare and (K not in best or us < best[K][1]):
+            if not is_bare and not team and (K not in best or us < best[K][1]):
                 best[K] = (name, us)
     return {"record": r, "ks": ks, "rows": [rows[n] for n in order], "bare": bare, "own": own, "best": best}
 

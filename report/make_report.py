@@ -349,9 +349,10 @@ def exchange_phase_block(ctx, d):
         rows.append([esc(row["name"]), esc(row["exchange"]), esc(row["weights"])] + cells)
     out = ("One product phase of the grid kernel's step alone (`tools/exchange_product`, " + ctx.link(d["record"]) +
            "): a block of 256 threads reads the exchanged activation H [32][K] and multiplies it by its 16 weight rows, "
-           "publishes its 16 columns of the next H and meets the other K / 16 blocks; µs a round, in brackets the round "
-           "less the bare round of the same exchange (publish and barrier only). K = 1,024 is W2's h = 1,024 on 64 "
-           "blocks.\n\n" + table(["way", "exchange", "weights"] + [f"K = {K:,}" for K in d["ks"]], rows) + "\n")
+           "publishes its 16 columns of the next H and meets the other K / 16 blocks (in the rows marked busy team, 256 "
+           "more threads a block run the grid kernel's update work meanwhile, as its update team does); µs a round, in "
+           "brackets the round less the bare round of the same exchange and team (publish and barrier only). K = 1,024 "
+           "is W2's h = 1,024 on 64 blocks.\n\n" + table(["way", "exchange", "weights"] + [f"K = {K:,}" for K in d["ks"]], rows) + "\n")
     said = [f"K = {K:,}: the grid kernel's own way {sig(d['own'][K], 3)} µs a round, the fastest {esc(d['best'][K][0])} "
             f"{sig(d['best'][K][1], 3)} µs" for K in d["ks"] if K in d["own"] and K in d["best"]]
     if said:

@@ -24,6 +24,10 @@
 //   dsmem         at K = 256 only (16 blocks): the same rounds in one thread-block cluster, as rung 5d
 //                 exchanges: every block holds the whole H, pushes its new columns into every block's
 //                 shared memory and meets the others at a cluster barrier; a bare round, 8 B and 16 B
+//   ..., busy team         a second team of 8 warps in each block runs 5g's update team's work the whole
+//                 time (its wgrad of the block's rows from L2, an SGD epilogue on masters in global
+//                 memory): the SM shared as in 5g, where that team is busy nearly all of a step; a bare
+//                 round, direct 8 B and 16 B, bulk 16 B
 // The values are small integers (H in {-1, 0, 1, 2}, W in {-1, 0, 1}), so every sum is exact in fp32
 // and every strategy must give the same bits; a round's published value is (sum mod 4) - 1. After a
 // launch of 3 rounds each strategy's H is compared with the host's (an exchange read stale, a proxy
@@ -31,8 +35,8 @@
 // One block an SM: each asks for more than half an SM's shared memory.
 // Each strategy is timed with 0 and with --iters rounds in one cooperative launch (CUDA events,
 // --warmup, median of --repeats); per round = (median(iters) - median(0)) / iters.
-// What it leaves out of 5g's phase: the update team's warps sharing the SM, the second (unit-major)
-// copy of the output, the bias and ReLU.
+// What it leaves out of 5g's phase (but in the busy-team rows, the update team's warps sharing the SM):
+// the second (unit-major) copy of the output, the bias and ReLU.
 // PREDICTION, before measuring (H200): a bare barrier ~1.0 us (grid_barrier__bench-linreg.json); H is
 // 64 KB at K = 1,024, ~0.5 us at one SM's share of L2 (~64 B a cycle), so a round of the best strategy
 // ~2 us at K = 1,024. 5g's own phase (direct, 8 B) about 3 us there (its --breakdown: three forward
@@ -121,15 +125,60 @@ __device__ __forceinline__ int rows_product16(const __half* A, int lda, const __
   return kcn;
 }
 
+// The busy team's buffers: 5g's update team beside the chain, emulated: the unit-major input its weight
+// gradients read [K][32] (fp16, every block), fp32 masters and their fp16 copies [blocks][16][K] (global,
+// as 5g's at h = 1,024), the learning rate (0: the same traffic, the values unchanged).
+struct Team {
+  const __half* in = nullptr;
+  float* master = nullptr;
+  __half* copy = nullptr;
+  float lr = 0.f;
+};
+
+// kTeam: 8 more warps a block run 5g's update team's work meanwhile (its wgrad of the block's 16 rows,
+// an SGD epilogue on masters in global memory, the fp16 copy), over and over until the chain's rounds
+// end: the chain then shares its SM as it does in 5g, where that team is busy nearly all of a step.
+__device__ __forceinline__ void busy_team(int K, const Team& tm, const __half* dzt, const volatile int* stop) {
+  const int lane = threadIdx.x & 31, w = (threadIdx.x - kThreads) >> 5, t2 = 2 * (lane & 3);
+  float* M = tm.master + static_cast<size_t>(blockIdx.x) * kUnits * K;
+  __half* C = tm.copy + static_cast<size_t>(blockIdx.x) * kUnits * K;
+  const float lr = tm.lr;
+  const auto epi = [&](int m, int n0, const float (&acc)[4][4]) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int mm = m + 8 * i, nn = n0 + 8 * j + t2;
+        if (nn >= K) continue;
+        float2 o = __ldcg(reinterpret_cast<const float2*>(M + static_cast<size_t>(mm) * K + nn));
+        o.x -= lr * acc[j][2 * i], o.y -= lr * acc[j][2 * i + 1];
+        *reinterpret_cast<float2*>(M + static_cast<size_t>(mm) * K + nn) = o;
+        *reinterpret_cast<__half2*>(C + static_cast<size_t>(mm) * K + nn) = __floats2half2_rn(o.x, o.y);
+      }
+  };
+  while (!*stop) nb::mlp::gr::wgrad<false>(dzt, tm.in, 0, 1, K / 8, w, kGrChainWarps, epi);
+}
+
 // Round i reads buf[i & 1] and writes buf[(i + 1) & 1]: a block can be at most one round ahead of any
 // other (each round ends at the grid barrier), so it never writes a buffer another block still reads.
 // kWL2: the block's weight rows read from L2 (Wg, [K][K]: 5g's layout where its fp16 rows do not fit
 // shared memory) instead of shared memory.
-template <int kStaging, int kFragBytes, bool kWL2>
-__global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K, const __half* Wg, __half* buf0, __half* buf1,
-                                                               unsigned* counter) {
+template <int kStaging, int kFragBytes, bool kWL2, bool kTeam>
+__global__ void __launch_bounds__(kTeam ? 2 * kThreads : kThreads, 1)
+    exchange_kernel(int iters, int K, const __half* Wg, __half* buf0, __half* buf1, unsigned* counter, Team team) {
   extern __shared__ __align__(128) unsigned char sm[];
   const int tid = threadIdx.x, G = gridDim.x, u0 = blockIdx.x * kUnits, ld = K + 8;
+  [[maybe_unused]] __shared__ int team_stop;
+  [[maybe_unused]] __shared__ __align__(16) __half team_dz[kUnits * nb::mlp::kGrLdT];
+  if constexpr (kTeam) {
+    if (tid == 0) team_stop = 0;
+    for (int e = tid; e < kUnits * nb::mlp::kGrLdT; e += 2 * kThreads) team_dz[e] = __float2half(0.f);
+    __syncthreads();
+    if (tid >= kThreads) {
+      busy_team(K, team, team_dz, &team_stop);
+      return;  // (the chain's threads use no barrier the team's take part in)
+    }
+  }
   const size_t wbytes = kWL2 ? 0 : sizeof(__half) * kUnits * ld;
   __half* W = reinterpret_cast<__half*>(sm);                                              // [16][ld] (not kWL2)
   float* scratch = reinterpret_cast<float*>(sm + wbytes);                                 // [8][16][32]
@@ -144,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K,
     if (tid == 0) cuda::ptx::mbarrier_init(&mbar, 1);
 #endif
   }
-  __syncthreads();
+  chain_bar();  // (the chain's threads: with a busy team, the block's other half is already at work)
   for (int i = 0; i < iters; ++i) {
     const __half* H = (i & 1) ? buf1 : buf0;
     __half* Hn = (i & 1) ? buf0 : buf1;
@@ -201,6 +250,8 @@ __global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K,
     }
     chain_bar();
   }
+  if constexpr (kTeam)
+    if (tid == 0) *reinterpret_cast<volatile int*>(&team_stop) = 1;  // the team ends its pass and leaves
 }
 
 // The same rounds in one thread-block cluster of G blocks (5d's exchange, at the one shape both can run):
@@ -209,7 +260,7 @@ __global__ void __launch_bounds__(kThreads, 1) exchange_kernel(int iters, int K,
 // others at a cluster barrier, which orders the pushes before the next round's reads. kProduct false:
 // the bare round. The result: each block's columns of the last H to buf[iters & 1], as the others.
 template <bool kProduct, int kFragBytes>
-__global__ void __launch_bounds__(kThreads, 1) cluster_kernel(int iters, int K, const __half*, __half* buf0, __half* buf1, unsigned*) {
+__global__ void __launch_bounds__(kThreads, 1) cluster_kernel(int iters, int K, const __half*, __half* buf0, __half* buf1, unsigned*, Team) {
   extern __shared__ __align__(128) unsigned char sm[];
   cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
   const int tid = threadIdx.x, G = static_cast<int>(cl.num_blocks()), u0 = static_cast<int>(cl.block_rank()) * kUnits, ld = K + 8;
@@ -248,8 +299,11 @@ struct Strategy {
   int staging, frag;
   bool wl2;
   const void* kernel;
+  bool team = false;
   bool cluster() const { return staging == kDsmemNone || staging == kDsmem; }
   bool bare() const { return staging == kNone || staging == kDsmemNone; }
+  int threads() const { return team ? 2 * kThreads : kThreads; }
+  int baseline() const { return cluster() ? 1 : team ? 2 : 0; }  // which bare round it is measured against
 };
 
 // The host's rounds: H [32][K] ints after `rounds` rounds from h0 (none: every published sum is 0).
@@ -291,17 +345,21 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev.index));
 
   const Strategy strategies[] = {
-      {kNone, 8, false, reinterpret_cast<const void*>(exchange_kernel<kNone, 8, false>)},
-      {kDirect, 8, false, reinterpret_cast<const void*>(exchange_kernel<kDirect, 8, false>)},
-      {kDirect, 16, false, reinterpret_cast<const void*>(exchange_kernel<kDirect, 16, false>)},
-      {kCpAsync, 8, false, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 8, false>)},
-      {kCpAsync, 16, false, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 16, false>)},
-      {kBulk, 8, false, reinterpret_cast<const void*>(exchange_kernel<kBulk, 8, false>)},
-      {kBulk, 16, false, reinterpret_cast<const void*>(exchange_kernel<kBulk, 16, false>)},
-      {kDirect, 8, true, reinterpret_cast<const void*>(exchange_kernel<kDirect, 8, true>)},
-      {kDirect, 16, true, reinterpret_cast<const void*>(exchange_kernel<kDirect, 16, true>)},
-      {kCpAsync, 16, true, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 16, true>)},
-      {kBulk, 16, true, reinterpret_cast<const void*>(exchange_kernel<kBulk, 16, true>)},
+      {kNone, 8, false, reinterpret_cast<const void*>(exchange_kernel<kNone, 8, false, false>)},
+      {kDirect, 8, false, reinterpret_cast<const void*>(exchange_kernel<kDirect, 8, false, false>)},
+      {kDirect, 16, false, reinterpret_cast<const void*>(exchange_kernel<kDirect, 16, false, false>)},
+      {kCpAsync, 8, false, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 8, false, false>)},
+      {kCpAsync, 16, false, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 16, false, false>)},
+      {kBulk, 8, false, reinterpret_cast<const void*>(exchange_kernel<kBulk, 8, false, false>)},
+      {kBulk, 16, false, reinterpret_cast<const void*>(exchange_kernel<kBulk, 16, false, false>)},
+      {kDirect, 8, true, reinterpret_cast<const void*>(exchange_kernel<kDirect, 8, true, false>)},
+      {kDirect, 16, true, reinterpret_cast<const void*>(exchange_kernel<kDirect, 16, true, false>)},
+      {kCpAsync, 16, true, reinterpret_cast<const void*>(exchange_kernel<kCpAsync, 16, true, false>)},
+      {kBulk, 16, true, reinterpret_cast<const void*>(exchange_kernel<kBulk, 16, true, false>)},
+      {kNone, 8, false, reinterpret_cast<const void*>(exchange_kernel<kNone, 8, false, true>), true},
+      {kDirect, 8, false, reinterpret_cast<const void*>(exchange_kernel<kDirect, 8, false, true>), true},
+      {kDirect, 16, false, reinterpret_cast<const void*>(exchange_kernel<kDirect, 16, false, true>), true},
+      {kBulk, 16, false, reinterpret_cast<const void*>(exchange_kernel<kBulk, 16, false, true>), true},
       {kDsmemNone, 8, false, reinterpret_cast<const void*>(cluster_kernel<false, 8>)},
       {kDsmem, 8, false, reinterpret_cast<const void*>(cluster_kernel<true, 8>)},
       {kDsmem, 16, false, reinterpret_cast<const void*>(cluster_kernel<true, 16>)},
@@ -312,6 +370,18 @@ int run(int argc, char** argv) {
   __half* wg = nullptr;
   unsigned* counter = nullptr;
   CUDA_CHECK(cudaMalloc(&wg, sizeof(__half) * kMaxK * kMaxK));
+  // the busy team's buffers, zero (its gradients then are 0, its updates rewrite the same values)
+  Team team;
+  __half* team_in = nullptr;
+  float* team_master = nullptr;
+  __half* team_copy = nullptr;
+  const size_t team_elems = static_cast<size_t>(kMaxK / kUnits) * kUnits * kMaxK;  // [blocks][16][K] at the largest K
+  CUDA_CHECK(cudaMalloc(&team_in, sizeof(__half) * kMaxK * kGrRows));
+  CUDA_CHECK(cudaMalloc(&team_master, sizeof(float) * team_elems));
+  CUDA_CHECK(cudaMalloc(&team_copy, sizeof(__half) * team_elems));
+  CUDA_CHECK(cudaMemset(team_in, 0, sizeof(__half) * kMaxK * kGrRows));
+  CUDA_CHECK(cudaMemset(team_master, 0, sizeof(float) * team_elems));
+  team.in = team_in, team.master = team_master, team.copy = team_copy, team.lr = 0.f;
   CUDA_CHECK(cudaMalloc(&buf0, sizeof(__half) * kGrRows * kMaxK));
   CUDA_CHECK(cudaMalloc(&buf1, sizeof(__half) * kGrRows * kMaxK));
   CUDA_CHECK(cudaMalloc(&counter, sizeof(unsigned)));
@@ -334,10 +404,11 @@ int run(int argc, char** argv) {
       for (int k = 0; k < K; ++k) h0[static_cast<size_t>(b) * K + k] = __int2half_rn(h0_value(b, k));
     const std::vector<int> want = host_rounds(K, kCheckRounds, false), want_none = host_rounds(K, kCheckRounds, true);
     nlohmann::json rows = nlohmann::json::array();
-    double bare_us[2] = {0.0, 0.0};  // the bare round through L2 and a grid barrier; through DSMEM and a cluster barrier
+    double bare_us[3] = {0.0, 0.0, 0.0};  // the bare round through L2 and a grid barrier; through DSMEM and a cluster barrier; the first with a busy team
     for (const Strategy& st : strategies) {
       const std::string name = std::string(kStagingName[st.staging]) +
-                               (st.bare() ? "" : ", " + std::to_string(st.frag) + " B fragments") + (st.wl2 ? ", W from L2" : "");
+                               (st.bare() ? "" : ", " + std::to_string(st.frag) + " B fragments") + (st.wl2 ? ", W from L2" : "") +
+                               (st.team ? ", busy team" : "");
       if ((st.staging == kBulk || st.cluster()) && !bulk_ok) {
         std::printf("K = %4d  %-28s needs compute capability 9.0: skipped\n", K, name.c_str());
         rows.push_back({{"strategy", name}, {"skipped", "needs compute capability 9.0 (cp.async.bulk, clusters of 16)"}});
@@ -356,7 +427,7 @@ int run(int argc, char** argv) {
         CUDA_CHECK(cudaFuncSetAttribute(st.kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
         cluster_dim[0].id = cudaLaunchAttributeClusterDimension;
         cluster_dim[0].val.clusterDim.x = G, cluster_dim[0].val.clusterDim.y = 1, cluster_dim[0].val.clusterDim.z = 1;
-        cfg.gridDim = dim3(G), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem, cfg.attrs = cluster_dim, cfg.numAttrs = 1;
+        cfg.gridDim = dim3(G), cfg.blockDim = dim3(st.threads()), cfg.dynamicSmemBytes = smem, cfg.attrs = cluster_dim, cfg.numAttrs = 1;
         int clusters = 0;
         if (cudaOccupancyMaxActiveClusters(&clusters, st.kernel, &cfg) != cudaSuccess || clusters < 1) {
           (void)cudaGetLastError();  // (a cluster this GPU cannot run is an answer here, not a failure)
@@ -366,15 +437,15 @@ int run(int argc, char** argv) {
         }
       }
       int per_sm = 0;
-      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, st.kernel, kThreads, smem));
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, st.kernel, st.threads(), smem));
       if (per_sm != 1) throw nb::Error(nb::kExitNoDevice, "exchange_product: " + std::to_string(per_sm) + " blocks of " + name + " fit an SM, not one");
       int n = 0, k_arg = K;
-      void* args[] = {&n, &k_arg, &wg, &buf0, &buf1, &counter};
+      void* args[] = {&n, &k_arg, &wg, &buf0, &buf1, &counter, &team};
       auto launch = [&](int rounds) {
         n = rounds;
         CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(unsigned)));
         if (st.cluster()) CUDA_CHECK(cudaLaunchKernelExC(&cfg, st.kernel, args));
-        else CUDA_CHECK(cudaLaunchCooperativeKernel(st.kernel, dim3(G), dim3(kThreads), args, smem, nullptr));
+        else CUDA_CHECK(cudaLaunchCooperativeKernel(st.kernel, dim3(G), dim3(st.threads()), args, smem, nullptr));
       };
       // the check: kCheckRounds rounds from h0, the result against the host's
       CUDA_CHECK(cudaMemcpy(buf0, h0.data(), sizeof(__half) * h0.size(), cudaMemcpyHostToDevice));
@@ -390,8 +461,8 @@ int run(int argc, char** argv) {
       auto one = [&](int rounds) { return nb::time_runs(tm, common.warmup, common.repeats, [&] { launch(rounds); }); };
       const nb::Stats s0 = nb::summarize(one(0)), sN = nb::summarize(one(iters));
       const double us = 1e3 * (sN.median - s0.median) / iters;
-      if (st.bare()) bare_us[st.cluster()] = us;
-      const double product_us = us - bare_us[st.cluster()];
+      if (st.bare()) bare_us[st.baseline()] = us;
+      const double product_us = us - bare_us[st.baseline()];
       std::printf("K = %4d (%3d blocks)  %-34s %.3f us a round%s  (%lld wrong)\n", K, G, name.c_str(), us,
                   st.bare() ? " (publish + barrier)" : (", the product " + std::to_string(product_us) + " us").c_str(), wrong);
       rows.push_back({{"strategy", name},
@@ -399,6 +470,7 @@ int run(int argc, char** argv) {
                       {"exchange", st.cluster() ? "DSMEM pushes, a cluster barrier" : "L2, a grid barrier"},
                       {"fragment_bytes", st.bare() ? 0 : st.frag},
                       {"weights", st.wl2 ? "L2" : "shared"},
+                      {"busy_team", st.team},
                       {"shared_bytes", smem},
                       {"us_per_round", us},
                       {"product_us", st.bare() ? 0.0 : product_us},
@@ -412,9 +484,13 @@ int run(int argc, char** argv) {
                       {"h_bytes", sizeof(__half) * kGrRows * K},
                       {"barrier_round_us", bare_us[0]},
                       {"cluster_barrier_round_us", bare_us[1]},
+                      {"busy_team_barrier_round_us", bare_us[2]},
                       {"strategies", rows}});
   }
   CUDA_CHECK(cudaFree(wg));
+  CUDA_CHECK(cudaFree(team_in));
+  CUDA_CHECK(cudaFree(team_master));
+  CUDA_CHECK(cudaFree(team_copy));
   CUDA_CHECK(cudaFree(buf0));
   CUDA_CHECK(cudaFree(buf1));
   CUDA_CHECK(cudaFree(counter));
@@ -426,17 +502,19 @@ int run(int argc, char** argv) {
   rec["timing"] = nb::timing_json("cuda-events",
                                   "one launch of --iters rounds (and of 0: subtracted), cooperative or one cluster; total_ms: the first "
                                   "shape's bare rounds (publish + grid barrier), every strategy's per-round time in latency.shapes",
-                                  "the launch; nothing else runs in the kernel", common.warmup, first);
+                                  "the launch; nothing else runs in the kernel but, in the busy-team rows, that team's update work",
+                                  common.warmup, first);
   rec["timing"]["repeats"] = common.repeats;
   rec["latency"] = {{"iters", iters},
                     {"threads", kThreads},
+                    {"busy_team_threads", kThreads},
                     {"shapes", shapes},
                     {"shapes_not_run", skipped},
                     {"note", "a round: the block's product of the exchanged H [32][K] (fp16; from L2, or from its own shared memory "
                              "in the dsmem rows) by its 16 weight rows, its partials summed, its 16 columns of the next H published "
                              "(to L2, or pushed to every block of the cluster), a grid (or cluster) barrier; us_per_round per round, "
-                             "product_us = us_per_round - the bare round of the same shape and exchange (barrier_round_us, "
-                             "cluster_barrier_round_us)"}};
+                             "product_us = us_per_round - the bare round of the same shape, exchange and team (barrier_round_us, "
+                             "cluster_barrier_round_us, busy_team_barrier_round_us)"}};
   const bool ok = wrong_total == 0;
   rec["validation"] = {{"performed", true},
                        {"passed", ok},

@@ -1608,6 +1608,8 @@ def test_exchange_phase_table_from_the_tool_record():
     shapes = [{"K": 1024, "strategies": [st("none", "none", 0, 1.0, 0.0), st("direct, 8 B fragments", "direct", 8, 3.5, 2.5),
                                          st("bulk, 16 B fragments", "bulk", 16, 1.75, 0.75),
                                          st("direct, 8 B fragments, W from L2", "direct", 8, 4.0, 3.0, weights="L2"),
+                                         dict(st("none, busy team", "none", 0, 2.0, 0.0), busy_team=True),
+                                         dict(st("direct, 8 B fragments, busy team", "direct", 8, 1.5, 3.0), busy_team=True),
                                          {"strategy": "bulk, 8 B fragments", "skipped": "needs compute capability 9.0"}]},
               {"K": 256, "strategies": [st("none", "none", 0, 0.9, 0.0), st("direct, 8 B fragments", "direct", 8, 2.0, 1.1),
                                         st("dsmem, none", "dsmem, none", 0, 0.5, 0.0, exch="DSMEM pushes, a cluster barrier"),
@@ -1619,7 +1621,9 @@ def test_exchange_phase_table_from_the_tool_record():
     d = A.exchange_phase([older, check, failed, good])
     assert d["record"] is good and d["ks"] == [256, 1024]
     assert [r["name"] for r in d["rows"]] == ["none", "direct, 8 B fragments", "bulk, 16 B fragments",
-                                              "direct, 8 B fragments, W from L2", "dsmem, none", "dsmem, 16 B fragments"]
+                                              "direct, 8 B fragments, W from L2", "none, busy team",
+                                              "direct, 8 B fragments, busy team",
+                                              "dsmem, none", "dsmem, 16 B fragments"]
     assert d["bare"] == {1024: 1.0, 256: 0.9} and d["own"] == {1024: 3.5, 256: 2.0}
     assert d["best"][1024] == ("bulk, 16 B fragments", 1.75) and d["best"][256] == ("dsmem, 16 B fragments", 1.5)
     assert d["rows"][0]["cells"][1024] == (1.0, None) and d["rows"][2]["cells"].get(256) is None
