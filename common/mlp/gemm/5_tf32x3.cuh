@@ -44,7 +44,7 @@ static_assert(kXThreads == TileCfg<float>::kThreads, "the fp32 epilogues assume 
 // so a tile is stored [outer][inner] with 4-element chunks along the inner axis. fp32 matrices
 // move 16-byte chunks; phase 5's gathered images (GatherView) move their bytes, 4-byte chunks, and
 // become values only when a fragment is read: their integers, in fp32 (step 5) or fp16 (step 6),
-// the sums divided by 255 at the end (TcAccum::finish). A tile is 64 (the 64-wide axis: m of A, n of B) by
+// the sums divided by 255 at the end (TcAccum's finish or store). A tile is 64 (the 64-wide axis: m of A, n of B) by
 // 32 (k). Row strides keep the fragment reads free of bank conflicts: a warp reads elements (g, t),
 // g = lane / 4, t = lane % 4, along the two axes; fp32 at g * 36 + t (banks 4g + t) or t * 72 + g
 // (banks 8t + g); bytes in 36- or 80-byte rows; the gathered forward's weights in 48-float rows
@@ -333,38 +333,70 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
   mma_tf32(d, a, b[0], b[1]);
 }
 
+// How the 64 x 64 block tile is dealt to its 8 warps (TcWarps<kKGroups>), per product (X3Acc, F16Acc):
+//   kKGroups = false: 8 warps of 32 x 16 (warp w: rows 32 (w / 4), columns 16 (w % 4)), 2 (m16) x 2 (n8)
+//     MMA tiles, each warp taking every k-step of a k-tile;
+//   kKGroups = true: step 7's layout (7_fma_warp_tiles.cuh): two k-groups of four warps (kg = w / 4) each
+//     cover the tile in 32 x 32 warp tiles (w % 4: rows 32 ((w % 4) / 2), columns 32 (w % 2)), 2 x 4 MMA
+//     tiles, group kg taking k 16 kg .. 16 kg + 15 of every k-tile; the groups' sums are added once, in
+//     the result tile (TcAccum::store). A k-step's A fragments then serve 4 MMAs, not 2, but a first
+//     level of accumulation (a k-tile's products in the tensor cores) holds a group's 16 values of k,
+//     not 32: twice the fp32 additions. Which pays depends on the product (logs/kgroups_e83e9ed/).
+template <bool kKGroups>
+struct TcWarps {
+  static constexpr int kNJ = kKGroups ? 4 : 2;      // n8 MMA tiles of a warp tile (and 2 of m16)
+  static constexpr int kHalves = kKGroups ? 1 : 2;  // k-steps of 16 a warp takes of a k-tile
+  int kg, wm, wn;
+  __device__ __forceinline__ TcWarps() {
+    const int w = threadIdx.x / 32, q = w % 4;
+    kg = kKGroups ? w / 4 : 0;
+    wm = kKGroups ? (q / 2) * 32 : (w / 4) * 32;
+    wn = kKGroups ? (q % 2) * 32 : q * 16;
+  }
+  // The k-tile's k-step of 16 a warp's hh-th is (hh < kHalves).
+  __device__ __forceinline__ int half(int hh) const { return kKGroups ? kg : hh; }
+};
+static_assert(kXThreads == 256 && kXBM == 64 && kXBN == 64 && kXBK == 32, "8 warps on a 64 x 64 x 32 tile");
+
 // The gathered forward's k-tile read along k in whole words (steps 5 and 6, mma_along_k): with g =
-// lane / 4, t = lane % 4 and the warp's tile at (wm, wn), aw[i][r][h] holds A's 4 bytes of row wm +
-// 16i + 8r + g at k = 16h + 4t .. +3 (rows 36 bytes apart), bq[j][h] B's 4 elements of row wn + 8j +
-// g at the same k (rows kX3AlongKBLd apart): a float4 in step 5, a uint2 of fp16 in step 6.
-template <class E, class Q>
-__device__ __forceinline__ void along_k_words(const uint8_t* as, const E* bs, uint32_t (&aw)[2][2][2], Q (&bq)[2][2]) {
+// lane / 4, t = lane % 4 and the warp's place w, aw[i][r][hh] holds A's 4 bytes of row w.wm + 16i + 8r +
+// g at k = 16 h + 4t .. +3 (h = w.half(hh); rows 36 bytes apart), bq[j][hh] B's 4 elements of row w.wn +
+// 8j + g at the same k (rows kX3AlongKBLd apart): a float4 in step 5, a uint2 of fp16 in step 6.
+template <bool kKG, class E, class Q>
+__device__ __forceinline__ void along_k_words(const uint8_t* as, const E* bs, const TcWarps<kKG>& w,
+                                              uint32_t (&aw)[2][2][TcWarps<kKG>::kHalves],
+                                              Q (&bq)[TcWarps<kKG>::kNJ][TcWarps<kKG>::kHalves]) {
+  using W = TcWarps<kKG>;
   constexpr int kALd = X3Ld<uint8_t>::k32, kBLd = kX3AlongKBLd;
   static_assert(kALd % 4 == 0 && kBLd % 4 == 0 && sizeof(Q) == 4 * sizeof(E), "whole words of aligned rows");
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int hh = 0; hh < W::kHalves; ++hh) {
+    const int k = 16 * w.half(hh) + 4 * t;
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        aw[i][r][h] = *reinterpret_cast<const uint32_t*>(as + (wm + i * 16 + r * 8 + g) * kALd + 16 * h + 4 * t);
+      for (int r = 0; r < 2; ++r)
+        aw[i][r][hh] = *reinterpret_cast<const uint32_t*>(as + (w.wm + i * 16 + r * 8 + g) * kALd + k);
 #pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) bq[j][h] = *reinterpret_cast<const Q*>(bs + (wn + j * 8 + g) * kBLd + 16 * h + 4 * t);
+    for (int j = 0; j < W::kNJ; ++j) bq[j][hh] = *reinterpret_cast<const Q*>(bs + (w.wn + j * 8 + g) * kBLd + k);
+  }
 }
 
-// How a block tile's 64 x 64 is dealt to its 8 warps (TcAccum::store).
-enum class WarpTiles { k32x16, k32x16Interleaved };
+// A warp's MMA columns in the result tile (TcAccum::store).
+enum class WarpTiles {
+  kPlain,       // MMA j's column c is the warp's column 8j + c
+  kInterleaved  // MMA j = 2h + p's column c is the warp's column 16h + 2c + p (step 6's byte B staged [k][n])
+};
 
-// The accumulators of one warp tile, 2 (m16) x 2 (n8) mma tiles of fp32, in the C fragments of
+// The accumulators of one warp tile, 2 (m16) x kNJ (n8) mma tiles of fp32, in the C fragments of
 // m16n8k8 (tf32) and m16n8k16 (f16) alike: lane = 4g + t holds (g, 2t), (g, 2t+1), (g+8, 2t),
-// (g+8, 2t+1). Warp w owns rows 32 (w / 4) .. +31 and columns 16 (w % 4) .. +15 of the block tile
-// (WarpTiles). Steps 5 and 6 add their own mma() over it.
+// (g+8, 2t+1). Steps 5 and 6 add their own mma() over it.
+template <bool kKGroups>
 struct TcAccum {
-  using Frags = float[2][2][4];
+  using Warps = TcWarps<kKGroups>;
+  static constexpr int kNJ = Warps::kNJ;
+  using Frags = float[2][kNJ][4];
   static constexpr int kStages = kXStages;  // k-tiles in flight for tc64_tile (an accumulator may name more)
   Frags d;
   __device__ TcAccum() { zero(d); }
@@ -378,14 +410,15 @@ struct TcAccum {
     return x3_b_ld32<AV, BV>();
   }
   // After the last k-tile: steps 5 and 6 multiply a byte operand as its integers, so the sums /
-  // 255 are the products of byte / 255 (over_255, 0_problem.cuh: the quotient correctly rounded).
+  // 255 are the products of byte / 255 (over_255, 0_problem.cuh: the quotient correctly rounded);
+  // with k-groups after the groups' sum (store).
   template <class AV, class BV>
   __device__ __forceinline__ void finish() {
-    if constexpr (ByteRows<AV>::value || ByteRows<BV>::value) {
+    if constexpr (!kKGroups && (ByteRows<AV>::value || ByteRows<BV>::value)) {
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 2; ++j)
+        for (int j = 0; j < kNJ; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) d[i][j][e] = over_255(d[i][j][e]);
     }
@@ -394,7 +427,7 @@ struct TcAccum {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int j = 0; j < kNJ; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) f[i][j][e] = 0.f;
   }
@@ -403,54 +436,83 @@ struct TcAccum {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int j = 0; j < kNJ; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) d[i][j][e] += part[i][j][e];
   }
-  // Into the two 32 x 64 sub-tiles at c (each kBM * kLdc floats). The warps' tiles (L):
-  //   k32x16: warp w owns rows 32 (w / 4) .. +31 (exactly sub-tile w / 4) and columns 16 (w % 4) ..
-  //     +15, as d[i][j]: m16 tile i, n8 tile j;
-  //   k32x16Interleaved: the same, but MMA j's column c is the warp's column 2c + j (step 6's byte B
-  //     staged [k][n]), so a lane's four of a row are adjacent: one 16-byte store.
-  template <WarpTiles L = WarpTiles::k32x16>
+  // Into the two 32 x 64 sub-tiles at c (each kBM * kLdc floats); a warp tile lies in sub-tile wm / 32.
+  // k-groups: group 1 writes its sums, then group 0 adds its own to them (the same order every launch)
+  // and, with a byte operand (kBytes), divides by 255. kInterleaved (32 x 16 warps): a lane's four
+  // values of a row are adjacent, one 16-byte store.
+  template <WarpTiles L, bool kBytes>
   __device__ __forceinline__ void store(float* c) const {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    float* sub = c + (warp / 4) * (kBM * kLdc);
-    const int wn = (warp % 4) * 16;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const Warps w;
+    float* sub = c + (w.wm / kBM) * (kBM * kLdc);
+    if constexpr (!kKGroups) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = i * 16 + g;
-      if constexpr (L == WarpTiles::k32x16Interleaved) {
-        static_assert(kLdc % 4 == 0, "16-byte rows");
-        *reinterpret_cast<float4*>(&sub[r * kLdc + wn + 4 * t]) = make_float4(d[i][0][0], d[i][1][0], d[i][0][1], d[i][1][1]);
-        *reinterpret_cast<float4*>(&sub[(r + 8) * kLdc + wn + 4 * t]) =
-            make_float4(d[i][0][2], d[i][1][2], d[i][0][3], d[i][1][3]);
-      } else {
+      for (int i = 0; i < 2; ++i) {
+        const int r = i * 16 + g;
+        if constexpr (L == WarpTiles::kInterleaved) {
+          static_assert(kLdc % 4 == 0, "16-byte rows");
+          *reinterpret_cast<float4*>(&sub[r * kLdc + w.wn + 4 * t]) = make_float4(d[i][0][0], d[i][1][0], d[i][0][1], d[i][1][1]);
+          *reinterpret_cast<float4*>(&sub[(r + 8) * kLdc + w.wn + 4 * t]) =
+              make_float4(d[i][0][2], d[i][1][2], d[i][0][3], d[i][1][3]);
+        } else {
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int col = wn + j * 8 + 2 * t;
-          *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(d[i][j][0], d[i][j][1]);
-          *reinterpret_cast<float2*>(&sub[(r + 8) * kLdc + col]) = make_float2(d[i][j][2], d[i][j][3]);
+          for (int j = 0; j < 2; ++j) {
+            const int col = w.wn + j * 8 + 2 * t;
+            *reinterpret_cast<float2*>(&sub[r * kLdc + col]) = make_float2(d[i][j][0], d[i][j][1]);
+            *reinterpret_cast<float2*>(&sub[(r + 8) * kLdc + col]) = make_float2(d[i][j][2], d[i][j][3]);
+          }
         }
+      }
+    } else {
+      auto put = [&](float* o, float v) {
+        if (w.kg == 1) *o = v;
+        else *o = kBytes ? over_255(*o + v) : *o + v;
+      };
+#pragma unroll
+      for (int pass = 1; pass >= 0; --pass) {
+        if (w.kg == pass) {
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {  // rows g, g + 8
+              float* row = sub + (i * 16 + hr * 8 + g) * kLdc + w.wn;
+#pragma unroll
+              for (int j = 0; j < kNJ; ++j) {
+                const int c0 = L == WarpTiles::kInterleaved ? 16 * (j / 2) + 4 * t + j % 2 : 8 * j + 2 * t;
+                const int c1 = L == WarpTiles::kInterleaved ? c0 + 2 : c0 + 1;
+                put(row + c0, d[i][j][2 * hr]);
+                put(row + c1, d[i][j][2 * hr + 1]);
+              }
+            }
+        }
+        if (pass == 1) __syncthreads();  // (every thread stores: tc64_tile's epilogue is uniform)
       }
     }
   }
   // The block tile's store (steps 5 and 6 name their layout here).
   template <class AV, class BV>
   __device__ __forceinline__ void store_tile(float* c) const {
-    store(c);
+    store<WarpTiles::kPlain, ByteRows<AV>::value || ByteRows<BV>::value>(c);
   }
 };
 
 // Step 5's products over it. kTerms = 3 is the rung; kTerms = 1
 // (hi·hi only: plain TF32) exists so that the tests can show a one-term product fails the fp32
 // tolerance they hold the rung to.
-// Two levels of accumulation: the tensor cores add into a k-tile's own accumulators (32 values of
-// k: 12 MMAs), which are then added to the running sums in ordinary fp32 (round to nearest). The
+// Two levels of accumulation: the tensor cores add into a k-tile's own accumulators (a warp's values
+// of k of the k-tile: 32 in 12 MMAs, or a k-group's 16 in 6), which are then added to the running sums
+// in ordinary fp32 (round to nearest). The
 // tensor cores' own additions do not round to nearest: accumulating a whole K = 8,191 in them came
 // out 5.1 times over the fp32 tolerance (error growing with K: a bias), the two levels within it.
-template <int kTerms = 3>
-struct AccumX3 : TcAccum {
+template <int kTerms = 3, bool kKG = false>
+struct AccumX3 : TcAccum<kKG> {
+  using Base = TcAccum<kKG>;
+  using typename Base::Frags;
+  using Base::kNJ;
   // A byte operand read element by element: the table of the 256 bytes' integer values, one entry
   // a thread (the gathered forward reads its bytes as words: no table).
   template <class AV, class BV>
@@ -460,7 +522,7 @@ struct AccumX3 : TcAccum {
       if (threadIdx.x < 256) x3_byte_values()[threadIdx.x] = __float_as_uint(static_cast<float>(threadIdx.x));
     }
   }
-  // (A byte operand's sums are divided by 255 in TcAccum::finish.)
+  // (A byte operand's sums are divided by 255 in TcAccum's finish or store.)
   // Fragment ownership (PTX ISA, mma.m16n8k8 .tf32): lane = 4g + t holds A (g, t), (g+8, t),
   // (g, t+4), (g+8, t+4); B (t, g), (t+4, g).
   template <class AV, class BV>
@@ -469,38 +531,41 @@ struct AccumX3 : TcAccum {
       mma_along_k(static_cast<const uint8_t*>(as), static_cast<const float*>(bs));
       return;
     }
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const typename Base::Warps w;
     Frags part;  // this k-tile's sums (the first level)
-    zero(part);
+    Base::zero(part);
 #pragma unroll
-    for (int kk = 0; kk < kXBK; kk += 8) {
-      uint32_t bh[2][2], bl[2][2];
+    for (int hh = 0; hh < Base::Warps::kHalves; ++hh)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int n = wn + j * 8 + g;
-        x3_b<BV>(bs, kk + t, n, bh[j][0], bl[j][0]);
-        x3_b<BV>(bs, kk + t + 4, n, bh[j][1], bl[j][1]);
-      }
+      for (int q = 0; q < 2; ++q) {
+        const int kk = 16 * w.half(hh) + 8 * q;
+        uint32_t bh[kNJ][2], bl[kNJ][2];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int m = wm + i * 16 + g;
-        uint32_t ah[4], al[4];
-        x3_a<AV>(as, m, kk + t, ah[0], al[0]);
-        x3_a<AV>(as, m + 8, kk + t, ah[1], al[1]);
-        x3_a<AV>(as, m, kk + t + 4, ah[2], al[2]);
-        x3_a<AV>(as, m + 8, kk + t + 4, ah[3], al[3]);
+        for (int j = 0; j < kNJ; ++j) {
+          const int n = w.wn + j * 8 + g;
+          x3_b<BV>(bs, kk + t, n, bh[j][0], bl[j][0]);
+          x3_b<BV>(bs, kk + t + 4, n, bh[j][1], bl[j][1]);
+        }
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          if (kTerms == 3) {  // the small terms first; an exact (byte) operand has none
-            if constexpr (!ByteRows<AV>::value) mma_tf32(part[i][j], al, bh[j]);
-            if constexpr (!ByteRows<BV>::value) mma_tf32(part[i][j], ah, bl[j]);
+        for (int i = 0; i < 2; ++i) {
+          const int m = w.wm + i * 16 + g;
+          uint32_t ah[4], al[4];
+          x3_a<AV>(as, m, kk + t, ah[0], al[0]);
+          x3_a<AV>(as, m + 8, kk + t, ah[1], al[1]);
+          x3_a<AV>(as, m, kk + t + 4, ah[2], al[2]);
+          x3_a<AV>(as, m + 8, kk + t + 4, ah[3], al[3]);
+#pragma unroll
+          for (int j = 0; j < kNJ; ++j) {
+            if (kTerms == 3) {  // the small terms first; an exact (byte) operand has none
+              if constexpr (!ByteRows<AV>::value) mma_tf32(part[i][j], al, bh[j]);
+              if constexpr (!ByteRows<BV>::value) mma_tf32(part[i][j], ah, bl[j]);
+            }
+            mma_tf32(part[i][j], ah, bh[j]);
           }
-          mma_tf32(part[i][j], ah, bh[j]);
         }
       }
-    }
-    add(part);
+    this->add(part);
   }
 
   // The gathered forward: A's bytes [m][k] (row stride X3Tile's 36) and B's fp32 weights [n][k]
@@ -516,41 +581,51 @@ struct AccumX3 : TcAccum {
     return __float_as_uint(__uint_as_float(f) - 8388608.0f);
   }
   __device__ __forceinline__ void mma_along_k(const uint8_t* as, const float* bs) {
-    uint32_t aw[2][2][2];  // [i][row g / g + 8][h]
-    float4 bq[2][2];       // [j][h]
-    along_k_words(as, bs, aw, bq);
+    using W = typename Base::Warps;
+    const W w;
+    uint32_t aw[2][2][W::kHalves];  // [i][row g / g + 8][hh]
+    float4 bq[kNJ][W::kHalves];     // [j][hh]
+    along_k_words(as, bs, w, aw, bq);
     Frags part;  // this k-tile's sums (the first level)
-    zero(part);
+    Base::zero(part);
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const int h = s / 2, q = s % 2;
-      uint32_t bh[2][2], bl[2][2];
+    for (int hh = 0; hh < W::kHalves; ++hh)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float4& v = bq[j][h];
-        split_tf32(q == 0 ? v.x : v.z, bh[j][0], bl[j][0]);
-        split_tf32(q == 0 ? v.y : v.w, bh[j][1], bl[j][1]);
-      }
+      for (int q = 0; q < 2; ++q) {
+        uint32_t bh[kNJ][2], bl[kNJ][2];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uint32_t a[4] = {byte_as_tf32(aw[i][0][h], 2 * q), byte_as_tf32(aw[i][1][h], 2 * q),
-                               byte_as_tf32(aw[i][0][h], 2 * q + 1), byte_as_tf32(aw[i][1][h], 2 * q + 1)};
+        for (int j = 0; j < kNJ; ++j) {
+          const float4& v = bq[j][hh];
+          split_tf32(q == 0 ? v.x : v.z, bh[j][0], bl[j][0]);
+          split_tf32(q == 0 ? v.y : v.w, bh[j][1], bl[j][1]);
+        }
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          mma_tf32(part[i][j], a, bl[j]);  // the small term first (A's bytes have none)
-          mma_tf32(part[i][j], a, bh[j]);
+        for (int i = 0; i < 2; ++i) {
+          const uint32_t a[4] = {byte_as_tf32(aw[i][0][hh], 2 * q), byte_as_tf32(aw[i][1][hh], 2 * q),
+                                 byte_as_tf32(aw[i][0][hh], 2 * q + 1), byte_as_tf32(aw[i][1][hh], 2 * q + 1)};
+#pragma unroll
+          for (int j = 0; j < kNJ; ++j) {
+            mma_tf32(part[i][j], a, bl[j]);  // the small term first (A's bytes have none)
+            mma_tf32(part[i][j], a, bh[j]);
+          }
         }
       }
-    }
-    add(part);
+    this->add(part);
   }
 };
+// Step 5's accumulator for a product (logs/kgroups_e83e9ed/, GEMM benchmark at batch 8,192): k-groups
+// where a k-step's fragments are reads and splits of fp32 elements (the weight gradients and the
+// hidden products: the gathered weight gradient 51.3 / 49.9 -> 47.5 / 47.5 us), 32 x 16 warps for the
+// gathered forward, whose B splits are the same either way and whose additions double (34.8 / 33.8 ->
+// 36.0 / 36.1 us with k-groups).
+template <int kTerms, class AV, class BV>
+using X3Acc = AccumX3<kTerms, !X3AlongK<AV, BV>::value>;
 
 // Dynamic shared memory of a problem: kXStages stages of A's and B's tiles, which the result's two
 // 32 x 64 sub-tiles overlay once the loop is done.
 // (Acc: the accumulator the tile runs; it names B's row stride when B is staged along k: step 7's
 // FMA tile reads it differently from the MMAs' gathered forward, TcAccum::b_ld32.)
-template <class P, class Acc = TcAccum>
+template <class P, class Acc = TcAccum<false>>
 struct X3Layout {
   static constexpr int kBLd32 = Acc::template b_ld32<typename P::AView, typename P::BView>();
   static constexpr int kA = x3_round128(x3_tile_bytes<typename P::AView>());
@@ -715,7 +790,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
 
 template <class Tag, class P, int kTerms>
 __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_tf32x3_kernel(P p) {
-  tc64_tile<P, AccumX3<kTerms>>(p);
+  tc64_tile<P, X3Acc<kTerms, typename P::AView, typename P::BView>>(p);
 }
 
 // Picks the split count for the 64 x 64 tile (steps 5 and 6): two blocks fit an SM (shared memory, at most 128 registers a
@@ -761,7 +836,8 @@ inline void launch_tc64(const P& p, cudaStream_t st, bool pdl) {
 
 template <class Tag, class P, int kTerms>
 inline void launch_tf32x3(const P& p, cudaStream_t st, bool pdl) {
-  launch_tc64<gemm_tf32x3_kernel<Tag, P, kTerms>, X3Layout<P, AccumX3<kTerms>>::kBytes>(p, st, pdl);
+  launch_tc64<gemm_tf32x3_kernel<Tag, P, kTerms>,
+              X3Layout<P, X3Acc<kTerms, typename P::AView, typename P::BView>>::kBytes>(p, st, pdl);
 }
 
 }  // namespace mlp

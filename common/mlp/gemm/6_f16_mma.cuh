@@ -37,7 +37,7 @@ namespace mlp {
 
 // The gathered images' bytes are exact in fp16 (an integer below 2^11), so step 6, like step 5,
 // multiplies a byte operand as its integer b and divides the finished sums by 255 once
-// (TcAccum::finish): the products are of byte / 255 itself, where the 32 x 64 WMMA tile (steps 1-4)
+// (TcAccum's finish or store): the products are of byte / 255 itself, where the 32 x 64 WMMA tile (steps 1-4)
 // multiplies byte / 255 rounded to fp16 (2^-12 relative). Two layouts are read without a table
 // (mma_along_k, mma_bytes_b); any other byte tile looks its integers' fp16 bits up here: 512 bytes
 // of static shared memory, only in those kernels; AccumF16::prepare fills it once a block, before
@@ -194,11 +194,17 @@ __device__ __forceinline__ uint32_t bytes_as_f16x2(uint32_t word) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Step 6's products: per k-tile two k-steps of 16, each 2 (m16) x 2 (n8) MMAs. Fragment ownership
-// (PTX ISA, mma.m16n8k16 .f16): lane = 4g + t holds A (g, 2t..2t+1), (g+8, 2t..2t+1), (g, 2t+8..
-// 2t+9), (g+8, 2t+8..2t+9); B (2t..2t+1, g), (2t+8..2t+9, g). The two levels of accumulation of
-// step 5 (a k-tile in the tensor cores, the running sums in fp32 with round to nearest).
-struct AccumF16 : TcAccum {
+// Step 6's products: per k-tile its k-steps of 16 (a warp's: both, or its k-group's one), each 2 (m16)
+// x kNJ (n8) MMAs. Fragment ownership (PTX ISA, mma.m16n8k16 .f16): lane = 4g + t holds A (g,
+// 2t..2t+1), (g+8, 2t..2t+1), (g, 2t+8..2t+9), (g+8, 2t+8..2t+9); B (2t..2t+1, g), (2t+8..2t+9, g). The
+// two levels of accumulation of step 5 (a k-tile in the tensor cores, the running sums in fp32 with
+// round to nearest).
+template <bool kKG = false>
+struct AccumF16 : TcAccum<kKG> {
+  using Base = TcAccum<kKG>;
+  using typename Base::Frags;
+  using Base::kNJ;
+  using W = typename Base::Warps;
   // A byte tile read element by element: the table of the 256 integers' fp16 bits, one entry a thread.
   template <class AV, class BV>
   __device__ __forceinline__ static void prepare() {
@@ -207,10 +213,11 @@ struct AccumF16 : TcAccum {
       if (threadIdx.x < 256) f16_byte_values()[threadIdx.x] = __half_as_ushort(__int2half_rn(static_cast<int>(threadIdx.x)));
     }
   }
-  // mma_bytes_b leaves MMA j's column c at the warp's column 2c + j.
+  // mma_bytes_b leaves the warp's columns interleaved (WarpTiles::kInterleaved).
   template <class AV, class BV>
   __device__ __forceinline__ void store_tile(float* c) const {
-    store<F16BytesB<AV, BV>::value ? WarpTiles::k32x16Interleaved : WarpTiles::k32x16>(c);
+    this->template store<F16BytesB<AV, BV>::value ? WarpTiles::kInterleaved : WarpTiles::kPlain,
+                         ByteRows<AV>::value || ByteRows<BV>::value>(c);
   }
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
@@ -221,23 +228,24 @@ struct AccumF16 : TcAccum {
       mma_bytes_b<AV>(as, static_cast<const uint8_t*>(bs));
       return;
     }
-    const int warp = threadIdx.x / 32;
-    const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
+    const W w;
     Frags part;  // this k-tile's sums (the first level)
-    zero(part);
+    Base::zero(part);
 #pragma unroll
-    for (int kk = 0; kk < kXBK; kk += 16) {
-      uint32_t b[2][2];
-      f16_b_frags<BV>(bs, kk, wn, b);
+    for (int hh = 0; hh < W::kHalves; ++hh) {
+      const int kk = 16 * w.half(hh);
+      uint32_t b[kNJ / 2][2][2];  // [columns wn + 16h ..][j][register]: MMA 2h + j
+#pragma unroll
+      for (int h = 0; h < kNJ / 2; ++h) f16_b_frags<BV>(bs, kk, w.wn + 16 * h, b[h]);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         uint32_t a[4];
-        f16_a_frag<AV>(as, wm + i * 16, kk, a);
+        f16_a_frag<AV>(as, w.wm + i * 16, kk, a);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
+        for (int j = 0; j < kNJ; ++j) mma_f16(part[i][j], a, b[j / 2][j % 2][0], b[j / 2][j % 2][1]);
       }
     }
-    add(part);
+    this->add(part);
   }
 
   // The gathered forward: A's bytes [m][k] (row stride 36) and B's fp16 weights [n][k] (row stride
@@ -247,61 +255,86 @@ struct AccumF16 : TcAccum {
   // bytes_as_f16x2) and its four fp16 of B one 8-byte load (both registers of the fragment), where
   // the element path took 8 byte loads, 8 table loads and 4 packs, and two 32-bit loads.
   __device__ __forceinline__ void mma_along_k(const uint8_t* as, const __half* bs) {
-    uint32_t aw[2][2][2];  // [i][row g / g + 8][h]
-    uint2 bq[2][2];        // [j][h]
-    along_k_words(as, bs, aw, bq);
+    const W w;
+    uint32_t aw[2][2][W::kHalves];  // [i][row g / g + 8][hh]
+    uint2 bq[kNJ][W::kHalves];      // [j][hh]
+    along_k_words(as, bs, w, aw, bq);
     Frags part;  // this k-tile's sums (the first level)
-    zero(part);
+    Base::zero(part);
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int hh = 0; hh < W::kHalves; ++hh)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][h]), bytes_as_f16x2<0, 1>(aw[i][1][h]),
-                               bytes_as_f16x2<2, 3>(aw[i][0][h]), bytes_as_f16x2<2, 3>(aw[i][1][h])};
+        const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][hh]), bytes_as_f16x2<0, 1>(aw[i][1][hh]),
+                               bytes_as_f16x2<2, 3>(aw[i][0][hh]), bytes_as_f16x2<2, 3>(aw[i][1][hh])};
 #pragma unroll
-        for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, bq[j][h].x, bq[j][h].y);
+        for (int j = 0; j < kNJ; ++j) mma_f16(part[i][j], a, bq[j][hh].x, bq[j][hh].y);
       }
-    add(part);
+    this->add(part);
   }
 
   // The gathered weight gradient: B's bytes staged [k][n] (row stride 80), A fp16 (by ldmatrix).
-  // One ldmatrix.x4.trans reads the warp's 32 x 16 bytes of the k-tile as four 8 x 8 matrices of
-  // b16 (pairs of adjacent columns): lane l gives row l (k), the warp's first column; register q
-  // receives, at rows k = 8q + 2t, +1, the column pair 2g, 2g+1: bytes (2t, 2g), (2t, 2g+1),
-  // (2t+1, 2g), (2t+1, 2g+1). Bytes 0 and 2 are the k pair of column 2g, bytes 1 and 3 that of column
-  // 2g + 1: so MMA j multiplies the warp's columns 2c + j (c = 0..7), k in its natural order, and
-  // the result is stored interleaved (store<true>). One ldmatrix and 16 conversions a k-tile where
-  // the element path took 32 byte loads, 32 table loads and 16 packs. Rows 80 bytes apart: the 8
-  // rows of a matrix fall on distinct banks.
+  // One ldmatrix.x4.trans reads a warp's bytes as four 8 x 8 matrices of b16 (pairs of adjacent
+  // columns): 32 x 16 warps, the k-tile's 32 rows at the warp's 16 columns (lane l gives row l);
+  // k-groups, the group's 16 rows at the warp's 32 columns (lane l gives row 16 kg + (l & 15), column
+  // wn + 16 (l >> 4)). Register q receives, at rows k = 2t, +1 of its matrix, the column pair 2g, 2g+1:
+  // bytes (2t, 2g), (2t, 2g+1), (2t+1, 2g), (2t+1, 2g+1). Bytes 0 and 2 are the k pair of column 2g,
+  // bytes 1 and 3 that of column 2g + 1: so MMA j = 2h + p multiplies the warp's columns 16h + 2c + p
+  // (c = 0..7), k in its natural order, and the result is stored interleaved. One ldmatrix and 16 (or
+  // 8) conversions a k-tile where the element path took 32 byte loads, 32 table loads and 16 packs.
+  // Rows 80 bytes apart: the 8 rows of a matrix fall on distinct banks.
   template <class AV>
   __device__ __forceinline__ void mma_bytes_b(const void* as, const uint8_t* bs) {
     constexpr int kBLd = X3Ld<uint8_t>::k64;
-    static_assert(kBLd % 16 == 0 && kXBK == 32, "16-byte aligned rows; one x4 covers the k-tile");
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int wm = (warp / 4) * 32, wn = (warp % 4) * 16;
+    static_assert(kBLd % 16 == 0 && kXBK == 32, "16-byte aligned rows; one x4 covers a warp's k-steps");
+    const int lane = threadIdx.x % 32;
+    const W w;
     uint32_t q[4];
-    ldsm_x4<true>(q, bs + lane * kBLd + wn);
     Frags part;  // this k-tile's sums (the first level)
-    zero(part);
+    Base::zero(part);
+    if constexpr (!kKG) {
+      ldsm_x4<true>(q, bs + lane * kBLd + w.wn);
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const uint32_t b[2][2] = {{bytes_as_f16x2<0, 2>(q[2 * s]), bytes_as_f16x2<0, 2>(q[2 * s + 1])},
-                                {bytes_as_f16x2<1, 3>(q[2 * s]), bytes_as_f16x2<1, 3>(q[2 * s + 1])}};
+      for (int s = 0; s < 2; ++s) {
+        const uint32_t b[2][2] = {{bytes_as_f16x2<0, 2>(q[2 * s]), bytes_as_f16x2<0, 2>(q[2 * s + 1])},
+                                  {bytes_as_f16x2<1, 3>(q[2 * s]), bytes_as_f16x2<1, 3>(q[2 * s + 1])}};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          uint32_t a[4];
+          f16_a_frag<AV>(as, w.wm + i * 16, 16 * s, a);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
+        }
+      }
+    } else {
+      ldsm_x4<true>(q, bs + (16 * w.kg + (lane & 15)) * kBLd + w.wn + 16 * (lane >> 4));
+      uint32_t b[kNJ][2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        b[2 * h][0] = bytes_as_f16x2<0, 2>(q[2 * h]), b[2 * h][1] = bytes_as_f16x2<0, 2>(q[2 * h + 1]);
+        b[2 * h + 1][0] = bytes_as_f16x2<1, 3>(q[2 * h]), b[2 * h + 1][1] = bytes_as_f16x2<1, 3>(q[2 * h + 1]);
+      }
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         uint32_t a[4];
-        f16_a_frag<AV>(as, wm + i * 16, 16 * s, a);
+        f16_a_frag<AV>(as, w.wm + i * 16, 16 * w.kg, a);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
+        for (int j = 0; j < kNJ; ++j) mma_f16(part[i][j], a, b[j][0], b[j][1]);
       }
     }
-    add(part);
+    this->add(part);
   }
 };
+// Step 6's accumulator for a product (logs/kgroups_e83e9ed/, batch 8,192): k-groups for the gathered
+// forward (24.6 -> 22.9 / 23.1 us: its byte conversions halve), 32 x 16 warps elsewhere (the gathered
+// weight gradient 31.1 / 30.5 against 31.3 / 31.6 with k-groups; W1's fp16 step 86.62 against 88.29
+// with every product on them).
+template <class AV, class BV>
+using F16Acc = AccumF16<X3AlongK<AV, BV>::value>;
 
 template <class Tag, class P>
 __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_f16mma_kernel(P p) {
-  tc64_tile<P, AccumF16>(p);
+  tc64_tile<P, F16Acc<typename P::AView, typename P::BView>>(p);
 }
 
 // fp16 problems on step 6: step 5's split plan (the same tile and blocks an SM).
@@ -314,7 +347,7 @@ inline void plan_f16mma(P& p, int sm_count) {
 
 template <class Tag, class P>
 inline void launch_f16mma(const P& p, cudaStream_t st, bool pdl) {
-  launch_tc64<gemm_f16mma_kernel<Tag, P>, X3Layout<P, AccumF16>::kBytes>(p, st, pdl);
+  launch_tc64<gemm_f16mma_kernel<Tag, P>, X3Layout<P, F16Acc<typename P::AView, typename P::BView>>::kBytes>(p, st, pdl);
 }
 
 }  // namespace mlp
