@@ -66,15 +66,25 @@ inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
 // one product the rule gets wrong: 20.3 against 19.1. profiles/nvidia-h200/logs/bias_7bb5a0a/.)
 // And the first layer's weight gradient (B: the gathered bytes, which step 6 reads by ldmatrix) from
 // batch kF16BytesBMinK: GEMM benchmark, H200, 5345e1d, 128 x 784 x K: at K = 2,048 20.4 us against
-// the WMMA tile's 22.8, at 8,192 37.1 against 54.3 (logs/f16bytes_5345e1d/gemm-b*-fp16.log).
+// the WMMA tile's 22.8, at 8,192 37.1 against 54.3 (logs/f16bytes_5345e1d/gemm-b*-fp16.log); and
+// inside W1's step at batch 1,024 (below).
+// And products of at least kF16ManyRowsM rows with kF16ManyRowsMinTiles tiles or more (K >= kF16MinK):
+// W1's gathered forward at batch 1,024 and its hidden forward at 1,024 and 2,048. Each kernel's own
+// time inside W1's fp16 step, PDL off, H200, 221cbbf, WMMA tile (auto) against step 6 (mma), us:
+// batch 1,024 gathered forward 15.14 / 13.09, hidden forward 7.23 / 6.18, first layer's weight
+// gradient 18.17 / 17.17; 2,048 hidden forward 8.19 / 6.31. The products it leaves on the WMMA tile
+// lose on step 6 there: backward-data 4.66 / 6.48 and softmax-CE 5.49 / 6.82 at 1,024 (K = 64 and
+// 10), the upper updates even (13.33 / 13.28). logs/f16rule_221cbbf/summary.txt.
 constexpr int kF16MinTiles = 64;
-constexpr int kF16BytesBMinK = 2048;
+constexpr int kF16BytesBMinK = 1024;
 constexpr int kF16MinK = 128;
+constexpr int kF16ManyRowsM = 1024, kF16ManyRowsMinTiles = 16;
 constexpr int kF16FewRowsMinNK = 512, kF16FewRowsMaxN = 2048;
 inline bool use_f16mma(const std::string& choice, int M, int N, int K, bool byte_b = false) {
   if (choice != "auto" && choice != "wgmma") return choice == "mma";
   const int tiles = ((M + kXBM - 1) / kXBM) * ((N + kXBN - 1) / kXBN);
   if (M > kXBM && tiles >= kF16MinTiles && K >= kF16MinK) return true;
+  if (M >= kF16ManyRowsM && tiles >= kF16ManyRowsMinTiles && K >= kF16MinK) return true;
   if (byte_b && K >= kF16BytesBMinK) return true;
   return M <= kXBM && N >= kF16FewRowsMinNK && N <= kF16FewRowsMaxN && K >= kF16FewRowsMinNK;
 }
