@@ -74,7 +74,9 @@ inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
 // batch 1,024 gathered forward 15.14 / 13.09, hidden forward 7.23 / 6.18, first layer's weight
 // gradient 18.17 / 17.17; 2,048 hidden forward 8.19 / 6.31. The products it leaves on the WMMA tile
 // lose on step 6 there: backward-data 4.66 / 6.48 and softmax-CE 5.49 / 6.82 at 1,024 (K = 64 and
-// 10), the upper updates even (13.33 / 13.28). logs/f16rule_221cbbf/summary.txt.
+// 10), the upper updates even (13.33 / 13.28). logs/f16rule_221cbbf/summary.txt. W1's fp16 step with
+// this clause against without it (H100, 2 rounds alternating, profiles/nvidia-h100-80gb-hbm3/logs/
+// f16plan_d9b3450/): 58.90 -> 50.36 us at batch 1,024, 62.78 -> 56.01 at 2,048, 66.32 -> 66.19 at 4,096.
 constexpr int kF16MinTiles = 64;
 constexpr int kF16BytesBMinK = 1024;
 constexpr int kF16MinK = 128;

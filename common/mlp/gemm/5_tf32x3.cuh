@@ -617,7 +617,9 @@ struct AccumX3 : TcAccum<kKG> {
 // where a k-step's fragments are reads and splits of fp32 elements (the weight gradients and the
 // hidden products: the gathered weight gradient 51.3 / 49.9 -> 47.5 / 47.5 us), 32 x 16 warps for the
 // gathered forward, whose B splits are the same either way and whose additions double (34.8 / 33.8 ->
-// 36.0 / 36.1 us with k-groups).
+// 36.0 / 36.1 us with k-groups). This choice against 32 x 16 warps for all (H100, 2 rounds,
+// profiles/nvidia-h100-80gb-hbm3/logs/kgroups_hybrid_954c125/): the gathered weight gradient 53.1 /
+// 51.6 -> 47.7 / 48.0 us (1.61x / 1.56x cuBLASLt fp32), W1's fp32 step 134.92 -> 131.82 us at 8,192.
 template <int kTerms, class AV, class BV>
 using X3Acc = AccumX3<kTerms, !X3AlongK<AV, BV>::value>;
 
