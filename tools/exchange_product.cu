@@ -43,6 +43,11 @@
 // ~2 us at K = 1,024. 5g's own phase (direct, 8 B) about 3 us there (its --breakdown: three forward
 // products 10.9 us, two backward-data products 11.8 us a step, each with its barrier's wait beside it).
 //
+// MEASURED (NVIDIA H100, dbe261b, profiles/nvidia-h100-80gb-hbm3/exchange_product__default.json): at K = 1,024 a bare
+// round 2.00 us, 8-byte fragments 4.36 (the product 2.35), 16-byte 3.73 (1.72), cp.async staging 5.16, bulk
+// copies 5.13: staging adds a round trip; the weights from L2 +0.1 us; a busy team +0.5 (bare) and +0.7
+// (product); at K = 256 a 16-block cluster's DSMEM round 6.69 against L2's 1.88 (logs/exchange_product_dbe261b/).
+//
 //   build/tools/exchange_product [--iters 2000] [--repeats 11] [--warmup 2] [--out DIR] [--tag default]
 // writes profiles/<device-slug>/exchange_product__<tag>.json (phase "exchange_product"); exit 1 when a
 // strategy's result differs from the host's, 3 without a GPU that runs cooperative launches.
