@@ -904,7 +904,7 @@ def exchange_phase(records):
     """One product phase of W2's grid step alone (`tools/exchange_product`): the newest passing record that
     is not a check (tags `memcheck*`, `check*`, `probe*`), as {"record", "ks": [K...], "rows": [{"name",
     "exchange", "weights", "cells": {K: (us_per_round, product_us or None for a bare round)}}], "bare":
-    {K: us}, "own": {K: us of 5g's own way}, "best": {K: (name, us)}} (bare, own and best: the rows with the SM
+    {K: us}, "own": {K: us with 8-byte fragments straight from L2, the grid kernel's first way}, "best": {K: (name, us)}} (bare, own and best: the rows with the SM
     to themselves, no busy team), or None."""
     cands = [r for r in records if r.phase == "exchange_product" and r.status == "ok"
              and dget(r.data, "validation", "passed") is True

@@ -353,10 +353,13 @@ def exchange_phase_block(ctx, d):
            "more threads a block run the grid kernel's update work meanwhile, as its update team does); µs a round, in "
            "brackets the round less the bare round of the same exchange and team (publish and barrier only). K = 1,024 "
            "is W2's h = 1,024 on 64 blocks.\n\n" + table(["way", "exchange", "weights"] + [f"K = {K:,}" for K in d["ks"]], rows) + "\n")
-    said = [f"K = {K:,}: the grid kernel's own way {sig(d['own'][K], 3)} µs a round, the fastest {esc(d['best'][K][0])} "
+    said = [f"K = {K:,}: 8-byte fragments straight from L2 {sig(d['own'][K], 3)} µs a round, the fastest {esc(d['best'][K][0])} "
             f"{sig(d['best'][K][1], 3)} µs" for K in d["ks"] if K in d["own"] and K in d["best"]]
     if said:
         out += "; ".join(said) + ".\n"
+    if any(c and c[1] is not None and c[1] < 0 for row in d["rows"] for c in row["cells"].values()):
+        out += ("A bracket below zero: that product costs less than the bare rounds of the same exchange differ "
+                "between launches.\n")
     return out
 
 

@@ -1634,5 +1634,8 @@ def test_exchange_phase_table_from_the_tool_record():
     text = M.exchange_phase_block(Ctx(), d)
     assert "[default]" in text and "| bulk, 16 B fragments | L2, a grid barrier | shared | — | 1.75 µs (0.750) |" in text
     assert "| none | L2, a grid barrier | shared | 0.900 µs (bare) | 1.00 µs (bare) |" in text
-    assert "K = 1,024: the grid kernel's own way 3.50 µs a round, the fastest bulk, 16 B fragments 1.75 µs" in text
+    assert "K = 1,024: 8-byte fragments straight from L2 3.50 µs a round, the fastest bulk, 16 B fragments 1.75 µs" in text
+    assert "below zero" not in text
+    d["rows"][-1]["cells"][256] = (1.5, -0.1)  # a product within the bare rounds' spread: said so
+    assert "below zero" in M.exchange_phase_block(Ctx(), d)
     assert A.exchange_phase([check, failed]) is None and M.exchange_phase_block(Ctx(), None) == ""
