@@ -23,7 +23,7 @@
 // The row ranges are split over `splits` blocks per column tile: their dA partials are added by the
 // GEMM's split-K fix-up (splitk_fixup: the last block to finish adds them in split order, so the
 // result is deterministic), which then applies ReLU'/dropout backward (BwdReluEpi) for dZ_prev. Blocks of the
-// first column tile also reduce dZ over the batch for the bias and update it.
+// first column tile also sum each staged dZ sub-tile over the batch for the bias and update it.
 // The first layer's update (no backward-data product) uses the same kernel with H gathered from
 // the byte data set (xdata + RowMap instead of h).
 // Any M, N works; N % 8 == 0 and 16-byte aligned buffers are required (the trainer checks, and
@@ -34,6 +34,15 @@
 // step at h = 2,048 / 4,096 / 8,192, where the old split gave 112.0 / 224.5 / 576.9 in the same call
 // as the new one's 95.8 / 210.2 / 572.0 (logs/fbwaves_5f18f30/). At 8,192 a pass moves 670 MB in
 // ~200 us (3.3 TB/s): memory holds it there (30% fewer instructions made it no faster at full clocks).
+// A pass without backward-data product (the first layer) runs 8-warp blocks, and every pass sums its
+// bias from the dZ staged for each sub-tile. Why: the first layer's one wave (13 column tiles x 29
+// row slices at h = 8,192, 3 blocks an SM) left 12 warps an SM to issue the update: Nsight Compute
+// (logs/next_c3c7d16/c/ncu-w2-first.txt) 0.54 eligible warps a scheduler, DRAM 25% busy, 29.8 us for
+// its 64 MB (2.1 TB/s, logs/stream_rows/kernels-s4.txt); and the first column tile's blocks summed the
+// bias after their loop, 32 strided global reads a row, running on past the others. Prediction,
+// before measuring: twice the warps to issue the same work take the pass to about the hidden passes'
+// share of the copy ceiling, 29.8 -> ~19 us at 8,192 (12.5 -> ~8 at 2,048); with the bias tails gone
+// too, W2's step ~12 us shorter at 8,192 and ~5 at 2,048.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -47,7 +56,8 @@
 namespace nb {
 namespace mlp {
 
-constexpr int kFbThreads = 128;
+constexpr int kFbThreads = 128;        // a pass with a backward-data product
+constexpr int kFbThreadsUpdate = 256;  // a pass without one (the first layer): 8 warps, 80 registers
 constexpr int kFbStages = 4;
 constexpr int kFbRows = 32;        // rows (output units) per sub-tile
 constexpr int kFbLdZ = kFbRows + 8;  // dZ stage [batch][rows] (fp16)
@@ -138,12 +148,13 @@ __device__ __forceinline__ bool al16(const void* p) { return (reinterpret_cast<u
 // Sub-tile i of the block's rows into stage s: 32 rows x 64 fp32 weights (load_stage_w), dZ[0..B)
 // [those rows] (load_stage_z). Chunks wholly inside the matrix go by 16-byte cp.async, edge chunks
 // element by element (zeros outside): both are visible after the consumer's wait + barrier.
+template <int kThreads>
 __device__ __forceinline__ void load_stage_w(const FusedBwdParams& p, FbSmem& sm, int s, int m0, int mend, int n0,
                                              bool vec_w) {
   const int t = threadIdx.x;
 #pragma unroll
-  for (int j = 0; j < kFbRows * kBN / 4 / kFbThreads; ++j) {
-    const int c = t + j * kFbThreads, r = c / (kBN / 4), q = (c % (kBN / 4)) * 4;
+  for (int j = 0; j < kFbRows * kBN / 4 / kThreads; ++j) {
+    const int c = t + j * kThreads, r = c / (kBN / 4), q = (c % (kBN / 4)) * 4;
     const int m = m0 + r, n = n0 + q;
     float* dst = &sm.w[s][r][q];
     const float* src = p.W + static_cast<size_t>(m) * p.N + n;
@@ -157,7 +168,7 @@ __device__ __forceinline__ void load_stage_w(const FusedBwdParams& p, FbSmem& sm
 }
 __device__ __forceinline__ void load_stage_z(const FusedBwdParams& p, FbSmem& sm, int s, int m0, int mend, bool vec_z) {
   const int t = threadIdx.x;
-  {  // kBM x 32 halves: one 8-half chunk per thread
+  if (t < kBM * (kFbRows / 8)) {  // kBM x 32 halves: one 8-half chunk for each of the first 128 threads
     const int b = t / (kFbRows / 8), q = (t % (kFbRows / 8)) * 8, m = m0 + q;
     __half* dst = &sm.z[s][b][q];
     const __half* src = p.dz + static_cast<size_t>(b) * p.M + m;
@@ -171,8 +182,9 @@ __device__ __forceinline__ void load_stage_z(const FusedBwdParams& p, FbSmem& sm
 }
 
 // H tile [kBM][64] (fp16): from the previous layer's output, or gathered from the byte images.
+template <int kThreads>
 __device__ __forceinline__ void load_h(const FusedBwdParams& p, FbSmem& sm, int n0) {
-  for (int c = threadIdx.x; c < kBM * (kBN / 8); c += kFbThreads) {
+  for (int c = threadIdx.x; c < kBM * (kBN / 8); c += kThreads) {
     const int b = c / (kBN / 8), q = (c % (kBN / 8)) * 8, n = n0 + q;
     __half* dst = &sm.hs[b][q];
     if (p.xdata != nullptr) {
@@ -200,8 +212,14 @@ __device__ __forceinline__ void load_h(const FusedBwdParams& p, FbSmem& sm, int 
 
 }  // namespace fb
 
-template <class Tag>
-__global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdParams p) {
+template <class Tag, int kThreads>
+__global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kFbBlocksPerSm)
+    fused_update_bwd_kernel(FusedBwdParams p) {
+  // kThreads == kFbThreads: 4 warps, each 16 rows x 32 columns of the tile; kFbThreadsUpdate (a pass
+  // without backward-data product): 8 warps, 16 x 16 each, twice the warps an SM to issue the update.
+  constexpr int kWarpsN = kThreads / 32 / 2, kTpw = kBN / 16 / kWarpsN;  // warps along n, 16-col tiles a warp
+  constexpr int kRowsPerPass = kThreads / kQuads;                          // optimizer rows a pass of threads
+  static_assert(kThreads == kFbThreads || kThreads == kFbThreadsUpdate, "the two block sizes");
   namespace w = nvcuda::wmma;
   extern __shared__ __align__(128) unsigned char fb_raw[];
   FbSmem& sm = *reinterpret_cast<FbSmem*>(fb_raw);
@@ -210,25 +228,25 @@ __global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdPa
   const int n0 = tn * kBN;
   const int mbeg = split * p.rows_per_split, mend = min(p.M, mbeg + p.rows_per_split);
   const int nsub = (mend - mbeg + kFbRows - 1) / kFbRows;
-  const int t = threadIdx.x, warp = t / 32, wm = warp / 2, wn = warp % 2;
+  const int t = threadIdx.x, warp = t / 32, wm = warp / kWarpsN, wn = warp % kWarpsN;
   const bool vec_w = (p.N % 4 == 0) && fb::al16(p.W);
   const bool vec_z = (p.M % 8 == 0) && fb::al16(p.dz);
   const bool vec_o = (p.N % 4 == 0) && fb::al16(p.W) && (p.W16 == nullptr || fb::al16(p.W16)) &&
                      (p.mW == nullptr || (fb::al16(p.mW) && fb::al16(p.vW)));
-  const bool dgrad = p.dz_prev != nullptr;
+  const bool dgrad = kThreads == kFbThreads && p.dz_prev != nullptr;  // the 8-warp block never has it
 
   // The first weight sub-tiles go out before the PDL wait (see pdl_wait): only this kernel
   // writes this layer's master weights, one step earlier. dZ comes from the kernel just before.
 #pragma unroll
   for (int i = 0; i < kFbStages - 1; ++i)
-    if (i < nsub) fb::load_stage_w(p, sm, i, mbeg + i * kFbRows, mend, n0, vec_w);
+    if (i < nsub) fb::load_stage_w<kThreads>(p, sm, i, mbeg + i * kFbRows, mend, n0, vec_w);
   pdl_wait();
   pdl_launch_dependents();
   if (p.adam && t == 0) {
     const int64_t st = p.step.get() + 1;
     smem_adam() = (p.hyper != nullptr && st < p.hyper_n) ? p.hyper[st] : adam_hyper(p.lr, st);
   }
-  fb::load_h(p, sm, n0);  // in the first cp.async group
+  fb::load_h<kThreads>(p, sm, n0);  // in the first cp.async group
 #pragma unroll
   for (int i = 0; i < kFbStages - 1; ++i) {
     if (i < nsub) fb::load_stage_z(p, sm, i, mbeg + i * kFbRows, mend, vec_z);
@@ -239,43 +257,68 @@ __global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdPa
   w::fill_fragment(da[0], 0.f), w::fill_fragment(da[1], 0.f);
   const int q = (t % kQuads) * 4, n = n0 + q, valid = min(4, p.N - n);
 
+  // The bias (blocks of the first column tile, the last warp): db[m] = the sum over the batch of the
+  // sub-tile's staged dZ column m, in batch order, read where it waits in shared memory anyway; the
+  // bias and its moments are loaded at the top of the sub-tile, their latency behind the dW product.
+  const int br = t - (kThreads - kFbRows);
+  const bool bias_lane = tn == 0 && br >= 0;
   for (int i = 0; i < nsub; ++i) {
     const int s = i % kFbStages, m0 = mbeg + i * kFbRows;
+    const bool bias_row = bias_lane && m0 + br < mend;
+    float pb = 0.f, mbi = 0.f, vbi = 0.f;
+    if (bias_row) {
+      pb = p.b[m0 + br];
+      if (p.adam) mbi = p.mb[m0 + br], vbi = p.vb[m0 + br];
+    }
     __pipeline_wait_prior(kFbStages - 2);
     __syncthreads();
     if (i + kFbStages - 1 < nsub) {
       const int sn = (i + kFbStages - 1) % kFbStages, mn = m0 + (kFbStages - 1) * kFbRows;
-      fb::load_stage_w(p, sm, sn, mn, mend, n0, vec_w);
+      fb::load_stage_w<kThreads>(p, sm, sn, mn, mend, n0, vec_w);
       fb::load_stage_z(p, sm, sn, mn, mend, vec_z);
     }
     __pipeline_commit();
 
-    // 1. dW = dZ^T · H: warp (wm, wn) -> rows 16wm.., columns 32wn..
+    // 1. dW = dZ^T · H: warp (wm, wn) -> rows 16wm.., columns 16 kTpw wn..
     {
-      w::fragment<w::accumulator, 16, 16, 16, float> g[2];
-      w::fill_fragment(g[0], 0.f), w::fill_fragment(g[1], 0.f);
+      w::fragment<w::accumulator, 16, 16, 16, float> g[kTpw];
+#pragma unroll
+      for (int j = 0; j < kTpw; ++j) w::fill_fragment(g[j], 0.f);
 #pragma unroll
       for (int kk = 0; kk < kBM; kk += 16) {
         w::fragment<w::matrix_a, 16, 16, 16, __half, w::col_major> a;  // A(m, b) = z[b][m]
         w::load_matrix_sync(a, &sm.z[s][kk][16 * wm], kFbLdZ);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < kTpw; ++j) {
           w::fragment<w::matrix_b, 16, 16, 16, __half, w::row_major> bf;
-          w::load_matrix_sync(bf, &sm.hs[kk][32 * wn + 16 * j], kFbLdH);
+          w::load_matrix_sync(bf, &sm.hs[kk][16 * (kTpw * wn + j)], kFbLdH);
           w::mma_sync(g[j], a, bf, g[j]);
         }
       }
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
-        w::store_matrix_sync(&sm.c[(16 * wm) * kLdc + 32 * wn + 16 * j], g[j], kLdc, w::mem_row_major);
+      for (int j = 0; j < kTpw; ++j)
+        w::store_matrix_sync(&sm.c[(16 * wm) * kLdc + 16 * (kTpw * wn + j)], g[j], kLdc, w::mem_row_major);
+    }
+    if (bias_row) {
+      const int m = m0 + br;
+      float g = 0.f;
+      for (int b = 0; b < p.B; ++b) g += __half2float(sm.z[s][b][br]);
+      if (p.adam) {
+        adam_apply(pb, g, mbi, vbi, smem_adam());
+        p.mb[m] = mbi, p.vb[m] = vbi;
+      } else {
+        pb -= p.lr * g;
+      }
+      p.b[m] = pb;
+      if (p.bgrad_out) p.bgrad_out[m] = g;
     }
     __syncthreads();
 
     // 2. The optimizer on 4 rows x 4 columns per thread; the old weights into sm.wo as fp16.
     const AdamHyper hy = p.adam ? smem_adam() : AdamHyper{};
 #pragma unroll
-    for (int k = 0; k < kFbRows / (kFbThreads / kQuads); ++k) {
-      const int r = t / kQuads + k * (kFbThreads / kQuads), m = m0 + r;
+    for (int k = 0; k < kFbRows / kRowsPerPass; ++k) {
+      const int r = t / kQuads + k * kRowsPerPass, m = m0 + r;
       const float4 wv = *reinterpret_cast<const float4*>(&sm.w[s][r][q]);
       float wf[4] = {wv.x, wv.y, wv.z, wv.w};
       if (dgrad) {
@@ -307,7 +350,7 @@ __global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdPa
     if (!dgrad) continue;
     __syncthreads();
 
-    // 3. dA += dZ · W_old: warp (wm, wn) -> batch rows 16wm.., columns 32wn..
+    // 3. dA += dZ · W_old: warp (wm, wn) -> batch rows 16wm.., columns 32wn.. (4 warps only)
 #pragma unroll
     for (int kk = 0; kk < kFbRows; kk += 16) {
       w::fragment<w::matrix_a, 16, 16, 16, __half, w::row_major> a;  // A(b, m) = z[b][m]
@@ -322,23 +365,6 @@ __global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdPa
   }
   __pipeline_wait_prior(0);
 
-  // Bias (blocks of the first column tile): db[m] = sum over the batch of dz[b][m], in batch order.
-  if (tn == 0) {
-    for (int m = mbeg + t; m < mend; m += kFbThreads) {
-      float g = 0.f;
-      for (int b = 0; b < p.B; ++b) g += __half2float(p.dz[static_cast<size_t>(b) * p.M + m]);
-      float pb = p.b[m];
-      if (p.adam) {
-        float mi = p.mb[m], vi = p.vb[m];
-        adam_apply(pb, g, mi, vi, smem_adam());
-        p.mb[m] = mi, p.vb[m] = vi;
-      } else {
-        pb -= p.lr * g;
-      }
-      p.b[m] = pb;
-      if (p.bgrad_out) p.bgrad_out[m] = g;
-    }
-  }
   if (!dgrad) return;
 
   // dA partial -> sm.c (free: the last sub-tile's optimizer pass is behind a barrier).
@@ -356,14 +382,21 @@ __global__ void __launch_bounds__(kFbThreads) fused_update_bwd_kernel(FusedBwdPa
 // dynamic shared memory needs the opt-in.
 template <class Tag>
 inline void fused_bwd_setup() {
-  CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(sizeof(FbSmem))));
+  CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreads>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
+  CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
 }
 
+// A pass without backward-data product runs 8-warp blocks; one with it, 4-warp blocks.
 template <class Tag>
 inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;
-  launch_kernel(fused_update_bwd_kernel<Tag>, p.blocks(), kFbThreads, sizeof(FbSmem), st, pdl, p);
+  if (p.dz_prev == nullptr)
+    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>, p.blocks(), kFbThreadsUpdate, sizeof(FbSmem), st,
+                  pdl, p);
+  else
+    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreads>, p.blocks(), kFbThreads, sizeof(FbSmem), st, pdl, p);
 }
 
 struct p5_fused_update_bwd {};
