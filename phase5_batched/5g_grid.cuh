@@ -13,8 +13,10 @@
 //     parity (step t reads what step t-1 wrote);
 //   * no replicated last layer: it is split by its inputs; each block's partial logits (its own units'
 //     share) go to global memory, one barrier, and every block sums them in block order;
-//   * mma.sync m16n8k16 with both operands K-contiguous, read as 8-byte words: lane t's registers hold
-//     k = 4t .. 4t+3 of a 16-step in A and in B alike (a permutation of the k-slots, the same sum);
+//   * mma.sync m16n8k16 with both operands K-contiguous, read as 16-byte words: lane t's registers hold
+//     k = 8t .. 8t+7 of a 32-value chunk, two k-steps' slots, in A and in B alike (a permutation of the
+//     k-slots, the same sum; tools/exchange_product: a phase 2.35 -> 1.72 us at h = 1,024 on an H100
+//     against 8-byte words, the step not yet measured: logs/grid16/);
 //   * the fp16 rows and the fp32 masters stay in shared memory where they fit; past that they are read
 //     from global memory (the masters in place in the trainer's buffer);
 //   * two teams of warps a block: 8 run the chain (products, exchanges, softmax, the first layer's
@@ -166,6 +168,11 @@ __device__ __forceinline__ uint2 ld8_at(const __half* q) {
   if constexpr (kL2) return ld8_l2(q);
   else return ld8(q);
 }
+template <bool kL2>
+__device__ __forceinline__ uint4 ld16_at(const __half* q) {
+  if constexpr (kL2) return __ldcg(reinterpret_cast<const uint4*>(q));
+  else return *reinterpret_cast<const uint4*>(q);
+}
 __device__ __forceinline__ uint32_t ld4(const __half* q) { return *reinterpret_cast<const uint32_t*>(q); }
 __device__ __forceinline__ float h2f(__half h) { return __half2float(h); }
 
@@ -178,25 +185,40 @@ template <bool kAL2, bool kBL2>
 __device__ __forceinline__ int rows_product(const __half* A, int lda, const __half* Bm, int ldb, int mtiles, int ksteps,
                                             float* scratch) {
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int kcn = max(1, min(kGrChainWarps / mtiles, ksteps));
-  const int per = (ksteps + kcn - 1) / kcn;
+  // 16-byte fragment reads: a lane's 8 consecutive values of k of a row feed two k-steps (k 8t .. 8t+3
+  // in the first MMA, 8t+4 .. 8t+7 in the second: the 32-value chunk's k-slots permuted alike in A
+  // and B), half the loads of 8-byte reads with twice the bytes each in flight (tools/exchange_product:
+  // the product phase 2.35 -> 1.72 us at K = 1,024 on an H100); an odd last k-step on 8-byte reads.
+  const int chunks = ksteps / 2;
+  const int kcn = max(1, min(kGrChainWarps / mtiles, chunks));
+  const int per = (chunks + kcn - 1) / kcn;
   for (int task = wid; task < mtiles * kcn; task += kGrChainWarps) {
     const int mt = task % mtiles, kc = task / mtiles;
     float acc[4][4] = {};
-    const __half* a0 = A + static_cast<size_t>(mt * 16 + g) * lda + 4 * t;
+    const __half* a0 = A + static_cast<size_t>(mt * 16 + g) * lda + 8 * t;
     const __half* a1 = a0 + 8 * static_cast<size_t>(lda);
-    const __half* b0 = Bm + static_cast<size_t>(g) * ldb + 4 * t;
-    const int k1 = min(ksteps, (kc + 1) * per);
-#pragma unroll 4
-    for (int ks = kc * per; ks < k1; ++ks) {
-      const int k = ks * 16;
-      const uint2 x = ld8_at<kAL2>(a0 + k), y = ld8_at<kAL2>(a1 + k);
+    const __half* b0 = Bm + static_cast<size_t>(g) * ldb + 8 * t;
+    const int c1 = min(chunks, (kc + 1) * per);
+#pragma unroll 2
+    for (int c = kc * per; c < c1; ++c) {
+      const int k = c * 32;
+      const uint4 x = ld16_at<kAL2>(a0 + k), y = ld16_at<kAL2>(a1 + k);
+      const uint32_t lo[4] = {x.x, y.x, x.y, y.y}, hi[4] = {x.z, y.z, x.w, y.w};
+      uint4 b[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = ld16_at<kBL2>(b0 + 8 * j * static_cast<size_t>(ldb) + k);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mma_f16(acc[j], lo, b[j].x, b[j].y), mma_f16(acc[j], hi, b[j].z, b[j].w);
+    }
+    if ((ksteps & 1) && kc == kcn - 1) {  // the last k-step alone, 8-byte reads: lane t's k = 4t .. 4t+3
+      const int k = (ksteps - 1) * 16;
+      const uint2 x = ld8_at<kAL2>(a0 - 4 * t + k), y = ld8_at<kAL2>(a1 - 4 * t + k);
       const uint32_t a[4] = {x.x, y.x, x.y, y.y};
-      uint2 b[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) b[j] = ld8_at<kBL2>(b0 + 8 * j * static_cast<size_t>(ldb) + k);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) mma_f16(acc[j], a, b[j].x, b[j].y);
+      for (int j = 0; j < 4; ++j) {
+        const uint2 bb = ld8_at<kBL2>(b0 - 4 * t + 8 * j * static_cast<size_t>(ldb) + k);
+        mma_f16(acc[j], a, bb.x, bb.y);
+      }
     }
     float* s = scratch + (static_cast<size_t>(kc) * mtiles * 16 + mt * 16 + g) * kGrRows + 2 * t;
 #pragma unroll
