@@ -8,7 +8,7 @@
 # 2. A/B, 2 rounds alternating, 2,000 steps (600 at 8,192): W2's graph path old/fb at h = 1,024 ...
 #    8,192 and W1 fp16 at batch 32; the grid kernel fb/g16 at h = 256 ... 2,048.
 # 3. Each kernel's own time (PDL off) at h = 8,192 old/fb; --breakdown of the grid step at 1,024 fb/g16.
-# Carry .carry/data, .carry/bins (old_p5.xz, fb_p5.xz, g16_p5.xz, g16_tests.xz). Results: $OUT/fg.tgz
+# Carry .carry/data, .carry/c1 (p5_3.tar.xz: old_p5, fb_p5, g16_p5; g16_tests.xz). Results: $OUT/fg.tgz
 set -u
 : "${NB_GIT_COMMIT:?name the commit of the carried builds}"; export NB_GIT_COMMIT
 R=build/fg; rm -rf $R; mkdir -p $R/ab $R/val $R/scratch $R/bd $R/k
@@ -16,7 +16,8 @@ T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt
 pack() { local f; f=$(mktemp -p $OUT .fg.XXXXXX); tar czf $f --exclude=scratch --exclude='*.trace.json' $R 2>/dev/null; mv $f $OUT/fg.tgz; }
 ( exec >/dev/null 2>&1; while sleep 30; do pack; done ) & WD=$!
 B=build/fgb; mkdir -p $B
-for v in old fb g16; do xz -dc .carry/bins/${v}_p5.xz > $B/$v & done; xz -dc .carry/bins/g16_tests.xz > $B/tests & wait; chmod +x $B/*
+xz -dc .carry/c1/p5_3.tar.xz | tar xf - -C $B & xz -dc .carry/c1/g16_tests.xz > $B/tests & wait
+for v in old fb g16; do mv $B/${v}_p5 $B/$v; done; chmod +x $B/*
 t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | head -1)"
 D=.carry/data/mnist
 W2() { echo --layers 784,$1,$1,$1,10 --optimizer sgd --lr 0.003 --dropout 0 --precision fp16; }
