@@ -4,6 +4,9 @@
 # carried, .carry/c2/p5.xz): phase 5's graph path and grid kernel (and cluster at 128), PyTorch
 # compiled-graph, JAX jit-epoch and jit-run on the same init and order. Then the grid kernel's
 # --breakdown at h = 256 / 512 / 1,024 / 2,048. Results: $OUT/w2.tgz (records under rec/).
+# PART=b instead: W1's model at batch 8,192 (bench_frameworks.sh stage sweep, PyTorch compiled-graph
+# with and without TF32, JAX jit-run) and the GEMM benchmark (bench_gemm.sh stage gemm) at batch
+# 1,024 and 8,192. Results: $OUT/b.tgz.
 set -u
 : "${NB_GIT_COMMIT:?name the commit of the carried build}"; export NB_GIT_COMMIT
 R=build/w2s; rm -rf $R; mkdir -p $R/rec $R/bd
@@ -12,6 +15,13 @@ pack() { local f; f=$(mktemp -p $OUT .w2.XXXXXX); tar czf $f --exclude='*.trace.
 ( exec >/dev/null 2>&1; while sleep 30; do pack; done ) & WD=$!
 mkdir -p build; xz -dc .carry/c2/p5.xz > build/phase5_batched; chmod +x build/phase5_batched
 t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | head -1)"
+if [ "${PART:-w2}" = b ]; then
+  STAGES=sweep SWEEP_BATCHES=8192 NO_BUILD=1 RECORDS_DIR=$R/rec timeout 200 scripts/bench_frameworks.sh > $R/sweep.log 2>&1; t "sweep rc $?"
+  mkdir -p $R/logs-sweep; cp build/bench_frameworks/logs/*.log $R/logs-sweep/ 2>/dev/null; pack
+  STAGES=gemm BATCHES="1024 8192" NO_BUILD=1 RECORDS_DIR=$R/rec timeout 200 scripts/bench_gemm.sh > $R/gemm.log 2>&1; t "gemm rc $?"
+  cp -r build/bench_gemm/logs $R/logs-gemm 2>/dev/null; f=$(mktemp -p $OUT .b.XXXXXX); tar czf $f --exclude='*.trace.json' $R; mv $f $OUT/b.tgz
+  kill $WD 2>/dev/null; rm -f $OUT/w2.tgz; grep -v "^\s*$" $R/sweep.log $R/gemm.log | cut -c1-160 | tail -40; exit 0
+fi
 STAGES=w2 W2_HS="${W2_HS:-128 256 512 1024 2048 4096 8192}" NO_BUILD=1 RECORDS_DIR=$R/rec timeout ${LIMIT:-500} scripts/bench_frameworks.sh > $R/w2.log 2>&1
 t "w2 rc $?"; mkdir -p $R/logs; cp build/bench_frameworks/logs/*.log $R/logs/ 2>/dev/null; pack
 for h in ${BD_HS:-256 512 1024 2048}; do
