@@ -6,7 +6,7 @@
 # 1. GPU tests of both (fused backward, grid kernel; plain and memcheck); --validate of the graph path
 #    (W2 at awkward widths, W1 fp16 with Adam) and the grid kernel (h 100 ... 2,048, batch 1 / 7 / 32).
 # 2. A/B, 2 rounds alternating, 2,000 steps (600 at 8,192): W2's graph path old/fb at h = 1,024 ...
-#    8,192 and W1 fp16 at batch 32; the grid kernel fb/g16 at h = 256 ... 2,048.
+#    8,192 and W1 fp16 at batch 32; the grid kernel fb/g16 at h = 256, 1,024, 2,048.
 # 3. Each kernel's own time (PDL off) at h = 8,192 old/fb; --breakdown of the grid step at 1,024 fb/g16.
 # Carry .carry/data, .carry/c1 (p5_3.tar.xz: old_p5, fb_p5, g16_p5; g16_tests.xz). Results: $OUT/fg.tgz
 set -u
@@ -23,8 +23,7 @@ D=.carry/data/mnist
 W2() { echo --layers 784,$1,$1,$1,10 --optimizer sgd --lr 0.003 --dropout 0 --precision fp16; }
 timeout 90 $B/tests -tc='mlp fused backward*,mlp grid*' > $R/val/tests.log 2>&1; t "tests rc $?: $(grep -h 'test cases' $R/val/tests.log | tail -1)"
 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 99 $B/tests -tc='mlp fused backward*' > $R/val/memcheck-fb.log 2>&1; t "memcheck fb rc $?: $(grep -h 'ERROR SUMMARY' $R/val/memcheck-fb.log | tail -1)"
-timeout 120 compute-sanitizer --tool racecheck $B/tests -tc='mlp fused backward*' > $R/val/racecheck-fb.log 2>&1; t "racecheck fb rc $?: $(grep -h 'RACECHECK SUMMARY' $R/val/racecheck-fb.log | tail -1)"
-for c in "2000 32" "2000 7" "300 1" "3000 7" "1000 32"; do set -- $c
+for c in "2000 32" "300 1" "3000 7"; do set -- $c
   timeout 60 $B/g16 --data $D $(W2 $1) --batch $2 --steps 30 --validate --no-cupti --out $R/scratch --tag v > $R/val/graph-h$1-b$2.log 2>&1
   t "validate graph h=$1 b=$2 rc $?: $(grep -c ' ok$' $R/val/graph-h$1-b$2.log) ok, $(grep -ci 'fail' $R/val/graph-h$1-b$2.log) fail"
 done
@@ -32,11 +31,11 @@ for b in 32 7; do
   timeout 60 $B/g16 --data $D --precision fp16 --batch $b --steps 30 --validate --no-cupti --out $R/scratch --tag v > $R/val/w1f16-b$b.log 2>&1
   t "validate W1 fp16 b=$b rc $?: $(grep -c ' ok$' $R/val/w1f16-b$b.log) ok, $(grep -ci 'fail' $R/val/w1f16-b$b.log) fail"
 done
-for h in 100 300 1000 2048; do for b in 1 7 32; do
+for h in 100 1000 2048; do for b in 1 7 32; do
   timeout 100 $B/g16 --data $D $(W2 $h) --launch grid --batch $b --steps 4 --validate --validate-steps 2 --no-cupti --out $R/scratch --tag v > $R/val/grid-h$h-b$b.log 2>&1
   echo "validate grid h=$h b=$b rc $?: $(grep -c ' ok$' $R/val/grid-h$h-b$b.log) ok, $(grep -ci 'fail' $R/val/grid-h$h-b$b.log) fail" >> $R/val/summary.txt
 done; done
-t "grid validate: $(grep -c 'rc 0' $R/val/summary.txt) of 12 rc 0, $(grep -c ' 0 fail' $R/val/summary.txt) with 0 fail"
+t "grid validate: $(grep -c 'rc 0' $R/val/summary.txt) of 9 rc 0, $(grep -c ' 0 fail' $R/val/summary.txt) with 0 fail"
 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 99 $B/g16 --data $D $(W2 1000) --launch grid --steps 20 --no-cupti --out $R/scratch --tag mc > $R/val/memcheck-grid.log 2>&1
 t "memcheck grid rc $?: $(grep -h 'ERROR SUMMARY' $R/val/memcheck-grid.log | tail -1)"
 pack
@@ -48,9 +47,9 @@ ab() {  # ab NAME A B ARGS...: 2 rounds alternating
 }
 for h in 1024 2048 4096; do ab graph$h old fb $(W2 $h) --steps 2000; done
 ab graph8192 old fb $(W2 8192) --steps 600
-ab w1f16 old fb --precision fp16 --steps 3000
+ab w1f16 old fb --precision fp16 --steps 2000
 t "ab graph"; pack
-for h in 256 512 1024 2048; do ab grid$h fb g16 $(W2 $h) --launch grid --steps 2000; done
+for h in 256 1024 2048; do ab grid$h fb g16 $(W2 $h) --launch grid --steps 2000; done
 t "ab grid"
 python3 - $R/ab <<'PY' | tee $R/ab/summary.txt
 import json, glob, collections, statistics, sys
@@ -64,7 +63,7 @@ for n in d:
     print("%-10s %-4s %8.2f %s  %-4s %8.2f %s  x%.3f  checksums equal: %s" % (n, a, ma, ["%.2f" % x for x in xa], b, mb, ["%.2f" % x for x in xb], ma / mb if mb else 0, ck[n][a] == ck[n][b]))
 PY
 pack
-for v in old fb; do for h in 2048 8192; do
+for v in old fb; do for h in 8192; do
   timeout 60 $B/$v --data $D $(W2 $h) --steps 600 --pdl off --out $R/k --tag "k-$v-h$h" > $R/k/$v-h$h.log 2>&1; t "kernels $v h=$h rc $?"
 done; done
 python3 - $R/k > $R/k/kernels.txt <<'PY'
