@@ -57,7 +57,7 @@ namespace nb {
 namespace mlp {
 
 constexpr int kFbThreads = 128;        // a pass with a backward-data product
-constexpr int kFbThreadsUpdate = 256;  // a pass without one (the first layer): 8 warps, 80 registers
+constexpr int kFbThreadsUpdate = 256;  // a pass without one (the first layer): 8 warps, at most 80 registers
 constexpr int kFbStages = 4;
 constexpr int kFbRows = 32;        // rows (output units) per sub-tile
 constexpr int kFbLdZ = kFbRows + 8;  // dZ stage [batch][rows] (fp16)

@@ -38,6 +38,7 @@ double rel(const std::vector<float>& a, const std::vector<double>& b) { return n
 struct Case {
   int B, out, in;
   bool adam, first;  // first: H gathered from bytes (no backward-data product)
+  int sms = 132;     // the SM count the row split is planned for (1: long slices, every stage reused)
 };
 
 void run_case(const Case& c) {
@@ -78,7 +79,7 @@ void run_case(const Case& c) {
   } else {
     p.h = dh.p, p.dz_prev = dzprev.p, p.scale = scale;
   }
-  plan_fused_bwd(p, 132);
+  plan_fused_bwd(p, c.sms);
   Dev<float> ws(std::max<size_t>(fused_bwd_ws_floats(p), 1));
   Dev<unsigned> ctr(static_cast<size_t>(p.tiles_n()));
   ctr.zero();
@@ -104,6 +105,16 @@ void run_case(const Case& c) {
     for (int o = 0; o < M; ++o) gb[o] += dzd(k, o);
   CHECK(rel(gout.get(), gW) <= 1e-2);
   CHECK(rel(bgout.get(), gb) <= 1e-5);  // fp16 dz summed in fp32
+  {  // ... in batch order: the same fp32 sums bit for bit
+    const auto bg = bgout.get();
+    bool same = true;
+    for (int o = 0; o < M; ++o) {
+      float s = 0.f;
+      for (int k = 0; k < B; ++k) s += static_cast<float>(dzd(k, o));
+      same &= bg[o] == s;
+    }
+    CHECK(same);
+  }
   if (!c.first) {
     std::vector<double> dref(static_cast<size_t>(B) * N, 0.0);
     for (int k = 0; k < B; ++k)
@@ -154,6 +165,14 @@ TEST_CASE("mlp fused backward: the first layer's update gathers its input from t
   for (bool adam : {false, true})
     for (int B : {1, 32})
       for (int out : {10, 1000}) run_case({B, out, 784, adam, true});
+}
+
+TEST_CASE("mlp fused backward: long row slices reuse every stage (planned for one SM)") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (bool adam : {false, true}) {
+    run_case({7, 1000, 104, adam, false, 1});
+    run_case({32, 333, 784, adam, true, 1});
+  }
 }
 
 TEST_CASE("mlp fused backward: supported shapes and the row split") {
