@@ -16,7 +16,8 @@
 //   * mma.sync m16n8k16 with both operands K-contiguous, read as 16-byte words: lane t's registers hold
 //     k = 8t .. 8t+7 of a 32-value chunk, two k-steps' slots, in A and in B alike (a permutation of the
 //     k-slots, the same sum; tools/exchange_product: a phase 2.35 -> 1.72 us at h = 1,024 on an H100
-//     against 8-byte words, the step not yet measured: logs/grid16/);
+//     against 8-byte words; W2's step at h = 1,024 48.3 -> 47.6 us on an H100, predicted ~2.5 us off:
+//     nvidia-h100-80gb-hbm3/logs/fbfirst_g16_9901412/);
 //   * the fp16 rows and the fp32 masters stay in shared memory where they fit; past that they are read
 //     from global memory (the masters in place in the trainer's buffer);
 //   * two teams of warps a block: 8 run the chain (products, exchanges, softmax, the first layer's

@@ -10,10 +10,11 @@
 // 2,048 (W2 at h = 256 ... 2,048). Each round runs one of (staging x fragments):
 //   none          no product: the block publishes its columns and meets the others (the floor a round
 //                 of any strategy pays; every other line subtracts it)
-//   direct, 8 B   5g's own rows_product: the 8 warps split K, each lane loads its fragments of H from
-//                 L2 (ld.global.cg, 8 bytes a fragment) straight into the MMAs' registers
+//   direct, 8 B   the grid kernel's first way (rows_product8 here): the 8 warps split K, each lane loads
+//                 its fragments of H from L2 (ld.global.cg, 8 bytes a fragment) straight into the MMAs'
 //   direct, 16 B  the same with 16-byte loads: a lane's 8 consecutive values of k feed two k-steps, half
-//                 the load instructions, twice the bytes a load in flight
+//                 the load instructions, twice the bytes a load in flight (gr::rows_product: the grid
+//                 kernel's way since this tool measured it)
 //   cp.async, 8 B / 16 B   H copied into shared memory first (every thread, 16-byte cp.async.cg, one
 //                 wait), then the fragments from shared memory
 //   bulk, 8 B / 16 B       H copied by one thread as 32 bulk asynchronous copies (cp.async.bulk, one a
@@ -88,36 +89,34 @@ __host__ __device__ inline int w_value(int n, int k) { return (n * 7 + k * 3) % 
 __host__ __device__ inline int next_value(int z) { return (z & 3) - 1; }  // z an exact integer sum
 
 __device__ __forceinline__ void chain_bar() { asm volatile("bar.sync 1, %0;\n" ::"r"(kThreads) : "memory"); }
-__device__ __forceinline__ uint4 ld16_l2(const __half* q) { return __ldcg(reinterpret_cast<const uint4*>(q)); }
-__device__ __forceinline__ uint4 ld16(const __half* q) { return *reinterpret_cast<const uint4*>(q); }
 
-// 16-byte fragments: out[m][b] (m < 16, b < 32) = sum_k A[m][k] Bm[b][k], each from L2 (kAL2, kBL2) or
-// shared memory. Lane (g, t) loads k = 8t .. 8t+7 of a 32-value chunk of rows g and g + 8 of A
-// and of batch rows 8j + g of Bm: k 8t .. 8t+3 play the k-slots of 4t .. 4t+3 in the chunk's first MMA,
-// 8t+4 .. 8t+7 in its second (both operands permuted alike: the same sum). The warps split the chunks as
-// rows_product splits k-steps; partials to scratch[kc][m][32] in its layout. Returns the chunks.
+// 8-byte fragments, the grid kernel's reads before it took 16-byte ones (kept here as the comparison):
+// out[m][b] (m < 16, b < 32) = sum_k A[m][k] Bm[b][k], each from L2 (kAL2, kBL2) or shared memory; lane
+// (g, t) loads k = 4t .. 4t+3 of a 16-value k-step of rows g and g + 8 of A and of batch rows 8j + g of
+// Bm (the k-slots permuted alike in both). The 8 warps split the k-steps; partials to scratch[kc][m][32]
+// in gr::rows_product's layout. Returns the k-chunks.
 template <bool kAL2, bool kBL2>
-__device__ __forceinline__ int rows_product16(const __half* A, int lda, const __half* Bm, int ldb, int K, float* scratch) {
+__device__ __forceinline__ int rows_product8(const __half* A, int lda, const __half* Bm, int ldb, int K, float* scratch) {
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int chunks = K / 32;
-  const int kcn = max(1, min(kGrChainWarps, chunks));
-  const int per = (chunks + kcn - 1) / kcn;
+  const int ksteps = K / 16;
+  const int kcn = max(1, min(kGrChainWarps, ksteps));
+  const int per = (ksteps + kcn - 1) / kcn;
   for (int kc = wid; kc < kcn; kc += kGrChainWarps) {
     float acc[4][4] = {};
-    const __half* a0 = A + static_cast<size_t>(g) * lda + 8 * t;
+    const __half* a0 = A + static_cast<size_t>(g) * lda + 4 * t;
     const __half* a1 = a0 + 8 * static_cast<size_t>(lda);
-    const __half* b0 = Bm + static_cast<size_t>(g) * ldb + 8 * t;
-    const int c1 = min(chunks, (kc + 1) * per);
-#pragma unroll 2
-    for (int c = kc * per; c < c1; ++c) {
-      const int k = c * 32;
-      const uint4 x = kAL2 ? ld16_l2(a0 + k) : ld16(a0 + k), y = kAL2 ? ld16_l2(a1 + k) : ld16(a1 + k);
-      uint4 b[4];
+    const __half* b0 = Bm + static_cast<size_t>(g) * ldb + 4 * t;
+    const int k1 = min(ksteps, (kc + 1) * per);
+#pragma unroll 4
+    for (int ks = kc * per; ks < k1; ++ks) {
+      const int k = ks * 16;
+      const uint2 x = nb::mlp::gr::ld8_at<kAL2>(a0 + k), y = nb::mlp::gr::ld8_at<kAL2>(a1 + k);
+      const uint32_t a[4] = {x.x, y.x, x.y, y.y};
+      uint2 b[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) b[j] = kBL2 ? ld16_l2(b0 + 8 * j * static_cast<size_t>(ldb) + k) : ld16(b0 + 8 * j * static_cast<size_t>(ldb) + k);
-      const uint32_t lo[4] = {x.x, y.x, x.y, y.y}, hi[4] = {x.z, y.z, x.w, y.w};
+      for (int j = 0; j < 4; ++j) b[j] = nb::mlp::gr::ld8_at<kBL2>(b0 + 8 * j * static_cast<size_t>(ldb) + k);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) nb::mlp::mma_f16(acc[j], lo, b[j].x, b[j].y), nb::mlp::mma_f16(acc[j], hi, b[j].z, b[j].w);
+      for (int j = 0; j < 4; ++j) nb::mlp::mma_f16(acc[j], a, b[j].x, b[j].y);
     }
     float* s = scratch + (static_cast<size_t>(kc) * kUnits + g) * kGrRows + 2 * t;
 #pragma unroll
@@ -204,8 +203,8 @@ __global__ void __launch_bounds__(kTeam ? 2 * kThreads : kThreads, 1)
     __half* Hn = (i & 1) ? buf0 : buf1;
     int kcn = 0;
     if constexpr (kStaging == kDirect) {
-      kcn = kFragBytes == 8 ? nb::mlp::gr::rows_product<kWL2, true>(A, lda, H, K, 1, K / 16, scratch)
-                            : rows_product16<kWL2, true>(A, lda, H, K, K, scratch);
+      kcn = kFragBytes == 8 ? rows_product8<kWL2, true>(A, lda, H, K, K, scratch)
+                            : nb::mlp::gr::rows_product<kWL2, true>(A, lda, H, K, 1, K / 16, scratch);
     } else if constexpr (kStaging == kCpAsync || kStaging == kBulk) {
       if constexpr (kStaging == kCpAsync) {
         const int per_row = K / 8;  // 16-byte chunks
@@ -232,8 +231,8 @@ __global__ void __launch_bounds__(kTeam ? 2 * kThreads : kThreads, 1)
         }
 #endif
       }
-      kcn = kFragBytes == 8 ? nb::mlp::gr::rows_product<kWL2, false>(A, lda, Hs, ld, 1, K / 16, scratch)
-                            : rows_product16<kWL2, false>(A, lda, Hs, ld, K, scratch);
+      kcn = kFragBytes == 8 ? rows_product8<kWL2, false>(A, lda, Hs, ld, K, scratch)
+                            : nb::mlp::gr::rows_product<kWL2, false>(A, lda, Hs, ld, 1, K / 16, scratch);
     }
     // publish: the block's 16 columns of the next H, batch-major as 5g's exchange
     for (int e = tid; e < kUnits * kGrRows; e += kThreads) {
@@ -280,8 +279,8 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(int iters, int K, 
     __half* Hn = Hs + ((i + 1) & 1) * kGrRows * ld;
     int kcn = 0;
     if constexpr (kProduct)
-      kcn = kFragBytes == 8 ? nb::mlp::gr::rows_product<false, false>(W, ld, H, ld, 1, K / 16, scratch)
-                            : rows_product16<false, false>(W, ld, H, ld, K, scratch);
+      kcn = kFragBytes == 8 ? rows_product8<false, false>(W, ld, H, ld, K, scratch)
+                            : nb::mlp::gr::rows_product<false, false>(W, ld, H, ld, 1, K / 16, scratch);
     for (int e = tid; e < kUnits / 2 * kGrRows; e += kThreads) {
       const int u = 2 * (e / kGrRows), b = e % kGrRows;
       const float z0 = kcn > 0 ? nb::mlp::gr::part_sum(scratch, kcn, kUnits, u, b) : 0.f;

@@ -16,7 +16,7 @@ T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt
 pack() { local f; f=$(mktemp -p $OUT .fg.XXXXXX); tar czf $f --exclude=scratch --exclude='*.trace.json' $R 2>/dev/null; mv $f $OUT/fg.tgz; }
 ( exec >/dev/null 2>&1; while sleep 30; do pack; done ) & WD=$!
 B=build/fgb; mkdir -p $B
-xz -dc .carry/c1/p5_3.tar.xz | tar xf - -C $B & xz -dc .carry/c1/g16_tests.xz > $B/tests & wait
+xz -dc .carry/c1/p5_3.tar.xz | tar xf - -C $B & P1=$!; xz -dc .carry/c1/g16_tests.xz > $B/tests & P2=$!; wait $P1 $P2
 for v in old fb g16; do mv $B/${v}_p5 $B/$v; done; chmod +x $B/*
 t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | head -1)"
 D=.carry/data/mnist

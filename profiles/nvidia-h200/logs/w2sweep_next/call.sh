@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The width sweep of W2 (784-h-h-h-10, fp16, SGD, batch 32) at h = 128 ... 8,192 on one machine:
 # scripts/bench_frameworks.sh stage w2 with no build (phase 5 built here with nvcc 13.0 for sm_90a and
-# carried: VARIANT names it): phase 5's graph path and grid kernel (and cluster at 128), PyTorch
+# carried as .carry/c2/p5.xz): phase 5's graph path and grid kernel (and cluster at 128), PyTorch
 # compiled-graph, JAX jit-epoch and jit-run on the same init and order. Then the grid kernel's
 # --breakdown at h = 256 / 512 / 1,024 / 2,048. Results: $OUT/w2.tgz (records under rec/).
 # PART=b instead: W1's model at batch 8,192 (bench_frameworks.sh stage sweep, PyTorch compiled-graph
@@ -13,11 +13,8 @@ R=build/w2s; rm -rf $R; mkdir -p $R/rec $R/bd
 T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/steps.txt; }
 pack() { local f; f=$(mktemp -p $OUT .w2.XXXXXX); tar czf $f --exclude='*.trace.json' $R 2>/dev/null; mv $f $OUT/w2.tgz; }
 ( exec >/dev/null 2>&1; while sleep 30; do pack; done ) & WD=$!
-mkdir -p build  # the build VARIANT (g16, fb, g16only) from .carry/c1/p5_3.tar.xz or .carry/opt/<variant>_p5.xz
-V=${VARIANT:?name the build}
-if [ -f .carry/opt/${V}_p5.xz ]; then xz -dc .carry/opt/${V}_p5.xz > build/phase5_batched
-else xz -dc .carry/c1/p5_3.tar.xz | tar xOf - ${V}_p5 > build/phase5_batched; fi
-chmod +x build/phase5_batched; t "build $V: $(md5sum < build/phase5_batched | cut -c1-12)"
+mkdir -p build; xz -dc .carry/c2/p5.xz > build/phase5_batched  # phase 5 built at NB_GIT_COMMIT, xz'd
+chmod +x build/phase5_batched; t "build: $(md5sum < build/phase5_batched | cut -c1-12)"
 t "$(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | head -1)"
 if [ "${PART:-w2}" = b ]; then
   STAGES=sweep SWEEP_BATCHES=8192 NO_BUILD=1 RECORDS_DIR=$R/rec timeout 200 scripts/bench_frameworks.sh > $R/sweep.log 2>&1; t "sweep rc $?"
