@@ -12,8 +12,8 @@
 // A block owns a 64-column tile of W (columns n0 .. n0+63 of the layer's inputs) and a range of
 // rows (output units) cut into 32-row sub-tiles. Per sub-tile:
 //   1. dW (32 x 64) = dZ^T · H    WMMA, K = batch (<= 32, zero-padded), fp32 accumulators -> smem
-//   2. each thread takes 16 of the tile's weights: old w from the staged fp32 tile, written as fp16
-//      into a second tile (the backward-data operand; equal to the fp16 copy's value), then the
+//   2. each thread takes 16 of the tile's weights (8 in an 8-warp block): old w from the staged fp32
+//      tile, written as fp16 into a second tile (the backward-data operand; equal to the fp16 copy's value), then the
 //      optimizer step (SGD, or Adam with its moments read and written here) and the stores of the
 //      new master weight and its fp16 copy
 //   3. dA (batch x 64) += dZ (batch x 32 rows) · W_old (32 rows x 64)   WMMA, accumulated in
@@ -316,7 +316,8 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kFbBloc
     }
     __syncthreads();
 
-    // 2. The optimizer on 4 rows x 4 columns per thread; the old weights into sm.wo as fp16.
+    // 2. The optimizer on 4 rows (2 in an 8-warp block) x 4 columns per thread; the old weights into sm.wo
+    // as fp16.
     const AdamHyper hy = p.adam ? smem_adam() : AdamHyper{};
 #pragma unroll
     for (int k = 0; k < kFbRows / kRowsPerPass; ++k) {
