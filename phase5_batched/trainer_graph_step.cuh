@@ -73,7 +73,7 @@ nlohmann::json Trainer<T>::gemm_plan() const {
     const char* rung = p.rung == GemmRung::TF32x3   ? "tf32x3"
                        : p.rung == GemmRung::Fma64  ? "fma64"
                        : p.rung == GemmRung::F16Mma ? "f16-mma"
-                       : p.rung == GemmRung::F16Stream ? "f16-stream"
+                       : p.rung == GemmRung::F16Stream ? (sr_narrow(p) ? "f16-stream-narrow" : "f16-stream")
                        : p.rung == GemmRung::F16Wgmma ? "f16-wgmma"
                        : kHalf                      ? "tile-wmma"
                                                     : "tile-simt";

@@ -507,8 +507,10 @@ TEST_CASE("mlp: GEMM step 8 (a few rows, the weights streamed) against float64, 
   // Rows 1 ... 32; N not a multiple of the 128-column tile nor of its 64-column halves (10, 100,
   // 200, 1,000, 3,000) and a whole one; K a multiple of 8 (16-byte rows) but not of the 128-value
   // stage or the 32-value k-step (8, 40, 1,000, 4,104), and long (8,192).
+  // N <= 16 takes the narrow kernel (1, 10, 8; 32, 10, 8,192; 5, 16, 1,000; 32, 13, 4,104); 17 the tile.
   const Shape shapes[] = {{1, 10, 8},     {7, 100, 40},    {32, 200, 1000}, {17, 1000, 4104},
-                          {32, 3000, 1000}, {32, 128, 8192}, {3, 2048, 2048}, {32, 1000, 8}};
+                          {32, 3000, 1000}, {32, 128, 8192}, {3, 2048, 2048}, {32, 1000, 8},
+                          {32, 10, 8192},   {5, 16, 1000},   {32, 13, 4104},  {32, 17, 2048}};
   int split_runs = 0;
   for (const Shape& s : shapes)
     for (int sm : {1, 16, 132}) {
@@ -537,7 +539,7 @@ TEST_CASE("mlp: GEMM step 8's split plan: one wave of two blocks an SM, slices o
         CHECK(p.splits <= kFixupGroup);
         if (p.splits > 1) {
           CHECK(sr_tiles(p) * p.splits <= kSrBlocksPerSm * sm);
-          CHECK(p.kchunk >= kSrMinChunks * kSrChunk);
+          CHECK(p.kchunk >= (sr_narrow(p) ? 1 : kSrMinChunks) * kSrChunk);
         }
       }
   // W2's hidden forwards on an H200 (132 SMs): the slices the card names.
@@ -548,6 +550,17 @@ TEST_CASE("mlp: GEMM step 8's split plan: one wave of two blocks an SM, slices o
     plan_stream_rows(p, 132);
     CHECK(p.splits == e[1]);
     CHECK(p.kchunk == e[2]);
+  }
+  // Softmax-CE (10 columns, narrow: slices of single stages allowed) at h = 8,192 / 4,096 / 2,048,
+  // and a product one column too wide for the narrow kernel (the 128-column tile's plan).
+  const int expect_narrow[][4] = {{10, 8192, 16, 512}, {10, 4096, 16, 256}, {10, 2048, 16, 128}, {17, 2048, 8, 256}};
+  for (const auto& e : expect_narrow) {
+    GemmProblem<MatView<__half, true>, MatView<__half, false>, StoreEpi> p;
+    p.M = 32, p.N = e[0], p.K = e[1];
+    plan_stream_rows(p, 132);
+    CHECK(sr_narrow(p) == (e[0] <= kSrNarrowN));
+    CHECK(p.splits == e[2]);
+    CHECK(p.kchunk == e[3]);
   }
 }
 

@@ -305,16 +305,162 @@ __global__ void __launch_bounds__(kSrThreads, kSrBlocksPerSm) gemm_stream_rows_k
   stream_rows_tile<P>(p);
 }
 
+// ------------------------------------------------------------------ narrow products (N <= 16)
+// The last layer's product (softmax-CE: 10 columns over a hidden width of K) fills one warp's two
+// n8 tiles of the 128-column tile: the other seven warps idle, and the one that works waits for a
+// stage of A and its W words once per 128 values of k (~1.6 us a stage at h = 8,192, four stages a
+// slice). Here the eight warps deal the work along k instead: warp w takes n8 tile j = w % 2 and
+// k-step s = w / 2 of every stage, a lane reads its A rows' and its W row's 16-byte words for up to
+// kSrNarrowGroup stages at once, straight from global memory (A, a few KB, is in L2; nothing is
+// staged in shared memory), so a slice waits for its loads once. The four k-steps' sums are added
+// in shared memory in k-step order, the slices hand over only their 32 x 16 partials (in slice
+// order), and the epilogue gets the usual 32 x 64 tile (its first N columns).
+constexpr int kSrNarrowN = 16;      // columns: two n8 tiles
+constexpr int kSrNarrowGroup = 4;   // stages whose words a lane holds at once (5 x 16 bytes each)
+
+template <class P>
+struct SrNarrowViews : std::is_same<typename P::AView, MatView<__half, true>> {};  // A fp16 along k
+template <class P>
+__host__ __device__ inline bool sr_narrow(const P& p) {
+  return SrNarrowViews<P>::value && p.N <= kSrNarrowN;
+}
+
+template <class P>
+__device__ __forceinline__ void stream_rows_narrow(const P& p) {
+  __shared__ __align__(16) float part[4][kSrBM][kSrNarrowN];  // [k-step][row][column]
+  __shared__ __align__(16) float cs[kBM * kLdc];
+  __shared__ bool s_last;
+  const int split = blockIdx.x;
+  const int kbeg = split * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
+  const int nch = kend > kbeg ? (kend - kbeg + kSrChunk - 1) / kSrChunk : 0;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int j = warp % 2, s = warp / 2;
+  const int wn = 8 * j + g;  // the lane's W row (its column of C)
+  const bool wok = wn < p.N;
+  const __half* wrow = p.b.p + static_cast<size_t>(wok ? wn : 0) * p.b.ld + 32 * s + 8 * t;
+  const __half* arow[4];  // rows g + 8 r (m16 tile r / 2)
+  bool aok[4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    aok[r] = g + 8 * r < p.M;
+    arow[r] = p.a.p + static_cast<size_t>(aok[r] ? g + 8 * r : 0) * p.a.ld + 32 * s + 8 * t;
+  }
+  // The lane's words of stage c: k = kbeg + 128 c + 32 s + 8 t ... + 7, all inside or all past kend
+  // (K and the slices are multiples of 8): zeros past it.
+  auto in_k = [&](int c) { return kbeg + c * kSrChunk + 32 * s + 8 * t < kend; };
+  auto load_w = [&](int c) {
+    return (wok && in_k(c)) ? ldg_stream(wrow + kbeg + c * kSrChunk) : make_uint4(0u, 0u, 0u, 0u);
+  };
+  float acc[2][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] = 0.f;
+  uint4 w[kSrNarrowGroup], a[kSrNarrowGroup][4];
+  // The weights go out before the PDL wait unless the kernel just before wrote them (p.b_fresh).
+  if (!p.b_fresh)
+#pragma unroll
+    for (int c = 0; c < kSrNarrowGroup; ++c) w[c] = c < nch ? load_w(c) : make_uint4(0u, 0u, 0u, 0u);
+  pdl_wait();
+  pdl_launch_dependents();
+  for (int c0 = 0; c0 < nch; c0 += kSrNarrowGroup) {
+    if (p.b_fresh || c0 > 0)
+#pragma unroll
+      for (int c = 0; c < kSrNarrowGroup; ++c) w[c] = c0 + c < nch ? load_w(c0 + c) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int c = 0; c < kSrNarrowGroup; ++c)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const bool ok = aok[r] && c0 + c < nch && in_k(c0 + c);
+        a[c][r] = ok ? *reinterpret_cast<const uint4*>(arow[r] + kbeg + (c0 + c) * kSrChunk) : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+    for (int c = 0; c < kSrNarrowGroup; ++c)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {  // k-step s of stage c0 + c, m16 tile i (as stream_rows_tile's multiply)
+        const uint4 ra = a[c][2 * i], rb = a[c][2 * i + 1];
+        const uint32_t a0[4] = {ra.x, rb.x, ra.y, rb.y}, a1[4] = {ra.z, rb.z, ra.w, rb.w};
+        float d[4];
+        mma_f16_fresh(d, a0, w[c].x, w[c].y);
+        mma_f16(d, a1, w[c].z, w[c].w);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][e] += d[e];
+      }
+  }
+  // C fragments (rows g, g + 8 of m16 tile i; columns 2t, 2t + 1 of n8 tile j) into k-step s's part.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = 16 * i + g, col = 8 * j + 2 * t;
+    part[s][row][col] = acc[i][0], part[s][row][col + 1] = acc[i][1];
+    part[s][row + 8][col] = acc[i][2], part[s][row + 8][col + 1] = acc[i][3];
+  }
+  __syncthreads();
+  // Two outputs a thread (rows o / 16, columns o % 16), the k-steps added in order.
+  constexpr int kOut = kSrBM * kSrNarrowN / kSrThreads;
+  static_assert(kOut * kSrThreads == kSrBM * kSrNarrowN, "whole outputs a thread");
+  float v[kOut];
+#pragma unroll
+  for (int q = 0; q < kOut; ++q) {
+    const int o = threadIdx.x + q * kSrThreads, row = o / kSrNarrowN, col = o % kSrNarrowN;
+    v[q] = ((part[0][row][col] + part[1][row][col]) + part[2][row][col]) + part[3][row][col];
+  }
+  if (p.splits > 1) {  // hand the 32 x 16 partial over; the last slice adds them all in slice order
+    float* ws = p.ws;
+    constexpr int kSlot = kSrBM * kSrNarrowN;
+#pragma unroll
+    for (int q = 0; q < kOut; ++q) ws[static_cast<size_t>(split) * kSlot + threadIdx.x + q * kSrThreads] = v[q];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(p.counters, 1u) == static_cast<unsigned>(p.splits - 1);
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    float sum[kOut];
+#pragma unroll
+    for (int q = 0; q < kOut; ++q) sum[q] = 0.f;
+    for (int z0 = 0; z0 < p.splits; z0 += kFixupGroup) {  // (one round: at most 16 slices)
+      float x[kFixupGroup][kOut];
+#pragma unroll
+      for (int z = 0; z < kFixupGroup; ++z)
+#pragma unroll
+        for (int q = 0; q < kOut; ++q)
+          x[z][q] = z0 + z < p.splits ? __ldcg(ws + static_cast<size_t>(z0 + z) * kSlot + threadIdx.x + q * kSrThreads) : 0.f;
+#pragma unroll
+      for (int z = 0; z < kFixupGroup; ++z)
+#pragma unroll
+        for (int q = 0; q < kOut; ++q)
+          if (z0 + z < p.splits) sum[q] += x[z][q];
+    }
+#pragma unroll
+    for (int q = 0; q < kOut; ++q) v[q] = sum[q];
+    if (threadIdx.x == 0) *p.counters = 0u;  // ready for the next launch
+  }
+#pragma unroll
+  for (int q = 0; q < kOut; ++q) {
+    const int o = threadIdx.x + q * kSrThreads;
+    cs[(o / kSrNarrowN) * kLdc + o % kSrNarrowN] = v[q];
+  }
+  p.epi.prefetch(0, 0, p.M, p.N);
+  __syncthreads();
+  p.epi(cs, 0, 0, p.M, p.N);
+}
+
+template <class Tag, class P>
+__global__ void __launch_bounds__(kSrThreads, kSrBlocksPerSm) gemm_stream_rows_narrow_kernel(P p) {
+  stream_rows_narrow<P>(p);
+}
+
 // Slices: as many as fit one wave of kSrBlocksPerSm blocks an SM, each at least kSrMinChunks
-// stages long, at most kFixupGroup (one-level fix-up). On 132 SMs: h = 8,192 64 tiles x 4 slices of
-// 2,048; h = 4,096 32 x 8 of 512; h = 2,048 16 x 8 of 256; the gathered first layer (K = 784) at
-// h = 8,192 64 x 3 of 384.
+// stages long (a narrow product's: one), at most kFixupGroup (one-level fix-up). On 132 SMs: h =
+// 8,192 64 tiles x 4 slices of 2,048; h = 4,096 32 x 8 of 512; h = 2,048 16 x 8 of 256; the
+// gathered first layer (K = 784) at h = 8,192 64 x 3 of 384; softmax-CE (narrow) 16 slices of 512 /
+// 256 / 128.
 template <class P>
 inline void plan_stream_rows(P& p, int sm_count) {
   p.rung = GemmRung::F16Stream;
   const int chunks = (p.K + kSrChunk - 1) / kSrChunk;
   int s = (kSrBlocksPerSm * sm_count) / sr_tiles(p);
-  const int by_k = chunks / kSrMinChunks;
+  const int by_k = sr_narrow(p) ? chunks : chunks / kSrMinChunks;  // a narrow slice: one stage or more
   s = s < by_k ? s : by_k;
   s = s < kFixupGroup ? s : kFixupGroup;
   if (s < 1) s = 1;
@@ -326,6 +472,12 @@ inline void plan_stream_rows(P& p, int sm_count) {
 template <class Tag, class P>
 inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
   if constexpr (StreamRowsViews<P>::value) {
+    if constexpr (SrNarrowViews<P>::value) {
+      if (sr_narrow(p)) {
+        launch_kernel(gemm_stream_rows_narrow_kernel<Tag, P>, p.splits, kSrThreads, 0, st, pdl, p);
+        return;
+      }
+    }
     launch_kernel(gemm_stream_rows_kernel<Tag, P>, sr_tiles(p) * p.splits, kSrThreads, 0, st, pdl, p);
   } else {
     throw Error(kExitInternal, "GEMM step 8 planned for a product it cannot take (internal error)");
