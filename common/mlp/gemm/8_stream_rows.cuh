@@ -315,6 +315,11 @@ __global__ void __launch_bounds__(kSrThreads, kSrBlocksPerSm) gemm_stream_rows_k
 // staged in shared memory), so a slice waits for its loads once. The four k-steps' sums are added
 // in shared memory in k-step order, the slices hand over only their 32 x 16 partials (in slice
 // order), and the epilogue gets the usual 32 x 64 tile (its first N columns).
+// Prediction, before measuring (H200, PDL-off kernel times of logs/stream_rows/kernels-s4.txt):
+// softmax-CE took 8.5 / 9.8 / 11.8 us at h = 2,048 / 4,096 / 8,192 on 8 / 16 / 16 slices of 2 / 2
+// / 4 stages: ~1 us a further stage over ~6.5 us of launch, first loads, hand-over (16 slices of a
+// whole 32 x 64 tile, 128 KB read by the last block) and epilogue. Single-stage slices, a slice's
+// loads at once and 2 KB partials: ~6.7 / ~8 / ~7.5 us, W2's step 2-4 us shorter at each width.
 constexpr int kSrNarrowN = 16;      // columns: two n8 tiles
 constexpr int kSrNarrowGroup = 4;   // stages whose words a lane holds at once (5 x 16 bytes each)
 
