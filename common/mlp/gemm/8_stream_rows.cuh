@@ -11,7 +11,8 @@
 // steps 5-7 hand over theirs.
 // The one design decision: an MMA sums its 16 values of k in any order, so a lane's fragments for
 // two k-steps are eight consecutive values of k of its rows: one 16-byte load a W row, one shared
-// load a row of A; nothing permuted or moved through shared memory but A.
+// load a row of A; nothing permuted or moved through shared memory but A. Products of at most 16
+// columns (softmax-CE) take a narrow kernel of their own: its card is at stream_rows_narrow.
 // The sums are exact to fp32 rounding, as step 6's: each k-step of 32 sums on the tensor cores into
 // fresh registers, added to the running sums in fp32.
 // Prediction, before measuring (H200; W2's hidden forward at h = 8,192, 32 x 8,192 x 8,192 on the
