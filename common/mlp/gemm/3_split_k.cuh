@@ -23,6 +23,20 @@ struct VecFixup : std::false_type {};
 template <class E>
 struct VecFixup<E, std::void_t<decltype(E::kVecFixup)>> : std::integral_constant<bool, E::kVecFixup> {};
 
+// A slice's arrival after its partials are stored: a fence, then one counter add for the block;
+// true in every thread of the last of `splits` slices to arrive, which may then read the others'
+// partials (a second fence). Every thread of the block must call it.
+__device__ __forceinline__ bool splitk_arrive_last(unsigned* cnt, int splits) {
+  __shared__ bool s_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1u) == static_cast<unsigned>(splits - 1);
+  __syncthreads();
+  if (!s_last) return false;
+  __threadfence();
+  return true;
+}
+
 // Split-K fix-up of kSubs kBM x kBN fp32 tiles stacked in shared memory (sub-tile j at c + j * kBM *
 // kLdc, row stride kLdc; the first `subs` of them inside the product), computed by slice `split`
 // of `splits`, in one hand-over: every sub-tile goes to its workspace slot (ws: per tile, `splits`
@@ -38,7 +52,6 @@ struct VecFixup<E, std::void_t<decltype(E::kVecFixup)>> : std::integral_constant
 template <int NT, bool kVec, int kSubs = 1>
 __device__ bool splitk_fixup_rows(float* c, float* ws, unsigned* counters, int tile0, int tile_step, int subs,
                                   int split, int splits, int stride = 0, unsigned* counter = nullptr) {
-  __shared__ bool s_last;
   constexpr int kTile = kBM * kBN;
   constexpr int kE4 = kTile / 4 / NT;  // float4 of a sub-tile per thread: 2 (256 threads), 4 (128)
   const int ld = stride > 0 ? stride : splits;
@@ -58,15 +71,7 @@ __device__ bool splitk_fixup_rows(float* c, float* ws, unsigned* counters, int t
     for (int j = 0; j < subs; ++j)
       for (int e = threadIdx.x; e < kTile; e += NT) slot(j, split)[e] = c[j * kBM * kLdc + (e / kBN) * kLdc + e % kBN];
   }
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned prev = atomicAdd(cnt, 1u);
-    s_last = (prev == static_cast<unsigned>(splits - 1));
-  }
-  __syncthreads();
-  if (!s_last) return false;
-  __threadfence();
+  if (!splitk_arrive_last(cnt, splits)) return false;
   if constexpr (kVec) {
     constexpr int kN = kSubs * kE4;  // float4 a thread adds a slice
     constexpr int kG = kN < 16 ? 16 / kN : 1;  // slices loaded per round

@@ -337,7 +337,6 @@ template <class P>
 __device__ __forceinline__ void stream_rows_narrow(const P& p) {
   __shared__ __align__(16) float part[4][kSrBM][kSrNarrowN];  // [k-step][row][column]
   __shared__ __align__(16) float cs[kBM * kLdc];
-  __shared__ bool s_last;
   const int split = blockIdx.x;
   const int kbeg = split * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
   const int nch = kend > kbeg ? (kend - kbeg + kSrChunk - 1) / kSrChunk : 0;
@@ -417,12 +416,7 @@ __device__ __forceinline__ void stream_rows_narrow(const P& p) {
     constexpr int kSlot = kSrBM * kSrNarrowN;
 #pragma unroll
     for (int q = 0; q < kOut; ++q) ws[static_cast<size_t>(split) * kSlot + threadIdx.x + q * kSrThreads] = v[q];
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(p.counters, 1u) == static_cast<unsigned>(p.splits - 1);
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
+    if (!splitk_arrive_last(p.counters, p.splits)) return;
     float sum[kOut];
 #pragma unroll
     for (int q = 0; q < kOut; ++q) sum[q] = 0.f;
