@@ -94,7 +94,8 @@ inline bool use_f16mma(const std::string& choice, int M, int N, int K, bool byte
 // The forward products of at most 32 rows (--fp16-stream): step 8 of the ladder (8_stream_rows.cuh:
 // the weights streamed into the MMAs' fragments, a 128-column block tile) for products whose
 // weights have at least kF16StreamMinRows rows (the last layer, softmax-CE, a few rows over a long
-// K: columns) (auto); on: every forward product step 8 can take; off: never (the plan above).
+// K: columns) (auto); on: every forward product step 8 can take; off: never (the plan above);
+// staged: auto's products, their W staged in shared memory (8_stream_rows.cuh's kStaged).
 // The threshold: W2's step on the graph path with every such product on step 8 against none, one
 // H200 call, 2 rounds alternating (profiles/nvidia-h200/logs/stream_rows/ab-s4.txt), us a step:
 // h = 1,024 64.0 -> 62.0, 2,048 95.9 -> 94.9, 4,096 210.0 -> 196.3, 8,192 571.4 -> 559.0; narrower
@@ -102,7 +103,7 @@ inline bool use_f16mma(const std::string& choice, int M, int N, int K, bool byte
 constexpr int kF16StreamMinRows = 1024;
 inline bool use_stream_rows(const std::string& choice, int M, int N, int K, bool last) {
   if (choice == "off" || M > kSrBM) return false;
-  return choice == "on" || (last ? K : N) >= kF16StreamMinRows;
+  return choice == "on" || (last ? K : N) >= kF16StreamMinRows;  // (auto and staged)
 }
 
 }  // namespace

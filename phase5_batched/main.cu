@@ -330,8 +330,9 @@ int run(int argc, char** argv) {
   cli.add_string("--fp16-stream", &o.fp16_stream,
                  "own graph path, fp16: the forward products of at most 32 rows on GEMM step 8 (the weights streamed "
                  "straight into the MMAs' fragments) where the weights have at least 1024 rows (the last layer: columns) "
-                 "(auto), for every such product (on), or never (off)",
-                 {"auto", "on", "off"});
+                 "(auto), for every such product (on), or never (off); staged: auto's products with the weights "
+                 "staged in shared memory by cp.async, four stages deep, one block an SM",
+                 {"auto", "on", "off", "staged"});
   cli.add_string("--row-chain", &o.row_chain,
                  "own graph path, two hidden layers, branched backward: the hidden forward, softmax-CE and both "
                  "backward-data products in one kernel of 32-row blocks with the upper layers' weights in shared "

@@ -74,6 +74,7 @@ nlohmann::json Trainer<T>::gemm_plan() const {
                        : p.rung == GemmRung::Fma64  ? "fma64"
                        : p.rung == GemmRung::F16Mma ? "f16-mma"
                        : p.rung == GemmRung::F16Stream ? (sr_narrow(p) ? "f16-stream-narrow" : "f16-stream")
+                       : p.rung == GemmRung::F16StreamStaged ? "f16-stream-staged"
                        : p.rung == GemmRung::F16Wgmma ? "f16-wgmma"
                        : kHalf                      ? "tile-wmma"
                                                     : "tile-simt";
@@ -291,7 +292,7 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdHidden>::value ||
                   std::is_same<P, FwdLast>::value) {
       if (use_stream_rows(o_.fp16_stream, p.M, p.N, p.K, std::is_same<P, FwdLast>::value) && stream_rows_ok(p))
-        plan_stream_rows(p, dev_.sm_count);
+        plan_stream_rows(p, dev_.sm_count, o_.fp16_stream == "staged");
     }
   }
   if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)

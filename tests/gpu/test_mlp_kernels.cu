@@ -62,6 +62,7 @@ enum class Kind { Fwd, Dgrad, Wgrad };
 constexpr int kStep7 = 7;  // run_gemm's `terms` for step 7
 constexpr int kStep8 = 8;  // run_gemm's `terms` for step 8 (fp16 forward products of at most 32 rows)
 constexpr int kStep9 = 9;  // run_gemm's `terms` for step 9 (fp16 forward products on wgmma)
+constexpr int kStep8Staged = 10;  // step 8 with W staged in shared memory (--fp16-stream staged)
 
 // terms = 0: the 32 x 64 tile (steps 1-4), planned with plan_splits (at most max_splits slices; past
 // 16 with Epi = VecStoreEpi, a weight gradient takes the two-level fix-up). fp32, terms = 3: step 5
@@ -105,9 +106,9 @@ double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, 
         else plan_tf32x3(p, sm_count);
       } else {
         if constexpr (StreamRowsViews<decltype(p)>::value) {
-          if (terms == kStep8) {
+          if (terms == kStep8 || terms == kStep8Staged) {
             REQUIRE(stream_rows_ok(p));
-            plan_stream_rows(p, sm_count);
+            plan_stream_rows(p, sm_count, terms == kStep8Staged);
           } else if (terms == kStep9) {
             REQUIRE(wgmma_ok(p, device_cc()));
             plan_f16wgmma(p, sm_count);
@@ -511,16 +512,20 @@ TEST_CASE("mlp: GEMM step 8 (a few rows, the weights streamed) against float64, 
   const Shape shapes[] = {{1, 10, 8},     {7, 100, 40},    {32, 200, 1000}, {17, 1000, 4104},
                           {32, 3000, 1000}, {32, 128, 8192}, {3, 2048, 2048}, {32, 1000, 8},
                           {32, 10, 8192},   {5, 16, 1000},   {32, 13, 4104},  {32, 17, 2048}};
+  // Each shape also with W staged in shared memory (kStep8Staged: one block an SM, four stages; the
+  // narrow shapes keep the narrow kernel).
   int split_runs = 0;
-  for (const Shape& s : shapes)
-    for (int sm : {1, 16, 132}) {
-      int splits = 0;
-      const double e = run_gemm<__half>(Kind::Fwd, s.M, s.N, s.K, sm, &splits, kStep8);
-      split_runs += splits > 1;
-      INFO("M=" << s.M << " N=" << s.N << " K=" << s.K << " sm=" << sm << " splits=" << splits << " rel.err " << e
-                << " tol " << f16mma_tol(s.K));
-      CHECK(e <= f16mma_tol(s.K));
-    }
+  for (int terms : {kStep8, kStep8Staged})
+    for (const Shape& s : shapes)
+      for (int sm : {1, 16, 132}) {
+        int splits = 0;
+        const double e = run_gemm<__half>(Kind::Fwd, s.M, s.N, s.K, sm, &splits, terms);
+        split_runs += splits > 1;
+        INFO((terms == kStep8Staged ? "staged " : "") << "M=" << s.M << " N=" << s.N << " K=" << s.K << " sm=" << sm
+                                                     << " splits=" << splits << " rel.err " << e << " tol "
+                                                     << f16mma_tol(s.K));
+        CHECK(e <= f16mma_tol(s.K));
+      }
   CHECK(split_runs > 0);
 }
 
@@ -541,6 +546,18 @@ TEST_CASE("mlp: GEMM step 8's split plan: one wave of two blocks an SM, slices o
           CHECK(sr_tiles(p) * p.splits <= kSrBlocksPerSm * sm);
           CHECK(p.kchunk >= (sr_narrow(p) ? 1 : kSrMinChunks) * kSrChunk);
         }
+      }
+  // Staged (one block an SM): one wave of one block an SM; a narrow product keeps the narrow plan.
+  for (int sm : {132, 114, 16, 1})
+    for (int n : {10, 128, 1000, 8192})
+      for (int k : {8, 1000, 8192}) {
+        GemmProblem<MatView<__half, true>, MatView<__half, false>, StoreEpi> p;
+        p.M = 32, p.N = n, p.K = k;
+        plan_stream_rows(p, sm, true);
+        INFO("staged: SMs " << sm << " N " << n << " K " << k << ": " << p.splits << " slices of " << p.kchunk);
+        CHECK(p.rung == (sr_narrow(p) ? GemmRung::F16Stream : GemmRung::F16StreamStaged));
+        CHECK(p.splits * p.kchunk >= k);
+        if (p.splits > 1 && !sr_narrow(p)) CHECK(sr_tiles(p) * p.splits <= sm);
       }
   // W2's hidden forwards on an H200 (132 SMs): the slices the card names.
   const int expect[][3] = {{8192, 4, 2048}, {4096, 8, 512}, {2048, 8, 256}};

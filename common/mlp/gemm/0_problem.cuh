@@ -187,8 +187,9 @@ struct StoreEpi {
 //   Fma64   step 7: fp32 FMAs in warp tiles in step 5's tile (plan_fma64);
 //   F16Stream  step 8: fp16 products of at most 32 rows, the weights streamed into the fragments
 //           (plan_stream_rows);
-//   F16Wgmma  step 9: the first layer's fp16 products on wgmma in step 5's tile (plan_f16wgmma).
-enum class GemmRung : int { Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4, F16Wgmma = 5 };
+//   F16Wgmma  step 9: the first layer's fp16 products on wgmma in step 5's tile (plan_f16wgmma);
+//   F16StreamStaged  step 8 with W's stages in shared memory by cp.async (plan_stream_rows, staged).
+enum class GemmRung : int { Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4, F16Wgmma = 5, F16StreamStaged = 6 };
 
 template <class AV, class BV, class Epi>
 struct GemmProblem {

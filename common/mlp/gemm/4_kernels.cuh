@@ -148,7 +148,7 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
       launch_f16mma<Tag, P>(p, st, pdl);
       return;
     }
-    if (p.rung == GemmRung::F16Stream) {
+    if (p.rung == GemmRung::F16Stream || p.rung == GemmRung::F16StreamStaged) {
       launch_stream_rows<Tag, P>(p, st, pdl);
       return;
     }

@@ -34,6 +34,14 @@
 // flight without registers) 159.6 us, DRAM 13.5%: the copies, not the bytes, were the limit
 // (tma-bulk-copies.patch, call s3); each W word reloaded as soon as it was used, 63 us; bulk
 // prefetches of the rows into L2 ahead of the loads, no faster (call s2).
+// Staged (--fp16-stream staged, stream_rows_tile's kStaged): W's stages go to shared memory by
+// cp.async beside A's, four stages of 128 rows x 128 values deep (200 KB, one block an SM): the
+// bytes in flight are three stages, 96 KB an SM, whatever the registers hold, and each copy is a
+// 16-byte request of a thread, not one bulk copy a row. Prediction, before measuring (H200): 12.7 MB
+// in flight over the chip where ~5 MB keeps 4.8 TB/s busy, so the copy ceiling (~4.2 TB/s) bounds
+// it: the hidden forward at h = 8,192 134 MB in ~32 us plus a stage's latency and the hand-over,
+// ~35 us (50.1); at 4,096 ~11 (19.4); at 2,048 (two stages a slice) ~5 (9.7); the gathered first
+// layer at 8,192 (12.8 MB) ~6 (9.8). W2's step ~35 us shorter at 8,192, ~18 at 4,096, ~10 at 2,048.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -57,6 +65,12 @@ constexpr int kSrLdB = kSrChunk + 32;           // A's staged byte row stride in
 constexpr int kSrStageBytes = kSrBM * kSrLd * 2;
 constexpr int kSrBlocksPerSm = 2;               // __launch_bounds__: at most 128 registers a thread
 constexpr int kSrMinChunks = 2;                 // a slice takes at least 256 values of k
+// The staged variant (--fp16-stream staged): W's stages in shared memory too, by cp.async, four
+// deep (a W stage 128 rows of kSrLd halves, then its A stage), one block an SM.
+constexpr int kSrStStages = 4;
+constexpr int kSrStWBytes = kSrBN * kSrLd * 2;
+constexpr int kSrStStageBytes = kSrStWBytes + kSrStageBytes;
+constexpr int kSrStSmem = kSrStStages * kSrStStageBytes;  // 200 KB
 static_assert(kSrLd * 2 % 128 == 64, "rows g and g + 1 of a quarter warp's 16-byte reads on other banks");
 static_assert(kSrLdB % 128 == 32, "rows g .. g + 3 of a half warp's 8-byte reads on other banks");
 static_assert(kSrStages * kSrStageBytes >= 2 * kBM * kLdc * static_cast<int>(sizeof(float)),
@@ -104,6 +118,20 @@ __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   return v;
 }
 
+// A W word copied to shared memory (the staged variant): 16 bytes by cp.async past L1, marked first
+// to leave L2 (read once; A, which every tile's blocks read, should stay).
+__device__ __forceinline__ void cp_async16_stream(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile(
+      "{\n"
+      ".reg .b64 pol;\n"
+      "createpolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
+      "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, pol;\n"
+      "}\n" ::"r"(d),
+      "l"(src)
+      : "memory");
+}
+
 // d = a · b on one m16n8k16 tile, fresh sums (the accumulator input is zero); d += a · b is step 6's
 // mma_f16.
 __device__ __forceinline__ void mma_f16_fresh(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -123,9 +151,21 @@ __device__ __forceinline__ void mma_f16_fresh(float (&d)[4], const uint32_t (&a)
 
 // One (128-column tile, K slice): W's 16-byte words into registers a stage ahead, A's stages by
 // cp.async, the MMAs, then the split-K hand-over and the epilogue of each 32 x 64 half.
-template <class P>
+// kStaged (--fp16-stream staged): W's stages by cp.async into shared memory beside A's, kSrStStages
+// deep, so that the bytes in flight are the stages', not what the registers hold.
+template <class P, bool kStaged = false>
 __device__ __forceinline__ void stream_rows_tile(const P& p) {
-  __shared__ __align__(128) unsigned char smem[kSrStages * kSrStageBytes];
+  constexpr int kSt = kStaged ? kSrStStages : kSrStages;          // stages in the ring
+  constexpr int kStBytes = kStaged ? kSrStStageBytes : kSrStageBytes;
+  constexpr int kAOff = kStaged ? kSrStWBytes : 0;                  // a stage's A after its W
+  unsigned char* smem;
+  if constexpr (kStaged) {
+    extern __shared__ __align__(128) unsigned char sr_staged_smem[];
+    smem = sr_staged_smem;
+  } else {
+    __shared__ __align__(128) unsigned char sr_smem[kSrStages * kSrStageBytes];
+    smem = sr_smem;
+  }
   constexpr bool kBytes = SrByteA<typename P::AView>::value;
   const int tiles = sr_tiles(p);
   const int split = blockIdx.x / tiles, tile = blockIdx.x % tiles;
@@ -164,7 +204,7 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
   auto stage_a = [&](int c, int st) {
     const int k0 = kbeg + c * kSrChunk;
     if constexpr (kBytes) {
-      uint8_t* dst = smem + st * kSrStageBytes;
+      uint8_t* dst = smem + st * kStBytes + kAOff;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int kk = (threadIdx.x % (kSrChunk / 16)) * 16 + 8 * i;
@@ -173,7 +213,7 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
         else *reinterpret_cast<uint2*>(d) = make_uint2(0u, 0u);
       }
     } else {
-      __half* dst = reinterpret_cast<__half*>(smem + st * kSrStageBytes);
+      __half* dst = reinterpret_cast<__half*>(smem + st * kStBytes + kAOff);
 #pragma unroll
       for (int i = 0; i < kSrBM * (kSrChunk / 8) / kSrThreads; ++i) {
         const int e = threadIdx.x + i * kSrThreads, r = e / (kSrChunk / 8), kk = (e % (kSrChunk / 8)) * 8;
@@ -189,12 +229,12 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
   // reads rows g .. g + 3): no bank conflict.
   auto a_word = [&](int st, int rr, int s) -> uint4 {
     if constexpr (kBytes) {
-      const uint2 b = *reinterpret_cast<const uint2*>(smem + st * kSrStageBytes + rr * kSrLdB + 32 * s + 8 * t);
+      const uint2 b = *reinterpret_cast<const uint2*>(smem + st * kStBytes + kAOff + rr * kSrLdB + 32 * s + 8 * t);
       return make_uint4(bytes_as_f16x2<0, 1>(b.x), bytes_as_f16x2<2, 3>(b.x), bytes_as_f16x2<0, 1>(b.y),
                         bytes_as_f16x2<2, 3>(b.y));
     } else {
-      return *reinterpret_cast<const uint4*>(reinterpret_cast<const __half*>(smem + st * kSrStageBytes) + rr * kSrLd +
-                                             32 * s + 8 * t);
+      return *reinterpret_cast<const uint4*>(reinterpret_cast<const __half*>(smem + st * kStBytes + kAOff) +
+                                             rr * kSrLd + 32 * s + 8 * t);
     }
   };
   float acc[2][2][4];  // [m16 tile i][n8 tile j][fragment]: the running fp32 sums
@@ -226,37 +266,99 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
     }
   };
 
-  // The weights go out before the PDL wait (the kernel just before does not write them) unless
-  // p.b_fresh; A, the kernel before's output, after it.
-  uint4 q0[4][2], q1[4][2];
-  if (!p.b_fresh && nch > 0) load_w(0, q0);
-  pdl_wait();
-  pdl_launch_dependents();
-  if constexpr (kBytes) {  // the row's image (the permutation is read after the wait, as step 5 reads it)
-    if (my_row < p.M) my_bytes = p.a.id_bytes(p.a.row_id(my_row));
-  }
-  if (p.b_fresh && nch > 0) load_w(0, q0);
+  if constexpr (kStaged) {
+    // Stage c of W into buffer st: 128 rows x 128 values, 2,048 copies of 16 bytes, eight a thread
+    // (a row's sixteen by sixteen consecutive threads); rows past N and values past kend as zeros.
+    auto stage_w = [&](int c, int st) {
+      const int k0 = kbeg + c * kSrChunk;
+      __half* dst = reinterpret_cast<__half*>(smem + st * kStBytes);
 #pragma unroll
-  for (int s = 0; s < kSrStages - 1; ++s) {
-    if (s < nch) stage_a(s, s);
-    __pipeline_commit();
-  }
-  // Stage c: wait for its A (this thread's copies, then everyone's), put stage c + 2's A and stage
-  // c + 1's W in flight, multiply. Two stages an iteration, so that the W words' registers are named.
-  int rs = 0, ws = kSrStages - 1;
-  auto step = [&](int c, const uint4 (&cur)[4][2], uint4 (&nxt)[4][2]) {
-    __pipeline_wait_prior(kSrStages - 2);
-    __syncthreads();  // stage c's A is everyone's; every warp is done with stage c - 1
-    if (c + kSrStages - 1 < nch) stage_a(c + kSrStages - 1, ws);
-    __pipeline_commit();
-    if (c + 1 < nch) load_w(c + 1, nxt);
-    multiply(rs, cur);
-    rs = rs == kSrStages - 1 ? 0 : rs + 1;
-    ws = ws == kSrStages - 1 ? 0 : ws + 1;
-  };
-  for (int c = 0; c < nch; c += 2) {
-    step(c, q0, q1);
-    if (c + 1 < nch) step(c + 1, q1, q0);
+      for (int i = 0; i < kSrBN * (kSrChunk / 8) / kSrThreads; ++i) {
+        const int e = threadIdx.x + i * kSrThreads, r = e / (kSrChunk / 8), kk = (e % (kSrChunk / 8)) * 8;
+        __half* d = dst + r * kSrLd + kk;
+        if (n0 + r < p.N && k0 + kk < kend)
+          cp_async16_stream(d, p.b.p + static_cast<size_t>(n0 + r) * p.b.ld + k0 + kk);
+        else
+          *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
+      }
+    };
+    // Stage st's W words of the lane (rows 16 warp + 8 j + g, values 32 s + 8 t: rows g and g + 1
+    // of a quarter warp 64 bytes apart mod 128, no bank conflict).
+    auto w_words = [&](int st, uint4 (&q)[4][2]) {
+      const __half* ws = reinterpret_cast<const __half*>(smem + st * kStBytes);
+#pragma unroll
+      for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+          q[s][j] = *reinterpret_cast<const uint4*>(ws + (16 * warp + 8 * j + g) * kSrLd + 32 * s + 8 * t);
+    };
+    // Copy groups in order: W's first kSt - 1 stages (before the PDL wait unless p.b_fresh), then
+    // A's, then one group a stage (its W and its A); stage c's group is then always the
+    // (kSt - 1 + c)-th, so waiting until at most kSt - 2 groups are pending finds it landed.
+    auto w_prologue = [&] {
+#pragma unroll
+      for (int c = 0; c < kSt - 1; ++c) {
+        if (c < nch) stage_w(c, c);
+        __pipeline_commit();
+      }
+    };
+    if (!p.b_fresh) w_prologue();
+    pdl_wait();
+    pdl_launch_dependents();
+    if constexpr (kBytes) {
+      if (my_row < p.M) my_bytes = p.a.id_bytes(p.a.row_id(my_row));
+    }
+    if (p.b_fresh) w_prologue();
+#pragma unroll
+    for (int c = 0; c < kSt - 1; ++c) {
+      if (c < nch) stage_a(c, c);
+      __pipeline_commit();
+    }
+    int rs = 0, ws = kSt - 1;
+    for (int c = 0; c < nch; ++c) {
+      __pipeline_wait_prior(kSt - 2);
+      __syncthreads();  // stage c is everyone's; every warp is done with stage c - 1, whose buffer refills
+      if (c + kSt - 1 < nch) stage_w(c + kSt - 1, ws), stage_a(c + kSt - 1, ws);
+      __pipeline_commit();
+      uint4 q[4][2];
+      w_words(rs, q);
+      multiply(rs, q);
+      rs = rs == kSt - 1 ? 0 : rs + 1;
+      ws = ws == kSt - 1 ? 0 : ws + 1;
+    }
+  } else {
+    // The weights go out before the PDL wait (the kernel just before does not write them) unless
+    // p.b_fresh; A, the kernel before's output, after it.
+    uint4 q0[4][2], q1[4][2];
+    if (!p.b_fresh && nch > 0) load_w(0, q0);
+    pdl_wait();
+    pdl_launch_dependents();
+    if constexpr (kBytes) {  // the row's image (the permutation is read after the wait, as step 5 reads it)
+      if (my_row < p.M) my_bytes = p.a.id_bytes(p.a.row_id(my_row));
+    }
+    if (p.b_fresh && nch > 0) load_w(0, q0);
+  #pragma unroll
+    for (int s = 0; s < kSrStages - 1; ++s) {
+      if (s < nch) stage_a(s, s);
+      __pipeline_commit();
+    }
+    // Stage c: wait for its A (this thread's copies, then everyone's), put stage c + 2's A and stage
+    // c + 1's W in flight, multiply. Two stages an iteration, so that the W words' registers are named.
+    int rs = 0, ws = kSrStages - 1;
+    auto step = [&](int c, const uint4 (&cur)[4][2], uint4 (&nxt)[4][2]) {
+      __pipeline_wait_prior(kSrStages - 2);
+      __syncthreads();  // stage c's A is everyone's; every warp is done with stage c - 1
+      if (c + kSrStages - 1 < nch) stage_a(c + kSrStages - 1, ws);
+      __pipeline_commit();
+      if (c + 1 < nch) load_w(c + 1, nxt);
+      multiply(rs, cur);
+      rs = rs == kSrStages - 1 ? 0 : rs + 1;
+      ws = ws == kSrStages - 1 ? 0 : ws + 1;
+    };
+    for (int c = 0; c < nch; c += 2) {
+      step(c, q0, q1);
+      if (c + 1 < nch) step(c + 1, q1, q0);
+    }
   }
   __pipeline_wait_prior(0);
   __syncthreads();  // the stages are dead: the result overlays them
@@ -304,6 +406,10 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
 template <class Tag, class P>
 __global__ void __launch_bounds__(kSrThreads, kSrBlocksPerSm) gemm_stream_rows_kernel(P p) {
   stream_rows_tile<P>(p);
+}
+template <class Tag, class P>
+__global__ void __launch_bounds__(kSrThreads, 1) gemm_stream_rows_staged_kernel(P p) {
+  stream_rows_tile<P, true>(p);
 }
 
 // ------------------------------------------------------------------ narrow products (N <= 16)
@@ -457,11 +563,13 @@ __global__ void __launch_bounds__(kSrThreads, kSrBlocksPerSm) gemm_stream_rows_n
 // 8,192 64 tiles x 4 slices of 2,048; h = 4,096 32 x 8 of 512; h = 2,048 16 x 8 of 256; the
 // gathered first layer (K = 784) at h = 8,192 64 x 3 of 384; softmax-CE (narrow) 16 slices of 512 /
 // 256 / 128.
+// staged (--fp16-stream staged): the 128-column tile's products with W staged (one block an SM).
 template <class P>
-inline void plan_stream_rows(P& p, int sm_count) {
-  p.rung = GemmRung::F16Stream;
+inline void plan_stream_rows(P& p, int sm_count, bool staged = false) {
+  staged = staged && !sr_narrow(p);
+  p.rung = staged ? GemmRung::F16StreamStaged : GemmRung::F16Stream;
   const int chunks = (p.K + kSrChunk - 1) / kSrChunk;
-  int s = (kSrBlocksPerSm * sm_count) / sr_tiles(p);
+  int s = ((staged ? 1 : kSrBlocksPerSm) * sm_count) / sr_tiles(p);
   const int by_k = sr_narrow(p) ? chunks : chunks / kSrMinChunks;  // a narrow slice: one stage or more
   s = s < by_k ? s : by_k;
   s = s < kFixupGroup ? s : kFixupGroup;
@@ -479,6 +587,16 @@ inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
         launch_kernel(gemm_stream_rows_narrow_kernel<Tag, P>, p.splits, kSrThreads, 0, st, pdl, p);
         return;
       }
+    }
+    if (p.rung == GemmRung::F16StreamStaged) {
+      static bool attr_set = false;  // above 48 KB a kernel must ask for its shared memory, once an instance
+      if (!attr_set) {
+        CUDA_CHECK(cudaFuncSetAttribute(gemm_stream_rows_staged_kernel<Tag, P>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSrStSmem));
+        attr_set = true;
+      }
+      launch_kernel(gemm_stream_rows_staged_kernel<Tag, P>, sr_tiles(p) * p.splits, kSrThreads, kSrStSmem, st, pdl, p);
+      return;
     }
     launch_kernel(gemm_stream_rows_kernel<Tag, P>, sr_tiles(p) * p.splits, kSrThreads, 0, st, pdl, p);
   } else {
