@@ -94,8 +94,7 @@ inline bool use_f16mma(const std::string& choice, int M, int N, int K, bool byte
 // The forward products of at most 32 rows (--fp16-stream): step 8 of the ladder (8_stream_rows.cuh:
 // the weights streamed into the MMAs' fragments, a 128-column block tile) for products whose
 // weights have at least kF16StreamMinRows rows (the last layer, softmax-CE, a few rows over a long
-// K: columns) (auto); on: every forward product step 8 can take; off: never (the plan above);
-// staged: auto's products, their W staged in shared memory (8_stream_rows.cuh's kStaged).
+// K: columns) (auto); on: every forward product step 8 can take; off: never (the plan above).
 // The threshold: W2's step on the graph path with every such product on step 8 against none, one
 // H200 call, 2 rounds alternating (profiles/nvidia-h200/logs/stream_rows/ab-s4.txt), us a step:
 // h = 1,024 64.0 -> 62.0, 2,048 95.9 -> 94.9, 4,096 210.0 -> 196.3, 8,192 571.4 -> 559.0; narrower
@@ -103,7 +102,19 @@ inline bool use_f16mma(const std::string& choice, int M, int N, int K, bool byte
 constexpr int kF16StreamMinRows = 1024;
 inline bool use_stream_rows(const std::string& choice, int M, int N, int K, bool last) {
   if (choice == "off" || M > kSrBM) return false;
-  return choice == "on" || (last ? K : N) >= kF16StreamMinRows;  // (auto and staged)
+  return choice == "on" || (last ? K : N) >= kF16StreamMinRows;  // (auto, regs and staged)
+}
+// Which of those products have their W staged in shared memory (8_stream_rows.cuh's kStaged)
+// rather than streamed through registers: auto, the hidden forwards of at least kF16StagedMinRows W
+// rows; staged, all; regs (and on), none. The threshold: W2's step, staged against registers for
+// every step 8 product, one H100 call, 2 rounds alternating (profiles/nvidia-h100-80gb-hbm3/logs/
+// staged_1d73719/), us a step: h = 1,024 57.70 -> 59.21, 2,048 99.35 -> 98.10, 4,096 226.69 ->
+// 218.24, 8,192 703.19 -> 686.47. The gathered first layer stays on registers: alone (PDL off) it
+// was slower staged at every width (8.76 -> 9.73, 9.45 -> 10.16, 10.94 -> 11.71 us at 2,048 /
+// 4,096 / 8,192), and its W, updated by the kernel just before, cannot go out before the PDL wait.
+constexpr int kF16StagedMinRows = 2048;
+inline bool use_staged_rows(const std::string& choice, int N, bool gathered) {
+  return choice == "staged" || (choice == "auto" && N >= kF16StagedMinRows && !gathered);
 }
 
 }  // namespace

@@ -329,10 +329,11 @@ int run(int argc, char** argv) {
                  {"auto", "tile", "mma", "wgmma"});
   cli.add_string("--fp16-stream", &o.fp16_stream,
                  "own graph path, fp16: the forward products of at most 32 rows on GEMM step 8 (the weights streamed "
-                 "straight into the MMAs' fragments) where the weights have at least 1024 rows (the last layer: columns) "
-                 "(auto), for every such product (on), or never (off); staged: auto's products with the weights "
-                 "staged in shared memory by cp.async, four stages deep, one block an SM",
-                 {"auto", "on", "off", "staged"});
+                 "straight into the MMAs' fragments) where the weights have at least 1024 rows (the last layer: columns), "
+                 "the hidden forwards' weights of at least 2048 rows staged in shared memory by cp.async instead (auto); "
+                 "auto's products all streamed through registers (regs) or all staged (staged); every product step 8 "
+                 "can take, through registers (on); or never (off)",
+                 {"auto", "regs", "staged", "on", "off"});
   cli.add_string("--row-chain", &o.row_chain,
                  "own graph path, two hidden layers, branched backward: the hidden forward, softmax-CE and both "
                  "backward-data products in one kernel of 32-row blocks with the upper layers' weights in shared "
