@@ -105,16 +105,16 @@ inline bool use_stream_rows(const std::string& choice, int M, int N, int K, bool
   return choice == "on" || (last ? K : N) >= kF16StreamMinRows;  // (auto, regs and staged)
 }
 // Which of those products have their W staged in shared memory (8_stream_rows.cuh's kStaged)
-// rather than streamed through registers: auto, the hidden forwards of at least kF16StagedMinRows W
-// rows; staged, all; regs (and on), none. The threshold: W2's step, staged against registers for
-// every step 8 product, one H100 call, 2 rounds alternating (profiles/nvidia-h100-80gb-hbm3/logs/
-// staged_1d73719/), us a step: h = 1,024 57.70 -> 59.21, 2,048 99.35 -> 98.10, 4,096 226.69 ->
-// 218.24, 8,192 703.19 -> 686.47. The gathered first layer stays on registers: alone (PDL off) it
-// was slower staged at every width (8.76 -> 9.73, 9.45 -> 10.16, 10.94 -> 11.71 us at 2,048 /
-// 4,096 / 8,192), and its W, updated by the kernel just before, cannot go out before the PDL wait.
+// rather than streamed through registers: auto, those of at least kF16StagedMinRows W rows (the
+// 128-column tile's: softmax-CE keeps its narrow kernel); staged, all; regs (and on), none. The
+// threshold: W2's step, staged against registers for every step 8 product, one H100 call, 2 rounds
+// alternating (profiles/nvidia-h100-80gb-hbm3/logs/staged_1d73719/), us a step: h = 1,024 57.70 ->
+// 59.21, 2,048 99.35 -> 98.10, 4,096 226.69 -> 218.24, 8,192 703.19 -> 686.47. (Alone, PDL off, the
+// gathered first layer was slower staged at every width, 8.76 -> 9.73, 9.45 -> 10.16, 10.94 ->
+// 11.71 us at 2,048 / 4,096 / 8,192; a rule that keeps it on registers has not been measured.)
 constexpr int kF16StagedMinRows = 2048;
-inline bool use_staged_rows(const std::string& choice, int N, bool gathered) {
-  return choice == "staged" || (choice == "auto" && N >= kF16StagedMinRows && !gathered);
+inline bool use_staged_rows(const std::string& choice, int N) {
+  return choice == "staged" || (choice == "auto" && N >= kF16StagedMinRows);
 }
 
 }  // namespace

@@ -330,7 +330,7 @@ int run(int argc, char** argv) {
   cli.add_string("--fp16-stream", &o.fp16_stream,
                  "own graph path, fp16: the forward products of at most 32 rows on GEMM step 8 (the weights streamed "
                  "straight into the MMAs' fragments) where the weights have at least 1024 rows (the last layer: columns), "
-                 "the hidden forwards' weights of at least 2048 rows staged in shared memory by cp.async instead (auto); "
+                 "the weights of those with at least 2048 rows staged in shared memory by cp.async instead (auto); "
                  "auto's products all streamed through registers (regs) or all staged (staged); every product step 8 "
                  "can take, through registers (on); or never (off)",
                  {"auto", "regs", "staged", "on", "off"});

@@ -292,7 +292,7 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdHidden>::value ||
                   std::is_same<P, FwdLast>::value) {
       if (use_stream_rows(o_.fp16_stream, p.M, p.N, p.K, std::is_same<P, FwdLast>::value) && stream_rows_ok(p))
-        plan_stream_rows(p, dev_.sm_count, use_staged_rows(o_.fp16_stream, p.N, std::is_same<P, FwdFirst>::value));
+        plan_stream_rows(p, dev_.sm_count, use_staged_rows(o_.fp16_stream, p.N));
     }
   }
   if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)

@@ -42,6 +42,13 @@
 // it: the hidden forward at h = 8,192 134 MB in ~32 us plus a stage's latency and the hand-over,
 // ~35 us (50.1); at 4,096 ~11 (19.4); at 2,048 (two stages a slice) ~5 (9.7); the gathered first
 // layer at 8,192 (12.8 MB) ~6 (9.8). W2's step ~35 us shorter at 8,192, ~18 at 4,096, ~10 at 2,048.
+// Measured (H100, 1d73719, logs/staged_1d73719/ of the H100; no H200 run yet): each kernel alone,
+// PDL off, registers -> staged: the hidden forward 61.63 -> 56.82 us at 8,192 (2.4 TB/s), 22.65 ->
+// 19.24 at 4,096, 10.77 -> 11.38 at 2,048; the gathered first layer slower at every width (10.94 ->
+// 11.71, 9.45 -> 10.16, 8.76 -> 9.73). W2's step 703.19 -> 686.47, 226.69 -> 218.24, 99.35 -> 98.10,
+// and 57.70 -> 59.21 at 1,024 (one block an SM for 2 MB of W). The same reasoning on the H100's
+// copy ceiling (~3 TB/s) gives ~45 us at 8,192: 4.8 of the ~17 us predicted came off. The rule
+// (fp32_gemm.h): the products of at least 2,048 W rows staged.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
