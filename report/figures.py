@@ -66,14 +66,17 @@ def _label_color(key):
     return JAX_COLOR if A.is_jax(key[0]) else TWIN_COLOR if A.is_twin(key[0]) else OURS_COLOR
 
 
-def _plot_runs(ax, pts, grid, **kw):
+def _plot_runs(ax, pts, grid, same_commit=False, **kw):
     """Draws one series of (x, y, ...) points sorted by x: two neighbouring points are joined by a line
     unless a value of grid (the sweep's x values) lies between them that the series did not measure; a
     point left without a neighbour is drawn on its own. So a mode measured at a few widths shows as
-    points, and no line passes through x values it never ran. A series without gaps is one plot call."""
+    points, and no line passes through x values it never ran. same_commit: nor are two points joined
+    whose records name different commits (different code: a line between them would read as a trend
+    of x). A series without gaps is one plot call."""
     runs = []
     for p in pts:
-        if runs and not any(runs[-1][-1][0] < x < p[0] for x in grid):
+        if runs and not any(runs[-1][-1][0] < x < p[0] for x in grid) and \
+                not (same_commit and _point_commit(runs[-1][-1]) != _point_commit(p)):
             runs[-1].append(p)
         else:
             runs.append([p])
@@ -376,6 +379,11 @@ COMMIT_MARKS = "†‡§¶#"
 
 def _commit(r):
     return str(A.dget(r.data, "git", "commit") or "?")[:7] if r is not None and hasattr(r, "data") else "?"
+
+
+def _point_commit(p):
+    """The commit of a point (x, y, record, ...)'s record ("?" where it carries none)."""
+    return _commit(p[2] if len(p) > 2 else None)
 
 
 def commit_marks(records):
@@ -795,7 +803,7 @@ def fig9_batch(d, path, device):
     older = other = False
     for k, pts in d["series"].items():
         main = k == A.BATCH_DEFAULT  # the default path: the line the finding is about
-        _plot_runs(ax, pts, grid, marker=batch_marker(k), color=A.color(k), linestyle=A.linestyle(k),
+        _plot_runs(ax, pts, grid, same_commit=True, marker=batch_marker(k), color=A.color(k), linestyle=A.linestyle(k),
                    label=A.label(*k) + (" (its W1 run)" if k in w1 else "") + (" — the default" if main else ""),
                    markersize=7 if main else 5, linewidth=2.6 if main else 1.5, zorder=3 if main else 2)
         # hollow: our points measured on an older commit than the series' newest record (other code), a
@@ -810,10 +818,11 @@ def fig9_batch(d, path, device):
             ax.plot([p[0] for p in old], [p[1] for p in old], linestyle="none", marker=batch_marker(k), markersize=5,
                     markerfacecolor="white", markeredgecolor=A.color(k), zorder=4)
     if older or other:
-        what = " and ".join(w for w, on in (("phase 5 measured on an older commit than its newest point", older),
+        what = " and ".join(w for w, on in (("phase 5 measured on an older commit than its newest point (lines join "
+                                              "only the points of one commit)", older),
                                              ("a framework measured in another run than the sweep's newest", other)) if on)
         ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="#555555",
-                label="hollow: " + what)
+                label=textwrap.fill("hollow: " + what, 100))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size (samples per step, log2 scale)")

@@ -1133,6 +1133,17 @@ def test_series_with_gaps_are_drawn_as_points():
     F._plot_runs(ax, [(256, 1.0), (384, 2.0), (512, 3.0)], grid, linestyle="-", label="odd")   # 384: not a sweep width
     assert ax.calls == [([256, 384, 512], "-", "odd")]
 
+    class Rec:  # a record's commit is all same_commit reads
+        def __init__(self, commit):
+            self.data = {"git": {"commit": commit}}
+    pts = [(128, 1.0, Rec("aaaaaaa")), (256, 2.0, Rec("aaaaaaa")), (512, 3.0, Rec("bbbbbbb"))]
+    ax = Ax()
+    F._plot_runs(ax, pts, grid, linestyle="-", label="mixed")
+    assert ax.calls == [([128, 256, 512], "-", "mixed")]                     # figure 6's way: commits not read
+    ax = Ax()
+    F._plot_runs(ax, pts, grid, same_commit=True, linestyle="-", label="mixed")
+    assert ax.calls == [([128, 256], "-", "mixed"), ([512], "none", None)]   # figure 9: no line across code
+
 
 # ------------------------------------------------------------------ Nsight Compute pages in the phase sections
 
