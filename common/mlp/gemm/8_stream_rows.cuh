@@ -273,58 +273,68 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
     }
   };
 
-  if constexpr (kStaged) {
-    // Stage c of W into buffer st: 128 rows x 128 values, 2,048 copies of 16 bytes, eight a thread
-    // (a row's sixteen by sixteen consecutive threads); rows past N and values past kend as zeros.
-    auto stage_w = [&](int c, int st) {
-      const int k0 = kbeg + c * kSrChunk;
-      __half* dst = reinterpret_cast<__half*>(smem + st * kStBytes);
+  // Staged: stage c of W into buffer st, 128 rows x 128 values, 2,048 copies of 16 bytes, eight a
+  // thread (a row's sixteen by sixteen consecutive threads); rows past N and values past kend as zeros.
+  auto stage_w = [&](int c, int st) {
+    const int k0 = kbeg + c * kSrChunk;
+    __half* dst = reinterpret_cast<__half*>(smem + st * kStBytes);
 #pragma unroll
-      for (int i = 0; i < kSrBN * (kSrChunk / 8) / kSrThreads; ++i) {
-        const int e = threadIdx.x + i * kSrThreads, r = e / (kSrChunk / 8), kk = (e % (kSrChunk / 8)) * 8;
-        __half* d = dst + r * kSrLd + kk;
-        if (n0 + r < p.N && k0 + kk < kend)
-          cp_async16_stream(d, p.b.p + static_cast<size_t>(n0 + r) * p.b.ld + k0 + kk);
-        else
-          *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
-      }
-    };
-    // Stage st's W words of the lane (rows 16 warp + 8 j + g, values 32 s + 8 t: rows g and g + 1
-    // of a quarter warp 64 bytes apart mod 128, no bank conflict).
-    auto w_words = [&](int st, uint4 (&q)[4][2]) {
-      const __half* ws = reinterpret_cast<const __half*>(smem + st * kStBytes);
+    for (int i = 0; i < kSrBN * (kSrChunk / 8) / kSrThreads; ++i) {
+      const int e = threadIdx.x + i * kSrThreads, r = e / (kSrChunk / 8), kk = (e % (kSrChunk / 8)) * 8;
+      __half* d = dst + r * kSrLd + kk;
+      if (n0 + r < p.N && k0 + kk < kend)
+        cp_async16_stream(d, p.b.p + static_cast<size_t>(n0 + r) * p.b.ld + k0 + kk);
+      else
+        *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  };
+  // Staged: stage st's W words of the lane (rows 16 warp + 8 j + g, values 32 s + 8 t: rows g and
+  // g + 1 of a quarter warp 64 bytes apart mod 128, no bank conflict).
+  auto w_words = [&](int st, uint4 (&q)[4][2]) {
+    const __half* ws = reinterpret_cast<const __half*>(smem + st * kStBytes);
 #pragma unroll
-      for (int s = 0; s < 4; ++s)
+    for (int s = 0; s < 4; ++s)
 #pragma unroll
-        for (int j = 0; j < 2; ++j)
-          q[s][j] = *reinterpret_cast<const uint4*>(ws + (16 * warp + 8 * j + g) * kSrLd + 32 * s + 8 * t);
-    };
-    // Copy groups in order: W's first kSt - 1 stages (before the PDL wait unless p.b_fresh), then
-    // A's, then one group a stage (its W and its A); stage c's group is then always the
-    // (kSt - 1 + c)-th, so waiting until at most kSt - 2 groups are pending finds it landed.
-    auto w_prologue = [&] {
+      for (int j = 0; j < 2; ++j)
+        q[s][j] = *reinterpret_cast<const uint4*>(ws + (16 * warp + 8 * j + g) * kSrLd + 32 * s + 8 * t);
+  };
+
+  // The weights' first stage goes out before the PDL wait (the kernel just before does not write
+  // them) unless p.b_fresh; A, the kernel before's output, after it. Registers: stage 0's words into
+  // q0. Staged: W's first kSt - 1 stages, a copy group each; with A's groups after them and then one
+  // group a stage (its W and its A), stage c's group is always the (kSt - 1 + c)-th, so waiting until
+  // at most kSt - 2 groups are pending finds it landed (A's alone, the same count).
+  uint4 q0[4][2], q1[4][2];  // (registers: the W words of the stage multiplied and of the next)
+  auto w_first = [&] {
+    if constexpr (kStaged) {
 #pragma unroll
       for (int c = 0; c < kSt - 1; ++c) {
         if (c < nch) stage_w(c, c);
         __pipeline_commit();
       }
-    };
-    if (!p.b_fresh) w_prologue();
-    pdl_wait();
-    pdl_launch_dependents();
-    if constexpr (kBytes) {
-      if (my_row < p.M) my_bytes = p.a.id_bytes(p.a.row_id(my_row));
+    } else {
+      if (nch > 0) load_w(0, q0);
     }
-    if (p.b_fresh) w_prologue();
+  };
+  if (!p.b_fresh) w_first();
+  pdl_wait();
+  pdl_launch_dependents();
+  if constexpr (kBytes) {  // the row's image (the permutation is read after the wait, as step 5 reads it)
+    if (my_row < p.M) my_bytes = p.a.id_bytes(p.a.row_id(my_row));
+  }
+  if (p.b_fresh) w_first();
 #pragma unroll
-    for (int c = 0; c < kSt - 1; ++c) {
-      if (c < nch) stage_a(c, c);
-      __pipeline_commit();
-    }
-    int rs = 0, ws = kSt - 1;
+  for (int s = 0; s < kSt - 1; ++s) {
+    if (s < nch) stage_a(s, s);
+    __pipeline_commit();
+  }
+  int rs = 0, ws = kSt - 1;
+  if constexpr (kStaged) {
+    // Stage c: everyone's copies of it landed, every warp done with stage c - 1 (the barrier), whose
+    // buffer takes stage c + kSt - 1's W and A; then stage c's W words from shared memory, multiply.
     for (int c = 0; c < nch; ++c) {
       __pipeline_wait_prior(kSt - 2);
-      __syncthreads();  // stage c is everyone's; every warp is done with stage c - 1, whose buffer refills
+      __syncthreads();
       if (c + kSt - 1 < nch) stage_w(c + kSt - 1, ws), stage_a(c + kSt - 1, ws);
       __pipeline_commit();
       uint4 q[4][2];
@@ -334,33 +344,17 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
       ws = ws == kSt - 1 ? 0 : ws + 1;
     }
   } else {
-    // The weights go out before the PDL wait (the kernel just before does not write them) unless
-    // p.b_fresh; A, the kernel before's output, after it.
-    uint4 q0[4][2], q1[4][2];
-    if (!p.b_fresh && nch > 0) load_w(0, q0);
-    pdl_wait();
-    pdl_launch_dependents();
-    if constexpr (kBytes) {  // the row's image (the permutation is read after the wait, as step 5 reads it)
-      if (my_row < p.M) my_bytes = p.a.id_bytes(p.a.row_id(my_row));
-    }
-    if (p.b_fresh && nch > 0) load_w(0, q0);
-  #pragma unroll
-    for (int s = 0; s < kSrStages - 1; ++s) {
-      if (s < nch) stage_a(s, s);
-      __pipeline_commit();
-    }
     // Stage c: wait for its A (this thread's copies, then everyone's), put stage c + 2's A and stage
     // c + 1's W in flight, multiply. Two stages an iteration, so that the W words' registers are named.
-    int rs = 0, ws = kSrStages - 1;
     auto step = [&](int c, const uint4 (&cur)[4][2], uint4 (&nxt)[4][2]) {
-      __pipeline_wait_prior(kSrStages - 2);
+      __pipeline_wait_prior(kSt - 2);
       __syncthreads();  // stage c's A is everyone's; every warp is done with stage c - 1
-      if (c + kSrStages - 1 < nch) stage_a(c + kSrStages - 1, ws);
+      if (c + kSt - 1 < nch) stage_a(c + kSt - 1, ws);
       __pipeline_commit();
       if (c + 1 < nch) load_w(c + 1, nxt);
       multiply(rs, cur);
-      rs = rs == kSrStages - 1 ? 0 : rs + 1;
-      ws = ws == kSrStages - 1 ? 0 : ws + 1;
+      rs = rs == kSt - 1 ? 0 : rs + 1;
+      ws = ws == kSt - 1 ? 0 : ws + 1;
     };
     for (int c = 0; c < nch; c += 2) {
       step(c, q0, q1);
