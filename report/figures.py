@@ -766,15 +766,15 @@ def older_commit_points(pts):
     recs = [p for p in pts if len(p) > 2 and hasattr(p[2], "data")]
     if not recs:
         return []
-    newest = max(recs, key=lambda p: p[2].utc_time)[2].data.get("git", {}).get("commit")
-    return [p for p in recs if p[2].data.get("git", {}).get("commit") != newest]
+    newest = _point_commit(max(recs, key=lambda p: p[2].utc_time))
+    return [p for p in recs if _point_commit(p) != newest]
 
 
 def other_run_points(pts, commit):
     """The points (x, y, record) of a framework series whose record was not made at `commit` (the
-    sweep's newest phase 5 commit): measured in another run."""
+    sweep's newest phase 5 commit, as _commit gives it): measured in another run."""
     return [p for p in pts if len(p) > 2 and hasattr(p[2], "data") and commit is not None
-            and p[2].data.get("git", {}).get("commit") != commit]
+            and _point_commit(p) != commit]
 
 
 # Figure 9 draws phase 5's forced paths beside its default, all in purples: a marker of its own each (with the
@@ -799,7 +799,7 @@ def fig9_batch(d, path, device):
     grid = _grid(d["series"], ours_only=True)  # the batch sizes of our sweep
     w1 = d.get("from_w1") or set()
     ours = [p for k, pts in d["series"].items() if not A.is_twin(k[0]) for p in pts if len(p) > 2 and hasattr(p[2], "data")]
-    sweep = max(ours, key=lambda p: p[2].utc_time)[2].data.get("git", {}).get("commit") if ours else None
+    sweep = _point_commit(max(ours, key=lambda p: p[2].utc_time)) if ours else None
     older = other = False
     for k, pts in d["series"].items():
         main = k == A.BATCH_DEFAULT  # the default path: the line the finding is about
