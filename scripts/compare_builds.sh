@@ -15,8 +15,8 @@
 #
 # Paths: phase 4 fp32/fp16; phase 5 own GEMM fp32/fp16, cuBLASLt fp32/fp16, the persistent and
 # pipelined kernels (fp32 W1 shapes; also their generic instances at 1, 2, 4 and 8 units a block),
-# cluster32 (W1; its generic instance, SGD; 784-37-30-10 at batch 64) and the cluster kernel (fp16 W2 h = 128, SGD,
-# no dropout); W1's model at batch 2,048 and 8,192 on the own GEMMs, fp32 and fp16 (the batch sweep's
+# cluster32 (W1; its generic instance, SGD; 784-37-30-10 at batch 64), the cluster kernel (fp16 W2 h = 128, SGD,
+# no dropout) and the grid kernel (fp16 W2 h = 1,024); W1's model at batch 2,048 and 8,192 on the own GEMMs, fp32 and fp16 (the batch sweep's
 # big-batch paths: GEMM steps 5 and 6, the branched backward; 2 and 5 epochs, 58 and 35 steps a run).
 # W1: 784-128-64-10, Adam, dropout 0.2 (and 0), batch 32, one epoch; W2: 784-h-h-h-10,
 # SGD lr 0.003, no dropout, batch 32, 500 steps. ROUNDS (default 3) rounds of REPEATS (default 5) timed runs after one
@@ -105,6 +105,7 @@ for h in 128 1024; do
   for pr in fp32 fp16; do CONFIGS+=("w2-h$h-p5-own-$pr|phase5_batched|$w --precision $pr"); done
   for pr in fp32 fp16; do CONFIGS+=("w2-h$h-p5-cublas-$pr|phase5_batched|$w --precision $pr --gemm cublas"); done
   [ "$h" = 128 ] && CONFIGS+=("w2-h$h-p5-cluster|phase5_batched|$w --precision fp16 --launch cluster")
+  [ "$h" = 1024 ] && CONFIGS+=("w2-h$h-p5-grid|phase5_batched|$w --precision fp16 --launch grid")
 done
 # Build, in both trees, only the phases the selected configurations run (ONLY=one W2 configuration
 # builds phase 4 or 5 alone, not all five phases twice).
