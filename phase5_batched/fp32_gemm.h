@@ -111,7 +111,9 @@ inline bool use_stream_rows(const std::string& choice, int M, int N, int K, bool
 // alternating (profiles/nvidia-h100-80gb-hbm3/logs/staged_1d73719/), us a step: h = 1,024 57.70 ->
 // 59.21, 2,048 99.35 -> 98.10, 4,096 226.69 -> 218.24, 8,192 703.19 -> 686.47. (Alone, PDL off, the
 // gathered first layer was slower staged at every width, 8.76 -> 9.73, 9.45 -> 10.16, 10.94 ->
-// 11.71 us at 2,048 / 4,096 / 8,192; a rule that keeps it on registers has not been measured.)
+// 11.71 us at 2,048 / 4,096 / 8,192; in the step, a rule that keeps it on registers took 97.89 /
+// 220.73 / 684.88 us against this rule's 98.44 / 218.53 / 686.87 at 2,048 / 4,096 / 8,192, one H100
+// call, 2 rounds alternating: profiles/nvidia-h100-80gb-hbm3/logs/sweep_d9fc1ae/w2/ab-summary.txt.)
 constexpr int kF16StagedMinRows = 2048;
 inline bool use_staged_rows(const std::string& choice, int N) {
   return choice == "staged" || (choice == "auto" && N >= kF16StagedMinRows);

@@ -48,7 +48,9 @@
 // 11.71, 9.45 -> 10.16, 8.76 -> 9.73). W2's step 703.19 -> 686.47, 226.69 -> 218.24, 99.35 -> 98.10,
 // and 57.70 -> 59.21 at 1,024 (one block an SM for 2 MB of W). The same reasoning on the H100's
 // copy ceiling (~3 TB/s) gives ~45 us at 8,192: 4.8 of the ~17 us predicted came off. The rule
-// (fp32_gemm.h): the products of at least 2,048 W rows staged.
+// (fp32_gemm.h): the products of at least 2,048 W rows staged. Under it, the H100's width sweep with
+// both twins (d9fc1ae, logs/sweep_d9fc1ae/): W2's step 97.39 / 217.98 / 686.51 us at 2,048 / 4,096 /
+// 8,192, 1.26x / 1.49x / 1.60x JAX.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
