@@ -432,6 +432,14 @@ __global__ void __launch_bounds__(kSrThreads, 1) gemm_stream_rows_staged_kernel(
 // loads at once and 2 KB partials: ~6.7 / ~8 / ~7.5 us, W2's step 2-4 us shorter at each width.
 // Measured (H100, 1be175e against 3fe2cee, logs/narrow_1be175e/ of the H100): 8.57 -> 6.82, 9.86 ->
 // 7.13, 11.69 -> 7.41 us; W2's step 100.68 -> 98.77, 229.44 -> 226.57, 708.31 -> 703.32 us.
+// Then the epilogue's prefetch() moved from after the hand-over to the kernel's start. Stamped
+// (%globaltimer in the last block, PDL off, H100, d9fc1ae + a probe: nvidia-h100-80gb-hbm3/logs/
+// sweep_d9fc1ae/probe/), us after the PDL wait at h = 2,048 / 4,096 / 8,192: the slice's loads and
+// MMAs 0.70 / 0.98 / 1.41, its partial stored 0.98 / 1.20 / 1.60, found last (fence and counter)
+// 2.50 / 2.82 / 3.18, the partials summed 3.01 / 3.30 / 3.65, the prefetch (bias, labels through
+// the row map, step) 4.37 / 4.62 / 4.94, the epilogue 5.74 / 5.97 / 6.22. Prediction, before
+// measuring: the prefetch's ~1.3 us leave the last block's chain, softmax-CE and W2's step ~1.3 us
+// shorter at every width that runs it.
 constexpr int kSrNarrowN = 16;      // columns: two n8 tiles
 constexpr int kSrNarrowGroup = 4;   // stages whose words a lane holds at once (5 x 16 bytes each)
 
@@ -479,6 +487,11 @@ __device__ __forceinline__ void stream_rows_narrow(const P& p) {
     for (int c = 0; c < kSrNarrowGroup; ++c) w[c] = c < nch ? load_w(c) : make_uint4(0u, 0u, 0u, 0u);
   pdl_wait();
   pdl_launch_dependents();
+  // What the epilogue reads besides the tile (softmax-CE: the bias, the rows' labels through the row
+  // map, the step) is loaded while the slice's first loads are in flight, in every block, as step 1
+  // does (0_problem.cuh's prefetch()); after the hand-over it cost the last block ~1.3 us of
+  // dependent loads.
+  if (nch == 0) p.epi.prefetch(0, 0, p.M, p.N);
   for (int c0 = 0; c0 < nch; c0 += kSrNarrowGroup) {
     if (p.b_fresh || c0 > 0)
 #pragma unroll
@@ -490,6 +503,7 @@ __device__ __forceinline__ void stream_rows_narrow(const P& p) {
         const bool ok = aok[r] && c0 + c < nch && in_k(c0 + c);
         a[c][r] = ok ? *reinterpret_cast<const uint4*>(arow[r] + kbeg + (c0 + c) * kSrChunk) : make_uint4(0u, 0u, 0u, 0u);
       }
+    if (c0 == 0) p.epi.prefetch(0, 0, p.M, p.N);
 #pragma unroll
     for (int c = 0; c < kSrNarrowGroup; ++c)
 #pragma unroll
@@ -551,7 +565,6 @@ __device__ __forceinline__ void stream_rows_narrow(const P& p) {
     const int o = threadIdx.x + q * kSrThreads;
     cs[(o / kSrNarrowN) * kLdc + o % kSrNarrowN] = v[q];
   }
-  p.epi.prefetch(0, 0, p.M, p.N);
   __syncthreads();
   p.epi(cs, 0, 0, p.M, p.N);
 }
