@@ -243,14 +243,16 @@ struct FwdHiddenEpi {
   __device__ void next_sub() const {
     if (dropout) smem_keep()[threadIdx.x] = smem_keep()[256 + threadIdx.x];  // each thread its own word
   }
+  // The tile's bias from b0 (the bias of column n0 onward): the global bias, or step 8's copy of it
+  // in shared memory (run_from_bias), loaded while the product's first stages were in flight.
   template <int NT>
-  __device__ void run(const float* cs, int m0, int n0, int M, int N) const {
+  __device__ void run(const float* cs, int m0, int n0, int M, int N, const float* b0) const {
     constexpr int RS = NT / kQuads, R = kBM / RS;
     const int c = (threadIdx.x % kQuads) * 4, n = n0 + c, valid = min(4, N - n);
     if (valid <= 0) return;
     const bool vec = (N % 4 == 0) && aligned4(out) && aligned4(bias);
     float b[4];
-    load4(bias + n, vec, valid, b);
+    load4(b0 + c, vec, valid, b);
     const uint32_t keep = dropout ? smem_keep()[threadIdx.x] : 0u;
 #pragma unroll
     for (int k = 0; k < R; ++k) {
@@ -266,8 +268,13 @@ struct FwdHiddenEpi {
     }
   }
   __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
-    if (blockDim.x == 256) run<256>(cs, m0, n0, M, N);
-    else run<128>(cs, m0, n0, M, N);
+    if (blockDim.x == 256) run<256>(cs, m0, n0, M, N, bias + n0);
+    else run<128>(cs, m0, n0, M, N, bias + n0);
+  }
+  // Step 8 (256 threads): the epilogue with the bias of columns n0 ... from b0 (shared memory).
+  static constexpr bool kBiasFrom = true;
+  __device__ void run_from_bias(const float* cs, int m0, int n0, int M, int N, const float* b0) const {
+    run<256>(cs, m0, n0, M, N, b0);
   }
 };
 

@@ -158,6 +158,23 @@ __device__ __forceinline__ void mma_f16_fresh(float (&d)[4], const uint32_t (&a)
 // m16 tile, words ra and rb): a0..a3 = ra.x, rb.x, ra.y, rb.y at h = 0; for W (row g of an n8
 // tile, word w): b0, b1 = w.x, w.y.
 
+// An epilogue with `static constexpr bool kBiasFrom = true` (phase 5's FwdHiddenEpi) adds a bias
+// and takes it from a pointer given to run_from_bias(): step 8 loads the tile's 128 values into
+// shared memory while the slice's first stages are in flight, so that its epilogue, which runs
+// after the slices' hand-over in the last block only, does not wait for them there (twice: one
+// round trip each 64-column half). Prediction, before measuring (H100; the stamps of
+// nvidia-h100-80gb-hbm3/logs/sweep_d9fc1ae/probe/ put the epilogue at 1.6-1.9 us after the hand-over
+// in the staged kernels): ~0.5-1 us off each of a W2 step's three 128-column step 8 kernels, its
+// step ~1.5-3 us shorter from h = 1,024 (where they stream W through registers) to 8,192.
+template <class E, class = void>
+struct BiasFrom : std::false_type {};
+template <class E>
+struct BiasFrom<E, std::void_t<decltype(E::kBiasFrom)>> : std::integral_constant<bool, E::kBiasFrom> {};
+__device__ __forceinline__ float* sr_bias_tile() {
+  __shared__ __align__(16) float s[kSrBN];
+  return s;
+}
+
 // One (128-column tile, K slice): W's 16-byte words into registers a stage ahead, A's stages by
 // cp.async, the MMAs, then the split-K hand-over and the epilogue of each 32 x 64 half.
 // kStaged (--fp16-stream staged): W's stages by cp.async into shared memory beside A's, kSrStStages
@@ -330,6 +347,13 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
     if (s < nch) stage_a(s, s);
     __pipeline_commit();
   }
+  // BiasFrom: the tile's bias, under the first stages' copies (after the wait: the kernel just
+  // before may have written it); the loop's barriers order it before the epilogue's reads.
+  using Epi = typename std::decay<decltype(p.epi)>::type;
+  if constexpr (BiasFrom<Epi>::value) {
+    const int n = n0 + static_cast<int>(threadIdx.x);
+    if (threadIdx.x < kSrBN) sr_bias_tile()[threadIdx.x] = n < p.N ? p.epi.bias[n] : 0.f;
+  }
   int rs = 0, ws = kSt - 1;
   if constexpr (kStaged) {
     // Stage c: everyone's copies of it landed, every warp done with stage c - 1 (the barrier), whose
@@ -391,7 +415,6 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
       }
   }
   __syncthreads();
-  using Epi = typename std::decay<decltype(p.epi)>::type;
   const int subs = min(2, (p.N - n0 + kBN - 1) / kBN);  // halves inside N
   const int tile0 = n0 / kBN;                           // the first half's 32 x 64 tile (row tile 0)
   if (p.splits > 1 &&
@@ -402,7 +425,9 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
     if (s > 0) __syncthreads();  // the previous half's epilogue is done with the per-block scratch
     p.epi.prefetch(0, n0 + s * kBN, p.M, p.N);
     __syncthreads();
-    p.epi(cs + s * (kBM * kLdc), 0, n0 + s * kBN, p.M, p.N);
+    if constexpr (BiasFrom<Epi>::value)
+      p.epi.run_from_bias(cs + s * (kBM * kLdc), 0, n0 + s * kBN, p.M, p.N, sr_bias_tile() + s * kBN);
+    else p.epi(cs + s * (kBM * kLdc), 0, n0 + s * kBN, p.M, p.N);
   }
 }
 
