@@ -177,6 +177,7 @@ __device__ __forceinline__ float* sr_bias_tile() {
   __shared__ __align__(16) float s[kSrBN];
   return s;
 }
+static_assert(kSrThreads == 256, "FwdHiddenEpi::run_from_bias takes 256-thread blocks");
 
 // One (128-column tile, K slice): W's 16-byte words into registers a stage ahead, A's stages by
 // cp.async, the MMAs, then the split-K hand-over and the epilogue of each 32 x 64 half.
