@@ -29,12 +29,15 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// The launch attributes a kernel may take: PDL, and an L2 access-policy window (phase 3's
-// --l2-persist). A bool converts: launch_kernel(..., pdl, ...).
+// The launch attributes a kernel may take: PDL, an L2 access-policy window (phase 3's
+// --l2-persist) and a one-dimensional thread-block cluster of `cluster` consecutive blocks (GEMM
+// step 8's cluster hand-over; 0: none). A bool converts: launch_kernel(..., pdl, ...).
 struct LaunchOpts {
   bool pdl = false;
   const cudaAccessPolicyWindow* l2_window = nullptr;
-  LaunchOpts(bool p = false, const cudaAccessPolicyWindow* w = nullptr) : pdl(p), l2_window(w) {}  // NOLINT: implicit
+  unsigned cluster = 0;
+  LaunchOpts(bool p = false, const cudaAccessPolicyWindow* w = nullptr, unsigned c = 0)  // NOLINT: implicit
+      : pdl(p), l2_window(w), cluster(c) {}
 };
 
 template <class... KArgs, class... Args>
@@ -45,7 +48,7 @@ inline void launch_kernel(void (*k)(KArgs...), dim3 grid, dim3 block, size_t sme
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st;
-  cudaLaunchAttribute attrs[2] = {};
+  cudaLaunchAttribute attrs[3] = {};
   unsigned na = 0;
   if (o.pdl) {
     attrs[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -55,6 +58,11 @@ inline void launch_kernel(void (*k)(KArgs...), dim3 grid, dim3 block, size_t sme
   if (o.l2_window) {
     attrs[na].id = cudaLaunchAttributeAccessPolicyWindow;
     attrs[na].val.accessPolicyWindow = *o.l2_window;
+    ++na;
+  }
+  if (o.cluster > 0) {
+    attrs[na].id = cudaLaunchAttributeClusterDimension;
+    attrs[na].val.clusterDim.x = o.cluster, attrs[na].val.clusterDim.y = 1, attrs[na].val.clusterDim.z = 1;
     ++na;
   }
   cfg.attrs = attrs;

@@ -79,6 +79,7 @@ nlohmann::json Trainer<T>::gemm_plan() const {
                        : kHalf                      ? "tile-wmma"
                                                     : "tile-simt";
     out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
+    if (p.cluster) out.back()["handover"] = "cluster";  // (step 8: the slices as one cluster, 8_stream_rows.cuh)
   };
   if (row_chain_) {  // the first layer's forward, the row chain, the three updates
     add("forward 0", fwd_first(sr));
@@ -292,7 +293,8 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdHidden>::value ||
                   std::is_same<P, FwdLast>::value) {
       if (use_stream_rows(o_.fp16_stream, p.M, p.N, p.K, std::is_same<P, FwdLast>::value) && stream_rows_ok(p))
-        plan_stream_rows(p, dev_.sm_count, use_staged_rows(o_.fp16_stream, p.N));
+        plan_stream_rows(p, dev_.sm_count, use_staged_rows(o_.fp16_stream, p.N),
+                         o_.fp16_stream_handover == "cluster" && dev_.cc_major >= 9);
     }
   }
   if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)

@@ -161,17 +161,19 @@ double tol() {
 }
 
 // fp16, a batch of at most 32 rows: the same product again on GEMM step 8, its W streamed through
-// registers and staged in shared memory (plans for 132 SMs: split), the epilogue's bias loaded
+// registers and staged in shared memory (plans for 132 SMs: split), the slices handing over through
+// global memory and as one cluster through its shared memory, the epilogue's bias loaded
 // under the first stages (FwdHiddenEpi's kBiasFrom), the output poisoned first; `check` judges it.
 template <class P, class T, class Check, class Tag>
 void step8_again(const P& p, Dev<T>& out, Check check, Tag) {
   (void)p, (void)out, (void)check;  // (fp32 and other views: nothing to run)
   if constexpr (std::is_same<T, __half>::value && StreamRowsViews<P>::value) {
     if (p.M > kSrBM || !stream_rows_ok(p)) return;
-    for (bool staged : {false, true}) {
-      INFO("step 8, staged=" << staged);
+    for (int v = 0; v < 4; ++v) {
+      const bool staged = v % 2 == 1, cluster = v / 2 == 1;
+      INFO("step 8, staged=" << staged << " cluster=" << cluster);
       P q = p;
-      plan_stream_rows(q, 132, staged);
+      plan_stream_rows(q, 132, staged, cluster);
       Dev<float> ws(std::max<size_t>(ws_floats(q), 1));
       Dev<unsigned> ctr(std::max<size_t>(counter_slots(q), 1));
       ctr.zero();

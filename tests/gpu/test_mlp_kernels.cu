@@ -63,6 +63,10 @@ constexpr int kStep7 = 7;  // run_gemm's `terms` for step 7
 constexpr int kStep8 = 8;  // run_gemm's `terms` for step 8 (fp16 forward products of at most 32 rows)
 constexpr int kStep9 = 9;  // run_gemm's `terms` for step 9 (fp16 forward products on wgmma)
 constexpr int kStep8Staged = 10;  // step 8 with W staged in shared memory (--fp16-stream staged)
+constexpr int kStep8Cluster = 11;        // step 8, a tile's slices as one cluster (--fp16-stream-handover cluster)
+constexpr int kStep8StagedCluster = 12;  // both
+constexpr bool step8_staged(int terms) { return terms == kStep8Staged || terms == kStep8StagedCluster; }
+constexpr bool step8_cluster(int terms) { return terms == kStep8Cluster || terms == kStep8StagedCluster; }
 
 // terms = 0: the 32 x 64 tile (steps 1-4), planned with plan_splits (at most max_splits slices; past
 // 16 with Epi = VecStoreEpi, a weight gradient takes the two-level fix-up). fp32, terms = 3: step 5
@@ -72,6 +76,12 @@ constexpr int kStep8Staged = 10;  // step 8 with W staged in shared memory (--fp
 // step 6 (mma.sync in step 5's tile), planned with plan_f16mma. With terms > 0 or more than 16
 // slices the second launch must equal the first bit for bit (the split-K sums run in a fixed order).
 // The float64 reference multiplies the operands as the GPU holds them (fp16 ones rounded).
+// Products run_gemm ran with step 8's cluster hand-over (and again with the global one, bit-compared).
+int* cluster_runs() {
+  static int n = 0;
+  return &n;
+}
+
 template <class T, class Epi = StoreEpi>
 double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, int terms = 0, int max_splits = 16) {
   std::vector<float> a = random_vec(static_cast<size_t>(M) * K), b = random_vec(static_cast<size_t>(K) * N);
@@ -106,9 +116,9 @@ double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, 
         else plan_tf32x3(p, sm_count);
       } else {
         if constexpr (StreamRowsViews<decltype(p)>::value) {
-          if (terms == kStep8 || terms == kStep8Staged) {
+          if (terms == kStep8 || step8_staged(terms) || step8_cluster(terms)) {
             REQUIRE(stream_rows_ok(p));
-            plan_stream_rows(p, sm_count, terms == kStep8Staged);
+            plan_stream_rows(p, sm_count, step8_staged(terms), step8_cluster(terms));
           } else if (terms == kStep9) {
             REQUIRE(wgmma_ok(p, device_cc()));
             plan_f16wgmma(p, sm_count);
@@ -146,6 +156,14 @@ double run_gemm(Kind kind, int M, int N, int K, int sm_count, int* splits_used, 
     for (unsigned v : c) REQUIRE(v == 0u);
     if (terms > 0 || p.splits > kFixupGroup)
       REQUIRE(std::memcmp(first.data(), dc.get().data(), first.size() * sizeof(float)) == 0);
+    // Step 8's cluster hand-over adds the slices in the global one's order: the same bits.
+    if (p.cluster) {
+      ++*cluster_runs();
+      p.cluster = false;
+      dc.poison();
+      launch();
+      REQUIRE(std::memcmp(first.data(), dc.get().data(), first.size() * sizeof(float)) == 0);
+    }
   };
   if (kind == Kind::Fwd) {
     GemmProblem<MatView<T, true>, MatView<T, false>, Epi> p;
@@ -513,20 +531,23 @@ TEST_CASE("mlp: GEMM step 8 (a few rows, the weights streamed) against float64, 
                           {32, 3000, 1000}, {32, 128, 8192}, {3, 2048, 2048}, {32, 1000, 8},
                           {32, 10, 8192},   {5, 16, 1000},   {32, 13, 4104},  {32, 17, 2048}};
   // Each shape also with W staged in shared memory (kStep8Staged: one block an SM, four stages; the
-  // narrow shapes keep the narrow kernel).
+  // narrow shapes keep the narrow kernel), and each with a tile's 2-8 slices as one cluster handing
+  // over through its shared memory (run_gemm bit-compares it with the global hand-over).
   int split_runs = 0;
-  for (int terms : {kStep8, kStep8Staged})
+  const int cluster_before = *cluster_runs();
+  for (int terms : {kStep8, kStep8Staged, kStep8Cluster, kStep8StagedCluster})
     for (const Shape& s : shapes)
       for (int sm : {1, 16, 132}) {
         int splits = 0;
         const double e = run_gemm<__half>(Kind::Fwd, s.M, s.N, s.K, sm, &splits, terms);
         split_runs += splits > 1;
-        INFO((terms == kStep8Staged ? "staged " : "") << "M=" << s.M << " N=" << s.N << " K=" << s.K << " sm=" << sm
-                                                     << " splits=" << splits << " rel.err " << e << " tol "
-                                                     << f16mma_tol(s.K));
+        INFO((step8_staged(terms) ? "staged " : "") << (step8_cluster(terms) ? "cluster " : "") << "M=" << s.M
+                                                    << " N=" << s.N << " K=" << s.K << " sm=" << sm << " splits="
+                                                    << splits << " rel.err " << e << " tol " << f16mma_tol(s.K));
         CHECK(e <= f16mma_tol(s.K));
       }
   CHECK(split_runs > 0);
+  CHECK(*cluster_runs() > cluster_before);
 }
 
 TEST_CASE("mlp: GEMM step 8's split plan: one wave of two blocks an SM, slices of whole stages, at most 16") {

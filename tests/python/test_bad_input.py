@@ -183,6 +183,8 @@ P5_FLAG_CASES = [
                                "--launch", "grid"], ["--fp16-stream regs", "--launch graph"]),
     ("fp16-stream-cublas", ["--fp16-stream", "off", "--precision", "fp16", "--gemm", "cublas"],
      ["--fp16-stream off", "--gemm own"]),
+    ("fp16-stream-handover-bad", ["--fp16-stream-handover", "dsmem"], ["--fp16-stream-handover"]),
+    ("fp16-stream-handover-fp32", ["--fp16-stream-handover", "global"], ["--fp16-stream-handover global", "--precision fp16"]),
     ("row-chain-bad", ["--row-chain", "yes"], ["--row-chain"]),
     ("row-chain-one-hidden", ["--row-chain", "on", "--layers", "784,64,10"], ["--row-chain on", "two hidden"]),
     ("row-chain-cublas", ["--row-chain", "on", "--gemm", "cublas"], ["--row-chain on", "--gemm own"]),

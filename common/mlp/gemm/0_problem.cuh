@@ -204,6 +204,9 @@ struct GemmProblem {
   // weights the step before updated last): the loops that fetch B's first stages before pdl_wait()
   // fetch them after it instead.
   bool b_fresh = false;
+  // Step 8 (8_stream_rows.cuh): a tile's K slices run as one thread-block cluster and hand their
+  // partial tiles over through its shared memory instead of ws and counters (plan_stream_rows).
+  bool cluster = false;
   AV a;
   BV b;
   Epi epi;

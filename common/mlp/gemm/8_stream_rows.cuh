@@ -82,8 +82,10 @@ constexpr int kSrStStageBytes = kSrStWBytes + kSrStageBytes;
 constexpr int kSrStSmem = kSrStStages * kSrStStageBytes;  // 200 KB
 static_assert(kSrLd * 2 % 128 == 64, "rows g and g + 1 of a quarter warp's 16-byte reads on other banks");
 static_assert(kSrLdB % 128 == 32, "rows g .. g + 3 of a half warp's 8-byte reads on other banks");
-static_assert(kSrStages * kSrStageBytes >= 2 * kBM * kLdc * static_cast<int>(sizeof(float)),
-              "the result's two 32 x 64 halves overlay the stages");
+static_assert(kSrStages * kSrStageBytes >= 3 * kBM * kLdc * static_cast<int>(sizeof(float)),
+              "the result's two 32 x 64 halves (and the cluster hand-over's sums of one) overlay the stages");
+static_assert(kSrStSmem >= 3 * kBM * kLdc * static_cast<int>(sizeof(float)), "the same, staged");
+static_assert(kLdc % 4 == 0, "16-byte rows of the result tile");
 static_assert(kSrBN == 2 * kBN && kSrBM == kBM, "a block's tile is two of the split-K fix-up's 32 x 64 tiles");
 
 // The products step 8 can take: A an fp16 matrix along k (activations) or rows of bytes (phase 5's
@@ -179,6 +181,93 @@ __device__ __forceinline__ float* sr_bias_tile() {
 }
 static_assert(kSrThreads == 256, "FwdHiddenEpi::run_from_bias takes 256-thread blocks");
 
+// ------------------------------------------------------------------ the cluster hand-over
+// A tile's K slices as one thread-block cluster (p.cluster; plan_stream_rows): each slice leaves its
+// 32 x 128 partial tile in its own shared memory; after one cluster barrier, the block of rank r < 2
+// adds half r (32 x 64) of every slice's tile, read through distributed shared memory in slice
+// order (the fix-up's order: the same sums, bit for bit), and runs that half's epilogue. Where the
+// global hand-over (splitk_fixup_rows) stores 16 KB of partials a slice, fences, counts on an atomic
+// and lets the last block read them all back from L2 and run both halves' epilogues in turn.
+// Prediction, before measuring (H100; the stamps of nvidia-h100-80gb-hbm3/logs/sweep_d9fc1ae/probe/:
+// the staged hidden forward at h = 4,096 spends 3.1 us from its loop's end to its partials summed
+// and 1.6 us in the epilogues of its two halves): ~2 us off each 128-column step 8 kernel of W2's
+// step (the hand-over ~1 us where it took ~3, the halves' epilogues side by side), the step ~4-6 us
+// shorter from h = 2,048 to 8,192.
+constexpr int kSrMaxCluster = 8;  // slices a cluster (the portable cluster size)
+
+__device__ __forceinline__ void sr_cluster_arrive_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void sr_cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void sr_cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+// 16 bytes at the same shared-memory address in the block of cluster rank `rank`.
+__device__ __forceinline__ float4 sr_dsmem_f4(const float* p, int rank) {
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(r)
+               : "memory");
+#else
+  (void)p, (void)rank;
+#endif
+  return v;
+}
+
+// Every block of the cluster calls it with its partial tile in cs (two 32 x 64 halves, row stride
+// kLdc, each thread's stores done and a block barrier passed). The sums of half r go to the 32 x 64
+// tile after the two halves (the stages are dead; stream_rows_tile's static_asserts keep it inside).
+template <class P>
+__device__ __forceinline__ void sr_cluster_handover(const P& p, float* cs, int n0, int subs, int rank) {
+  using Epi = typename std::decay<decltype(p.epi)>::type;
+  constexpr int kE4 = kBM * kBN / 4 / kSrThreads;  // float4 of a half a thread
+  float* sum = cs + 2 * kBM * kLdc;
+  sr_cluster_arrive_release();  // this slice's partial tile is written ...
+  sr_cluster_wait();            // ... and every other slice's
+  if (rank < subs) {
+    float4 v[kSrMaxCluster][kE4];
+#pragma unroll
+    for (int z = 0; z < kSrMaxCluster; ++z)
+#pragma unroll
+      for (int i = 0; i < kE4; ++i) {
+        const int e = (threadIdx.x + i * kSrThreads) * 4;
+        v[z][i] = z < p.splits ? sr_dsmem_f4(cs + rank * (kBM * kLdc) + (e / kBN) * kLdc + e % kBN, z)
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+    for (int i = 0; i < kE4; ++i) {
+      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int z = 0; z < kSrMaxCluster; ++z)
+        if (z < p.splits) s.x += v[z][i].x, s.y += v[z][i].y, s.z += v[z][i].z, s.w += v[z][i].w;
+      const int e = (threadIdx.x + i * kSrThreads) * 4;
+      *reinterpret_cast<float4*>(&sum[(e / kBN) * kLdc + e % kBN]) = s;
+    }
+  }
+  sr_cluster_arrive_relaxed();  // done reading the other blocks' shared memory
+  if (rank < subs) {
+    p.epi.prefetch(0, n0 + rank * kBN, p.M, p.N);
+    __syncthreads();
+    if constexpr (BiasFrom<Epi>::value)
+      p.epi.run_from_bias(sum, 0, n0 + rank * kBN, p.M, p.N, sr_bias_tile() + rank * kBN);
+    else p.epi(sum, 0, n0 + rank * kBN, p.M, p.N);
+  }
+  sr_cluster_wait();  // no block leaves while another may still read its tile
+}
+
 // One (128-column tile, K slice): W's 16-byte words into registers a stage ahead, A's stages by
 // cp.async, the MMAs, then the split-K hand-over and the epilogue of each 32 x 64 half.
 // kStaged (--fp16-stream staged): W's stages by cp.async into shared memory beside A's, kSrStStages
@@ -198,7 +287,9 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
   }
   constexpr bool kBytes = SrByteA<typename P::AView>::value;
   const int tiles = sr_tiles(p);
-  const int split = blockIdx.x / tiles, tile = blockIdx.x % tiles;
+  // (p.cluster: a tile's slices are consecutive blocks, one cluster, slice = the block's rank in it.)
+  const int split = p.cluster ? blockIdx.x % p.splits : blockIdx.x / tiles;
+  const int tile = p.cluster ? blockIdx.x / p.splits : blockIdx.x % tiles;
   const int n0 = tile * kSrBN;
   const int kbeg = split * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
   const int nch = kend > kbeg ? (kend - kbeg + kSrChunk - 1) / kSrChunk : 0;
@@ -420,6 +511,10 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
   }
   __syncthreads();
   const int subs = min(2, (p.N - n0 + kBN - 1) / kBN);  // halves inside N
+  if (p.cluster) {
+    sr_cluster_handover(p, cs, n0, subs, split);
+    return;
+  }
   const int tile0 = n0 / kBN;                           // the first half's 32 x 64 tile (row tile 0)
   if (p.splits > 1 &&
       !splitk_fixup_rows<kSrThreads, VecFixup<Epi>::value, 2>(cs, p.ws, p.counters, tile0, 1, subs, split, p.splits))
@@ -613,8 +708,11 @@ __global__ void __launch_bounds__(kSrThreads, kSrBlocksPerSm) gemm_stream_rows_n
 // gathered first layer (K = 784) at h = 8,192 64 x 3 of 384; softmax-CE (narrow) 16 slices of 512 /
 // 256 / 128.
 // staged (--fp16-stream staged): the 128-column tile's products with W staged (one block an SM).
+// cluster (sm_90 and up; phase 5's --fp16-stream-handover): a 128-column tile's 2 ... 8 slices as
+// one cluster, handing over through its shared memory (sr_cluster_handover); launch_stream_rows
+// keeps the global hand-over where the GPU cannot hold all the tiles' clusters at once.
 template <class P>
-inline void plan_stream_rows(P& p, int sm_count, bool staged = false) {
+inline void plan_stream_rows(P& p, int sm_count, bool staged = false, bool cluster = false) {
   staged = staged && !sr_narrow(p);
   p.rung = staged ? GemmRung::F16StreamStaged : GemmRung::F16Stream;
   const int chunks = (p.K + kSrChunk - 1) / kSrChunk;
@@ -626,6 +724,28 @@ inline void plan_stream_rows(P& p, int sm_count, bool staged = false) {
   const int per = chunks > 0 ? (chunks + s - 1) / s : 1;
   p.splits = chunks > 0 ? (chunks + per - 1) / per : 1;
   p.kchunk = per * kSrChunk;
+  p.cluster = cluster && !sr_narrow(p) && p.splits > 1 && p.splits <= kSrMaxCluster;
+}
+
+// Whether the GPU holds every cluster of kernel K's launch for p at once (else a second wave of
+// clusters would follow the first: the global hand-over instead). The clusters it can hold are asked
+// once for each instance and slice count.
+template <auto K, class P>
+inline bool sr_clusters_fit(const P& p, int smem) {
+  static int held[kSrMaxCluster + 1] = {};  // clusters the GPU holds at once, + 1 (0: not asked yet)
+  int& h = held[p.splits];
+  if (h == 0) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(p.splits), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(static_cast<unsigned>(sr_tiles(p) * p.splits)), cfg.blockDim = dim3(kSrThreads);
+    cfg.dynamicSmemBytes = static_cast<size_t>(smem), cfg.attrs = &attr, cfg.numAttrs = 1;
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(K), &cfg));
+    h = n + 1;
+  }
+  return h - 1 >= sr_tiles(p);
 }
 
 template <class Tag, class P>
@@ -644,10 +764,26 @@ inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSrStSmem));
         attr_set = true;
       }
-      launch_kernel(gemm_stream_rows_staged_kernel<Tag, P>, sr_tiles(p) * p.splits, kSrThreads, kSrStSmem, st, pdl, p);
+      const auto k = gemm_stream_rows_staged_kernel<Tag, P>;
+      if (p.cluster && !sr_clusters_fit<gemm_stream_rows_staged_kernel<Tag, P>>(p, kSrStSmem)) {
+        P q = p;
+        q.cluster = false;
+        launch_kernel(k, sr_tiles(q) * q.splits, kSrThreads, kSrStSmem, st, pdl, q);
+        return;
+      }
+      launch_kernel(k, sr_tiles(p) * p.splits, kSrThreads, kSrStSmem, st,
+                    LaunchOpts{pdl, nullptr, p.cluster ? static_cast<unsigned>(p.splits) : 0u}, p);
       return;
     }
-    launch_kernel(gemm_stream_rows_kernel<Tag, P>, sr_tiles(p) * p.splits, kSrThreads, 0, st, pdl, p);
+    const auto k = gemm_stream_rows_kernel<Tag, P>;
+    if (p.cluster && !sr_clusters_fit<gemm_stream_rows_kernel<Tag, P>>(p, 0)) {
+      P q = p;
+      q.cluster = false;
+      launch_kernel(k, sr_tiles(q) * q.splits, kSrThreads, 0, st, pdl, q);
+      return;
+    }
+    launch_kernel(k, sr_tiles(p) * p.splits, kSrThreads, 0, st,
+                  LaunchOpts{pdl, nullptr, p.cluster ? static_cast<unsigned>(p.splits) : 0u}, p);
   } else {
     throw Error(kExitInternal, "GEMM step 8 planned for a product it cannot take (internal error)");
   }
