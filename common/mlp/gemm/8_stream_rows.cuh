@@ -56,6 +56,7 @@
 #include <cuda_pipeline.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <type_traits>
 
 #include "mlp/gemm/3_split_k.cuh"
@@ -728,8 +729,9 @@ inline void plan_stream_rows(P& p, int sm_count, bool staged = false, bool clust
 }
 
 // Whether the GPU holds every cluster of kernel K's launch for p at once (else a second wave of
-// clusters would follow the first: the global hand-over instead). The clusters it can hold are asked
-// once for each instance and slice count.
+// clusters would follow the first). The clusters it can hold are asked once for each instance and
+// cluster size: they depend on how the chip's SMs fall into GPCs (an H100 SXM's 132 SMs sit in
+// GPCs of 14 to 18), so four-block clusters of one-block-an-SM kernels may fit 30 at once, not 32.
 template <auto K, class P>
 inline bool sr_clusters_fit(const P& p, int smem) {
   static int held[kSrMaxCluster + 1] = {};  // clusters the GPU holds at once, + 1 (0: not asked yet)
@@ -748,6 +750,35 @@ inline bool sr_clusters_fit(const P& p, int smem) {
   return h - 1 >= sr_tiles(p);
 }
 
+// A cluster plan the GPU cannot hold at once takes fewer, longer slices (whole stages each) until
+// its clusters fit; none fits (or one slice is left): the plan's slices hand over through global
+// memory. Noted once an instance on stderr, since the printed plan cannot know the GPC layout.
+template <auto K, class P>
+inline P sr_fitting_plan(const P& p, int smem) {
+  P q = p;
+  const int chunks = (p.K + kSrChunk - 1) / kSrChunk;
+  while (q.splits > 1 && !sr_clusters_fit<K>(q, smem)) {
+    const int per = (chunks + q.splits - 2) / (q.splits - 1);  // at most splits - 1 slices, whole stages
+    q.splits = (chunks + per - 1) / per;
+    q.kchunk = per * kSrChunk;
+  }
+  static bool noted = false;
+  if (q.splits != p.splits && !noted) {
+    noted = true;
+    if (q.splits > 1)
+      std::fprintf(stderr, "note: GEMM step 8 (%d x %d x %d): %d clusters of %d slices do not fit this GPU at once; %d slices a tile\n",
+                   p.M, p.N, p.K, sr_tiles(p), p.splits, q.splits);
+    else
+      std::fprintf(stderr, "note: GEMM step 8 (%d x %d x %d): no cluster of its slices fits this GPU; they hand over through global memory\n",
+                   p.M, p.N, p.K);
+  }
+  if (q.splits < 2) {
+    q = p;
+    q.cluster = false;
+  }
+  return q;
+}
+
 template <class Tag, class P>
 inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
   if constexpr (StreamRowsViews<P>::value) {
@@ -757,6 +788,11 @@ inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
         return;
       }
     }
+    auto go = [&](auto k, int smem) {  // k: the kernel instance, as a type
+      const P q = p.cluster ? sr_fitting_plan<decltype(k)::value>(p, smem) : p;
+      launch_kernel(decltype(k)::value, sr_tiles(q) * q.splits, kSrThreads, static_cast<size_t>(smem), st,
+                    LaunchOpts{pdl, nullptr, q.cluster ? static_cast<unsigned>(q.splits) : 0u}, q);
+    };
     if (p.rung == GemmRung::F16StreamStaged) {
       static bool attr_set = false;  // above 48 KB a kernel must ask for its shared memory, once an instance
       if (!attr_set) {
@@ -764,26 +800,11 @@ inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSrStSmem));
         attr_set = true;
       }
-      const auto k = gemm_stream_rows_staged_kernel<Tag, P>;
-      if (p.cluster && !sr_clusters_fit<gemm_stream_rows_staged_kernel<Tag, P>>(p, kSrStSmem)) {
-        P q = p;
-        q.cluster = false;
-        launch_kernel(k, sr_tiles(q) * q.splits, kSrThreads, kSrStSmem, st, pdl, q);
-        return;
-      }
-      launch_kernel(k, sr_tiles(p) * p.splits, kSrThreads, kSrStSmem, st,
-                    LaunchOpts{pdl, nullptr, p.cluster ? static_cast<unsigned>(p.splits) : 0u}, p);
+      go(std::integral_constant<decltype(&gemm_stream_rows_staged_kernel<Tag, P>), &gemm_stream_rows_staged_kernel<Tag, P>>{},
+         kSrStSmem);
       return;
     }
-    const auto k = gemm_stream_rows_kernel<Tag, P>;
-    if (p.cluster && !sr_clusters_fit<gemm_stream_rows_kernel<Tag, P>>(p, 0)) {
-      P q = p;
-      q.cluster = false;
-      launch_kernel(k, sr_tiles(q) * q.splits, kSrThreads, 0, st, pdl, q);
-      return;
-    }
-    launch_kernel(k, sr_tiles(p) * p.splits, kSrThreads, 0, st,
-                  LaunchOpts{pdl, nullptr, p.cluster ? static_cast<unsigned>(p.splits) : 0u}, p);
+    go(std::integral_constant<decltype(&gemm_stream_rows_kernel<Tag, P>), &gemm_stream_rows_kernel<Tag, P>>{}, 0);
   } else {
     throw Error(kExitInternal, "GEMM step 8 planned for a product it cannot take (internal error)");
   }
