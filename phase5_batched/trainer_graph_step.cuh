@@ -82,23 +82,25 @@ nlohmann::json Trainer<T>::gemm_plan() const {
     if (p.cluster) out.back()["handover"] = "cluster";  // (step 8: the slices as one cluster, 8_stream_rows.cuh)
   };
   if (row_chain_) {  // the first layer's forward, the row chain, the three updates
-    add("forward 0", fwd_first(sr));
+    add("forward 0", stream_rows_launched<p5_fwd_gather>(fwd_first(sr)));
     out.push_back({{"product", "row chain 1-2"}, {"M", batch_}, {"N", o_.layers[2]}, {"K", o_.layers[1]},
                    {"rung", "row-chain"}, {"splits", 1}});
     for (int l = nlayers_ - 1; l >= 1; --l) add("weight-gradient " + std::to_string(l), update(l, sr, 0));
     add("weight-gradient 0", update0(sr, 1));
     return out;
   }
+  // (step 8's forwards as launched: fewer slices where their clusters do not all fit the GPU)
   if (nlayers_ > 1) {
-    add("forward 0", fwd_first(sr));
+    add("forward 0", stream_rows_launched<p5_fwd_gather>(fwd_first(sr)));
   } else {  // one layer: gather + softmax-CE, planned by its shape (no rung takes it by its views)
     FwdFirst f;
     f.M = batch_, f.N = o_.layers[1], f.K = o_.layers[0];
     plan_splitk_into_slot(f, 0);
     add("forward 0", f);
   }
-  for (int l = 1; l + 1 < nlayers_; ++l) add("forward " + std::to_string(l), fwd_hidden(l, sr));
-  if (nlayers_ > 1) add("forward " + std::to_string(nlayers_ - 1), fwd_last(sr));
+  for (int l = 1; l + 1 < nlayers_; ++l)
+    add("forward " + std::to_string(l), stream_rows_launched<p5_fwd_hidden>(fwd_hidden(l, sr)));
+  if (nlayers_ > 1) add("forward " + std::to_string(nlayers_ - 1), stream_rows_launched<p5_fwd_softmax_ce>(fwd_last(sr)));
   if (fused_bwd_) return out;
   for (int l = nlayers_ - 1; l >= 1; --l) add("backward-data " + std::to_string(l), bwd_data(l, 0));
   for (int l = nlayers_ - 1; l >= 1; --l) add("weight-gradient " + std::to_string(l), update(l, sr, 0));

@@ -779,6 +779,34 @@ inline P sr_fitting_plan(const P& p, int smem) {
   return q;
 }
 
+// Above 48 KB a kernel must ask for its shared memory: the staged instance, once.
+template <class Tag, class P>
+inline void sr_staged_smem_attr() {
+  static bool attr_set = false;
+  if (!attr_set) {
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_stream_rows_staged_kernel<Tag, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kSrStSmem));
+    attr_set = true;
+  }
+}
+
+// The plan launch_stream_rows launches for p: p, or where p's clusters do not all fit the GPU at
+// once, sr_fitting_plan's (phase 5 records it; the tests compare it with the global hand-over of
+// the same slices).
+template <class Tag, class P>
+inline P stream_rows_launched(const P& p) {
+  if constexpr (!StreamRowsViews<P>::value) {
+    return p;
+  } else {
+    if (!p.cluster) return p;
+    if (p.rung == GemmRung::F16StreamStaged) {
+      sr_staged_smem_attr<Tag, P>();
+      return sr_fitting_plan<&gemm_stream_rows_staged_kernel<Tag, P>>(p, kSrStSmem);
+    }
+    return sr_fitting_plan<&gemm_stream_rows_kernel<Tag, P>>(p, 0);
+  }
+}
+
 template <class Tag, class P>
 inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
   if constexpr (StreamRowsViews<P>::value) {
@@ -788,23 +816,14 @@ inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
         return;
       }
     }
-    auto go = [&](auto k, int smem) {  // k: the kernel instance, as a type
-      const P q = p.cluster ? sr_fitting_plan<decltype(k)::value>(p, smem) : p;
-      launch_kernel(decltype(k)::value, sr_tiles(q) * q.splits, kSrThreads, static_cast<size_t>(smem), st,
-                    LaunchOpts{pdl, nullptr, q.cluster ? static_cast<unsigned>(q.splits) : 0u}, q);
-    };
-    if (p.rung == GemmRung::F16StreamStaged) {
-      static bool attr_set = false;  // above 48 KB a kernel must ask for its shared memory, once an instance
-      if (!attr_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(gemm_stream_rows_staged_kernel<Tag, P>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSrStSmem));
-        attr_set = true;
-      }
-      go(std::integral_constant<decltype(&gemm_stream_rows_staged_kernel<Tag, P>), &gemm_stream_rows_staged_kernel<Tag, P>>{},
-         kSrStSmem);
+    const P q = stream_rows_launched<Tag>(p);
+    const LaunchOpts o{pdl, nullptr, q.cluster ? static_cast<unsigned>(q.splits) : 0u};
+    if (q.rung == GemmRung::F16StreamStaged) {
+      sr_staged_smem_attr<Tag, P>();
+      launch_kernel(gemm_stream_rows_staged_kernel<Tag, P>, sr_tiles(q) * q.splits, kSrThreads, kSrStSmem, st, o, q);
       return;
     }
-    go(std::integral_constant<decltype(&gemm_stream_rows_kernel<Tag, P>), &gemm_stream_rows_kernel<Tag, P>>{}, 0);
+    launch_kernel(gemm_stream_rows_kernel<Tag, P>, sr_tiles(q) * q.splits, kSrThreads, 0, st, o, q);
   } else {
     throw Error(kExitInternal, "GEMM step 8 planned for a product it cannot take (internal error)");
   }
