@@ -52,6 +52,7 @@
 #include <mma.h>
 
 #include <cstdint>
+#include <cstdio>
 
 #include "5a_graph_step.cuh"
 
@@ -90,6 +91,9 @@ struct FusedBwdParams {
   int64_t hyper_n = 0;
   float* ws = nullptr;             // tiles_n * splits * kBM * kBN floats (splits > 1)
   unsigned* counters = nullptr;    // one per column tile, zero between launches
+  // A column tile's row slices as one thread-block cluster, their dA partials added through its
+  // shared memory instead of ws and counters (plan_fused_bwd; fb::cluster_handover).
+  bool cluster = false;
   __host__ __device__ int tiles_n() const { return (N + kBN - 1) / kBN; }
   __host__ __device__ int blocks() const { return tiles_n() * splits; }
 };
@@ -120,7 +124,11 @@ inline size_t fused_bwd_ws_floats(const FusedBwdParams& p) {
 // 4,096, 2.1 waves of one-sub-tile blocks for the first layer at 2,048; what the change bought: the
 // card above. One wave at 8,192, 3 slices of 86 sub-tiles, was 8% slower than three.) Set dz_prev
 // before planning.
-inline void plan_fused_bwd(FusedBwdParams& p, int sm_count) {
+// cluster (sm_90; phase 5's --handover cluster): a column tile's 2 ... 16 slices of a pass with a
+// backward-data product as one cluster (launch_fused_bwd takes fewer, longer slices where the GPU
+// cannot hold every cluster at once).
+constexpr int kFbMaxCluster = 16;  // (a non-portable cluster size: H100 and H200 allow it)
+inline void plan_fused_bwd(FusedBwdParams& p, int sm_count, bool cluster = false) {
   const int subs = (p.M + kFbRows - 1) / kFbRows;
   const int slots = kFbBlocksPerSm * sm_count, tiles = p.tiles_n();
   int s = slots / tiles;
@@ -138,12 +146,52 @@ inline void plan_fused_bwd(FusedBwdParams& p, int sm_count) {
   const int per = (subs + s - 1) / s;
   p.splits = (subs + per - 1) / per;
   p.rows_per_split = per * kFbRows;
+  p.cluster = cluster && p.dz_prev != nullptr && p.splits > 1 && p.splits <= kFbMaxCluster;
 }
 
 // Whether the fused kernel can run this layer (else the trainer keeps the paired kernels).
 inline bool fused_bwd_supported(int N, int B) { return B >= 1 && B <= kBM && N % 8 == 0; }
 
 namespace fb {
+
+// A column tile's dA partials, one 32 x 64 tile in each slice's sm.c, as one cluster (p.cluster):
+// after one cluster barrier the blocks of rank r < 4 each add 8 of the tile's rows over every
+// slice, read through distributed shared memory in slice order (splitk_fixup's order: the same
+// sums, bit for bit), and store those rows' dZ_prev (BwdReluEpi's ReLU' and dropout scale). The
+// global hand-over (splitk_fixup) stores every partial, fences, counts on an atomic, and the last
+// block reads them all back from L2 and stores all 32 rows. Prediction, before measuring (H100; GEMM
+// step 8's cluster hand-over took 2.7 us off its staged hidden forward at h = 2,048, the step 8
+// slices' global hand-over ~3 us from the loop's end to the partials summed in its stamps): ~2 us
+// off each hidden layer's pass, W2's step ~4 us shorter at h = 2,048, 4,096 and 8,192.
+template <class P, class Smem>
+__device__ __forceinline__ void cluster_handover(const P& p, Smem& sm, int n0, int rank) {
+  constexpr int kRowsRank = kFbThreads * 4 / kBN;  // 8: one float4 a thread a slice
+  static_assert(kRowsRank * kBN == 4 * kFbThreads && kBM % kRowsRank == 0, "whole rows a rank");
+  const int ranks = min(p.splits, kBM / kRowsRank);
+  float* sum = &sm.w[0][0][0];  // (the stages are dead: the loop waited for every copy)
+  const int r = threadIdx.x / (kBN / 4), c = (threadIdx.x % (kBN / 4)) * 4;
+  sr_cluster_arrive_release();  // this slice's partial is in sm.c ...
+  sr_cluster_wait();            // ... and every other slice's
+  if (rank < ranks) {
+    const float* src = sm.c + (rank * kRowsRank + r) * kLdc + c;
+    float4 v[kFbMaxCluster];
+#pragma unroll
+    for (int z = 0; z < kFbMaxCluster; ++z) v[z] = z < p.splits ? sr_dsmem_f4(src, z) : make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int z = 0; z < kFbMaxCluster; ++z)
+      if (z < p.splits) s.x += v[z].x, s.y += v[z].y, s.z += v[z].z, s.w += v[z].w;
+    *reinterpret_cast<float4*>(&sum[r * kLdc + c]) = s;
+  }
+  sr_cluster_arrive_relaxed();  // done reading the other blocks' shared memory
+  if (rank < ranks) {
+    __syncthreads();
+    BwdReluEpi<__half> e;
+    e.h = p.h, e.dz = p.dz_prev, e.scale = p.scale;
+    e.store_relu<kFbThreads>(sum, rank * kRowsRank, n0, min(p.B, (rank + 1) * kRowsRank), p.N);
+  }
+  sr_cluster_wait();  // no block leaves while another may still read its partial
+}
 
 __device__ __forceinline__ bool al16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -226,7 +274,9 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kFbBloc
   extern __shared__ __align__(128) unsigned char fb_raw[];
   FbSmem& sm = *reinterpret_cast<FbSmem*>(fb_raw);
   const int tiles_n = p.tiles_n();
-  const int tn = blockIdx.x % tiles_n, split = blockIdx.x / tiles_n;
+  // (p.cluster: a tile's slices are consecutive blocks, one cluster, slice = the block's rank in it)
+  const int tn = p.cluster ? blockIdx.x / p.splits : blockIdx.x % tiles_n;
+  const int split = p.cluster ? blockIdx.x % p.splits : blockIdx.x / tiles_n;
   const int n0 = tn * kBN;
   const int mbeg = split * p.rows_per_split, mend = min(p.M, mbeg + p.rows_per_split);
   const int nsub = (mend - mbeg + kFbRows - 1) / kFbRows;
@@ -375,6 +425,10 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kFbBloc
 #pragma unroll
   for (int j = 0; j < 2; ++j) w::store_matrix_sync(&sm.c[(16 * wm) * kLdc + 32 * wn + 16 * j], da[j], kLdc, w::mem_row_major);
   __syncthreads();
+  if (p.cluster) {
+    fb::cluster_handover(p, sm, n0, split);
+    return;
+  }
   if (p.splits > 1 && !splitk_fixup<kFbThreads, true>(sm.c, p.ws, p.counters, tn, split, p.splits)) return;
   BwdReluEpi<__half> e;
   e.h = p.h, e.dz = p.dz_prev, e.scale = p.scale;
@@ -391,15 +445,70 @@ inline void fused_bwd_setup() {
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
 }
 
+// The plan launch_fused_bwd launches for p: p, or where p's clusters do not all fit the GPU at once
+// (clusters of 11 slices of blocks that fill an SM three at a time, at h = 2,048, depend on how the
+// SMs fall into GPCs), fewer, longer slices (whole sub-tiles) until they do; none fits: the global
+// hand-over. Noted once on stderr.
+template <class Tag>
+inline FusedBwdParams fused_bwd_launched(const FusedBwdParams& p) {
+  if (!p.cluster) return p;
+  const auto k = fused_update_bwd_kernel<Tag, kFbThreads>;
+  static int held[kFbMaxCluster + 1] = {};  // clusters the GPU holds at once, + 1 (0: not asked yet)
+  static bool noted = false;
+  auto fits = [&](const FusedBwdParams& q) {
+    int& h = held[q.splits];
+    if (h == 0) {
+      if (q.splits > 8) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute attr = {};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = static_cast<unsigned>(q.splits), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+      cfg.gridDim = dim3(static_cast<unsigned>(q.blocks())), cfg.blockDim = dim3(kFbThreads);
+      cfg.dynamicSmemBytes = sizeof(FbSmem), cfg.attrs = &attr, cfg.numAttrs = 1;
+      int n = 0;
+      if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();  // (a cluster size the GPU refuses: none of it fits)
+        n = 0;
+      }
+      h = n + 1;
+    }
+    return h - 1 >= q.tiles_n();
+  };
+  FusedBwdParams q = p;
+  const int subs = (p.M + kFbRows - 1) / kFbRows;
+  while (q.splits > 1 && !fits(q)) {
+    const int per = (subs + q.splits - 2) / (q.splits - 1);  // at most splits - 1 slices, whole sub-tiles
+    q.splits = (subs + per - 1) / per;
+    q.rows_per_split = per * kFbRows;
+  }
+  if (q.splits != p.splits && !noted) {
+    noted = true;
+    if (q.splits > 1)
+      std::fprintf(stderr, "note: fused backward pass (%d x %d): %d clusters of %d slices do not fit this GPU at once; %d slices a tile\n",
+                   p.M, p.N, p.tiles_n(), p.splits, q.splits);
+    else
+      std::fprintf(stderr, "note: fused backward pass (%d x %d): no cluster of its slices fits this GPU; they hand over through global memory\n",
+                   p.M, p.N);
+  }
+  if (q.splits < 2) {
+    q = p;
+    q.cluster = false;
+  }
+  return q;
+}
+
 // A pass without backward-data product runs 8-warp blocks; one with it, 4-warp blocks.
 template <class Tag>
 inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;
-  if (p.dz_prev == nullptr)
+  if (p.dz_prev == nullptr) {
     launch_kernel(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>, p.blocks(), kFbThreadsUpdate, sizeof(FbSmem), st,
                   pdl, p);
-  else
-    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreads>, p.blocks(), kFbThreads, sizeof(FbSmem), st, pdl, p);
+    return;
+  }
+  const FusedBwdParams q = fused_bwd_launched<Tag>(p);
+  launch_kernel(fused_update_bwd_kernel<Tag, kFbThreads>, q.blocks(), kFbThreads, sizeof(FbSmem), st,
+                LaunchOpts{pdl, nullptr, q.cluster ? static_cast<unsigned>(q.splits) : 0u}, q);
 }
 
 struct p5_fused_update_bwd {};

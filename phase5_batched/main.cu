@@ -253,7 +253,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["fp32_gemm"] = fp32_gemm_name(fp32_gemm);
   rec["metrics"]["fp16_gemm"] = o.fp16_gemm;
   rec["metrics"]["fp16_stream"] = o.fp16_stream;
-  rec["metrics"]["fp16_stream_handover"] = o.fp16_stream_handover;
+  rec["metrics"]["handover"] = o.handover;
   rec["metrics"]["row_chain"] = tr.row_chain();  // own graph path: the middle of the step in one kernel
   if (!o.launch_auto.empty()) rec["metrics"]["launch_auto"] = o.launch_auto;  // config.launch: the rung it chose
   rung_record_fields(rec["metrics"], rung, tr.kernel(), o, breakdown_cycles, measured_steps, per_step_ms);
@@ -335,10 +335,11 @@ int run(int argc, char** argv) {
                  "auto's products all streamed through registers (regs) or all staged (staged); every product step 8 "
                  "can take, through registers (on); or never (off)",
                  {"auto", "regs", "staged", "on", "off"});
-  cli.add_string("--fp16-stream-handover", &o.fp16_stream_handover,
-                 "own graph path, fp16, GEMM step 8: a 128-column tile's 2-8 K slices run as one thread-block cluster "
-                 "and add their partial tiles through its shared memory (cluster; sm_90), or hand them over through "
-                 "global memory, a fence and a counter (global)",
+  cli.add_string("--handover", &o.handover,
+                 "own graph path, fp16: the slices of a GEMM step 8 forward (2-8 along K a 128-column tile) and of a "
+                 "fused backward pass (2-16 row slices a 64-column tile) run as one thread-block cluster and add their "
+                 "partial tiles through its shared memory (cluster; sm_90; fewer, longer slices where the GPU cannot "
+                 "hold every cluster at once), or hand them over through global memory, a fence and a counter (global)",
                  {"cluster", "global"});
   cli.add_string("--row-chain", &o.row_chain,
                  "own graph path, two hidden layers, branched backward: the hidden forward, softmax-CE and both "

@@ -176,7 +176,7 @@ FusedBwdParams Trainer<T>::fused_params(int l, const StepRef& sr) const {
       p.h = H_[l - 1].get(), p.dz_prev = dZ_[l - 1].get();
       p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
     }
-    plan_fused_bwd(p, dev_.sm_count);
+    plan_fused_bwd(p, dev_.sm_count, o_.handover == "cluster" && dev_.cc_major >= 9);
     p.ws = fb_ws_.get(), p.counters = fb_counters_.get();
   }
   return p;
@@ -296,7 +296,7 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
                   std::is_same<P, FwdLast>::value) {
       if (use_stream_rows(o_.fp16_stream, p.M, p.N, p.K, std::is_same<P, FwdLast>::value) && stream_rows_ok(p))
         plan_stream_rows(p, dev_.sm_count, use_staged_rows(o_.fp16_stream, p.N),
-                         o_.fp16_stream_handover == "cluster" && dev_.cc_major >= 9);
+                         o_.handover == "cluster" && dev_.cc_major >= 9);
     }
   }
   if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)

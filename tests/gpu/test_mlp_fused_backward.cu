@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -40,6 +41,12 @@ struct Case {
   bool adam, first;  // first: H gathered from bytes (no backward-data product)
   int sms = 132;     // the SM count the row split is planned for (1: long slices, every stage reused)
 };
+
+// run_case's comparisons of the cluster hand-over with the global one.
+int* cluster_cases() {
+  static int n = 0;
+  return &n;
+}
 
 void run_case(const Case& c) {
   const int B = c.B, M = c.out, N = c.in;
@@ -148,6 +155,29 @@ void run_case(const Case& c) {
   bool copy_ok = true;
   for (size_t i = 0; i < w.size(); ++i) copy_ok &= __half2float(h16[i]) == __half2float(__float2half_rn(nw[i]));
   CHECK(copy_ok);
+  // The slices as one cluster (phase 5's --handover cluster) add their dA partials in the global
+  // hand-over's order: dZ_prev has the same bits as the global hand-over of the slices the cluster
+  // launch runs (fewer than planned where the GPU cannot hold every cluster at once), both from the
+  // starting weights (dZ_prev reads the old ones).
+  if (!c.first && p.splits > 1 && p.splits <= kFbMaxCluster) {
+    FusedBwdParams q = p;
+    q.cluster = true;
+    q = fused_bwd_launched<p5_fused_update_bwd>(q);
+    auto again = [&](const FusedBwdParams& r) {
+      CUDA_CHECK(cudaMemcpy(dW.p, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
+      dzprev.poison();
+      launch_fused_bwd<p5_fused_update_bwd>(r, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      return dzprev.get();
+    };
+    const auto in_cluster = again(q);
+    FusedBwdParams g = q;
+    g.cluster = false;
+    const auto global = again(g);
+    CHECK(std::memcmp(in_cluster.data(), global.data(), global.size() * sizeof(__half)) == 0);
+    CHECK(ctr.get()[0] == 0u);
+    ++*cluster_cases();
+  }
 }
 
 }  // namespace
@@ -158,6 +188,7 @@ TEST_CASE("mlp fused backward: one pass over the weights updates them and gives 
     for (int B : {1, 20, 32})
       for (int out : {10, 100, 1000})
         for (int in : {8, 104, 296}) run_case({B, out, in, adam, false});
+  CHECK(*cluster_cases() > 0);
 }
 
 TEST_CASE("mlp fused backward: the first layer's update gathers its input from the byte images") {

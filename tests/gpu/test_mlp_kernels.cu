@@ -63,7 +63,7 @@ constexpr int kStep7 = 7;  // run_gemm's `terms` for step 7
 constexpr int kStep8 = 8;  // run_gemm's `terms` for step 8 (fp16 forward products of at most 32 rows)
 constexpr int kStep9 = 9;  // run_gemm's `terms` for step 9 (fp16 forward products on wgmma)
 constexpr int kStep8Staged = 10;  // step 8 with W staged in shared memory (--fp16-stream staged)
-constexpr int kStep8Cluster = 11;        // step 8, a tile's slices as one cluster (--fp16-stream-handover cluster)
+constexpr int kStep8Cluster = 11;        // step 8, a tile's slices as one cluster (phase 5's --handover cluster)
 constexpr int kStep8StagedCluster = 12;  // both
 constexpr bool step8_staged(int terms) { return terms == kStep8Staged || terms == kStep8StagedCluster; }
 constexpr bool step8_cluster(int terms) { return terms == kStep8Cluster || terms == kStep8StagedCluster; }

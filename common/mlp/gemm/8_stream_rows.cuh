@@ -709,7 +709,7 @@ __global__ void __launch_bounds__(kSrThreads, kSrBlocksPerSm) gemm_stream_rows_n
 // gathered first layer (K = 784) at h = 8,192 64 x 3 of 384; softmax-CE (narrow) 16 slices of 512 /
 // 256 / 128.
 // staged (--fp16-stream staged): the 128-column tile's products with W staged (one block an SM).
-// cluster (sm_90 and up; phase 5's --fp16-stream-handover): a 128-column tile's 2 ... 8 slices as
+// cluster (sm_90 and up; phase 5's --handover): a 128-column tile's 2 ... 8 slices as
 // one cluster, handing over through its shared memory (sr_cluster_handover); launch_stream_rows
 // keeps the global hand-over where the GPU cannot hold all the tiles' clusters at once.
 template <class P>
