@@ -126,7 +126,10 @@ inline size_t fused_bwd_ws_floats(const FusedBwdParams& p) {
 // before planning.
 // cluster (sm_90; phase 5's --handover cluster): a column tile's 2 ... 16 slices of a pass with a
 // backward-data product as one cluster (launch_fused_bwd takes fewer, longer slices where the GPU
-// cannot hold every cluster at once).
+// cannot hold every cluster at once), where the plan is one wave. A plan of two or three waves keeps
+// the global hand-over: re-planned until its clusters fit, its blocks fell to part of a wave and the
+// pass slowed (H100, W2's step 218.01 -> 227.66 us at h = 4,096 with 5 slices for 12, 678.24 ->
+// 812.45 at 8,192 with 2 for 9; nvidia-h100-80gb-hbm3/logs/handover_30c7108/fused_ac5c4f9/).
 constexpr int kFbMaxCluster = 16;  // (a non-portable cluster size: H100 and H200 allow it)
 inline void plan_fused_bwd(FusedBwdParams& p, int sm_count, bool cluster = false) {
   const int subs = (p.M + kFbRows - 1) / kFbRows;
@@ -146,7 +149,7 @@ inline void plan_fused_bwd(FusedBwdParams& p, int sm_count, bool cluster = false
   const int per = (subs + s - 1) / s;
   p.splits = (subs + per - 1) / per;
   p.rows_per_split = per * kFbRows;
-  p.cluster = cluster && p.dz_prev != nullptr && p.splits > 1 && p.splits <= kFbMaxCluster;
+  p.cluster = cluster && p.dz_prev != nullptr && p.splits > 1 && p.splits <= kFbMaxCluster && p.blocks() <= slots;
 }
 
 // Whether the fused kernel can run this layer (else the trainer keeps the paired kernels).
@@ -163,6 +166,12 @@ namespace fb {
 // step 8's cluster hand-over took 2.7 us off its staged hidden forward at h = 2,048, the step 8
 // slices' global hand-over ~3 us from the loop's end to the partials summed in its stamps): ~2 us
 // off each hidden layer's pass, W2's step ~4 us shorter at h = 2,048, 4,096 and 8,192.
+// Measured (H100, nvidia-h100-80gb-hbm3/logs/handover_30c7108/fused_ac5c4f9/, 2 rounds alternating,
+// both hand-overs of GEMM step 8 in cluster form): W2's step 58.91 -> 49.34 us at h = 1,024 (16
+// slices) and 97.55 -> 86.78 at 2,048 (8 slices for 11: 32 clusters of 11 do not fit), where step
+// 8's clusters alone had taken 4.5 and 7.8 off; but 218.01 -> 227.66 at 4,096 and 678.24 -> 812.45
+// at 8,192, where the plan's two or three waves re-planned into clusters that fit (5 slices for 12, 2
+// for 9) leave part of a wave idle: plan_fused_bwd asks for clusters only where its plan is one wave.
 template <class P, class Smem>
 __device__ __forceinline__ void cluster_handover(const P& p, Smem& sm, int n0, int rank) {
   constexpr int kRowsRank = kFbThreads * 4 / kBN;  // 8: one float4 a thread a slice

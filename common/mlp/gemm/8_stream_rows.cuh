@@ -194,6 +194,12 @@ static_assert(kSrThreads == 256, "FwdHiddenEpi::run_from_bias takes 256-thread b
 // and 1.6 us in the epilogues of its two halves): ~2 us off each 128-column step 8 kernel of W2's
 // step (the hand-over ~1 us where it took ~3, the halves' epilogues side by side), the step ~4-6 us
 // shorter from h = 2,048 to 8,192.
+// Measured (H100, nvidia-h100-80gb-hbm3/logs/handover_30c7108/; PDL off, us): the gathered first
+// layer 11.23 -> 8.08 at h = 2,048 and 11.34 -> 8.17 at 4,096; the staged hidden forward, whose
+// clusters of 8 and 4 slices do not all fit an H100 at once (15 and 30 of the 16 and 32 needed, its
+// GPCs of 14-18 SMs) and run 6 and 3 slices instead, 11.31 -> 8.59 and 19.20 -> 18.13. W2's step,
+// global -> cluster, 2 rounds alternating: 58.92 -> 54.44 / 98.46 -> 90.71 / 219.21 -> 213.79 /
+// 685.33 -> 682.06 us at h = 1,024 / 2,048 / 4,096 / 8,192 (replan_1be6b3c/).
 constexpr int kSrMaxCluster = 8;  // slices a cluster (the portable cluster size)
 
 __device__ __forceinline__ void sr_cluster_arrive_release() {
