@@ -8,7 +8,8 @@
 // three stages of 128 values of k; image bytes become f16x2 integers when read, as in step 6). A
 // block takes 128 columns of C (W rows, 16 a warp) and one K slice; the slices fill one wave of two
 // blocks an SM and hand over through step 3's fix-up, both 32 x 64 halves of the tile at once, as
-// steps 5-7 hand over theirs.
+// steps 5-7 hand over theirs, or (p.cluster, phase 5's default on sm_90) as one thread-block cluster
+// through its shared memory: "the cluster hand-over" below.
 // The one design decision: an MMA sums its 16 values of k in any order, so a lane's fragments for
 // two k-steps are eight consecutive values of k of its rows: one 16-byte load a W row, one shared
 // load a row of A; nothing permuted or moved through shared memory but A. Products of at most 16
