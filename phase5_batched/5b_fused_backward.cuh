@@ -22,7 +22,9 @@
 // block always has ~24 KB of weight reads in flight while it computes; three blocks fit an SM.
 // The row ranges are split over `splits` blocks per column tile: their dA partials are added by the
 // GEMM's split-K fix-up (splitk_fixup: the last block to finish adds them in split order, so the
-// result is deterministic), which then applies ReLU'/dropout backward (BwdReluEpi) for dZ_prev. Blocks of the
+// result is deterministic), which then applies ReLU'/dropout backward (BwdReluEpi) for dZ_prev; a
+// one-wave plan's slices (--handover cluster) run as one cluster and add them through its shared
+// memory in the same order (fb::cluster_handover). Blocks of the
 // first column tile also sum each staged dZ sub-tile over the batch for the bias and update it.
 // The first layer's update (no backward-data product) uses the same kernel with H gathered from
 // the byte data set (xdata + RowMap instead of h).
