@@ -247,5 +247,21 @@ TEST_CASE("mlp fused backward: supported shapes and the row split") {
   plan_fused_bwd(f, sms);
   CHECK(f.splits == 16);
   CHECK(fused_bwd_ws_floats(f) == static_cast<size_t>(13) * 16 * kBM * kBN);
+  // The cluster hand-over where it is asked for: one-wave plans with a backward-data product only
+  // (h = 1,024 and 2,048: one wave; 4,096 and 8,192: two and three; the first layer: no product).
+  for (const Want w : {Want{8192, 9, 3}, Want{4096, 12, 2}, Want{2048, 11, 1}, Want{1024, 16, 1}}) {
+    FusedBwdParams p;
+    p.M = w.n, p.N = w.n, p.B = 32, p.dz_prev = dummy.data();
+    plan_fused_bwd(p, sms, true);
+    CAPTURE(w.n);
+    CHECK(p.splits == w.splits);
+    CHECK(p.cluster == (w.waves == 1));
+    plan_fused_bwd(p, sms, false);
+    CHECK_FALSE(p.cluster);
+  }
+  FusedBwdParams u;
+  u.M = 1024, u.N = 784, u.B = 32;
+  plan_fused_bwd(u, sms, true);
+  CHECK_FALSE(u.cluster);
 }
 }  // namespace nbtest
