@@ -30,8 +30,9 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 }
 
 // The launch attributes a kernel may take: PDL, an L2 access-policy window (phase 3's
-// --l2-persist) and a one-dimensional thread-block cluster of `cluster` consecutive blocks (GEMM
-// step 8's cluster hand-over; 0: none). A bool converts: launch_kernel(..., pdl, ...).
+// --l2-persist) and a one-dimensional thread-block cluster of `cluster` consecutive blocks (the
+// slices' cluster hand-over of GEMM step 8 and of phase 5's fused backward pass; 0: none). A bool
+// converts: launch_kernel(..., pdl, ...).
 struct LaunchOpts {
   bool pdl = false;
   const cudaAccessPolicyWindow* l2_window = nullptr;
