@@ -522,6 +522,219 @@ inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl 
                 LaunchOpts{pdl, nullptr, q.cluster ? static_cast<unsigned>(q.splits) : 0u}, q);
 }
 
+// ------------------------------------------------------------------ the last layer's pass in softmax-CE's cluster
+// The last layer (C <= 16 classes over K = the last hidden width) is the step's smallest pass, 10 x K
+// weights, yet a kernel of its own: a launch, its first loads, and dZ_last read back from memory.
+// Where softmax-CE runs on step 8's narrow kernel with its K slices as one cluster, the pass becomes
+// that kernel's cluster tail (SrClusterTail, 8_stream_rows.cuh): once the slice of rank 0 has the
+// logits summed and dZ_last = (softmax - onehot) / B stored, every slice copies dZ_last (32 x C) from
+// it and runs the pass over its own K range, the columns of the last layer's W whose products it
+// has just computed:
+//   dW (C x its columns) = dZ^T · H        mma.sync m16n8k16, k = the batch in two steps of 16
+//   W -= lr dW (or Adam), its fp16 copy, the bias (the slice of rank 0)
+//   dA (B x its columns) = dZ · W_old      mma.sync m16n8k16, k = the classes
+//   dZ_prev = dA * (H > 0) * scale         as BwdReluEpi
+// in the same arithmetic as fused_update_bwd_kernel's pass over that layer (a single row slice there:
+// the same MMAs over the same k positions, the same update expressions): the same bits, which
+// tests/gpu/test_mlp_fused_backward.cu compares. The slice's H columns and fp32 master weights,
+// 128 columns at a time, come by cp.async, the first 128 issued before the slice's own loads.
+// Prediction, before measuring (H100, W2; the last layer's pass took ~8.8 us alone at h = 4,096 under
+// Nsight Compute, nvidia-h100-80gb-hbm3/logs/sweep_d9fc1ae/b/ncu/fb-h4096.txt, and softmax-CE's global
+// hand-over ~1.5 us from a slice's partial stored to the last block found, stamped at h = 2,048):
+// a launch and ~4 us of the pass leave the step, the tail adds ~1 us to softmax-CE, its DSMEM
+// hand-over takes ~1 us off: W2's step ~3-5 us shorter at every width from 1,024 (where softmax-CE
+// runs on step 8) to 8,192, h = 2,048 86.05 -> ~82 us.
+constexpr int kLtCols = 128;  // columns of the last layer a tail round (one stage of step 8's slices)
+constexpr int kLtLdH = kLtCols + 8;
+static_assert(kSrNarrowN == 16 && kSrBM == kBM && kSrThreads == 256, "the tail's warps: 8 x 16 columns, 16 classes, 32 rows");
+
+__device__ __forceinline__ __half* lt_hs() {  // H [kBM][kLtLdH]: the slice's columns of the layer's input
+  __shared__ __align__(16) __half s[kBM * kLtLdH];
+  return s;
+}
+__device__ __forceinline__ float* lt_wm() {  // W [kSrNarrowN][kLtCols]: the fp32 master weights
+  __shared__ __align__(16) float s[kSrNarrowN * kLtCols];
+  return s;
+}
+__device__ __forceinline__ __half* lt_wo() {  // W_old [kSrNarrowN][kLtLdH] in fp16 (the B operand of dA)
+  __shared__ __align__(16) __half s[kSrNarrowN * kLtLdH];
+  return s;
+}
+__device__ __forceinline__ uint32_t lt_pack(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+struct SoftmaxCELastBwdEpi : SoftmaxCEEpi<__half> {
+  static constexpr bool kClusterTail = true;
+  int K = 0;                       // the last hidden width (W is [N][K])
+  float* W = nullptr;              // fp32 master, [N][K], 16-byte aligned (as its fp16 copy, H, dZ_prev)
+  __half* W16 = nullptr;
+  float* mW = nullptr;             // Adam moments (null: SGD)
+  float* vW = nullptr;
+  float* b = nullptr;              // the bias the update writes (SoftmaxCEEpi::bias, the one it read)
+  float* mb = nullptr;
+  float* vb = nullptr;
+  float* grad_out = nullptr;       // validation only: the gradients applied
+  float* bgrad_out = nullptr;
+  const __half* h = nullptr;       // [B][K] the layer's input (after ReLU/dropout)
+  __half* dz_prev = nullptr;       // [B][K]
+  float scale = 1.f;               // 1 / (1 - dropout) of the input layer
+  bool adam = false;
+  float lr = 0.f;
+  const AdamHyper* hyper = nullptr;
+  int64_t hyper_n = 0;
+
+  // Columns c0 .. c0 + 127 (those before kend) of H's B rows and W's N rows into lt_hs / lt_wm, a
+  // cp.async group; rows and columns outside as zeros.
+  __device__ void stage(int c0, int kend, int B, int N) const {
+    const int cols = min(kLtCols, kend - c0);
+#pragma unroll
+    for (int i = 0; i < kBM * (kLtCols / 8) / kSrThreads; ++i) {
+      const int e = threadIdx.x + i * kSrThreads, r = e / (kLtCols / 8), c = (e % (kLtCols / 8)) * 8;
+      __half* d = lt_hs() + r * kLtLdH + c;
+      if (r < B && c < cols) __pipeline_memcpy_async(d, h + static_cast<size_t>(r) * K + c0 + c, 16);
+      else *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int i = 0; i < kSrNarrowN * (kLtCols / 4) / kSrThreads; ++i) {
+      const int e = threadIdx.x + i * kSrThreads, r = e / (kLtCols / 4), c = (e % (kLtCols / 4)) * 4;
+      float* d = lt_wm() + r * kLtCols + c;
+      if (r < N && c < cols) __pipeline_memcpy_async(d, W + static_cast<size_t>(r) * K + c0 + c, 16);
+      else *reinterpret_cast<float4*>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    __pipeline_commit();
+  }
+  __device__ void tail_prefetch(int kbeg, int kend, int B, int N) const {
+    if (kbeg < kend) stage(kbeg, kend, B, N);
+  }
+
+  // dz: the finished tile, dZ_last as stored ([row][class], row stride kSrNarrowN).
+  __device__ void tail(const float* dz, int kbeg, int kend, int B, int N, bool first) const {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    auto z = [&](int r, int c) { return (r < B && c < N) ? dz[r * kSrNarrowN + c] : 0.f; };
+    // A fragments. dW: A(c, b) = dZ[b][c], k-steps b = 0..15, 16..31. dA: A(b, c) = dZ[b][c], m16 tiles
+    // b = 0..15, 16..31, k = the classes 0..15.
+    uint32_t aw[2][4], ad[2][4];
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const int k = 16 * s + 2 * t;
+      aw[s][0] = lt_pack(z(k, g), z(k + 1, g)), aw[s][1] = lt_pack(z(k, g + 8), z(k + 1, g + 8));
+      aw[s][2] = lt_pack(z(k + 8, g), z(k + 9, g)), aw[s][3] = lt_pack(z(k + 8, g + 8), z(k + 9, g + 8));
+      const int r = 16 * s + g;
+      ad[s][0] = lt_pack(z(r, 2 * t), z(r, 2 * t + 1)), ad[s][1] = lt_pack(z(r + 8, 2 * t), z(r + 8, 2 * t + 1));
+      ad[s][2] = lt_pack(z(r, 2 * t + 8), z(r, 2 * t + 9)), ad[s][3] = lt_pack(z(r + 8, 2 * t + 8), z(r + 8, 2 * t + 9));
+    }
+    const uint32_t a0[4] = {0u, 0u, 0u, 0u};  // (fused_update_bwd's second k-step of dA: rows 16 .. 31, none)
+    AdamHyper hy{};
+    if (adam) {
+      const int64_t st = smem_step() + 1;
+      hy = (hyper != nullptr && st < hyper_n) ? hyper[st] : adam_hyper(lr, st);
+    }
+    if (first) {  // the bias: its gradient summed over the batch in batch order, as the pass does
+      const int c = static_cast<int>(threadIdx.x);
+      if (c < N) {
+        float gb = 0.f;
+        for (int r = 0; r < B; ++r) gb += dz[r * kSrNarrowN + c];
+        float pb = b[c];
+        if (adam) {
+          float mbi = mb[c], vbi = vb[c];
+          adam_apply(pb, gb, mbi, vbi, hy);
+          mb[c] = mbi, vb[c] = vbi;
+        } else {
+          pb -= lr * gb;
+        }
+        b[c] = pb;
+        if (bgrad_out) bgrad_out[c] = gb;
+      }
+    }
+    const __half* hs = lt_hs();
+    const float* wm = lt_wm();
+    __half* wo = lt_wo();
+    auto hpair = [&](int r, int n) {  // H[r][n], H[r + 1][n]
+      const __half2 v = __halves2half2(hs[r * kLtLdH + n], hs[(r + 1) * kLtLdH + n]);
+      return *reinterpret_cast<const uint32_t*>(&v);
+    };
+    auto wpair = [&](int c, int n) {
+      const __half2 v = __halves2half2(wo[c * kLtLdH + n], wo[(c + 1) * kLtLdH + n]);
+      return *reinterpret_cast<const uint32_t*>(&v);
+    };
+    for (int c0 = kbeg; c0 < kend; c0 += kLtCols) {
+      if (c0 > kbeg) {
+        __syncthreads();  // every warp is done with the previous round's tiles
+        stage(c0, kend, B, N);
+      }
+      __pipeline_wait_prior(0);
+      __syncthreads();
+      const int cols = min(kLtCols, kend - c0);
+      // Warp w: columns 16 w + 8 j + (2t, 2t + 1) of dW and dA (n8 tiles j = 0, 1).
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int nc = 16 * warp + 8 * j;
+        if (nc >= cols) continue;  // (cols is a multiple of 8)
+        float d[4] = {0.f, 0.f, 0.f, 0.f};
+        mma_f16(d, aw[0], hpair(2 * t, nc + g), hpair(2 * t + 8, nc + g));
+        mma_f16(d, aw[1], hpair(16 + 2 * t, nc + g), hpair(16 + 2 * t + 8, nc + g));
+        // d[0], d[1]: class g, columns nc + 2t, + 1; d[2], d[3]: class g + 8.
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int c = g + 8 * hh, n = nc + 2 * t;
+          const float2 wv = *reinterpret_cast<const float2*>(wm + c * kLtCols + n);
+          float wf[2] = {wv.x, wv.y};
+          *reinterpret_cast<__half2*>(wo + c * kLtLdH + n) = __floats2half2_rn(wf[0], wf[1]);
+          if (c >= N) continue;
+          const float gr[2] = {d[2 * hh], d[2 * hh + 1]};
+          const size_t idx = static_cast<size_t>(c) * K + c0 + n;
+          if (adam) {
+            const float2 mv = *reinterpret_cast<const float2*>(mW + idx), vv = *reinterpret_cast<const float2*>(vW + idx);
+            float mm[2] = {mv.x, mv.y}, vq[2] = {vv.x, vv.y};
+#pragma unroll
+            for (int e = 0; e < 2; ++e) adam_apply(wf[e], gr[e], mm[e], vq[e], hy);
+            *reinterpret_cast<float2*>(mW + idx) = make_float2(mm[0], mm[1]);
+            *reinterpret_cast<float2*>(vW + idx) = make_float2(vq[0], vq[1]);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) wf[e] -= lr * gr[e];
+          }
+          *reinterpret_cast<float2*>(W + idx) = make_float2(wf[0], wf[1]);
+          if (W16) *reinterpret_cast<__half2*>(W16 + idx) = __floats2half2_rn(wf[0], wf[1]);
+          if (grad_out) *reinterpret_cast<float2*>(grad_out + idx) = make_float2(gr[0], gr[1]);
+        }
+      }
+      __syncthreads();  // W_old in fp16 is whole
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int nc = 16 * warp + 8 * j;
+        if (nc >= cols) continue;
+        const uint32_t b0 = wpair(2 * t, nc + g), b1 = wpair(2 * t + 8, nc + g);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          float d[4] = {0.f, 0.f, 0.f, 0.f};
+          mma_f16(d, ad[i], b0, b1);
+          mma_f16(d, a0, 0u, 0u);
+          // d[0], d[1]: row 16 i + g, columns nc + 2t, + 1; d[2], d[3]: row 16 i + g + 8.
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int r = 16 * i + g + 8 * hh, n = nc + 2 * t;
+            if (r >= B) continue;
+            const float h0 = __half2float(hs[r * kLtLdH + n]), h1 = __half2float(hs[r * kLtLdH + n + 1]);
+            const float v0 = h0 > 0.f ? d[2 * hh] * scale : 0.f, v1 = h1 > 0.f ? d[2 * hh + 1] * scale : 0.f;
+            *reinterpret_cast<__half2*>(dz_prev + static_cast<size_t>(r) * K + c0 + n) = __floats2half2_rn(v0, v1);
+          }
+        }
+      }
+    }
+  }
+};
+// Where the tail can run: fp16 own kernels on sm_90 and up, softmax-CE on step 8's narrow kernel,
+// at most kSrNarrowN classes and a batch of at most 32, K a multiple of 8 and the buffers 16-byte
+// aligned (checked by the trainer, which otherwise launches the pass of its own).
+inline bool last_bwd_tail_aligned(const SoftmaxCELastBwdEpi& e) {
+  const auto a = [](const void* p) { return p == nullptr || (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  return e.K % 8 == 0 && a(e.W) && a(e.W16) && a(e.mW) && a(e.vW) && a(e.h) && a(e.dz_prev) && a(e.grad_out);
+}
+
+struct p5_fwd_softmax_ce_bwd {};
 struct p5_fused_update_bwd {};
 struct p5_fused_update_first {};
 

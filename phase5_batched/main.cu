@@ -101,8 +101,9 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   if (!plan.empty()) {
     std::printf("GEMM plan (a step's products: M x N x K, rung, K slices; backward %s):\n", tr.backward_kind());
     for (const auto& q : plan)
-      std::printf("  %-18s %6d x %5d x %5d  %-9s %d\n", q["product"].get<std::string>().c_str(), q["M"].get<int>(),
-                  q["N"].get<int>(), q["K"].get<int>(), q["rung"].get<std::string>().c_str(), q["splits"].get<int>());
+      std::printf("  %-18s %6d x %5d x %5d  %-9s %d%s%s\n", q["product"].get<std::string>().c_str(), q["M"].get<int>(),
+                  q["N"].get<int>(), q["K"].get<int>(), q["rung"].get<std::string>().c_str(), q["splits"].get<int>(),
+                  q.contains("tail") ? ", then " : "", q.contains("tail") ? q["tail"].get<std::string>().c_str() : "");
   }
 
   Peaks peaks;
@@ -254,6 +255,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["fp16_gemm"] = o.fp16_gemm;
   rec["metrics"]["fp16_stream"] = o.fp16_stream;
   rec["metrics"]["handover"] = o.handover;
+  rec["metrics"]["last_pass"] = tr.last_tail() ? "tail" : "kernel";  // (what ran: tail only where it can)
   rec["metrics"]["row_chain"] = tr.row_chain();  // own graph path: the middle of the step in one kernel
   if (!o.launch_auto.empty()) rec["metrics"]["launch_auto"] = o.launch_auto;  // config.launch: the rung it chose
   rung_record_fields(rec["metrics"], rung, tr.kernel(), o, breakdown_cycles, measured_steps, per_step_ms);
@@ -336,11 +338,17 @@ int run(int argc, char** argv) {
                  "can take, through registers (on); or never (off)",
                  {"auto", "regs", "staged", "on", "off"});
   cli.add_string("--handover", &o.handover,
-                 "own graph path, fp16: the slices of a GEMM step 8 forward (2-8 along K a 128-column tile) and of a "
-                 "fused backward pass (2-16 row slices a 64-column tile) run as one thread-block cluster and add their "
+                 "own graph path, fp16: the slices of a GEMM step 8 forward (2-8 along K a 128-column tile, 2-16 of "
+                 "softmax-CE's narrow product) and of a fused backward pass (2-16 row slices a 64-column tile) run as one thread-block cluster and add their "
                  "partial tiles through its shared memory (cluster; sm_90; fewer, longer slices where the GPU cannot "
                  "hold every cluster at once), or hand them over through global memory, a fence and a counter (global)",
                  {"cluster", "global"});
+  cli.add_string("--last-pass", &o.last_pass,
+                 "own graph path, fp16, fused backward: the last layer's pass (its update and dZ of the layer below) "
+                 "runs in softmax-CE's kernel, each of its K slices on its own columns once the slices' cluster has "
+                 "the loss gradient (tail; where softmax-CE runs on GEMM step 8's narrow kernel with --handover "
+                 "cluster), or as a kernel of its own (kernel)",
+                 {"tail", "kernel"});
   cli.add_string("--row-chain", &o.row_chain,
                  "own graph path, two hidden layers, branched backward: the hidden forward, softmax-CE and both "
                  "backward-data products in one kernel of 32-row blocks with the upper layers' weights in shared "

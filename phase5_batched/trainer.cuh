@@ -228,6 +228,7 @@ class Trainer {
   bool fused_backward() const { return fused_bwd_; }
   bool row_chain() const { return row_chain_; }
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
+  bool last_tail() const { return last_tail_; }
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
   void start_breakdown() {
@@ -278,6 +279,7 @@ class Trainer {
   using FwdFirstLast = GemmProblem<GatherView<T>, WView, SoftmaxCEEpi<T>>;
   using FwdHidden = GemmProblem<MatView<T, true>, WView, FwdHiddenEpi<T>>;
   using FwdLast = GemmProblem<MatView<T, true>, WView, SoftmaxCEEpi<T>>;
+  using FwdLastBwd = GemmProblem<MatView<T, true>, WView, SoftmaxCELastBwdEpi>;  // (fp16: the last layer's pass as its tail)
   using BwdDataGemm = GemmProblem<MatView<T, true>, MatView<T, true>, BwdReluEpi<T>>;
   using UpdateGemm = GemmProblem<MatView<T, false>, MatView<T, true>, UpdateEpi<T>>;
   using UpdateFirstGemm = GemmProblem<MatView<T, false>, GatherView<T>, UpdateEpi<T>>;
@@ -316,6 +318,7 @@ class Trainer {
   FwdFirst fwd_first(const StepRef& sr) const;  // the gathered first layer (two or more layers)
   FwdHidden fwd_hidden(int l, const StepRef& sr) const;
   FwdLast fwd_last(const StepRef& sr) const;
+  FwdLastBwd fwd_last_bwd(const StepRef& sr) const;  // softmax-CE with the last layer's pass (last_tail_)
   BwdDataGemm bwd_data(int l, int slot) const;
   UpdateGemm update(int l, const StepRef& sr, int slot) const;
   UpdateFirstGemm update0(const StepRef& sr, int slot) const;
@@ -411,6 +414,7 @@ class Trainer {
   DevBuf<float> ws_[2];
   DevBuf<unsigned> counters_[2];
   bool fused_bwd_ = false;
+  bool last_tail_ = false;  // the last layer's fused pass runs in softmax-CE's cluster (5b_fused_backward.cuh)
   // --row-chain on: the hidden forward, softmax-CE and both backward-data products in one kernel
   // (5a_row_chain.cuh); the three updates fork from it.
   bool row_chain_ = false;

@@ -100,6 +100,13 @@ nlohmann::json Trainer<T>::gemm_plan() const {
   }
   for (int l = 1; l + 1 < nlayers_; ++l)
     add("forward " + std::to_string(l), stream_rows_launched<p5_fwd_hidden>(fwd_hidden(l, sr)));
+  if constexpr (kHalf) {
+    if (last_tail_) {  // (the last layer's fused pass runs in this product's cluster)
+      add("forward " + std::to_string(nlayers_ - 1), stream_rows_launched<p5_fwd_softmax_ce_bwd>(fwd_last_bwd(sr)));
+      out.back()["tail"] = "backward " + std::to_string(nlayers_ - 1);
+      return out;
+    }
+  }
   if (nlayers_ > 1) add("forward " + std::to_string(nlayers_ - 1), stream_rows_launched<p5_fwd_softmax_ce>(fwd_last(sr)));
   if (fused_bwd_) return out;
   for (int l = nlayers_ - 1; l >= 1; --l) add("backward-data " + std::to_string(l), bwd_data(l, 0));
@@ -206,6 +213,13 @@ void Trainer<T>::plan_fused_backward() {
     fb_counters_.alloc(tiles);
     CUDA_CHECK(cudaMemset(fb_counters_.get(), 0, fb_counters_.bytes()));
     fused_bwd_ = true;
+    // The last layer's pass as softmax-CE's cluster tail (--last-pass tail): where softmax-CE runs on
+    // step 8's narrow kernel with its slices as one cluster (sm_90) and the tail's buffers are aligned.
+    const StepRef sr{nullptr, 0};
+    if (nlayers_ >= 2 && o_.last_pass == "tail" && o_.handover == "cluster" && dev_.cc_major >= 9) {
+      const FwdLast q = fwd_last(sr);
+      last_tail_ = q.rung == GemmRung::F16Stream && sr_narrow(q) && last_bwd_tail_aligned(fwd_last_bwd(sr).epi);
+    }
   }
 }
 // --backward: branched (below) unless paired is asked for or the fused backward runs (auto). The
@@ -293,8 +307,9 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     }
     // The forwards of a small batch: their weights streamed (GEMM step 8) where the rule says.
     if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdHidden>::value ||
-                  std::is_same<P, FwdLast>::value) {
-      if (use_stream_rows(o_.fp16_stream, p.M, p.N, p.K, std::is_same<P, FwdLast>::value) && stream_rows_ok(p))
+                  std::is_same<P, FwdLast>::value || std::is_same<P, FwdLastBwd>::value) {
+      constexpr bool kLast = std::is_same<P, FwdLast>::value || std::is_same<P, FwdLastBwd>::value;
+      if (use_stream_rows(o_.fp16_stream, p.M, p.N, p.K, kLast) && stream_rows_ok(p))
         plan_stream_rows(p, dev_.sm_count, use_staged_rows(o_.fp16_stream, p.N),
                          o_.handover == "cluster" && dev_.cc_major >= 9);
     }
@@ -344,6 +359,23 @@ auto Trainer<T>::fwd_last(const StepRef& sr) const -> FwdLast {
   p.a = make_view<T, true>(H_[l - 1].get(), p.K), p.b = make_view<T, false>(weights(l), p.K);
   p.epi = loss_epi(sr);
   plan_splitk_into_slot(p, 0);
+  return p;
+}
+template <class T>
+auto Trainer<T>::fwd_last_bwd(const StepRef& sr) const -> FwdLastBwd {
+  const int l = nlayers_ - 1;
+  FwdLastBwd p;
+  if constexpr (kHalf) {
+    const FwdLast f = fwd_last(sr);
+    const FusedBwdParams b = fused_params(l, sr);
+    p.M = f.M, p.N = f.N, p.K = f.K, p.a = f.a, p.b = f.b;
+    static_cast<SoftmaxCEEpi<__half>&>(p.epi) = f.epi;
+    SoftmaxCELastBwdEpi& e = p.epi;
+    e.K = b.N, e.W = b.W, e.W16 = b.W16, e.mW = b.mW, e.vW = b.vW, e.b = b.b, e.mb = b.mb, e.vb = b.vb;
+    e.grad_out = b.grad_out, e.bgrad_out = b.bgrad_out, e.h = b.h, e.dz_prev = b.dz_prev, e.scale = b.scale;
+    e.adam = b.adam, e.lr = b.lr, e.hyper = b.hyper, e.hyper_n = b.hyper_n;
+    plan_splitk_into_slot(p, 0);
+  }
   return p;
 }
 template <class T>
@@ -403,12 +435,26 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
       launch_gemm<p5_fwd_hidden, T>(q, st_, take_pdl());
       add_cost(costs, "p5_fwd_hidden", q, static_cast<double>(batch_) * w[l + 1] * ob, true);
     }
-    auto q = fwd_last(sr);
-    launch_gemm<p5_fwd_softmax_ce, T>(q, st_, take_pdl());
-    add_cost(costs, "p5_fwd_softmax_ce", q, static_cast<double>(batch_) * w[nlayers_] * ob, true);
+    bool tail = false;
+    if constexpr (kHalf) {
+      if (last_tail_) {  // softmax-CE with the last layer's fused pass as its cluster tail
+        auto q = fwd_last_bwd(sr);
+        launch_gemm<p5_fwd_softmax_ce_bwd, T>(q, st_, take_pdl());
+        const int l = nlayers_ - 1;
+        add_cost(costs, "p5_fwd_softmax_ce_bwd", q,
+                 static_cast<double>(batch_) * w[nlayers_] * ob + update_bytes(l) + batch_ * 2.0 * w[l] * ob, true);
+        if (costs) (*costs)["p5_fwd_softmax_ce_bwd"].flops += 2.0 * w[l + 1] * w[l] * batch_ * 2;
+        tail = true;
+      }
+    }
+    if (!tail) {
+      auto q = fwd_last(sr);
+      launch_gemm<p5_fwd_softmax_ce, T>(q, st_, take_pdl());
+      add_cost(costs, "p5_fwd_softmax_ce", q, static_cast<double>(batch_) * w[nlayers_] * ob, true);
+    }
   }
   if (fused_bwd_) {  // fp16, batch <= 32: one pass over each layer's weights (5b_fused_backward.cuh)
-    for (int l = nlayers_ - 1; l >= 0; --l) {
+    for (int l = last_tail_ ? nlayers_ - 2 : nlayers_ - 1; l >= 0; --l) {
       const FusedBwdParams p = fused_params(l, sr);
       if (l > 0) launch_fused_bwd<p5_fused_update_bwd>(p, st_, take_pdl());
       else launch_fused_bwd<p5_fused_update_first>(p, st_, take_pdl());

@@ -180,7 +180,130 @@ void run_case(const Case& c) {
   }
 }
 
+// The last layer's pass as softmax-CE's cluster tail (SoftmaxCELastBwdEpi on GEMM step 8's narrow
+// kernel) against what it replaces: softmax-CE with its slices' global hand-over, then the fused
+// pass of its own over the same layer. Every output, bit for bit: the weights, their fp16 copy, the
+// bias, Adam's moments, the gradients applied, dZ_last, dZ_prev and the loss. Returns the slices
+// the tail's launch ran.
+int tail_case(int B, int C, int K, bool adam) {
+  INFO("tail: B=" << B << " C=" << C << " K=" << K << " adam=" << adam);
+  const int64_t step = 4;
+  const float scale = 1.25f, lr = adam ? 1e-3f : 0.003f;
+  std::vector<float> hv = uni(static_cast<size_t>(B) * K, -0.5f, 1.f);
+  for (auto& x : hv) x = std::max(x, 0.f) * scale;
+  const auto w = uni(static_cast<size_t>(C) * K, -0.05f, 0.05f), b = uni(C, -0.1f, 0.1f);
+  const auto m0 = uni(w.size() + C, -1e-3f, 1e-3f), v0 = uni(w.size() + C, 0.f, 1e-4f);
+  std::vector<uint8_t> labels(static_cast<size_t>(2 * B));
+  for (auto& y : labels) y = static_cast<uint8_t>(test_rng()() % C);
+  std::vector<int> perm(2 * B);
+  for (int i = 0; i < 2 * B; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), test_rng());
+  Dev<__half> dh(to_h(hv));
+  Dev<uint8_t> dlab(labels);
+  Dev<int> dperm(perm);
+  Dev<int64_t> base(std::vector<int64_t>{step});
+  struct Out {  // one path's buffers, from the same starting values
+    Dev<float> W, b, mW, vW, mb, vb, gout, bgout, tile_loss;
+    Dev<__half> W16, dz, dzprev;
+    Out(const std::vector<float>& w, const std::vector<float>& b, const std::vector<float>& m0, const std::vector<float>& v0,
+        int B, int K, int64_t step)
+        : W(w), b(b), mW(std::vector<float>(m0.begin(), m0.begin() + w.size())),
+          vW(std::vector<float>(v0.begin(), v0.begin() + w.size())), mb(std::vector<float>(m0.begin() + w.size(), m0.end())),
+          vb(std::vector<float>(v0.begin() + w.size(), v0.end())), gout(w.size()), bgout(b.size()),
+          tile_loss(static_cast<size_t>(step + 1)), W16(to_h(w)), dz(static_cast<size_t>(B) * b.size()),
+          dzprev(static_cast<size_t>(B) * K) {
+      gout.poison(), bgout.poison(), tile_loss.poison(), dz.poison(), dzprev.poison();
+    }
+  };
+  Out k(w, b, m0, v0, B, K, step), t(w, b, m0, v0, B, K, step);
+  auto softmax_epi = [&](Out& o) {
+    SoftmaxCEEpi<__half> e;
+    e.bias = o.b.p, e.labels = dlab.p, e.rows.perm = dperm.p, e.rows.i = 1, e.rows.batch = B, e.dz = o.dz.p;
+    e.tile_loss = o.tile_loss.p, e.step = StepRef{base.p, 0};
+    return e;
+  };
+  Dev<float> ws(static_cast<size_t>(kFixupGroup) * kBM * kBN);
+  Dev<unsigned> ctr(1);
+  ctr.zero();
+  // What the tail replaces: softmax-CE (its slices through global memory), then the layer's pass.
+  GemmProblem<MatView<__half, true>, MatView<__half, false>, SoftmaxCEEpi<__half>> f;
+  f.M = B, f.N = C, f.K = K, f.a = make_view<__half, true>(dh.p, K), f.b = make_view<__half, false>(k.W16.p, K);
+  f.epi = softmax_epi(k), f.ws = ws.p, f.counters = ctr.p;
+  plan_stream_rows(f, 132, false, false);
+  REQUIRE(sr_narrow(f));
+  launch_gemm<p5_fwd_softmax_ce, __half>(f, nullptr);
+  CHECK_LAUNCH();
+  FusedBwdParams p;
+  p.M = C, p.N = K, p.B = B, p.W = k.W.p, p.W16 = k.W16.p, p.b = k.b.p, p.grad_out = k.gout.p, p.bgrad_out = k.bgout.p;
+  if (adam) p.mW = k.mW.p, p.vW = k.vW.p, p.mb = k.mb.p, p.vb = k.vb.p;
+  p.adam = adam, p.lr = lr, p.step = StepRef{base.p, 0}, p.dz = k.dz.p, p.h = dh.p, p.dz_prev = k.dzprev.p, p.scale = scale;
+  plan_fused_bwd(p, 132);
+  Dev<float> fws(std::max<size_t>(fused_bwd_ws_floats(p), 1));
+  p.ws = fws.p, p.counters = ctr.p;
+  fused_bwd_setup<p5_fused_update_bwd>();
+  launch_fused_bwd<p5_fused_update_bwd>(p, nullptr);
+  CHECK_LAUNCH();
+  // The tail: one launch.
+  GemmProblem<MatView<__half, true>, MatView<__half, false>, SoftmaxCELastBwdEpi> q;
+  q.M = B, q.N = C, q.K = K, q.a = make_view<__half, true>(dh.p, K), q.b = make_view<__half, false>(t.W16.p, K);
+  static_cast<SoftmaxCEEpi<__half>&>(q.epi) = softmax_epi(t);
+  SoftmaxCELastBwdEpi& e = q.epi;
+  e.K = K, e.W = t.W.p, e.W16 = t.W16.p, e.b = t.b.p, e.grad_out = t.gout.p, e.bgrad_out = t.bgout.p;
+  if (adam) e.mW = t.mW.p, e.vW = t.vW.p, e.mb = t.mb.p, e.vb = t.vb.p;
+  e.h = dh.p, e.dz_prev = t.dzprev.p, e.scale = scale, e.adam = adam, e.lr = lr;
+  q.ws = ws.p, q.counters = ctr.p;
+  plan_stream_rows(q, 132, false, false);  // (a cluster tail runs as one cluster, asked for or not)
+  CHECK(q.cluster);
+  REQUIRE(last_bwd_tail_aligned(e));
+  const auto launched = stream_rows_launched<p5_fwd_softmax_ce_bwd>(q);
+  CHECK(launched.splits == f.splits);  // (a cluster of up to 16 narrow slices fits an H100 or H200)
+  launch_gemm<p5_fwd_softmax_ce_bwd, __half>(q, nullptr);
+  CHECK_LAUNCH();
+  auto same = [](const auto& x, const auto& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0;
+  };
+  CHECK(same(k.dz.get(), t.dz.get()));
+  CHECK(k.tile_loss.get()[step] == t.tile_loss.get()[step]);
+  CHECK(same(k.W.get(), t.W.get()));
+  CHECK(same(k.W16.get(), t.W16.get()));
+  CHECK(same(k.b.get(), t.b.get()));
+  CHECK(same(k.gout.get(), t.gout.get()));
+  CHECK(same(k.bgout.get(), t.bgout.get()));
+  CHECK(same(k.dzprev.get(), t.dzprev.get()));
+  if (adam) {
+    CHECK(same(k.mW.get(), t.mW.get()));
+    CHECK(same(k.vW.get(), t.vW.get()));
+    CHECK(same(k.mb.get(), t.mb.get()));
+    CHECK(same(k.vb.get(), t.vb.get()));
+  }
+  // Not a comparison of two copies of one mistake: dZ_prev against float64 on the operands as stored
+  // (dZ_last from the kernel, H and the old weights in fp16).
+  const auto dzl = t.dz.get();
+  std::vector<double> dref(static_cast<size_t>(B) * K, 0.0);
+  for (int r = 0; r < B; ++r)
+    for (int i = 0; i < K; ++i) {
+      double sum = 0;
+      for (int c = 0; c < C; ++c) sum += static_cast<double>(__half2float(dzl[static_cast<size_t>(r) * C + c])) * hd(w[static_cast<size_t>(c) * K + i]);
+      dref[static_cast<size_t>(r) * K + i] = hv[static_cast<size_t>(r) * K + i] > 0.f ? sum * scale : 0.0;
+    }
+  const auto got = t.dzprev.get();
+  std::vector<float> gf(got.size());
+  for (size_t i = 0; i < got.size(); ++i) gf[i] = __half2float(got[i]);
+  CHECK(rel(gf, dref) <= 1e-2);
+  return launched.splits;
+}
+
 }  // namespace
+
+TEST_CASE("mlp fused backward: the last layer's pass as softmax-CE's cluster tail, bit for bit the pass of its own") {
+  NB_SKIP_WITHOUT_DEVICE();
+  int most = 0;
+  for (bool adam : {false, true})
+    for (int B : {1, 7, 32})
+      for (int C : {10, 3})
+        for (int K : {8, 136, 1000, 2056}) most = std::max(most, tail_case(B, C, K, adam));
+  CHECK(most > kSrMaxCluster);  // a non-portable cluster (K = 2,056: 9 slices) was run
+}
 
 TEST_CASE("mlp fused backward: one pass over the weights updates them and gives dZ_prev (fp16)") {
   NB_SKIP_WITHOUT_DEVICE();

@@ -586,10 +586,80 @@ __host__ __device__ inline bool sr_narrow(const P& p) {
   return SrNarrowViews<P>::value && p.N <= kSrNarrowN;
 }
 
+// An epilogue with `static constexpr bool kClusterTail = true` (phase 5's last layer, whose backward
+// pass runs in softmax-CE's cluster: 5b_fused_backward.cuh) continues in every slice once the tile is
+// finished: tail_prefetch(kbeg, kend, M, N) after the PDL wait (its first loads, in flight under the
+// slice's), then, after the hand-over and the epilogue in the slice of rank 0, tail(tile, kbeg, kend,
+// M, N, first) in each slice with the finished tile as that epilogue left it (32 x 16, row stride
+// kSrNarrowN) and the slice's own range of k. Such a product always runs as one cluster (one slice:
+// a cluster of one).
+template <class E, class = void>
+struct SrClusterTail : std::false_type {};
+template <class E>
+struct SrClusterTail<E, std::void_t<decltype(E::kClusterTail)>> : std::integral_constant<bool, E::kClusterTail> {};
+
+// The narrow product's slices as one cluster (p.cluster; up to kFixupGroup of them, a non-portable
+// cluster size above 8): each slice leaves its 32 x 16 partial in its shared memory; after one
+// cluster barrier the slice of rank 0 adds them in slice order through distributed shared memory
+// (the global hand-over's order and sums, bit for bit) and runs the epilogue. Where the global
+// hand-over stores the partials, fences, counts on an atomic and lets the last block read them back
+// from L2 (stamped at ~1.5 us from a slice's partial stored to the last block found, at h = 2,048 on
+// an H100: the card above). With a cluster tail (SrClusterTail), every slice then copies the
+// finished tile from rank 0 and runs the tail on its own range of k.
+template <class P>
+__device__ __forceinline__ void sr_narrow_cluster_handover(const P& p, const float (&v)[kSrBM * kSrNarrowN / kSrThreads],
+                                                           float* cs, int rank, int kbeg, int kend) {
+  using Epi = typename std::decay<decltype(p.epi)>::type;
+  constexpr int kOut = kSrBM * kSrNarrowN / kSrThreads, kF4 = kSrBM * kSrNarrowN / 4;  // float4 of a tile
+  static_assert(kF4 <= kSrThreads, "one float4 of the tile a thread");
+  __shared__ __align__(16) float slot[kSrBM * kSrNarrowN];  // this slice's partial (then: the finished tile)
+#pragma unroll
+  for (int q = 0; q < kOut; ++q) slot[threadIdx.x + q * kSrThreads] = v[q];
+  sr_cluster_arrive_release();  // this slice's partial is written ...
+  sr_cluster_wait();            // ... and every other slice's
+  const int f = 4 * static_cast<int>(threadIdx.x);  // (threads < kF4) elements f .. f + 3: row f / 16
+  if (rank == 0) {
+    if (threadIdx.x < kF4) {
+      float4 x[kFixupGroup];
+#pragma unroll
+      for (int z = 0; z < kFixupGroup; ++z) x[z] = z < p.splits ? sr_dsmem_f4(slot + f, z) : make_float4(0.f, 0.f, 0.f, 0.f);
+      float4 s = x[0];
+      if (p.splits > 1) {  // (as the fix-up: from zero, in slice order)
+        s = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int z = 0; z < kFixupGroup; ++z)
+          if (z < p.splits) s.x += x[z].x, s.y += x[z].y, s.z += x[z].z, s.w += x[z].w;
+      }
+      *reinterpret_cast<float4*>(&cs[(f / kSrNarrowN) * kLdc + f % kSrNarrowN]) = s;
+    }
+    if constexpr (!SrClusterTail<Epi>::value) sr_cluster_arrive_relaxed();  // done reading the others' partials
+    __syncthreads();
+    p.epi(cs, 0, 0, p.M, p.N);
+  } else if constexpr (!SrClusterTail<Epi>::value) {
+    sr_cluster_arrive_relaxed();
+  }
+  if constexpr (SrClusterTail<Epi>::value) {
+    if (rank == 0) {  // the finished tile (the epilogue's rewrite of cs) where the others read it
+      __syncthreads();
+      if (threadIdx.x < kF4)
+        *reinterpret_cast<float4*>(slot + f) = *reinterpret_cast<const float4*>(&cs[(f / kSrNarrowN) * kLdc + f % kSrNarrowN]);
+    }
+    sr_cluster_arrive_release();  // rank 0's tile is written; every slice is done reading partials
+    sr_cluster_wait();
+    __shared__ __align__(16) float tile[kSrBM * kSrNarrowN];
+    if (threadIdx.x < kF4) *reinterpret_cast<float4*>(tile + f) = sr_dsmem_f4(slot + f, 0);
+    __syncthreads();
+    sr_cluster_arrive_relaxed();  // done reading rank 0's tile
+    p.epi.tail(tile, kbeg, kend, p.M, p.N, rank == 0);
+  }
+  sr_cluster_wait();  // no block leaves while another may still read its shared memory
+}
+
 template <class P>
 __device__ __forceinline__ void stream_rows_narrow(const P& p) {
   __shared__ __align__(16) float part[4][kSrBM][kSrNarrowN];  // [k-step][row][column]
   __shared__ __align__(16) float cs[kBM * kLdc];
+  using Epi = typename std::decay<decltype(p.epi)>::type;
   const int split = blockIdx.x;
   const int kbeg = split * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
   const int nch = kend > kbeg ? (kend - kbeg + kSrChunk - 1) / kSrChunk : 0;
@@ -623,6 +693,7 @@ __device__ __forceinline__ void stream_rows_narrow(const P& p) {
     for (int c = 0; c < kSrNarrowGroup; ++c) w[c] = c < nch ? load_w(c) : make_uint4(0u, 0u, 0u, 0u);
   pdl_wait();
   pdl_launch_dependents();
+  if constexpr (SrClusterTail<Epi>::value) p.epi.tail_prefetch(kbeg, kend, p.M, p.N);
   // What the epilogue reads besides the tile (softmax-CE: the bias, the rows' labels through the row
   // map, the step) is loaded while the slice's first loads are in flight, in every block, as step 1
   // does (0_problem.cuh's prefetch()); after the hand-over it cost the last block ~1.3 us of
@@ -669,6 +740,10 @@ __device__ __forceinline__ void stream_rows_narrow(const P& p) {
   for (int q = 0; q < kOut; ++q) {
     const int o = threadIdx.x + q * kSrThreads, row = o / kSrNarrowN, col = o % kSrNarrowN;
     v[q] = ((part[0][row][col] + part[1][row][col]) + part[2][row][col]) + part[3][row][col];
+  }
+  if (p.cluster) {
+    sr_narrow_cluster_handover(p, v, cs, split, kbeg, kend);
+    return;
   }
   if (p.splits > 1) {  // hand the 32 x 16 partial over; the last slice adds them all in slice order
     float* ws = p.ws;
@@ -717,8 +792,10 @@ __global__ void __launch_bounds__(kSrThreads, kSrBlocksPerSm) gemm_stream_rows_n
 // 256 / 128.
 // staged (--fp16-stream staged): the 128-column tile's products with W staged (one block an SM).
 // cluster (sm_90 and up; phase 5's --handover): a 128-column tile's 2 ... 8 slices as
-// one cluster, handing over through its shared memory (sr_cluster_handover); launch_stream_rows
-// keeps the global hand-over where the GPU cannot hold all the tiles' clusters at once.
+// one cluster, handing over through its shared memory (sr_cluster_handover), a narrow product's 2
+// ... 16 (sr_narrow_cluster_handover); launch_stream_rows keeps the global hand-over where the GPU
+// cannot hold all the tiles' clusters at once. A product whose epilogue has a cluster tail always
+// runs as one cluster (sm_90 and up only).
 template <class P>
 inline void plan_stream_rows(P& p, int sm_count, bool staged = false, bool cluster = false) {
   staged = staged && !sr_narrow(p);
@@ -732,7 +809,8 @@ inline void plan_stream_rows(P& p, int sm_count, bool staged = false, bool clust
   const int per = chunks > 0 ? (chunks + s - 1) / s : 1;
   p.splits = chunks > 0 ? (chunks + per - 1) / per : 1;
   p.kchunk = per * kSrChunk;
-  p.cluster = cluster && !sr_narrow(p) && p.splits > 1 && p.splits <= kSrMaxCluster;
+  p.cluster = cluster && p.splits > 1 && p.splits <= (sr_narrow(p) ? kFixupGroup : kSrMaxCluster);
+  if constexpr (SrClusterTail<typename std::decay<decltype(p.epi)>::type>::value) p.cluster = true;  // (its tail needs it)
 }
 
 // Whether the GPU holds every cluster of kernel K's launch for p at once (else a second wave of
@@ -741,9 +819,10 @@ inline void plan_stream_rows(P& p, int sm_count, bool staged = false, bool clust
 // GPCs of 14 to 18), so four-block clusters of one-block-an-SM kernels may fit 30 at once, not 32.
 template <auto K, class P>
 inline bool sr_clusters_fit(const P& p, int smem) {
-  static int held[kSrMaxCluster + 1] = {};  // clusters the GPU holds at once, + 1 (0: not asked yet)
+  static int held[kFixupGroup + 1] = {};  // clusters the GPU holds at once, + 1 (0: not asked yet)
   int& h = held[p.splits];
   if (h == 0) {
+    if (p.splits > kSrMaxCluster) CUDA_CHECK(cudaFuncSetAttribute(K, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr = {};
     attr.id = cudaLaunchAttributeClusterDimension;
@@ -751,7 +830,10 @@ inline bool sr_clusters_fit(const P& p, int smem) {
     cfg.gridDim = dim3(static_cast<unsigned>(sr_tiles(p) * p.splits)), cfg.blockDim = dim3(kSrThreads);
     cfg.dynamicSmemBytes = static_cast<size_t>(smem), cfg.attrs = &attr, cfg.numAttrs = 1;
     int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(K), &cfg));
+    if (cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(K), &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();  // (a cluster size the GPU refuses: none of it fits)
+      n = 0;
+    }
     h = n + 1;
   }
   return h - 1 >= sr_tiles(p);
@@ -779,9 +861,9 @@ inline P sr_fitting_plan(const P& p, int smem) {
       std::fprintf(stderr, "note: GEMM step 8 (%d x %d x %d): no cluster of its slices fits this GPU; they hand over through global memory\n",
                    p.M, p.N, p.K);
   }
-  if (q.splits < 2) {
+  if (q.splits < 2 && !SrClusterTail<typename std::decay<decltype(p.epi)>::type>::value) {
     q = p;
-    q.cluster = false;
+    q.cluster = false;  // (a cluster tail keeps its cluster of one slice)
   }
   return q;
 }
@@ -806,6 +888,9 @@ inline P stream_rows_launched(const P& p) {
     return p;
   } else {
     if (!p.cluster) return p;
+    if constexpr (SrNarrowViews<P>::value) {
+      if (sr_narrow(p)) return sr_fitting_plan<&gemm_stream_rows_narrow_kernel<Tag, P>>(p, 0);
+    }
     if (p.rung == GemmRung::F16StreamStaged) {
       sr_staged_smem_attr<Tag, P>();
       return sr_fitting_plan<&gemm_stream_rows_staged_kernel<Tag, P>>(p, kSrStSmem);
@@ -819,7 +904,9 @@ inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl) {
   if constexpr (StreamRowsViews<P>::value) {
     if constexpr (SrNarrowViews<P>::value) {
       if (sr_narrow(p)) {
-        launch_kernel(gemm_stream_rows_narrow_kernel<Tag, P>, p.splits, kSrThreads, 0, st, pdl, p);
+        const P q = stream_rows_launched<Tag>(p);
+        launch_kernel(gemm_stream_rows_narrow_kernel<Tag, P>, q.splits, kSrThreads, 0, st,
+                      LaunchOpts{pdl, nullptr, q.cluster ? static_cast<unsigned>(q.splits) : 0u}, q);
         return;
       }
     }
