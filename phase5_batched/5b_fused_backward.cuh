@@ -560,6 +560,14 @@ __device__ __forceinline__ __half* lt_wo() {  // W_old [kSrNarrowN][kLtLdH] in f
   __shared__ __align__(16) __half s[kSrNarrowN * kLtLdH];
   return s;
 }
+__device__ __forceinline__ __half* lt_scratch() {  // dZ_last of the slices other than rank 0's (not stored)
+  __shared__ __align__(16) __half s[kBM * kSrNarrowN];
+  return s;
+}
+__device__ __forceinline__ float2* lt_bias_moments() {  // Adam's m, v of the bias (the slice of k = 0)
+  __shared__ float2 s[kSrNarrowN];
+  return s;
+}
 __device__ __forceinline__ uint32_t lt_pack(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -605,14 +613,35 @@ struct SoftmaxCELastBwdEpi : SoftmaxCEEpi<__half> {
     }
     __pipeline_commit();
   }
+  // The first round's copies; the later rounds' lines asked into L2 (H's are there: the slice has
+  // just read them as its A operand); the bias's Adam moments (the slice of k = 0).
   __device__ void tail_prefetch(int kbeg, int kend, int B, int N) const {
-    if (kbeg < kend) stage(kbeg, kend, B, N);
+    if (kbeg >= kend) return;
+    stage(kbeg, kend, B, N);
+    const int t = static_cast<int>(threadIdx.x);
+    for (int c0 = kbeg + kLtCols; c0 < kend; c0 += kLtCols) {
+      const int lines = (min(kLtCols, kend - c0) * 4 + 127) / 128;  // a W row's 128-byte lines this round
+      if (t < N * lines)
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(W + static_cast<size_t>(t / lines) * K + c0 + (t % lines) * 32));
+    }
+    if (kbeg == 0 && adam && t < N) lt_bias_moments()[t] = make_float2(mb[t], vb[t]);
   }
 
-  // dz: the finished tile, dZ_last as stored ([row][class], row stride kSrNarrowN).
-  __device__ void tail(const float* dz, int kbeg, int kend, int B, int N, bool first) const {
+  // cs: softmax-CE's logits without the bias, the whole product's sums (every slice has the same
+  // bits); rank 0's slice stores dZ_last and the loss, the others finish the same rows into scratch.
+  __device__ void tail(float* cs, int kbeg, int kend, int B, int N, int rank) const {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    auto z = [&](int r, int c) { return (r < B && c < N) ? dz[r * kSrNarrowN + c] : 0.f; };
+    if (rank == 0) {
+      SoftmaxCEEpi<__half>::operator()(cs, 0, 0, B, N);
+    } else {
+      const int r = static_cast<int>(threadIdx.x);
+      if (r < kBM && r < B)
+        softmax_ce_row(cs + r * kLdc, smem_bias(), N, smem_label()[r], 1.f / static_cast<float>(B), lt_scratch() + r * kSrNarrowN);
+      __syncthreads();
+    }
+    const bool first = rank == 0;
+    const float* dz = cs;  // dZ_last as stored, row stride kLdc
+    auto z = [&](int r, int c) { return (r < B && c < N) ? dz[r * kLdc + c] : 0.f; };
     // A fragments. dW: A(c, b) = dZ[b][c], k-steps b = 0..15, 16..31. dA: A(b, c) = dZ[b][c], m16 tiles
     // b = 0..15, 16..31, k = the classes 0..15.
     uint32_t aw[2][4], ad[2][4];
@@ -635,10 +664,11 @@ struct SoftmaxCELastBwdEpi : SoftmaxCEEpi<__half> {
       const int c = static_cast<int>(threadIdx.x);
       if (c < N) {
         float gb = 0.f;
-        for (int r = 0; r < B; ++r) gb += dz[r * kSrNarrowN + c];
-        float pb = b[c];
+        for (int r = 0; r < B; ++r) gb += dz[r * kLdc + c];
+        float pb = smem_bias()[c];  // (softmax-CE's prefetch loaded it)
         if (adam) {
-          float mbi = mb[c], vbi = vb[c];
+          const float2 mv = lt_bias_moments()[c];
+          float mbi = mv.x, vbi = mv.y;
           adam_apply(pb, gb, mbi, vbi, hy);
           mb[c] = mbi, vb[c] = vbi;
         } else {

@@ -274,7 +274,13 @@ int tail_case(int B, int C, int K, bool adam) {
     CHECK(same(k.mW.get(), t.mW.get()));
     CHECK(same(k.vW.get(), t.vW.get()));
     CHECK(same(k.mb.get(), t.mb.get()));
-    CHECK(same(k.vb.get(), t.vb.get()));
+    // The bias's second moment: v b2 + (1 - b2) g^2 (adam_apply) is contracted into an fma one way in
+    // one kernel and the other way in the other (measured: the pass and the tail differ there by an
+    // ulp, the bias itself does not): within one ulp.
+    const auto kv = k.vb.get(), tv = t.vb.get();
+    bool close = true;
+    for (size_t i = 0; i < kv.size(); ++i) close &= std::fabs(kv[i] - tv[i]) <= std::ldexp(std::fabs(kv[i]), -23);
+    CHECK(close);
   }
   // Not a comparison of two copies of one mistake: dZ_prev against float64 on the operands as stored
   // (dZ_last from the kernel, H and the old weights in fp16).

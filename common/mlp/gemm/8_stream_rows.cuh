@@ -587,12 +587,12 @@ __host__ __device__ inline bool sr_narrow(const P& p) {
 }
 
 // An epilogue with `static constexpr bool kClusterTail = true` (phase 5's last layer, whose backward
-// pass runs in softmax-CE's cluster: 5b_fused_backward.cuh) continues in every slice once the tile is
-// finished: tail_prefetch(kbeg, kend, M, N) after the PDL wait (its first loads, in flight under the
-// slice's), then, after the hand-over and the epilogue in the slice of rank 0, tail(tile, kbeg, kend,
-// M, N, first) in each slice with the finished tile as that epilogue left it (32 x 16, row stride
-// kSrNarrowN) and the slice's own range of k. Such a product always runs as one cluster (one slice:
-// a cluster of one).
+// pass runs in softmax-CE's cluster: 5b_fused_backward.cuh) is run in every slice, not only in one:
+// tail_prefetch(kbeg, kend, M, N) after the PDL wait (its first loads, in flight under the slice's),
+// then, after the hand-over, tail(cs, kbeg, kend, M, N, rank) in each slice with the whole product's
+// sums (32 x 16 in cs, row stride kLdc, the same bits in every slice), the slice's own range of k and
+// its rank: the tail runs the epilogue's work itself (its stores in one slice only). Such a product
+// always runs as one cluster (one slice: a cluster of one).
 template <class E, class = void>
 struct SrClusterTail : std::false_type {};
 template <class E>
@@ -604,55 +604,44 @@ struct SrClusterTail<E, std::void_t<decltype(E::kClusterTail)>> : std::integral_
 // (the global hand-over's order and sums, bit for bit) and runs the epilogue. Where the global
 // hand-over stores the partials, fences, counts on an atomic and lets the last block read them back
 // from L2 (stamped at ~1.5 us from a slice's partial stored to the last block found, at h = 2,048 on
-// an H100: the card above). With a cluster tail (SrClusterTail), every slice then copies the
-// finished tile from rank 0 and runs the tail on its own range of k.
+// an H100: the card above). With a cluster tail (SrClusterTail) every slice adds them, in the same
+// order, and hands its sums to the tail instead of the epilogue: no second barrier for a finished
+// tile to travel.
 template <class P>
 __device__ __forceinline__ void sr_narrow_cluster_handover(const P& p, const float (&v)[kSrBM * kSrNarrowN / kSrThreads],
                                                            float* cs, int rank, int kbeg, int kend) {
   using Epi = typename std::decay<decltype(p.epi)>::type;
+  constexpr bool kTail = SrClusterTail<Epi>::value;
   constexpr int kOut = kSrBM * kSrNarrowN / kSrThreads, kF4 = kSrBM * kSrNarrowN / 4;  // float4 of a tile
   static_assert(kF4 <= kSrThreads, "one float4 of the tile a thread");
-  __shared__ __align__(16) float slot[kSrBM * kSrNarrowN];  // this slice's partial (then: the finished tile)
+  __shared__ __align__(16) float slot[kSrBM * kSrNarrowN];  // this slice's partial
 #pragma unroll
   for (int q = 0; q < kOut; ++q) slot[threadIdx.x + q * kSrThreads] = v[q];
   sr_cluster_arrive_release();  // this slice's partial is written ...
   sr_cluster_wait();            // ... and every other slice's
-  const int f = 4 * static_cast<int>(threadIdx.x);  // (threads < kF4) elements f .. f + 3: row f / 16
-  if (rank == 0) {
-    if (threadIdx.x < kF4) {
-      float4 x[kFixupGroup];
+  if ((kTail || rank == 0) && threadIdx.x < kF4) {
+    const int f = 4 * static_cast<int>(threadIdx.x);  // elements f .. f + 3: row f / 16
+    float4 x[kFixupGroup];
 #pragma unroll
-      for (int z = 0; z < kFixupGroup; ++z) x[z] = z < p.splits ? sr_dsmem_f4(slot + f, z) : make_float4(0.f, 0.f, 0.f, 0.f);
-      float4 s = x[0];
-      if (p.splits > 1) {  // (as the fix-up: from zero, in slice order)
-        s = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int z = 0; z < kFixupGroup; ++z) x[z] = z < p.splits ? sr_dsmem_f4(slot + f, z) : make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 s = x[0];
+    if (p.splits > 1) {  // (as the fix-up: from zero, in slice order)
+      s = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-        for (int z = 0; z < kFixupGroup; ++z)
-          if (z < p.splits) s.x += x[z].x, s.y += x[z].y, s.z += x[z].z, s.w += x[z].w;
-      }
-      *reinterpret_cast<float4*>(&cs[(f / kSrNarrowN) * kLdc + f % kSrNarrowN]) = s;
+      for (int z = 0; z < kFixupGroup; ++z)
+        if (z < p.splits) s.x += x[z].x, s.y += x[z].y, s.z += x[z].z, s.w += x[z].w;
     }
-    if constexpr (!SrClusterTail<Epi>::value) sr_cluster_arrive_relaxed();  // done reading the others' partials
+    *reinterpret_cast<float4*>(&cs[(f / kSrNarrowN) * kLdc + f % kSrNarrowN]) = s;
+  }
+  sr_cluster_arrive_relaxed();  // done reading the others' partials
+  if constexpr (kTail) {
+    __syncthreads();
+    p.epi.tail(cs, kbeg, kend, p.M, p.N, rank);
+  } else if (rank == 0) {
     __syncthreads();
     p.epi(cs, 0, 0, p.M, p.N);
-  } else if constexpr (!SrClusterTail<Epi>::value) {
-    sr_cluster_arrive_relaxed();
   }
-  if constexpr (SrClusterTail<Epi>::value) {
-    if (rank == 0) {  // the finished tile (the epilogue's rewrite of cs) where the others read it
-      __syncthreads();
-      if (threadIdx.x < kF4)
-        *reinterpret_cast<float4*>(slot + f) = *reinterpret_cast<const float4*>(&cs[(f / kSrNarrowN) * kLdc + f % kSrNarrowN]);
-    }
-    sr_cluster_arrive_release();  // rank 0's tile is written; every slice is done reading partials
-    sr_cluster_wait();
-    __shared__ __align__(16) float tile[kSrBM * kSrNarrowN];
-    if (threadIdx.x < kF4) *reinterpret_cast<float4*>(tile + f) = sr_dsmem_f4(slot + f, 0);
-    __syncthreads();
-    sr_cluster_arrive_relaxed();  // done reading rank 0's tile
-    p.epi.tail(tile, kbeg, kend, p.M, p.N, rank == 0);
-  }
-  sr_cluster_wait();  // no block leaves while another may still read its shared memory
+  sr_cluster_wait();  // no block leaves while another may still read its partial
 }
 
 template <class P>
