@@ -347,8 +347,9 @@ int run(int argc, char** argv) {
                  "own graph path, fp16, fused backward: the last layer's pass (its update and dZ of the layer below) "
                  "runs in softmax-CE's kernel, each of its K slices on its own columns once the slices' cluster has "
                  "the loss gradient (tail; where softmax-CE runs on GEMM step 8's narrow kernel with --handover "
-                 "cluster), or as a kernel of its own (kernel)",
-                 {"tail", "kernel"});
+                 "cluster), or as a kernel of its own (kernel); auto: the tail where its slices take at most 128 "
+                 "columns each (K <= 2048), where it measured faster",
+                 {"auto", "tail", "kernel"});
   cli.add_string("--row-chain", &o.row_chain,
                  "own graph path, two hidden layers, branched backward: the hidden forward, softmax-CE and both "
                  "backward-data products in one kernel of 32-row blocks with the upper layers' weights in shared "

@@ -296,7 +296,7 @@ inline void check_rung(const Rung& r, const P5Options& o) {
   if (o.handover != "cluster" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
     throw Error(kExitUsage, "--handover " + o.handover + ": needs --precision fp16, --gemm own and --launch " +
                                 kRungs[0].name);
-  if (o.last_pass != "tail" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
+  if (o.last_pass != "auto" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
     throw Error(kExitUsage, "--last-pass " + o.last_pass + ": needs --precision fp16, --gemm own and --launch " +
                                 kRungs[0].name);
   // (what needs the device, the fused backward's auto choice and the shared-memory fit, the trainer refuses)

@@ -213,12 +213,18 @@ void Trainer<T>::plan_fused_backward() {
     fb_counters_.alloc(tiles);
     CUDA_CHECK(cudaMemset(fb_counters_.get(), 0, fb_counters_.bytes()));
     fused_bwd_ = true;
-    // The last layer's pass as softmax-CE's cluster tail (--last-pass tail): where softmax-CE runs on
-    // step 8's narrow kernel with its slices as one cluster (sm_90) and the tail's buffers are aligned.
+    // The last layer's pass as softmax-CE's cluster tail (--last-pass): where softmax-CE runs on step
+    // 8's narrow kernel with its slices as one cluster (sm_90) and the tail's buffers are aligned;
+    // auto, only where each slice's columns are one round of the tail (K <= 16 x 128 = 2,048): with
+    // two or four rounds (h = 4,096, 8,192) the later rounds' loads wait in the tail, and the pass of
+    // its own, whose first loads PDL overlaps with softmax-CE, was faster (H100, W2's step 212.77 ->
+    // 214.05 and 673.86 -> 677.63 us; 1,024 and 2,048: 49.46 -> 48.41 and 85.69 -> 83.46,
+    // nvidia-h100-80gb-hbm3/logs/tail_2728530/).
     const StepRef sr{nullptr, 0};
-    if (nlayers_ >= 2 && o_.last_pass == "tail" && o_.handover == "cluster" && dev_.cc_major >= 9) {
+    if (nlayers_ >= 2 && o_.last_pass != "kernel" && o_.handover == "cluster" && dev_.cc_major >= 9) {
       const FwdLast q = fwd_last(sr);
-      last_tail_ = q.rung == GemmRung::F16Stream && sr_narrow(q) && last_bwd_tail_aligned(fwd_last_bwd(sr).epi);
+      last_tail_ = q.rung == GemmRung::F16Stream && sr_narrow(q) && last_bwd_tail_aligned(fwd_last_bwd(sr).epi) &&
+                   (o_.last_pass == "tail" || q.kchunk <= kLtCols);
     }
   }
 }
