@@ -544,6 +544,16 @@ inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl 
 // a launch and ~4 us of the pass leave the step, the tail adds ~1 us to softmax-CE, its DSMEM
 // hand-over takes ~1 us off: W2's step ~3-5 us shorter at every width from 1,024 (where softmax-CE
 // runs on step 8) to 8,192, h = 2,048 86.05 -> ~82 us.
+// Measured (H100, nvidia-h100-80gb-hbm3/logs/lastpass_2728530/checks_2728530/, one build, --last-pass
+// kernel -> tail, 2 rounds alternating, the same checksums): W2's step 49.46 -> 48.41 / 85.69 ->
+// 83.46 us at h = 1,024 / 2,048, but 212.77 -> 214.05 / 673.86 -> 677.63 at 4,096 / 8,192. Alone
+// (PDL off, h = 2,048) the tail costs softmax-CE 3.1 us (6.14 -> 9.28) where the pass of its own
+// took ~6.7: a third of the prediction's ~1 us was the tail, the rest its chain of dependent steps
+// (the softmax rows, the two products, a barrier between them, the stores drained at the end).
+// Where a slice's columns are two or four rounds (4,096, 8,192) the later rounds wait for their
+// loads: --last-pass auto runs the tail only where they are one (K <= 2,048). A first form, in which
+// the slice of rank 0 finished the tile and a second cluster barrier carried it to the others, was
+// slower (tried and dropped, phase 5 notes).
 constexpr int kLtCols = 128;  // columns of the last layer a tail round (one stage of step 8's slices)
 constexpr int kLtLdH = kLtCols + 8;
 static_assert(kSrNarrowN == 16 && kSrBM == kBM && kSrThreads == 256, "the tail's warps: 8 x 16 columns, 16 classes, 32 rows");

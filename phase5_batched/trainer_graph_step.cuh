@@ -219,7 +219,7 @@ void Trainer<T>::plan_fused_backward() {
     // two or four rounds (h = 4,096, 8,192) the later rounds' loads wait in the tail, and the pass of
     // its own, whose first loads PDL overlaps with softmax-CE, was faster (H100, W2's step 212.77 ->
     // 214.05 and 673.86 -> 677.63 us; 1,024 and 2,048: 49.46 -> 48.41 and 85.69 -> 83.46,
-    // nvidia-h100-80gb-hbm3/logs/tail_2728530/).
+    // nvidia-h100-80gb-hbm3/logs/lastpass_2728530/).
     const StepRef sr{nullptr, 0};
     if (nlayers_ >= 2 && o_.last_pass != "kernel" && o_.handover == "cluster" && dev_.cc_major >= 9) {
       const FwdLast q = fwd_last(sr);
