@@ -47,6 +47,16 @@
 // too, W2's step ~12 us shorter at 8,192 and ~5 at 2,048. Measured (H100, 2 rounds alternating,
 // nvidia-h100-80gb-hbm3/logs/fbfirst_g16_9901412/): W2's step at 8,192 716.7 -> 708.7 us, the same
 // checksums; the pass's own time and the other widths are still to be taken.
+// 8-warp blocks with the backward-data product too (p.warps, phase 5's --fused-warps; fb_warps): at W2's
+// h = 2,048 a hidden layer's 42 MB sit in L2 from one step to the next, so its pass waits on issue,
+// not on memory: Nsight Compute on one step at full clocks (H100, nvidia-h100-80gb-hbm3/logs/
+// lastpass_2728530/ncu_eef8414/) has each hidden pass 21.9 us with DRAM 12-14% busy, 0.33 warps
+// issued a scheduler a cycle, 8.2 warps an SM resident (256 blocks of 4 warps). An 8-warp block with
+// the product needs more registers than three an SM allow (80: it spilled), so two an SM, which holds
+// a one-wave plan of clusters (h = 1,024 and 2,048: 256 blocks) at once. The same sums in the same
+// order: the same bits (the GPU tests compare them). Prediction, before measuring: ~16 warps an SM
+// issue the same work, the pass ~30% shorter (~15 us), W2's step ~10 us shorter at 2,048 (two hidden
+// passes) and ~5 at 1,024; at 4,096 and 8,192 (two and three waves, DRAM-bound) 4-warp blocks stay.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -96,6 +106,8 @@ struct FusedBwdParams {
   // A column tile's row slices as one thread-block cluster, their dA partials added through its
   // shared memory instead of ws and counters (plan_fused_bwd; fb::cluster_handover).
   bool cluster = false;
+  // Warps a block of a pass with a backward-data product: 4, or 8 (fb_warps; a pass without one: 8).
+  int warps = 4;
   __host__ __device__ int tiles_n() const { return (N + kBN - 1) / kBN; }
   __host__ __device__ int blocks() const { return tiles_n() * splits; }
 };
@@ -174,10 +186,10 @@ namespace fb {
 // 8's clusters alone had taken 4.5 and 7.8 off; but 218.01 -> 227.66 at 4,096 and 678.24 -> 812.45
 // at 8,192, where the plan's two or three waves re-planned into clusters that fit (5 slices for 12, 2
 // for 9) leave part of a wave idle: plan_fused_bwd asks for clusters only where its plan is one wave.
-template <class P, class Smem>
+template <int kThreads, class P, class Smem>
 __device__ __forceinline__ void cluster_handover(const P& p, Smem& sm, int n0, int rank) {
-  constexpr int kRowsRank = kFbThreads * 4 / kBN;  // 8: one float4 a thread a slice
-  static_assert(kRowsRank * kBN == 4 * kFbThreads && kBM % kRowsRank == 0, "whole rows a rank");
+  constexpr int kRowsRank = kThreads * 4 / kBN;  // 8 (4 warps) or 16 (8 warps): one float4 a thread a slice
+  static_assert(kRowsRank * kBN == 4 * kThreads && kBM % kRowsRank == 0, "whole rows a rank");
   const int ranks = min(p.splits, kBM / kRowsRank);
   float* sum = &sm.w[0][0][0];  // (the stages are dead: the loop waited for every copy)
   const int r = threadIdx.x / (kBN / 4), c = (threadIdx.x % (kBN / 4)) * 4;
@@ -199,7 +211,7 @@ __device__ __forceinline__ void cluster_handover(const P& p, Smem& sm, int n0, i
     __syncthreads();
     BwdReluEpi<__half> e;
     e.h = p.h, e.dz = p.dz_prev, e.scale = p.scale;
-    e.store_relu<kFbThreads>(sum, rank * kRowsRank, n0, min(p.B, (rank + 1) * kRowsRank), p.N);
+    e.store_relu<kThreads>(sum, rank * kRowsRank, n0, min(p.B, (rank + 1) * kRowsRank), p.N);
   }
   sr_cluster_wait();  // no block leaves while another may still read its partial
 }
@@ -273,11 +285,14 @@ __device__ __forceinline__ void load_h(const FusedBwdParams& p, FbSmem& sm, int 
 
 }  // namespace fb
 
-template <class Tag, int kThreads>
-__global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kFbBlocksPerSm)
+// kDgrad: the instance has the backward-data product (an 8-warp block with it needs more than the 80
+// registers three blocks an SM allow: two an SM, fb_warps).
+template <class Tag, int kThreads, bool kDgrad = kThreads == kFbThreads>
+__global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad ? 2 : kFbBlocksPerSm)
     fused_update_bwd_kernel(FusedBwdParams p) {
-  // kThreads == kFbThreads: 4 warps, each 16 rows x 32 columns of the tile; kFbThreadsUpdate (a pass
-  // without backward-data product): 8 warps, 16 x 16 each, twice the warps an SM to issue the update.
+  // kThreads == kFbThreads: 4 warps, each 16 rows x 32 columns of the tile (dW and dA); kFbThreadsUpdate:
+  // 8 warps, 16 x 16 each, twice the warps an SM to issue the update (a pass without backward-data
+  // product always; with one where p.warps == 8: fb_warps).
   constexpr int kWarpsN = kThreads / 32 / 2, kTpw = kBN / 16 / kWarpsN;  // warps along n, 16-col tiles a warp
   constexpr int kRowsPerPass = kThreads / kQuads;                          // optimizer rows a pass of threads
   static_assert(kThreads == kFbThreads || kThreads == kFbThreadsUpdate, "the two block sizes");
@@ -296,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kFbBloc
   const bool vec_z = (p.M % 8 == 0) && fb::al16(p.dz);
   const bool vec_o = (p.N % 4 == 0) && fb::al16(p.W) && (p.W16 == nullptr || fb::al16(p.W16)) &&
                      (p.mW == nullptr || (fb::al16(p.mW) && fb::al16(p.vW)));
-  const bool dgrad = kThreads == kFbThreads && p.dz_prev != nullptr;  // the 8-warp block never has it
+  const bool dgrad = kDgrad && p.dz_prev != nullptr;
 
   // The first weight sub-tiles go out before the PDL wait (see pdl_wait): only this kernel
   // writes this layer's master weights, one step earlier. dZ comes from the kernel just before.
@@ -316,8 +331,9 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kFbBloc
     __pipeline_commit();  // group i: sub-tile i's dZ (group 0 also H and every prologue weight tile)
   }
 
-  w::fragment<w::accumulator, 16, 16, 16, float> da[2];
-  w::fill_fragment(da[0], 0.f), w::fill_fragment(da[1], 0.f);
+  w::fragment<w::accumulator, 16, 16, 16, float> da[kTpw];
+#pragma unroll
+  for (int j = 0; j < kTpw; ++j) w::fill_fragment(da[j], 0.f);
   const int q = (t % kQuads) * 4, n = n0 + q, valid = min(4, p.N - n);
 
   // The bias (blocks of the first column tile, the last warp): db[m] = the sum over the batch of the
@@ -414,15 +430,15 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kFbBloc
     if (!dgrad) continue;
     __syncthreads();
 
-    // 3. dA += dZ · W_old: warp (wm, wn) -> batch rows 16wm.., columns 32wn.. (4 warps only)
+    // 3. dA += dZ · W_old: warp (wm, wn) -> batch rows 16wm.., columns 16 kTpw wn.. (as dW's)
 #pragma unroll
     for (int kk = 0; kk < kFbRows; kk += 16) {
       w::fragment<w::matrix_a, 16, 16, 16, __half, w::row_major> a;  // A(b, m) = z[b][m]
       w::load_matrix_sync(a, &sm.z[s][16 * wm][kk], kFbLdZ);
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
+      for (int j = 0; j < kTpw; ++j) {
         w::fragment<w::matrix_b, 16, 16, 16, __half, w::row_major> bf;
-        w::load_matrix_sync(bf, &sm.wo[kk][32 * wn + 16 * j], kFbLdH);
+        w::load_matrix_sync(bf, &sm.wo[kk][16 * (kTpw * wn + j)], kFbLdH);
         w::mma_sync(da[j], a, bf, da[j]);
       }
     }
@@ -434,16 +450,17 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kFbBloc
   // dA partial -> sm.c (free: the last sub-tile's optimizer pass is behind a barrier).
   __syncthreads();
 #pragma unroll
-  for (int j = 0; j < 2; ++j) w::store_matrix_sync(&sm.c[(16 * wm) * kLdc + 32 * wn + 16 * j], da[j], kLdc, w::mem_row_major);
+  for (int j = 0; j < kTpw; ++j)
+    w::store_matrix_sync(&sm.c[(16 * wm) * kLdc + 16 * (kTpw * wn + j)], da[j], kLdc, w::mem_row_major);
   __syncthreads();
   if (p.cluster) {
-    fb::cluster_handover(p, sm, n0, split);
+    fb::cluster_handover<kThreads>(p, sm, n0, split);
     return;
   }
-  if (p.splits > 1 && !splitk_fixup<kFbThreads, true>(sm.c, p.ws, p.counters, tn, split, p.splits)) return;
+  if (p.splits > 1 && !splitk_fixup<kThreads, true>(sm.c, p.ws, p.counters, tn, split, p.splits)) return;
   BwdReluEpi<__half> e;
   e.h = p.h, e.dz = p.dz_prev, e.scale = p.scale;
-  e.run<kFbThreads>(sm.c, 0, n0, p.B, p.N);
+  e.run<kThreads>(sm.c, 0, n0, p.B, p.N);
 }
 
 // Once per process, before any launch (and before graph capture): the kernel's ~60 KB of
@@ -454,6 +471,8 @@ inline void fused_bwd_setup() {
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
   CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
+  CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreadsUpdate, true>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
 }
 
 // The plan launch_fused_bwd launches for p: p, or where p's clusters do not all fit the GPU at once
@@ -463,18 +482,18 @@ inline void fused_bwd_setup() {
 template <class Tag>
 inline FusedBwdParams fused_bwd_launched(const FusedBwdParams& p) {
   if (!p.cluster) return p;
-  const auto k = fused_update_bwd_kernel<Tag, kFbThreads>;
-  static int held[kFbMaxCluster + 1] = {};  // clusters the GPU holds at once, + 1 (0: not asked yet)
+  const auto k = p.warps == 8 ? fused_update_bwd_kernel<Tag, kFbThreadsUpdate, true> : fused_update_bwd_kernel<Tag, kFbThreads>;
+  static int held[2][kFbMaxCluster + 1] = {};  // clusters the GPU holds at once, + 1 (0: not asked yet), by block size
   static bool noted = false;
   auto fits = [&](const FusedBwdParams& q) {
-    int& h = held[q.splits];
+    int& h = held[q.warps == 8][q.splits];
     if (h == 0) {
       if (q.splits > 8) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
       cudaLaunchConfig_t cfg = {};
       cudaLaunchAttribute attr = {};
       attr.id = cudaLaunchAttributeClusterDimension;
       attr.val.clusterDim.x = static_cast<unsigned>(q.splits), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-      cfg.gridDim = dim3(static_cast<unsigned>(q.blocks())), cfg.blockDim = dim3(kFbThreads);
+      cfg.gridDim = dim3(static_cast<unsigned>(q.blocks())), cfg.blockDim = dim3(32u * static_cast<unsigned>(q.warps));
       cfg.dynamicSmemBytes = sizeof(FbSmem), cfg.attrs = &attr, cfg.numAttrs = 1;
       int n = 0;
       if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
@@ -508,7 +527,7 @@ inline FusedBwdParams fused_bwd_launched(const FusedBwdParams& p) {
   return q;
 }
 
-// A pass without backward-data product runs 8-warp blocks; one with it, 4-warp blocks.
+// A pass without backward-data product runs 8-warp blocks; one with it, p.warps (4 or 8: fb_warps).
 template <class Tag>
 inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;
@@ -518,8 +537,11 @@ inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl 
     return;
   }
   const FusedBwdParams q = fused_bwd_launched<Tag>(p);
-  launch_kernel(fused_update_bwd_kernel<Tag, kFbThreads>, q.blocks(), kFbThreads, sizeof(FbSmem), st,
-                LaunchOpts{pdl, nullptr, q.cluster ? static_cast<unsigned>(q.splits) : 0u}, q);
+  const LaunchOpts o{pdl, nullptr, q.cluster ? static_cast<unsigned>(q.splits) : 0u};
+  if (q.warps == 8)
+    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreadsUpdate, true>, q.blocks(), kFbThreadsUpdate, sizeof(FbSmem), st, o, q);
+  else
+    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreads>, q.blocks(), kFbThreads, sizeof(FbSmem), st, o, q);
 }
 
 // ------------------------------------------------------------------ the last layer's pass in softmax-CE's cluster

@@ -99,11 +99,17 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   Trainer<T> tr(o, rung, sc, dev, ds, init, fp32_gemm);
   const nlohmann::json plan = tr.gemm_plan();
   if (!plan.empty()) {
-    std::printf("GEMM plan (a step's products: M x N x K, rung, K slices; backward %s):\n", tr.backward_kind());
+    std::printf("GEMM plan (a step's products: M x N x K, rung, K slices (a fused pass: row slices); backward %s):\n",
+                tr.backward_kind());
     for (const auto& q : plan)
       std::printf("  %-18s %6d x %5d x %5d  %-9s %d%s%s\n", q["product"].get<std::string>().c_str(), q["M"].get<int>(),
                   q["N"].get<int>(), q["K"].get<int>(), q["rung"].get<std::string>().c_str(), q["splits"].get<int>(),
                   q.contains("tail") ? ", then " : "", q.contains("tail") ? q["tail"].get<std::string>().c_str() : "");
+    // (a fused pass: its warps a block and its hand-over)
+    for (const auto& q : plan)
+      if (q.contains("warps"))
+        std::printf("  %s: %d warps a block, hand-over %s\n", q["product"].get<std::string>().c_str(), q["warps"].get<int>(),
+                    q.contains("handover") ? "cluster" : q["splits"].get<int>() > 1 ? "global" : "none");
   }
 
   Peaks peaks;
@@ -255,6 +261,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["fp16_gemm"] = o.fp16_gemm;
   rec["metrics"]["fp16_stream"] = o.fp16_stream;
   rec["metrics"]["handover"] = o.handover;
+  rec["metrics"]["fused_warps"] = o.fused_warps;  // (a hidden layer's fused pass: 4, 8, or auto's rule)
   rec["metrics"]["last_pass"] = tr.last_tail() ? "tail" : "kernel";  // (what ran: tail only where it can)
   rec["metrics"]["row_chain"] = tr.row_chain();  // own graph path: the middle of the step in one kernel
   if (!o.launch_auto.empty()) rec["metrics"]["launch_auto"] = o.launch_auto;  // config.launch: the rung it chose
@@ -343,6 +350,11 @@ int run(int argc, char** argv) {
                  "partial tiles through its shared memory (cluster; sm_90; fewer, longer slices where the GPU cannot "
                  "hold every cluster at once), or hand them over through global memory, a fence and a counter (global)",
                  {"cluster", "global"});
+  cli.add_string("--fused-warps", &o.fused_warps,
+                 "own graph path, fp16, fused backward: warps a block of a hidden layer's pass (its update and the "
+                 "backward-data product), 4 or 8 (the same bits; 8: twice the warps to issue the same work, two blocks "
+                 "an SM); auto: 8 where the pass's plan is one wave of clusters (--handover cluster), else 4",
+                 {"auto", "4", "8"});
   cli.add_string("--last-pass", &o.last_pass,
                  "own graph path, fp16, fused backward: the last layer's pass (its update and dZ of the layer below) "
                  "runs in softmax-CE's kernel, each of its K slices on its own columns once the slices' cluster has "

@@ -221,6 +221,7 @@ class Trainer {
   // The own graph step's GEMM plan: every product of a training step with its shape, the rung that
   // computes it and its K slices (empty on the other paths). Printed at the start, kept in the record.
   nlohmann::json gemm_plan() const;
+  void add_fused_passes(nlohmann::json& out) const;  // (gemm_plan's fused backward passes)
 
   bool one_launch() const { return rung_.one_launch(); }  // one kernel launch an epoch
   bool own_graph() const { return !cublas_ && !rung_.one_launch(); }  // own GEMMs, a graph an epoch

@@ -104,15 +104,31 @@ nlohmann::json Trainer<T>::gemm_plan() const {
     if (last_tail_) {  // (the last layer's fused pass runs in this product's cluster)
       add("forward " + std::to_string(nlayers_ - 1), stream_rows_launched<p5_fwd_softmax_ce_bwd>(fwd_last_bwd(sr)));
       out.back()["tail"] = "backward " + std::to_string(nlayers_ - 1);
+      add_fused_passes(out);
       return out;
     }
   }
   if (nlayers_ > 1) add("forward " + std::to_string(nlayers_ - 1), stream_rows_launched<p5_fwd_softmax_ce>(fwd_last(sr)));
+  if (fused_bwd_) add_fused_passes(out);
   if (fused_bwd_) return out;
   for (int l = nlayers_ - 1; l >= 1; --l) add("backward-data " + std::to_string(l), bwd_data(l, 0));
   for (int l = nlayers_ - 1; l >= 1; --l) add("weight-gradient " + std::to_string(l), update(l, sr, 0));
   add("weight-gradient 0", update0(sr, 1));
   return out;
+}
+
+// The fused backward passes as launched (5b_fused_backward.cuh), after the forwards in the plan: a
+// layer's weights M x N, K = the batch, its row slices, their hand-over and warps a block.
+template <class T>
+void Trainer<T>::add_fused_passes(nlohmann::json& out) const {
+  const StepRef sr{nullptr, 0};
+  for (int l = last_tail_ ? nlayers_ - 2 : nlayers_ - 1; l >= 0; --l) {
+    const FusedBwdParams p = fused_params(l, sr);
+    const FusedBwdParams q = l > 0 ? fused_bwd_launched<p5_fused_update_bwd>(p) : p;
+    out.push_back({{"product", "backward " + std::to_string(l)}, {"M", q.M}, {"N", q.N}, {"K", q.B},
+                   {"rung", "fused-pass"}, {"splits", q.splits}, {"warps", l > 0 ? q.warps : kFbThreadsUpdate / 32}});
+    if (q.cluster) out.back()["handover"] = "cluster";
+  }
 }
 
 // ----- a step's operands and epilogues
@@ -184,6 +200,9 @@ FusedBwdParams Trainer<T>::fused_params(int l, const StepRef& sr) const {
       p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
     }
     plan_fused_bwd(p, dev_.sm_count, o_.handover == "cluster" && dev_.cc_major >= 9);
+    // 8-warp blocks where the plan is one wave of clusters (h = 1,024 and 2,048 of W2), 4 elsewhere
+    // (--fused-warps; 5b_fused_backward.cuh's card: fb_warps).
+    p.warps = o_.fused_warps == "4" ? 4 : o_.fused_warps == "8" ? 8 : p.cluster ? 8 : 4;
     p.ws = fb_ws_.get(), p.counters = fb_counters_.get();
   }
   return p;

@@ -155,13 +155,43 @@ void run_case(const Case& c) {
   bool copy_ok = true;
   for (size_t i = 0; i < w.size(); ++i) copy_ok &= __half2float(h16[i]) == __half2float(__float2half_rn(nw[i]));
   CHECK(copy_ok);
+  // 8-warp blocks (phase 5's --fused-warps 8) for a pass with a backward-data product: every output
+  // has the 4-warp blocks' bits (each element's sums in the same order, split over more warps).
+  if (!c.first) {
+    const auto w4 = dW.get(), b4 = dB.get(), g4 = gout.get(), bg4 = bgout.get();
+    const auto h4 = w16.get(), z4 = dzprev.get();
+    const auto mw4 = dmW.get(), vw4 = dvW.get();
+    dW.set(w), dB.set(b);
+    dmW.set(std::vector<float>(m0.begin(), m0.begin() + w.size())), dvW.set(std::vector<float>(v0.begin(), v0.begin() + w.size()));
+    dmB.set(std::vector<float>(m0.begin() + w.size(), m0.end())), dvB.set(std::vector<float>(v0.begin() + w.size(), v0.end()));
+    w16.poison(), dzprev.poison(), gout.poison(), bgout.poison();
+    FusedBwdParams e8 = p;
+    e8.warps = 8;
+    launch_fused_bwd<p5_fused_update_bwd>(e8, nullptr);
+    CHECK_LAUNCH();
+    auto same = [](const auto& x, const auto& y) { return std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0; };
+    CHECK(same(dW.get(), w4));
+    CHECK(same(dB.get(), b4));
+    CHECK(same(gout.get(), g4));
+    CHECK(same(bgout.get(), bg4));
+    CHECK(same(w16.get(), h4));
+    CHECK(same(dzprev.get(), z4));
+    if (c.adam) {
+      CHECK(same(dmW.get(), mw4));
+      CHECK(same(dvW.get(), vw4));
+    }
+    if (p.splits > 1) CHECK(ctr.get()[0] == 0u);
+    dmW.set(std::vector<float>(m0.begin(), m0.begin() + w.size())), dvW.set(std::vector<float>(v0.begin(), v0.begin() + w.size()));
+  }
   // The slices as one cluster (phase 5's --handover cluster) add their dA partials in the global
   // hand-over's order: dZ_prev has the same bits as the global hand-over of the slices the cluster
   // launch runs (fewer than planned where the GPU cannot hold every cluster at once), both from the
   // starting weights (dZ_prev reads the old ones).
-  if (!c.first && p.splits > 1 && p.splits <= kFbMaxCluster) {
+  for (int warps : {4, 8}) {  // (both block sizes: 8 rows a rank of the hand-over, or 16)
+    if (c.first || p.splits < 2 || p.splits > kFbMaxCluster) break;
+    INFO("cluster hand-over, " << warps << " warps");
     FusedBwdParams q = p;
-    q.cluster = true;
+    q.cluster = true, q.warps = warps;
     q = fused_bwd_launched<p5_fused_update_bwd>(q);
     auto again = [&](const FusedBwdParams& r) {
       CUDA_CHECK(cudaMemcpy(dW.p, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));

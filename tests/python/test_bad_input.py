@@ -185,6 +185,8 @@ P5_FLAG_CASES = [
      ["--fp16-stream off", "--gemm own"]),
     ("handover-bad", ["--handover", "dsmem"], ["--handover"]),
     ("handover-fp32", ["--handover", "global"], ["--handover global", "--precision fp16"]),
+    ("fused-warps-bad", ["--fused-warps", "16"], ["--fused-warps"]),
+    ("fused-warps-fp32", ["--fused-warps", "8"], ["--fused-warps 8", "--precision fp16"]),
     ("last-pass-bad", ["--last-pass", "fold"], ["--last-pass"]),
     ("last-pass-fp32", ["--last-pass", "kernel"], ["--last-pass kernel", "--precision fp16"]),
     ("row-chain-bad", ["--row-chain", "yes"], ["--row-chain"]),
