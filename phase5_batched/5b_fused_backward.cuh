@@ -47,7 +47,7 @@
 // too, W2's step ~12 us shorter at 8,192 and ~5 at 2,048. Measured (H100, 2 rounds alternating,
 // nvidia-h100-80gb-hbm3/logs/fbfirst_g16_9901412/): W2's step at 8,192 716.7 -> 708.7 us, the same
 // checksums; the pass's own time and the other widths are still to be taken.
-// 8-warp blocks with the backward-data product too (p.warps, phase 5's --fused-warps; fb_warps): at W2's
+// 8-warp blocks with the backward-data product too (p.warps, phase 5's --fused-warps): at W2's
 // h = 2,048 a hidden layer's 42 MB sit in L2 from one step to the next, so its pass waits on issue,
 // not on memory: Nsight Compute on one step at full clocks (H100, nvidia-h100-80gb-hbm3/logs/
 // lastpass_2728530/ncu_eef8414/) has each hidden pass 21.9 us with DRAM 12-14% busy, 0.33 warps
@@ -57,6 +57,15 @@
 // order: the same bits (the GPU tests compare them). Prediction, before measuring: ~16 warps an SM
 // issue the same work, the pass ~30% shorter (~15 us), W2's step ~10 us shorter at 2,048 (two hidden
 // passes) and ~5 at 1,024; at 4,096 and 8,192 (two and three waves, DRAM-bound) 4-warp blocks stay.
+// Measured (H100, nvidia-h100-80gb-hbm3/logs/lastpass_2728530/warps_89ef1fc/, one build, --fused-warps
+// 4 -> 8 at every width, 2 rounds alternating): W2's step 48.75 -> 47.80 us at h = 1,024 (48.83 ->
+// 47.56 in a second call, ab2/), 84.11 -> 86.55 at 2,048, 214.39 -> 206.81 at 4,096, 681.76 -> 687.89
+// at 8,192; the same checksums at 4,096 and 8,192, new ones at 1,024 and 2,048, where the clusters
+// that fit two blocks an SM take fewer slices (7 for 8 at 2,048: alone, PDL off, a hidden pass 22.94
+// -> 22.77 us on 224 blocks where 256 ran: what the warps gained, the slices gave back). Neither wins
+// at every width, so 4-warp blocks stay the default (--fused-warps 8 the variant). Where 8 won
+// (4,096: 768 blocks, 2.9 waves of two an SM) and lost (8,192: 4.4 waves; 2,048: fewer slices)
+// points at planning the row split for two blocks an SM before trying it again.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -106,7 +115,7 @@ struct FusedBwdParams {
   // A column tile's row slices as one thread-block cluster, their dA partials added through its
   // shared memory instead of ws and counters (plan_fused_bwd; fb::cluster_handover).
   bool cluster = false;
-  // Warps a block of a pass with a backward-data product: 4, or 8 (fb_warps; a pass without one: 8).
+  // Warps a block of a pass with a backward-data product: 4, or 8 (the card's 8-warp paragraph; a pass without one: 8).
   int warps = 4;
   __host__ __device__ int tiles_n() const { return (N + kBN - 1) / kBN; }
   __host__ __device__ int blocks() const { return tiles_n() * splits; }
@@ -286,13 +295,13 @@ __device__ __forceinline__ void load_h(const FusedBwdParams& p, FbSmem& sm, int 
 }  // namespace fb
 
 // kDgrad: the instance has the backward-data product (an 8-warp block with it needs more than the 80
-// registers three blocks an SM allow: two an SM, fb_warps).
+// registers three blocks an SM allow: two an SM; the card).
 template <class Tag, int kThreads, bool kDgrad = kThreads == kFbThreads>
 __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad ? 2 : kFbBlocksPerSm)
     fused_update_bwd_kernel(FusedBwdParams p) {
   // kThreads == kFbThreads: 4 warps, each 16 rows x 32 columns of the tile (dW and dA); kFbThreadsUpdate:
   // 8 warps, 16 x 16 each, twice the warps an SM to issue the update (a pass without backward-data
-  // product always; with one where p.warps == 8: fb_warps).
+  // product always; with one where p.warps == 8).
   constexpr int kWarpsN = kThreads / 32 / 2, kTpw = kBN / 16 / kWarpsN;  // warps along n, 16-col tiles a warp
   constexpr int kRowsPerPass = kThreads / kQuads;                          // optimizer rows a pass of threads
   static_assert(kThreads == kFbThreads || kThreads == kFbThreadsUpdate, "the two block sizes");
@@ -527,7 +536,7 @@ inline FusedBwdParams fused_bwd_launched(const FusedBwdParams& p) {
   return q;
 }
 
-// A pass without backward-data product runs 8-warp blocks; one with it, p.warps (4 or 8: fb_warps).
+// A pass without backward-data product runs 8-warp blocks; one with it, p.warps (4 or 8).
 template <class Tag>
 inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;

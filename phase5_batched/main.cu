@@ -352,8 +352,8 @@ int run(int argc, char** argv) {
                  {"cluster", "global"});
   cli.add_string("--fused-warps", &o.fused_warps,
                  "own graph path, fp16, fused backward: warps a block of a hidden layer's pass (its update and the "
-                 "backward-data product), 4 or 8 (the same bits; 8: twice the warps to issue the same work, two blocks "
-                 "an SM); auto: 8 where the pass's plan is one wave of clusters (--handover cluster), else 4",
+                 "backward-data product), 4 or 8 (8: twice the warps to issue the same work, two blocks an SM; the same "
+                 "bits where the slices are the same); auto: 4",
                  {"auto", "4", "8"});
   cli.add_string("--last-pass", &o.last_pass,
                  "own graph path, fp16, fused backward: the last layer's pass (its update and dZ of the layer below) "

@@ -200,9 +200,9 @@ FusedBwdParams Trainer<T>::fused_params(int l, const StepRef& sr) const {
       p.scale = static_cast<float>(1.0 / (1.0 - o_.dropout));
     }
     plan_fused_bwd(p, dev_.sm_count, o_.handover == "cluster" && dev_.cc_major >= 9);
-    // 8-warp blocks where the plan is one wave of clusters (h = 1,024 and 2,048 of W2), 4 elsewhere
-    // (--fused-warps; 5b_fused_backward.cuh's card: fb_warps).
-    p.warps = o_.fused_warps == "4" ? 4 : o_.fused_warps == "8" ? 8 : p.cluster ? 8 : 4;
+    // 4-warp blocks unless --fused-warps 8 (5b_fused_backward.cuh's card, "8-warp blocks"; measured both ways
+    // at every width, neither wins at all of them).
+    p.warps = o_.fused_warps == "8" ? 8 : 4;
     p.ws = fb_ws_.get(), p.counters = fb_counters_.get();
   }
   return p;
