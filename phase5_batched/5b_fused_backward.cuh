@@ -66,6 +66,20 @@
 // at every width, so 4-warp blocks stay the default (--fused-warps 8 the variant). Where 8 won
 // (4,096: 768 blocks, 2.9 waves of two an SM) and lost (8,192: 4.4 waves; 2,048: fewer slices)
 // points at planning the row split for two blocks an SM before trying it again.
+// The next step's first forward in the first layer's pass (FusedBwdParams::next_fwd, phase 5's
+// --next-forward). Within a graph of consecutive steps the first layer's pass of step i is the last
+// reader and writer of W_0 before step i + 1's gathered forward, a GEMM step 8 kernel of its own that
+// reads the same rows of W_0 the pass has just written. Each block of the pass holds a 32-row x
+// 64-column sub-tile's new weights in shared memory anyway: it multiplies them by the next batch's
+// bytes of its 64 columns (a 32 x 32 x 64 WMMA product) and hands the partial to the layer's other
+// column tiles through a slot and a counter a sub-tile; the last of the 13 to arrive adds the 13 in
+// tile order and applies the forward's epilogue (the bias this pass updated, ReLU, dropout). The design
+// decision: a split-K hand-over a sub-tile inside the pass, not a cluster of 13 column tiles, so the
+// one-wave row split stays as it is. Prediction, before measuring (H100, W2, h = 2,048; the gathered
+// forward 8.04 us alone with PDL off, the first layer's pass 11.57, lastpass_2728530/checks_2728530/k/):
+// the pass grows by its 3 sub-tiles' products, fences and counters and the last tile's 52 KB of
+// partials read back a sub-tile, ~2 us; the step loses the forward's launch and its ~7 us of fixed
+// cost, ~5 us with PDL (83.10 -> ~78 us, ~1.58x JAX's 123.40); ~5 us at 4,096 and 8,192 too.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -117,7 +131,18 @@ struct FusedBwdParams {
   bool cluster = false;
   // Warps a block of a pass with a backward-data product: 4, or 8 (the card's 8-warp paragraph; a pass without one: 8).
   int warps = 4;
+  // The first layer's pass may run the next step's first forward too (phase 5's --next-forward;
+  // fb::next_forward): the next batch's bytes (next_rows of xdata) times each sub-tile's new fp16
+  // weights, a 32 x 32 partial over the block's 64 columns into fws, one counter a sub-tile (fcnt,
+  // zero between launches); the last column tile to arrive adds the tiles' partials in tile order
+  // and applies `next` (the next step's epilogue: this pass's bias, ReLU, dropout, into H_0).
+  bool next_fwd = false;
+  RowMap next_rows;
+  FwdHiddenEpi<__half> next;
+  float* fws = nullptr;      // [tiles_n][kBM][fws_ld()]
+  unsigned* fcnt = nullptr;  // one a 32-row sub-tile
   __host__ __device__ int tiles_n() const { return (N + kBN - 1) / kBN; }
+  __host__ __device__ int fws_ld() const { return (M + kFbRows - 1) / kFbRows * kFbRows; }
   __host__ __device__ int blocks() const { return tiles_n() * splits; }
 };
 
@@ -134,6 +159,18 @@ constexpr int kFbBlocksPerSm = 3;
 static_assert(kFbBlocksPerSm * (sizeof(FbSmem) + 1024) <= 228 * 1024 &&
                   (kFbBlocksPerSm + 1) * (sizeof(FbSmem) + 1024) > 228 * 1024,
               "an H100/H200 SM's 228 KB of shared memory (1 KB a block reserved) holds kFbBlocksPerSm blocks");
+
+// The next batch's bytes of a first-layer pass's tile (fb::next_forward), after FbSmem: fp16 integers, exact.
+struct FbNextSmem {
+  __half xs[kBM][kFbLdH];
+};
+static_assert(sizeof(FbSmem) % 128 == 0, "FbNextSmem starts 128-byte aligned");
+static_assert(kFbBlocksPerSm * (sizeof(FbSmem) + sizeof(FbNextSmem) + 1024) <= 228 * 1024,
+              "a first-layer pass with the next forward keeps three blocks an SM");
+inline size_t fused_bwd_smem(const FusedBwdParams& p) { return sizeof(FbSmem) + (p.next_fwd ? sizeof(FbNextSmem) : 0); }
+inline size_t fused_next_ws_floats(const FusedBwdParams& p) {
+  return static_cast<size_t>(p.tiles_n()) * kBM * p.fws_ld();
+}
 
 inline size_t fused_bwd_ws_floats(const FusedBwdParams& p) {
   return p.splits > 1 && p.dz_prev != nullptr ? static_cast<size_t>(p.tiles_n()) * p.splits * kBM * kBN : 0;
@@ -292,6 +329,81 @@ __device__ __forceinline__ void load_h(const FusedBwdParams& p, FbSmem& sm, int 
   }
 }
 
+// The next batch's bytes of the tile's 64 columns into xs as fp16 integers (exact below 2^11; the
+// sums are divided by 255 once, as GEMM step 8's gathered forward divides them); rows past the batch zero.
+template <int kThreads>
+__device__ __forceinline__ void load_next_x(const FusedBwdParams& p, FbNextSmem& nx, int n0) {
+  for (int c = threadIdx.x; c < kBM * (kBN / 8); c += kThreads) {
+    const int b = c / (kBN / 8), q = (c % (kBN / 8)) * 8, n = n0 + q;
+    uint8_t px[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (b < p.B) {
+      const uint8_t* src = p.xdata + static_cast<size_t>(p.next_rows.image(b)) * p.N + n;
+      if (n + 8 <= p.N) {  // N % 8 == 0: 8 aligned bytes
+        *reinterpret_cast<uint2*>(px) = __ldg(reinterpret_cast<const uint2*>(src));
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) px[e] = n + e < p.N ? src[e] : 0;
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) nx.xs[b][q + e] = __ushort2half_rn(px[e]);
+  }
+}
+
+// Sub-tile `sub`'s share of the next step's first forward (p.next_fwd): Z'(b, m) over the tile's 64
+// columns = the next batch's bytes (nx.xs) times the sub-tile's new weights (sm.wo, fp16 as W16 holds
+// them), one 16 x 16 WMMA tile on each of warps 0-3, stored to the tile's slot of fws. The last of
+// the layer's column tiles to arrive (a counter a sub-tile) adds the tiles' partials in tile order
+// (the same sums whichever block adds them), divides by 255 and applies the next step's epilogue
+// (the bias this pass updated, by the block of column tile 0 before it arrived; ReLU; dropout).
+template <int kThreads>
+__device__ void next_forward(const FusedBwdParams& p, const FbSmem& sm, const FbNextSmem& nx, int tn, int sub,
+                             int m0) {
+  namespace w = nvcuda::wmma;
+  const int warp = threadIdx.x / 32, ld = p.fws_ld(), tiles = p.tiles_n();
+  __syncthreads();  // every thread's new weights in sm.wo
+  if (warp < 4) {
+    const int bi = warp >> 1, mj = warp & 1;
+    w::fragment<w::accumulator, 16, 16, 16, float> acc;
+    w::fill_fragment(acc, 0.f);
+#pragma unroll
+    for (int kk = 0; kk < kBN; kk += 16) {
+      w::fragment<w::matrix_a, 16, 16, 16, __half, w::row_major> a;  // A(b, k) = xs[b][k]
+      w::load_matrix_sync(a, &nx.xs[16 * bi][kk], kFbLdH);
+      w::fragment<w::matrix_b, 16, 16, 16, __half, w::col_major> bf;  // B(k, m) = wo[m][k]
+      w::load_matrix_sync(bf, &sm.wo[16 * mj][kk], kFbLdH);
+      w::mma_sync(acc, a, bf, acc);
+    }
+    w::store_matrix_sync(p.fws + (static_cast<size_t>(tn) * kBM + 16 * bi) * ld + m0 + 16 * mj, acc, ld,
+                         w::mem_row_major);
+  }
+  if (!splitk_arrive_last(p.fcnt + sub, tiles)) return;
+  const FwdHiddenEpi<__half>& e = p.next;
+  const uint64_t st = e.dropout ? static_cast<uint64_t>(e.step.get()) : 0;
+  for (int i = threadIdx.x; i < kBM * kFbRows / 4; i += kThreads) {
+    const int b = i / (kFbRows / 4), c = (i % (kFbRows / 4)) * 4;
+    if (b >= p.B) continue;
+    const float* src = p.fws + static_cast<size_t>(b) * ld + m0 + c;
+    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int z = 0; z < tiles; ++z) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(src + static_cast<size_t>(z) * kBM * ld));
+      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+    }
+    const float sv[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int m = m0 + c + j;
+      if (m >= p.M) break;
+      float v = fmaxf(over_255(sv[j]) + __ldcg(e.bias + m), 0.f);
+      if (e.dropout)
+        v = dropout_bits_dev(e.key, e.layer, st, static_cast<uint32_t>(b * p.M + m)) >= e.threshold ? v * e.scale : 0.f;
+      e.out[static_cast<size_t>(b) * p.M + m] = __float2half_rn(v);
+    }
+  }
+  if (threadIdx.x == 0) p.fcnt[sub] = 0u;  // ready for the next launch
+}
+
 }  // namespace fb
 
 // kDgrad: the instance has the backward-data product (an 8-warp block with it needs more than the 80
@@ -308,6 +420,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
   namespace w = nvcuda::wmma;
   extern __shared__ __align__(128) unsigned char fb_raw[];
   FbSmem& sm = *reinterpret_cast<FbSmem*>(fb_raw);
+  FbNextSmem& nx = *reinterpret_cast<FbNextSmem*>(fb_raw + sizeof(FbSmem));  // (p.next_fwd only)
   const int tiles_n = p.tiles_n();
   // (p.cluster: a tile's slices are consecutive blocks, one cluster, slice = the block's rank in it)
   const int tn = p.cluster ? blockIdx.x / p.splits : blockIdx.x % tiles_n;
@@ -334,6 +447,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
     smem_adam() = (p.hyper != nullptr && st < p.hyper_n) ? p.hyper[st] : adam_hyper(p.lr, st);
   }
   fb::load_h<kThreads>(p, sm, n0);  // in the first cp.async group
+  if (!kDgrad && p.next_fwd) fb::load_next_x<kThreads>(p, nx, n0);
 #pragma unroll
   for (int i = 0; i < kFbStages - 1; ++i) {
     if (i < nsub) fb::load_stage_z(p, sm, i, mbeg + i * kFbRows, mend, vec_z);
@@ -415,7 +529,13 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
         wo[0] = __floats2half2_rn(wf[0], wf[1]);
         wo[1] = __floats2half2_rn(wf[2], wf[3]);
       }
-      if (m >= mend || valid <= 0) continue;
+      if (m >= mend || valid <= 0) {
+        if (!kDgrad && p.next_fwd) {  // (no weight there: zeros for the next forward)
+          __half2* wn = reinterpret_cast<__half2*>(&sm.wo[r][q]);
+          wn[0] = wn[1] = __floats2half2_rn(0.f, 0.f);
+        }
+        continue;
+      }
       const size_t idx = static_cast<size_t>(m) * p.N + n;
       float g[4];
 #pragma unroll
@@ -435,7 +555,13 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
       store4(p.W + idx, vec_o, valid, wf);
       if (p.W16) store4(p.W16 + idx, vec_o, valid, wf);
       if (p.grad_out) store4(p.grad_out + idx, false, valid, g);
+      if (!kDgrad && p.next_fwd) {  // the new weights as W16 holds them, for the next forward
+        __half2* wn = reinterpret_cast<__half2*>(&sm.wo[r][q]);
+        wn[0] = __floats2half2_rn(wf[0], valid > 1 ? wf[1] : 0.f);
+        wn[1] = __floats2half2_rn(valid > 2 ? wf[2] : 0.f, valid > 3 ? wf[3] : 0.f);
+      }
     }
+    if (!kDgrad && p.next_fwd) fb::next_forward<kThreads>(p, sm, nx, tn, (m0 / kFbRows), m0);
     if (!dgrad) continue;
     __syncthreads();
 
@@ -479,7 +605,8 @@ inline void fused_bwd_setup() {
   CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreads>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
   CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(sizeof(FbSmem) + sizeof(FbNextSmem))));
   CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreadsUpdate, true>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
 }
@@ -541,7 +668,7 @@ template <class Tag>
 inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;
   if (p.dz_prev == nullptr) {
-    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>, p.blocks(), kFbThreadsUpdate, sizeof(FbSmem), st,
+    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>, p.blocks(), kFbThreadsUpdate, fused_bwd_smem(p), st,
                   pdl, p);
     return;
   }

@@ -105,7 +105,8 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
     for (const auto& q : plan)
       std::printf("  %-18s %6d x %5d x %5d  %-9s %d%s%s\n", q["product"].get<std::string>().c_str(), q["M"].get<int>(),
                   q["N"].get<int>(), q["K"].get<int>(), q["rung"].get<std::string>().c_str(), q["splits"].get<int>(),
-                  q.contains("tail") ? ", then " : "", q.contains("tail") ? q["tail"].get<std::string>().c_str() : "");
+                  q.contains("tail") ? ", then " : q.contains("then") ? ", then " : "",
+                  q.contains("tail") ? q["tail"].get<std::string>().c_str() : q.contains("then") ? q["then"].get<std::string>().c_str() : "");
     // (a fused pass: its warps a block and its hand-over)
     for (const auto& q : plan)
       if (q.contains("warps"))
@@ -264,6 +265,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["handover"] = o.handover;
   rec["metrics"]["fused_warps"] = o.fused_warps;  // (a hidden layer's fused pass: 4, 8, or auto's rule)
   rec["metrics"]["last_pass"] = tr.last_tail() ? "tail" : "kernel";  // (what ran: tail only where it can)
+  rec["metrics"]["next_forward"] = tr.next_forward() ? "pass" : "kernel";  // (what ran)
   rec["metrics"]["row_chain"] = tr.row_chain();  // own graph path: the middle of the step in one kernel
   if (!o.launch_auto.empty()) rec["metrics"]["launch_auto"] = o.launch_auto;  // config.launch: the rung it chose
   rung_record_fields(rec["metrics"], rung, tr.kernel(), o, breakdown_cycles, measured_steps, per_step_ms);
@@ -363,6 +365,12 @@ int run(int argc, char** argv) {
                  "cluster), or as a kernel of its own (kernel); auto: the tail where its slices take at most 128 "
                  "columns each (K <= 2048), where it measured faster",
                  {"auto", "tail", "kernel"});
+  cli.add_string("--next-forward", &o.next_forward,
+                 "own graph path, fp16, fused backward: the next step's first forward (the gathered bytes times the "
+                 "first layer's new weights) runs in the first layer's pass, each block on its rows and columns, the "
+                 "column tiles' partials added by the last to finish (pass; every step of a graph but its first), or "
+                 "as a GEMM step 8 kernel of its own (kernel); auto: pass",
+                 {"auto", "pass", "kernel"});
   cli.add_string("--row-chain", &o.row_chain,
                  "own graph path, two hidden layers, branched backward: the hidden forward, softmax-CE and both "
                  "backward-data products in one kernel of 32-row blocks with the upper layers' weights in shared "

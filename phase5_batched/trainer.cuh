@@ -141,6 +141,7 @@ class Trainer {
   size_t nparams() const { return nparams_; }
 
   void reset() {
+    fwd0_done_ = false;
     std::vector<float> flat(nparams_);
     for (int l = 0; l < nlayers_; ++l) {
       std::copy(init_.W[l].begin(), init_.W[l].end(), flat.begin() + woff_[l]);
@@ -176,7 +177,8 @@ class Trainer {
   // (captured into the graphs, or run directly); captures the graph of `count` consecutive steps
   // (once per count); runs steps [first, first + count) (all inside first's epoch): permutation
   // kernel + graph replay.
-  void enqueue_step(int i, std::map<std::string, KernelCost>* costs);
+  // next: step i + 1 follows in the same graph (the first layer's pass may run its first forward).
+  void enqueue_step(int i, std::map<std::string, KernelCost>* costs, bool next = false);
   // The mean loss of steps first, ..., first + count - 1 from their row tiles' sums (step_loss_kernel).
   void enqueue_step_losses(const StepRef& first, int count) {
     const int tiles = (batch_ + kBM - 1) / kBM;
@@ -211,10 +213,12 @@ class Trainer {
     if (rem > 0 && rem != full) capture(rem);
   }
   // One step k (< steps per epoch) of the first epoch, on its own (validation, first-call work).
-  void single_step(int k) {
+  // next: step k + 1 is the next single step (the first layer's pass may run its first forward, as
+  // in a graph of consecutive steps); the single steps of --validate chain so, like the replay.
+  void single_step(int k, bool next = false) {
     if (rung_.one_launch()) return run_epoch(k, 1);
     launch_epoch_permutation(0);
-    enqueue_step(k, nullptr);
+    enqueue_step(k, nullptr, next);
     enqueue_step_losses(StepRef{base_.get(), k}, 1);
   }
   const Rung& rung() const { return rung_; }
@@ -230,6 +234,7 @@ class Trainer {
   bool row_chain() const { return row_chain_; }
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
   bool last_tail() const { return last_tail_; }
+  bool next_forward() const { return next_fwd_; }
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
   void start_breakdown() {
@@ -295,6 +300,7 @@ class Trainer {
   SoftmaxCEEpi<T> loss_epi(const StepRef& sr) const;
   UpdateEpi<T> update_epi(int l, const StepRef& sr) const;
   FusedBwdParams fused_params(int l, const StepRef& sr) const;
+  FusedBwdParams fused_first_next(const StepRef& sr) const;  // + the next step's first forward (next_fwd_)
   void plan_fused_backward();
   void plan_branches();
   void plan_row_chain();
@@ -324,7 +330,7 @@ class Trainer {
   UpdateGemm update(int l, const StepRef& sr, int slot) const;
   UpdateFirstGemm update0(const StepRef& sr, int slot) const;
   double update_bytes(int l) const;
-  void enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs);
+  void enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs, bool next);
   void enqueue_step_cublas(const StepRef& sr, std::map<std::string, KernelCost>* costs);
   // Split-K workspaces: two slots (the two problems of a paired launch), each as large as the
   // largest problem placed in it.
@@ -416,6 +422,11 @@ class Trainer {
   DevBuf<unsigned> counters_[2];
   bool fused_bwd_ = false;
   bool last_tail_ = false;  // the last layer's fused pass runs in softmax-CE's cluster (5b_fused_backward.cuh)
+  // --next-forward pass: the first layer's fused pass runs the next step's first forward where that
+  // step follows in the same graph; fwd0_done_: the step being enqueued has its forward done so.
+  bool next_fwd_ = false, fwd0_done_ = false;
+  DevBuf<float> fn_ws_;
+  DevBuf<unsigned> fn_counters_;
   // --row-chain on: the hidden forward, softmax-CE and both backward-data products in one kernel
   // (5a_row_chain.cuh); the three updates fork from it.
   bool row_chain_ = false;

@@ -11,10 +11,10 @@ constexpr int kBiasGradThreads = 128;  // threads a block of the cuBLASLt path's
 
 // Enqueues the kernels of step base + i on the stream (captured into the graphs, or run directly).
 template <class T>
-void Trainer<T>::enqueue_step(int i, std::map<std::string, KernelCost>* costs) {
+void Trainer<T>::enqueue_step(int i, std::map<std::string, KernelCost>* costs, bool next) {
   const StepRef sr{base_.get(), i};
   if (cublas_) enqueue_step_cublas(sr, costs);
-  else enqueue_step_own(sr, costs);
+  else enqueue_step_own(sr, costs, next);
 }
 
 // The graph of `count` consecutive steps, and after them the kernel that forms their mean losses.
@@ -23,7 +23,8 @@ cudaGraphExec_t Trainer<T>::instantiate(int count, std::map<std::string, KernelC
   cudaGraph_t graph{};
   cudaGraphExec_t g{};
   CUDA_CHECK(cudaStreamBeginCapture(st_, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < count; ++i) enqueue_step(i, costs);
+  fwd0_done_ = false;  // (a graph's first step runs its own first forward)
+  for (int i = 0; i < count; ++i) enqueue_step(i, costs, i + 1 < count);
   enqueue_step_losses(StepRef{base_.get(), 0}, count);
   CUDA_CHECK(cudaStreamEndCapture(st_, &graph));
   CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
@@ -92,6 +93,7 @@ nlohmann::json Trainer<T>::gemm_plan() const {
   // (step 8's forwards as launched: fewer slices where their clusters do not all fit the GPU)
   if (nlayers_ > 1) {
     add("forward 0", stream_rows_launched<p5_fwd_gather>(fwd_first(sr)));
+    if (next_fwd_) out.back()["note"] = "a graph's first step; the others': in the first layer's pass of the step before";
   } else {  // one layer: gather + softmax-CE, planned by its shape (no rung takes it by its views)
     FwdFirst f;
     f.M = batch_, f.N = o_.layers[1], f.K = o_.layers[0];
@@ -128,6 +130,7 @@ void Trainer<T>::add_fused_passes(nlohmann::json& out) const {
     out.push_back({{"product", "backward " + std::to_string(l)}, {"M", q.M}, {"N", q.N}, {"K", q.B},
                    {"rung", "fused-pass"}, {"splits", q.splits}, {"warps", l > 0 ? q.warps : kFbThreadsUpdate / 32}});
     if (q.cluster) out.back()["handover"] = "cluster";
+    if (l == 0 && next_fwd_) out.back()["then"] = "forward 0 of the next step";
   }
 }
 
@@ -207,11 +210,25 @@ FusedBwdParams Trainer<T>::fused_params(int l, const StepRef& sr) const {
   }
   return p;
 }
+// The first layer's pass with the next step's first forward (next_fwd_, 5b_fused_backward.cuh):
+// step sr.i + 1's rows of the byte images, its epilogue into H_0 (the bias this pass updates).
+template <class T>
+FusedBwdParams Trainer<T>::fused_first_next(const StepRef& sr) const {
+  FusedBwdParams p = fused_params(0, sr);
+  if constexpr (kHalf) {
+    const StepRef nx{sr.base, sr.i + 1};
+    p.next_fwd = true;
+    p.next_rows = train_rows(nx);
+    p.next = hidden_epi(0, H_[0].get(), nx, true);
+    p.fws = fn_ws_.get(), p.fcnt = fn_counters_.get();
+  }
+  return p;
+}
 // Whether the fused backward pass runs (fp16 own kernels, batch <= 32, every width a multiple
 // of 8; --backward fused, or auto with SGD); sizes its workspace.
 template <class T>
 void Trainer<T>::plan_fused_backward() {
-  fused_bwd_ = false;
+  fused_bwd_ = false, next_fwd_ = false;
   if constexpr (kHalf) {
     // auto: SGD only. The fused kernel reads Adam's moments with plain loads in its optimizer
     // pass, a serial round trip per 32-row sub-tile, and W1 (Adam, small layers, grids of 1-52
@@ -232,6 +249,15 @@ void Trainer<T>::plan_fused_backward() {
     fb_counters_.alloc(tiles);
     CUDA_CHECK(cudaMemset(fb_counters_.get(), 0, fb_counters_.bytes()));
     fused_bwd_ = true;
+    // The next step's first forward in the first layer's pass (--next-forward; auto: pass): its
+    // partials' workspace and a counter a 32-row sub-tile of the first layer.
+    if (nlayers_ >= 2 && o_.next_forward != "kernel") {
+      const FusedBwdParams f = fused_params(0, StepRef{nullptr, 0});
+      fn_ws_.alloc(fused_next_ws_floats(f));
+      fn_counters_.alloc(static_cast<size_t>(f.fws_ld() / kFbRows));
+      CUDA_CHECK(cudaMemset(fn_counters_.get(), 0, fn_counters_.bytes()));
+      next_fwd_ = true;
+    }
     // The last layer's pass as softmax-CE's cluster tail (--last-pass): where softmax-CE runs on step
     // 8's narrow kernel with its slices as one cluster (sm_90) and the tail's buffers are aligned;
     // auto, only where each slice's columns are one round of the tail (K <= 16 x 128 = 2,048): with
@@ -438,7 +464,7 @@ double Trainer<T>::update_bytes(int l) const {  // master r/w (+ Adam m, v r/w) 
 }
 
 template <class T>
-void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
+void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, KernelCost>* costs, bool next) {
   const auto& w = o_.layers;
   const double ob = sizeof(T);
   // Forward.
@@ -451,9 +477,12 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
     launch_gemm<p5_fwd_softmax_ce, T>(p, st_, take_pdl());
     add_cost(costs, "p5_fwd_softmax_ce", p, batch_ * w[1] * ob, true);
   } else {
-    const FwdFirst p = fwd_first(sr);
-    launch_gemm<p5_fwd_gather, T>(p, st_, take_pdl());
-    add_cost(costs, "p5_fwd_gather", p, static_cast<double>(batch_) * w[1] * ob, true);
+    if (!fwd0_done_) {  // (else the step before's first-layer pass ran it: --next-forward)
+      const FwdFirst p = fwd_first(sr);
+      launch_gemm<p5_fwd_gather, T>(p, st_, take_pdl());
+      add_cost(costs, "p5_fwd_gather", p, static_cast<double>(batch_) * w[1] * ob, true);
+    }
+    fwd0_done_ = false;
     if (row_chain_) return enqueue_row_chain_and_updates(sr, costs);
     for (int l = 1; l + 1 < nlayers_; ++l) {
       auto q = fwd_hidden(l, sr);
@@ -480,14 +509,20 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
   }
   if (fused_bwd_) {  // fp16, batch <= 32: one pass over each layer's weights (5b_fused_backward.cuh)
     for (int l = last_tail_ ? nlayers_ - 2 : nlayers_ - 1; l >= 0; --l) {
-      const FusedBwdParams p = fused_params(l, sr);
+      const bool fwd = l == 0 && next && next_fwd_;  // + the next step's first forward
+      const FusedBwdParams p = fwd ? fused_first_next(sr) : fused_params(l, sr);
       if (l > 0) launch_fused_bwd<p5_fused_update_bwd>(p, st_, take_pdl());
       else launch_fused_bwd<p5_fused_update_first>(p, st_, take_pdl());
+      fwd0_done_ = fwd;
       if (costs) {
         KernelCost& c = (*costs)[l > 0 ? "p5_fused_update_bwd" : "p5_fused_update_first"];
         const double act = static_cast<double>(batch_) * (w[l + 1] + (l > 0 ? 2.0 * w[l] : 0.0)) * ob;
         c.flops += 2.0 * w[l + 1] * w[l] * batch_ * (l > 0 ? 2 : 1);
         c.bytes += update_bytes(l) + act;
+        if (fwd) {  // the next batch's bytes, the partials written and read back, H_0 written
+          c.flops += 2.0 * w[1] * w[0] * batch_;
+          c.bytes += static_cast<double>(batch_) * (w[0] + 2.0 * 4.0 * p.tiles_n() * w[1] + w[1] * ob);
+        }
         c.calls += 1;
       }
     }

@@ -39,7 +39,7 @@ ValidationResult validate(Trainer<T>& tr, const MlpOptions& o, const Schedule& s
   tr.reset();
   ValidationResult v = validate_steps(validate_spec(o), flatten(to_reference(init)), nsteps, [&](int k) {
     StepSeen s;
-    tr.single_step(k);
+    tr.single_step(k, k + 1 < nsteps);
     CUDA_CHECK(cudaStreamSynchronize(tr.stream()));
     s.loss = tr.losses(k, 1)[0];
     s.x.resize(static_cast<size_t>(batch) * in_width);

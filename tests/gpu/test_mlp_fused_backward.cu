@@ -48,6 +48,79 @@ int* cluster_cases() {
   return &n;
 }
 
+// The first layer's pass with the next step's first forward (FusedBwdParams::next_fwd, phase 5's
+// --next-forward): the pass's own outputs have the bits of the pass without it, and H_0 of the next
+// batch (its bytes / 255 times the new fp16 weights, plus the new bias; ReLU; dropout 0 or 0.25)
+// matches float64 on those operands within fp32 sums over K and the fp16 output's rounding (2^-11);
+// one missing column tile would err by ~1/13. The counters are reset for the next launch.
+void check_next_forward(const Case& c, const FusedBwdParams& p0, const std::vector<float>& w, const std::vector<float>& b,
+                        const std::vector<float>& m0, const std::vector<float>& v0, const std::vector<uint8_t>& px,
+                        const std::vector<int>& perm, Dev<float>& dW, Dev<float>& dB, Dev<__half>& w16, Dev<float>& gout,
+                        Dev<float>& bgout, Dev<float>& dmW, Dev<float>& dvW, Dev<float>& dmB, Dev<float>& dvB) {
+  const int B = c.B, M = c.out, N = c.in;
+  const auto w_1 = dW.get(), b_1 = dB.get(), g_1 = gout.get(), bg_1 = bgout.get();
+  const auto h_1 = w16.get();
+  const auto mw_1 = dmW.get(), vw_1 = dvW.get();
+  for (double rate : {0.0, 0.25}) {
+    INFO("next forward, dropout " << rate);
+    dW.set(w), dB.set(b);
+    dmW.set(std::vector<float>(m0.begin(), m0.begin() + w.size())), dvW.set(std::vector<float>(v0.begin(), v0.begin() + w.size()));
+    dmB.set(std::vector<float>(m0.begin() + w.size(), m0.end())), dvB.set(std::vector<float>(v0.begin() + w.size(), v0.end()));
+    w16.poison(), gout.poison(), bgout.poison();
+    FusedBwdParams p = p0;
+    Dev<__half> out(static_cast<size_t>(B) * M);
+    out.poison();
+    Dev<float> fws(fused_next_ws_floats(p));
+    fws.poison();
+    Dev<unsigned> fcnt(static_cast<size_t>(p.fws_ld() / kFbRows));
+    fcnt.zero();
+    const int next_i = 1;  // the 2nd batch of the permutation
+    p.next_fwd = true, p.fws = fws.p, p.fcnt = fcnt.p;
+    p.next_rows = p.rows, p.next_rows.i = next_i;
+    p.next.bias = dB.p, p.next.out = out.p, p.next.dropout = rate > 0, p.next.key = 0x5EEDull, p.next.layer = 0;
+    p.next.threshold = dropout_threshold(rate), p.next.scale = static_cast<float>(1.0 / (1.0 - rate));
+    p.next.step = StepRef{p.step.base, 1};
+    launch_fused_bwd<p5_fused_update_bwd>(p, nullptr);
+    CHECK_LAUNCH();
+    auto same = [](const auto& x, const auto& y) { return std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0; };
+    const auto nw = dW.get(), nbias = dB.get();
+    const auto h16 = w16.get();
+    CHECK(same(nw, w_1));
+    CHECK(same(nbias, b_1));
+    CHECK(same(gout.get(), g_1));
+    CHECK(same(bgout.get(), bg_1));
+    CHECK(same(h16, h_1));
+    if (c.adam) {
+      CHECK(same(dmW.get(), mw_1));
+      CHECK(same(dvW.get(), vw_1));
+    }
+    int64_t st = 0;
+    CUDA_CHECK(cudaMemcpy(&st, p.step.base, sizeof(st), cudaMemcpyDeviceToHost));
+    std::vector<double> ref(static_cast<size_t>(B) * M);
+    for (int k = 0; k < B; ++k) {
+      const uint8_t* x = &px[static_cast<size_t>(perm[next_i * B + k]) * N];
+      for (int o = 0; o < M; ++o) {
+        double s = 0;
+        for (int i = 0; i < N; ++i) s += x[i] / 255.0 * __half2float(h16[static_cast<size_t>(o) * N + i]);
+        double v = std::max(s + nbias[o], 0.0);
+        if (rate > 0)
+          v = dropout_bits_host(p.next.key, 0, static_cast<uint64_t>(st + 1), static_cast<uint32_t>(k * M + o)) >=
+                      p.next.threshold
+                  ? v * p.next.scale
+                  : 0.0;
+        ref[static_cast<size_t>(k) * M + o] = v;
+      }
+    }
+    const auto got = out.get();
+    std::vector<float> gf(got.size());
+    for (size_t i = 0; i < got.size(); ++i) gf[i] = __half2float(got[i]);
+    CHECK(rel(gf, ref) <= f16mma_tol(N) + 0x1p-11);
+    bool reset = true;
+    for (unsigned v : fcnt.get()) reset &= v == 0u;
+    CHECK(reset);
+  }
+}
+
 void run_case(const Case& c) {
   const int B = c.B, M = c.out, N = c.in;
   const int64_t step = 3;
@@ -155,6 +228,7 @@ void run_case(const Case& c) {
   bool copy_ok = true;
   for (size_t i = 0; i < w.size(); ++i) copy_ok &= __half2float(h16[i]) == __half2float(__float2half_rn(nw[i]));
   CHECK(copy_ok);
+  if (c.first) check_next_forward(c, p, w, b, m0, v0, px, perm, dW, dB, w16, gout, bgout, dmW, dvW, dmB, dvB);
   // 8-warp blocks (phase 5's --fused-warps 8) for a pass with a backward-data product: every output
   // has the 4-warp blocks' bits (each element's sums in the same order, split over more warps).
   if (!c.first) {

@@ -189,6 +189,8 @@ P5_FLAG_CASES = [
     ("fused-warps-fp32", ["--fused-warps", "8"], ["--fused-warps 8", "--precision fp16"]),
     ("last-pass-bad", ["--last-pass", "fold"], ["--last-pass"]),
     ("last-pass-fp32", ["--last-pass", "kernel"], ["--last-pass kernel", "--precision fp16"]),
+    ("next-forward-bad", ["--next-forward", "fold"], ["--next-forward"]),
+    ("next-forward-fp32", ["--next-forward", "kernel"], ["--next-forward kernel", "--precision fp16"]),
     ("row-chain-bad", ["--row-chain", "yes"], ["--row-chain"]),
     ("row-chain-one-hidden", ["--row-chain", "on", "--layers", "784,64,10"], ["--row-chain on", "two hidden"]),
     ("row-chain-cublas", ["--row-chain", "on", "--gemm", "cublas"], ["--row-chain on", "--gemm own"]),
