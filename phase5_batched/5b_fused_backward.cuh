@@ -71,15 +71,17 @@
 // reader and writer of W_0 before step i + 1's gathered forward, a GEMM step 8 kernel of its own that
 // reads the same rows of W_0 the pass has just written. Each block of the pass holds a 32-row x
 // 64-column sub-tile's new weights in shared memory anyway: it multiplies them by the next batch's
-// bytes of its 64 columns (a 32 x 32 x 64 WMMA product) and hands the partial to the layer's other
-// column tiles through a slot and a counter a sub-tile; the last of the 13 to arrive adds the 13 in
-// tile order and applies the forward's epilogue (the bias this pass updated, ReLU, dropout). The design
-// decision: a split-K hand-over a sub-tile inside the pass, not a cluster of 13 column tiles, so the
-// one-wave row split stays as it is. Prediction, before measuring (H100, W2, h = 2,048; the gathered
-// forward 8.04 us alone with PDL off, the first layer's pass 11.57, lastpass_2728530/checks_2728530/k/):
-// the pass grows by its 3 sub-tiles' products, fences and counters and the last tile's 52 KB of
-// partials read back a sub-tile, ~2 us; the step loses the forward's launch and its ~7 us of fixed
-// cost, ~5 us with PDL (83.10 -> ~78 us, ~1.58x JAX's 123.40); ~5 us at 4,096 and 8,192 too.
+// bytes of its 64 columns (a 32 x 32 x 64 WMMA product) and stores the partial; after its last
+// sub-tile the row slice's 13 column tiles hand over once, as one cluster (each adds a thirteenth
+// of the slice's sums, in tile order) or by a counter (the last to arrive adds them all), and apply
+// the forward's epilogue (the bias this pass updated, ReLU, dropout). Prediction, before measuring
+// (H100, W2, h = 2,048; the gathered forward 8.04 us alone with PDL off, the first layer's pass
+// 11.57, lastpass_2728530/checks_2728530/k/): the pass grows by its products and one hand-over,
+// ~2 us; the step loses the forward's launch and its ~7 us of fixed cost, ~5 us with PDL (83.10 ->
+// ~78 us, ~1.58x JAX's 123.40); ~5 us at 4,096 and 8,192 too. A first form handed over after every
+// sub-tile (a fence, a counter and the last tile's 52 KB of partials read back each time): the pass
+// took 23.96 us where it took 11.80 (PDL off, h = 2,048), 37.29 where 17.84 at 4,096, and the step
+// grew, 84.53 -> 89.58 us at 2,048 (logs/nextfwd_0a968ad/first/).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -132,15 +134,17 @@ struct FusedBwdParams {
   // Warps a block of a pass with a backward-data product: 4, or 8 (the card's 8-warp paragraph; a pass without one: 8).
   int warps = 4;
   // The first layer's pass may run the next step's first forward too (phase 5's --next-forward;
-  // fb::next_forward): the next batch's bytes (next_rows of xdata) times each sub-tile's new fp16
-  // weights, a 32 x 32 partial over the block's 64 columns into fws, one counter a sub-tile (fcnt,
-  // zero between launches); the last column tile to arrive adds the tiles' partials in tile order
-  // and applies `next` (the next step's epilogue: this pass's bias, ReLU, dropout, into H_0).
+  // fb::next_forward_part, _finish): the next batch's bytes (next_rows of xdata) times each sub-tile's
+  // new fp16 weights, a 32 x 32 partial over the block's 64 columns into fws; after its last sub-tile
+  // the row slice's column tiles add the partials in tile order (as one cluster, or the last to
+  // arrive on fcnt, zero between launches) and apply `next` (the next step's epilogue: this pass's
+  // bias, ReLU, dropout, into H_0).
   bool next_fwd = false;
+  bool next_cluster = false;  // the column tiles of a row slice as one cluster (launch_fused_bwd's fit)
   RowMap next_rows;
   FwdHiddenEpi<__half> next;
   float* fws = nullptr;      // [tiles_n][kBM][fws_ld()]
-  unsigned* fcnt = nullptr;  // one a 32-row sub-tile
+  unsigned* fcnt = nullptr;  // one a row slice (the global hand-over)
   __host__ __device__ int tiles_n() const { return (N + kBN - 1) / kBN; }
   __host__ __device__ int fws_ld() const { return (M + kFbRows - 1) / kFbRows * kFbRows; }
   __host__ __device__ int blocks() const { return tiles_n() * splits; }
@@ -160,7 +164,7 @@ static_assert(kFbBlocksPerSm * (sizeof(FbSmem) + 1024) <= 228 * 1024 &&
                   (kFbBlocksPerSm + 1) * (sizeof(FbSmem) + 1024) > 228 * 1024,
               "an H100/H200 SM's 228 KB of shared memory (1 KB a block reserved) holds kFbBlocksPerSm blocks");
 
-// The next batch's bytes of a first-layer pass's tile (fb::next_forward), after FbSmem: fp16 integers, exact.
+// The next batch's bytes of a first-layer pass's tile (fb::next_forward_part), after FbSmem: fp16 integers, exact.
 struct FbNextSmem {
   __half xs[kBM][kFbLdH];
 };
@@ -350,58 +354,79 @@ __device__ __forceinline__ void load_next_x(const FusedBwdParams& p, FbNextSmem&
   }
 }
 
-// Sub-tile `sub`'s share of the next step's first forward (p.next_fwd): Z'(b, m) over the tile's 64
+// Sub-tile m0's share of the next step's first forward (p.next_fwd): Z'(b, m) over the tile's 64
 // columns = the next batch's bytes (nx.xs) times the sub-tile's new weights (sm.wo, fp16 as W16 holds
-// them), one 16 x 16 WMMA tile on each of warps 0-3, stored to the tile's slot of fws. The last of
-// the layer's column tiles to arrive (a counter a sub-tile) adds the tiles' partials in tile order
-// (the same sums whichever block adds them), divides by 255 and applies the next step's epilogue
-// (the bias this pass updated, by the block of column tile 0 before it arrived; ReLU; dropout).
-template <int kThreads>
-__device__ void next_forward(const FusedBwdParams& p, const FbSmem& sm, const FbNextSmem& nx, int tn, int sub,
-                             int m0) {
+// them), one 16 x 16 WMMA tile on each of warps 0-3, stored to the column tile's slot of fws (no
+// fence here: the slice hands its sub-tiles over once, next_forward_finish).
+__device__ __forceinline__ void next_forward_part(const FusedBwdParams& p, const FbSmem& sm, const FbNextSmem& nx,
+                                                  int tn, int m0) {
   namespace w = nvcuda::wmma;
-  const int warp = threadIdx.x / 32, ld = p.fws_ld(), tiles = p.tiles_n();
+  const int warp = threadIdx.x / 32, ld = p.fws_ld();
   __syncthreads();  // every thread's new weights in sm.wo
-  if (warp < 4) {
-    const int bi = warp >> 1, mj = warp & 1;
-    w::fragment<w::accumulator, 16, 16, 16, float> acc;
-    w::fill_fragment(acc, 0.f);
+  if (warp >= 4) return;
+  const int bi = warp >> 1, mj = warp & 1;
+  w::fragment<w::accumulator, 16, 16, 16, float> acc;
+  w::fill_fragment(acc, 0.f);
 #pragma unroll
-    for (int kk = 0; kk < kBN; kk += 16) {
-      w::fragment<w::matrix_a, 16, 16, 16, __half, w::row_major> a;  // A(b, k) = xs[b][k]
-      w::load_matrix_sync(a, &nx.xs[16 * bi][kk], kFbLdH);
-      w::fragment<w::matrix_b, 16, 16, 16, __half, w::col_major> bf;  // B(k, m) = wo[m][k]
-      w::load_matrix_sync(bf, &sm.wo[16 * mj][kk], kFbLdH);
-      w::mma_sync(acc, a, bf, acc);
-    }
-    w::store_matrix_sync(p.fws + (static_cast<size_t>(tn) * kBM + 16 * bi) * ld + m0 + 16 * mj, acc, ld,
-                         w::mem_row_major);
+  for (int kk = 0; kk < kBN; kk += 16) {
+    w::fragment<w::matrix_a, 16, 16, 16, __half, w::row_major> a;  // A(b, k) = xs[b][k]
+    w::load_matrix_sync(a, &nx.xs[16 * bi][kk], kFbLdH);
+    w::fragment<w::matrix_b, 16, 16, 16, __half, w::col_major> bf;  // B(k, m) = wo[m][k]
+    w::load_matrix_sync(bf, &sm.wo[16 * mj][kk], kFbLdH);
+    w::mma_sync(acc, a, bf, acc);
   }
-  if (!splitk_arrive_last(p.fcnt + sub, tiles)) return;
+  w::store_matrix_sync(p.fws + (static_cast<size_t>(tn) * kBM + 16 * bi) * ld + m0 + 16 * mj, acc, ld, w::mem_row_major);
+}
+
+// The slice's hand-over (rows mbeg .. mend), after its last sub-tile: the column tiles' partials of
+// every sub-tile added in tile order (the same sums whoever adds them), divided by 255, and the next
+// step's epilogue applied (the bias this pass updated, by column tile 0 before the hand-over; ReLU;
+// dropout). p.next_cluster: the slice's column tiles are one cluster (rank = column tile); after one
+// cluster barrier each rank adds every tiles_n-th float4 of the slice's outputs. Else one fence and a
+// counter a slice: the last column tile to arrive adds them all.
+template <int kThreads>
+__device__ void next_forward_finish(const FusedBwdParams& p, int tn, int split, int mbeg, int mend) {
+  const int ld = p.fws_ld(), tiles = p.tiles_n();
+  int part = 0, parts = 1;
+  if (p.next_cluster) {
+    sr_cluster_arrive_release();  // this column tile's partials are stored ...
+    sr_cluster_wait();            // ... and every other's
+    part = tn, parts = tiles;
+  } else if (!splitk_arrive_last(p.fcnt + split, tiles)) {
+    return;
+  }
   const FwdHiddenEpi<__half>& e = p.next;
   const uint64_t st = e.dropout ? static_cast<uint64_t>(e.step.get()) : 0;
-  for (int i = threadIdx.x; i < kBM * kFbRows / 4; i += kThreads) {
-    const int b = i / (kFbRows / 4), c = (i % (kFbRows / 4)) * 4;
+  constexpr int kSub4 = kBM * kFbRows / 4;  // float4 outputs of a sub-tile
+  const int n4 = (mend - mbeg + kFbRows - 1) / kFbRows * kSub4;
+  for (int i = part * kThreads + threadIdx.x; i < n4; i += parts * kThreads) {
+    const int e4 = i % kSub4, b = e4 / (kFbRows / 4), c = (e4 % (kFbRows / 4)) * 4;
+    const int m0 = mbeg + (i / kSub4) * kFbRows;
     if (b >= p.B) continue;
     const float* src = p.fws + static_cast<size_t>(b) * ld + m0 + c;
     float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int z = 0; z < tiles; ++z) {
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(src + static_cast<size_t>(z) * kBM * ld));
-      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+    for (int z0 = 0; z0 < tiles; z0 += kFbMaxCluster) {  // (16 loads in flight, added in tile order)
+      float4 v[kFbMaxCluster];
+#pragma unroll
+      for (int z = 0; z < kFbMaxCluster; ++z)
+        v[z] = z0 + z < tiles ? __ldcg(reinterpret_cast<const float4*>(src + static_cast<size_t>(z0 + z) * kBM * ld))
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int z = 0; z < kFbMaxCluster; ++z)
+        if (z0 + z < tiles) s.x += v[z].x, s.y += v[z].y, s.z += v[z].z, s.w += v[z].w;
     }
     const float sv[4] = {s.x, s.y, s.z, s.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int m = m0 + c + j;
-      if (m >= p.M) break;
+      if (m >= mend) break;
       float v = fmaxf(over_255(sv[j]) + __ldcg(e.bias + m), 0.f);
       if (e.dropout)
         v = dropout_bits_dev(e.key, e.layer, st, static_cast<uint32_t>(b * p.M + m)) >= e.threshold ? v * e.scale : 0.f;
       e.out[static_cast<size_t>(b) * p.M + m] = __float2half_rn(v);
     }
   }
-  if (threadIdx.x == 0) p.fcnt[sub] = 0u;  // ready for the next launch
+  if (!p.next_cluster && threadIdx.x == 0) p.fcnt[split] = 0u;  // ready for the next launch
 }
 
 }  // namespace fb
@@ -561,7 +586,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
         wn[1] = __floats2half2_rn(valid > 2 ? wf[2] : 0.f, valid > 3 ? wf[3] : 0.f);
       }
     }
-    if (!kDgrad && p.next_fwd) fb::next_forward<kThreads>(p, sm, nx, tn, (m0 / kFbRows), m0);
+    if (!kDgrad && p.next_fwd) fb::next_forward_part(p, sm, nx, tn, m0);
     if (!dgrad) continue;
     __syncthreads();
 
@@ -579,6 +604,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
     }
   }
   __pipeline_wait_prior(0);
+  if (!kDgrad && p.next_fwd) fb::next_forward_finish<kThreads>(p, tn, split, mbeg, mend);
 
   if (!dgrad) return;
 
@@ -663,13 +689,36 @@ inline FusedBwdParams fused_bwd_launched(const FusedBwdParams& p) {
   return q;
 }
 
+// How many clusters of a first-layer pass's column tiles (p with next_fwd; 2 ... 16 tiles, sm_90)
+// the GPU holds at once: 0 where none fits (the next forward then hands over by a counter a slice).
+template <class Tag>
+inline int fused_next_clusters(const FusedBwdParams& p) {
+  const int tiles = p.tiles_n();
+  if (tiles < 2 || tiles > kFbMaxCluster) return 0;
+  const auto k = fused_update_bwd_kernel<Tag, kFbThreadsUpdate>;
+  if (tiles > 8) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(tiles), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cfg.gridDim = dim3(static_cast<unsigned>(p.blocks())), cfg.blockDim = dim3(kFbThreadsUpdate);
+  cfg.dynamicSmemBytes = fused_bwd_smem(p), cfg.attrs = &attr, cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();  // (a cluster size the GPU refuses: none fits)
+    n = 0;
+  }
+  return n;
+}
+
 // A pass without backward-data product runs 8-warp blocks; one with it, p.warps (4 or 8).
 template <class Tag>
 inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;
-  if (p.dz_prev == nullptr) {
-    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>, p.blocks(), kFbThreadsUpdate, fused_bwd_smem(p), st,
-                  pdl, p);
+  if (p.dz_prev == nullptr) {  // (the next forward's cluster: a row slice's column tiles, consecutive blocks)
+    const LaunchOpts o{pdl, nullptr, p.next_fwd && p.next_cluster ? static_cast<unsigned>(p.tiles_n()) : 0u};
+    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>, p.blocks(), kFbThreadsUpdate, fused_bwd_smem(p), st, o,
+                  p);
     return;
   }
   const FusedBwdParams q = fused_bwd_launched<Tag>(p);

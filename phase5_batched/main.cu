@@ -15,8 +15,8 @@
 //   --fp32-gemm auto|tile|tf32x3|fma  big-batch fp32 products on 3xTF32 tensor cores (GEMM step 5),
 //     or on FMAs only (fma: step 7, FMA warp tiles, in their place); the plan is printed and recorded;
 //   --fp16-gemm auto|tile|mma|wgmma  fp16 products on step 6 where it pays (wgmma: the first two on
-//     step 9); --fp16-stream, --handover, --last-pass, --fused-warps: the fp16 graph step's step 8 and
-//     5b choices (--help); --row-chain W1's middle in one kernel; --gemm-compare.
+//     step 9); --fp16-stream, --handover, --last-pass, --fused-warps, --next-forward: the fp16 graph
+//     step's step 8 and 5b choices (--help); --row-chain W1's middle in one kernel; --gemm-compare.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the

@@ -425,6 +425,7 @@ class Trainer {
   // --next-forward pass: the first layer's fused pass runs the next step's first forward where that
   // step follows in the same graph; fwd0_done_: the step being enqueued has its forward done so.
   bool next_fwd_ = false, fwd0_done_ = false;
+  bool next_cluster_ = false;  // its column tiles' partials added as one cluster (--handover cluster, where one fits)
   DevBuf<float> fn_ws_;
   DevBuf<unsigned> fn_counters_;
   // --row-chain on: the hidden forward, softmax-CE and both backward-data products in one kernel

@@ -130,7 +130,10 @@ void Trainer<T>::add_fused_passes(nlohmann::json& out) const {
     out.push_back({{"product", "backward " + std::to_string(l)}, {"M", q.M}, {"N", q.N}, {"K", q.B},
                    {"rung", "fused-pass"}, {"splits", q.splits}, {"warps", l > 0 ? q.warps : kFbThreadsUpdate / 32}});
     if (q.cluster) out.back()["handover"] = "cluster";
-    if (l == 0 && next_fwd_) out.back()["then"] = "forward 0 of the next step";
+    if (l == 0 && next_fwd_) {
+      out.back()["then"] = "forward 0 of the next step";
+      out.back()["next_handover"] = next_cluster_ ? "cluster" : "global";
+    }
   }
 }
 
@@ -221,6 +224,7 @@ FusedBwdParams Trainer<T>::fused_first_next(const StepRef& sr) const {
     p.next_rows = train_rows(nx);
     p.next = hidden_epi(0, H_[0].get(), nx, true);
     p.fws = fn_ws_.get(), p.fcnt = fn_counters_.get();
+    p.next_cluster = next_cluster_;
   }
   return p;
 }
@@ -228,7 +232,7 @@ FusedBwdParams Trainer<T>::fused_first_next(const StepRef& sr) const {
 // of 8; --backward fused, or auto with SGD); sizes its workspace.
 template <class T>
 void Trainer<T>::plan_fused_backward() {
-  fused_bwd_ = false, next_fwd_ = false;
+  fused_bwd_ = false, next_fwd_ = false, next_cluster_ = false;
   if constexpr (kHalf) {
     // auto: SGD only. The fused kernel reads Adam's moments with plain loads in its optimizer
     // pass, a serial round trip per 32-row sub-tile, and W1 (Adam, small layers, grids of 1-52
@@ -252,11 +256,18 @@ void Trainer<T>::plan_fused_backward() {
     // The next step's first forward in the first layer's pass (--next-forward; auto: pass): its
     // partials' workspace and a counter a 32-row sub-tile of the first layer.
     if (nlayers_ >= 2 && o_.next_forward != "kernel") {
-      const FusedBwdParams f = fused_params(0, StepRef{nullptr, 0});
+      FusedBwdParams f = fused_params(0, StepRef{nullptr, 0});
       fn_ws_.alloc(fused_next_ws_floats(f));
-      fn_counters_.alloc(static_cast<size_t>(f.fws_ld() / kFbRows));
+      fn_counters_.alloc(static_cast<size_t>(f.splits));
       CUDA_CHECK(cudaMemset(fn_counters_.get(), 0, fn_counters_.bytes()));
       next_fwd_ = true;
+      // A row slice's column tiles hand over as one cluster where one fits (not all at once: noted).
+      f.next_fwd = true;
+      const int held = o_.handover == "cluster" && dev_.cc_major >= 9 ? fused_next_clusters<p5_fused_update_first>(f) : 0;
+      next_cluster_ = held >= 1;
+      if (next_cluster_ && held < f.splits)
+        std::fprintf(stderr, "note: the first layer's pass (%d x %d): %d clusters of %d column tiles fit this GPU at once, of %d\n",
+                     f.M, f.N, held, f.tiles_n(), f.splits);
     }
     // The last layer's pass as softmax-CE's cluster tail (--last-pass): where softmax-CE runs on step
     // 8's narrow kernel with its slices as one cluster (sm_90) and the tail's buffers are aligned;

@@ -47,12 +47,18 @@ int* cluster_cases() {
   static int n = 0;
   return &n;
 }
+// check_next_forward's runs of the cluster hand-over.
+int* next_cluster_cases() {
+  static int n = 0;
+  return &n;
+}
 
 // The first layer's pass with the next step's first forward (FusedBwdParams::next_fwd, phase 5's
 // --next-forward): the pass's own outputs have the bits of the pass without it, and H_0 of the next
 // batch (its bytes / 255 times the new fp16 weights, plus the new bias; ReLU; dropout 0 or 0.25)
 // matches float64 on those operands within fp32 sums over K and the fp16 output's rounding (2^-11);
-// one missing column tile would err by ~1/13. The counters are reset for the next launch.
+// one missing column tile would err by ~1/13. Both hand-overs (a counter a slice, reset for the
+// next launch; the column tiles as one cluster where the GPU holds one) give the same bits.
 void check_next_forward(const Case& c, const FusedBwdParams& p0, const std::vector<float>& w, const std::vector<float>& b,
                         const std::vector<float>& m0, const std::vector<float>& v0, const std::vector<uint8_t>& px,
                         const std::vector<int>& perm, Dev<float>& dW, Dev<float>& dB, Dev<__half>& w16, Dev<float>& gout,
@@ -61,8 +67,11 @@ void check_next_forward(const Case& c, const FusedBwdParams& p0, const std::vect
   const auto w_1 = dW.get(), b_1 = dB.get(), g_1 = gout.get(), bg_1 = bgout.get();
   const auto h_1 = w16.get();
   const auto mw_1 = dmW.get(), vw_1 = dvW.get();
-  for (double rate : {0.0, 0.25}) {
-    INFO("next forward, dropout " << rate);
+  std::vector<__half> first_out;  // (the counter hand-over's H_0, for the cluster's)
+  for (int run = 0; run < 4; ++run) {
+    const double rate = run % 2 ? 0.25 : 0.0;
+    const bool cluster = run >= 2;
+    INFO("next forward, dropout " << rate << ", cluster hand-over " << cluster);
     dW.set(w), dB.set(b);
     dmW.set(std::vector<float>(m0.begin(), m0.begin() + w.size())), dvW.set(std::vector<float>(v0.begin(), v0.begin() + w.size()));
     dmB.set(std::vector<float>(m0.begin() + w.size(), m0.end())), dvB.set(std::vector<float>(v0.begin() + w.size(), v0.end()));
@@ -72,10 +81,15 @@ void check_next_forward(const Case& c, const FusedBwdParams& p0, const std::vect
     out.poison();
     Dev<float> fws(fused_next_ws_floats(p));
     fws.poison();
-    Dev<unsigned> fcnt(static_cast<size_t>(p.fws_ld() / kFbRows));
+    Dev<unsigned> fcnt(static_cast<size_t>(p.splits));
     fcnt.zero();
     const int next_i = 1;  // the 2nd batch of the permutation
     p.next_fwd = true, p.fws = fws.p, p.fcnt = fcnt.p;
+    if (cluster) {
+      if (fused_next_clusters<p5_fused_update_bwd>(p) < 1) break;  // (none fits this GPU: the counter only)
+      p.next_cluster = true;
+      ++*next_cluster_cases();
+    }
     p.next_rows = p.rows, p.next_rows.i = next_i;
     p.next.bias = dB.p, p.next.out = out.p, p.next.dropout = rate > 0, p.next.key = 0x5EEDull, p.next.layer = 0;
     p.next.threshold = dropout_threshold(rate), p.next.scale = static_cast<float>(1.0 / (1.0 - rate));
@@ -115,6 +129,8 @@ void check_next_forward(const Case& c, const FusedBwdParams& p0, const std::vect
     std::vector<float> gf(got.size());
     for (size_t i = 0; i < got.size(); ++i) gf[i] = __half2float(got[i]);
     CHECK(rel(gf, ref) <= f16mma_tol(N) + 0x1p-11);
+    if (run == 1) first_out = got;  // (dropout 0.25, by the counter)
+    if (run == 3) CHECK(std::memcmp(got.data(), first_out.data(), got.size() * sizeof(__half)) == 0);
     bool reset = true;
     for (unsigned v : fcnt.get()) reset &= v == 0u;
     CHECK(reset);
@@ -429,6 +445,7 @@ TEST_CASE("mlp fused backward: the first layer's update gathers its input from t
   for (bool adam : {false, true})
     for (int B : {1, 32})
       for (int out : {10, 1000}) run_case({B, out, 784, adam, true});
+  CHECK(*next_cluster_cases() > 0);
 }
 
 TEST_CASE("mlp fused backward: long row slices reuse every stage (planned for one SM)") {
