@@ -368,8 +368,10 @@ int run(int argc, char** argv) {
   cli.add_string("--next-forward", &o.next_forward,
                  "own graph path, fp16, fused backward: the next step's first forward (the gathered bytes times the "
                  "first layer's new weights) runs in the first layer's pass, each block on its rows and columns, the "
-                 "column tiles' partials added by the last to finish (pass; every step of a graph but its first), or "
-                 "as a GEMM step 8 kernel of its own (kernel); auto: pass",
+                 "column tiles' partials added once a row slice, as one cluster or by the last to finish (pass; every "
+                 "step of a graph but its first), or as a GEMM step 8 kernel of its own (kernel); auto: pass where "
+                 "every slice's column tiles fit the GPU as one cluster at once and a slice holds at most 64 rows "
+                 "(h <= 1024), where it measured faster",
                  {"auto", "pass", "kernel"});
   cli.add_string("--row-chain", &o.row_chain,
                  "own graph path, two hidden layers, branched backward: the hidden forward, softmax-CE and both "

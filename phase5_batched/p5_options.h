@@ -25,7 +25,7 @@ struct P5Options : mlp::MlpOptions {
   std::string handover = "cluster";  // cluster | global: how step 8's K slices and 5b's row slices hand over
   std::string fused_warps = "auto";  // auto (4) | 4 | 8: warps a block of 5b's passes with a backward-data product
   std::string last_pass = "auto";    // auto | tail | kernel: the last layer's fused pass in softmax-CE's cluster, or its own
-  std::string next_forward = "auto";  // auto (pass) | pass | kernel: the next step's first forward in the first layer's fused pass, or its own kernel
+  std::string next_forward = "auto";  // auto | pass | kernel: the next step's first forward in the first layer's fused pass, or its own kernel
   std::string row_chain = "auto";    // auto | on | off: two hidden layers' middle in one kernel (5a_row_chain.cuh)
 };
 

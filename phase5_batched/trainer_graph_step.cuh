@@ -253,21 +253,28 @@ void Trainer<T>::plan_fused_backward() {
     fb_counters_.alloc(tiles);
     CUDA_CHECK(cudaMemset(fb_counters_.get(), 0, fb_counters_.bytes()));
     fused_bwd_ = true;
-    // The next step's first forward in the first layer's pass (--next-forward; auto: pass): its
-    // partials' workspace and a counter a 32-row sub-tile of the first layer.
+    // The next step's first forward in the first layer's pass (--next-forward): its partials'
+    // workspace and a counter a row slice. auto: where every row slice's column tiles run as one
+    // cluster at once and a slice holds at most two 32-row sub-tiles (h <= 1,024 for 784 inputs):
+    // each sub-tile adds ~1.8 us to the pass, where the forward's kernel cost the step ~2-3 us with
+    // PDL (H100, W2's step 49.14 -> 47.06 us at h = 1,024, two sub-tiles a slice; 84.66 -> 84.77 at
+    // 2,048, three; 215.14 -> 221.18 and 680.16 -> 687.08 at 4,096 and 8,192, where 23 of 26 and 29
+    // clusters fit at once; nvidia-h100-80gb-hbm3/logs/nextfwd_0a968ad/once_fa6d7e3/).
     if (nlayers_ >= 2 && o_.next_forward != "kernel") {
       FusedBwdParams f = fused_params(0, StepRef{nullptr, 0});
-      fn_ws_.alloc(fused_next_ws_floats(f));
-      fn_counters_.alloc(static_cast<size_t>(f.splits));
-      CUDA_CHECK(cudaMemset(fn_counters_.get(), 0, fn_counters_.bytes()));
-      next_fwd_ = true;
-      // A row slice's column tiles hand over as one cluster where one fits (not all at once: noted).
       f.next_fwd = true;
       const int held = o_.handover == "cluster" && dev_.cc_major >= 9 ? fused_next_clusters<p5_fused_update_first>(f) : 0;
-      next_cluster_ = held >= 1;
-      if (next_cluster_ && held < f.splits)
-        std::fprintf(stderr, "note: the first layer's pass (%d x %d): %d clusters of %d column tiles fit this GPU at once, of %d\n",
-                     f.M, f.N, held, f.tiles_n(), f.splits);
+      if (o_.next_forward == "pass" || (held >= f.splits && f.rows_per_split <= 2 * kFbRows)) {
+        fn_ws_.alloc(fused_next_ws_floats(f));
+        fn_counters_.alloc(static_cast<size_t>(f.splits));
+        CUDA_CHECK(cudaMemset(fn_counters_.get(), 0, fn_counters_.bytes()));
+        next_fwd_ = true;
+        // A row slice's column tiles hand over as one cluster where one fits (not all at once: noted).
+        next_cluster_ = held >= 1;
+        if (next_cluster_ && held < f.splits)
+          std::fprintf(stderr, "note: the first layer's pass (%d x %d): %d clusters of %d column tiles fit this GPU at once, of %d\n",
+                       f.M, f.N, held, f.tiles_n(), f.splits);
+      }
     }
     // The last layer's pass as softmax-CE's cluster tail (--last-pass): where softmax-CE runs on step
     // 8's narrow kernel with its slices as one cluster (sm_90) and the tail's buffers are aligned;
