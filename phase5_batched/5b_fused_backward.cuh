@@ -81,7 +81,13 @@
 // ~78 us, ~1.58x JAX's 123.40); ~5 us at 4,096 and 8,192 too. A first form handed over after every
 // sub-tile (a fence, a counter and the last tile's 52 KB of partials read back each time): the pass
 // took 23.96 us where it took 11.80 (PDL off, h = 2,048), 37.29 where 17.84 at 4,096, and the step
-// grew, 84.53 -> 89.58 us at 2,048 (logs/nextfwd_0a968ad/first/).
+// grew, 84.53 -> 89.58 us at 2,048 (logs/nextfwd_0a968ad/first/). Measured, one hand-over a slice
+// (H100, nvidia-h100-80gb-hbm3/logs/nextfwd_0a968ad/once_fa6d7e3/, one build, 2 rounds alternating):
+// W2's step 49.14 -> 47.06 us at h = 1,024, 84.66 -> 84.77 at 2,048, 215.14 -> 221.18 and 680.16 ->
+// 687.08 at 4,096 and 8,192; alone with PDL off the pass 11.71 -> 17.15 us at 2,048: ~1.8 us a
+// sub-tile, where PDL had hidden most of the forward's kernel. Phase 5's --next-forward auto takes it
+// where a slice holds at most two sub-tiles and every cluster fits at once (h <= 1,024); W2's graph
+// step at 1,024 46.01 us against JAX jit-epoch's 53.22 (phase5_batched__w2-h1024-own.json, H100).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
