@@ -68,26 +68,28 @@
 // points at planning the row split for two blocks an SM before trying it again.
 // The next step's first forward in the first layer's pass (FusedBwdParams::next_fwd, phase 5's
 // --next-forward). Within a graph of consecutive steps the first layer's pass of step i is the last
-// reader and writer of W_0 before step i + 1's gathered forward, a GEMM step 8 kernel of its own that
-// reads the same rows of W_0 the pass has just written. Each block of the pass holds a 32-row x
-// 64-column sub-tile's new weights in shared memory anyway: it multiplies them by the next batch's
-// bytes of its 64 columns (a 32 x 32 x 64 WMMA product) and stores the partial; after its last
-// sub-tile the row slice's 13 column tiles hand over once, as one cluster (each adds a thirteenth
-// of the slice's sums, in tile order) or by a counter (the last to arrive adds them all), and apply
-// the forward's epilogue (the bias this pass updated, ReLU, dropout). Prediction, before measuring
-// (H100, W2, h = 2,048; the gathered forward 8.04 us alone with PDL off, the first layer's pass
-// 11.57, lastpass_2728530/checks_2728530/k/): the pass grows by its products and one hand-over,
-// ~2 us; the step loses the forward's launch and its ~7 us of fixed cost, ~5 us with PDL (83.10 ->
-// ~78 us, ~1.58x JAX's 123.40); ~5 us at 4,096 and 8,192 too. A first form handed over after every
-// sub-tile (a fence, a counter and the last tile's 52 KB of partials read back each time): the pass
-// took 23.96 us where it took 11.80 (PDL off, h = 2,048), 37.29 where 17.84 at 4,096, and the step
-// grew, 84.53 -> 89.58 us at 2,048 (logs/nextfwd_0a968ad/first/). Measured, one hand-over a slice
-// (H100, nvidia-h100-80gb-hbm3/logs/nextfwd_0a968ad/once_fa6d7e3/, one build, 2 rounds alternating):
-// W2's step 49.14 -> 47.06 us at h = 1,024, 84.66 -> 84.77 at 2,048, 215.14 -> 221.18 and 680.16 ->
+// reader and writer of W_0 before step i + 1's gathered forward, a GEMM step 8 kernel of its own
+// that reads the same rows of W_0 the pass has just written. Each block of the pass holds a 32-row
+// x 64-column sub-tile's new weights in shared memory anyway: it multiplies them by the next
+// batch's bytes of its 64 columns (a 32 x 32 x 64 WMMA product) and stores the partial; after its
+// last sub-tile the row slice's 13 column tiles hand over once, as one cluster (the slice's sums
+// dealt to its ranks' threads, a float4 each, added in tile order) or by a counter (the last to
+// arrive adds them all), and apply the forward's epilogue (the bias this pass updated, ReLU,
+// dropout). Prediction, before measuring (H100, W2, h = 2,048; the gathered forward 8.04 us alone
+// with PDL off, the first layer's pass 11.57, lastpass_2728530/checks_2728530/k/): the pass grows
+// by its products and one hand-over, ~2 us; the step loses the forward's launch and its ~7 us of
+// fixed cost, ~5 us with PDL (83.10 -> ~78 us, ~1.58x JAX's 123.40); ~5 us at 4,096 and 8,192 too.
+// A first form handed over after every sub-tile (a fence, a counter and the last tile's 52 KB of
+// partials read back each time): the pass took 23.96 us where it took 11.80 (PDL off, h = 2,048),
+// 37.29 where 17.84 at 4,096, and the step grew, 84.53 -> 89.58 us at 2,048
+// (logs/nextfwd_0a968ad/first/). Measured, one hand-over a slice (H100,
+// nvidia-h100-80gb-hbm3/logs/nextfwd_0a968ad/once_fa6d7e3/, one build, 2 rounds alternating): W2's
+// step 49.14 -> 47.06 us at h = 1,024, 84.66 -> 84.77 at 2,048, 215.14 -> 221.18 and 680.16 ->
 // 687.08 at 4,096 and 8,192; alone with PDL off the pass 11.71 -> 17.15 us at 2,048: ~1.8 us a
-// sub-tile, where PDL had hidden most of the forward's kernel. Phase 5's --next-forward auto takes it
-// where a slice holds at most two sub-tiles and every cluster fits at once (h <= 1,024); W2's graph
-// step at 1,024 46.01 us against JAX jit-epoch's 53.22 (phase5_batched__w2-h1024-own.json, H100).
+// sub-tile, where PDL had hidden most of the forward's kernel. Phase 5's --next-forward auto takes
+// it where a slice holds at most two sub-tiles and every cluster fits at once (h <= 1,024); W2's
+// graph step at 1,024 46.01 us against JAX jit-epoch's 53.22 (phase5_batched__w2-h1024-own.json,
+// H100).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -388,8 +390,9 @@ __device__ __forceinline__ void next_forward_part(const FusedBwdParams& p, const
 // every sub-tile added in tile order (the same sums whoever adds them), divided by 255, and the next
 // step's epilogue applied (the bias this pass updated, by column tile 0 before the hand-over; ReLU;
 // dropout). p.next_cluster: the slice's column tiles are one cluster (rank = column tile); after one
-// cluster barrier each rank adds every tiles_n-th float4 of the slice's outputs. Else one fence and a
-// counter a slice: the last column tile to arrive adds them all.
+// cluster barrier the slice's float4 outputs are dealt to the ranks' threads in rank order (float4 i
+// to rank i / kThreads mod tiles_n: at h = 2,048, 768 of them to ranks 0-2, one each). Else one fence
+// and a counter a slice: the last column tile to arrive adds them all.
 template <int kThreads>
 __device__ void next_forward_finish(const FusedBwdParams& p, int tn, int split, int mbeg, int mend) {
   const int ld = p.fws_ld(), tiles = p.tiles_n();
