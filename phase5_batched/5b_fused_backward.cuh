@@ -646,6 +646,26 @@ inline void fused_bwd_setup() {
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
 }
 
+namespace fb {
+// Clusters of `cluster` blocks of kernel k (grid `blocks` x `threads`, `smem` bytes) the GPU holds
+// at once (sizes above 8 allowed first); 0 where it refuses the size or none fits.
+inline int clusters_held(void (*k)(FusedBwdParams), int cluster, int blocks, int threads, size_t smem) {
+  if (cluster > 8) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks)), cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem, cfg.attrs = &attr, cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();  // (a cluster size the GPU refuses: none of it fits)
+    n = 0;
+  }
+  return n;
+}
+}  // namespace fb
+
 // The plan launch_fused_bwd launches for p: p, or where p's clusters do not all fit the GPU at once
 // (clusters of 11 slices of blocks that fill an SM three at a time, at h = 2,048, depend on how the
 // SMs fall into GPCs), fewer, longer slices (whole sub-tiles) until they do; none fits: the global
@@ -658,21 +678,7 @@ inline FusedBwdParams fused_bwd_launched(const FusedBwdParams& p) {
   static bool noted = false;
   auto fits = [&](const FusedBwdParams& q) {
     int& h = held[q.warps == 8][q.splits];
-    if (h == 0) {
-      if (q.splits > 8) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      cudaLaunchConfig_t cfg = {};
-      cudaLaunchAttribute attr = {};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = static_cast<unsigned>(q.splits), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-      cfg.gridDim = dim3(static_cast<unsigned>(q.blocks())), cfg.blockDim = dim3(32u * static_cast<unsigned>(q.warps));
-      cfg.dynamicSmemBytes = sizeof(FbSmem), cfg.attrs = &attr, cfg.numAttrs = 1;
-      int n = 0;
-      if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
-        (void)cudaGetLastError();  // (a cluster size the GPU refuses: none of it fits)
-        n = 0;
-      }
-      h = n + 1;
-    }
+    if (h == 0) h = fb::clusters_held(k, q.splits, q.blocks(), 32 * q.warps, sizeof(FbSmem)) + 1;
     return h - 1 >= q.tiles_n();
   };
   FusedBwdParams q = p;
@@ -704,20 +710,8 @@ template <class Tag>
 inline int fused_next_clusters(const FusedBwdParams& p) {
   const int tiles = p.tiles_n();
   if (tiles < 2 || tiles > kFbMaxCluster) return 0;
-  const auto k = fused_update_bwd_kernel<Tag, kFbThreadsUpdate>;
-  if (tiles > 8) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr = {};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(tiles), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-  cfg.gridDim = dim3(static_cast<unsigned>(p.blocks())), cfg.blockDim = dim3(kFbThreadsUpdate);
-  cfg.dynamicSmemBytes = fused_bwd_smem(p), cfg.attrs = &attr, cfg.numAttrs = 1;
-  int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();  // (a cluster size the GPU refuses: none fits)
-    n = 0;
-  }
-  return n;
+  return fb::clusters_held(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>, tiles, p.blocks(), kFbThreadsUpdate,
+                           fused_bwd_smem(p));
 }
 
 // A pass without backward-data product runs 8-warp blocks; one with it, p.warps (4 or 8).
