@@ -23,6 +23,11 @@
 // rounding in two integer instructions, one hand-over for both halves of a split tile, the dropout
 // bits before the PDL wait, each chunk's copy worked out once a tile) against what it was predicted
 // to buy: report/phase_notes/phase5_batched.md, its kept-changes and predicted-against-measured tables.
+// Then, where the other operand is a byte (the first layer's products), the remainder left for the
+// MMA to truncate (split_tf32_rem: 3 instructions a split, not 5). Prediction (H100, batch 8,192;
+// 33.2 and 45.8 us, gemm-b8192.json): 32 of the gathered forward's ~176 instructions a warp a k-tile
+// out, and 32 of the weight gradient's, so ~30 and ~43 us if time follows instructions half way
+// (1.6x cuBLASLt fp32's 48.2 on the forward); W1's fp32 step at 8,192 ~4 us shorter.
 #pragma once
 #include <cstdint>
 
@@ -282,6 +287,15 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) 
   hi = tf32_rna(x);
   lo = tf32_rna(x - __uint_as_float(hi));
 }
+// The split where the other operand is exact (a gathered image's byte): lo is x - hi as fp32 bits,
+// its low 13 bits left for the MMA, which reads a .tf32 operand's upper 19 bits only (it truncates
+// lo: at most 2^-10 of |lo| <= 2^-11 |x|). x is then carried to within 2^-21 of itself (8 fp32 units,
+// 2^-22 with lo rounded), the error's sign lo's, either way; the other operand adds none, so a
+// product errs by at most that. Three instructions where split_tf32 takes five.
+__device__ __forceinline__ void split_tf32_rem(float x, uint32_t& hi, uint32_t& lo) {
+  hi = tf32_rna(x);
+  lo = __float_as_uint(x - __uint_as_float(hi));
+}
 
 // The gathered images' bytes are exact in TF32: an integer below 2^11 keeps all its bits in TF32's
 // 11 significant ones. So a byte operand is multiplied as the integer b (hi = b, lo = 0), its
@@ -297,28 +311,31 @@ __device__ __forceinline__ uint32_t* x3_byte_values() {
 
 // Element (outer, inner) of a staged tile (row stride ld) as its TF32 parts: fp32 split here, a
 // byte's integer value looked up (lo stays 0: the cross term with it is never issued).
-template <class V>
+// kRem: the other operand is a byte (split_tf32_rem).
+template <class V, bool kRem = false>
 __device__ __forceinline__ void x3_parts(const void* s, int outer, int inner, int ld, uint32_t& hi, uint32_t& lo) {
   const auto* t = static_cast<const typename X3Tile<V>::Elem*>(s);
   if constexpr (ByteRows<V>::value) {
     hi = x3_byte_values()[t[outer * ld + inner]];
     lo = 0;
+  } else if constexpr (kRem) {
+    split_tf32_rem(to_f(t[outer * ld + inner]), hi, lo);
   } else {
     split_tf32(to_f(t[outer * ld + inner]), hi, lo);
   }
 }
 // Element (m, k) of A's staged tile and (k, n) of B's, tile-relative, as TF32 parts.
-template <class AV>
+template <class AV, bool kRem = false>
 __device__ __forceinline__ void x3_a(const void* s, int m, int k, uint32_t& hi, uint32_t& lo) {
   using S = X3Tile<AV>;
-  if constexpr (AV::kContig) x3_parts<AV>(s, m, k, S::kLd32, hi, lo);
-  else x3_parts<AV>(s, k, m, S::kLd64, hi, lo);
+  if constexpr (AV::kContig) x3_parts<AV, kRem>(s, m, k, S::kLd32, hi, lo);
+  else x3_parts<AV, kRem>(s, k, m, S::kLd64, hi, lo);
 }
-template <class BV>
+template <class BV, bool kRem = false>
 __device__ __forceinline__ void x3_b(const void* s, int k, int n, uint32_t& hi, uint32_t& lo) {
   using S = X3Tile<BV>;
-  if constexpr (BV::kContig) x3_parts<BV>(s, k, n, S::kLd64, hi, lo);
-  else x3_parts<BV>(s, n, k, S::kLd32, hi, lo);
+  if constexpr (BV::kContig) x3_parts<BV, kRem>(s, k, n, S::kLd64, hi, lo);
+  else x3_parts<BV, kRem>(s, n, k, S::kLd32, hi, lo);
 }
 
 // d += a · b on one m16n8k8 tile: a (16 x 8, row) in 4 registers, b (8 x 8, col) in 2, d in 4.
@@ -544,17 +561,18 @@ struct AccumX3 : TcAccum<kKG> {
 #pragma unroll
         for (int j = 0; j < kNJ; ++j) {
           const int n = w.wn + j * 8 + g;
-          x3_b<BV>(bs, kk + t, n, bh[j][0], bl[j][0]);
-          x3_b<BV>(bs, kk + t + 4, n, bh[j][1], bl[j][1]);
+          x3_b<BV, ByteRows<AV>::value>(bs, kk + t, n, bh[j][0], bl[j][0]);
+          x3_b<BV, ByteRows<AV>::value>(bs, kk + t + 4, n, bh[j][1], bl[j][1]);
         }
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int m = w.wm + i * 16 + g;
           uint32_t ah[4], al[4];
-          x3_a<AV>(as, m, kk + t, ah[0], al[0]);
-          x3_a<AV>(as, m + 8, kk + t, ah[1], al[1]);
-          x3_a<AV>(as, m, kk + t + 4, ah[2], al[2]);
-          x3_a<AV>(as, m + 8, kk + t + 4, ah[3], al[3]);
+          constexpr bool kRemA = ByteRows<BV>::value;
+          x3_a<AV, kRemA>(as, m, kk + t, ah[0], al[0]);
+          x3_a<AV, kRemA>(as, m + 8, kk + t, ah[1], al[1]);
+          x3_a<AV, kRemA>(as, m, kk + t + 4, ah[2], al[2]);
+          x3_a<AV, kRemA>(as, m + 8, kk + t + 4, ah[3], al[3]);
 #pragma unroll
           for (int j = 0; j < kNJ; ++j) {
             if (kTerms == 3) {  // the small terms first; an exact (byte) operand has none
@@ -596,8 +614,8 @@ struct AccumX3 : TcAccum<kKG> {
 #pragma unroll
         for (int j = 0; j < kNJ; ++j) {
           const float4& v = bq[j][hh];
-          split_tf32(q == 0 ? v.x : v.z, bh[j][0], bl[j][0]);
-          split_tf32(q == 0 ? v.y : v.w, bh[j][1], bl[j][1]);
+          split_tf32_rem(q == 0 ? v.x : v.z, bh[j][0], bl[j][0]);
+          split_tf32_rem(q == 0 ? v.y : v.w, bh[j][1], bl[j][1]);
         }
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
