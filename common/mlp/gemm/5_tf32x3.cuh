@@ -23,11 +23,11 @@
 // rounding in two integer instructions, one hand-over for both halves of a split tile, the dropout
 // bits before the PDL wait, each chunk's copy worked out once a tile) against what it was predicted
 // to buy: report/phase_notes/phase5_batched.md, its kept-changes and predicted-against-measured tables.
-// Then, where the other operand is a byte (the first layer's products), the remainder left for the
-// MMA to truncate (split_tf32_rem: 3 instructions a split, not 5). Prediction (H100, batch 8,192;
-// 33.2 and 45.8 us, gemm-b8192.json): 32 of the gathered forward's ~176 instructions a warp a k-tile
-// out, and 32 of the weight gradient's, so ~30 and ~43 us if time follows instructions half way
-// (1.6x cuBLASLt fp32's 48.2 on the forward); W1's fp32 step at 8,192 ~4 us shorter.
+// Then the gathered forward's first level of accumulation over two k-tiles (64 values of k) instead
+// of one (TcAccum::level1). Prediction (H100, batch 8,192; 33.2 us, 1.45x cuBLASLt fp32, gemm-b8192.json):
+// half of its 16 fp32 additions a warp a k-tile gone, and half of the waits of those additions on
+// the k-tile's last MMAs: 3-5%, ~32 us (1.5x); the error of the tensor cores' truncating additions
+// grows with the level's length, 64 of K = 8,191's 5.1x over tolerance: well inside it.
 #pragma once
 #include <cstdint>
 
@@ -287,15 +287,6 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) 
   hi = tf32_rna(x);
   lo = tf32_rna(x - __uint_as_float(hi));
 }
-// The split where the other operand is exact (a gathered image's byte): lo is x - hi as fp32 bits,
-// its low 13 bits left for the MMA, which reads a .tf32 operand's upper 19 bits only (it truncates
-// lo: at most 2^-10 of |lo| <= 2^-11 |x|). x is then carried to within 2^-21 of itself (8 fp32 units,
-// 2^-22 with lo rounded), the error's sign lo's, either way; the other operand adds none, so a
-// product errs by at most that. Three instructions where split_tf32 takes five.
-__device__ __forceinline__ void split_tf32_rem(float x, uint32_t& hi, uint32_t& lo) {
-  hi = tf32_rna(x);
-  lo = __float_as_uint(x - __uint_as_float(hi));
-}
 
 // The gathered images' bytes are exact in TF32: an integer below 2^11 keeps all its bits in TF32's
 // 11 significant ones. So a byte operand is multiplied as the integer b (hi = b, lo = 0), its
@@ -311,31 +302,28 @@ __device__ __forceinline__ uint32_t* x3_byte_values() {
 
 // Element (outer, inner) of a staged tile (row stride ld) as its TF32 parts: fp32 split here, a
 // byte's integer value looked up (lo stays 0: the cross term with it is never issued).
-// kRem: the other operand is a byte (split_tf32_rem).
-template <class V, bool kRem = false>
+template <class V>
 __device__ __forceinline__ void x3_parts(const void* s, int outer, int inner, int ld, uint32_t& hi, uint32_t& lo) {
   const auto* t = static_cast<const typename X3Tile<V>::Elem*>(s);
   if constexpr (ByteRows<V>::value) {
     hi = x3_byte_values()[t[outer * ld + inner]];
     lo = 0;
-  } else if constexpr (kRem) {
-    split_tf32_rem(to_f(t[outer * ld + inner]), hi, lo);
   } else {
     split_tf32(to_f(t[outer * ld + inner]), hi, lo);
   }
 }
 // Element (m, k) of A's staged tile and (k, n) of B's, tile-relative, as TF32 parts.
-template <class AV, bool kRem = false>
+template <class AV>
 __device__ __forceinline__ void x3_a(const void* s, int m, int k, uint32_t& hi, uint32_t& lo) {
   using S = X3Tile<AV>;
-  if constexpr (AV::kContig) x3_parts<AV, kRem>(s, m, k, S::kLd32, hi, lo);
-  else x3_parts<AV, kRem>(s, k, m, S::kLd64, hi, lo);
+  if constexpr (AV::kContig) x3_parts<AV>(s, m, k, S::kLd32, hi, lo);
+  else x3_parts<AV>(s, k, m, S::kLd64, hi, lo);
 }
-template <class BV, bool kRem = false>
+template <class BV>
 __device__ __forceinline__ void x3_b(const void* s, int k, int n, uint32_t& hi, uint32_t& lo) {
   using S = X3Tile<BV>;
-  if constexpr (BV::kContig) x3_parts<BV, kRem>(s, k, n, S::kLd64, hi, lo);
-  else x3_parts<BV, kRem>(s, n, k, S::kLd32, hi, lo);
+  if constexpr (BV::kContig) x3_parts<BV>(s, k, n, S::kLd64, hi, lo);
+  else x3_parts<BV>(s, n, k, S::kLd32, hi, lo);
 }
 
 // d += a · b on one m16n8k8 tile: a (16 x 8, row) in 4 registers, b (8 x 8, col) in 2, d in 4.
@@ -374,6 +362,10 @@ struct TcWarps {
   __device__ __forceinline__ int half(int hh) const { return kKGroups ? kg : hh; }
 };
 static_assert(kXThreads == 256 && kXBM == 64 && kXBN == 64 && kXBK == 32, "8 warps on a 64 x 64 x 32 tile");
+
+// The gathered forwards' first level of accumulation (TcAccum::level1) spans this many k-tiles: 64
+// values of k, in step 5's 32 x 16 warps (32 a k-tile) and step 6's k-groups (16 a k-tile) alike.
+constexpr int kX3AlongKChunk = 2, kF16AlongKChunk = 4;
 
 // The gathered forward's k-tile read along k in whole words (steps 5 and 6, mma_along_k): with g =
 // lane / 4, t = lane % 4 and the warp's place w, aw[i][r][hh] holds A's 4 bytes of row w.wm + 16i + 8r +
@@ -416,7 +408,22 @@ struct TcAccum {
   using Frags = float[2][kNJ][4];
   static constexpr int kStages = kXStages;  // k-tiles in flight for tc64_tile (an accumulator may name more)
   Frags d;
+  // A first level spanning kChunk k-tiles (level1: the gathered forwards, steps 5 and 6): the tensor
+  // cores add kChunk k-tiles' products into part1, which then goes to the running sums. Other
+  // products zero and add a first level of their own every k-tile.
+  Frags part1;
+  int level = 0;  // k-tiles summed into part1 so far
   __device__ TcAccum() { zero(d); }
+  template <int kChunk, class F>
+  __device__ __forceinline__ void level1(F&& products) {
+    if (level == 0) zero(part1);
+    products(part1);
+    if (++level == kChunk) add(part1), level = 0;
+  }
+  // A first level still open after the last k-tile, to the running sums.
+  __device__ __forceinline__ void flush() {
+    if (level > 0) add(part1), level = 0;
+  }
   // Per-block tables the fragment reads use (steps 5 and 6: the values of the 256 bytes), filled by
   // the block before its mainloop's first barrier; nothing here.
   template <class AV, class BV>
@@ -431,6 +438,7 @@ struct TcAccum {
   // with k-groups after the groups' sum (store).
   template <class AV, class BV>
   __device__ __forceinline__ void finish() {
+    flush();
     if constexpr (!kKGroups && (ByteRows<AV>::value || ByteRows<BV>::value)) {
 #pragma unroll
       for (int i = 0; i < 2; ++i)
@@ -561,18 +569,17 @@ struct AccumX3 : TcAccum<kKG> {
 #pragma unroll
         for (int j = 0; j < kNJ; ++j) {
           const int n = w.wn + j * 8 + g;
-          x3_b<BV, ByteRows<AV>::value>(bs, kk + t, n, bh[j][0], bl[j][0]);
-          x3_b<BV, ByteRows<AV>::value>(bs, kk + t + 4, n, bh[j][1], bl[j][1]);
+          x3_b<BV>(bs, kk + t, n, bh[j][0], bl[j][0]);
+          x3_b<BV>(bs, kk + t + 4, n, bh[j][1], bl[j][1]);
         }
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int m = w.wm + i * 16 + g;
           uint32_t ah[4], al[4];
-          constexpr bool kRemA = ByteRows<BV>::value;
-          x3_a<AV, kRemA>(as, m, kk + t, ah[0], al[0]);
-          x3_a<AV, kRemA>(as, m + 8, kk + t, ah[1], al[1]);
-          x3_a<AV, kRemA>(as, m, kk + t + 4, ah[2], al[2]);
-          x3_a<AV, kRemA>(as, m + 8, kk + t + 4, ah[3], al[3]);
+          x3_a<AV>(as, m, kk + t, ah[0], al[0]);
+          x3_a<AV>(as, m + 8, kk + t, ah[1], al[1]);
+          x3_a<AV>(as, m, kk + t + 4, ah[2], al[2]);
+          x3_a<AV>(as, m + 8, kk + t + 4, ah[3], al[3]);
 #pragma unroll
           for (int j = 0; j < kNJ; ++j) {
             if (kTerms == 3) {  // the small terms first; an exact (byte) operand has none
@@ -604,8 +611,7 @@ struct AccumX3 : TcAccum<kKG> {
     uint32_t aw[2][2][W::kHalves];  // [i][row g / g + 8][hh]
     float4 bq[kNJ][W::kHalves];     // [j][hh]
     along_k_words(as, bs, w, aw, bq);
-    Frags part;  // this k-tile's sums (the first level)
-    Base::zero(part);
+    this->template level1<kX3AlongKChunk>([&](Frags& part) {  // this k-tile's products into the first level
 #pragma unroll
     for (int hh = 0; hh < W::kHalves; ++hh)
 #pragma unroll
@@ -614,8 +620,8 @@ struct AccumX3 : TcAccum<kKG> {
 #pragma unroll
         for (int j = 0; j < kNJ; ++j) {
           const float4& v = bq[j][hh];
-          split_tf32_rem(q == 0 ? v.x : v.z, bh[j][0], bl[j][0]);
-          split_tf32_rem(q == 0 ? v.y : v.w, bh[j][1], bl[j][1]);
+          split_tf32(q == 0 ? v.x : v.z, bh[j][0], bl[j][0]);
+          split_tf32(q == 0 ? v.y : v.w, bh[j][1], bl[j][1]);
         }
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
@@ -628,7 +634,7 @@ struct AccumX3 : TcAccum<kKG> {
           }
         }
       }
-    this->add(part);
+    });
   }
 };
 // Step 5's accumulator for a product (logs/kgroups_e83e9ed/, GEMM benchmark at batch 8,192): k-groups

@@ -31,10 +31,6 @@
 // 8,192 at 0.907-1.30x cuBLASLt fp32; the first layer's forward at 8,192 0.785x (63.8 against 50.1).
 // With step 5's staging worked out once a tile (X3Stream; e802857): 10 of 11 at 1.05-1.59x, the
 // first layer's forward at 8,192 0.862x (62.4 against 53.8; cuBLASLt's own time spreads 50-54).
-// Then the byte tile converted by the two warps that read each region, under their own barrier
-// (convert_pair), not the block's. Prediction (H100, the gathered forward at 8,192: 59.4 us, 0.81x
-// cuBLASLt fp32's 48.2, issue in ~2/3 of cycles): the second block barrier a k-tile held all 8 warps
-// for the slowest; pairs go on alone, ~10%: ~54 us (0.89x); the weight gradient (bytes as B) alike.
 #pragma once
 #include <cstdint>
 
@@ -100,34 +96,18 @@ struct AccumFma {
   __device__ __forceinline__ static float byte_value(uint32_t w, int i) {
     return __uint_as_float(AccumX3<3>::byte_as_tf32(w, i));
   }
-  // A byte tile's values into floats, by the two warps that read them (a pair): A's bytes [m][k],
-  // the two warps of a k-group with the same 32 rows (rows 32 (wq / 2), k 16 kg .. +15); B's [k][n],
-  // the two with the same 32 columns (k 16 kg .. +15, columns 32 (wq % 2)). 128 words a pair, two a
-  // thread; then the pair's own barrier (1 + the pair's index, 64 threads), not the block's: each pair
-  // goes on to its products as soon as its own region is done. (tc64_tile's barrier at the top of the
-  // next k-tile keeps a pair from overwriting the region while its mate still reads it.) A's float
-  // rows are 36 apart: a quarter warp's 16-byte stores take rows r and r + 4 (banks 16 apart).
-  template <bool kA, int kSrcLd, int kDstLd>
-  __device__ __forceinline__ static void convert_pair(const uint8_t* src, float* dst) {
-    static_assert(kSrcLd % 4 == 0 && kDstLd % 4 == 0, "aligned words");
-    const int warp = threadIdx.x / 32, kg = warp / 4, wq = warp % 4;
-    const int half = kA ? wq / 2 : wq % 2, mate = kA ? wq % 2 : wq / 2;
-    const int pt = mate * 32 + threadIdx.x % 32;
+  // A byte tile's 2,048 values into floats: two 4-byte words a thread.
+  template <int kOuter, int kInner, int kSrcLd, int kDstLd>
+  __device__ __forceinline__ static void convert(const uint8_t* src, float* dst) {
+    constexpr int kWords = kOuter * kInner / 4;
+    static_assert(kWords == 2 * kXThreads && kSrcLd % 4 == 0 && kDstLd % 4 == 0, "two aligned words a thread");
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const int w = pt + 64 * i;  // the pair's word 0..127
-      int row, col;
-      if constexpr (kA) {
-        const int rq = w / 8;
-        row = 32 * half + rq % 4 + 8 * (rq / 4) + 4 * ((w / 4) % 2), col = kFKPer * kg + 4 * (w % 4);
-      } else {
-        row = kFKPer * kg + w / 8, col = 32 * half + 4 * (w % 8);
-      }
-      const uint32_t word = *reinterpret_cast<const uint32_t*>(src + row * kSrcLd + col);
-      *reinterpret_cast<float4*>(dst + row * kDstLd + col) =
+      const int w = threadIdx.x + i * kXThreads, o = w / (kInner / 4), in = (w % (kInner / 4)) * 4;
+      const uint32_t word = *reinterpret_cast<const uint32_t*>(src + o * kSrcLd + in);
+      *reinterpret_cast<float4*>(dst + o * kDstLd + in) =
           make_float4(byte_value(word, 0), byte_value(word, 1), byte_value(word, 2), byte_value(word, 3));
     }
-    asm volatile("bar.sync %0, 64;\n" ::"r"(1 + 2 * kg + half) : "memory");
   }
 
   template <class AV, class BV>
@@ -137,19 +117,19 @@ struct AccumFma {
     static_assert(!kBB || BV::kContig, "a byte B is staged [k][n]");
     const float* fa;
     const float* fb;
-    static_assert(!(kAB && kBB), "one byte operand: one pair barrier");
     if constexpr (kAB) {
-      convert_pair<true, X3Ld<uint8_t>::k32, X3Ld<float>::k32>(static_cast<const uint8_t*>(as), fma_byte_tile_a());
+      convert<kXBM, kXBK, X3Ld<uint8_t>::k32, X3Ld<float>::k32>(static_cast<const uint8_t*>(as), fma_byte_tile_a());
       fa = fma_byte_tile_a();
     } else {
       fa = static_cast<const float*>(as);
     }
     if constexpr (kBB) {
-      convert_pair<false, X3Ld<uint8_t>::k64, kFBLdBytes>(static_cast<const uint8_t*>(bs), fma_byte_tile_b());
+      convert<kXBK, kXBN, X3Ld<uint8_t>::k64, kFBLdBytes>(static_cast<const uint8_t*>(bs), fma_byte_tile_b());
       fb = fma_byte_tile_b();
     } else {
       fb = static_cast<const float*>(bs);
     }
+    if constexpr (kAB || kBB) __syncthreads();  // (every thread runs mma: tc64_tile's loop is uniform)
     constexpr int kLdA = AV::kContig ? X3Ld<float>::k32 : X3Ld<float>::k64;
     constexpr int kLdB = kBB ? kFBLdBytes : BV::kContig ? X3Ld<float>::k64 : X3Ld<float>::k32;
     int kg, row0, rstep, col0, cstep;
