@@ -25,11 +25,6 @@
 // (fragments by ldmatrix, the bytes as integers in whole words, the staging worked out once a tile)
 // against its prediction: report/phase_notes/phase5_batched.md, the kept-changes and
 // predicted-against-measured tables.
-// Then the gathered forward's first level of accumulation over four k-tiles (a k-group's 64 values of
-// k) instead of one (TcAccum::level1). Prediction (H100, batch 8,192; 21.1 us; Nsight Compute:
-// 10.2 M instructions, 1.8 M of them fp32 additions, 0.54 issued a scheduler cycle at 3.7 warps):
-// 24 of the 32 additions a warp a k-tile gone (~13% of the instructions) and with them most of
-// their waits on the MMAs: ~7% if time follows instructions half way, ~19.6 us.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -264,17 +259,18 @@ struct AccumF16 : TcAccum<kKG> {
     uint32_t aw[2][2][W::kHalves];  // [i][row g / g + 8][hh]
     uint2 bq[kNJ][W::kHalves];      // [j][hh]
     along_k_words(as, bs, w, aw, bq);
-    this->template level1<kF16AlongKChunk>([&](Frags& part) {  // this k-tile's products into the first level
+    Frags part;  // this k-tile's sums (the first level)
+    Base::zero(part);
 #pragma unroll
-      for (int hh = 0; hh < W::kHalves; ++hh)
+    for (int hh = 0; hh < W::kHalves; ++hh)
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][hh]), bytes_as_f16x2<0, 1>(aw[i][1][hh]),
-                                 bytes_as_f16x2<2, 3>(aw[i][0][hh]), bytes_as_f16x2<2, 3>(aw[i][1][hh])};
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][hh]), bytes_as_f16x2<0, 1>(aw[i][1][hh]),
+                               bytes_as_f16x2<2, 3>(aw[i][0][hh]), bytes_as_f16x2<2, 3>(aw[i][1][hh])};
 #pragma unroll
-          for (int j = 0; j < kNJ; ++j) mma_f16(part[i][j], a, bq[j][hh].x, bq[j][hh].y);
-        }
-    });
+        for (int j = 0; j < kNJ; ++j) mma_f16(part[i][j], a, bq[j][hh].x, bq[j][hh].y);
+      }
+    this->add(part);
   }
 
   // The gathered weight gradient: B's bytes staged [k][n] (row stride 80), A fp16 (by ldmatrix).
