@@ -438,18 +438,20 @@ TEST_CASE("mlp: fp16 mma.sync GEMM (step 6) against float64 on its own operands,
   struct Shape { int M, N, K; };
   const Shape shapes[] = {{1, 10, 1}, {33, 100, 10}, {65, 300, 1}, {100, 10, 300}, {129, 100, 1000},
                           {257, 300, 100}, {100, 130, 8191}, {300, 784, 129}, {64, 128, 8192}};
-  int split_runs = 0;
+  int split_runs = 0, two_level = 0;  // (few tiles over K = 8,191 or 8,192: past 16 slices, two levels)
   for (Kind kind : {Kind::Fwd, Kind::Dgrad, Kind::Wgrad})
     for (const Shape& s : shapes)
       for (int sm : {1, 132}) {
         int splits = 0;
         const double e = run_gemm<__half>(kind, s.M, s.N, s.K, sm, &splits, 1);
         split_runs += splits > 1;
+        two_level += splits > kFixupGroup;
         INFO(kind_name(kind) << " M=" << s.M << " N=" << s.N << " K=" << s.K << " sm=" << sm << " splits=" << splits
                              << " rel.err " << e << " tol " << f16mma_tol(s.K));
         CHECK(e <= f16mma_tol(s.K));
       }
   CHECK(split_runs > 0);
+  CHECK(two_level > 0);
 }
 
 // Step 9 (wgmma) on dense fp16 operands: the forward's, A [M][K] times W [N][K] (W's rows 16-byte

@@ -25,6 +25,11 @@
 // (fragments by ldmatrix, the bytes as integers in whole words, the staging worked out once a tile)
 // against its prediction: report/phase_notes/phase5_batched.md, the kept-changes and
 // predicted-against-measured tables.
+// Then the gathered forward's first level of accumulation over four k-tiles (a k-group's 64 values of
+// k) instead of one (TcAccum::level1). Prediction (H100, batch 8,192; 21.1 us; Nsight Compute:
+// 10.2 M instructions, 1.8 M of them fp32 additions, 0.54 issued a scheduler cycle at 3.7 warps):
+// 24 of the 32 additions a warp a k-tile gone (~13% of the instructions) and with them most of
+// their waits on the MMAs: ~7% if time follows instructions half way, ~19.6 us.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -259,18 +264,17 @@ struct AccumF16 : TcAccum<kKG> {
     uint32_t aw[2][2][W::kHalves];  // [i][row g / g + 8][hh]
     uint2 bq[kNJ][W::kHalves];      // [j][hh]
     along_k_words(as, bs, w, aw, bq);
-    Frags part;  // this k-tile's sums (the first level)
-    Base::zero(part);
+    this->template level1<kF16AlongKChunk>([&](Frags& part) {  // this k-tile's products into the first level
 #pragma unroll
-    for (int hh = 0; hh < W::kHalves; ++hh)
+      for (int hh = 0; hh < W::kHalves; ++hh)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][hh]), bytes_as_f16x2<0, 1>(aw[i][1][hh]),
-                               bytes_as_f16x2<2, 3>(aw[i][0][hh]), bytes_as_f16x2<2, 3>(aw[i][1][hh])};
+        for (int i = 0; i < 2; ++i) {
+          const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][hh]), bytes_as_f16x2<0, 1>(aw[i][1][hh]),
+                                 bytes_as_f16x2<2, 3>(aw[i][0][hh]), bytes_as_f16x2<2, 3>(aw[i][1][hh])};
 #pragma unroll
-        for (int j = 0; j < kNJ; ++j) mma_f16(part[i][j], a, bq[j][hh].x, bq[j][hh].y);
-      }
-    this->add(part);
+          for (int j = 0; j < kNJ; ++j) mma_f16(part[i][j], a, bq[j][hh].x, bq[j][hh].y);
+        }
+    });
   }
 
   // The gathered weight gradient: B's bytes staged [k][n] (row stride 80), A fp16 (by ldmatrix).
@@ -332,22 +336,30 @@ struct AccumF16 : TcAccum<kKG> {
 template <class AV, class BV>
 using F16Acc = AccumF16<X3AlongK<AV, BV>::value>;
 
-template <class Tag, class P>
+template <class Tag, class P, bool kTwoLevel = false>
 __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_f16mma_kernel(P p) {
-  tc64_tile<P, F16Acc<typename P::AView, typename P::BView>>(p);
+  tc64_tile<P, F16Acc<typename P::AView, typename P::BView>, kTwoLevel>(p);
 }
 
-// fp16 problems on step 6: step 5's split plan (the same tile and blocks an SM).
+// fp16 problems on step 6: step 7's split plan (plan_fma64): step 5's, except that a product with
+// fewer tiles than a sixteenth of the blocks one wave holds may take up to 16 x 16 slices of at
+// least four k-tiles, added in two levels (W1's upper weight gradients at batch 8,192: 64 x 128 and
+// 10 x 64 outputs over K = 8,192, one and two tiles, where 16 slices left 16 or 32 blocks for
+// the whole GPU). W1's and W2's products that phase 5's rule puts on step 6 (use_f16mma) have many
+// tiles or K of at most 2,048 (16 slices of four k-tiles): their plans are as they were.
 template <class P>
 inline void plan_f16mma(P& p, int sm_count) {
   static_assert(std::is_same<typename P::Elem, __half>::value, "step 6 multiplies fp16 operands");
   p.rung = GemmRung::F16Mma;
-  plan_tc64_splits(p, sm_count);
+  const bool few_tiles = x3_tiles(p) * kFixupGroup < kXBlocksPerSm * sm_count;
+  plan_tc64_splits(p, sm_count, few_tiles ? kFixupGroup * kFixupGroup : kFixupGroup);
 }
 
 template <class Tag, class P>
 inline void launch_f16mma(const P& p, cudaStream_t st, bool pdl) {
-  launch_tc64<gemm_f16mma_kernel<Tag, P>, X3Layout<P, F16Acc<typename P::AView, typename P::BView>>::kBytes>(p, st, pdl);
+  constexpr int kSmem = X3Layout<P, F16Acc<typename P::AView, typename P::BView>>::kBytes;
+  if (p.splits > kFixupGroup) launch_tc64<gemm_f16mma_kernel<Tag, P, true>, kSmem>(p, st, pdl);
+  else launch_tc64<gemm_f16mma_kernel<Tag, P, false>, kSmem>(p, st, pdl);
 }
 
 }  // namespace mlp

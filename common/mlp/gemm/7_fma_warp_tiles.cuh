@@ -31,6 +31,14 @@
 // 8,192 at 0.907-1.30x cuBLASLt fp32; the first layer's forward at 8,192 0.785x (63.8 against 50.1).
 // With step 5's staging worked out once a tile (X3Stream; e802857): 10 of 11 at 1.05-1.59x, the
 // first layer's forward at 8,192 0.862x (62.4 against 53.8; cuBLASLt's own time spreads 50-54).
+// The byte tile a k-tile ahead (tc64_tile's look-ahead, mma_ahead): k-tile t + 1's bytes converted
+// after k-tile t's FMAs into the second of two float tiles, so that one barrier a k-tile orders both
+// where two did, and the conversion (a load, four byte permutes and subtractions, a 16-byte store a
+// word) no longer holds every warp of the block before its FMAs; one cp.async stage more (four)
+// keeps two k-tiles in flight. Prediction, before measuring (H100, batch 8,192; this build's SASS:
+// ~620 instructions a warp a k-tile, 512 of them FFMAs, so 59.4 us is 44% of the FMA pipe, the
+// rest stalls): the forward 59.4 -> ~54 us (~0.9x cuBLASLt fp32's 48.2; phase5_batched__gemm-b8192.json
+// on the H100), the weight gradient (the bytes as B) 60.0 -> ~56.
 #pragma once
 #include <cstdint>
 
@@ -46,15 +54,17 @@ constexpr int kFBLdBytes = kBN;              // converted byte B tile [k][n]: ro
 static_assert(kXThreads == 256 && kXBM == 64 && kXBN == 64, "two groups of 4 warps of 32 x 32 on a 64 x 64 tile");
 
 // Float tiles for a byte operand's k-tile, converted once (static shared memory, only in the
-// kernels with a byte operand): A's bytes [m][k] as floats [m][k] (row stride X3Tile's 36, so a
-// lane's 16-byte read of a row is conflict-free), B's [k][n] as floats [k][n].
-__device__ __forceinline__ float* fma_byte_tile_a() {
-  __shared__ __align__(16) float s[kXBM * X3Ld<float>::k32];
-  return s;
+// kernels with a byte operand), two of each: k-tile t's in tile t % 2 (AccumFma::mma_ahead): A's
+// bytes [m][k] as floats [m][k] (row stride X3Tile's 36, so a lane's 16-byte read of a row is
+// conflict-free), B's [k][n] as floats [k][n].
+constexpr int kFByteTileA = kXBM * X3Ld<float>::k32, kFByteTileB = kXBK * kFBLdBytes;
+__device__ __forceinline__ float* fma_byte_tile_a(int t) {
+  __shared__ __align__(16) float s[2 * kFByteTileA];
+  return s + (t & 1) * kFByteTileA;
 }
-__device__ __forceinline__ float* fma_byte_tile_b() {
-  __shared__ __align__(16) float s[kXBK * kFBLdBytes];
-  return s;
+__device__ __forceinline__ float* fma_byte_tile_b(int t) {
+  __shared__ __align__(16) float s[2 * kFByteTileB];
+  return s + (t & 1) * kFByteTileB;
 }
 
 struct AccumFma {
@@ -110,26 +120,45 @@ struct AccumFma {
     }
   }
 
+  // A byte operand: its k-tile t + 1 converted while k-tile t is multiplied (tc64_tile's
+  // look-ahead), into the other of the two float tiles, so that one barrier a k-tile orders both;
+  // k-tile 0 converted on its own first, under a barrier of its own.
   template <class AV, class BV>
-  __device__ __forceinline__ void mma(const void* as, const void* bs) {
+  __host__ __device__ static constexpr int ahead() {
+    return ByteRows<AV>::value || ByteRows<BV>::value ? 1 : 0;
+  }
+  template <class AV, class BV>
+  __device__ __forceinline__ static void convert_stage(const void* as, const void* bs, int t) {
+    if constexpr (ByteRows<AV>::value)
+      convert<kXBM, kXBK, X3Ld<uint8_t>::k32, X3Ld<float>::k32>(static_cast<const uint8_t*>(as), fma_byte_tile_a(t));
+    if constexpr (ByteRows<BV>::value)
+      convert<kXBK, kXBN, X3Ld<uint8_t>::k64, kFBLdBytes>(static_cast<const uint8_t*>(bs), fma_byte_tile_b(t));
+  }
+  int t_ = 0;  // the k-tile mma_ahead multiplies next
+  template <class AV, class BV>
+  __device__ __forceinline__ void mma_ahead(const void* as, const void* bs, const void* as_next, const void* bs_next,
+                                            bool first) {
     constexpr bool kAB = ByteRows<AV>::value, kBB = ByteRows<BV>::value;
     static_assert(!kAB || AV::kContig, "a byte A is staged [m][k]");
     static_assert(!kBB || BV::kContig, "a byte B is staged [k][n]");
-    const float* fa;
-    const float* fb;
-    if constexpr (kAB) {
-      convert<kXBM, kXBK, X3Ld<uint8_t>::k32, X3Ld<float>::k32>(static_cast<const uint8_t*>(as), fma_byte_tile_a());
-      fa = fma_byte_tile_a();
-    } else {
-      fa = static_cast<const float*>(as);
+    if (first) {  // (uniform: every thread runs the loop's first iteration)
+      convert_stage<AV, BV>(as, bs, t_);
+      __syncthreads();
     }
-    if constexpr (kBB) {
-      convert<kXBK, kXBN, X3Ld<uint8_t>::k64, kFBLdBytes>(static_cast<const uint8_t*>(bs), fma_byte_tile_b());
-      fb = fma_byte_tile_b();
-    } else {
-      fb = static_cast<const float*>(bs);
-    }
-    if constexpr (kAB || kBB) __syncthreads();  // (every thread runs mma: tc64_tile's loop is uniform)
+    multiply<AV, BV>(kAB ? fma_byte_tile_a(t_) : static_cast<const float*>(as),
+                     kBB ? fma_byte_tile_b(t_) : static_cast<const float*>(bs));
+    if (as_next != nullptr) convert_stage<AV, BV>(as_next, bs_next, t_ + 1);
+    ++t_;
+  }
+  template <class AV, class BV>
+  __device__ __forceinline__ void mma(const void* as, const void* bs) {
+    static_assert(!ByteRows<AV>::value && !ByteRows<BV>::value, "a byte operand goes by mma_ahead");
+    multiply<AV, BV>(static_cast<const float*>(as), static_cast<const float*>(bs));
+  }
+  // The k-tile's products on float tiles (a byte operand's converted).
+  template <class AV, class BV>
+  __device__ __forceinline__ void multiply(const float* fa, const float* fb) {
+    constexpr bool kBB = ByteRows<BV>::value;
     constexpr int kLdA = AV::kContig ? X3Ld<float>::k32 : X3Ld<float>::k64;
     constexpr int kLdB = kBB ? kFBLdBytes : BV::kContig ? X3Ld<float>::k64 : X3Ld<float>::k32;
     int kg, row0, rstep, col0, cstep;
