@@ -23,11 +23,6 @@
 // rounding in two integer instructions, one hand-over for both halves of a split tile, the dropout
 // bits before the PDL wait, each chunk's copy worked out once a tile) against what it was predicted
 // to buy: report/phase_notes/phase5_batched.md, its kept-changes and predicted-against-measured tables.
-// Then the gathered forward's first level of accumulation over two k-tiles (64 values of k) instead
-// of one (TcAccum::level1). Prediction (H100, batch 8,192; 33.2 us, 1.45x cuBLASLt fp32, gemm-b8192.json):
-// half of its 16 fp32 additions a warp a k-tile gone, and half of the waits of those additions on
-// the k-tile's last MMAs: 3-5%, ~32 us (1.5x); the error of the tensor cores' truncating additions
-// grows with the level's length, 64 of K = 8,191's 5.1x over tolerance: well inside it.
 #pragma once
 #include <cstdint>
 
@@ -363,10 +358,6 @@ struct TcWarps {
 };
 static_assert(kXThreads == 256 && kXBM == 64 && kXBN == 64 && kXBK == 32, "8 warps on a 64 x 64 x 32 tile");
 
-// The gathered forwards' first level of accumulation (TcAccum::level1) spans this many k-tiles: 64
-// values of k, in step 5's 32 x 16 warps (32 a k-tile) and step 6's k-groups (16 a k-tile) alike.
-constexpr int kX3AlongKChunk = 2, kF16AlongKChunk = 4;
-
 // The gathered forward's k-tile read along k in whole words (steps 5 and 6, mma_along_k): with g =
 // lane / 4, t = lane % 4 and the warp's place w, aw[i][r][hh] holds A's 4 bytes of row w.wm + 16i + 8r +
 // g at k = 16 h + 4t .. +3 (h = w.half(hh); rows 36 bytes apart), bq[j][hh] B's 4 elements of row w.wn +
@@ -408,22 +399,7 @@ struct TcAccum {
   using Frags = float[2][kNJ][4];
   static constexpr int kStages = kXStages;  // k-tiles in flight for tc64_tile (an accumulator may name more)
   Frags d;
-  // A first level spanning kChunk k-tiles (level1: the gathered forwards, steps 5 and 6): the tensor
-  // cores add kChunk k-tiles' products into part1, which then goes to the running sums. Other
-  // products zero and add a first level of their own every k-tile.
-  Frags part1;
-  int level = 0;  // k-tiles summed into part1 so far
   __device__ TcAccum() { zero(d); }
-  template <int kChunk, class F>
-  __device__ __forceinline__ void level1(F&& products) {
-    if (level == 0) zero(part1);
-    products(part1);
-    if (++level == kChunk) add(part1), level = 0;
-  }
-  // A first level still open after the last k-tile, to the running sums.
-  __device__ __forceinline__ void flush() {
-    if (level > 0) add(part1), level = 0;
-  }
   // Per-block tables the fragment reads use (steps 5 and 6: the values of the 256 bytes), filled by
   // the block before its mainloop's first barrier; nothing here.
   template <class AV, class BV>
@@ -438,7 +414,6 @@ struct TcAccum {
   // with k-groups after the groups' sum (store).
   template <class AV, class BV>
   __device__ __forceinline__ void finish() {
-    flush();
     if constexpr (!kKGroups && (ByteRows<AV>::value || ByteRows<BV>::value)) {
 #pragma unroll
       for (int i = 0; i < 2; ++i)
@@ -611,7 +586,8 @@ struct AccumX3 : TcAccum<kKG> {
     uint32_t aw[2][2][W::kHalves];  // [i][row g / g + 8][hh]
     float4 bq[kNJ][W::kHalves];     // [j][hh]
     along_k_words(as, bs, w, aw, bq);
-    this->template level1<kX3AlongKChunk>([&](Frags& part) {  // this k-tile's products into the first level
+    Frags part;  // this k-tile's sums (the first level)
+    Base::zero(part);
 #pragma unroll
     for (int hh = 0; hh < W::kHalves; ++hh)
 #pragma unroll
@@ -634,7 +610,7 @@ struct AccumX3 : TcAccum<kKG> {
           }
         }
       }
-    });
+    this->add(part);
   }
 };
 // Step 5's accumulator for a product (logs/kgroups_e83e9ed/, GEMM benchmark at batch 8,192): k-groups
@@ -647,39 +623,18 @@ struct AccumX3 : TcAccum<kKG> {
 template <int kTerms, class AV, class BV>
 using X3Acc = AccumX3<kTerms, !X3AlongK<AV, BV>::value>;
 
-// Dynamic shared memory of a problem: the accumulator's stages of A's and B's tiles (kXStages, one
-// more with a look-ahead), which the result's two 32 x 64 sub-tiles overlay once the loop is done.
+// Dynamic shared memory of a problem: kXStages stages of A's and B's tiles, which the result's two
+// 32 x 64 sub-tiles overlay once the loop is done.
 // (Acc: the accumulator the tile runs; it names B's row stride when B is staged along k: step 7's
 // FMA tile reads it differently from the MMAs' gathered forward, TcAccum::b_ld32.)
-// An accumulator's pipeline for a product. Look-ahead 0 (every accumulator but step 7's on a byte
-// operand): tc64_tile's loop waits for k-tile t and calls mma on it. Look-ahead 1 (an accumulator
-// with `template <class AV, class BV> static constexpr int ahead()` returning 1): the loop waits for
-// k-tile t + 1 too and calls mma_ahead(k-tile t, k-tile t + 1 or null, t == 0), so the accumulator
-// may prepare t + 1 while it multiplies t, under the same barrier; one stage more keeps as many
-// copies in flight.
-template <class Acc, class AV, class BV, class = void>
-struct AccPipe {
-  static constexpr int kAhead = 0;
-};
-template <class Acc, class AV, class BV>
-struct AccPipe<Acc, AV, BV, std::void_t<decltype(Acc::template ahead<AV, BV>())>> {
-  static constexpr int kAhead = Acc::template ahead<AV, BV>();
-  static_assert(kAhead == 0 || kAhead == 1, "a look-ahead of one k-tile at most");
-};
-template <class Acc, class AV, class BV>
-constexpr int acc_stages() {
-  return Acc::kStages + AccPipe<Acc, AV, BV>::kAhead;
-}
-
 template <class P, class Acc = TcAccum<false>>
 struct X3Layout {
   static constexpr int kBLd32 = Acc::template b_ld32<typename P::AView, typename P::BView>();
   static constexpr int kA = x3_round128(x3_tile_bytes<typename P::AView>());
   static constexpr int kB = x3_round128(x3_tile_bytes<typename P::BView, kBLd32>());
   static constexpr int kStage = kA + kB;
-  static constexpr int kStages = acc_stages<Acc, typename P::AView, typename P::BView>();
   static constexpr int kResult = 2 * kBM * kLdc * static_cast<int>(sizeof(float));
-  static constexpr int kBytes = kStages * kStage > kResult ? kStages * kStage : kResult;
+  static constexpr int kBytes = Acc::kStages * kStage > kResult ? Acc::kStages * kStage : kResult;
 };
 
 // Output tiles of 64 x 64 (the split-K slots and counters stay those of the 32 x 64 tiles).
@@ -740,8 +695,7 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   using AV = typename P::AView;
   using BV = typename P::BView;
   using Lay = X3Layout<P, Acc>;
-  constexpr int kSt = Lay::kStages;
-  constexpr int kAhead = AccPipe<Acc, AV, BV>::kAhead;
+  constexpr int kSt = Acc::kStages;
   const int xt = x3_tiles(p);
   const int split = blockIdx.x / xt, tile = blockIdx.x % xt;
   const int bn = tile % p.tiles_n(), bm = tile / p.tiles_n();
@@ -814,23 +768,16 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   if constexpr (!EarlyDraw<Epi>::value) p.epi.prefetch(m0, n0, p.M, p.N);  // sub-tile 0's; under the first stages' latency
   int rs = 0, ws = kSt - 1;  // the stages k-tile t is read from and k-tile t + kSt - 1 goes to
   for (int t = 0; t < nst; ++t) {
-    x3_wait<kSt - 2 - kAhead>();  // stage t (and t + 1 with a look-ahead) has landed (this thread's copies) ...
-    __syncthreads();              // ... and everyone's; every warp is done with stage t - 1
+    x3_wait<kSt - 2>();  // stage t has landed (this thread's copies) ...
+    __syncthreads();     // ... and everyone's; every warp is done with stage t - 1
     const int nx = t + kSt - 1;
     if (nx < nst) {
       issue_a(nx, ws), issue_b(nx, ws);
       if (nx + 1 < nst) fetch_a(nx + 1), fetch_b(nx + 1);
     }
     x3_commit();
-    const int rn = rs == kSt - 1 ? 0 : rs + 1;
-    if constexpr (kAhead > 0) {
-      const bool more = t + 1 < nst;
-      acc.template mma_ahead<AV, BV>(a_stage(rs), b_stage(rs), more ? a_stage(rn) : nullptr,
-                                     more ? b_stage(rn) : nullptr, t == 0);
-    } else {
-      acc.template mma<AV, BV>(a_stage(rs), b_stage(rs));
-    }
-    rs = rn;
+    acc.template mma<AV, BV>(a_stage(rs), b_stage(rs));
+    rs = rs == kSt - 1 ? 0 : rs + 1;
     ws = ws == kSt - 1 ? 0 : ws + 1;
   }
   x3_wait<0>();

@@ -25,11 +25,6 @@
 // (fragments by ldmatrix, the bytes as integers in whole words, the staging worked out once a tile)
 // against its prediction: report/phase_notes/phase5_batched.md, the kept-changes and
 // predicted-against-measured tables.
-// Then the gathered forward's first level of accumulation over four k-tiles (a k-group's 64 values of
-// k) instead of one (TcAccum::level1). Prediction (H100, batch 8,192; 21.1 us; Nsight Compute:
-// 10.2 M instructions, 1.8 M of them fp32 additions, 0.54 issued a scheduler cycle at 3.7 warps):
-// 24 of the 32 additions a warp a k-tile gone (~13% of the instructions) and with them most of
-// their waits on the MMAs: ~7% if time follows instructions half way, ~19.6 us.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -264,17 +259,18 @@ struct AccumF16 : TcAccum<kKG> {
     uint32_t aw[2][2][W::kHalves];  // [i][row g / g + 8][hh]
     uint2 bq[kNJ][W::kHalves];      // [j][hh]
     along_k_words(as, bs, w, aw, bq);
-    this->template level1<kF16AlongKChunk>([&](Frags& part) {  // this k-tile's products into the first level
+    Frags part;  // this k-tile's sums (the first level)
+    Base::zero(part);
 #pragma unroll
-      for (int hh = 0; hh < W::kHalves; ++hh)
+    for (int hh = 0; hh < W::kHalves; ++hh)
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][hh]), bytes_as_f16x2<0, 1>(aw[i][1][hh]),
-                                 bytes_as_f16x2<2, 3>(aw[i][0][hh]), bytes_as_f16x2<2, 3>(aw[i][1][hh])};
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t a[4] = {bytes_as_f16x2<0, 1>(aw[i][0][hh]), bytes_as_f16x2<0, 1>(aw[i][1][hh]),
+                               bytes_as_f16x2<2, 3>(aw[i][0][hh]), bytes_as_f16x2<2, 3>(aw[i][1][hh])};
 #pragma unroll
-          for (int j = 0; j < kNJ; ++j) mma_f16(part[i][j], a, bq[j][hh].x, bq[j][hh].y);
-        }
-    });
+        for (int j = 0; j < kNJ; ++j) mma_f16(part[i][j], a, bq[j][hh].x, bq[j][hh].y);
+      }
+    this->add(part);
   }
 
   // The gathered weight gradient: B's bytes staged [k][n] (row stride 80), A fp16 (by ldmatrix).
@@ -347,6 +343,10 @@ __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_f16mma_kernel(P
 // 10 x 64 outputs over K = 8,192, one and two tiles, where 16 slices left 16 or 32 blocks for
 // the whole GPU). W1's and W2's products that phase 5's rule puts on step 6 (use_f16mma) have many
 // tiles or K of at most 2,048 (16 slices of four k-tiles): their plans are as they were.
+// Measured (H100, GEMM benchmark at batch 8,192, 2 rounds; nvidia-h100-80gb-hbm3/logs/ahead_5385d25/):
+// the 64 x 128 weight gradient 15.2 -> 14.0 us in 64 slices, the 10 x 64 one 20.5 -> 14.4; W1's
+// fp16 step with every product on step 6 (--fp16-gemm mma) 94.61 -> 94.33 us (those two run beside
+// the first layer's update).
 template <class P>
 inline void plan_f16mma(P& p, int sm_count) {
   static_assert(std::is_same<typename P::Elem, __half>::value, "step 6 multiplies fp16 operands");
