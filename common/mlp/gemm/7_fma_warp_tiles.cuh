@@ -3,19 +3,16 @@
 // Adds: the CUDA cores' best on big products. Steps 1-4 give each thread a 2 x 4 tile of a 32 x 64
 // block: per k it reads 6 values from shared memory for 8 FMAs. Here step 5's 64 x 64 tile, its
 // three-stage cp.async pipeline, split-K hand-over and epilogues (tc64_tile) multiply with FMAs:
-// the 8 warps form four k-groups (warps 2g and 2g + 1 take k 8g .. 8g + 7 of each k-tile), each
-// group's 2 warps cover the tile in 32 x 64 warp tiles, each lane an 8 (m) x 8 (n) register tile.
-// Per 4 values of k a lane reads 16 16-byte words (A's 8 rows and B's 8 columns, each 4 deep in k,
-// or 4 deep in m and n where the operand lies along them) for 256 FMAs. The four groups' sums are
-// added once, in the result tile. A byte operand (phase 5's gathered images) is converted once a
-// k-tile into a float tile (its integers: the sums are divided by 255 at the end, as step 5 does),
-// not at every read, which would cost 2 instructions per 4 FMAs.
-// The one design decision: as many FMAs a 16-byte read as 128 registers allow. A warp's 16-byte
-// shared read costs 4 wavefronts however its lanes share addresses, so the reads a FMA set the
-// shared-memory time: a 4 x 4 lane tile reads 8 words per 64 FMAs, 8 x 4 12 per 128, 8 x 8 16 per
-// 256 (64 accumulators, 32 B values held, ~115 registers), split over four k-groups so that 8 warps
-// still cover the 64 x 64 tile.
-// The first form, two k-groups of 8 x 4 lane tiles:
+// the 8 warps form two k-groups (warps 0-3 take k 0-15 of each k-tile, 4-7 k 16-31), each group's
+// 4 warps cover the tile in 32 x 32 warp tiles, each lane an 8 (m) x 4 (n) register tile. Per 4
+// values of k a lane reads 12 16-byte words (A's 8 rows and B's 4 columns, each 4 deep in k, or 4
+// deep in m and n where the operand lies along them) for 128 FMAs. The two groups' sums are added
+// once, in the result tile. A byte operand (phase 5's gathered images) is converted once a k-tile
+// into a float tile (its integers: the sums are divided by 255 at the end, as step 5 does), not at
+// every read, which would cost 2 instructions per 4 FMAs.
+// The one design decision: two k-groups of 8 x 4 lane tiles, not 8 warps of 4 x 4. A 4 x 4 tile
+// reads 8 words per 64 FMAs; 8 x 4 reads 12 per 128, a quarter fewer shared-memory wavefronts for
+// the same FMAs, at 32 accumulators a thread (the launch bound allows 128 registers).
 // Prediction, before measuring (H200, 132 SMs at 1.98 GHz, W1's first layer at batch 8,192): the
 // forward (8,192 x 128 x 784) runs 256 blocks, two an SM: 200,700 FMA instructions a warp-slot an
 // SM, 50,200 cycles on 4 schedulers; its 16-byte shared reads, 4 wavefronts each, take 76,800
@@ -34,11 +31,6 @@
 // 8,192 at 0.907-1.30x cuBLASLt fp32; the first layer's forward at 8,192 0.785x (63.8 against 50.1).
 // With step 5's staging worked out once a tile (X3Stream; e802857): 10 of 11 at 1.05-1.59x, the
 // first layer's forward at 8,192 0.862x (62.4 against 53.8; cuBLASLt's own time spreads 50-54).
-// Then the 8 x 8 lane tiles in four k-groups. Prediction, before measuring (H100, batch 8,192, the
-// forward; 59.2 us, its shared-memory pipe 60% busy and ~35 us of wavefronts): a k-tile's reads an
-// SM fall from 3,072 wavefronts to 2,048, as many as its FMA issue cycles (16 warps x 512 / 4
-// schedulers); ~24 us of wavefronts, and at the same ~60% of issue the forward 59.2 -> ~45 us (~1.07x
-// cuBLASLt fp32's 48.2), the weight gradient 59.9 -> ~46 (logs/ahead_5385d25/gemm-summary.txt).
 #pragma once
 #include <cstdint>
 
@@ -47,13 +39,11 @@
 namespace nb {
 namespace mlp {
 
-constexpr int kFKGroups = 4;                 // the k-tile's quarters, one a group of 2 warps
-constexpr int kFKPer = kXBK / kFKGroups;     // 8 values of k a group a k-tile
-constexpr int kFTm = 8, kFTn = 8;            // a lane's register tile
+constexpr int kFKGroups = 2;                 // the k-tile's halves, one a group of 4 warps
+constexpr int kFKPer = kXBK / kFKGroups;     // 16 values of k a group a k-tile
+constexpr int kFTm = 8, kFTn = 4;            // a lane's register tile
 constexpr int kFBLdBytes = kBN;              // converted byte B tile [k][n]: rows of 64 floats
-static_assert(kXThreads == 256 && kXBM == 64 && kXBN == 64 && kBM == 32,
-              "four groups of 2 warps of 32 x 64 on a 64 x 64 tile, a warp's rows in one 32-row sub-tile");
-static_assert(kFKPer % 4 == 0, "whole 16-byte reads along k");
+static_assert(kXThreads == 256 && kXBM == 64 && kXBN == 64, "two groups of 4 warps of 32 x 32 on a 64 x 64 tile");
 
 // Float tiles for a byte operand's k-tile, converted once (static shared memory, only in the
 // kernels with a byte operand): A's bytes [m][k] as floats [m][k] (row stride X3Tile's 36, so a
@@ -85,27 +75,23 @@ struct AccumFma {
   __host__ __device__ static constexpr int b_ld32() {
     return X3Tile<BV>::kLd32;
   }
-  // The lane's place: group kg = warp / 2 (k 8 kg .. 8 kg + 7 of each k-tile); warp tile rows
-  // wm = 32 (warp % 2), all 64 columns; tm = lane / 8 (a quarter warp's 8 lanes share their rows:
-  // one broadcast read), tn = lane % 8. Its 8 rows: A along k, wm + tm + 4 i (rows 36 floats apart,
-  // the four quarters 4 banks apart); A along m, wm + 4 tm + (i % 4) + 16 (i / 4) (two 16-byte reads
-  // a k). Its 8 columns: B along k, tn + 8 j (a quarter warp reads 8 consecutive rows, conflict-free);
-  // B along n, 4 tn + (j % 4) + 32 (j / 4) (a quarter warp reads 128 contiguous bytes, twice a k).
-  struct Place {
-    int kg, wm, tm, tn;
-    __device__ __forceinline__ Place() {
-      const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-      kg = warp / 2, wm = (warp % 2) * 32, tm = lane / 8, tn = lane % 8;
-    }
-    template <class AV>
-    __device__ __forceinline__ int row(int i) const {  // relative to wm
-      return AV::kContig ? tm + 4 * i : 4 * tm + (i % 4) + 16 * (i / 4);
-    }
-    template <class BV>
-    __device__ __forceinline__ int col(int j) const {
-      return BV::kContig ? 4 * tn + (j % 4) + 32 * (j / 4) : tn + 8 * j;
-    }
-  };
+  // The lane's place: group kg = warp / 4; warp tile (wm, wn) of the 64 x 64; tm = lane / 8 (a
+  // quarter warp's 8 lanes share their rows, one broadcast read), tn = lane % 8. Rows: A along m,
+  // wm + 8 tm + i (two 16-byte reads of 8 rows); A along k, wm + tm + 4 i (rows 36 floats apart:
+  // 8 tm + i would put the four quarters' rows on the same banks, 4-way conflicts on every A read;
+  // tm + 4 i puts them 4 banks apart). Columns: B along n, wn + 4 tn + j (one 16-byte read); B along
+  // k, wn + tn + 8 j (a quarter warp reads 8 consecutive rows, conflict-free).
+  template <class AV, class BV>
+  __device__ __forceinline__ static void place(int& kg, int& row0, int& rstep, int& col0, int& cstep) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wq = warp % 4;
+    kg = warp / 4;
+    const int tm = lane / 8, wm = (wq / 2) * 32;
+    if constexpr (AV::kContig) row0 = wm + tm, rstep = 4;
+    else row0 = wm + 8 * tm, rstep = 1;
+    const int tn = lane % 8, wn = (wq % 2) * 32;
+    if constexpr (BV::kContig) col0 = wn + 4 * tn, cstep = 1;
+    else col0 = wn + tn, cstep = 8;
+  }
   // 2^23 + byte i of w, minus 2^23: the byte's integer, exact (step 5's byte_as_tf32).
   __device__ __forceinline__ static float byte_value(uint32_t w, int i) {
     return __uint_as_float(AccumX3<3>::byte_as_tf32(w, i));
@@ -146,33 +132,30 @@ struct AccumFma {
     if constexpr (kAB || kBB) __syncthreads();  // (every thread runs mma: tc64_tile's loop is uniform)
     constexpr int kLdA = AV::kContig ? X3Ld<float>::k32 : X3Ld<float>::k64;
     constexpr int kLdB = kBB ? kFBLdBytes : BV::kContig ? X3Ld<float>::k64 : X3Ld<float>::k32;
-    const Place pl;
-    const int k0 = pl.kg * kFKPer;
-    const float* ra = fa + (AV::kContig ? (pl.wm + pl.row<AV>(0)) * kLdA : pl.wm + pl.row<AV>(0));
-    const float* rb = fb + (BV::kContig ? pl.col<BV>(0) : pl.col<BV>(0) * kLdB);
+    int kg, row0, rstep, col0, cstep;
+    place<AV, BV>(kg, row0, rstep, col0, cstep);
+    const int k0 = kg * kFKPer;
 #pragma unroll
     for (int k4 = 0; k4 < kFKPer; k4 += 4) {
       const int k = k0 + k4;
       float b[4][kFTn];  // [k][j]
-      if constexpr (BV::kContig) {  // a k's 8 columns: two 16-byte reads
+      if constexpr (BV::kContig) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const float4 v = *reinterpret_cast<const float4*>(rb + (k + kk) * kLdB + 32 * h);
-            b[kk][4 * h] = v.x, b[kk][4 * h + 1] = v.y, b[kk][4 * h + 2] = v.z, b[kk][4 * h + 3] = v.w;
-          }
-      } else {  // a column's 4 values of k
+        for (int kk = 0; kk < 4; ++kk) {
+          const float4 v = *reinterpret_cast<const float4*>(fb + (k + kk) * kLdB + col0);
+          b[kk][0] = v.x, b[kk][1] = v.y, b[kk][2] = v.z, b[kk][3] = v.w;
+        }
+      } else {
 #pragma unroll
         for (int j = 0; j < kFTn; ++j) {
-          const float4 v = *reinterpret_cast<const float4*>(rb + 8 * j * kLdB + k);
+          const float4 v = *reinterpret_cast<const float4*>(fb + (col0 + j * 8) * kLdB + k);
           b[0][j] = v.x, b[1][j] = v.y, b[2][j] = v.z, b[3][j] = v.w;
         }
       }
       if constexpr (AV::kContig) {  // a row's 4 values of k at a time
 #pragma unroll
         for (int i = 0; i < kFTm; ++i) {
-          const float4 v = *reinterpret_cast<const float4*>(ra + 4 * i * kLdA + k);
+          const float4 v = *reinterpret_cast<const float4*>(fa + (row0 + i * rstep) * kLdA + k);
           const float a[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
@@ -182,8 +165,8 @@ struct AccumFma {
       } else {  // one k's 8 rows at a time
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          const float4 v0 = *reinterpret_cast<const float4*>(ra + (k + kk) * kLdA);
-          const float4 v1 = *reinterpret_cast<const float4*>(ra + (k + kk) * kLdA + 16);
+          const float4 v0 = *reinterpret_cast<const float4*>(fa + (k + kk) * kLdA + row0);
+          const float4 v1 = *reinterpret_cast<const float4*>(fa + (k + kk) * kLdA + row0 + 4);
           const float a[kFTm] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
 #pragma unroll
           for (int i = 0; i < kFTm; ++i)
@@ -196,30 +179,29 @@ struct AccumFma {
   template <class AV, class BV>
   __device__ __forceinline__ void finish() {}  // (the bytes' division follows the groups' sum: store_tile)
 
-  // The four groups' sums added in the result tile, group 3's first and group 0's last, in that
-  // order every launch (a barrier between groups), a byte operand's sums divided by 255 once, into
-  // the two 32 x 64 sub-tiles at c (a warp's 32 rows are one sub-tile).
+  // The two groups' sums added in the result tile (group 0's + group 1's, in that order, every
+  // launch), a byte operand's sums divided by 255 once, into the two 32 x 64 sub-tiles at c.
   template <class AV, class BV>
   __device__ __forceinline__ void store_tile(float* c) const {
-    const Place pl;
-    float* sub = c + (pl.wm / kBM) * (kBM * kLdc);
-#pragma unroll 1
-    for (int g = kFKGroups - 1; g >= 0; --g) {
-      if (pl.kg == g) {
+    int kg, row0, rstep, col0, cstep;
+    place<AV, BV>(kg, row0, rstep, col0, cstep);
+    float* sub = c + (row0 / kBM) * (kBM * kLdc) + (row0 % kBM) * kLdc;  // (a lane's rows lie in one sub-tile)
+    if (kg == 1) {
 #pragma unroll
-        for (int i = 0; i < kFTm; ++i)
+      for (int i = 0; i < kFTm; ++i)
 #pragma unroll
-          for (int j = 0; j < kFTn; ++j) {
-            float& o = sub[pl.row<AV>(i) * kLdc + pl.col<BV>(j)];
-            if (g == kFKGroups - 1) {
-              o = d[i][j];
-            } else {
-              const float s = d[i][j] + o;
-              o = g == 0 && (ByteRows<AV>::value || ByteRows<BV>::value) ? over_255(s) : s;
-            }
-          }
-      }
-      if (g > 0) __syncthreads();
+        for (int j = 0; j < kFTn; ++j) sub[i * rstep * kLdc + col0 + j * cstep] = d[i][j];
+    }
+    __syncthreads();
+    if (kg == 0) {
+#pragma unroll
+      for (int i = 0; i < kFTm; ++i)
+#pragma unroll
+        for (int j = 0; j < kFTn; ++j) {
+          float& o = sub[i * rstep * kLdc + col0 + j * cstep];
+          const float s = d[i][j] + o;
+          o = (ByteRows<AV>::value || ByteRows<BV>::value) ? over_255(s) : s;
+        }
     }
   }
 };
