@@ -433,6 +433,41 @@ TEST_CASE("mlp: step 7's split-K plan: past 16 slices only for few tiles, slices
   CHECK(two_level > 10);
 }
 
+// Step 6 plans as step 7 does (plan_f16mma): past 16 slices only for few tiles, which needs K over
+// 2,048 (slices of at least four k-tiles); every other plan is step 5's, so the products phase 5's
+// fp16 rule puts on step 6 (many tiles, or K of at most 2,048) keep the plans they had.
+TEST_CASE("mlp: step 6's split-K plan: past 16 slices only for few tiles and K over 2,048, one wave; else step 5's") {
+  const int dims[] = {10, 64, 100, 128, 300, 784, 1000, 2048};
+  const int ks[] = {32, 1024, 2048, 2049, 4097, 8192};
+  int two_level = 0;
+  for (int sm : {132, 114, 16})
+    for (int k : ks)
+      for (int m : dims)
+        for (int n : dims) {
+          GemmProblem<MatView<__half, false>, MatView<__half, true>, StoreEpi> p, q;
+          p.M = q.M = m, p.N = q.N = n, p.K = q.K = k;
+          plan_f16mma(p, sm);
+          plan_tc64_splits(q, sm);
+          INFO("SMs " << sm << " M " << m << " N " << n << " K " << k << ": " << p.splits << " slices");
+          CHECK(p.splits * p.kchunk >= k);
+          CHECK((p.splits - 1) * p.kchunk < k);
+          CHECK(p.splits <= kFixupGroup * kFixupGroup);
+          if (p.splits > 1) {
+            CHECK(x3_tiles(p) * p.splits <= kXBlocksPerSm * sm);
+            CHECK(p.kchunk >= 4 * kXBK);
+          }
+          if (p.splits > kFixupGroup) {
+            ++two_level;
+            CHECK(x3_tiles(p) * kFixupGroup < kXBlocksPerSm * sm);
+            CHECK(k > 2048);
+          } else {
+            CHECK(p.splits == q.splits);
+            CHECK(p.kchunk == q.kchunk);
+          }
+        }
+  CHECK(two_level > 10);
+}
+
 TEST_CASE("mlp: fp16 mma.sync GEMM (step 6) against float64 on its own operands, awkward shapes, split-K bit-stable") {
   NB_SKIP_WITHOUT_DEVICE();
   struct Shape { int M, N, K; };
