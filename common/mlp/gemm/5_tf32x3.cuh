@@ -818,6 +818,14 @@ inline void plan_tc64_splits(P& p, int sm_count, int max_splits = kFixupGroup) {
   p.splits = ktiles > 0 ? (ktiles + per - 1) / per : 1;
   p.kchunk = per * kXBK;
 }
+// Steps 6 and 7's plan: as above, except that a product with fewer tiles than a sixteenth of the
+// blocks one wave holds may take up to 16 x 16 slices of at least four k-tiles, added in two levels
+// (tc64_tile's kTwoLevel).
+template <class P>
+inline void plan_tc64_splits_two_level(P& p, int sm_count) {
+  const bool few_tiles = x3_tiles(p) * kFixupGroup < kXBlocksPerSm * sm_count;
+  plan_tc64_splits(p, sm_count, few_tiles ? kFixupGroup * kFixupGroup : kFixupGroup);
+}
 template <class P>
 inline void plan_tf32x3(P& p, int sm_count) {
   p.rung = GemmRung::TF32x3;

@@ -337,11 +337,10 @@ __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_f16mma_kernel(P
   tc64_tile<P, F16Acc<typename P::AView, typename P::BView>, kTwoLevel>(p);
 }
 
-// fp16 problems on step 6: step 7's split plan (plan_fma64): step 5's, except that a product with
-// fewer tiles than a sixteenth of the blocks one wave holds may take up to 16 x 16 slices of at
-// least four k-tiles, added in two levels (W1's upper weight gradients at batch 8,192: 64 x 128 and
-// 10 x 64 outputs over K = 8,192, one and two tiles, where 16 slices left 16 or 32 blocks for
-// the whole GPU). W1's and W2's products that phase 5's rule puts on step 6 (use_f16mma) have many
+// fp16 problems on step 6: step 7's split plan (plan_tc64_splits_two_level): past 16 slices, in two
+// levels, for few-tile long-K products (W1's upper weight gradients at batch 8,192: 64 x 128 and
+// 10 x 64 outputs over K = 8,192, two tiles and one, where 16 slices left 32 or 16 blocks for the
+// whole GPU). W1's and W2's products that phase 5's rule puts on step 6 (use_f16mma) have many
 // tiles or K of at most 2,048 (16 slices of four k-tiles): their plans are as they were.
 // Measured (H100, GEMM benchmark at batch 8,192, 2 rounds; nvidia-h100-80gb-hbm3/logs/ahead_5385d25/):
 // the 64 x 128 weight gradient 15.2 -> 14.0 us in 64 slices, the 10 x 64 one 20.5 -> 14.4; W1's
@@ -351,8 +350,7 @@ template <class P>
 inline void plan_f16mma(P& p, int sm_count) {
   static_assert(std::is_same<typename P::Elem, __half>::value, "step 6 multiplies fp16 operands");
   p.rung = GemmRung::F16Mma;
-  const bool few_tiles = x3_tiles(p) * kFixupGroup < kXBlocksPerSm * sm_count;
-  plan_tc64_splits(p, sm_count, few_tiles ? kFixupGroup * kFixupGroup : kFixupGroup);
+  plan_tc64_splits_two_level(p, sm_count);
 }
 
 template <class Tag, class P>

@@ -219,8 +219,7 @@ template <class P>
 inline void plan_fma64(P& p, int sm_count) {
   static_assert(std::is_same<typename P::Elem, float>::value, "step 7 multiplies fp32 operands");
   p.rung = GemmRung::Fma64;
-  const bool few_tiles = x3_tiles(p) * kFixupGroup < kXBlocksPerSm * sm_count;
-  plan_tc64_splits(p, sm_count, few_tiles ? kFixupGroup * kFixupGroup : kFixupGroup);
+  plan_tc64_splits_two_level(p, sm_count);
 }
 
 template <class Tag, class P>
