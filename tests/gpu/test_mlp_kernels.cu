@@ -406,47 +406,22 @@ TEST_CASE("mlp: fp32 FMA warp-tile GEMM (step 7) within the fp32 tolerance, awkw
   }
 }
 
-TEST_CASE("mlp: step 7's split-K plan: past 16 slices only for few tiles, slices of at least four k-tiles, one wave") {
-  const int dims[] = {10, 64, 100, 128, 300, 784, 1000};
-  const int batches[] = {32, 1024, 2048, 4097, 8192};
-  int two_level = 0;
-  for (int sm : {132, 114, 16})
-    for (int b : batches)
-      for (int m : dims)
-        for (int n : dims) {
-          GemmProblem<MatView<float, false>, MatView<float, true>, StoreEpi> p;  // a weight gradient: K = batch
-          p.M = m, p.N = n, p.K = b;
-          plan_fma64(p, sm);
-          INFO("SMs " << sm << " M " << m << " N " << n << " K " << b << ": " << p.splits << " slices");
-          CHECK(p.splits * p.kchunk >= b);
-          CHECK((p.splits - 1) * p.kchunk < b);
-          CHECK(p.splits <= kFixupGroup * kFixupGroup);
-          if (p.splits > 1) {
-            CHECK(x3_tiles(p) * p.splits <= kXBlocksPerSm * sm);
-            CHECK(p.kchunk >= 4 * kXBK);
-          }
-          if (p.splits > kFixupGroup) {
-            ++two_level;
-            CHECK(x3_tiles(p) * kFixupGroup < kXBlocksPerSm * sm);
-          }
-        }
-  CHECK(two_level > 10);
-}
-
-// Step 6 plans as step 7 does (plan_f16mma): past 16 slices only for few tiles, which needs K over
-// 2,048 (slices of at least four k-tiles); every other plan is step 5's, so the products phase 5's
-// fp16 rule puts on step 6 (many tiles, or K of at most 2,048) keep the plans they had.
-TEST_CASE("mlp: step 6's split-K plan: past 16 slices only for few tiles and K over 2,048, one wave; else step 5's") {
+// Steps 6 and 7 plan alike (plan_tc64_splits_two_level): past 16 slices only for few tiles, which
+// needs K over 2,048 (slices of at least four k-tiles), in one wave; every other plan is step 5's, so
+// the products phase 5's fp16 rule puts on step 6 (many tiles, or K of at most 2,048) keep the plans
+// they had. Returns how many shapes went past 16 slices.
+template <class P, class Plan>
+int check_two_level_plans(Plan plan) {
   const int dims[] = {10, 64, 100, 128, 300, 784, 1000, 2048};
-  const int ks[] = {32, 1024, 2048, 2049, 4097, 8192};
+  const int ks[] = {32, 1024, 2048, 2049, 4097, 8192};  // a weight gradient's K: the batch
   int two_level = 0;
   for (int sm : {132, 114, 16})
     for (int k : ks)
       for (int m : dims)
         for (int n : dims) {
-          GemmProblem<MatView<__half, false>, MatView<__half, true>, StoreEpi> p, q;
+          P p, q;
           p.M = q.M = m, p.N = q.N = n, p.K = q.K = k;
-          plan_f16mma(p, sm);
+          plan(p, sm);
           plan_tc64_splits(q, sm);
           INFO("SMs " << sm << " M " << m << " N " << n << " K " << k << ": " << p.splits << " slices");
           CHECK(p.splits * p.kchunk >= k);
@@ -465,7 +440,13 @@ TEST_CASE("mlp: step 6's split-K plan: past 16 slices only for few tiles and K o
             CHECK(p.kchunk == q.kchunk);
           }
         }
-  CHECK(two_level > 10);
+  return two_level;
+}
+TEST_CASE("mlp: steps 6 and 7's split-K plans: past 16 slices only for few tiles and K over 2,048, one wave; else step 5's") {
+  CHECK(check_two_level_plans<GemmProblem<MatView<float, false>, MatView<float, true>, StoreEpi>>(
+            [](auto& p, int sm) { plan_fma64(p, sm); }) > 10);
+  CHECK(check_two_level_plans<GemmProblem<MatView<__half, false>, MatView<__half, true>, StoreEpi>>(
+            [](auto& p, int sm) { plan_f16mma(p, sm); }) > 10);
 }
 
 TEST_CASE("mlp: fp16 mma.sync GEMM (step 6) against float64 on its own operands, awkward shapes, split-K bit-stable") {
