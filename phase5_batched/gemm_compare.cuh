@@ -238,6 +238,20 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
           best = std::min(best, one("own-f16-wgmma", [&] { launch_gemm<p4_gemm_fwd, T>(g, st); }, true, g.splits, true));
         }
       }
+      using QP = decltype(q);  // step 10 where it takes the product (the first layer's forward): W's digits + the GEMM
+      if constexpr (!kHalf && I8DigitsFits<typename QP::AView, typename QP::BView>::value) {
+        if (i8digits_ok(q, 10 * dev.cc_major + dev.cc_minor)) {
+          auto g = q;  // step 5's split plan, so its workspace and counters fit
+          plan_i8digits(g, dev.sm_count);
+          DevBuf<uint32_t> digits(static_cast<size_t>(N) * i8_digit_ld(K));
+          g.b = make_view<float, false>(reinterpret_cast<const float*>(digits.get()), i8_digit_ld(K));
+          best = std::min(best, one("own-i8-digits", [&] {
+            // (Bm is fp32 here; the cast only spares nvcc's instance of this lambda for fp16, never run)
+            launch_i8_split_digits(reinterpret_cast<const float*>(Bm), K, N, K, digits.get(), st, false);
+            launch_gemm<p4_gemm_fwd, T>(g, st);
+          }, true, g.splits));
+        }
+      }
       own_best.push_back(best);
       one(kHalf ? "cublaslt-fp16" : "cublaslt-fp32", [&] { lt_run(lt32, c.get()); }, true, 1);
       if (lt_tf32) one("cublaslt-tf32", [&] { lt_run(*lt_tf32, c.get()); }, false, 1);

@@ -75,6 +75,8 @@ class Trainer {
       hyper_.upload(hy.data(), hy.size());
     }
     if (kHalf) params16_.alloc(nparams_);
+    if (!kHalf && use_i8digits(fp32_gemm) && nlayers_ > 1)  // GEMM step 10's W0 digits (fwd_first)
+      w0_digits_.alloc(static_cast<size_t>(w[1]) * i8_digit_ld(w[0]));
     if (cublas_) {  // zeroed: the alignment gaps between tensors are read (never written) by the flat update
       grads_.alloc(nparams_);
       CUDA_CHECK(cudaMemset(grads_.get(), 0, grads_.bytes()));
@@ -406,6 +408,7 @@ class Trainer {
   DevBuf<float> params_, adam_m_, adam_v_, grads_, grads_debug_;
   DevBuf<AdamHyper> hyper_;
   DevBuf<__half> params16_;
+  DevBuf<uint32_t> w0_digits_;  // --fp32-gemm digits: W0 as GEMM step 10's digit words (i8_split_digits)
   DevBuf<uint8_t> train_x_, train_y_, test_x_, test_y_;
   DevBuf<int> perm_;
   DevBuf<int64_t> base_;

@@ -77,6 +77,7 @@ nlohmann::json Trainer<T>::gemm_plan() const {
                        : p.rung == GemmRung::F16Stream ? (sr_narrow(p) ? "f16-stream-narrow" : "f16-stream")
                        : p.rung == GemmRung::F16StreamStaged ? "f16-stream-staged"
                        : p.rung == GemmRung::F16Wgmma ? "f16-wgmma"
+                       : p.rung == GemmRung::I8Digits ? "i8-digits"
                        : kHalf                      ? "tile-wmma"
                                                     : "tile-simt";
     out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
@@ -366,6 +367,10 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     if (use_tf32x3(fp32_gemm_, p.M, p.N, p.K)) {
       if (fp32_gemm_ == Fp32Gemm::Fma) plan_fma64(p, dev_.sm_count);
       else plan_tf32x3(p, dev_.sm_count);
+      // --fp32-gemm digits: the first layer's forward on step 10 (fwd_first points B at W0's digits).
+      if constexpr (std::is_same<P, FwdFirst>::value) {
+        if (use_i8digits(fp32_gemm_) && i8digits_ok(p, 10 * dev_.cc_major + dev_.cc_minor)) plan_i8digits(p, dev_.sm_count);
+      }
     }
   } else {
     if (use_f16mma(o_.fp16_gemm, p.M, p.N, p.K, ByteRows<typename P::BView>::value)) plan_f16mma(p, dev_.sm_count);
@@ -409,6 +414,8 @@ auto Trainer<T>::fwd_first(const StepRef& sr) const -> FwdFirst {
   p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
   p.b_fresh = true;  // W0: the step before's last kernel updated it
   plan_splitk_into_slot(p, 0);
+  if (p.rung == GemmRung::I8Digits)  // step 10 multiplies W0's digits (i8_split_digits, launched just before)
+    p.b = make_view<T, false>(reinterpret_cast<const T*>(w0_digits_.get()), i8_digit_ld(p.K));
   return p;
 }
 template <class T>
@@ -497,6 +504,14 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
   } else {
     if (!fwd0_done_) {  // (else the step before's first-layer pass ran it: --next-forward)
       const FwdFirst p = fwd_first(sr);
+      if (p.rung == GemmRung::I8Digits) {  // W0's digits, from the weights the step before updated
+        if constexpr (!kHalf) launch_i8_split_digits(weights(0), p.K, p.N, p.K, w0_digits_.get(), st_, take_pdl());
+        if (costs) {
+          KernelCost& c = (*costs)["i8_split_digits"];
+          c.bytes += static_cast<double>(p.N) * (p.K + i8_digit_ld(p.K)) * 4.0;
+          c.calls += 1;
+        }
+      }
       launch_gemm<p5_fwd_gather, T>(p, st_, take_pdl());
       add_cost(costs, "p5_fwd_gather", p, static_cast<double>(batch_) * w[1] * ob, true);
     }

@@ -803,6 +803,127 @@ TEST_CASE("mlp fused: step 9 (wgmma) on the gathered bytes (forward, weight grad
   gathered_bytes_on_tensor_cores<__half>(false, true);
 }
 
+// Step 10: the gathered forward on the integer tensor cores (the bytes as they are, times W's three
+// 8-bit digits cut by i8_split_digits). The digits first: each row's words rebuilt on the host give
+// every weight within half a unit of 2^(E - 22), E the row's exponent (max |w| < 2^E), zero past K,
+// the scale NaN for a row holding a NaN. Then the product against float64 of byte / 255 times the
+// fp32 weights within step 5's tolerance (tf32x3_tol), at batches, widths and K off the tiles (K a
+// multiple of 4, as the rung requires), split and unsplit, the second launch bit for bit; weights
+// spread over five decades and a row of zeros; the NaN row's column NaN and the others unharmed.
+TEST_CASE("mlp fused: step 10 (bytes times W's 8-bit digits, integer MMAs) within the fp32 tolerance") {
+  NB_SKIP_WITHOUT_DEVICE();
+  if (device_cc() < 80) {
+    MESSAGE("skipped: GEMM step 10 needs compute capability 8.0; this device has " << device_cc());
+    return;
+  }
+  struct Case { int B, N, K; };
+  int splits = 0;
+  for (const Case c : {Case{1, 10, 4}, Case{7, 130, 12}, Case{33, 130, 788}, Case{1023, 130, 784}, Case{4097, 10, 784},
+                       Case{33, 10, 8188}})
+    for (int sm : {1, 132}) {
+      const int B = c.B, N = c.N, K = c.K, pool = 2 * B + 3;
+      std::vector<uint8_t> px(static_cast<size_t>(pool) * K);
+      for (auto& b : px) b = static_cast<uint8_t>(test_rng()() % 256);
+      std::vector<int> perm(pool);
+      for (int i = 0; i < pool; ++i) perm[i] = i;
+      std::shuffle(perm.begin(), perm.end(), test_rng());
+      Dev<uint8_t> dpx(px);
+      Dev<int> dperm(perm);
+      // W: magnitudes spread over five decades, row 1 all zeros, row 2 (when N > 2) one NaN.
+      auto w = rvec(static_cast<size_t>(N) * K);
+      std::uniform_real_distribution<float> dec(-4.f, 1.f);
+      for (auto& v : w) v *= std::pow(10.f, dec(test_rng()));
+      if (N > 1) std::fill(w.begin() + K, w.begin() + 2 * K, 0.f);
+      const int nan_row = N > 2 ? 2 : -1;
+      if (nan_row >= 0) w[static_cast<size_t>(nan_row) * K + K / 2] = std::nanf("");
+      Dev<float> dw(w);
+      const int ld = i8_digit_ld(K);
+      Dev<uint32_t> digits(static_cast<size_t>(N) * ld);
+      digits.poison();
+      launch_i8_split_digits(dw.p, K, N, K, digits.p, nullptr, false);
+      CHECK_LAUNCH();
+      const auto dg = digits.get();
+      int bad_digits = 0;
+      for (int n = 0; n < N; ++n) {
+        float mx = 0.f;
+        for (int k = 0; k < K; ++k) mx = std::max(mx, std::fabs(w[static_cast<size_t>(n) * K + k]));
+        int E = 0;
+        if (mx > 0.f) std::frexp(mx, &E);
+        for (int g = 0; g < ld / 4; ++g) {
+          const uint32_t* q = &dg[static_cast<size_t>(n) * ld + 4 * g];
+          float scale;
+          std::memcpy(&scale, &q[3], 4);
+          if (n == nan_row) {
+            bad_digits += !std::isnan(scale);
+            continue;
+          }
+          bad_digits += scale != std::ldexp(1.f, E - 22);
+          for (int e = 0; e < 4; ++e) {
+            const int k = 4 * g + e;
+            const auto d = [&](int j) { return static_cast<int>(static_cast<int8_t>((q[j] >> (8 * e)) & 255u)); };
+            const double s = 65536.0 * d(2) + 256.0 * d(1) + d(0);
+            const double want = k < K ? w[static_cast<size_t>(n) * K + k] : 0.0;
+            bad_digits += !(std::fabs(s * scale - want) <= std::ldexp(1.0, E - 23)) || (k >= K && s != 0);
+          }
+        }
+      }
+      CHECK(bad_digits == 0);
+
+      GemmProblem<GatherView<float>, MatView<float, false>, StoreEpi> f;  // X · W^T: B rows, N columns
+      f.M = B, f.N = N, f.K = K;
+      f.a.data = dpx.p, f.a.ld = K, f.a.rows.perm = dperm.p, f.a.rows.batch = B;
+      f.b = make_view<float, false>(reinterpret_cast<const float*>(digits.p), ld);
+      REQUIRE(i8digits_ok(f, device_cc()));
+      plan_i8digits(f, sm);
+      splits += f.splits > 1;
+      Dev<float> ws(std::max<size_t>(ws_floats(f), 1));
+      Dev<unsigned> ctr(std::max<size_t>(counter_slots(f), 1));
+      ctr.zero();
+      f.ws = ws.p, f.counters = ctr.p;
+      Dev<float> z(static_cast<size_t>(B) * N);
+      f.epi.c = z.p, f.epi.ldc = N;
+      z.poison();
+      launch_gemm<p5_fwd_gather, float>(f, nullptr);
+      const auto first = z.get();
+      z.poison();
+      launch_gemm<p5_fwd_gather, float>(f, nullptr);
+      const auto second = z.get();
+      REQUIRE(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
+      // The reference without the NaN row's column (it must come out NaN in every row).
+      std::vector<float> got;
+      std::vector<double> ref;
+      int nan_ok = 0;
+      for (int m = 0; m < B; ++m)
+        for (int n = 0; n < N; ++n) {
+          const float v = first[static_cast<size_t>(m) * N + n];
+          if (n == nan_row) {
+            nan_ok += std::isnan(v);
+            continue;
+          }
+          double r = 0;
+          for (int k = 0; k < K; ++k)
+            r += px[static_cast<size_t>(perm[m]) * K + k] / 255.0 * w[static_cast<size_t>(n) * K + k];
+          got.push_back(v), ref.push_back(r);
+        }
+      INFO("B=" << B << " N=" << N << " K=" << K << " sm=" << sm << " splits=" << f.splits << " err " << rel(got, ref)
+                << " tol " << tf32x3_tol(K));
+      CHECK(rel(got, ref) <= tf32x3_tol(K));
+      CHECK(nan_ok == (nan_row >= 0 ? B : 0));
+    }
+  CHECK(splits > 0);
+  // What the rung refuses: K not a multiple of 4, K from 65,536, the weight gradient's operands.
+  GemmProblem<GatherView<float>, MatView<float, false>, StoreEpi> f;
+  f.M = 64, f.N = 64, f.K = 786;
+  CHECK_FALSE(i8digits_ok(f, device_cc()));
+  f.K = 65536;
+  CHECK_FALSE(i8digits_ok(f, device_cc()));
+  f.K = 784;
+  CHECK_FALSE(i8digits_ok(f, 75));
+  GemmProblem<MatView<float, false>, GatherView<float>, StoreEpi> g;
+  g.M = 64, g.N = 784, g.K = 784;
+  CHECK_FALSE(i8digits_ok(g, device_cc()));
+}
+
 // Step 8 (the weights streamed) on the gathered bytes: the first layer's forward of a batch of at
 // most 32 (A's bytes staged and made f16x2 integers at the fragment read, the sums divided by 255
 // once). Against float64 of byte / 255 times the fp16 weights within the fp32-accumulation

@@ -188,8 +188,12 @@ struct StoreEpi {
 //   F16Stream  step 8: fp16 products of at most 32 rows, the weights streamed into the fragments
 //           (plan_stream_rows);
 //   F16Wgmma  step 9: the first layer's fp16 products on wgmma in step 5's tile (plan_f16wgmma);
-//   F16StreamStaged  step 8 with W's stages in shared memory by cp.async (plan_stream_rows, staged).
-enum class GemmRung : int { Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4, F16Wgmma = 5, F16StreamStaged = 6 };
+//   F16StreamStaged  step 8 with W's stages in shared memory by cp.async (plan_stream_rows, staged);
+//   I8Digits  step 10: the gathered forward's bytes times W's three 8-bit digits on the integer
+//           tensor cores in step 5's tile (plan_i8digits; B: the digit words).
+enum class GemmRung : int {
+  Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4, F16Wgmma = 5, F16StreamStaged = 6, I8Digits = 7
+};
 
 template <class AV, class BV, class Epi>
 struct GemmProblem {

@@ -129,6 +129,8 @@ template <class Tag, class P>
 inline void launch_stream_rows(const P& p, cudaStream_t st, bool pdl);  // step 8 (8_stream_rows.cuh)
 template <class Tag, class P>
 inline void launch_f16wgmma(const P& p, cudaStream_t st, bool pdl);  // step 9 (9_f16_wgmma.cuh)
+template <class Tag, class P>
+inline void launch_i8digits(const P& p, cudaStream_t st, bool pdl);  // step 10 (10_i8_digits.cuh)
 
 // pdl: launch with programmatic stream serialization (phase 5's step; see pdl_wait).
 template <class Tag, class T, class P>
@@ -141,6 +143,10 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
     }
     if (p.rung == GemmRung::Fma64) {
       launch_fma64<Tag, P>(p, st, pdl);
+      return;
+    }
+    if (p.rung == GemmRung::I8Digits) {
+      launch_i8digits<Tag, P>(p, st, pdl);
       return;
     }
   } else {
