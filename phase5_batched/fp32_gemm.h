@@ -15,20 +15,21 @@ using namespace nb::mlp;
 // Fma: the CUDA cores only: step 7 (FMA warp tiles in step 5's 64 x 64 tile, 7_fma_warp_tiles.cuh)
 // for the products auto gives step 5, the 32 x 64 tile for the others (use_tf32x3 then says where
 // the 64 x 64 tile goes; the trainer's planner picks step 5 or 7 for it).
-// Digits: auto's plan with the first layer's forward (the gathered bytes times W0) on step 10 (the
-// bytes and W0's three 8-bit digits on the integer tensor cores, 10_i8_digits.cuh) where it takes it.
-enum class Fp32Gemm { Auto, Tile, TF32x3, Fma, Digits };
+// NoDigits: auto's plan with the first layer's forward on step 5, where auto puts it on step 10 (the
+// gathered bytes times W0's three 8-bit digits on the integer tensor cores, 10_i8_digits.cuh).
+enum class Fp32Gemm { Auto, Tile, TF32x3, Fma, NoDigits };
 inline Fp32Gemm parse_fp32_gemm(const std::string& s) {
   return s == "tile" ? Fp32Gemm::Tile : s == "tf32x3" ? Fp32Gemm::TF32x3 : s == "fma" ? Fp32Gemm::Fma
-         : s == "digits" ? Fp32Gemm::Digits : Fp32Gemm::Auto;
+         : s == "no-digits" ? Fp32Gemm::NoDigits : Fp32Gemm::Auto;
 }
 inline const char* fp32_gemm_name(Fp32Gemm g) {
   return g == Fp32Gemm::Tile ? "tile" : g == Fp32Gemm::TF32x3 ? "tf32x3" : g == Fp32Gemm::Fma ? "fma"
-         : g == Fp32Gemm::Digits ? "digits" : "auto";
+         : g == Fp32Gemm::NoDigits ? "no-digits" : "auto";
 }
-// Whether the first layer's forward goes to step 10 (the caller checks i8digits_ok): digits only,
-// for the products auto gives the 64 x 64 tile.
-inline bool use_i8digits(Fp32Gemm choice) { return choice == Fp32Gemm::Digits; }
+// Whether the first layer's forward goes to step 10 where auto's rule gives it the 64 x 64 tile (the
+// caller checks i8digits_ok): auto's choice (the measurement: report/phase_notes/phase5_batched.md,
+// step 10).
+inline bool use_i8digits(Fp32Gemm choice) { return choice == Fp32Gemm::Auto; }
 // auto's rule: 3xTF32 for products of at least kX3MinRows output rows, kX3MinMacs multiply-adds
 // and kX3MinTiles of its 64 x 64 tiles, and, with fewer than kX3FewTiles tiles, at least
 // kX3FewTilesMinMacs multiply-adds; the 32 x 64 SIMT tile elsewhere. (Below that the SIMT tile's
@@ -44,7 +45,7 @@ constexpr int kX3MinTiles = 16;
 constexpr int kX3FewTiles = 32;
 constexpr double kX3FewTilesMinMacs = 128.0 * 1024 * 1024;
 inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
-  if (choice != Fp32Gemm::Auto && choice != Fp32Gemm::Fma && choice != Fp32Gemm::Digits) return choice == Fp32Gemm::TF32x3;
+  if (choice != Fp32Gemm::Auto && choice != Fp32Gemm::Fma && choice != Fp32Gemm::NoDigits) return choice == Fp32Gemm::TF32x3;
   const int tiles = ((M + kXBM - 1) / kXBM) * ((N + kXBN - 1) / kXBN);
   const double macs = static_cast<double>(M) * N * K;
   return M >= kX3MinRows && macs >= kX3MinMacs && tiles >= kX3MinTiles &&

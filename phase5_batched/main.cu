@@ -330,11 +330,12 @@ int run(int argc, char** argv) {
   cli.add_string("--fp32-gemm", &o.fp32_gemm,
                  "own graph path, fp32: which GEMM rung computes each product: 3xTF32 tensor-core tiles (step 5 of the "
                  "ladder, fp32-accurate) for products of at least 64 rows, 2^25 multiply-adds and 16 tiles of 64 x 64 "
-                 "(below 32 tiles 2^27), the 32 x 64 SIMT tile for the others (auto); or one rung for every product; "
-                 "fma: the CUDA cores only, step 7 (FMA warp tiles in the 64 x 64 tile) where auto takes step 5; "
-                 "digits: auto's plan with the first layer's forward on step 10 (the images' bytes times W0's three "
-                 "8-bit digits on the integer tensor cores, compute capability 8.0 and up)",
-                 {"auto", "tile", "tf32x3", "fma", "digits"});
+                 "(below 32 tiles 2^27), the 32 x 64 SIMT tile for the others, and of those the first layer's forward "
+                 "on step 10 (the images' bytes times W0's three 8-bit digits on the integer tensor cores, compute "
+                 "capability 8.0 and up) (auto); or one rung for every product; fma: the CUDA cores only, step 7 (FMA "
+                 "warp tiles in the 64 x 64 tile) where auto takes step 5 or 10; no-digits: auto's plan with the first "
+                 "layer's forward on step 5",
+                 {"auto", "tile", "tf32x3", "fma", "no-digits"});
   cli.add_string("--fp16-gemm", &o.fp16_gemm,
                  "own graph path, fp16: which GEMM rung computes each product: step 6 of the ladder (fp16 mma.sync in "
                  "step 5's 64 x 64 tile) for products of at least 64 tiles of 64 x 64 and K >= 128 and for products of "
