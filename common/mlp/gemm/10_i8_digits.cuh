@@ -31,7 +31,11 @@
 // reads, the same staging, the loop). If time follows instructions: ~14 us, above the floor of
 // the weights' re-reads from L2 (400 KB of digit words by each of the 128 row tiles: 51 MB, ~8-9
 // us at the L2's ~6 TB/s). The digit pass: ~2 us with its launch. W1's fp32 step 131.9 -> ~113 us.
-// Measured: see report/phase_notes/phase5_batched.md (step 10's rows) and the record named there.
+// Measured (H100, bf146b3, profiles/nvidia-h100-80gb-hbm3/logs/digits_bf146b3/): the forward 22.6 us
+// inside W1's step (PDL off), not ~14; with its digit pass in the GEMM benchmark 26.6 / 26.3 us against
+// step 5's 33.9 / 33.9 and cuBLASLt fp32's 49.6 / 49.5 (1.87x), error 1.3e-7 against float64. W1's fp32
+// step 131.6 -> 122.3 us at 8,192 (faster at 1,024-4,096 too): auto's plan. The batch sweep's record
+// phase5_batched__batch-sweep-b8192.json (H100): 122.98 us a step, 2.17x JAX jit-run (266.44).
 #pragma once
 #include <cstdint>
 #include <type_traits>
