@@ -1255,7 +1255,8 @@ GEMM_TITLE = {"own-tile": "own-tile (32×64 SIMT tile)", "own-fma64": "own-fma64
               "cublaslt-fp32": "cuBLASLt fp32 (the yardstick)", "cublaslt-tf32": "cuBLASLt TF32 (TF32, not fp32 numerics)",
               "own-tile-wmma": "own-tile-wmma (fp16 WMMA tile)", "cublaslt-fp16": "cuBLASLt fp16 (the yardstick)",
               "own-f16-mma": "own-f16-mma (step 6: fp16 mma.sync, step 5's tile)",
-              "own-f16-wgmma": "own-f16-wgmma (step 9: fp16 wgmma, step 5's tile)"}
+              "own-f16-wgmma": "own-f16-wgmma (step 9: fp16 wgmma, step 5's tile)",
+              "own-i8-digits": "own-i8-digits (step 10: bytes × W's 8-bit digits, integer tensor cores)"}
 GEMM_SHORT = {"cublaslt-fp32": "cuBLASLt fp32", "cublaslt-tf32": "cuBLASLt TF32", "cublaslt-fp16": "cuBLASLt fp16"}
 _GEMM_TAG = re.compile(r"^gemm-b(\d+)(?:-|$)")  # gemm-b8192, gemm-b8192-fp16, ...
 
@@ -1935,12 +1936,16 @@ def point_shares(p, copy_gbps, fp16_tflops):
     return pc, pt
 
 
+TENSOR_FP32_KERNELS = ("gemm_tf32x3", "gemm_i8digits")  # fp32-accurate kernels on the tensor cores (GEMM steps 5, 10)
+
+
 def _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops):
     """The best share of its roof among the key kernels of the rung's own record (its `efficiency`
     object): fp16 kernels against the tensor-core peak, fp32 ones against the fp32 peak, bandwidth
     against the copy peak; (percent, roof name, record) or None. An fp32 kernel that runs on the tensor
-    cores (GEMM step 5's 3xTF32, `gemm_tf32x3` in its name) is not bounded by the SIMT peak: judged
-    against it, it would read as near a roof it does not have, so only its bandwidth is judged."""
+    cores (GEMM step 5's 3xTF32, `gemm_tf32x3` in its name; step 10's integer MMAs, `gemm_i8digits`) is
+    not bounded by the SIMT peak: judged against it, it would read as near a roof it does not have (or
+    past it), so only its bandwidth is judged."""
     eff = r.data.get("efficiency")
     if not isinstance(eff, dict):
         return None
@@ -1957,7 +1962,7 @@ def _eff_pct(r, copy_gbps, fp16_tflops, fp32_tflops):
         if t is not None:
             if prec == "fp16" and fp16_tflops:
                 cands.append((t / fp16_tflops * 100, f"fp16 tensor peak ({short(base_kernel_name(kname), 24)})"))
-            elif prec != "fp16" and fp32_tflops and "gemm_tf32x3" not in str(e.get("kernel", "")):
+            elif prec != "fp16" and fp32_tflops and not any(k in str(e.get("kernel", "")) for k in TENSOR_FP32_KERNELS):
                 cands.append((t / fp32_tflops * 100, f"fp32 peak, nominal ({short(base_kernel_name(kname), 24)})"))
         for c in cands:
             if best is None or c[0] > best[0]:
@@ -1984,7 +1989,8 @@ RUNGS = [
     ("mlp_w2_128", ("phase5_batched", "cuda-fp16"), "own fp16 GEMMs at h = 128"),
     ("mlp_w2_128", ("phase5_batched", "cuda-cluster"), "the whole model in one thread-block cluster"),
     ("mlp_batch_big", ("phase5_batched", "cuda-tile"), "the graph step, every product on the 32 × 64 SIMT tile"),
-    ("mlp_batch_big", ("phase5_batched", "cuda"), "GEMM step 5: the big products as 3xTF32 on tensor cores"),
+    ("mlp_batch_big", ("phase5_batched", "cuda"), "the big products on tensor cores with fp32 accuracy: GEMM step 5 (3xTF32), "
+     "and step 10 (bytes times W's 8-bit digits) for the first layer's forward where the record's plan names it"),
 ]
 
 

@@ -530,7 +530,10 @@ def gemm_paragraph(ctx, d):
           + ("own-fma64 is step 7, fp32 FMAs in warp tiles (8 × 4 results a thread) in step 5's 64 × 64 tile and "
              "pipeline; " if any("own-fma64" in p["series"] for p in d["panels"]) else "") +
           "own-tf32x3 is step 5, which splits each fp32 operand into two TF32 parts and adds three tensor-core products "
-          "in fp32; the own rungs are planned as phase 5 plans them (split-K and its fix-up). cuBLASLt fp32 "
+          "in fp32; " + ("own-i8-digits is step 10 (the forward only): the gathered bytes times W's three 8-bit "
+                        "digits on the integer tensor cores, exact int32 sums, the digit pass timed with it; "
+                        if any("own-i8-digits" in p["series"] for p in d["panels"]) else "") +
+          "the own rungs are planned as phase 5 plans them (split-K and its fix-up). cuBLASLt fp32 "
           "(`CUBLAS_COMPUTE_32F`) is the yardstick. cuBLASLt TF32 (dashed, hollow markers) rounds the operands to "
           "TF32: faster arithmetic, not the same numerics as fp32.")
     if any(p["precision"] == "fp16" for p in d["panels"]):
