@@ -12,10 +12,8 @@
 //     5c / 5e  W1's shape: an epoch in ONE cooperative kernel (5e: fewer dependent phases a step);
 //     5d  W2 at small widths: one 16-block cluster, activations in DSMEM;
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
-//   --fp32-gemm auto|tile|tf32x3|fma|no-digits  big-batch fp32 products on 3xTF32 tensor cores (GEMM
-//     step 5), the first layer's forward as bytes times W0's 8-bit digits on the integer tensor cores
-//     (step 10; no-digits: step 5), or on FMAs only (fma: step 7, FMA warp tiles, in their place); the
-//     plan is printed and recorded;
+//   --fp32-gemm auto|tile|tf32x3|fma|no-digits  big-batch fp32 products on tensor cores (GEMM step 5;
+//     the first forward on step 10: bytes times W0's 8-bit digits) or FMAs (fma: step 7); plan recorded;
 //   --fp16-gemm auto|tile|mma|wgmma  fp16 products on step 6 where it pays (wgmma: the first two on
 //     step 9); --fp16-stream, --handover, --last-pass, --fused-warps, --next-forward: the fp16 graph
 //     step's step 8 and 5b choices (--help); --row-chain W1's middle in one kernel; --gemm-compare.
@@ -43,9 +41,7 @@
 //   (0.309 ms on the SIMT tile) where fp32_gemm.h's rule says it pays, the images' bytes multiplied as
 //   the integers they are; the branched backward takes the upper layers' updates off the chain
 //   (2,048: 86.0 against 107.2 us paired). Step 5's first layer: 1.50x / 1.45x cuBLASLt fp32 (__gemm-b8192).
-//   H100 with step 10 (bf146b3, profiles/nvidia-h100-80gb-hbm3/__batch-sweep-b8192.json): 0.123 ms a
-//   step at 8,192, 2.17x JAX jit-run (0.266); the forward 1.87x cuBLASLt fp32 (logs/digits_bf146b3/).
-//
+//   H100, step 10 (bf146b3, __batch-sweep-b8192.json): 0.123 ms at 8,192, 2.17x JAX jit-run (0.266).
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>

@@ -709,6 +709,27 @@ TEST_CASE("mlp fused: first-layer update reads the batch through the gather view
 // wgmma: step 9 instead of step 6 (the forward's bytes made f16x2 in registers, W from shared memory;
 // the weight gradient with its roles swapped: the bytes X^T in registers, dZ from shared memory,
 // the tile stored transposed), also at batch 4,097 (a long K, split).
+// A StoreEpi product as planned, launched twice with its split workspace and counters (allocated
+// here) and its output poisoned before each launch: the first output, the second required to be
+// the same bits.
+template <class T, class P>
+std::vector<float> store_twice(P& p) {
+  Dev<float> ws(std::max<size_t>(ws_floats(p), 1));
+  Dev<unsigned> ctr(std::max<size_t>(counter_slots(p), 1));
+  ctr.zero();
+  p.ws = ws.p, p.counters = ctr.p;
+  Dev<float> c(static_cast<size_t>(p.M) * p.N);
+  p.epi.c = c.p, p.epi.ldc = p.N;
+  c.poison();
+  launch_gemm<p5_fwd_gather, T>(p, nullptr);
+  const auto first = c.get();
+  c.poison();
+  launch_gemm<p5_fwd_gather, T>(p, nullptr);
+  const auto second = c.get();
+  REQUIRE(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
+  return first;
+}
+
 template <class T>
 void gathered_bytes_on_tensor_cores(bool fma = false, bool wgmma = false) {
   constexpr bool kHalf = std::is_same<T, __half>::value;
@@ -728,22 +749,7 @@ void gathered_bytes_on_tensor_cores(bool fma = false, bool wgmma = false) {
     }
   };
   auto tol = [](int K) { return kHalf ? f16mma_tol(K) : tf32x3_tol(K); };
-  auto run_twice = [](auto& p) {
-    Dev<float> ws(std::max<size_t>(ws_floats(p), 1));
-    Dev<unsigned> ctr(std::max<size_t>(counter_slots(p), 1));
-    ctr.zero();
-    p.ws = ws.p, p.counters = ctr.p;
-    Dev<float> c(static_cast<size_t>(p.M) * p.N);
-    p.epi.c = c.p, p.epi.ldc = p.N;
-    c.poison();
-    launch_gemm<p5_fwd_gather, T>(p, nullptr);
-    const auto first = c.get();
-    c.poison();
-    launch_gemm<p5_fwd_gather, T>(p, nullptr);
-    const auto second = c.get();
-    REQUIRE(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
-    return first;
-  };
+  auto run_twice = [](auto& p) { return store_twice<T>(p); };
   auto held = [](const std::vector<float>& v, size_t i) { return static_cast<double>(back(cvt<T>(v[i]))); };
   int splits = 0;
   std::vector<int> batches = {1, 33, 1023};
@@ -876,19 +882,7 @@ TEST_CASE("mlp fused: step 10 (bytes times W's 8-bit digits, integer MMAs) withi
       REQUIRE(i8digits_ok(f, device_cc()));
       plan_i8digits(f, sm);
       splits += f.splits > 1;
-      Dev<float> ws(std::max<size_t>(ws_floats(f), 1));
-      Dev<unsigned> ctr(std::max<size_t>(counter_slots(f), 1));
-      ctr.zero();
-      f.ws = ws.p, f.counters = ctr.p;
-      Dev<float> z(static_cast<size_t>(B) * N);
-      f.epi.c = z.p, f.epi.ldc = N;
-      z.poison();
-      launch_gemm<p5_fwd_gather, float>(f, nullptr);
-      const auto first = z.get();
-      z.poison();
-      launch_gemm<p5_fwd_gather, float>(f, nullptr);
-      const auto second = z.get();
-      REQUIRE(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
+      const auto first = store_twice<float>(f);
       // The reference without the NaN row's column (it must come out NaN in every row).
       std::vector<float> got;
       std::vector<double> ref;
