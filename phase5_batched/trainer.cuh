@@ -408,7 +408,7 @@ class Trainer {
   DevBuf<float> params_, adam_m_, adam_v_, grads_, grads_debug_;
   DevBuf<AdamHyper> hyper_;
   DevBuf<__half> params16_;
-  DevBuf<uint32_t> w0_digits_;  // --fp32-gemm digits: W0 as GEMM step 10's digit words (i8_split_digits)
+  DevBuf<uint32_t> w0_digits_;  // --fp32-gemm auto: W0 as GEMM step 10's digit words (i8_split_digits)
   DevBuf<uint8_t> train_x_, train_y_, test_x_, test_y_;
   DevBuf<int> perm_;
   DevBuf<int64_t> base_;

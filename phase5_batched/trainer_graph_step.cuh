@@ -367,7 +367,7 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     if (use_tf32x3(fp32_gemm_, p.M, p.N, p.K)) {
       if (fp32_gemm_ == Fp32Gemm::Fma) plan_fma64(p, dev_.sm_count);
       else plan_tf32x3(p, dev_.sm_count);
-      // --fp32-gemm digits: the first layer's forward on step 10 (fwd_first points B at W0's digits).
+      // auto: the first layer's forward on step 10 (fwd_first points B at W0's digits).
       if constexpr (std::is_same<P, FwdFirst>::value) {
         if (use_i8digits(fp32_gemm_) && i8digits_ok(p, 10 * dev_.cc_major + dev_.cc_minor)) plan_i8digits(p, dev_.sm_count);
       }
