@@ -244,7 +244,7 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
           auto g = q;  // step 5's split plan, so its workspace and counters fit
           plan_i8digits(g, dev.sm_count);
           DevBuf<uint32_t> digits(static_cast<size_t>(N) * i8_digit_ld(K));
-          g.b = make_view<float, false>(reinterpret_cast<const float*>(digits.get()), i8_digit_ld(K));
+          g.b = i8_digit_view(digits.get(), K);
           best = std::min(best, one("own-i8-digits", [&] {
             // (Bm is fp32 here; the cast only spares nvcc's instance of this lambda for fp16, never run)
             launch_i8_split_digits(reinterpret_cast<const float*>(Bm), K, N, K, digits.get(), st, false);

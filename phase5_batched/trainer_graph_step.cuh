@@ -414,8 +414,9 @@ auto Trainer<T>::fwd_first(const StepRef& sr) const -> FwdFirst {
   p.a = train_view(sr), p.b = make_view<T, false>(weights(0), p.K), p.epi = hidden_epi(0, H_[0].get(), sr, true);
   p.b_fresh = true;  // W0: the step before's last kernel updated it
   plan_splitk_into_slot(p, 0);
-  if (p.rung == GemmRung::I8Digits)  // step 10 multiplies W0's digits (i8_split_digits, launched just before)
-    p.b = make_view<T, false>(reinterpret_cast<const T*>(w0_digits_.get()), i8_digit_ld(p.K));
+  if constexpr (!kHalf) {
+    if (p.rung == GemmRung::I8Digits) p.b = i8_digit_view(w0_digits_.get(), p.K);  // step 10: W0's digits (i8_split_digits)
+  }
   return p;
 }
 template <class T>

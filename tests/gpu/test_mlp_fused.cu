@@ -878,7 +878,7 @@ TEST_CASE("mlp fused: step 10 (bytes times W's 8-bit digits, integer MMAs) withi
       GemmProblem<GatherView<float>, MatView<float, false>, StoreEpi> f;  // X · W^T: B rows, N columns
       f.M = B, f.N = N, f.K = K;
       f.a.data = dpx.p, f.a.ld = K, f.a.rows.perm = dperm.p, f.a.rows.batch = B;
-      f.b = make_view<float, false>(reinterpret_cast<const float*>(digits.p), ld);
+      f.b = i8_digit_view(digits.p, K);
       REQUIRE(i8digits_ok(f, device_cc()));
       plan_i8digits(f, sm);
       splits += f.splits > 1;

@@ -106,6 +106,12 @@ inline void launch_i8_split_digits(const Wt* w, int ldw, int N, int K, uint32_t*
                 N, K, out);
 }
 
+// The digit words (rows of i8_digit_ld(K) words) as step 10's B operand: an fp32 [n][k] view over
+// them, which step 5's staging copies as it copies fp32 weights.
+inline MatView<float, false> i8_digit_view(const uint32_t* words, int K) {
+  return make_view<float, false>(reinterpret_cast<const float*>(words), i8_digit_ld(K));
+}
+
 // ------------------------------------------------------------------ the integer MMAs
 // Which operands the rung takes: the gathered bytes [m][k] as A, the digit words as a fp32 [n][k] view.
 template <class AV, class BV>
