@@ -36,6 +36,11 @@
 // step 5's 33.9 / 33.9 and cuBLASLt fp32's 49.6 / 49.5 (1.87x), error 1.3e-7 against float64. W1's fp32
 // step 131.6 -> 122.3 us at 8,192 (faster at 1,024-4,096 too): auto's plan. The batch sweep's record
 // phase5_batched__batch-sweep-b8192.json (H100): 122.98 us a step, 2.17x JAX jit-run (266.44).
+// Then each digit's pair of words side by side (i8_digit_word). Nsight Compute (H100, 7f13858,
+// logs/bigbatch_ncu_7f13858/): 101 instructions a warp a k-tile in the loop, 20 of them register
+// moves that paired the words of k-groups t and t + 4 for the MMA; the loop is 59% of the kernel's
+// instructions and it issues in 45% of cycles, so predicted: the forward ~12% shorter inside the
+// step (22.6 -> ~20 us), W1's fp32 step at 8,192 ~2.5 us shorter; the same bits (exact sums).
 #pragma once
 #include <cstdint>
 #include <type_traits>
