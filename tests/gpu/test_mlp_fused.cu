@@ -749,7 +749,6 @@ void gathered_bytes_on_tensor_cores(bool fma = false, bool wgmma = false) {
     }
   };
   auto tol = [](int K) { return kHalf ? f16mma_tol(K) : tf32x3_tol(K); };
-  auto run_twice = [](auto& p) { return store_twice<T>(p); };
   auto held = [](const std::vector<float>& v, size_t i) { return static_cast<double>(back(cvt<T>(v[i]))); };
   int splits = 0;
   std::vector<int> batches = {1, 33, 1023};
@@ -767,7 +766,7 @@ void gathered_bytes_on_tensor_cores(bool fma = false, bool wgmma = false) {
         f.b = make_view<T, false>(dw.p, 784);
         plan(f, sm);
         splits += f.splits > 1;
-        const auto zf = run_twice(f);
+        const auto zf = store_twice<T>(f);
         const auto rf = matmul(B, N, 784, x, [&](int k, int n) { return held(w, static_cast<size_t>(n) * 784 + k); });
         INFO("forward B=" << B << " N=" << N << " sm=" << sm << " splits=" << f.splits << " err " << rel(zf, rf));
         CHECK(rel(zf, rf) <= tol(784));
@@ -785,7 +784,7 @@ void gathered_bytes_on_tensor_cores(bool fma = false, bool wgmma = false) {
         g.b.data = d.dpx.p, g.b.ld = 784, g.b.rows = d.rows(B, 1);
         plan(g, sm);
         splits += g.splits > 1;
-        const auto zg = run_twice(g);
+        const auto zg = store_twice<T>(g);
         const auto rg = matmul(N, 784, B, [&](int m, int k) { return held(dz, static_cast<size_t>(k) * ldz + m); }, x);
         INFO("weight gradient B=" << B << " N=" << N << " sm=" << sm << " splits=" << g.splits << " err " << rel(zg, rg));
         CHECK(rel(zg, rg) <= tol(B));
