@@ -266,8 +266,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["fused_warps"] = o.fused_warps;  // (a hidden layer's fused pass: 4, 8, or auto's rule)
   rec["metrics"]["last_pass"] = tr.last_tail() ? "tail" : "kernel";  // (what ran: tail only where it can)
   rec["metrics"]["next_forward"] = tr.next_forward() ? "pass" : "kernel";  // (what ran)
-  rec["metrics"]["row_chain"] = tr.row_chain();
-  rec["metrics"]["side_priority"] = tr.side_priority();  // own graph path, branched: the updates' branch priority  // own graph path: the middle of the step in one kernel
+  rec["metrics"]["row_chain"] = tr.row_chain();  // own graph path: the middle of the step in one kernel
   if (!o.launch_auto.empty()) rec["metrics"]["launch_auto"] = o.launch_auto;  // config.launch: the rung it chose
   rung_record_fields(rec["metrics"], rung, tr.kernel(), o, breakdown_cycles, measured_steps, per_step_ms);
   // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
@@ -383,11 +382,6 @@ int run(int argc, char** argv) {
                  "memory (5a_row_chain.cuh; on), or as four GEMM kernels (off); auto: on where it can run at batch <= 64 "
                  "in fp32 and <= 32 in fp16, where it measured faster",
                  {"auto", "on", "off"});
-  cli.add_string("--side-priority", &o.side_priority,
-                 "own graph path, branched backward: the updates' branch at the step's priority (same) or at the "
-                 "device's lowest stream priority under the chain's highest (low; the graph instantiated with "
-                 "per-node priorities), so that the block scheduler serves the chain's waiting blocks first",
-                 {"same", "low"});
   cli.add_flag("--gemm-compare", &compare,
                "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");
   if (!cli.parse(argc, argv)) return 0;

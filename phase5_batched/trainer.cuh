@@ -234,7 +234,6 @@ class Trainer {
   const OneLaunchKernel& kernel() const { return kernel_; }  // its parameters and plan
   bool fused_backward() const { return fused_bwd_; }
   bool row_chain() const { return row_chain_; }
-  const char* side_priority() const { return node_priority_ ? "low" : "same"; }
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
   bool last_tail() const { return last_tail_; }
   bool next_forward() const { return next_fwd_; }
@@ -442,7 +441,6 @@ class Trainer {
   bool pdl_off_next_ = false;  // take_pdl(): the next step kernel waits for all the stream's work
   cudaStream_t side_{};
   cudaEvent_t fork_{}, join_{};
-  bool node_priority_ = false;  // --side-priority low on a branched step: graphs use the nodes' priorities
   DevBuf<float> fb_ws_;
   DevBuf<unsigned> fb_counters_;
   DevBuf<T> X_;

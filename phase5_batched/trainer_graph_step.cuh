@@ -27,7 +27,7 @@ cudaGraphExec_t Trainer<T>::instantiate(int count, std::map<std::string, KernelC
   for (int i = 0; i < count; ++i) enqueue_step(i, costs, i + 1 < count);
   enqueue_step_losses(StepRef{base_.get(), 0}, count);
   CUDA_CHECK(cudaStreamEndCapture(st_, &graph));
-  CUDA_CHECK(cudaGraphInstantiate(&g, graph, node_priority_ ? cudaGraphInstantiateFlagUseNodePriority : 0));
+  CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
   CUDA_CHECK(cudaGraphDestroy(graph));
   return g;
 }
@@ -301,22 +301,7 @@ template <class T>
 void Trainer<T>::plan_branches() {
   branched_ = false;
   if (cublas_ || rung_.one_launch() || fused_bwd_ || nlayers_ < 2 || o_.backward == "paired") return;
-  if (o_.side_priority == "low") {
-    // --side-priority low: the chain's stream at the device's highest priority, the updates' at its
-    // lowest; capture copies each stream's priority into its kernel nodes and the graph is
-    // instantiated to use them, so that where both branches have blocks waiting for an SM (the first
-    // layer's weight gradient beside the upper layers' at a big batch) the chain's go first.
-    int least = 0, greatest = 0;
-    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    CUDA_CHECK(cudaStreamSynchronize(st_));
-    CUDA_CHECK(cudaStreamDestroy(st_));
-    st_ = nullptr;
-    CUDA_CHECK(cudaStreamCreateWithPriority(&st_, cudaStreamNonBlocking, greatest));
-    CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, least));
-    node_priority_ = true;
-  } else {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
-  }
+  CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   branched_ = true;

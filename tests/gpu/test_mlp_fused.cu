@@ -813,7 +813,7 @@ TEST_CASE("mlp fused: step 9 (wgmma) on the gathered bytes (forward, weight grad
 // every weight within half a unit of 2^(E - 22), E the row's exponent (max |w| < 2^E), zero past K,
 // the scale NaN for a row holding a NaN. Then the product against float64 of byte / 255 times the
 // fp32 weights within step 5's tolerance (tf32x3_tol), at batches, widths and K off the tiles (K a
-// multiple of 8, as the rung requires), split and unsplit, the second launch bit for bit; weights
+// multiple of 4, as the rung requires), split and unsplit, the second launch bit for bit; weights
 // spread over five decades and a row of zeros; the NaN row's column NaN and the others unharmed.
 TEST_CASE("mlp fused: step 10 (bytes times W's 8-bit digits, integer MMAs) within the fp32 tolerance") {
   NB_SKIP_WITHOUT_DEVICE();
@@ -823,8 +823,8 @@ TEST_CASE("mlp fused: step 10 (bytes times W's 8-bit digits, integer MMAs) withi
   }
   struct Case { int B, N, K; };
   int splits = 0;
-  for (const Case c : {Case{1, 10, 8}, Case{7, 130, 24}, Case{33, 130, 792}, Case{1023, 130, 784}, Case{4097, 10, 784},
-                       Case{33, 10, 8184}})
+  for (const Case c : {Case{1, 10, 4}, Case{7, 130, 12}, Case{33, 130, 788}, Case{1023, 130, 784}, Case{4097, 10, 784},
+                       Case{33, 10, 8188}})
     for (int sm : {1, 132}) {
       const int B = c.B, N = c.N, K = c.K, pool = 2 * B + 3;
       std::vector<uint8_t> px(static_cast<size_t>(pool) * K);
@@ -854,22 +854,22 @@ TEST_CASE("mlp fused: step 10 (bytes times W's 8-bit digits, integer MMAs) withi
         for (int k = 0; k < K; ++k) mx = std::max(mx, std::fabs(w[static_cast<size_t>(n) * K + k]));
         int E = 0;
         if (mx > 0.f) std::frexp(mx, &E);
-        const uint32_t* q = &dg[static_cast<size_t>(n) * ld];
-        for (int k = 0; k < ld; ++k) {  // every element of the row's pairs, past K too
-          float scale, again;
-          std::memcpy(&scale, &q[i8_scale_word(k)], 4);
-          std::memcpy(&again, &q[i8_scale_word(k) + 1], 4);
+        for (int g = 0; g < ld / 4; ++g) {
+          const uint32_t* q = &dg[static_cast<size_t>(n) * ld + 4 * g];
+          float scale;
+          std::memcpy(&scale, &q[3], 4);
           if (n == nan_row) {
-            bad_digits += !std::isnan(scale) || !std::isnan(again);
+            bad_digits += !std::isnan(scale);
             continue;
           }
-          bad_digits += scale != std::ldexp(1.f, E - 22) || again != scale;
-          const auto d = [&](int j) {
-            return static_cast<int>(static_cast<int8_t>((q[i8_digit_word(k, j)] >> (8 * (k % 4))) & 255u));
-          };
-          const double s = 65536.0 * d(2) + 256.0 * d(1) + d(0);
-          const double want = k < K ? w[static_cast<size_t>(n) * K + k] : 0.0;
-          bad_digits += !(std::fabs(s * scale - want) <= std::ldexp(1.0, E - 23)) || (k >= K && s != 0);
+          bad_digits += scale != std::ldexp(1.f, E - 22);
+          for (int e = 0; e < 4; ++e) {
+            const int k = 4 * g + e;
+            const auto d = [&](int j) { return static_cast<int>(static_cast<int8_t>((q[j] >> (8 * e)) & 255u)); };
+            const double s = 65536.0 * d(2) + 256.0 * d(1) + d(0);
+            const double want = k < K ? w[static_cast<size_t>(n) * K + k] : 0.0;
+            bad_digits += !(std::fabs(s * scale - want) <= std::ldexp(1.0, E - 23)) || (k >= K && s != 0);
+          }
         }
       }
       CHECK(bad_digits == 0);
@@ -904,11 +904,9 @@ TEST_CASE("mlp fused: step 10 (bytes times W's 8-bit digits, integer MMAs) withi
       CHECK(nan_ok == (nan_row >= 0 ? B : 0));
     }
   CHECK(splits > 0);
-  // What the rung refuses: K not a multiple of 8 (786, 788), K from 65,536, the weight gradient's operands.
+  // What the rung refuses: K not a multiple of 4, K from 65,536, the weight gradient's operands.
   GemmProblem<GatherView<float>, MatView<float, false>, StoreEpi> f;
   f.M = 64, f.N = 64, f.K = 786;
-  CHECK_FALSE(i8digits_ok(f, device_cc()));
-  f.K = 788;
   CHECK_FALSE(i8digits_ok(f, device_cc()));
   f.K = 65536;
   CHECK_FALSE(i8digits_ok(f, device_cc()));

@@ -192,7 +192,6 @@ P5_FLAG_CASES = [
     ("next-forward-bad", ["--next-forward", "fold"], ["--next-forward"]),
     ("next-forward-fp32", ["--next-forward", "kernel"], ["--next-forward kernel", "--precision fp16"]),
     ("row-chain-bad", ["--row-chain", "yes"], ["--row-chain"]),
-    ("side-priority-bad", ["--side-priority", "yes"], ["--side-priority"]),
     ("row-chain-one-hidden", ["--row-chain", "on", "--layers", "784,64,10"], ["--row-chain on", "two hidden"]),
     ("row-chain-cublas", ["--row-chain", "on", "--gemm", "cublas"], ["--row-chain on", "--gemm own"]),
     ("row-chain-persistent", ["--row-chain", "on", "--launch", "persistent"], ["--row-chain on", "--launch graph"]),

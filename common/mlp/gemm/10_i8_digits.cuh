@@ -13,16 +13,16 @@
 // sum_d 2^(8d) acc_d rounded to fp32, times the row's scale (a power of two: exact), divided by 255
 // (over_255: correctly rounded). Each weight is held to 2^-23 of its row's largest; the sums have
 // no rounding at all. So the error stays inside the fp32 tolerance (step 5's, tf32x3_tol).
-// The digits' layout: W's row n as round_up(K, 8) words, each pair of k-groups of 4 (k 8u .. 8u + 7)
-// in 8 words: each digit's two words side by side (a word the 4 k of a k-group as bytes), then the
-// row's scale twice (i8_digit_word): staged as step 5 stages fp32 weights (the same cp.async chunks,
-// a MatView<float, false> over the words, rows of 44 words) and read two 16-byte words a lane a
-// k-tile column, the scale riding along with the digits.
+// The digits' layout: W's row n as round_up(K, 4) words, k-group j (k = 4j .. 4j + 3) in words
+// 4j .. 4j + 3 = {digit 0 of the four k's as bytes, digit 1's, digit 2's, the row's scale as fp32
+// bits}: staged as step 5 stages fp32 weights (the same cp.async chunks and 48-word rows, a
+// MatView<float, false> over the words) and read as step 5's gathered forward reads them (one
+// 16-byte read a lane a k-group: along_k_words), the scale riding along with the digits.
 // The one design decision: digits once a step, not per tile. Cutting W inside the forward would
 // redo it in each of the 128 row tiles at batch 8,192, at ~15 instructions a weight; one pass over
 // W (100 K weights for W1) before the forward costs a launch and ~1 MB of traffic.
 // Runs where it can (i8digits_ok): A the gathered bytes [m][k] (GatherView), B a fp32 [n][k] view,
-// K a multiple of 8 below 65,536 (a pair's words are copied whole), compute capability 8.0 or
+// K a multiple of 4 below 65,536 (a k-group's words are copied whole), compute capability 8.0 or
 // above. Elsewhere the plan keeps step 5.
 // Prediction, before measuring (H100, W1 at batch 8,192, the forward 8,192 x 128 x 784 on step 5:
 // 33.3-33.7 us, logs/fma8x8_98dc2c4/). Step 5's gathered forward issues ~190 instructions a warp a
@@ -36,11 +36,6 @@
 // step 5's 33.9 / 33.9 and cuBLASLt fp32's 49.6 / 49.5 (1.87x), error 1.3e-7 against float64. W1's fp32
 // step 131.6 -> 122.3 us at 8,192 (faster at 1,024-4,096 too): auto's plan. The batch sweep's record
 // phase5_batched__batch-sweep-b8192.json (H100): 122.98 us a step, 2.17x JAX jit-run (266.44).
-// Then each digit's pair of words side by side (i8_digit_word). Nsight Compute (H100, 7f13858,
-// logs/bigbatch_ncu_7f13858/): 101 instructions a warp a k-tile in the loop, 20 of them register
-// moves that paired the words of k-groups t and t + 4 for the MMA; the loop is 59% of the kernel's
-// instructions and it issues in 45% of cycles, so predicted: the forward ~12% shorter inside the
-// step (22.6 -> ~20 us), W1's fp32 step at 8,192 ~2.5 us shorter; the same bits (exact sums).
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -55,14 +50,8 @@ constexpr int kI8DigitBits = 22;      // s: at most 22 bits (|d2| <= 65: a signe
 constexpr int kI8MaxK = 65536;        // 255 * 128 * K below 2^31 (each digit's int32 sums exact)
 constexpr int kI8SplitThreads = 256;  // 8 warps, a row of W each
 
-// Words per row of the digits of a K-long row (pairs of k-groups, each pair 8 words).
-__host__ __device__ constexpr int i8_digit_ld(int K) { return (K + 7) / 8 * 8; }
-// The word of a row that holds digit d (0-2) of element k: pair u = k / 8 of k-groups (k 8u ..
-// 8u + 7) is 8 words {d0 of k-group 2u, d0 of 2u + 1, d1 of 2u, d1 of 2u + 1, d2 of 2u, d2 of 2u + 1,
-// the scale, the scale}, each digit word the 4 k of its k-group as bytes (k % 4 the byte). So a
-// lane's two k-groups of a digit, the MMA's B pair, are one 8-byte half of a 16-byte read.
-__host__ __device__ constexpr int i8_digit_word(int k, int d) { return k / 8 * 8 + 2 * d + (k / 4) % 2; }
-__host__ __device__ constexpr int i8_scale_word(int k) { return k / 8 * 8 + 6; }
+// Words per row of the digits of a K-long row (k-groups of 4, each 4 words).
+__host__ __device__ constexpr int i8_digit_ld(int K) { return (K + 3) / 4 * 4; }
 
 // One warp a row n of W (N rows of K fp32, row stride ldw) into `out` (N rows of i8_digit_ld(K)
 // words). E: the exponent with max|w| < 2^E (frexp); s = rint(w * 2^(22 - E)), |s| <= 2^22, in
@@ -93,20 +82,19 @@ __global__ void __launch_bounds__(kI8SplitThreads) i8_split_digits_kernel(const 
   const float scale = finite ? ldexpf(1.f, E - kI8DigitBits) : __int_as_float(0x7fc00000);
   const int ld = i8_digit_ld(K);
   uint4* dst = reinterpret_cast<uint4*>(out + static_cast<size_t>(n) * ld);
-  for (int u = lane; u < ld / 8; u += 32) {  // pair u: k 8u .. 8u + 7 (i8_digit_word)
-    uint32_t dw[3][2] = {{0u, 0u}, {0u, 0u}, {0u, 0u}};
+  for (int g = lane; g < ld / 4; g += 32) {
+    uint32_t dw[3] = {0u, 0u, 0u};
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int k = 8 * u + e;
+    for (int e = 0; e < 4; ++e) {
+      const int k = 4 * g + e;
       const int s = (k < K && finite) ? __float2int_rn(ldexpf(to_f(row[k]), kI8DigitBits - E)) : 0;
       const int d0 = ((s + 128) & 255) - 128, s1 = (s - d0) >> 8;
       const int d1 = ((s1 + 128) & 255) - 128, d2 = (s1 - d1) >> 8;
-      dw[0][e / 4] |= (static_cast<uint32_t>(d0) & 255u) << (8 * (e % 4));
-      dw[1][e / 4] |= (static_cast<uint32_t>(d1) & 255u) << (8 * (e % 4));
-      dw[2][e / 4] |= (static_cast<uint32_t>(d2) & 255u) << (8 * (e % 4));
+      dw[0] |= (static_cast<uint32_t>(d0) & 255u) << (8 * e);
+      dw[1] |= (static_cast<uint32_t>(d1) & 255u) << (8 * e);
+      dw[2] |= (static_cast<uint32_t>(d2) & 255u) << (8 * e);
     }
-    dst[2 * u] = make_uint4(dw[0][0], dw[0][1], dw[1][0], dw[1][1]);
-    dst[2 * u + 1] = make_uint4(dw[2][0], dw[2][1], __float_as_uint(scale), __float_as_uint(scale));
+    dst[g] = make_uint4(dw[0], dw[1], dw[2], __float_as_uint(scale));
   }
 }
 
@@ -146,24 +134,12 @@ __device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], ui
 #endif
 }
 
-// The accumulator for tc64_tile: 8 warps of 32 x 16 (TcWarps<false>), each k-tile one k32 step.
-// An MMA sums its 32 values of k in any order, so lane t's slots 4t .. 4t + 3 stand for the k-tile's
-// k-group 2t (k 8t .. 8t + 3) and slots 16 + 4t .. for k-group 2t + 1, in A and B alike: A's two
-// words of a row are 4 bytes apart, and B's pair of a digit is adjacent (i8_digit_word), one half of
-// a 16-byte read, so the MMA takes it in place (B's pair of registers); with k-groups t and t + 4 in
-// a pair, as steps 5 and 6 deal k, the compiler had moved 20 words a k-tile into pairs.
+// The accumulator for tc64_tile: 8 warps of 32 x 16 (TcWarps<false>), each k-tile one k32 step:
+// A's words as step 5's gathered forward reads them, B's k-group words (3 digits and the scale).
 struct AccumI8 : TcAccum<false> {
   using Base = TcAccum<false>;
-  // B's rows staged [n][k], 44 words apart: a quarter warp's 16-byte reads (rows g, g + 1 at words
-  // 8t and 8t + 4) fall on 8 distinct groups of 4 banks.
-  static constexpr int kBLd = 44;
-  static_assert(kBLd >= kXBK && kBLd % 4 == 0, "whole 16-byte rows of a 32-word k-tile");
-  template <class AV, class BV>
-  __host__ __device__ static constexpr int b_ld32() {
-    return kBLd;
-  }
   int acc[3][2][2][4];  // [digit][m16][n8][C fragment]
-  float sc[2];          // the scale of B row wn + 8j + g (lanes with t = 0 hold their pair's own)
+  float sc[2];          // the scale of B row wn + 8j + g (lanes with t = 0 hold a k-group's own)
   __device__ AccumI8() {
 #pragma unroll
     for (int d = 0; d < 3; ++d)
@@ -178,31 +154,22 @@ struct AccumI8 : TcAccum<false> {
   template <class AV, class BV>
   __device__ __forceinline__ void mma(const void* as, const void* bs) {
     static_assert(I8DigitsFits<AV, BV>::value, "step 10 takes the gathered bytes and digit words only");
-    constexpr int kALd = X3Ld<uint8_t>::k32;
     const Base::Warps w;
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const uint8_t* a = static_cast<const uint8_t*>(as) + 8 * t;
-    const uint32_t* b = static_cast<const uint32_t*>(bs) + 8 * t;
-    uint32_t af[2][4];  // [m16]: rows g, g + 8 at k-group 2t, then at 2t + 1
+    uint32_t aw[2][2][2];  // [i][row g / g + 8][k 4t.. / 16 + 4t..]
+    float4 bq[2][2];       // [j][k 4t.. / 16 + 4t..]: digit words 0-2 and the scale
+    along_k_words(static_cast<const uint8_t*>(as), static_cast<const float*>(bs), w, aw, bq);
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < 2; ++i) {
+      const uint32_t a[4] = {aw[i][0][0], aw[i][1][0], aw[i][0][1], aw[i][1][1]};
 #pragma unroll
-      for (int q = 0; q < 4; ++q)
-        af[i][q] = *reinterpret_cast<const uint32_t*>(a + (w.wm + 16 * i + 8 * (q % 2) + g) * kALd + 4 * (q / 2));
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const uint32_t* row = b + (w.wn + 8 * j + g) * kBLd;
-      const uint4 p = *reinterpret_cast<const uint4*>(row);      // d0's pair, d1's pair
-      const uint4 q = *reinterpret_cast<const uint4*>(row + 4);  // d2's pair, the scale twice
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        mma_u8s8(acc[0][i][j], af[i], p.x, p.y);
-        mma_u8s8(acc[1][i][j], af[i], p.z, p.w);
-        mma_u8s8(acc[2][i][j], af[i], q.x, q.y);
+      for (int j = 0; j < 2; ++j) {
+        mma_u8s8(acc[0][i][j], a, __float_as_uint(bq[j][0].x), __float_as_uint(bq[j][1].x));
+        mma_u8s8(acc[1][i][j], a, __float_as_uint(bq[j][0].y), __float_as_uint(bq[j][1].y));
+        mma_u8s8(acc[2][i][j], a, __float_as_uint(bq[j][0].z), __float_as_uint(bq[j][1].z));
       }
-      // Pair 0 of the k-tile (lanes with t = 0) lies inside K: a k-tile starts inside its slice.
-      sc[j] = __uint_as_float(q.z);
     }
+    // k-group t of the k-tile's first half: inside K for t = 0 (a k-tile starts inside its slice).
+    sc[0] = bq[0][0].w, sc[1] = bq[1][0].w;
   }
   // The digits' sums as fp32: (2^16 acc2 + 2^8 acc1 + acc0) exact in 64 bits, rounded once, times
   // the column's scale (lane 4c, t = 0, holds column c's), divided by 255 (the bytes' quotient).
@@ -230,14 +197,14 @@ __global__ void __launch_bounds__(kXThreads, kXBlocksPerSm) gemm_i8digits_kernel
 }
 
 // Whether step 10 takes a problem on a device of compute capability cc (major * 10 + minor): the
-// operand types, K a positive multiple of 8 below kI8MaxK, the digit words' rows by 16-byte copies.
+// operand types, K a positive multiple of 4 below kI8MaxK, the digit words' rows by 16-byte copies.
 template <class P>
 inline bool i8digits_ok(const P& p, int cc) {
   if constexpr (!I8DigitsFits<typename P::AView, typename P::BView>::value) {
     (void)p, (void)cc;
     return false;
   } else {
-    return cc >= 80 && p.K > 0 && p.K % 8 == 0 && p.K < kI8MaxK;
+    return cc >= 80 && p.K > 0 && p.K % 4 == 0 && p.K < kI8MaxK;
   }
 }
 
