@@ -506,22 +506,8 @@ struct UpdateEpi {
     const int r = threadIdx.x % kBM, q = threadIdx.x / kBM, m = m0 + r;
     float part = 0.f;
     if (m < M && dz_colsum) {
-      // kBiasLoads of a slice's column sums loaded before any is added (added in the same order: the
-      // same bits): at batch 8,192 a slice holds 32 of them, which one at a time were 32 round trips
-      // to L2 in the last block of the update's first column tile.
-      constexpr int kBiasLoads = 8;
       const int tiles = (batch + kBM - 1) / kBM;
-      for (int k0 = q; k0 < tiles; k0 += kBiasLoads * slices) {
-        float x[kBiasLoads];
-#pragma unroll
-        for (int u = 0; u < kBiasLoads; ++u) {
-          const int k = k0 + u * slices;
-          x[u] = k < tiles ? dz_colsum[static_cast<size_t>(k) * M + m] : 0.f;
-        }
-#pragma unroll
-        for (int u = 0; u < kBiasLoads; ++u)
-          if (k0 + u * slices < tiles) part += x[u];
-      }
+      for (int k = q; k < tiles; k += slices) part += dz_colsum[static_cast<size_t>(k) * M + m];
     } else if (m < M) {
       for (int k = q; k < batch; k += slices) part += to_f(dz[static_cast<size_t>(k) * M + m]);
     }
