@@ -127,29 +127,38 @@ __device__ __forceinline__ void wd_tile(const P& p) {
     arow[i] = ain[i] ? p.a.id_bytes(p.a.row_id(m0 + r)) + kbeg + 16 * piece : p.a.data;
     adst[i] = smem(as0) + r * kWdALd + 16 * piece;
   }
-  auto issue_a = [&](int s) {  // stage s into its buffer
-    const int k = kbeg + s * kWdBK + 16 * piece;
+  // The block's stages in a rotated order (its k range from stage rot on, then the rest), so that
+  // the blocks running together read different slices of W.
+  const int rot = nst > 1 ? bm % nst : 0;
+  auto phys = [&](int s) { return s + rot < nst ? s + rot : s + rot - nst; };
+  auto issue_a = [&](int s) {  // the block's s-th stage into its buffer
+    const int ps = phys(s);
+    const int k = kbeg + ps * kWdBK + 16 * piece;
     const int nb = max(0, min(16, kend - k));
     const unsigned buf = (s % kWdStages) * kWdA;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int n = ain[i] ? nb : 0;
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(adst[i] + buf),
-                   "l"(n > 0 ? arow[i] + s * kWdBK : p.a.data), "r"(n));
+                   "l"(n > 0 ? arow[i] + ps * kWdBK : p.a.data), "r"(n));
     }
   };
-  // W's slice into the canonical K-major layout (9_f16_wgmma.cuh's wg_b_offset): thread i copies
-  // column n = i / 4's groups of 8 values of k c = i % 4, + 4, ... (16 bytes each), zeros past N
-  // and past the slice. Needs W's rows 16-byte aligned (wide_ok).
-  auto issue_w = [&]() {
-    const int n = threadIdx.x / 4, groups = nst * kWdBK / 8;
-    const bool inside = n0 + n < p.N;
-    const __half* src = inside ? p.b.p + static_cast<size_t>(n0 + n) * p.b.ld + kbeg : p.b.p;
-    const unsigned dst = smem(wsm) + (n / 8) * kWgSbo + (n % 8) * 16;
-    for (int c = threadIdx.x % 4; c < groups; c += 4) {
-      const int nb = inside ? 2 * max(0, min(8, kend - (kbeg + 8 * c))) : 0;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + c * kWgLbo),
-                   "l"(nb > 0 ? src + 8 * c : p.b.p), "r"(nb));
+  // W's slice, a stage at a time, into the canonical K-major layout (9_f16_wgmma.cuh's
+  // wg_b_offset; each stage its own 8 KB, resident to the end): thread i copies column n = i / 4's
+  // groups of 8 values of k c = i % 4 and c + 4 (16 bytes each), zeros past N and past the slice.
+  // Needs W's rows 16-byte aligned (wide_ok).
+  const int wn = threadIdx.x / 4;
+  const bool win = n0 + wn < p.N;
+  const __half* wsrc = win ? p.b.p + static_cast<size_t>(n0 + wn) * p.b.ld + kbeg : p.b.p;
+  const unsigned wdst = smem(wsm) + (wn / 8) * kWgSbo + (wn % 8) * 16;
+  auto issue_w = [&](int s) {  // the block's s-th stage
+    const int ps = phys(s);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int c = ps * (kWdBK / 8) + threadIdx.x % 4 + 4 * j;
+      const int nb = win ? 2 * max(0, min(8, kend - (kbeg + 8 * c))) : 0;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(wdst + c * kWgLbo),
+                   "l"(nb > 0 ? wsrc + 8 * c : p.b.p), "r"(nb));
     }
   };
 
@@ -160,15 +169,20 @@ __device__ __forceinline__ void wd_tile(const P& p) {
 #pragma unroll 1
     for (int s = 0; s < kWdSubs; ++s) p.epi.draw_into(m0 + s * kBM, n0, p.M, p.N, keep + s * kWdThreads);
   }
+  // One commit group a stage (stage s is group s): the first holds A's early stages too.
   for (int s = 0; s < kWdStages && s < nst; ++s) issue_a(s);
-  if (!p.b_fresh) issue_w();
+  if (!p.b_fresh) issue_w(0);
   pdl_wait();
   pdl_launch_dependents();
-  if (p.b_fresh) issue_w();
+  if (p.b_fresh) issue_w(0);
   x3_commit();
+  for (int s = 1; s < kWdStages; ++s) {
+    if (s < nst) issue_w(s);
+    x3_commit();
+  }
   if constexpr (!EarlyDraw<Epi>::value) p.epi.prefetch(m0, n0, p.M, p.N);
-  x3_wait<0>();
-  wg_fence_proxy();  // W's copies, read by the tensor cores
+  x3_wait<kWdStages - 1>();
+  wg_fence_proxy();  // stage 0's W, read by the tensor cores
   __syncthreads();
 
   const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4, h = threadIdx.x / 128;
@@ -204,7 +218,7 @@ __device__ __forceinline__ void wd_tile(const P& p) {
     constexpr int b = decltype(bc)::value;
     wd_hold(a[b]);
     wg_fence();
-    const uint64_t dt = desc0 + static_cast<uint64_t>((t * (kWdBK / 8) * kWgLbo) >> 4);
+    const uint64_t dt = desc0 + static_cast<uint64_t>((phys(t) * (kWdBK / 8) * kWgLbo) >> 4);
     wgmma_m64n64k16<false>(part, a[b][0], dt);
     wgmma_m64n64k16<true>(part, a[b][1], dt + ((2 * kWgLbo) >> 4));
     wgmma_m64n64k16<true>(part, a[b][2], dt + ((4 * kWgLbo) >> 4));
@@ -212,8 +226,9 @@ __device__ __forceinline__ void wd_tile(const P& p) {
     wg_commit();
     if (t + 1 < nst) {
       x3_wait<kWdStages - 2>();  // stage t + 1's copies (this thread's) ...
+      wg_fence_proxy();          // ... its W for the tensor cores ...
       __syncthreads();           // ... and everyone's; every warp has read stage t's bytes
-      if (t + kWdStages < nst) issue_a(t + kWdStages);
+      if (t + kWdStages < nst) issue_a(t + kWdStages), issue_w(t + kWdStages);
       x3_commit();
       frags(t + 1, a[b ^ 1]);
     }
