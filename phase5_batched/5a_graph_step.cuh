@@ -243,14 +243,6 @@ struct FwdHiddenEpi {
   __device__ void next_sub() const {
     if (dropout) smem_keep()[threadIdx.x] = smem_keep()[256 + threadIdx.x];  // each thread its own word
   }
-  // Step 11's 128-row tile (256 threads): each 32-row sub-tile's words drawn before the PDL wait into
-  // dst (the kernel's own shared memory), then moved into place before that sub-tile's epilogue.
-  __device__ void draw_into(int m0, int n0, int M, int N, uint32_t* dst) const {
-    if (dropout) draw_keep<256>(m0, n0, M, N, dst);
-  }
-  __device__ void take_keep(const uint32_t* src) const {
-    if (dropout) smem_keep()[threadIdx.x] = src[threadIdx.x];  // each thread its own word
-  }
   // The tile's bias from b0 (the bias of column n0 onward): the global bias, or step 8's copy of it
   // in shared memory (run_from_bias), loaded while the product's first stages were in flight.
   template <int NT>

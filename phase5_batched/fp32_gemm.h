@@ -92,7 +92,7 @@ constexpr int kF16MinK = 128;
 constexpr int kF16ManyRowsM = 1024, kF16ManyRowsMinTiles = 16;
 constexpr int kF16FewRowsMinNK = 512, kF16FewRowsMaxN = 2048;
 inline bool use_f16mma(const std::string& choice, int M, int N, int K, bool byte_b = false) {
-  if (choice != "auto" && choice != "wgmma" && choice != "wide") return choice == "mma";
+  if (choice != "auto" && choice != "wgmma") return choice == "mma";
   const int tiles = ((M + kXBM - 1) / kXBM) * ((N + kXBN - 1) / kXBN);
   if (M > kXBM && tiles >= kF16MinTiles && K >= kF16MinK) return true;
   if (M >= kF16ManyRowsM && tiles >= kF16ManyRowsMinTiles && K >= kF16MinK) return true;

@@ -11,7 +11,6 @@
 //         arithmetic, not the same numerics; its error is recorded, never judged);
 //   fp16: own-tile (WMMA), own-f16-mma (step 6: mma.sync in step 5's tile), own-f16-wgmma (step 9:
 //         wgmma in the same tile, where it takes the product: the first layer's two, on sm_90a),
-//         own-f16-wide (step 11: wgmma in 128 x 64 tiles, W resident; the first layer's forward, sm_90a),
 //         cublaslt-fp16.
 // The first layer's X is what the step reads: bytes of a batch of images picked at random from a
 // pool of 60,000 (or the batch, if larger), gathered by the own rungs through GatherView (the step's
@@ -19,7 +18,7 @@
 // cuBLASLt read the same values materialized (the cuBLASLt path's gather kernel is not timed).
 // The fp32-accurate implementations must be within 2u·sqrt(K) + 8u of the reference (u = 2^-24;
 // the bound tests/gpu/test_mlp_kernels.cu holds step 5 to); fp16 ones, whose reference multiplies
-// the same fp16 operands, within the same bound with u = 2^-22. Steps 6, 9 and 11 multiply the first layer's
+// the same fp16 operands, within the same bound with u = 2^-22. Steps 6 and 9 multiply the first layer's
 // bytes as integers (byte / 255 itself, not rounded to fp16): their reference there takes X as
 // byte / 255 in fp32 (within 2^-24 of the quotient), the others' X in fp16. Own products are
 // planned as phase 5 plans them (split-K and its fix-up) and end in a plain fp32 store (no fused
@@ -223,16 +222,10 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
       else plan_tf32x3(q, dev.sm_count);
       auto f = q;  // fp32: step 7, FMAs in the same tile (its own plan past 16 slices: plan_fma64)
       if constexpr (!kHalf) plan_fma64(f, dev.sm_count);
-      auto wd = q;  // fp16: step 11 where it takes the product (the first layer's forward), its own plan
-      const bool wide = kHalf && wide_ok(q, 10 * dev.cc_major + dev.cc_minor);
-      if constexpr (kHalf) {
-        if (wide) plan_wide(wd, dev.sm_count);
-      }
-      DevBuf<float> ws(std::max({ws_floats(p), ws_floats(q), ws_floats(f), ws_floats(wd), size_t{1}}));
-      DevBuf<unsigned> counters(
-          std::max({counter_slots(p), counter_slots(q), counter_slots(f), counter_slots(wd), size_t{1}}));
+      DevBuf<float> ws(std::max({ws_floats(p), ws_floats(q), ws_floats(f), size_t{1}}));
+      DevBuf<unsigned> counters(std::max({counter_slots(p), counter_slots(q), counter_slots(f), size_t{1}}));
       CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
-      p.ws = q.ws = f.ws = wd.ws = ws.get(), p.counters = q.counters = f.counters = wd.counters = counters.get();
+      p.ws = q.ws = f.ws = ws.get(), p.counters = q.counters = f.counters = counters.get();
       double best = one(kHalf ? "own-tile-wmma" : "own-tile", [&] { launch_gemm<p4_gemm_fwd, T>(p, st); }, true, p.splits);
       if constexpr (!kHalf)
         best = std::min(best, one("own-fma64", [&] { launch_gemm<p4_gemm_fwd, T>(f, st); }, true, f.splits));
@@ -244,8 +237,6 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
           plan_f16wgmma(g, dev.sm_count);
           best = std::min(best, one("own-f16-wgmma", [&] { launch_gemm<p4_gemm_fwd, T>(g, st); }, true, g.splits, true));
         }
-        if (wide)
-          best = std::min(best, one("own-f16-wide", [&] { launch_gemm<p4_gemm_fwd, T>(wd, st); }, true, wd.splits, true));
       }
       using QP = decltype(q);  // step 10 where it takes the product (the first layer's forward): W's digits + the GEMM
       if constexpr (!kHalf && I8DigitsFits<typename QP::AView, typename QP::BView>::value) {

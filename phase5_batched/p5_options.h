@@ -20,7 +20,7 @@ struct P5Options : mlp::MlpOptions {
   std::string backward = "auto";   // auto | fused (one pass a layer, fp16) | paired | branched
   std::string pdl = "on";          // programmatic dependent launch of the graph step's kernels
   std::string fp32_gemm = "auto";  // auto | tile | tf32x3 | fma | no-digits (fp32_gemm.h)
-  std::string fp16_gemm = "auto";  // auto | tile | mma | wgmma | wide (fp32_gemm.h)
+  std::string fp16_gemm = "auto";  // auto | tile | mma | wgmma (fp32_gemm.h)
   std::string fp16_stream = "auto";  // auto | regs | staged | on | off: forwards of <= 32 rows on GEMM step 8 (fp32_gemm.h)
   std::string handover = "cluster";  // cluster | global: how step 8's K slices and 5b's row slices hand over
   std::string fused_warps = "auto";  // auto (4) | 4 | 8: warps a block of 5b's passes with a backward-data product

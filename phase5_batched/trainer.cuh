@@ -119,9 +119,8 @@ class Trainer {
         lt_layers_.back()->template plan<T>(*lt_, batch_, w[l], w[l + 1], l > 0);
       }
     }
-    if ((o_.fp16_gemm == "wgmma" || o_.fp16_gemm == "wide") && !wgmma_built(10 * dev_.cc_major + dev_.cc_minor))
-      throw Error(kExitUsage, "--fp16-gemm " + o_.fp16_gemm + ": GEMM step " + (o_.fp16_gemm == "wide" ? "11" : "9") +
-                                  " needs a Hopper GPU (compute capability 9.0; this one has " +
+    if (o_.fp16_gemm == "wgmma" && !wgmma_built(10 * dev_.cc_major + dev_.cc_minor))
+      throw Error(kExitUsage, "--fp16-gemm wgmma: GEMM step 9 needs a Hopper GPU (compute capability 9.0; this one has " +
                                   std::to_string(dev_.cc_major) + "." + std::to_string(dev_.cc_minor) +
                                   ") and a build with sm_90a device code (make's default; ARCH=sm_90a)");
     size_ws();

@@ -78,7 +78,6 @@ nlohmann::json Trainer<T>::gemm_plan() const {
                        : p.rung == GemmRung::F16StreamStaged ? "f16-stream-staged"
                        : p.rung == GemmRung::F16Wgmma ? "f16-wgmma"
                        : p.rung == GemmRung::I8Digits ? "i8-digits"
-                       : p.rung == GemmRung::F16Wide ? "f16-wide"
                        : kHalf                      ? "tile-wmma"
                                                     : "tile-simt";
     out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
@@ -379,10 +378,6 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdFirstLast>::value ||
                   std::is_same<P, UpdateFirstGemm>::value) {
       if (o_.fp16_gemm == "wgmma" && wgmma_ok(p, 10 * dev_.cc_major + dev_.cc_minor)) plan_f16wgmma(p, dev_.sm_count);
-    }
-    // --fp16-gemm wide: the first layer's forward on step 11 (128 x 64 tiles on wgmma, W resident).
-    if constexpr (std::is_same<P, FwdFirst>::value) {
-      if (o_.fp16_gemm == "wide" && wide_ok(p, 10 * dev_.cc_major + dev_.cc_minor)) plan_wide(p, dev_.sm_count);
     }
     // The forwards of a small batch: their weights streamed (GEMM step 8) where the rule says.
     if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdHidden>::value ||

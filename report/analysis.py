@@ -37,8 +37,7 @@ OURS_ORDER = [
 # default path in legends, in colours of their own.
 SWEEP_PATHS = [("phase5_batched", "cuda-tile"), ("phase5_batched", "cuda-tf32x3"), ("phase5_batched", "cuda-cublaslt-fp16"),
                ("phase5_batched", "cuda-fp16-mma"), ("phase5_batched", "cuda-fma"), ("phase5_batched", "cuda-row-chain"),
-               ("phase5_batched", "cuda-fp16-row-chain"), ("phase5_batched", "cuda-fp16-wgmma"),
-               ("phase5_batched", "cuda-fp16-wide")]
+               ("phase5_batched", "cuda-fp16-row-chain"), ("phase5_batched", "cuda-fp16-wgmma")]
 JAX_IMPLS = ["jax-jit-step", "jax-jit-epoch", "jax-jit-run"]
 TWIN_IMPLS = ["pytorch-cpu", "pytorch-eager", "pytorch-compile", "pytorch-compile-max-autotune", "pytorch-graph",
               "pytorch-compiled-graph", "libtorch-eager", "libtorch-graph"] + JAX_IMPLS
@@ -66,8 +65,7 @@ IMPL_TITLE = {"cuda-fp32": "fp32", "cuda-fp16": "fp16 TC", "cuda-cublaslt": "cuB
               "cuda-fp16-mma": "own GEMM fp16, step 6 mma.sync throughout (--fp16-gemm mma)",
               "cuda-row-chain": "fp32, the middle of the step in one kernel (--row-chain on)",
               "cuda-fp16-row-chain": "fp16, the middle of the step in one kernel (--row-chain on)",
-              "cuda-fp16-wgmma": "own GEMM fp16, the first layer's products on step 9 wgmma (--fp16-gemm wgmma)",
-              "cuda-fp16-wide": "own GEMM fp16, the first layer's forward on step 11 (wgmma, 128 × 64 tiles; --fp16-gemm wide)"}
+              "cuda-fp16-wgmma": "own GEMM fp16, the first layer's products on step 9 wgmma (--fp16-gemm wgmma)"}
 
 LINREG_IMPLS = [("phase1_naive", "cuda"), ("phase2_shared_mem", "cuda"), ("phase3_fused_streams", "cuda"),
                 ("pytorch_linreg", "pytorch-cpu"), ("pytorch_linreg", "pytorch-eager"),
@@ -262,7 +260,7 @@ _MARKERS_OURS = {("phase3_fused_streams", "cuda-graph"): "v", ("phase4_mlp", "cu
                  ("phase5_batched", "cuda-pipelined"): "v", ("phase5_batched", "cuda-cluster"): "*",
                  ("phase5_batched", "cuda-cluster32"): "h", ("phase5_batched", "cuda-grid"): "p",
                  ("phase5_batched", "cuda-row-chain"): "d", ("phase5_batched", "cuda-fp16-row-chain"): "8",
-                 ("phase5_batched", "cuda-fp16-wgmma"): "H", ("phase5_batched", "cuda-fp16-wide"): "*"}
+                 ("phase5_batched", "cuda-fp16-wgmma"): "H"}
 
 
 def marker(key):
@@ -1132,7 +1130,7 @@ def sweep_key(r):
             impl = "cuda-" + gemm
         elif impl == "cuda-cublaslt" and str(r.config.get("precision") or "fp32") == "fp16":
             impl = "cuda-cublaslt-fp16"
-        elif impl == "cuda-fp16" and str(r.config.get("fp16-gemm") or "tile") in ("mma", "wgmma", "wide"):
+        elif impl == "cuda-fp16" and str(r.config.get("fp16-gemm") or "tile") in ("mma", "wgmma"):
             impl = "cuda-fp16-" + str(r.config.get("fp16-gemm"))
     elif is_twin(r.phase) and not fp32_matmuls(r):
         impl += NOT_FP32
@@ -1258,7 +1256,6 @@ GEMM_TITLE = {"own-tile": "own-tile (32×64 SIMT tile)", "own-fma64": "own-fma64
               "own-tile-wmma": "own-tile-wmma (fp16 WMMA tile)", "cublaslt-fp16": "cuBLASLt fp16 (the yardstick)",
               "own-f16-mma": "own-f16-mma (step 6: fp16 mma.sync, step 5's tile)",
               "own-f16-wgmma": "own-f16-wgmma (step 9: fp16 wgmma, step 5's tile)",
-              "own-f16-wide": "own-f16-wide (step 11: fp16 wgmma, 128×64 tiles, W resident)",
               "own-i8-digits": "own-i8-digits (step 10: bytes × W's 8-bit digits, integer tensor cores)"}
 GEMM_SHORT = {"cublaslt-fp32": "cuBLASLt fp32", "cublaslt-tf32": "cuBLASLt TF32", "cublaslt-fp16": "cuBLASLt fp16"}
 _GEMM_TAG = re.compile(r"^gemm-b(\d+)(?:-|$)")  # gemm-b8192, gemm-b8192-fp16, ...

@@ -919,7 +919,6 @@ GEMM_STYLE = {
     "own-tile-wmma": dict(color="#6baed6", marker="o", linestyle="-", linewidth=1.6),
     "own-f16-mma": dict(color="#08306b", marker="s", linestyle="-", linewidth=1.6),
     "own-f16-wgmma": dict(color="#3f007d", marker="P", linestyle="-", linewidth=1.6),
-    "own-f16-wide": dict(color="#dd3497", marker="*", linestyle="-", linewidth=1.8),
     "cublaslt-fp16": dict(color="#252525", marker="D", linestyle="-", linewidth=2.2),
 }
 

@@ -808,59 +808,6 @@ TEST_CASE("mlp fused: step 9 (wgmma) on the gathered bytes (forward, weight grad
   gathered_bytes_on_tensor_cores<__half>(false, true);
 }
 
-// Step 11 (wgmma in 128 x 64 tiles, W's slice resident): the gathered forward against float64 of
-// byte / 255 times the fp16 weights within step 6's tolerance, at batches off the 128-row tile (1,
-// 33, 1,023, 4,097) and widths off the 64-column tile, one SM's plan (unsplit) and an H200's (split
-// where the tiles are fewer than the SMs), the second launch bit for bit; then what the rung refuses.
-TEST_CASE("mlp fused: step 11 (wgmma, 128-row tiles) on the gathered bytes within step 6's tolerance") {
-  NB_SKIP_WITHOUT_DEVICE();
-  if (!wgmma_built(device_cc())) {
-    MESSAGE("skipped: GEMM step 11 needs compute capability 9.0 and sm_90a device code; this device has " << device_cc());
-    return;
-  }
-  int splits = 0;
-  for (int B : {1, 33, 1023, 4097})
-    for (int N : {10, 130})
-      for (int sm : {1, 132}) {
-        Data d(2 * B + 3, 0);
-        auto x = [&](int r, int k) { return d.px[static_cast<size_t>(d.image(B, 1, r)) * 784 + k] / 255.0; };
-        const auto w = rvec(static_cast<size_t>(N) * 784, -0.05f, 0.05f);
-        Dev<__half> dw(cvtv<__half>(w));
-        GemmProblem<GatherView<__half>, MatView<__half, false>, StoreEpi> f;
-        f.M = B, f.N = N, f.K = 784;
-        f.a.data = d.dpx.p, f.a.ld = 784, f.a.rows = d.rows(B, 1);
-        f.b = make_view<__half, false>(dw.p, 784);
-        REQUIRE(wide_ok(f, device_cc()));
-        plan_wide(f, sm);
-        splits += f.splits > 1;
-        const auto zf = store_twice<__half>(f);
-        const auto rf = matmul(B, N, 784, x, [&](int k, int n) {
-          return static_cast<double>(__half2float(__float2half_rn(w[static_cast<size_t>(n) * 784 + k])));
-        });
-        INFO("B=" << B << " N=" << N << " sm=" << sm << " splits=" << f.splits << " err " << rel(zf, rf));
-        CHECK(rel(zf, rf) <= f16mma_tol(784));
-      }
-  CHECK(splits > 0);
-  // What the rung refuses: K past its resident slice, image rows not 16-byte aligned, fp32, the
-  // weight gradient's operands, a device other than 9.0.
-  GemmProblem<GatherView<__half>, MatView<__half, false>, StoreEpi> f;
-  Dev<__half> w16(static_cast<size_t>(64) * 1032);
-  f.M = 64, f.N = 64, f.K = 1032, f.a.ld = 1032;
-  f.b = make_view<__half, false>(w16.p, 1032);
-  CHECK_FALSE(wide_ok(f, device_cc()));
-  f.K = 784, f.a.ld = 788;
-  CHECK_FALSE(wide_ok(f, device_cc()));
-  f.a.ld = 784;
-  CHECK(wide_ok(f, device_cc()));
-  CHECK_FALSE(wide_ok(f, 80));
-  GemmProblem<GatherView<float>, MatView<float, false>, StoreEpi> f32;
-  f32.M = 64, f32.N = 64, f32.K = 784;
-  CHECK_FALSE(wide_ok(f32, device_cc()));
-  GemmProblem<MatView<__half, false>, GatherView<__half>, StoreEpi> g;
-  g.M = 64, g.N = 784, g.K = 784;
-  CHECK_FALSE(wide_ok(g, device_cc()));
-}
-
 // Step 10: the gathered forward on the integer tensor cores (the bytes as they are, times W's three
 // 8-bit digits cut by i8_split_digits). The digits first: each row's words rebuilt on the host give
 // every weight within half a unit of 2^(E - 22), E the row's exponent (max |w| < 2^E), zero past K,

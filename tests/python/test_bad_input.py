@@ -173,7 +173,6 @@ P5_FLAG_CASES = [
     ("fp16-gemm-bad", ["--fp16-gemm", "wmma"], ["--fp16-gemm"]),
     ("fp16-gemm-fp32", ["--fp16-gemm", "mma"], ["--fp16-gemm mma", "--precision fp16"]),
     ("fp16-gemm-wgmma-fp32", ["--fp16-gemm", "wgmma"], ["--fp16-gemm wgmma", "--precision fp16"]),
-    ("fp16-gemm-wide-fp32", ["--fp16-gemm", "wide"], ["--fp16-gemm wide", "--precision fp16"]),
     ("fp16-gemm-cublas", ["--fp16-gemm", "mma", "--precision", "fp16", "--gemm", "cublas"], ["--fp16-gemm mma", "--gemm own"]),
     ("fp16-gemm-cluster", ["--fp16-gemm", "mma", "--precision", "fp16", "--optimizer", "sgd", "--dropout", "0",
                            "--launch", "cluster"], ["--fp16-gemm mma", "--launch graph"]),

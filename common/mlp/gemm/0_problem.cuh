@@ -190,12 +190,9 @@ struct StoreEpi {
 //   F16Wgmma  step 9: the first layer's fp16 products on wgmma in step 5's tile (plan_f16wgmma);
 //   F16StreamStaged  step 8 with W's stages in shared memory by cp.async (plan_stream_rows, staged);
 //   I8Digits  step 10: the gathered forward's bytes times W's three 8-bit digits on the integer
-//           tensor cores in step 5's tile (plan_i8digits; B: the digit words);
-//   F16Wide  step 11: the gathered forward's fp16 product on wgmma in 128 x 64 tiles, W's slice
-//           resident in shared memory (plan_wide).
+//           tensor cores in step 5's tile (plan_i8digits; B: the digit words).
 enum class GemmRung : int {
-  Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4, F16Wgmma = 5, F16StreamStaged = 6, I8Digits = 7,
-  F16Wide = 8
+  Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4, F16Wgmma = 5, F16StreamStaged = 6, I8Digits = 7
 };
 
 template <class AV, class BV, class Epi>

@@ -131,8 +131,6 @@ template <class Tag, class P>
 inline void launch_f16wgmma(const P& p, cudaStream_t st, bool pdl);  // step 9 (9_f16_wgmma.cuh)
 template <class Tag, class P>
 inline void launch_i8digits(const P& p, cudaStream_t st, bool pdl);  // step 10 (10_i8_digits.cuh)
-template <class Tag, class P>
-inline void launch_wide(const P& p, cudaStream_t st, bool pdl);  // step 11 (11_wide_wgmma.cuh)
 
 // pdl: launch with programmatic stream serialization (phase 5's step; see pdl_wait).
 template <class Tag, class T, class P>
@@ -162,10 +160,6 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
     }
     if (p.rung == GemmRung::F16Wgmma) {
       launch_f16wgmma<Tag, P>(p, st, pdl);
-      return;
-    }
-    if (p.rung == GemmRung::F16Wide) {
-      launch_wide<Tag, P>(p, st, pdl);
       return;
     }
   }
