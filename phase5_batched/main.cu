@@ -267,7 +267,6 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["last_pass"] = tr.last_tail() ? "tail" : "kernel";  // (what ran: tail only where it can)
   rec["metrics"]["next_forward"] = tr.next_forward() ? "pass" : "kernel";  // (what ran)
   rec["metrics"]["row_chain"] = tr.row_chain();  // own graph path: the middle of the step in one kernel
-  rec["metrics"]["l2_persist"] = tr.l2_persist_json();  // own graph path: the persisting window (false: none)
   if (!o.launch_auto.empty()) rec["metrics"]["launch_auto"] = o.launch_auto;  // config.launch: the rung it chose
   rung_record_fields(rec["metrics"], rung, tr.kernel(), o, breakdown_cycles, measured_steps, per_step_ms);
   // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
@@ -382,13 +381,6 @@ int run(int argc, char** argv) {
                  "backward-data products in one kernel of 32-row blocks with the upper layers' weights in shared "
                  "memory (5a_row_chain.cuh; on), or as four GEMM kernels (off); auto: on where it can run at batch <= 64 "
                  "in fp32 and <= 32 in fp16, where it measured faster",
-                 {"auto", "on", "off"});
-  cli.add_string("--l2-persist", &o.l2_persist,
-                 "own graph path: set L2 aside for persisting accesses (as much as the GPU allows, up to the size of "
-                 "the fp32 parameters) and mark the fp32 parameters, the masters every update reads and writes, "
-                 "persisting in every kernel of the step's graph (an access-policy window, its hit ratio the set-aside "
-                 "over the window) (on), or leave L2 to its default policy (off); auto: on where the parameters with "
-                 "their fp16 copies overflow L2 and the set-aside holds at least half of them (W2 at h = 2,048)",
                  {"auto", "on", "off"});
   cli.add_flag("--gemm-compare", &compare,
                "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");

@@ -128,16 +128,11 @@ class Trainer {
     plan_fused_backward();
     plan_branches();
     plan_row_chain();
-    plan_l2_persist();
     pdl_ = o_.pdl == "on" && !cublas_ && !rung_.one_launch() && dev_.cc_major >= 9;  // PDL is Hopper's
     reset();
   }
   ~Trainer() {
     for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
-    if (l2_window_.num_bytes > 0) {  // the set-aside back to none, its lines to normal (no error checks in a destructor)
-      cudaCtxResetPersistingL2Cache();
-      cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
-    }
     if (fork_) cudaEventDestroy(fork_);
     if (join_) cudaEventDestroy(join_);
     if (side_) cudaStreamDestroy(side_);
@@ -239,10 +234,6 @@ class Trainer {
   const OneLaunchKernel& kernel() const { return kernel_; }  // its parameters and plan
   bool fused_backward() const { return fused_bwd_; }
   bool row_chain() const { return row_chain_; }
-  nlohmann::json l2_persist_json() const {
-    if (l2_window_.num_bytes == 0) return false;
-    return {{"window_bytes", l2_window_.num_bytes}, {"set_aside_bytes", l2_set_aside_}, {"hit_ratio", l2_window_.hitRatio}};
-  }
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
   bool last_tail() const { return last_tail_; }
   bool next_forward() const { return next_fwd_; }
@@ -316,8 +307,6 @@ class Trainer {
   void plan_branches();
   void plan_row_chain();
   RowChainParams<T> row_chain_params(const StepRef& sr) const;
-  void plan_l2_persist();
-  void mark_l2_window(cudaGraph_t graph) const;
   // PDL for a step kernel on the step's stream; off for the first one after the branches join
   // (its dependencies are two kernels of two streams, not the one kernel before it) and for the
   // first one after epoch_begin_kernel (a step kernel may read the step number before its PDL
@@ -445,10 +434,6 @@ class Trainer {
   // --row-chain on: the hidden forward, softmax-CE and both backward-data products in one kernel
   // (5a_row_chain.cuh); the three updates fork from it.
   bool row_chain_ = false;
-  // --l2-persist on: the window over params_ that every kernel node of a captured step carries, and
-  // the L2 set aside for it (num_bytes 0: none).
-  cudaAccessPolicyWindow l2_window_{};
-  size_t l2_set_aside_ = 0;
   bool pdl_ = false;  // own graph path: step kernels launched with PDL (--pdl)
   // --backward branched: the updates on a second stream (a second branch of the captured graph),
   // forked from the step's stream after each backward-data product and joined at the step's end.

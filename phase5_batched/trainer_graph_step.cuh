@@ -27,75 +27,9 @@ cudaGraphExec_t Trainer<T>::instantiate(int count, std::map<std::string, KernelC
   for (int i = 0; i < count; ++i) enqueue_step(i, costs, i + 1 < count);
   enqueue_step_losses(StepRef{base_.get(), 0}, count);
   CUDA_CHECK(cudaStreamEndCapture(st_, &graph));
-  if (l2_window_.num_bytes > 0) mark_l2_window(graph);
   CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
   CUDA_CHECK(cudaGraphDestroy(graph));
   return g;
-}
-
-// --l2-persist. At W2's widths past ~1,500 the step's weights no longer fit L2 together (h = 2,048:
-// 40 MB of fp32 masters, which each update reads and writes, and 20 MB of fp16 copies, which it writes
-// and the next forward reads, against the H100's 50 MB), so every step streams them all from memory
-// again. Here L2 is set aside for persisting accesses (the GPU's most, at most the masters' size)
-// and every kernel of the step carries an access-policy window over the fp32 parameters, its hit
-// ratio the share of the window the set-aside holds: that share of the masters stays in L2 from
-// step to step. auto: where the parameters and their fp16 copies (1.5 times the masters' bytes)
-// overflow L2 and the set-aside holds at least half the window. on: wherever the GPU sets L2 aside
-// (refused, exit 2, where it sets none: MIG, MPS, before compute capability 8.0).
-template <class T>
-void Trainer<T>::plan_l2_persist() {
-  l2_window_ = cudaAccessPolicyWindow{};
-  l2_set_aside_ = 0;
-  if (o_.l2_persist == "off" || cublas_ || rung_.one_launch()) return;  // (on with those: check_rung refused)
-  const bool ask = o_.l2_persist == "on";
-  const auto refuse = [](const std::string& why) { throw Error(kExitUsage, "--l2-persist on: " + why); };
-  int most = 0, window = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxPersistingL2CacheSize, dev_.index));
-  CUDA_CHECK(cudaDeviceGetAttribute(&window, cudaDevAttrMaxAccessPolicyWindowSize, dev_.index));
-  if (most <= 0 || window <= 0) {
-    if (ask) refuse("this GPU sets no L2 aside for persisting accesses");
-    return;
-  }
-  const size_t win = std::min(params_.bytes(), static_cast<size_t>(window));
-  const size_t aside = std::min(win, static_cast<size_t>(most));
-  if (!ask && (3 * params_.bytes() / 2 <= static_cast<size_t>(dev_.l2_bytes) || 2 * aside < win)) return;
-  if (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, aside) != cudaSuccess) {
-    (void)cudaGetLastError();
-    if (ask) refuse("the GPU refused to set L2 aside (MIG or MPS?)");
-    return;
-  }
-  size_t got = 0;
-  CUDA_CHECK(cudaDeviceGetLimit(&got, cudaLimitPersistingL2CacheSize));
-  if (got == 0) {
-    if (ask) refuse("the GPU set no L2 aside");
-    return;
-  }
-  l2_set_aside_ = got;
-  l2_window_.base_ptr = params_.get();
-  l2_window_.num_bytes = win;
-  l2_window_.hitRatio = static_cast<float>(std::min(1.0, static_cast<double>(got) / static_cast<double>(win)));
-  l2_window_.hitProp = cudaAccessPropertyPersisting;
-  l2_window_.missProp = cudaAccessPropertyStreaming;
-  std::printf("L2: %.1f MB set aside for persisting accesses; window over the fp32 parameters %.1f MB, hit ratio %.2f\n",
-              got / 1e6, win / 1e6, l2_window_.hitRatio);
-}
-
-// Every kernel node of a captured graph gets the window (the captured launches carry no window of
-// their own: one place, whichever path enqueued them).
-template <class T>
-void Trainer<T>::mark_l2_window(cudaGraph_t graph) const {
-  size_t n = 0;
-  CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
-  std::vector<cudaGraphNode_t> nodes(n);
-  CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
-  cudaKernelNodeAttrValue v{};
-  v.accessPolicyWindow = l2_window_;
-  for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType type{};
-    CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-    if (type == cudaGraphNodeTypeKernel)
-      CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaKernelNodeAttributeAccessPolicyWindow, &v));
-  }
 }
 
 // Captures the graph of `count` consecutive steps (once per count).

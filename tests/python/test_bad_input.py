@@ -196,9 +196,6 @@ P5_FLAG_CASES = [
     ("row-chain-cublas", ["--row-chain", "on", "--gemm", "cublas"], ["--row-chain on", "--gemm own"]),
     ("row-chain-persistent", ["--row-chain", "on", "--launch", "persistent"], ["--row-chain on", "--launch graph"]),
     ("row-chain-paired", ["--row-chain", "on", "--backward", "paired"], ["--row-chain on", "branched"]),
-    ("l2-persist-bad", ["--l2-persist", "yes"], ["--l2-persist"]),
-    ("l2-persist-cublas", ["--l2-persist", "on", "--gemm", "cublas"], ["--l2-persist on", "--gemm own"]),
-    ("l2-persist-persistent", ["--l2-persist", "on", "--launch", "persistent"], ["--l2-persist on", "--launch graph"]),
 ]
 
 
