@@ -26,6 +26,7 @@
 #include "5a_row_chain.cuh"
 #include "fp32_gemm.h"
 #include "lt.h"
+#include "lt_bias_grad.cuh"
 #include "rungs.h"
 #include "mlp/mlp_common.h"
 #include "mlp/mlp_record.h"
@@ -80,6 +81,9 @@ class Trainer {
     if (cublas_) {  // zeroed: the alignment gaps between tensors are read (never written) by the flat update
       grads_.alloc(nparams_);
       CUDA_CHECK(cudaMemset(grads_.get(), 0, grads_.bytes()));
+      size_t bg = 1;  // the bias gradients' slice sums (lt_bias_grad.cuh), the widest layer's
+      for (int l = 0; l < nlayers_; ++l) bg = std::max(bg, lt_bias_grad_ws_floats(batch_, w[l + 1]));
+      bg_ws_.alloc(bg);
     }
     // Data, resident as bytes.
     train_x_.alloc(ds.train_images.pixels.size());
@@ -422,6 +426,7 @@ class Trainer {
   DevBuf<int> eval_correct_;
   int eval_rows_ = 0, eval_tiles_ = 0;
   DevBuf<float> ws_[2];
+  DevBuf<float> bg_ws_;  // --gemm cublas: the bias gradients' slice sums
   DevBuf<unsigned> counters_[2];
   bool fused_bwd_ = false;
   bool last_tail_ = false;  // the last layer's fused pass runs in softmax-CE's cluster (5b_fused_backward.cuh)

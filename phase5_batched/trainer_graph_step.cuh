@@ -7,8 +7,6 @@
 namespace nb {
 namespace {
 
-constexpr int kBiasGradThreads = 128;  // threads a block of the cuBLASLt path's bias-gradient kernel
-
 // Enqueues the kernels of step base + i on the stream (captured into the graphs, or run directly).
 template <class T>
 void Trainer<T>::enqueue_step(int i, std::map<std::string, KernelCost>* costs, bool next) {
@@ -675,9 +673,7 @@ void Trainer<T>::enqueue_step_cublas(const StepRef& sr, std::map<std::string, Ke
   for (int l = nlayers_ - 1; l >= 0; --l) {
     lt_layers_[l]->backward_weight(dZ_[l].get(), input(l), grads_.get() + woff_[l], st_);
     lt_cost(w[l + 1], w[l], batch_);
-    bias_grad_kernel<T><<<(w[l + 1] + kBiasGradThreads - 1) / kBiasGradThreads, kBiasGradThreads, 0, st_>>>(
-        dZ_[l].get(), batch_, w[l + 1], grads_.get() + boff_[l]);
-    CHECK_LAUNCH();
+    launch_lt_bias_grad<T>(dZ_[l].get(), batch_, w[l + 1], grads_.get() + boff_[l], bg_ws_.get(), st_);
     if (l > 0) {
       lt_layers_[l]->backward_data(dZ_[l].get(), weights(l), Z_.get(), st_);
       lt_cost(batch_, w[l], w[l + 1]);
