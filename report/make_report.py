@@ -975,6 +975,10 @@ def ncu_lines_block(md, s, limit=10):
 
 # ------------------------------------------------------------------ threats, appendix
 
+APPENDIX_GROUP = 4  # records of one program, commit and day that share a row of Appendix A
+APPENDIX_PATH_KEYS = {"tag", "record_tag", "out", "data", "init", "order", "save-init", "save-order", "trace", "records"}
+
+
 def config_summary(r, limit=12):
     items = sorted(r.config.items())
     parts = []
@@ -1139,13 +1143,33 @@ def framework_version(r):
     return f"JAX {sw.get('jax')}" + (f" (jaxlib {sw.get('jaxlib')})" if sw.get("jaxlib") else "")
 
 
+def config_text(items, limit=12):
+    """'k=v ...' of (key, value) pairs, as config_summary writes them."""
+    parts = []
+    for k, v in items[:limit]:
+        if isinstance(v, float):
+            v = repr(v)
+        elif isinstance(v, bool):
+            v = "true" if v else "false"
+        elif isinstance(v, (list, dict)):
+            v = ",".join(str(x) for x in v) if isinstance(v, list) else "{…}"
+        parts.append(f"{k}={v}")
+    if len(items) > limit:
+        parts.append(f"(+{len(items) - limit} more)")
+    return " ".join(parts) if parts else DASH
+
+
 def appendix(md, ctx, devices):
     md.append("## Appendix A — every record read\n")
     md.append("Each table cell above names the record it comes from; this is what each record says about "
-              "itself. Versions: GPU driver / CUDA runtime / framework (PyTorch's version, or JAX's with its jaxlib).\n")
+              "itself. Versions: GPU driver / CUDA runtime / framework (PyTorch's version, or JAX's with its jaxlib). "
+              "Records of one program, commit, day, software, timing and status share a row when there are "
+              f"{APPENDIX_GROUP} or more of them (a sweep's runs): its config cell gives the keys whose values differ "
+              "between them (k=v1/v2/…: each record's value, in the order the row lists them; paths and tags by name "
+              "only), then what they have in common.\n")
     for slug, (name, recs) in devices.items():
         md.append(f"### {name} (`{slug}`)\n")
-        rows = []
+        groups = {}
         for r in sorted(recs, key=lambda r: r.path):
             d = r.data
             sw = d.get("software") or {}
@@ -1156,7 +1180,29 @@ def appendix(md, ctx, devices):
             t = d.get("timing") or {}
             tm = f"{t.get('method')}; includes: {t.get('includes', DASH)}; excludes: {t.get('excludes', DASH)}"
             status = r.status + ("; " + "; ".join(r.problems) if r.problems else "")
-            rows.append([ctx.link(r), r.utc_time, esc(r.device_name), vers, code(commit), esc(config_summary(r)), esc(tm), esc(status)])
+            key = (r.phase, str(r.utc_time)[:10], esc(r.device_name), vers, commit, esc(tm), esc(status))
+            groups.setdefault(key, []).append(r)
+        rows = []
+        for key, rs in sorted(groups.items(), key=lambda kv: kv[1][0].path):
+            _, _, dev, vers, commit, tm, status = key
+            if len(rs) < APPENDIX_GROUP:
+                rows += [[ctx.link(r), r.utc_time, dev, vers, code(commit), esc(config_summary(r)), tm, status] for r in rs]
+                continue
+            for i in range(0, len(rs), 20):  # (at most 20 links a row)
+                part = rs[i:i + 20]
+                keys = sorted(set().union(*(r.config.keys() for r in part)))
+                differ = [k for k in keys if len({repr(r.config.get(k)) for r in part}) > 1]
+                common = [(k, part[0].config[k]) for k in keys if k not in differ and k in part[0].config]
+                times = sorted(str(r.utc_time) for r in part)
+                shown = []  # a differing key's values in the order of the row's records (paths and tags: the key only)
+                for k in differ:
+                    if k in APPENDIX_PATH_KEYS:
+                        shown.append(k)
+                    else:
+                        vals = [config_text([(k, r.config[k])]).split("=", 1)[1] if k in r.config else DASH for r in part]
+                        shown.append(f"{k}={'/'.join(vals)}")
+                cfg = f"differ: {', '.join(shown) or DASH}; common: {config_text(common)}"
+                rows.append([ctx.links(part), f"{times[0]} … {times[-1]}", dev, vers, code(commit), esc(cfg), tm, status])
         md.append(table(["record", "UTC time", "device", "driver / CUDA / framework", "commit", "config", "timing", "status"], rows) + "\n")
 
 
