@@ -14,9 +14,7 @@ using namespace nb::mlp;
 
 // Fma: the CUDA cores only: step 7 (FMA warp tiles in step 5's 64 x 64 tile, 7_fma_warp_tiles.cuh)
 // for the products auto gives step 5, the 32 x 64 tile for the others (use_tf32x3 then says where
-// the 64 x 64 tile goes; the trainer's planner picks step 5 or 7 for it), and of those the gathered
-// forward on step 11 (64 x 128 tiles, one block an SM, 11_fma_wide.cuh) where its tiles fill at
-// least 0.9 of a wave (fma_wide_ok: W1 from batch 7,424 on 132 SMs).
+// the 64 x 64 tile goes; the trainer's planner picks step 5 or 7 for it).
 // NoDigits: auto's plan with the first layer's forward on step 5, where auto puts it on step 10 (the
 // gathered bytes times W0's three 8-bit digits on the integer tensor cores, 10_i8_digits.cuh).
 enum class Fp32Gemm { Auto, Tile, TF32x3, Fma, NoDigits };

@@ -333,9 +333,7 @@ int run(int argc, char** argv) {
                  "(below 32 tiles 2^27), the 32 x 64 SIMT tile for the others, and of those the first layer's forward "
                  "on step 10 (the images' bytes times W0's three 8-bit digits on the integer tensor cores, compute "
                  "capability 8.0 and up) (auto); or one rung for every product; fma: the CUDA cores only, step 7 (FMA "
-                 "warp tiles in the 64 x 64 tile) where auto takes step 5 or 10, step 11 (64 x 128 tiles, one block an "
-                 "SM) for the first layer's forward where its tiles fill at least 0.9 of a wave; no-digits: auto's plan "
-                 "with the first "
+                 "warp tiles in the 64 x 64 tile) where auto takes step 5 or 10; no-digits: auto's plan with the first "
                  "layer's forward on step 5",
                  {"auto", "tile", "tf32x3", "fma", "no-digits"});
   cli.add_string("--fp16-gemm", &o.fp16_gemm,
