@@ -6,9 +6,7 @@
 // float64 reference computed on the GPU, then each implementation checked against it and timed
 // (median of 30 launches after 5 warm-ups, CUDA events):
 //   fp32: own-tile (the 32 x 64 SIMT tile, steps 1-4), own-fma64 (step 7: FMA warp tiles in step
-//         5's 64 x 64 tile), own-fma-wide (step 11: FMAs in 64 x 128 tiles, where it takes the product:
-//         the gathered forward of a big batch; with own-tile and own-fma64, the CUDA cores' rungs),
-//         own-i8-digits (step 10, the first layer's forward), own-tf32x3 (step 5), cublaslt-fp32
+//         5's 64 x 64 tile; with own-tile, the CUDA cores' rungs), own-tf32x3 (step 5), cublaslt-fp32
 //         (CUBLAS_COMPUTE_32F: the yardstick), cublaslt-tf32 (COMPUTE_32F_FAST_TF32: faster
 //         arithmetic, not the same numerics; its error is recorded, never judged);
 //   fp16: own-tile (WMMA), own-f16-mma (step 6: mma.sync in step 5's tile), own-f16-wgmma (step 9:
@@ -240,15 +238,7 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
           best = std::min(best, one("own-f16-wgmma", [&] { launch_gemm<p4_gemm_fwd, T>(g, st); }, true, g.splits, true));
         }
       }
-      using QP = decltype(q);
-      if constexpr (!kHalf) {  // step 11 (FMAs in 64 x 128 tiles) where it takes the product: the gathered forward of a big batch
-        if (fma_wide_ok(f, dev.sm_count)) {
-          auto g = f;
-          plan_fma_wide(g);
-          best = std::min(best, one("own-fma-wide", [&] { launch_gemm<p4_gemm_fwd, T>(g, st); }, true, g.splits));
-        }
-      }
-      // step 10 where it takes the product (the first layer's forward): W's digits + the GEMM
+      using QP = decltype(q);  // step 10 where it takes the product (the first layer's forward): W's digits + the GEMM
       if constexpr (!kHalf && I8DigitsFits<typename QP::AView, typename QP::BView>::value) {
         if (i8digits_ok(q, 10 * dev.cc_major + dev.cc_minor)) {
           auto g = q;  // step 5's split plan, so its workspace and counters fit

@@ -76,7 +76,6 @@ nlohmann::json Trainer<T>::gemm_plan() const {
                        : p.rung == GemmRung::F16StreamStaged ? "f16-stream-staged"
                        : p.rung == GemmRung::F16Wgmma ? "f16-wgmma"
                        : p.rung == GemmRung::I8Digits ? "i8-digits"
-                       : p.rung == GemmRung::FmaWide ? "fma-wide"
                        : kHalf                      ? "tile-wmma"
                                                     : "tile-simt";
     out.push_back({{"product", name}, {"M", p.M}, {"N", p.N}, {"K", p.K}, {"rung", rung}, {"splits", p.splits}});
@@ -364,12 +363,8 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
   plan_splits_p5(p, dev_.sm_count);
   if constexpr (!kHalf) {
     if (use_tf32x3(fp32_gemm_, p.M, p.N, p.K)) {
-      if (fp32_gemm_ == Fp32Gemm::Fma) {
-        plan_fma64(p, dev_.sm_count);
-        if (fma_wide_ok(p, dev_.sm_count)) plan_fma_wide(p);  // the gathered forward of a big batch: step 11
-      } else {
-        plan_tf32x3(p, dev_.sm_count);
-      }
+      if (fp32_gemm_ == Fp32Gemm::Fma) plan_fma64(p, dev_.sm_count);
+      else plan_tf32x3(p, dev_.sm_count);
       // auto: the first layer's forward on step 10 (fwd_first points B at W0's digits).
       if constexpr (std::is_same<P, FwdFirst>::value) {
         if (use_i8digits(fp32_gemm_) && i8digits_ok(p, 10 * dev_.cc_major + dev_.cc_minor)) plan_i8digits(p, dev_.sm_count);

@@ -1256,8 +1256,7 @@ GEMM_TITLE = {"own-tile": "own-tile (32×64 SIMT tile)", "own-fma64": "own-fma64
               "own-tile-wmma": "own-tile-wmma (fp16 WMMA tile)", "cublaslt-fp16": "cuBLASLt fp16 (the yardstick)",
               "own-f16-mma": "own-f16-mma (step 6: fp16 mma.sync, step 5's tile)",
               "own-f16-wgmma": "own-f16-wgmma (step 9: fp16 wgmma, step 5's tile)",
-              "own-i8-digits": "own-i8-digits (step 10: bytes × W's 8-bit digits, integer tensor cores)",
-              "own-fma-wide": "own-fma-wide (step 11: FMAs in 64×128 tiles, one block an SM)"}
+              "own-i8-digits": "own-i8-digits (step 10: bytes × W's 8-bit digits, integer tensor cores)"}
 GEMM_SHORT = {"cublaslt-fp32": "cuBLASLt fp32", "cublaslt-tf32": "cuBLASLt TF32", "cublaslt-fp16": "cuBLASLt fp16"}
 _GEMM_TAG = re.compile(r"^gemm-b(\d+)(?:-|$)")  # gemm-b8192, gemm-b8192-fp16, ...
 
@@ -1417,7 +1416,7 @@ def _ratio_words(x):
     return f"{_sig3(x)}× faster" if x >= 1 else f"{_sig3(1 / x)}× slower"
 
 
-GEMM_FMA_RUNGS = ("own-tile", "own-fma64", "own-fma-wide")  # the CUDA cores' rungs (fp32 FMAs, no tensor cores)
+GEMM_FMA_RUNGS = ("own-tile", "own-fma64")  # the CUDA cores' rungs (fp32 FMAs, no tensor cores)
 GEMM_BIG_FLOP = 100e6   # "a big product": at least 100 MFLOP (2·M·N·K)
 GEMM_BIG_BATCH = 1024   # ... at batch 1,024 and up
 

@@ -914,7 +914,6 @@ GEMM_STYLE = {
     "own-fma64": dict(color="#3182bd", marker="^", linestyle="-", linewidth=1.6),
     "own-tf32x3": dict(color="#08519c", marker="s", linestyle="-", linewidth=1.6),
     "own-i8-digits": dict(color="#08306b", marker="X", linestyle="-", linewidth=1.6),
-    "own-fma-wide": dict(color="#4292c6", marker="v", linestyle="-", linewidth=1.6),
     "cublaslt-fp32": dict(color="#252525", marker="D", linestyle="-", linewidth=2.2),
     "cublaslt-tf32": dict(color="#737373", marker="D", linestyle="--", linewidth=1.4, markerfacecolor="white"),
     "own-tile-wmma": dict(color="#6baed6", marker="o", linestyle="-", linewidth=1.6),

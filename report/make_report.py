@@ -529,8 +529,6 @@ def gemm_paragraph(ctx, d):
     s += ("The rungs: own-tile is the 32 × 64 SIMT tile (fp32 FMAs on the CUDA cores, steps 1–4 of the GEMM ladder); "
           + ("own-fma64 is step 7, fp32 FMAs in warp tiles (8 × 4 results a thread) in step 5's 64 × 64 tile and "
              "pipeline; " if any("own-fma64" in p["series"] for p in d["panels"]) else "") +
-          ("own-fma-wide is step 11 (the gathered forward of a big batch only): fp32 FMAs in 64 × 128 tiles, 8 × 8 "
-           "results a thread, one block an SM; " if any("own-fma-wide" in p["series"] for p in d["panels"]) else "") +
           "own-tf32x3 is step 5, which splits each fp32 operand into two TF32 parts and adds three tensor-core products "
           "in fp32; " + ("own-i8-digits is step 10 (the forward only): the gathered bytes times W's three 8-bit "
                         "digits on the integer tensor cores, exact int32 sums, the digit pass timed with it; "
@@ -555,8 +553,7 @@ def gemm_paragraph(ctx, d):
     fma = d.get("fma") or []
     if fma and any(x[3] == "own-fma64" for x in fma):
         lo = min(fma, key=lambda x: x[4])
-        rungs = [r for r in A.GEMM_FMA_RUNGS if r != "own-fma-wide" or any(r in p["series"] for p in d["panels"])]
-        s += (f" On the CUDA cores alone (the fastest of {', '.join(rungs[:-1])} and {rungs[-1]}), the {len(fma)} products of at least "
+        s += (f" On the CUDA cores alone (the faster of own-tile and own-fma64), the {len(fma)} products of at least "
               f"100 MFLOP at batch {min(x[0] for x in fma):,} … {max(x[0] for x in fma):,} run at "
               f"{times(lo[4])}–{times(max(x[4] for x in fma))} cuBLASLt fp32's speed (time over time), "
               f"{sum(1 for x in fma if x[4] >= 0.9)} of them at 0.9× or more (the lowest: layer "

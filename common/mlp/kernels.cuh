@@ -45,7 +45,6 @@
 //   gemm/8_stream_rows.cuh    fp16 products of at most 32 rows, the weights streamed into the fragments
 //   gemm/9_f16_wgmma.cuh      the first layer's fp16 products on wgmma (sm_90a) in step 5's tile
 //   gemm/10_i8_digits.cuh     the gathered forward's bytes times W's 8-bit digits on the integer tensor cores
-//   gemm/11_fma_wide.cuh      the gathered forward on the CUDA cores in 64 x 128 tiles, one block an SM
 //   layers.cuh                every other operation of the trainer (one kernel each)
 #pragma once
 #include "mlp/gemm/4_kernels.cuh"
@@ -55,5 +54,4 @@
 #include "mlp/gemm/8_stream_rows.cuh"
 #include "mlp/gemm/9_f16_wgmma.cuh"
 #include "mlp/gemm/10_i8_digits.cuh"
-#include "mlp/gemm/11_fma_wide.cuh"
 #include "mlp/layers.cuh"

@@ -192,7 +192,7 @@ struct StoreEpi {
 //   I8Digits  step 10: the gathered forward's bytes times W's three 8-bit digits on the integer
 //           tensor cores in step 5's tile (plan_i8digits; B: the digit words).
 enum class GemmRung : int {
-  Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4, F16Wgmma = 5, F16StreamStaged = 6, I8Digits = 7, FmaWide = 8
+  Tile = 0, TF32x3 = 1, F16Mma = 2, Fma64 = 3, F16Stream = 4, F16Wgmma = 5, F16StreamStaged = 6, I8Digits = 7
 };
 
 template <class AV, class BV, class Epi>

@@ -131,8 +131,6 @@ template <class Tag, class P>
 inline void launch_f16wgmma(const P& p, cudaStream_t st, bool pdl);  // step 9 (9_f16_wgmma.cuh)
 template <class Tag, class P>
 inline void launch_i8digits(const P& p, cudaStream_t st, bool pdl);  // step 10 (10_i8_digits.cuh)
-template <class Tag, class P>
-inline void launch_fma_wide(const P& p, cudaStream_t st, bool pdl);  // step 11 (11_fma_wide.cuh)
 
 // pdl: launch with programmatic stream serialization (phase 5's step; see pdl_wait).
 template <class Tag, class T, class P>
@@ -149,10 +147,6 @@ inline void launch_gemm(const P& p, cudaStream_t st, bool pdl = false) {
     }
     if (p.rung == GemmRung::I8Digits) {
       launch_i8digits<Tag, P>(p, st, pdl);
-      return;
-    }
-    if (p.rung == GemmRung::FmaWide) {
-      launch_fma_wide<Tag, P>(p, st, pdl);
       return;
     }
   } else {
