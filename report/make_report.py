@@ -979,8 +979,8 @@ APPENDIX_GROUP = 4  # records of one program, commit and day that share a row of
 APPENDIX_PATH_KEYS = {"tag", "record_tag", "out", "data", "init", "order", "save-init", "save-order", "trace", "records"}
 
 
-def config_summary(r, limit=12):
-    items = sorted(r.config.items())
+def config_text(items, limit=12):
+    """'k=v ...' of (key, value) pairs, the first `limit` of them (a record's config: config_summary)."""
     parts = []
     for k, v in items[:limit]:
         if isinstance(v, float):
@@ -993,6 +993,10 @@ def config_summary(r, limit=12):
     if len(items) > limit:
         parts.append(f"(+{len(items) - limit} more)")
     return " ".join(parts) if parts else DASH
+
+
+def config_summary(r, limit=12):
+    return config_text(sorted(r.config.items()), limit)
 
 
 def jax_timing_paragraph(ctx, recs, summ):
@@ -1141,22 +1145,6 @@ def framework_version(r):
     """'JAX 0.4.35 (jaxlib 0.4.35)' of a JAX record (software.jax, software.jaxlib)."""
     sw = r.data.get("software") or {}
     return f"JAX {sw.get('jax')}" + (f" (jaxlib {sw.get('jaxlib')})" if sw.get("jaxlib") else "")
-
-
-def config_text(items, limit=12):
-    """'k=v ...' of (key, value) pairs, as config_summary writes them."""
-    parts = []
-    for k, v in items[:limit]:
-        if isinstance(v, float):
-            v = repr(v)
-        elif isinstance(v, bool):
-            v = "true" if v else "false"
-        elif isinstance(v, (list, dict)):
-            v = ",".join(str(x) for x in v) if isinstance(v, list) else "{…}"
-        parts.append(f"{k}={v}")
-    if len(items) > limit:
-        parts.append(f"(+{len(items) - limit} more)")
-    return " ".join(parts) if parts else DASH
 
 
 def appendix(md, ctx, devices):
