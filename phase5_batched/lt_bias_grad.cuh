@@ -4,13 +4,15 @@
 // The graph path sums dZ's columns in its epilogues; the cuBLASLt path has no epilogue of ours to put
 // them in, so they are a kernel of their own. One thread a column, rows in order (phase 4's
 // bias_grad_kernel), is one block of 128 threads for W1's first layer: at batch 8,192 each thread
-// walks 8,192 dependent rows, 142 us a call, three calls a step, two thirds of the cuBLASLt path's
-// 653 us step on an H100 (profiles/nvidia-h100-80gb-hbm3/phase5_batched__batch-sweep-b8192-
-// cublaslt-fp32.json, its kernel table). Here the rows are cut into slices of kLtBgRows: a block
-// takes 32 columns (a lane each, so a warp reads 32 consecutive values of a row) of one slice, its 8
-// warps every 8th row of it, and adds the 8 warps' sums in warp order; a second kernel adds the
-// slices' sums in slice order (skipped where one slice holds the batch). The order is fixed by the
-// shape alone: the same bits every run.
+// walked 8,192 dependent rows, 142 us a call, three calls a step, two thirds of the cuBLASLt path's
+// 653 us step on an H100 (the kernel table of the batch sweep's record of bf146b3). Here the rows
+// are cut into slices of kLtBgRows: a block takes 32 columns (a lane each, so a warp reads 32
+// consecutive values of a row) of one slice, its 8 warps every 8th row of it, and adds the 8 warps'
+// sums in warp order; a second kernel adds the slices' sums in slice order (skipped where one slice
+// holds the batch). The order is fixed by the shape alone: the same bits every run.
+// Predicted from that table: the step ~230 us. Measured (H100, cecac83,
+// profiles/nvidia-h100-80gb-hbm3/logs/ltbias_cecac83/): 657.9 -> 244.0 us a step in fp32, 512.2 ->
+// 128.3 in fp16 (phase5_batched__batch-sweep-b8192-cublaslt-{fp32,fp16}.json).
 #pragma once
 #include <cuda_runtime.h>
 
