@@ -443,6 +443,7 @@ class Trainer {
   // --backward branched: the updates on a second stream (a second branch of the captured graph),
   // forked from the step's stream after each backward-data product and joined at the step's end.
   bool branched_ = false;
+  static constexpr int kSideMaxSlices = 64;  // the fp32 side branch's weight gradients (plan_splitk_into_slot)
   bool pdl_off_next_ = false;  // take_pdl(): the next step kernel waits for all the stream's work
   cudaStream_t side_{};
   cudaEvent_t fork_{}, join_{};

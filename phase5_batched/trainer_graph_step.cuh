@@ -386,6 +386,22 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
                          o_.handover == "cluster" && dev_.cc_major >= 9);
     }
   }
+  // fp32, branched backward: the upper layers' weight gradients (the side branch, beside the first
+  // layer's, which the plan sizes for one wave of two blocks an SM) in at most kSideMaxSlices slices of
+  // the 32 x 64 tile, where plan_splits_p5 gives them four waves' worth (W1 at batch 8,192: 128 and
+  // 256 slices). Their blocks get SMs only as the first layer's leave, and thinner slices add
+  // partials to store and add. Measured (H100, W1, one probe build over the slice counts, 3 rounds;
+  // nvidia-h100-80gb-hbm3/logs/sideslices_91f7b7b/): 64 slices took the fp32 step 124.5 -> 121.8 us
+  // at batch 8,192 and 90.7 -> 87.0 at 4,096, 16 or 8 slices made it slower (136.0, 145.6), 256 or
+  // 512 too (130); the fp16 step lost with every count tried (88.3 -> 91.4-93.4 at 8,192), so fp16
+  // keeps the plan. Below batch 4,096 the cap does not bind (K = batch: at most 64 k-tiles).
+  if constexpr (!kHalf && std::is_same<P, UpdateGemm>::value) {
+    if (branched_ && p.splits > kSideMaxSlices) {
+      const int kt = (p.K + P::kBK - 1) / P::kBK, per = (kt + kSideMaxSlices - 1) / kSideMaxSlices;
+      p.splits = (kt + per - 1) / per;
+      p.kchunk = per * P::kBK;
+    }
+  }
   if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)
   if (ws_floats(p) > ws_[slot].size() || counter_slots(p) > counters_[slot].size())
     throw Error(kExitInternal, "split-K workspace " + std::to_string(slot) + " too small for a " + std::to_string(p.M) +
