@@ -41,7 +41,7 @@
 //   (0.309 ms on the SIMT tile) where fp32_gemm.h's rule says it pays, the images' bytes multiplied as
 //   the integers they are; the branched backward takes the upper layers' updates off the chain
 //   (2,048: 86.0 against 107.2 us paired). Step 5's first layer: 1.50x / 1.45x cuBLASLt fp32 (__gemm-b8192).
-//   H100, step 10 (bf146b3, __batch-sweep-b8192.json): 0.123 ms at 8,192, 2.17x JAX jit-run (0.266).
+//   H100 (4592eea, __batch-sweep-b8192.json): 0.121 ms at 8,192, 2.02x JAX jit-run (0.244).
 // Notes (the H100 runs, breakdowns, what was tried and dropped): report/phase_notes/phase5_batched.md.
 #define NB_WANT_CUBLAS 1  // check.cuh: CUBLAS_CHECK for the cuBLASLt path (lt.h)
 #include <cuda_fp16.h>

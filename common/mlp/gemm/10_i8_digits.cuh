@@ -35,7 +35,7 @@
 // inside W1's step (PDL off), not ~14; with its digit pass in the GEMM benchmark 26.6 / 26.3 us against
 // step 5's 33.9 / 33.9 and cuBLASLt fp32's 49.6 / 49.5 (1.87x), error 1.3e-7 against float64. W1's fp32
 // step 131.6 -> 122.3 us at 8,192 (faster at 1,024-4,096 too): auto's plan. The batch sweep's record
-// phase5_batched__batch-sweep-b8192.json (H100): 122.98 us a step, 2.17x JAX jit-run (266.44).
+// phase5_batched__batch-sweep-b8192.json (H100, 4592eea): 120.74 us a step, 2.02x JAX jit-run (243.80).
 #pragma once
 #include <cstdint>
 #include <type_traits>
