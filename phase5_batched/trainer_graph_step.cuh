@@ -396,11 +396,7 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
   // 512 too (130); the fp16 step lost with every count tried (88.3 -> 91.4-93.4 at 8,192), so fp16
   // keeps the plan. Below batch 4,096 the cap does not bind (K = batch: at most 64 k-tiles).
   if constexpr (!kHalf && std::is_same<P, UpdateGemm>::value) {
-    if (branched_ && p.splits > kSideMaxSlices) {
-      const int kt = (p.K + P::kBK - 1) / P::kBK, per = (kt + kSideMaxSlices - 1) / kSideMaxSlices;
-      p.splits = (kt + per - 1) / per;
-      p.kchunk = per * P::kBK;
-    }
+    if (branched_ && p.splits > kSideMaxSlices) plan_splits(p, dev_.sm_count, 4, kSideMaxSlices, 1);
   }
   if (ws_[slot].size() == 0) return;  // size_ws() has not run yet (it plans shapes through here)
   if (ws_floats(p) > ws_[slot].size() || counter_slots(p) > counters_[slot].size())
