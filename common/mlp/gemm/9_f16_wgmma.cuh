@@ -87,7 +87,7 @@ __host__ __device__ constexpr int wg_b_offset(int n, int k, bool k_major = true)
 }
 // The pipeline: kWgStages stages in flight, each of kWgTiles k-tiles (one wait, proxy fence and
 // barrier, and one round of the second level's additions, for 64 values of k).
-constexpr int kWgStages = 4, kWgTiles = 2;
+constexpr int kWgStages = 5, kWgTiles = 2;
 // A's staged rows: step 5's strides, but 40 bytes for a byte A [m][k] (wg_a_frags' 16-bit loads of a
 // warp then hit 16 distinct banks; step 5's 36 puts two of them on one).
 template <class AV>
@@ -140,9 +140,10 @@ __device__ __forceinline__ void wg_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void wg_wait_all() {
+template <int N>
+__device__ __forceinline__ void wg_wait() {  // at most N committed groups of this warpgroup still in flight
 #if NB_WGMMA_DEVICE
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 }
 // A's registers, computed by ordinary instructions, pinned before wgmma.fence (so that none of
@@ -406,7 +407,7 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   if (early_b) {
     init_b();
 #pragma unroll
-    for (int S = 0; S < kSt - 1; ++S) issue_stage_b(S, S, true);
+    for (int S = 0; S < kSt - 2; ++S) issue_stage_b(S, S, true);
   }
   using Epi = typename std::decay<decltype(p.epi)>::type;
   if constexpr (EarlyDraw<Epi>::value) p.epi.prefetch_pair(m0, n0, p.M, p.N);
@@ -420,20 +421,22 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   }
   if (!early_b) init_b();
 #pragma unroll
-  for (int S = 0; S < kSt - 1; ++S) {
+  for (int S = 0; S < kSt - 2; ++S) {
     if (!early_b) issue_stage_b(S, S, true);
     issue_stage_a(S, S);
     x3_commit();
   }
   // The row ids of the first stage the loop issues, fetched now (each iteration issues its stage's
   // copies and fetches the next stage's ids, which land under the MMAs).
-  fetch_stage(kSt - 1);
+  fetch_stage(kSt - 2);
   if constexpr (!EarlyDraw<Epi>::value) p.epi.prefetch(m0, n0, p.M, p.N);
 
   const int h = threadIdx.x / 128;  // the warpgroup
-  float d[16];                      // the running sums (the second level)
+  float d[16];                      // the sums, accumulated on the tensor cores
 #pragma unroll
   for (int e = 0; e < 16; ++e) d[e] = 0.f;
+  wg_hold(d);  // (zeroed once, before the loop: a copy of the zeroing on the path that skips it would
+               // make ptxas serialize the MMAs)
   // The shared-memory operand's descriptor for slot 0 and warpgroup h (its 32 values of n, 4 core
   // matrices along n); a slot and a k-step are one add each (a descriptor's address field is the
   // byte address >> 4, and no offset carries out of it: dynamic shared memory < 256 KB).
@@ -446,35 +449,37 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   auto desc = [&](int slot, int ks) {
     return desc0 + static_cast<uint64_t>((slot * Lay::kSlot + ks * 2 * kWgLbo) >> 4);
   };
-  int rs = 0, ws = kSt - 1;
+  // Each k-tile's MMAs stay in flight while the next k-tile's register operand is read and
+  // converted (fenced and committed a k-tile at a time, at most one group in flight after each
+  // wait: ptxas keeps the MMAs asynchronous only so). A warpgroup leaves stage t with at most its
+  // last k-tile in flight, so after stage t's barrier stage t - 2's slots are free and take stage
+  // t + kSt - 2 (kSt - 2 stages of copies ahead).
+  static_assert(kT == 2, "a stage's two k-tiles, each in registers of its own");
+  uint32_t a[kT][2][4];
+  int rs = 0, ws = kSt - 2;
   for (int t = 0; t < nss; ++t) {
-    x3_wait<kSt - 2>();  // stage t has landed (this thread's copies) ...
+    x3_wait<kSt - 3>();  // stage t has landed (this thread's copies) ...
     wg_fence_proxy();    // ... for the tensor cores' reads too ...
-    __syncthreads();     // ... and everyone's; every warpgroup is done with stage t - 1
-    const int nx = t + kSt - 1;
+    __syncthreads();     // ... and everyone's; every warpgroup's MMAs of stage t - 2 are done
+    const int nx = t + kSt - 2;
     issue_stage_b(nx, ws, false), issue_stage_a(nx, ws);
     x3_commit();
-    // The register operand (the forward's A, or the weight gradient's bytes X^T) of the stage's
-    // two k-tiles.
-    uint32_t a[kT][2][4];
     frags(kT * rs, a[0]);
-    frags(kT * rs + 1, a[1]);
-    float part[16];  // this stage's sums (the first level: 4 k-steps, 64 values of k)
-    wg_pin(a[0]), wg_pin(a[1]);
-    wg_fence();
-    wgmma_m64n32k16<false, kSwapped>(part, a[0][0], desc(kT * rs, 0));
-    wgmma_m64n32k16<true, kSwapped>(part, a[0][1], desc(kT * rs, 1));
-    wgmma_m64n32k16<true, kSwapped>(part, a[1][0], desc(kT * rs + 1, 0));
-    wgmma_m64n32k16<true, kSwapped>(part, a[1][1], desc(kT * rs + 1, 1));
-    wg_commit();
-    fetch_stage(nx + 1);  // the next stage's row ids (global loads) under the tensor cores' work
-    wg_wait_all();
-    wg_hold(part), wg_hold(a[0]), wg_hold(a[1]);
 #pragma unroll
-    for (int e = 0; e < 16; ++e) d[e] += part[e];
+    for (int j = 0; j < kT; ++j) {
+      if (j + 1 < kT) frags(kT * rs + j + 1, a[j + 1]);
+      wg_fence();
+      wgmma_m64n32k16<true, kSwapped>(d, a[j][0], desc(kT * rs + j, 0));
+      wgmma_m64n32k16<true, kSwapped>(d, a[j][1], desc(kT * rs + j, 1));
+      wg_commit();
+      if (j == 0) fetch_stage(nx + 1);  // the next stage's row ids (global loads) under the tensor cores' work
+      wg_wait<1>();
+    }
     rs = rs == kSt - 1 ? 0 : rs + 1;
     ws = ws == kSt - 1 ? 0 : ws + 1;
   }
+  wg_wait<0>();
+  wg_hold(d), wg_hold(a[0]), wg_hold(a[1]);
   x3_wait<0>();
   __syncthreads();
   // The byte operand's sums / 255 (as step 5's TcAccum::finish), then the two 32 x 64 sub-tiles
