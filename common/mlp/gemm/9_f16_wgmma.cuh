@@ -17,9 +17,12 @@
 // forward's A fp16 (either orientation) or bytes [m][k] with B fp16 [n][k]; the weight gradient's A
 // fp16 [k][m] with B bytes [k][n]; the copied operand's rows 16-byte aligned. Built for sm_90a (the
 // Makefile's default gencode); elsewhere the kernel body is empty and the plan refuses it.
-// The pipeline: four stages of two k-tiles in flight (one wait, proxy fence and barrier a stage).
-// The sums are exact to fp32 rounding as step 6's: each stage (four wgmma k-steps) sums on the
-// tensor cores into fresh registers, added to the running sums in fp32.
+// The pipeline: five stages of two k-tiles, three of copies ahead. The shared-memory operand goes
+// by cp.async.bulk (the TMA unit, the async proxy wgmma reads through) completing on its stage's
+// mbarrier where its 16-byte chunks are whole (K % 8 == 0 in the forward, M % 8 == 0 in the weight
+// gradient: W1's products), else by cp.async behind a proxy fence a stage. Each k-tile's MMAs stay
+// in flight while the next k-tile's register operand is converted (wgmma.wait_group 1); the sums
+// accumulate on the tensor cores in fp32.
 // Prediction, before measuring (H200, W1 at batch 8,192; step 6 25.2 and 31.5 us, issue-bound at ~176
 // instructions a warp a k-tile in the forward: phase5_batched__gemm-b8192-fp16.json, e802857). Read
 // in this build's SASS (nvdisasm, the fast path): the gathered forward ~100 instructions a warp a
@@ -36,6 +39,15 @@
 // fp16 step 86.29 -> 95.84 us (faster only at 1,024, 57.86 -> 55.62, against the WMMA tile). The
 // weight gradient executes 11.60 M warp instructions to step 6's 11.35 M: the MMAs were not the
 // instruction count, the copies, row ids and conversions are. So it stays a rung to choose.
+// Second build, prediction before measuring (H100, W1 at batch 8,192, the GEMM benchmark: step 9's
+// forward 29.95 us and weight gradient 30.99, step 6's 21.10 and 28.74, cuBLASLt fp16's 13.98 and
+// 18.26; gemm_rounds_7f13858). 29.95 us over 13 stages a block is ~2.3 us a stage, several times
+// the ~0.2 us of its conversions and MMAs and more than one L2 or DRAM round trip: as if each stage
+// waited for every copy in flight, which the first build named as its risk (the proxy fence after
+// cp.async). Copies the fence does not wait for, and MMAs overlapping the next conversion: ~1 us a
+// stage, the forward ~13-15 us and the weight gradient ~16 us, W1's fp16 step with both on step 9
+// 87.4 -> ~65 us, under the 67 that 1.8x our fp32 (120.7) asks.
+
 #pragma once
 #include <cuda_fp16.h>
 
@@ -114,6 +126,14 @@ struct WgLayout {
   static constexpr int kBytes = kLoop > kResult ? kLoop : kResult;
 };
 
+// Whether step 9 copies a problem's shared-memory operand by bulk copies (its 16-byte chunks whole:
+// K % 8 == 0 in the forward, where the chunks run along k; M % 8 == 0 in the swapped weight
+// gradient, where they run along m) rather than by cp.async behind a proxy fence a stage.
+template <class P>
+__host__ __device__ inline bool wgmma_bulk(const P& p) {
+  return WgmmaSwapped<typename P::AView, typename P::BView>::value ? p.M % 8 == 0 : p.K % 8 == 0;
+}
+
 // ------------------------------------------------------------------ wgmma and its fences
 // Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): the start address, the
 // leading- and stride-dimension byte offsets, each >> 4 in 14 bits; base offset 0, no swizzle.
@@ -128,6 +148,35 @@ __device__ __forceinline__ uint64_t wg_desc(const void* smem) {
 __device__ __forceinline__ void wg_fence_proxy() {
 #if NB_WGMMA_DEVICE
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// The bulk path's copies of the shared-memory operand: 16 bytes by the TMA unit (the async proxy,
+// as wgmma reads: no proxy fence), completing on the stage's mbarrier.
+__device__ __forceinline__ void wg_bulk16(unsigned dst, const void* src, unsigned bar) {
+#if NB_WGMMA_DEVICE
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 16, [%2];\n" ::"r"(dst),
+               "l"(src), "r"(bar)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void wg_bar_init(unsigned bar) {
+#if NB_WGMMA_DEVICE
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+#endif
+}
+__device__ __forceinline__ void wg_bar_expect(unsigned bar, unsigned bytes) {
+#if NB_WGMMA_DEVICE
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void wg_bar_wait(unsigned bar, unsigned parity) {
+#if NB_WGMMA_DEVICE
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
 #endif
 }
 __device__ __forceinline__ void wg_fence() {
@@ -255,6 +304,17 @@ struct WgBRows {
     const __half* g = nbytes > 0 ? src + s * kXBK : base;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + soff), "l"(g), "r"(nbytes));
   }
+  // The bulk path (K % 8 == 0: every chunk whole or wholly past K): chunks inside N and the slice
+  // only; the others keep what the slot held (zeros, or this row's values at other k, which
+  // multiply A's zeros past the slice).
+  __device__ __forceinline__ void bulk(int s, unsigned dst, int kend, unsigned bar) const {
+    if (full > 0 && k + s * kXBK < kend) wg_bulk16(dst + soff, src + s * kXBK, bar);
+  }
+  // The bytes bulk() copies for k-tile s over the block: rows inside N times chunks inside the slice.
+  __device__ static __forceinline__ unsigned bulk_bytes(int s, int kbeg, int kend, int n0, int N) {
+    const int rows = max(0, min(kXBN, N - n0)), chunks = max(0, min(4, (kend - (kbeg + s * kXBK)) / 8));
+    return static_cast<unsigned>(16 * rows * chunks);
+  }
 };
 
 // The weight gradient's register operand: X^T's fragments for the k-tile's two k-steps from the
@@ -314,6 +374,20 @@ struct WgMNRows {
     cur += step;
     k += kXBK;
   }
+  // The bulk path (M % 8 == 0: every chunk whole or wholly past M): rows inside the slice and M only
+  // (the others keep what the slot held: zeros, or this chunk's values at another k, which multiply
+  // the bytes' zeros past the slice).
+  __device__ __forceinline__ void bulk(unsigned dst, int kend, unsigned bar) {
+    asm volatile("" : "+r"(soff), "+r"(nbytes));
+    if (nbytes == 16 && k < kend) wg_bulk16(dst + soff, cur, bar);
+    cur += step;
+    k += kXBK;
+  }
+  // The bytes bulk() copies for the k-tile at kt over the block: rows inside the slice times chunks inside M.
+  __device__ static __forceinline__ unsigned bulk_bytes(int kt, int kend, int m0, int M) {
+    const int rows = max(0, min(kXBK, kend - kt)), chunks = max(0, min(kXBM / 8, (M - m0) / 8));
+    return static_cast<unsigned>(16 * rows * chunks);
+  }
 };
 
 // ------------------------------------------------------------------ the tile
@@ -353,9 +427,15 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   X3Stream<kXBK, kXBN, false, 0, BV> sb{};      // the weight gradient's B
   WgBRows<BV> wb{};                             // the forward's B
   int nfa = 0, nfb = 0;
+  // The shared-memory operand by bulk copies on the stages' mbarriers where its chunks are whole (W1's
+  // shapes), else by cp.async behind a proxy fence a stage.
+  const bool bulk = wgmma_bulk(p);
+  __shared__ __align__(8) uint64_t s_bar[kSt];
+  auto bar = [&](int st) { return smem(&s_bar[st]); };
   auto issue_a = [&](int s, int st) {
     if constexpr (kSwapped) {
-      if (s < nfull) wa.template issue<true>(smem(a_stage(st)), kend);
+      if (bulk) wa.bulk(smem(a_stage(st)), kend, bar(st / kT));
+      else if (s < nfull) wa.template issue<true>(smem(a_stage(st)), kend);
       else wa.template issue<false>(smem(a_stage(st)), kend);
     } else {
       if (s < nfa) sa.issue(p.a, s, a_stage(st), nullptr);
@@ -368,9 +448,22 @@ __device__ __forceinline__ void wg_tile(const P& p) {
       if (s < nfb) sb.issue(p.b, s, b_stage(st), rb[j].ids());
       else x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(st), rb[j].ids());
     } else {
-      if (s < nfull) wb.template issue<true>(s, smem(b_stage(st)), kend);
+      if (bulk) wb.bulk(s, smem(b_stage(st)), kend, bar(st / kT));
+      else if (s < nfull) wb.template issue<true>(s, smem(b_stage(st)), kend);
       else wb.template issue<false>(s, smem(b_stage(st)), kend);
     }
+  };
+  // Thread 0 arms stage slot st's mbarrier for stage S's bulk copies (before or after them: the
+  // phase cannot complete before its one arrival).
+  auto arm = [&](int S, int st) {
+    if (!bulk || threadIdx.x != 0) return;
+    unsigned bytes = 0;
+#pragma unroll
+    for (int j = 0; j < kT; ++j) {
+      if constexpr (kSwapped) bytes += WgMNRows<AV>::bulk_bytes(kbeg + (kT * S + j) * kXBK, kend, m0, p.M);
+      else bytes += WgBRows<BV>::bulk_bytes(kT * S + j, kbeg, kend, n0, p.N);
+    }
+    wg_bar_expect(bar(st), bytes);
   };
   auto fetch_b = [&](int s, auto j) {  // the weight gradient's rows' ids, a stage ahead
     if constexpr (kSwapped) rb[j].template fetch<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N);
@@ -382,6 +475,7 @@ __device__ __forceinline__ void wg_tile(const P& p) {
     static_assert(kT == 2, "a stage's two k-tiles, each named at compile time");
     if (S >= nss) return;
     if (fetch) fetch_b(kT * S, std::integral_constant<int, 0>{}), fetch_b(kT * S + 1, std::integral_constant<int, 1>{});
+    if constexpr (!kSwapped) arm(S, st);
     issue_b(kT * S, kT * st, std::integral_constant<int, 0>{});
     issue_b(kT * S + 1, kT * st + 1, std::integral_constant<int, 1>{});
   };
@@ -391,6 +485,7 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   };
   auto issue_stage_a = [&](int S, int st) {
     if (S >= nss) return;
+    if constexpr (kSwapped) arm(S, st);
 #pragma unroll
     for (int j = 0; j < kT; ++j) issue_a(kT * S + j, kT * st + j);
   };
@@ -402,6 +497,17 @@ __device__ __forceinline__ void wg_tile(const P& p) {
       wb.init(p.b, n0, kbeg, p.N);
     }
   };
+  if (bulk) {  // the mbarriers, and every slot of the copied operand zeroed (what bulk() skips stays finite)
+    if (threadIdx.x == 0)
+      for (int st = 0; st < kSt; ++st) wg_bar_init(bar(st));
+    constexpr int kOp = kSwapped ? 0 : Lay::kA, kOpBytes = kWgBTile;
+    static_assert(kOpBytes % (16 * kXThreads) == 0, "whole 16-byte stores a thread");
+    for (int slot = 0; slot < kSt * kT; ++slot)
+      for (int i = threadIdx.x; i < kOpBytes / 16; i += kXThreads)
+        reinterpret_cast<uint4*>(gemm_dyn + slot * Lay::kSlot + kOp)[i] = make_uint4(0, 0, 0, 0);
+    wg_fence_proxy();  // the zeros ordered before the bulk copies and the tensor cores' reads
+    __syncthreads();
+  }
   // As step 5: B's first stages before the PDL wait unless p.b_fresh, A's after it.
   const bool early_b = !p.b_fresh;
   if (early_b) {
@@ -459,7 +565,8 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   int rs = 0, ws = kSt - 2;
   for (int t = 0; t < nss; ++t) {
     x3_wait<kSt - 3>();  // stage t has landed (this thread's copies) ...
-    wg_fence_proxy();    // ... for the tensor cores' reads too ...
+    if (bulk) wg_bar_wait(bar(rs), (t / kSt) & 1);  // ... the bulk copies too ...
+    else wg_fence_proxy();                            // ... or the cp.async ones for the tensor cores' reads ...
     __syncthreads();     // ... and everyone's; every warpgroup's MMAs of stage t - 2 are done
     const int nx = t + kSt - 2;
     issue_stage_b(nx, ws, false), issue_stage_a(nx, ws);
