@@ -86,14 +86,6 @@ inline bool use_tf32x3(Fp32Gemm choice, int M, int N, int K) {
 // 10), the upper updates even (13.33 / 13.28). logs/f16rule_221cbbf/summary.txt. W1's fp16 step with
 // this clause against without it (H100, 2 rounds alternating, profiles/nvidia-h100-80gb-hbm3/logs/
 // f16plan_d9b3450/): 58.90 -> 50.36 us at batch 1,024, 62.78 -> 56.01 at 2,048, 66.32 -> 66.19 at 4,096.
-// And auto's first-layer products on step 9 (wgmma, its copied operand by bulk copies: wgmma_bulk)
-// from kF16WgmmaMinBatch rows of batch (the forward's M, the weight gradient's K), where the device
-// and the build carry it; --fp16-gemm wgmma at every batch. (Prediction, before measuring: see
-// 9_f16_wgmma.cuh's second build.)
-constexpr int kF16WgmmaMinBatch = 1024;
-inline bool use_f16wgmma(const std::string& choice, int batch, bool bulk) {
-  return choice == "wgmma" || (choice == "auto" && bulk && batch >= kF16WgmmaMinBatch);
-}
 constexpr int kF16MinTiles = 64;
 constexpr int kF16BytesBMinK = 1024;
 constexpr int kF16MinK = 128;

@@ -14,8 +14,8 @@
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
 //   --fp32-gemm auto|tile|tf32x3|fma|no-digits  big-batch fp32 products on tensor cores (GEMM step 5;
 //     the first forward on step 10: bytes times W0's 8-bit digits) or FMAs (fma: step 7); plan recorded;
-//   --fp16-gemm auto|tile|mma|wgmma  fp16 products on step 6 where it pays, the first layer's on step 9
-//     (wgmma) from batch 1,024 (wgmma: at every batch); --fp16-stream, --handover, --last-pass, --fused-warps, --next-forward: the fp16 graph
+//   --fp16-gemm auto|tile|mma|wgmma  fp16 products on step 6 where it pays (wgmma: the first two on
+//     step 9); --fp16-stream, --handover, --last-pass, --fused-warps, --next-forward: the fp16 graph
 //     step's step 8 and 5b choices (--help); --row-chain W1's middle in one kernel; --gemm-compare.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
@@ -340,9 +340,8 @@ int run(int argc, char** argv) {
                  "own graph path, fp16: which GEMM rung computes each product: step 6 of the ladder (fp16 mma.sync in "
                  "step 5's 64 x 64 tile) for products of at least 64 tiles of 64 x 64 and K >= 128 and for products of "
                  "at most 64 rows with 512 <= N <= 2048 and K >= 512 and for the first layer's weight gradient from "
-                 "batch 2048, the 32 x 64 WMMA tile for the others, and from batch 1024 the first layer's forward and "
-                 "weight gradient on step 9 (wgmma, sm_90a builds on a Hopper GPU) (auto); or one rung for every "
-                 "product; wgmma: auto's plan with the first layer's two products on step 9 at every batch",
+                 "batch 2048, the 32 x 64 WMMA tile for the others (auto); or one rung for every product; wgmma: "
+                 "auto's plan with the first layer's forward and weight gradient on step 9 (wgmma, sm_90a)",
                  {"auto", "tile", "mma", "wgmma"});
   cli.add_string("--fp16-stream", &o.fp16_stream,
                  "own graph path, fp16: the forward products of at most 32 rows on GEMM step 8 (the weights streamed "

@@ -372,13 +372,10 @@ void Trainer<T>::plan_splitk_into_slot(P& p, int slot) const {
     }
   } else {
     if (use_f16mma(o_.fp16_gemm, p.M, p.N, p.K, ByteRows<typename P::BView>::value)) plan_f16mma(p, dev_.sm_count);
-    // The first layer's products (the gathered bytes, an operand) on step 9: auto from a batch of
-    // kF16WgmmaMinBatch, --fp16-gemm wgmma always (use_f16wgmma).
+    // --fp16-gemm wgmma: the first layer's products (the gathered bytes, an operand) on step 9.
     if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdFirstLast>::value ||
                   std::is_same<P, UpdateFirstGemm>::value) {
-      const int batch = std::is_same<P, UpdateFirstGemm>::value ? p.K : p.M;
-      if (use_f16wgmma(o_.fp16_gemm, batch, wgmma_bulk(p)) && wgmma_ok(p, 10 * dev_.cc_major + dev_.cc_minor))
-        plan_f16wgmma(p, dev_.sm_count);
+      if (o_.fp16_gemm == "wgmma" && wgmma_ok(p, 10 * dev_.cc_major + dev_.cc_minor)) plan_f16wgmma(p, dev_.sm_count);
     }
     // The forwards of a small batch: their weights streamed (GEMM step 8) where the rule says.
     if constexpr (std::is_same<P, FwdFirst>::value || std::is_same<P, FwdHidden>::value ||

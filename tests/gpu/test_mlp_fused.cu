@@ -753,12 +753,8 @@ void gathered_bytes_on_tensor_cores(bool fma = false, bool wgmma = false) {
   int splits = 0;
   std::vector<int> batches = {1, 33, 1023};
   if (wgmma) batches.push_back(4097);
-  // (N = 128, W1's width: step 9's shared-memory operand by bulk copies in both products, its
-  // chunks whole.)
-  std::vector<int> widths = {10, 130};
-  if (wgmma) widths.push_back(128);
   for (int B : batches)
-    for (int N : widths)
+    for (int N : {10, 130})
       for (int sm : {1, 132}) {
         Data d(2 * B + 3, 0);
         auto x = [&](int r, int k) { return d.px[static_cast<size_t>(d.image(B, 1, r)) * 784 + k] / 255.0; };

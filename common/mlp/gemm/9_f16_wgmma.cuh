@@ -17,12 +17,9 @@
 // forward's A fp16 (either orientation) or bytes [m][k] with B fp16 [n][k]; the weight gradient's A
 // fp16 [k][m] with B bytes [k][n]; the copied operand's rows 16-byte aligned. Built for sm_90a (the
 // Makefile's default gencode); elsewhere the kernel body is empty and the plan refuses it.
-// The pipeline: five stages of two k-tiles, three of copies ahead. The shared-memory operand goes
-// by cp.async.bulk (the TMA unit, the async proxy wgmma reads through) completing on its stage's
-// mbarrier where its 16-byte chunks are whole (K % 8 == 0 in the forward, M % 8 == 0 in the weight
-// gradient: W1's products), else by cp.async behind a proxy fence a stage. Each k-tile's MMAs stay
-// in flight while the next k-tile's register operand is converted (wgmma.wait_group 1); the sums
-// accumulate on the tensor cores in fp32.
+// The pipeline: four stages of two k-tiles in flight (one wait, proxy fence and barrier a stage).
+// The sums are exact to fp32 rounding as step 6's: each stage (four wgmma k-steps) sums on the
+// tensor cores into fresh registers, added to the running sums in fp32.
 // Prediction, before measuring (H200, W1 at batch 8,192; step 6 25.2 and 31.5 us, issue-bound at ~176
 // instructions a warp a k-tile in the forward: phase5_batched__gemm-b8192-fp16.json, e802857). Read
 // in this build's SASS (nvdisasm, the fast path): the gathered forward ~100 instructions a warp a
@@ -39,15 +36,6 @@
 // fp16 step 86.29 -> 95.84 us (faster only at 1,024, 57.86 -> 55.62, against the WMMA tile). The
 // weight gradient executes 11.60 M warp instructions to step 6's 11.35 M: the MMAs were not the
 // instruction count, the copies, row ids and conversions are. So it stays a rung to choose.
-// Second build, prediction before measuring (H100, W1 at batch 8,192, the GEMM benchmark: step 9's
-// forward 29.95 us and weight gradient 30.99, step 6's 21.10 and 28.74, cuBLASLt fp16's 13.98 and
-// 18.26; gemm_rounds_7f13858). 29.95 us over 13 stages a block is ~2.3 us a stage, several times
-// the ~0.2 us of its conversions and MMAs and more than one L2 or DRAM round trip: as if each stage
-// waited for every copy in flight, which the first build named as its risk (the proxy fence after
-// cp.async). Copies the fence does not wait for, and MMAs overlapping the next conversion: ~1 us a
-// stage, the forward ~13-15 us and the weight gradient ~16 us, W1's fp16 step with both on step 9
-// 87.4 -> ~65 us, under the 67 that 1.8x our fp32 (120.7) asks.
-
 #pragma once
 #include <cuda_fp16.h>
 
@@ -99,7 +87,7 @@ __host__ __device__ constexpr int wg_b_offset(int n, int k, bool k_major = true)
 }
 // The pipeline: kWgStages stages in flight, each of kWgTiles k-tiles (one wait, proxy fence and
 // barrier, and one round of the second level's additions, for 64 values of k).
-constexpr int kWgStages = 5, kWgTiles = 2;
+constexpr int kWgStages = 4, kWgTiles = 2;
 // A's staged rows: step 5's strides, but 40 bytes for a byte A [m][k] (wg_a_frags' 16-bit loads of a
 // warp then hit 16 distinct banks; step 5's 36 puts two of them on one).
 template <class AV>
@@ -126,14 +114,6 @@ struct WgLayout {
   static constexpr int kBytes = kLoop > kResult ? kLoop : kResult;
 };
 
-// Whether step 9 copies a problem's shared-memory operand by bulk copies (its 16-byte chunks whole:
-// K % 8 == 0 in the forward, where the chunks run along k; M % 8 == 0 in the swapped weight
-// gradient, where they run along m) rather than by cp.async behind a proxy fence a stage.
-template <class P>
-__host__ __device__ inline bool wgmma_bulk(const P& p) {
-  return WgmmaSwapped<typename P::AView, typename P::BView>::value ? p.M % 8 == 0 : p.K % 8 == 0;
-}
-
 // ------------------------------------------------------------------ wgmma and its fences
 // Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): the start address, the
 // leading- and stride-dimension byte offsets, each >> 4 in 14 bits; base offset 0, no swizzle.
@@ -150,35 +130,6 @@ __device__ __forceinline__ void wg_fence_proxy() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
-// The bulk path's copies of the shared-memory operand: 16 bytes by the TMA unit (the async proxy,
-// as wgmma reads: no proxy fence), completing on the stage's mbarrier.
-__device__ __forceinline__ void wg_bulk16(unsigned dst, const void* src, unsigned bar) {
-#if NB_WGMMA_DEVICE
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 16, [%2];\n" ::"r"(dst),
-               "l"(src), "r"(bar)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void wg_bar_init(unsigned bar) {
-#if NB_WGMMA_DEVICE
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
-#endif
-}
-__device__ __forceinline__ void wg_bar_expect(unsigned bar, unsigned bytes) {
-#if NB_WGMMA_DEVICE
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void wg_bar_wait(unsigned bar, unsigned parity) {
-#if NB_WGMMA_DEVICE
-  asm volatile(
-      "{\n.reg .pred done;\nwait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-#endif
-}
 __device__ __forceinline__ void wg_fence() {
 #if NB_WGMMA_DEVICE
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -189,10 +140,9 @@ __device__ __forceinline__ void wg_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #endif
 }
-template <int N>
-__device__ __forceinline__ void wg_wait() {  // at most N committed groups of this warpgroup still in flight
+__device__ __forceinline__ void wg_wait_all() {
 #if NB_WGMMA_DEVICE
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
 }
 // A's registers, computed by ordinary instructions, pinned before wgmma.fence (so that none of
@@ -304,17 +254,6 @@ struct WgBRows {
     const __half* g = nbytes > 0 ? src + s * kXBK : base;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + soff), "l"(g), "r"(nbytes));
   }
-  // The bulk path (K % 8 == 0: every chunk whole or wholly past K): chunks inside N and the slice
-  // only; the others keep what the slot held (zeros, or this row's values at other k, which
-  // multiply A's zeros past the slice).
-  __device__ __forceinline__ void bulk(int s, unsigned dst, int kend, unsigned bar) const {
-    if (full > 0 && k + s * kXBK < kend) wg_bulk16(dst + soff, src + s * kXBK, bar);
-  }
-  // The bytes bulk() copies for k-tile s over the block: rows inside N times chunks inside the slice.
-  __device__ static __forceinline__ unsigned bulk_bytes(int s, int kbeg, int kend, int n0, int N) {
-    const int rows = max(0, min(kXBN, N - n0)), chunks = max(0, min(4, (kend - (kbeg + s * kXBK)) / 8));
-    return static_cast<unsigned>(16 * rows * chunks);
-  }
 };
 
 // The weight gradient's register operand: X^T's fragments for the k-tile's two k-steps from the
@@ -374,20 +313,6 @@ struct WgMNRows {
     cur += step;
     k += kXBK;
   }
-  // The bulk path (M % 8 == 0: every chunk whole or wholly past M): rows inside the slice and M only
-  // (the others keep what the slot held: zeros, or this chunk's values at another k, which multiply
-  // the bytes' zeros past the slice).
-  __device__ __forceinline__ void bulk(unsigned dst, int kend, unsigned bar) {
-    asm volatile("" : "+r"(soff), "+r"(nbytes));
-    if (nbytes == 16 && k < kend) wg_bulk16(dst + soff, cur, bar);
-    cur += step;
-    k += kXBK;
-  }
-  // The bytes bulk() copies for the k-tile at kt over the block: rows inside the slice times chunks inside M.
-  __device__ static __forceinline__ unsigned bulk_bytes(int kt, int kend, int m0, int M) {
-    const int rows = max(0, min(kXBK, kend - kt)), chunks = max(0, min(kXBM / 8, (M - m0) / 8));
-    return static_cast<unsigned>(16 * rows * chunks);
-  }
 };
 
 // ------------------------------------------------------------------ the tile
@@ -427,15 +352,9 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   X3Stream<kXBK, kXBN, false, 0, BV> sb{};      // the weight gradient's B
   WgBRows<BV> wb{};                             // the forward's B
   int nfa = 0, nfb = 0;
-  // The shared-memory operand by bulk copies on the stages' mbarriers where its chunks are whole (W1's
-  // shapes), else by cp.async behind a proxy fence a stage.
-  const bool bulk = wgmma_bulk(p);
-  __shared__ __align__(8) uint64_t s_bar[kSt];
-  auto bar = [&](int st) { return smem(&s_bar[st]); };
   auto issue_a = [&](int s, int st) {
     if constexpr (kSwapped) {
-      if (bulk) wa.bulk(smem(a_stage(st)), kend, bar(st / kT));
-      else if (s < nfull) wa.template issue<true>(smem(a_stage(st)), kend);
+      if (s < nfull) wa.template issue<true>(smem(a_stage(st)), kend);
       else wa.template issue<false>(smem(a_stage(st)), kend);
     } else {
       if (s < nfa) sa.issue(p.a, s, a_stage(st), nullptr);
@@ -448,22 +367,9 @@ __device__ __forceinline__ void wg_tile(const P& p) {
       if (s < nfb) sb.issue(p.b, s, b_stage(st), rb[j].ids());
       else x3_issue<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N, b_stage(st), rb[j].ids());
     } else {
-      if (bulk) wb.bulk(s, smem(b_stage(st)), kend, bar(st / kT));
-      else if (s < nfull) wb.template issue<true>(s, smem(b_stage(st)), kend);
+      if (s < nfull) wb.template issue<true>(s, smem(b_stage(st)), kend);
       else wb.template issue<false>(s, smem(b_stage(st)), kend);
     }
-  };
-  // Thread 0 arms stage slot st's mbarrier for stage S's bulk copies (before or after them: the
-  // phase cannot complete before its one arrival).
-  auto arm = [&](int S, int st) {
-    if (!bulk || threadIdx.x != 0) return;
-    unsigned bytes = 0;
-#pragma unroll
-    for (int j = 0; j < kT; ++j) {
-      if constexpr (kSwapped) bytes += WgMNRows<AV>::bulk_bytes(kbeg + (kT * S + j) * kXBK, kend, m0, p.M);
-      else bytes += WgBRows<BV>::bulk_bytes(kT * S + j, kbeg, kend, n0, p.N);
-    }
-    wg_bar_expect(bar(st), bytes);
   };
   auto fetch_b = [&](int s, auto j) {  // the weight gradient's rows' ids, a stage ahead
     if constexpr (kSwapped) rb[j].template fetch<kXBK, kXBN>(p.b, kbeg + s * kXBK, n0, kend, p.N);
@@ -475,7 +381,6 @@ __device__ __forceinline__ void wg_tile(const P& p) {
     static_assert(kT == 2, "a stage's two k-tiles, each named at compile time");
     if (S >= nss) return;
     if (fetch) fetch_b(kT * S, std::integral_constant<int, 0>{}), fetch_b(kT * S + 1, std::integral_constant<int, 1>{});
-    if constexpr (!kSwapped) arm(S, st);
     issue_b(kT * S, kT * st, std::integral_constant<int, 0>{});
     issue_b(kT * S + 1, kT * st + 1, std::integral_constant<int, 1>{});
   };
@@ -485,7 +390,6 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   };
   auto issue_stage_a = [&](int S, int st) {
     if (S >= nss) return;
-    if constexpr (kSwapped) arm(S, st);
 #pragma unroll
     for (int j = 0; j < kT; ++j) issue_a(kT * S + j, kT * st + j);
   };
@@ -497,23 +401,12 @@ __device__ __forceinline__ void wg_tile(const P& p) {
       wb.init(p.b, n0, kbeg, p.N);
     }
   };
-  if (bulk) {  // the mbarriers, and every slot of the copied operand zeroed (what bulk() skips stays finite)
-    if (threadIdx.x == 0)
-      for (int st = 0; st < kSt; ++st) wg_bar_init(bar(st));
-    constexpr int kOp = kSwapped ? 0 : Lay::kA, kOpBytes = kWgBTile;
-    static_assert(kOpBytes % (16 * kXThreads) == 0, "whole 16-byte stores a thread");
-    for (int slot = 0; slot < kSt * kT; ++slot)
-      for (int i = threadIdx.x; i < kOpBytes / 16; i += kXThreads)
-        reinterpret_cast<uint4*>(gemm_dyn + slot * Lay::kSlot + kOp)[i] = make_uint4(0, 0, 0, 0);
-    wg_fence_proxy();  // the zeros ordered before the bulk copies and the tensor cores' reads
-    __syncthreads();
-  }
   // As step 5: B's first stages before the PDL wait unless p.b_fresh, A's after it.
   const bool early_b = !p.b_fresh;
   if (early_b) {
     init_b();
 #pragma unroll
-    for (int S = 0; S < kSt - 2; ++S) issue_stage_b(S, S, true);
+    for (int S = 0; S < kSt - 1; ++S) issue_stage_b(S, S, true);
   }
   using Epi = typename std::decay<decltype(p.epi)>::type;
   if constexpr (EarlyDraw<Epi>::value) p.epi.prefetch_pair(m0, n0, p.M, p.N);
@@ -527,22 +420,20 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   }
   if (!early_b) init_b();
 #pragma unroll
-  for (int S = 0; S < kSt - 2; ++S) {
+  for (int S = 0; S < kSt - 1; ++S) {
     if (!early_b) issue_stage_b(S, S, true);
     issue_stage_a(S, S);
     x3_commit();
   }
   // The row ids of the first stage the loop issues, fetched now (each iteration issues its stage's
   // copies and fetches the next stage's ids, which land under the MMAs).
-  fetch_stage(kSt - 2);
+  fetch_stage(kSt - 1);
   if constexpr (!EarlyDraw<Epi>::value) p.epi.prefetch(m0, n0, p.M, p.N);
 
   const int h = threadIdx.x / 128;  // the warpgroup
-  float d[16];                      // the sums, accumulated on the tensor cores
+  float d[16];                      // the running sums (the second level)
 #pragma unroll
   for (int e = 0; e < 16; ++e) d[e] = 0.f;
-  wg_hold(d);  // (zeroed once, before the loop: a copy of the zeroing on the path that skips it would
-               // make ptxas serialize the MMAs)
   // The shared-memory operand's descriptor for slot 0 and warpgroup h (its 32 values of n, 4 core
   // matrices along n); a slot and a k-step are one add each (a descriptor's address field is the
   // byte address >> 4, and no offset carries out of it: dynamic shared memory < 256 KB).
@@ -555,38 +446,35 @@ __device__ __forceinline__ void wg_tile(const P& p) {
   auto desc = [&](int slot, int ks) {
     return desc0 + static_cast<uint64_t>((slot * Lay::kSlot + ks * 2 * kWgLbo) >> 4);
   };
-  // Each k-tile's MMAs stay in flight while the next k-tile's register operand is read and
-  // converted (fenced and committed a k-tile at a time, at most one group in flight after each
-  // wait: ptxas keeps the MMAs asynchronous only so). A warpgroup leaves stage t with at most its
-  // last k-tile in flight, so after stage t's barrier stage t - 2's slots are free and take stage
-  // t + kSt - 2 (kSt - 2 stages of copies ahead).
-  static_assert(kT == 2, "a stage's two k-tiles, each in registers of its own");
-  uint32_t a[kT][2][4];
-  int rs = 0, ws = kSt - 2;
+  int rs = 0, ws = kSt - 1;
   for (int t = 0; t < nss; ++t) {
-    x3_wait<kSt - 3>();  // stage t has landed (this thread's copies) ...
-    if (bulk) wg_bar_wait(bar(rs), (t / kSt) & 1);  // ... the bulk copies too ...
-    else wg_fence_proxy();                            // ... or the cp.async ones for the tensor cores' reads ...
-    __syncthreads();     // ... and everyone's; every warpgroup's MMAs of stage t - 2 are done
-    const int nx = t + kSt - 2;
+    x3_wait<kSt - 2>();  // stage t has landed (this thread's copies) ...
+    wg_fence_proxy();    // ... for the tensor cores' reads too ...
+    __syncthreads();     // ... and everyone's; every warpgroup is done with stage t - 1
+    const int nx = t + kSt - 1;
     issue_stage_b(nx, ws, false), issue_stage_a(nx, ws);
     x3_commit();
+    // The register operand (the forward's A, or the weight gradient's bytes X^T) of the stage's
+    // two k-tiles.
+    uint32_t a[kT][2][4];
     frags(kT * rs, a[0]);
+    frags(kT * rs + 1, a[1]);
+    float part[16];  // this stage's sums (the first level: 4 k-steps, 64 values of k)
+    wg_pin(a[0]), wg_pin(a[1]);
+    wg_fence();
+    wgmma_m64n32k16<false, kSwapped>(part, a[0][0], desc(kT * rs, 0));
+    wgmma_m64n32k16<true, kSwapped>(part, a[0][1], desc(kT * rs, 1));
+    wgmma_m64n32k16<true, kSwapped>(part, a[1][0], desc(kT * rs + 1, 0));
+    wgmma_m64n32k16<true, kSwapped>(part, a[1][1], desc(kT * rs + 1, 1));
+    wg_commit();
+    fetch_stage(nx + 1);  // the next stage's row ids (global loads) under the tensor cores' work
+    wg_wait_all();
+    wg_hold(part), wg_hold(a[0]), wg_hold(a[1]);
 #pragma unroll
-    for (int j = 0; j < kT; ++j) {
-      if (j + 1 < kT) frags(kT * rs + j + 1, a[j + 1]);
-      wg_fence();
-      wgmma_m64n32k16<true, kSwapped>(d, a[j][0], desc(kT * rs + j, 0));
-      wgmma_m64n32k16<true, kSwapped>(d, a[j][1], desc(kT * rs + j, 1));
-      wg_commit();
-      if (j == 0) fetch_stage(nx + 1);  // the next stage's row ids (global loads) under the tensor cores' work
-      wg_wait<1>();
-    }
+    for (int e = 0; e < 16; ++e) d[e] += part[e];
     rs = rs == kSt - 1 ? 0 : rs + 1;
     ws = ws == kSt - 1 ? 0 : ws + 1;
   }
-  wg_wait<0>();
-  wg_hold(d), wg_hold(a[0]), wg_hold(a[1]);
   x3_wait<0>();
   __syncthreads();
   // The byte operand's sums / 255 (as step 5's TcAccum::finish), then the two 32 x 64 sub-tiles
