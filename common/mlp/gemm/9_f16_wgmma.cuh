@@ -36,6 +36,10 @@
 // fp16 step 86.29 -> 95.84 us (faster only at 1,024, 57.86 -> 55.62, against the WMMA tile). The
 // weight gradient executes 11.60 M warp instructions to step 6's 11.35 M: the MMAs were not the
 // instruction count, the copies, row ids and conversions are. So it stays a rung to choose.
+// The risk named above, measured (H100, nvidia-h100-80gb-hbm3/logs/wgbulk_3d30910/): without the
+// proxy fence the forward at 8,192 takes 30.7-31.0 us against 31.3-31.6, so the fence is not what
+// holds a stage; MMAs left in flight across k-tiles and bulk copies in the fence's place ran slower
+// (phase 5 notes, "Tried and dropped").
 #pragma once
 #include <cuda_fp16.h>
 
