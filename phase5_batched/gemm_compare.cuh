@@ -4,7 +4,8 @@
 // For each layer's three products (forward, backward data above the first layer, weight gradient)
 // at the configured batch: fresh random operands, outputs poisoned before every checked run, a
 // float64 reference computed on the GPU, then each implementation checked against it and timed
-// (median of 30 launches after 5 warm-ups, CUDA events):
+// (CUDA events around a graph of 10 launches of the product, the median of 30 replays / 10, after 5
+// warm-ups):
 //   fp32: own-tile (the 32 x 64 SIMT tile, steps 1-4), own-fma64 (step 7: FMA warp tiles in step
 //         5's 64 x 64 tile; with own-tile, the CUDA cores' rungs), own-tf32x3 (step 5), cublaslt-fp32
 //         (CUBLAS_COMPUTE_32F: the yardstick), cublaslt-tf32 (COMPUTE_32F_FAST_TF32: faster
@@ -110,16 +111,29 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
     CUDA_CHECK(cudaStreamSynchronize(st));
     return t;
   };
+  // A product's time: kGraphLaunches launches of it back to back in one graph, the median over 30
+  // replays divided by the launches (METHOD.md: a launch timed alone between two events also counts
+  // the gap while the host enqueues it, which for a cuBLASLt call is several microseconds).
+  constexpr int kGraphLaunches = 10;
   auto time_it = [&](const std::function<void()>& launch) {
-    EventTimer t(st);
     for (int i = 0; i < 5; ++i) launch();
+    cudaGraph_t graph = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kGraphLaunches; ++i) launch();
+    CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    cudaGraphExec_t exec = nullptr;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaGraphLaunch(exec, st));  // (its first replay uploads it)
+    EventTimer t(st);
     std::vector<double> ms;
     for (int i = 0; i < 30; ++i) {
       t.start();
-      launch();
+      CUDA_CHECK(cudaGraphLaunch(exec, st));
       t.stop();
-      ms.push_back(t.elapsed_ms());
+      ms.push_back(t.elapsed_ms() / kGraphLaunches);
     }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
     return summarize(ms).median;
   };
   // The reference multiplies the very operands the GEMMs read (fp16 ones widened), so only the
@@ -296,7 +310,8 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
   nlohmann::json rec = new_record(phase, o.workload, "cuda-gemm-bench", cli);
   rec["device"] = to_json(dev);
   rec["software"] = software_json(dev);
-  rec["timing"] = timing_json("cuda-events", "one launch of each product (median of 30 after 5 warm-ups)",
+  rec["timing"] = timing_json("cuda-events", "each product as a graph of 10 launches back to back (median of 30 replays, "
+                              "divided by 10, after 5 warm-up launches and one replay)",
                               "operand generation, planning, the float64 reference", 5, summarize(own_best));
   rec["metrics"] = {{"gemm_bench", rows}, {"batch", B}, {"layers", w}};
   rec["notes"].push_back("own = the GEMM ladder's rungs planned as phase 5 plans them (split-K and its fix-up) with a plain "
