@@ -310,8 +310,9 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
   nlohmann::json rec = new_record(phase, o.workload, "cuda-gemm-bench", cli);
   rec["device"] = to_json(dev);
   rec["software"] = software_json(dev);
-  rec["timing"] = timing_json("cuda-events", "each product as a graph of 10 launches back to back (median of 30 replays, "
-                              "divided by 10, after 5 warm-up launches and one replay)",
+  const std::string per_graph = std::to_string(kGraphLaunches);
+  rec["timing"] = timing_json("cuda-events", "each product as a graph of " + per_graph + " launches back to back (median of 30 "
+                              "replays, divided by " + per_graph + ", after 5 warm-up launches and one replay)",
                               "operand generation, planning, the float64 reference", 5, summarize(own_best));
   rec["metrics"] = {{"gemm_bench", rows}, {"batch", B}, {"layers", w}};
   rec["notes"].push_back("own = the GEMM ladder's rungs planned as phase 5 plans them (split-K and its fix-up) with a plain "
