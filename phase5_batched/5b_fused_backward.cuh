@@ -90,6 +90,19 @@
 // it where a slice holds at most two sub-tiles and every cluster fits at once (h <= 1,024); W2's
 // graph step at 1,024 46.01 us against JAX jit-epoch's 53.22 (phase5_batched__w2-h1024-own.json,
 // H100).
+// The masters evict-first in L2 (FusedBwdParams::evict_masters, phase 5's --l2-evict). A step reads
+// each layer's fp16 copy in its forward and streams the layer's fp32 master through its pass (read
+// and written), in the reverse order. Where masters and copies together overflow L2 (50 MB on an
+// H100: W2 from h = 2,048), LRU keeps what the passes touched last, masters among it, and the next
+// forwards find part of their copies gone. With the masters' copies and stores marked evict-first
+// the copies outlast them. Prediction, before measuring (H100): at h = 2,048 the forwards' ~20 MB
+// of copies from L2 instead of DRAM, up to ~3 us a step; at 4,096, where one hidden layer's copy
+// (34 MB) fits, ~5; nothing at 1,024 (all of it fits) or 8,192 (one copy is 134 MB). Measured (H100,
+// nvidia-h100-80gb-hbm3/logs/l2evict_3ce0cb0/, a probe build, 2 rounds alternating, the same
+// checksums): 88.38 -> 84.41 us a step at 2,048, 218.88 -> 213.75 at 4,096, 49.20 -> 49.14 at 1,024,
+// 681.26 -> 687.56 at 8,192 (there the copies' stores marked evict-last instead won 0.9%, and lost
+// 2.9% at 2,048). --l2-evict auto: on where masters and copies overflow L2 and the widest layer's
+// copy fits in it (l2_policy.h).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -141,6 +154,10 @@ struct FusedBwdParams {
   bool cluster = false;
   // Warps a block of a pass with a backward-data product: 4, or 8 (the card's 8-warp paragraph; a pass without one: 8).
   int warps = 4;
+  // The fp32 masters' copies into shared memory and their stores carry an L2 evict-first hint (phase
+  // 5's --l2-evict; the card's L2 paragraph): the fp16 copies, which the next step's forwards read,
+  // then outlast them in L2.
+  bool evict_masters = false;
   // The first layer's pass may run the next step's first forward too (phase 5's --next-forward;
   // fb::next_forward_part, _finish): the next batch's bytes (next_rows of xdata) times each sub-tile's
   // new fp16 weights, a 32 x 32 partial over the block's 64 columns into fws; after its last sub-tile
@@ -276,6 +293,23 @@ __device__ __forceinline__ void cluster_handover(const P& p, Smem& sm, int n0, i
 
 __device__ __forceinline__ bool al16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// The masters' L2 hint (FusedBwdParams::evict_masters): an evict-first cache policy (createpolicy), a
+// 16-byte cp.async and a 16-byte store that carry it.
+__device__ __forceinline__ uint64_t l2_evict_first() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ void cp_async16_l2(void* dst, const void* src, uint64_t pol) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "l"(pol) : "memory");
+}
+__device__ __forceinline__ void st_f4_l2(float* p, const float (&v)[4], uint64_t pol) {
+  asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]),
+               "f"(v[3]), "l"(pol)
+               : "memory");
+}
+
 // Sub-tile i of the block's rows into stage s: 32 rows x 64 fp32 weights (load_stage_w), dZ[0..B)
 // [those rows] (load_stage_z). Chunks wholly inside the matrix go by 16-byte cp.async, edge chunks
 // element by element (zeros outside): both are visible after the consumer's wait + barrier.
@@ -290,7 +324,8 @@ __device__ __forceinline__ void load_stage_w(const FusedBwdParams& p, FbSmem& sm
     float* dst = &sm.w[s][r][q];
     const float* src = p.W + static_cast<size_t>(m) * p.N + n;
     if (vec_w && m < mend && n + 4 <= p.N) {
-      __pipeline_memcpy_async(dst, src, 16);
+      if (p.evict_masters) cp_async16_l2(dst, src, l2_evict_first());
+      else __pipeline_memcpy_async(dst, src, 16);
     } else {
 #pragma unroll
       for (int e = 0; e < 4; ++e) dst[e] = (m < mend && n + e < p.N) ? src[e] : 0.f;
@@ -586,7 +621,8 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
 #pragma unroll
         for (int j = 0; j < 4; ++j) wf[j] -= p.lr * g[j];
       }
-      store4(p.W + idx, vec_o, valid, wf);
+      if (p.evict_masters && vec_o && valid == 4) fb::st_f4_l2(p.W + idx, wf, fb::l2_evict_first());
+      else store4(p.W + idx, vec_o, valid, wf);
       if (p.W16) store4(p.W16 + idx, vec_o, valid, wf);
       if (p.grad_out) store4(p.grad_out + idx, false, valid, g);
       if (!kDgrad && p.next_fwd) {  // the new weights as W16 holds them, for the next forward

@@ -15,8 +15,9 @@
 //   --fp32-gemm auto|tile|tf32x3|fma|no-digits  big-batch fp32 products on tensor cores (GEMM step 5;
 //     the first forward on step 10: bytes times W0's 8-bit digits) or FMAs (fma: step 7); plan recorded;
 //   --fp16-gemm auto|tile|mma|wgmma  fp16 products on step 6 where it pays (wgmma: the first two on
-//     step 9); --fp16-stream, --handover, --last-pass, --fused-warps, --next-forward: the fp16 graph
-//     step's step 8 and 5b choices (--help); --row-chain W1's middle in one kernel; --gemm-compare.
+//     step 9); --fp16-stream, --handover, --last-pass, --fused-warps, --next-forward, --l2-evict: the
+//     fp16 graph step's step 8 and 5b choices (--help); --row-chain W1's middle in one kernel;
+//     --gemm-compare.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the
@@ -263,6 +264,7 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["fp16_gemm"] = o.fp16_gemm;
   rec["metrics"]["fp16_stream"] = o.fp16_stream;
   rec["metrics"]["handover"] = o.handover;
+  rec["metrics"]["l2_evict"] = tr.l2_evict() ? "on" : "off";  // (what ran: the fused passes' masters evict-first in L2)
   rec["metrics"]["fused_warps"] = o.fused_warps;  // (a hidden layer's fused pass: 4, 8, or auto's rule)
   rec["metrics"]["last_pass"] = tr.last_tail() ? "tail" : "kernel";  // (what ran: tail only where it can)
   rec["metrics"]["next_forward"] = tr.next_forward() ? "pass" : "kernel";  // (what ran)
@@ -356,6 +358,12 @@ int run(int argc, char** argv) {
                  "partial tiles through its shared memory (cluster; sm_90; fewer, longer slices where the GPU cannot "
                  "hold every cluster at once), or hand them over through global memory, a fence and a counter (global)",
                  {"cluster", "global"});
+  cli.add_string("--l2-evict", &o.l2_evict,
+                 "own graph path, fp16, fused backward: the passes' copies and stores of the fp32 master weights "
+                 "marked evict-first in L2, so that the fp16 copies the next forwards read outlast them (on), or "
+                 "not (off); auto: on where masters and copies overflow L2 and the widest layer's copy fits in it "
+                 "(W2 h = 2,048 and 4,096 on an H100), where it measured faster",
+                 {"auto", "on", "off"});
   cli.add_string("--fused-warps", &o.fused_warps,
                  "own graph path, fp16, fused backward: warps a block of a hidden layer's pass (its update and the "
                  "backward-data product), 4 or 8 (8: twice the warps to issue the same work, two blocks an SM; the same "

@@ -23,6 +23,7 @@ struct P5Options : mlp::MlpOptions {
   std::string fp16_gemm = "auto";  // auto | tile | mma | wgmma (fp32_gemm.h)
   std::string fp16_stream = "auto";  // auto | regs | staged | on | off: forwards of <= 32 rows on GEMM step 8 (fp32_gemm.h)
   std::string handover = "cluster";  // cluster | global: how step 8's K slices and 5b's row slices hand over
+  std::string l2_evict = "auto";     // auto | on | off: the fused passes' fp32 masters evict-first in L2
   std::string fused_warps = "auto";  // auto (4) | 4 | 8: warps a block of 5b's passes with a backward-data product
   std::string last_pass = "auto";    // auto | tail | kernel: the last layer's fused pass in softmax-CE's cluster, or its own
   std::string next_forward = "auto";  // auto | pass | kernel: the next step's first forward in the first layer's fused pass, or its own kernel

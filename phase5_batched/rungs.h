@@ -296,6 +296,9 @@ inline void check_rung(const Rung& r, const P5Options& o) {
   if (o.handover != "cluster" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
     throw Error(kExitUsage, "--handover " + o.handover + ": needs --precision fp16, --gemm own and --launch " +
                                 kRungs[0].name);
+  if (o.l2_evict != "auto" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
+    throw Error(kExitUsage, "--l2-evict " + o.l2_evict + ": needs --precision fp16, --gemm own and --launch " +
+                                kRungs[0].name);
   if (o.fused_warps != "auto" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
     throw Error(kExitUsage, "--fused-warps " + o.fused_warps + ": needs --precision fp16, --gemm own and --launch " +
                                 kRungs[0].name);

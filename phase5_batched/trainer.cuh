@@ -22,6 +22,7 @@
 #include "errors.h"
 #include "idx.h"
 #include "5b_fused_backward.cuh"
+#include "l2_policy.h"
 #include "5a_graph_step.cuh"
 #include "5a_row_chain.cuh"
 #include "fp32_gemm.h"
@@ -241,6 +242,7 @@ class Trainer {
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
   bool last_tail() const { return last_tail_; }
   bool next_forward() const { return next_fwd_; }
+  bool l2_evict() const { return evict_masters_; }  // the fused passes' masters evict-first in L2
   bool pdl() const { return pdl_; }
   // --breakdown: per-part cycles of block 0 (summed over the steps run since the last call).
   void start_breakdown() {
@@ -429,6 +431,7 @@ class Trainer {
   DevBuf<float> bg_ws_;  // --gemm cublas: the bias gradients' slice sums
   DevBuf<unsigned> counters_[2];
   bool fused_bwd_ = false;
+  bool evict_masters_ = false;  // --l2-evict (5b_fused_backward.cuh, l2_policy.h)
   bool last_tail_ = false;  // the last layer's fused pass runs in softmax-CE's cluster (5b_fused_backward.cuh)
   // --next-forward pass: the first layer's fused pass runs the next step's first forward where that
   // step follows in the same graph; fwd0_done_: the step being enqueued has its forward done so.

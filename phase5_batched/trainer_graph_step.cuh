@@ -208,6 +208,7 @@ FusedBwdParams Trainer<T>::fused_params(int l, const StepRef& sr) const {
     // 4-warp blocks unless --fused-warps 8 (5b_fused_backward.cuh's card, "8-warp blocks"; measured both ways
     // at every width, neither wins at all of them).
     p.warps = o_.fused_warps == "8" ? 8 : 4;
+    p.evict_masters = evict_masters_;
     p.ws = fb_ws_.get(), p.counters = fb_counters_.get();
   }
   return p;
@@ -231,7 +232,7 @@ FusedBwdParams Trainer<T>::fused_first_next(const StepRef& sr) const {
 // of 8; --backward fused, or auto with SGD); sizes its workspace.
 template <class T>
 void Trainer<T>::plan_fused_backward() {
-  fused_bwd_ = false, next_fwd_ = false, next_cluster_ = false;
+  fused_bwd_ = false, next_fwd_ = false, next_cluster_ = false, evict_masters_ = false;
   if constexpr (kHalf) {
     // auto: SGD only. The fused kernel reads Adam's moments with plain loads in its optimizer
     // pass, a serial round trip per 32-row sub-tile, and W1 (Adam, small layers, grids of 1-52
@@ -252,6 +253,8 @@ void Trainer<T>::plan_fused_backward() {
     fb_counters_.alloc(tiles);
     CUDA_CHECK(cudaMemset(fb_counters_.get(), 0, fb_counters_.bytes()));
     fused_bwd_ = true;
+    // The masters evict-first in L2 (--l2-evict; auto: l2_policy.h's rule, where it measured faster).
+    evict_masters_ = o_.l2_evict == "on" || (o_.l2_evict == "auto" && l2_evict_masters_pays(o_.layers, dev_.l2_bytes));
     // The next step's first forward in the first layer's pass (--next-forward): its partials'
     // workspace and a counter a row slice. auto: where every row slice's column tiles run as one
     // cluster at once and a slice holds at most two 32-row sub-tiles (h <= 1,024 for 784 inputs):

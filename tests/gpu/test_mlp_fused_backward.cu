@@ -245,19 +245,24 @@ void run_case(const Case& c) {
   for (size_t i = 0; i < w.size(); ++i) copy_ok &= __half2float(h16[i]) == __half2float(__float2half_rn(nw[i]));
   CHECK(copy_ok);
   if (c.first) check_next_forward(c, p, w, b, m0, v0, px, perm, dW, dB, w16, gout, bgout, dmW, dvW, dmB, dvB);
-  // 8-warp blocks (phase 5's --fused-warps 8) for a pass with a backward-data product: every output
-  // has the 4-warp blocks' bits (each element's sums in the same order, split over more warps).
-  if (!c.first) {
-    const auto w4 = dW.get(), b4 = dB.get(), g4 = gout.get(), bg4 = bgout.get();
-    const auto h4 = w16.get(), z4 = dzprev.get();
-    const auto mw4 = dmW.get(), vw4 = dvW.get();
+  // Variants with the same arithmetic, every output with the plain pass's bits: 8-warp blocks (phase 5's
+  // --fused-warps 8) for a pass with a backward-data product (each element's sums in the same order,
+  // split over more warps), and the masters' copies and stores with an L2 evict-first hint (--l2-evict
+  // on, any pass).
+  const auto w4 = dW.get(), b4 = dB.get(), g4 = gout.get(), bg4 = bgout.get();
+  const auto h4 = w16.get(), z4 = dzprev.get();
+  const auto mw4 = dmW.get(), vw4 = dvW.get();
+  for (int variant = 0; variant < 2; ++variant) {
+    if (variant == 0 && c.first) continue;
+    INFO(variant == 0 ? "8-warp blocks" : "masters evict-first in L2");
     dW.set(w), dB.set(b);
     dmW.set(std::vector<float>(m0.begin(), m0.begin() + w.size())), dvW.set(std::vector<float>(v0.begin(), v0.begin() + w.size()));
     dmB.set(std::vector<float>(m0.begin() + w.size(), m0.end())), dvB.set(std::vector<float>(v0.begin() + w.size(), v0.end()));
     w16.poison(), dzprev.poison(), gout.poison(), bgout.poison();
-    FusedBwdParams e8 = p;
-    e8.warps = 8;
-    launch_fused_bwd<p5_fused_update_bwd>(e8, nullptr);
+    FusedBwdParams e = p;
+    if (variant == 0) e.warps = 8;
+    else e.evict_masters = true;
+    launch_fused_bwd<p5_fused_update_bwd>(e, nullptr);
     CHECK_LAUNCH();
     auto same = [](const auto& x, const auto& y) { return std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0; };
     CHECK(same(dW.get(), w4));
