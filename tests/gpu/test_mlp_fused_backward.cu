@@ -254,7 +254,7 @@ void run_case(const Case& c) {
   const auto mw4 = dmW.get(), vw4 = dvW.get();
   for (int variant = 0; variant < 2; ++variant) {
     if (variant == 0 && c.first) continue;
-    INFO(variant == 0 ? "8-warp blocks" : "masters evict-first in L2");
+    INFO((variant == 0 ? "8-warp blocks" : "masters evict-first in L2"));
     dW.set(w), dB.set(b);
     dmW.set(std::vector<float>(m0.begin(), m0.begin() + w.size())), dvW.set(std::vector<float>(v0.begin(), v0.begin() + w.size()));
     dmB.set(std::vector<float>(m0.begin() + w.size(), m0.end())), dvB.set(std::vector<float>(v0.begin() + w.size(), v0.end()));
