@@ -102,7 +102,9 @@
 // checksums): 88.38 -> 84.41 us a step at 2,048, 218.88 -> 213.75 at 4,096, 49.20 -> 49.14 at 1,024,
 // 681.26 -> 687.56 at 8,192 (there the copies' stores marked evict-last instead won 0.9%, and lost
 // 2.9% at 2,048). --l2-evict auto: on where masters and copies overflow L2 and the widest layer's
-// copy fits in it (l2_policy.h).
+// copy fits in it (l2_policy.h). Kept (5abc708, off -> auto on another H100, kept_5abc708/): 86.03 ->
+// 80.83 us at 2,048, 217.74 -> 212.58 at 4,096; in the width sweep W2's graph step is then 1.54x JAX
+// at 2,048 and 4,096 and 1.60x at 8,192 (phase5_batched__w2-h<h>-own.json, H100).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -313,7 +315,7 @@ __device__ __forceinline__ void st_f4_l2(float* p, const float (&v)[4], uint64_t
 // Sub-tile i of the block's rows into stage s: 32 rows x 64 fp32 weights (load_stage_w), dZ[0..B)
 // [those rows] (load_stage_z). Chunks wholly inside the matrix go by 16-byte cp.async, edge chunks
 // element by element (zeros outside): both are visible after the consumer's wait + barrier.
-template <int kThreads>
+template <int kThreads, bool kEvict = false>
 __device__ __forceinline__ void load_stage_w(const FusedBwdParams& p, FbSmem& sm, int s, int m0, int mend, int n0,
                                              bool vec_w) {
   const int t = threadIdx.x;
@@ -324,7 +326,7 @@ __device__ __forceinline__ void load_stage_w(const FusedBwdParams& p, FbSmem& sm
     float* dst = &sm.w[s][r][q];
     const float* src = p.W + static_cast<size_t>(m) * p.N + n;
     if (vec_w && m < mend && n + 4 <= p.N) {
-      if (p.evict_masters) cp_async16_l2(dst, src, l2_evict_first());
+      if constexpr (kEvict) cp_async16_l2(dst, src, l2_evict_first());
       else __pipeline_memcpy_async(dst, src, 16);
     } else {
 #pragma unroll
@@ -476,8 +478,10 @@ __device__ void next_forward_finish(const FusedBwdParams& p, int tn, int split, 
 }  // namespace fb
 
 // kDgrad: the instance has the backward-data product (an 8-warp block with it needs more than the 80
-// registers three blocks an SM allow: two an SM; the card).
-template <class Tag, int kThreads, bool kDgrad = kThreads == kFbThreads>
+// registers three blocks an SM allow: two an SM; the card). kEvict: the masters' L2 hint
+// (FusedBwdParams::evict_masters) compiled in; an instance of its own, so that the kernel without it
+// stays the code it was (with a run-time test, W2's step at h = 128 and 1,024 ran ~3% slower).
+template <class Tag, int kThreads, bool kDgrad = kThreads == kFbThreads, bool kEvict = false>
 __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad ? 2 : kFbBlocksPerSm)
     fused_update_bwd_kernel(FusedBwdParams p) {
   // kThreads == kFbThreads: 4 warps, each 16 rows x 32 columns of the tile (dW and dA); kFbThreadsUpdate:
@@ -508,7 +512,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
   // writes this layer's master weights, one step earlier. dZ comes from the kernel just before.
 #pragma unroll
   for (int i = 0; i < kFbStages - 1; ++i)
-    if (i < nsub) fb::load_stage_w<kThreads>(p, sm, i, mbeg + i * kFbRows, mend, n0, vec_w);
+    if (i < nsub) fb::load_stage_w<kThreads, kEvict>(p, sm, i, mbeg + i * kFbRows, mend, n0, vec_w);
   pdl_wait();
   pdl_launch_dependents();
   if (p.adam && t == 0) {
@@ -545,7 +549,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
     __syncthreads();
     if (i + kFbStages - 1 < nsub) {
       const int sn = (i + kFbStages - 1) % kFbStages, mn = m0 + (kFbStages - 1) * kFbRows;
-      fb::load_stage_w<kThreads>(p, sm, sn, mn, mend, n0, vec_w);
+      fb::load_stage_w<kThreads, kEvict>(p, sm, sn, mn, mend, n0, vec_w);
       fb::load_stage_z(p, sm, sn, mn, mend, vec_z);
     }
     __pipeline_commit();
@@ -621,7 +625,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
 #pragma unroll
         for (int j = 0; j < 4; ++j) wf[j] -= p.lr * g[j];
       }
-      if (p.evict_masters && vec_o && valid == 4) fb::st_f4_l2(p.W + idx, wf, fb::l2_evict_first());
+      if (kEvict && vec_o && valid == 4) fb::st_f4_l2(p.W + idx, wf, fb::l2_evict_first());
       else store4(p.W + idx, vec_o, valid, wf);
       if (p.W16) store4(p.W16 + idx, vec_o, valid, wf);
       if (p.grad_out) store4(p.grad_out + idx, false, valid, g);
@@ -679,6 +683,13 @@ inline void fused_bwd_setup() {
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(sizeof(FbSmem) + sizeof(FbNextSmem))));
   CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreadsUpdate, true>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
+  CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreads, true, true>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
+  CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreadsUpdate, false, true>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(sizeof(FbSmem) + sizeof(FbNextSmem))));
+  CUDA_CHECK(cudaFuncSetAttribute(fused_update_bwd_kernel<Tag, kFbThreadsUpdate, true, true>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sizeof(FbSmem))));
 }
 
@@ -750,22 +761,27 @@ inline int fused_next_clusters(const FusedBwdParams& p) {
                            fused_bwd_smem(p));
 }
 
-// A pass without backward-data product runs 8-warp blocks; one with it, p.warps (4 or 8).
+// A pass without backward-data product runs 8-warp blocks; one with it, p.warps (4 or 8); each the
+// instance with the masters' L2 hint where p.evict_masters.
+template <class Tag, int kThreads, bool kDgrad>
+inline void launch_fused_instance(const FusedBwdParams& q, size_t smem, cudaStream_t st, const LaunchOpts& o) {
+  if (q.evict_masters)
+    launch_kernel(fused_update_bwd_kernel<Tag, kThreads, kDgrad, true>, q.blocks(), kThreads, smem, st, o, q);
+  else
+    launch_kernel(fused_update_bwd_kernel<Tag, kThreads, kDgrad>, q.blocks(), kThreads, smem, st, o, q);
+}
 template <class Tag>
 inline void launch_fused_bwd(const FusedBwdParams& p, cudaStream_t st, bool pdl = false) {
   if (p.M <= 0 || p.N <= 0) return;
   if (p.dz_prev == nullptr) {  // (the next forward's cluster: a row slice's column tiles, consecutive blocks)
     const LaunchOpts o{pdl, nullptr, p.next_fwd && p.next_cluster ? static_cast<unsigned>(p.tiles_n()) : 0u};
-    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreadsUpdate>, p.blocks(), kFbThreadsUpdate, fused_bwd_smem(p), st, o,
-                  p);
+    launch_fused_instance<Tag, kFbThreadsUpdate, false>(p, fused_bwd_smem(p), st, o);
     return;
   }
   const FusedBwdParams q = fused_bwd_launched<Tag>(p);
   const LaunchOpts o{pdl, nullptr, q.cluster ? static_cast<unsigned>(q.splits) : 0u};
-  if (q.warps == 8)
-    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreadsUpdate, true>, q.blocks(), kFbThreadsUpdate, sizeof(FbSmem), st, o, q);
-  else
-    launch_kernel(fused_update_bwd_kernel<Tag, kFbThreads>, q.blocks(), kFbThreads, sizeof(FbSmem), st, o, q);
+  if (q.warps == 8) launch_fused_instance<Tag, kFbThreadsUpdate, true>(q, sizeof(FbSmem), st, o);
+  else launch_fused_instance<Tag, kFbThreads, true>(q, sizeof(FbSmem), st, o);
 }
 
 // ------------------------------------------------------------------ the last layer's pass in softmax-CE's cluster

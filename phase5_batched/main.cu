@@ -14,10 +14,9 @@
 //     5f  W1's fp32 model in one cluster, the first layer as 3xTF32 MMAs; 5g  5d's model over every SM;
 //   --fp32-gemm auto|tile|tf32x3|fma|no-digits  big-batch fp32 products on tensor cores (GEMM step 5;
 //     the first forward on step 10: bytes times W0's 8-bit digits) or FMAs (fma: step 7); plan recorded;
-//   --fp16-gemm auto|tile|mma|wgmma  fp16 products on step 6 where it pays (wgmma: the first two on
-//     step 9); --fp16-stream, --handover, --last-pass, --fused-warps, --next-forward, --l2-evict: the
-//     fp16 graph step's step 8 and 5b choices (--help); --row-chain W1's middle in one kernel;
-//     --gemm-compare.
+//   --fp16-gemm auto|tile|mma|wgmma  fp16 products on step 6 where it pays (wgmma: the first two on step
+//     9); --fp16-stream, --handover, --last-pass, --fused-warps, --next-forward, --l2-evict: the fp16
+//     graph step's step 8 and 5b choices (--help); --row-chain W1's middle in one kernel; --gemm-compare.
 //
 // THE DESIGN DECISION: no intermediate that an epilogue can consume is written, and nothing in a
 //   step waits for the host: what is left between kernels is dependent latency, which the
