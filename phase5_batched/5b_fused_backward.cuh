@@ -103,8 +103,9 @@
 // 681.26 -> 687.56 at 8,192 (there the copies' stores marked evict-last instead won 0.9%, and lost
 // 2.9% at 2,048). --l2-evict auto: on where masters and copies overflow L2 and the widest layer's
 // copy fits in it (l2_policy.h). Kept (5abc708, off -> auto on another H100, kept_5abc708/): 86.03 ->
-// 80.83 us at 2,048, 217.74 -> 212.58 at 4,096; in the width sweep W2's graph step is then 1.54x JAX
-// at 2,048 and 4,096 and 1.60x at 8,192 (phase5_batched__w2-h<h>-own.json, H100).
+// 80.83 us at 2,048, 217.74 -> 212.58 at 4,096; as a kernel instance of its own (31e617a) 79.41 where
+// 5abc708 took 81.41 in one call (instance_31e617a/). In the width sweep W2's graph step is then
+// 1.57x JAX at 2,048, 1.54x at 4,096, 1.60x at 8,192 (phase5_batched__w2-h<h>-own.json, H100).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
