@@ -116,6 +116,7 @@
 #include <cstdio>
 
 #include "5a_graph_step.cuh"
+#include "mlp/gemm/8_stream_rows.cuh"  // l2_policy_evict_first, cp_async16_hint
 
 namespace nb {
 namespace mlp {
@@ -296,17 +297,9 @@ __device__ __forceinline__ void cluster_handover(const P& p, Smem& sm, int n0, i
 
 __device__ __forceinline__ bool al16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// The masters' L2 hint (FusedBwdParams::evict_masters): an evict-first cache policy (createpolicy), a
-// 16-byte cp.async and a 16-byte store that carry it.
-__device__ __forceinline__ uint64_t l2_evict_first() {
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  return pol;
-}
-__device__ __forceinline__ void cp_async16_l2(void* dst, const void* src, uint64_t pol) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "l"(pol) : "memory");
-}
+// The masters' L2 hint (FusedBwdParams::evict_masters): step 8's evict-first policy
+// (l2_policy_evict_first, made once a thread) on their 16-byte cp.async copies (cp_async16_hint) and
+// on a 16-byte store.
 __device__ __forceinline__ void st_f4_l2(float* p, const float (&v)[4], uint64_t pol) {
   asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]),
                "f"(v[3]), "l"(pol)
@@ -318,7 +311,7 @@ __device__ __forceinline__ void st_f4_l2(float* p, const float (&v)[4], uint64_t
 // element by element (zeros outside): both are visible after the consumer's wait + barrier.
 template <int kThreads, bool kEvict = false>
 __device__ __forceinline__ void load_stage_w(const FusedBwdParams& p, FbSmem& sm, int s, int m0, int mend, int n0,
-                                             bool vec_w) {
+                                             bool vec_w, uint64_t pol = 0) {
   const int t = threadIdx.x;
 #pragma unroll
   for (int j = 0; j < kFbRows * kBN / 4 / kThreads; ++j) {
@@ -327,7 +320,7 @@ __device__ __forceinline__ void load_stage_w(const FusedBwdParams& p, FbSmem& sm
     float* dst = &sm.w[s][r][q];
     const float* src = p.W + static_cast<size_t>(m) * p.N + n;
     if (vec_w && m < mend && n + 4 <= p.N) {
-      if constexpr (kEvict) cp_async16_l2(dst, src, l2_evict_first());
+      if constexpr (kEvict) cp_async16_hint(dst, src, pol);
       else __pipeline_memcpy_async(dst, src, 16);
     } else {
 #pragma unroll
@@ -508,12 +501,14 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
   const bool vec_o = (p.N % 4 == 0) && fb::al16(p.W) && (p.W16 == nullptr || fb::al16(p.W16)) &&
                      (p.mW == nullptr || (fb::al16(p.mW) && fb::al16(p.vW)));
   const bool dgrad = kDgrad && p.dz_prev != nullptr;
+  uint64_t pol = 0;  // the hinted instance's L2 policy, made once a thread
+  if constexpr (kEvict) pol = l2_policy_evict_first();
 
   // The first weight sub-tiles go out before the PDL wait (see pdl_wait): only this kernel
   // writes this layer's master weights, one step earlier. dZ comes from the kernel just before.
 #pragma unroll
   for (int i = 0; i < kFbStages - 1; ++i)
-    if (i < nsub) fb::load_stage_w<kThreads, kEvict>(p, sm, i, mbeg + i * kFbRows, mend, n0, vec_w);
+    if (i < nsub) fb::load_stage_w<kThreads, kEvict>(p, sm, i, mbeg + i * kFbRows, mend, n0, vec_w, pol);
   pdl_wait();
   pdl_launch_dependents();
   if (p.adam && t == 0) {
@@ -550,7 +545,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
     __syncthreads();
     if (i + kFbStages - 1 < nsub) {
       const int sn = (i + kFbStages - 1) % kFbStages, mn = m0 + (kFbStages - 1) * kFbRows;
-      fb::load_stage_w<kThreads, kEvict>(p, sm, sn, mn, mend, n0, vec_w);
+      fb::load_stage_w<kThreads, kEvict>(p, sm, sn, mn, mend, n0, vec_w, pol);
       fb::load_stage_z(p, sm, sn, mn, mend, vec_z);
     }
     __pipeline_commit();
@@ -626,7 +621,7 @@ __global__ void __launch_bounds__(kThreads, kThreads == kFbThreads ? 1 : kDgrad 
 #pragma unroll
         for (int j = 0; j < 4; ++j) wf[j] -= p.lr * g[j];
       }
-      if (kEvict && vec_o && valid == 4) fb::st_f4_l2(p.W + idx, wf, fb::l2_evict_first());
+      if (kEvict && vec_o && valid == 4) fb::st_f4_l2(p.W + idx, wf, pol);
       else store4(p.W + idx, vec_o, valid, wf);
       if (p.W16) store4(p.W16 + idx, vec_o, valid, wf);
       if (p.grad_out) store4(p.grad_out + idx, false, valid, g);

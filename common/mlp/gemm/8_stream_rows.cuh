@@ -131,18 +131,18 @@ __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   return v;
 }
 
-// A W word copied to shared memory (the staged variant): 16 bytes by cp.async past L1, marked first
-// to leave L2 (read once; A, which every tile's blocks read, should stay).
-__device__ __forceinline__ void cp_async16_stream(void* dst, const void* src) {
+// An evict-first L2 cache policy for the .L2::cache_hint forms below (also the fused backward
+// pass's masters): made once a thread before its copies, since asm volatile would execute a
+// createpolicy at every copy that made its own.
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+// 16 bytes by cp.async past L1 under an L2 policy.
+__device__ __forceinline__ void cp_async16_hint(void* dst, const void* src, uint64_t pol) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile(
-      "{\n"
-      ".reg .b64 pol;\n"
-      "createpolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
-      "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, pol;\n"
-      "}\n" ::"r"(d),
-      "l"(src)
-      : "memory");
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "l"(pol) : "memory");
 }
 
 // d = a · b on one m16n8k16 tile, fresh sums (the accumulator input is zero); d += a · b is step 6's
@@ -397,6 +397,10 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
 
   // Staged: stage c of W into buffer st, 128 rows x 128 values, 2,048 copies of 16 bytes, eight a
   // thread (a row's sixteen by sixteen consecutive threads); rows past N and values past kend as zeros.
+  // The staged W words, read once, are marked first to leave L2 (A, which every tile's blocks read,
+  // should stay).
+  uint64_t w_pol = 0;
+  if constexpr (kStaged) w_pol = l2_policy_evict_first();
   auto stage_w = [&](int c, int st) {
     const int k0 = kbeg + c * kSrChunk;
     __half* dst = reinterpret_cast<__half*>(smem + st * kStBytes);
@@ -405,7 +409,7 @@ __device__ __forceinline__ void stream_rows_tile(const P& p) {
       const int e = threadIdx.x + i * kSrThreads, r = e / (kSrChunk / 8), kk = (e % (kSrChunk / 8)) * 8;
       __half* d = dst + r * kSrLd + kk;
       if (n0 + r < p.N && k0 + kk < kend)
-        cp_async16_stream(d, p.b.p + static_cast<size_t>(n0 + r) * p.b.ld + k0 + kk);
+        cp_async16_hint(d, p.b.p + static_cast<size_t>(n0 + r) * p.b.ld + k0 + kk, w_pol);
       else
         *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
     }
