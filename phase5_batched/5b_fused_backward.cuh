@@ -88,7 +88,7 @@
 // 687.08 at 4,096 and 8,192; alone with PDL off the pass 11.71 -> 17.15 us at 2,048: ~1.8 us a
 // sub-tile, where PDL had hidden most of the forward's kernel. Phase 5's --next-forward auto takes
 // it where a slice holds at most two sub-tiles and every cluster fits at once (h <= 1,024); W2's
-// graph step at 1,024 46.01 us against JAX jit-epoch's 53.22 (phase5_batched__w2-h1024-own.json,
+// graph step at 1,024 46.54 us against JAX jit-run's 54.12 (phase5_batched__w2-h1024-own.json,
 // H100).
 // The masters evict-first in L2 (FusedBwdParams::evict_masters, phase 5's --l2-evict). A step reads
 // each layer's fp16 copy in its forward and streams the layer's fp32 master through its pass (read
@@ -104,8 +104,10 @@
 // 2.9% at 2,048). --l2-evict auto: on where masters and copies overflow L2 and the widest layer's
 // copy fits in it (l2_policy.h). Kept (5abc708, off -> auto on another H100, kept_5abc708/): 86.03 ->
 // 80.83 us at 2,048, 217.74 -> 212.58 at 4,096; as a kernel instance of its own (31e617a) 79.41 where
-// 5abc708 took 81.41 in one call (instance_31e617a/). In the width sweep W2's graph step is then
-// 1.57x JAX at 2,048, 1.54x at 4,096, 1.60x at 8,192 (phase5_batched__w2-h<h>-own.json, H100).
+// 5abc708 took 81.41 in one call (instance_31e617a/); with the policy made once a thread, not at every
+// copy and store (0b39573 against 65ee289, one call, w2onerun_65ee289/): 79.25 -> 77.06 at 2,048,
+// 210.72 -> 206.01 at 4,096. In the width sweep (65ee289, every width in one run) W2's graph step is
+// 1.57x JAX at 2,048, 1.55x at 4,096, 1.62x at 8,192 (phase5_batched__w2-h<h>-own.json, H100).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>

@@ -51,7 +51,9 @@
 // copy ceiling (~3 TB/s) gives ~45 us at 8,192: 4.8 of the ~17 us predicted came off. The rule
 // (fp32_gemm.h): the products of at least 2,048 W rows staged. Under it, the H100's width sweep with
 // both twins (d9fc1ae, logs/sweep_d9fc1ae/): W2's step 97.39 / 217.98 / 686.51 us at 2,048 / 4,096 /
-// 8,192, 1.26x / 1.49x / 1.60x JAX.
+// 8,192, 1.26x / 1.49x / 1.60x JAX. The staged copies' evict-first policy is made once a thread, not
+// at every copy (with the fused passes' hinted masters, 0b39573: W2's step 79.25 -> 77.06 us at
+// 2,048 and 210.72 -> 206.01 at 4,096 on an H100, phase 5's logs/w2onerun_65ee289/).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
