@@ -192,7 +192,8 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
     // One product: reference, then each implementation checked and timed.
     auto product = [&](const char* name, int M, int N, int K, const T* A, size_t a_m, size_t a_k, const T* Bm,
                        size_t b_k, size_t b_n, auto own_problem, const LtGemm& lt32, const LtGemm* lt_tf32,
-                       std::function<void(const LtGemm&, float*)> lt_run, std::function<void(double*)> bytes_ref) {
+                       std::function<void(const LtGemm&, float*)> lt_run, std::function<void(double*)> bytes_ref,
+                       bool x_dense = false) {
       reference_gemm_kernel<T, T><<<dim3((N + 127) / 128, M), 128, 0, st>>>(A, a_m, a_k, Bm, b_k, b_n, ref.get(), M, N, K);
       CHECK_LAUNCH();
       std::vector<double> r(static_cast<size_t>(M) * N), rb;
@@ -205,8 +206,9 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
       CUDA_CHECK(cudaStreamSynchronize(st));
       const double tol = 2 * u * std::sqrt(static_cast<double>(K)) + 8 * u;
       const double flops = 2.0 * M * N * K;
-      auto one = [&](const std::string& impl, const std::function<void()>& launch, bool judged, int splits,
+      auto one = [&](std::string impl, const std::function<void()>& launch, bool judged, int splits,
                      bool on_bytes = false) {
+        if (x_dense) impl += " x-dense";
         const std::vector<double>& want = on_bytes && !rb.empty() ? rb : r;
         CUDA_CHECK(cudaMemsetAsync(c.get(), 0xFF, c.bytes(), st));
         launch();
@@ -240,6 +242,17 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
       DevBuf<unsigned> counters(std::max({counter_slots(p), counter_slots(q), counter_slots(f), size_t{1}}));
       CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
       p.ws = q.ws = f.ws = ws.get(), p.counters = q.counters = f.counters = counters.get();
+      if (x_dense) {  // the probe: only the tensor-core rungs, on X materialized (see the lambdas below)
+        one(kHalf ? "own-f16-mma" : "own-tf32x3", [&] { launch_gemm<p4_gemm_fwd, T>(q, st); }, true, q.splits);
+        if constexpr (kHalf) {
+          if (wgmma_ok(q, 10 * dev.cc_major + dev.cc_minor)) {
+            auto g = q;
+            plan_f16wgmma(g, dev.sm_count);
+            one("own-f16-wgmma", [&] { launch_gemm<p4_gemm_fwd, T>(g, st); }, true, g.splits);
+          }
+        }
+        return;
+      }
       double best = one(kHalf ? "own-tile-wmma" : "own-tile", [&] { launch_gemm<p4_gemm_fwd, T>(p, st); }, true, p.splits);
       if constexpr (!kHalf)
         best = std::min(best, one("own-fma64", [&] { launch_gemm<p4_gemm_fwd, T>(f, st); }, true, f.splits));
@@ -272,38 +285,54 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
     };
 
     // The own rungs read X through `xv`: the gathered bytes in the first layer, X itself above it.
-    auto forward = [&](auto xv) {  // Z[B,out] = X · W^T
+    auto forward = [&](auto xv, bool x_dense) {  // Z[B,out] = X · W^T
       GemmProblem<decltype(xv), MatView<T, false>, CompareStoreEpi> p;
       p.a = xv, p.b = make_view<T, false>(W.get(), in);
       product("forward", B, out, in, X.get(), in, 1, W.get(), 1, in, p, lay.fwd, kHalf ? nullptr : &lay_tf32.fwd,
               [&](const LtGemm& g, float* d) { g.run(W.get(), X.get(), d, st); },
-              X32.size() == 0 ? std::function<void(double*)>() : [&](double* d) {
+              X32.size() == 0 || x_dense ? std::function<void(double*)>() : [&](double* d) {
                 reference_gemm_kernel<float, T><<<dim3((out + 127) / 128, B), 128, 0, st>>>(X32.get(), in, 1, W.get(), 1, in,
                                                                                           d, B, out, in);
                 CHECK_LAUNCH();
-              });
+              }, x_dense);
     };
-    auto weight_gradient = [&](auto xv) {  // dW[out,in] = dZ^T · X
+    auto weight_gradient = [&](auto xv, bool x_dense) {  // dW[out,in] = dZ^T · X
       GemmProblem<MatView<T, false>, decltype(xv), CompareStoreEpi> p;
       p.a = make_view<T, false>(dZ.get(), out), p.b = xv;
       product("weight-gradient", out, in, B, dZ.get(), 1, out, X.get(), in, 1, p, lay.wgrad,
               kHalf ? nullptr : &lay_tf32.wgrad, [&](const LtGemm& g, float* d) { g.run(X.get(), dZ.get(), d, st); },
-              X32.size() == 0 ? std::function<void(double*)>() : [&](double* d) {
+              X32.size() == 0 || x_dense ? std::function<void(double*)>() : [&](double* d) {
                 reference_gemm_kernel<T, float><<<dim3((in + 127) / 128, out), 128, 0, st>>>(dZ.get(), 1, out, X32.get(), in, 1,
                                                                                            d, out, in, B);
                 CHECK_LAUNCH();
-              });
+              }, x_dense);
     };
-    if (l == 0) forward(gathered);
-    else forward(make_view<T, true>(X.get(), in));
+    // Layer 0 in fp16 also as a probe: the tensor-core rungs on X materialized in fp16 (what a gather
+    // kernel ahead of the step would give them), and that gather's own time.
+    const bool probe_dense = kHalf && l == 0;
+    if (l == 0) forward(gathered, false);
+    else forward(make_view<T, true>(X.get(), in), false);
+    if (probe_dense) forward(make_view<T, true>(X.get(), in), true);
     if (l > 0) {  // backward data: dH[B,in] = dZ · W
       GemmProblem<MatView<T, true>, MatView<T, true>, CompareStoreEpi> p;
       p.a = make_view<T, true>(dZ.get(), out), p.b = make_view<T, true>(W.get(), in);
       product("backward-data", B, in, out, dZ.get(), out, 1, W.get(), in, 1, p, lay.dgrad,
               kHalf ? nullptr : &lay_tf32.dgrad, [&](const LtGemm& g, float* d) { g.run(W.get(), dZ.get(), d, st); }, {});
     }
-    if (l == 0) weight_gradient(gathered);
-    else weight_gradient(make_view<T, true>(X.get(), in));
+    if (l == 0) weight_gradient(gathered, false);
+    else weight_gradient(make_view<T, true>(X.get(), in), false);
+    if (probe_dense) {
+      weight_gradient(make_view<T, true>(X.get(), in), true);
+      const double ms = time_it([&] {
+        gather_kernel<T><<<ew_blocks(X.size()), 256, 0, st>>>(X.get(), pool.get(), batch_map, B, in);
+        CHECK_LAUNCH();
+      });
+      const double bytes = static_cast<double>(X.size()) * (1 + sizeof(T));
+      rows.push_back({{"layer", l}, {"product", "gather"}, {"M", B}, {"N", in}, {"K", 0}, {"impl", "gather-kernel x-dense"},
+                      {"ms", ms}, {"gb_per_s", bytes / ms / 1e6}, {"splits", 1}});
+      std::printf("  L%d %-15s %5d x %5d          %-14s %8.4f ms  %6.1f GB/s (bytes read + fp16 written)\n", l, "gather", B, in,
+                  "gather-kernel", ms, bytes / ms / 1e6);
+    }
   }
   CUDA_CHECK(cudaStreamDestroy(st));
 
