@@ -24,6 +24,10 @@
 // byte / 255 in fp32 (within 2^-24 of the quotient), the others' X in fp16. Own products are
 // planned as phase 5 plans them (split-K and its fix-up) and end in a plain fp32 store (no fused
 // epilogue).
+// A probe beside them (fp16, layer 0): steps 6 and 9 on X materialized in fp16 (impl "... x-dense",
+// judged against the operands as stored), and the time of the gather kernel that materializes it
+// (product "gather", GB/s of bytes read and fp16 written): what the two products would cost if a
+// gather ran ahead of the step.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
