@@ -24,9 +24,10 @@
 // byte / 255 in fp32 (within 2^-24 of the quotient), the others' X in fp16. Own products are
 // planned as phase 5 plans them (split-K and its fix-up) and end in a plain fp32 store (no fused
 // epilogue).
-// A probe beside them (fp16, layer 0): steps 6 and 9 on X materialized in fp16 (impl "... x-dense",
-// judged against the operands as stored), and the time of the gather kernel that materializes it
-// (product "gather", GB/s of bytes read and fp16 written): what the two products would cost if a
+// A probe beside them (fp16, layer 0; rows in metrics.gemm_probe_x_dense, which the report does not
+// read): steps 6 and 9 on X materialized in fp16 (impl "... x-dense", judged against the operands as
+// stored, counted in the record's validation), and the time of the gather kernel that materializes
+// it (product "gather", GB/s of bytes read and fp16 written): what the two products would cost if a
 // gather ran ahead of the step.
 #pragma once
 #include <cuda_fp16.h>
@@ -144,7 +145,7 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
   // accumulation errs: u = 2^-24. fp16 products get 4u: tensor cores may truncate their fp32 sums.
   const double u = kHalf ? std::ldexp(1.0, -22) : std::ldexp(1.0, -24);
   LtHandle lt;
-  nlohmann::json rows = nlohmann::json::array();
+  nlohmann::json rows = nlohmann::json::array(), probe_rows = nlohmann::json::array();
   std::vector<double> own_best;
   bool all_ok = true;
   double worst_ratio = 0;
@@ -226,7 +227,7 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
           worst_ratio = std::max(worst_ratio, std::isfinite(err) ? err / tol : 1e30);
         }
         const double ms = time_it(launch);
-        rows.push_back({{"layer", l}, {"product", name}, {"M", M}, {"N", N}, {"K", K}, {"impl", impl}, {"ms", ms},
+        (x_dense ? probe_rows : rows).push_back({{"layer", l}, {"product", name}, {"M", M}, {"N", N}, {"K", K}, {"impl", impl}, {"ms", ms},
                         {"tflops", flops / ms / 1e9}, {"rel_err", finite_or_null(err)}, {"tol", judged ? nlohmann::json(tol) : nlohmann::json()},
                         {"passed", judged ? nlohmann::json(ok) : nlohmann::json()}, {"splits", splits},
                         {"reference", &want == &rb ? "x = byte / 255" : "the operands as stored"}});
@@ -332,7 +333,7 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
         CHECK_LAUNCH();
       });
       const double bytes = static_cast<double>(X.size()) * (1 + sizeof(T));
-      rows.push_back({{"layer", l}, {"product", "gather"}, {"M", B}, {"N", in}, {"K", 0}, {"impl", "gather-kernel x-dense"},
+      probe_rows.push_back({{"layer", l}, {"product", "gather"}, {"M", B}, {"N", in}, {"K", 0}, {"impl", "gather-kernel x-dense"},
                       {"ms", ms}, {"gb_per_s", bytes / ms / 1e6}, {"splits", 1}});
       std::printf("  L%d %-15s %5d x %5d          %-14s %8.4f ms  %6.1f GB/s (bytes read + fp16 written)\n", l, "gather", B, in,
                   "gather-kernel", ms, bytes / ms / 1e6);
@@ -348,6 +349,7 @@ int gemm_compare(const MlpOptions& o, const Cli& cli, const DeviceInfo& dev, con
                               "replays, divided by " + per_graph + ", after 5 warm-up launches and one replay)",
                               "operand generation, planning, the float64 reference", 5, summarize(own_best));
   rec["metrics"] = {{"gemm_bench", rows}, {"batch", B}, {"layers", w}};
+  if (!probe_rows.empty()) rec["metrics"]["gemm_probe_x_dense"] = probe_rows;
   rec["notes"].push_back("own = the GEMM ladder's rungs planned as phase 5 plans them (split-K and its fix-up) with a plain "
                          "fp32 store epilogue; timing.total_ms samples are the fastest own rung of each product");
   rec["notes"].push_back("the first layer's X: bytes of a random batch from a pool of random images, read by the own rungs "
