@@ -88,8 +88,11 @@ def write_points(path, n, seed=3):
 
 # ----------------------------------------------------------------------------- make (no torch needed)
 def test_make_libtorch_without_torch_is_one_line_and_succeeds():
+    # A make of its own: under `make -jN test` the parent's jobserver flags would reach it without
+    # their descriptors, and make would print a warning of its own beside the one line.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     p = subprocess.run(["make", "-s", "--no-print-directory", "libtorch", "PYTHON=false"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr
     lines = [l for l in (p.stdout + p.stderr).splitlines() if l.strip()]
     assert len(lines) == 1, lines
