@@ -792,6 +792,94 @@ void gathered_bytes_on_tensor_cores(bool fma = false, bool wgmma = false) {
   CHECK(splits > 0);
 }
 
+// The first layer's update (dZ^T X through the gather view, UpdateEpi with Adam or SGD) split on a
+// 64 x 64 tile rung, its fix-up left to tc64_deferred_fixup_kernel (--fixup kernel): the weights, the
+// biases and the optimizer state bit for bit those of the last slice's tail, with dZ's tile column
+// sums and without, at batches and widths off the tiles; the counters left at zero.
+template <class T>
+void deferred_fixup_case(int rung, bool adam, bool colsums) {
+  constexpr bool kHalf = std::is_same<T, __half>::value;
+  const int cc = device_cc();
+  int ran = 0;
+  // (step 9 copies dZ's rows 16 bytes at a time: widths of a multiple of 8 there)
+  const std::vector<int> outs = rung == 9 ? std::vector<int>{104, 128} : std::vector<int>{100, 128};
+  for (int B : {1023, 4097})
+    for (int out : outs) {
+      Data d(B + 5, 1);
+      const size_t nw = static_cast<size_t>(out) * 784;
+      const auto dzv = rvec(static_cast<size_t>(B) * out, -0.1f, 0.1f), w = rvec(nw, -0.1f, 0.1f), b = rvec(out),
+                 m0v = rvec(nw, -1e-3f, 1e-3f), v0v = rvec(nw, 0.f, 1e-5f), mb0 = rvec(out, -1e-3f, 1e-3f),
+                 vb0 = rvec(out, 0.f, 1e-5f);
+      Dev<T> ddz(cvtv<T>(dzv));
+      Dev<float> colsum(colsums ? tile_colsums(dzv, B, out) : std::vector<float>(1, 0.f));
+      std::vector<std::vector<float>> got[2];
+      for (int defer = 0; defer < 2; ++defer) {
+        Dev<float> dW(w), dB(b), mW(m0v), vW(v0v), mB(mb0), vB(vb0);
+        Dev<__half> w16(nw);
+        GemmProblem<MatView<T, false>, GatherView<T>, UpdateEpi<T>> up;
+        up.M = out, up.N = 784, up.K = B;
+        up.a = make_view<T, false>(ddz.p, out);
+        up.b.data = d.dpx.p, up.b.ld = 784, up.b.rows = d.rows(B, 0);
+        up.epi.W = dW.p, up.epi.b = dB.p, up.epi.dz = ddz.p, up.epi.batch = B, up.epi.adam = adam, up.epi.lr = 0.01f;
+        up.epi.mW = mW.p, up.epi.vW = vW.p, up.epi.mb = mB.p, up.epi.vb = vB.p;
+        up.epi.W16 = kHalf ? w16.p : nullptr;
+        up.epi.dz_colsum = colsums ? colsum.p : nullptr;
+        up.epi.step = StepRef{d.base.p, 0};
+        if constexpr (kHalf) {
+          if (rung == 9) {
+            if (!wgmma_ok(up, cc)) return;  // (no sm_90a code on this GPU)
+            plan_f16wgmma(up, 132);
+          } else {
+            plan_f16mma(up, 132);
+          }
+        } else if (rung == 7) {
+          plan_fma64(up, 132);
+        } else {
+          plan_tf32x3(up, 132);
+        }
+        Dev<float> ws(std::max<size_t>(ws_floats(up), 1));
+        Dev<unsigned> ctr(std::max<size_t>(counter_slots(up), 1));
+        ctr.zero();
+        up.ws = ws.p, up.counters = ctr.p;
+        INFO("rung " << rung << " adam " << adam << " colsums " << colsums << " B=" << B << " out=" << out
+                     << " splits " << up.splits << " defer " << defer);
+        REQUIRE(tc64_defer_ok(up));
+        up.epi.defer_fixup = defer == 1;
+        launch_gemm<p5_update, T>(up, nullptr);
+        if (defer) launch_tc64_deferred_fixup<p5_update_fixup>(up, nullptr, false);
+        got[defer] = {dW.get(), dB.get(), mW.get(), vW.get(), mB.get(), vB.get()};
+        if (kHalf) {
+          const auto h = w16.get();
+          std::vector<float> hf(h.size());
+          for (size_t i = 0; i < h.size(); ++i) hf[i] = __half2float(h[i]);
+          got[defer].push_back(hf);
+        }
+        const auto c = ctr.get();  // both hand-overs leave the counters as they found them
+        CHECK(std::count(c.begin(), c.end(), 0u) == static_cast<long>(c.size()));
+      }
+      for (size_t k = 0; k < got[0].size(); ++k) {
+        INFO("array " << k << " of W, b, mW, vW, mb, vb, W16");
+        CHECK(std::memcmp(got[0][k].data(), got[1][k].data(), got[0][k].size() * sizeof(float)) == 0);
+      }
+      // the update moved the weights and the biases (an update that did nothing would match no tail)
+      CHECK(std::memcmp(got[1][0].data(), w.data(), nw * sizeof(float)) != 0);
+      CHECK(std::memcmp(got[1][1].data(), b.data(), b.size() * sizeof(float)) != 0);
+      ++ran;
+    }
+  CHECK(ran == 4);
+}
+
+TEST_CASE("mlp fused: the first layer's split update with its fix-up in a kernel of its own, bit for bit the last slice's") {
+  NB_SKIP_WITHOUT_DEVICE();
+  for (bool adam : {true, false})
+    for (bool colsums : {true, false}) {
+      deferred_fixup_case<float>(5, adam, colsums);
+      deferred_fixup_case<float>(7, adam, colsums);
+      deferred_fixup_case<__half>(6, adam, colsums);
+      deferred_fixup_case<__half>(9, adam, colsums);
+    }
+}
+
 TEST_CASE("mlp fused: steps 5, 6 and 7 on the gathered bytes (forward, weight gradient) within their tolerance") {
   NB_SKIP_WITHOUT_DEVICE();
   gathered_bytes_on_tensor_cores<float>();
