@@ -449,9 +449,6 @@ struct UpdateEpi {
   const float* dz_colsum = nullptr;  // dz's 32-row tile column sums (store_tile_colsums), else null
   int batch = 0;
   bool adam = true;
-  // The split-K fix-up and this epilogue in a kernel of their own, a few rows a block
-  // (tc64_deferred_fixup_kernel, which calls rows(); set by the trainer where tc64_defer_ok).
-  bool defer_fixup = false;
   float lr = 0;
   StepRef step;
   // Adam's constants of step t at hyper[t] (computed on the host, as phase 4 does), for
@@ -465,10 +462,8 @@ struct UpdateEpi {
       smem_adam() = (hyper != nullptr && t < hyper_n) ? hyper[t] : adam_hyper(lr, t);
     }
   }
-  // kRows: rows m0 .. mend - 1 of the sub-tile only (tc64_deferred_fixup_kernel's few rows), the
-  // bias sums' terms loaded eight at a time and added in the same order; else mend = M.
-  template <int NT, bool kRows = false>
-  __device__ void run(const float* cs, int m0, int n0, int M, int N, int mend) const {
+  template <int NT>
+  __device__ void run(const float* cs, int m0, int n0, int M, int N) const {
     constexpr int RS = NT / kQuads, R = kBM / RS;
     const int c = (threadIdx.x % kQuads) * 4, n = n0 + c, valid = min(4, N - n);
     if (valid > 0) {
@@ -478,7 +473,7 @@ struct UpdateEpi {
 #pragma unroll
       for (int k = 0; k < R; ++k) {  // every load first
         const int m = m0 + threadIdx.x / kQuads + k * RS;
-        if (m >= mend) continue;
+        if (m >= M) continue;
         const size_t i = static_cast<size_t>(m) * N + n;
         load4(W + i, vec, valid, w[k]);
         if (adam) load4(mW + i, vec, valid, mm[k]), load4(vW + i, vec, valid, vv[k]);
@@ -487,7 +482,7 @@ struct UpdateEpi {
 #pragma unroll
       for (int k = 0; k < R; ++k) {
         const int r = threadIdx.x / kQuads + k * RS, m = m0 + r;
-        if (m >= mend) continue;
+        if (m >= M) continue;
         const size_t i = static_cast<size_t>(m) * N + n;
         float g[4];
 #pragma unroll
@@ -510,30 +505,15 @@ struct UpdateEpi {
     const int slices = NT / kBM;  // 8 (SIMT) or 4 (WMMA)
     const int r = threadIdx.x % kBM, q = threadIdx.x / kBM, m = m0 + r;
     float part = 0.f;
-    if (m < mend && dz_colsum) {
+    if (m < M && dz_colsum) {
       const int tiles = (batch + kBM - 1) / kBM;
-      if constexpr (kRows) {
-        constexpr int kAhead = 8;
-        for (int k0 = q; k0 < tiles; k0 += kAhead * slices) {
-          float t[kAhead];
-#pragma unroll
-          for (int i = 0; i < kAhead; ++i) {
-            const int k = k0 + i * slices;
-            t[i] = k < tiles ? __ldcg(dz_colsum + static_cast<size_t>(k) * M + m) : 0.f;
-          }
-#pragma unroll
-          for (int i = 0; i < kAhead; ++i)
-            if (k0 + i * slices < tiles) part += t[i];
-        }
-      } else {
-        for (int k = q; k < tiles; k += slices) part += dz_colsum[static_cast<size_t>(k) * M + m];
-      }
-    } else if (m < mend) {
+      for (int k = q; k < tiles; k += slices) part += dz_colsum[static_cast<size_t>(k) * M + m];
+    } else if (m < M) {
       for (int k = q; k < batch; k += slices) part += to_f(dz[static_cast<size_t>(k) * M + m]);
     }
     s_part[q][r] = part;
     __syncthreads();
-    if (q == 0 && m < mend) {
+    if (q == 0 && m < M) {
       float g = 0.f;
       for (int i = 0; i < slices; ++i) g += s_part[i][r];
       float p = b[m];
@@ -549,11 +529,8 @@ struct UpdateEpi {
     }
   }
   __device__ void operator()(const float* cs, int m0, int n0, int M, int N) const {
-    if (blockDim.x == 256) run<256>(cs, m0, n0, M, N, M);
-    else run<128>(cs, m0, n0, M, N, M);
-  }
-  __device__ void rows(const float* cs, int m0, int n0, int M, int N, int mend) const {  // 256 threads
-    run<256, true>(cs, m0, n0, M, N, mend);
+    if (blockDim.x == 256) run<256>(cs, m0, n0, M, N);
+    else run<128>(cs, m0, n0, M, N);
   }
 };
 
@@ -706,7 +683,6 @@ struct p5_bwd_data {};
 struct p5_update {};
 struct p5_update_and_bwd_data {};
 struct p5_update_pair {};
-struct p5_update_fixup {};
 struct p5_eval {};
 struct p5_epi_hidden {};
 struct p5_epi_softmax_ce {};

@@ -268,7 +268,6 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   rec["metrics"]["last_pass"] = tr.last_tail() ? "tail" : "kernel";  // (what ran: tail only where it can)
   rec["metrics"]["next_forward"] = tr.next_forward() ? "pass" : "kernel";  // (what ran)
   rec["metrics"]["row_chain"] = tr.row_chain();  // own graph path: the middle of the step in one kernel
-  rec["metrics"]["fixup"] = tr.deferred_fixup() ? "kernel" : "tail";  // (what ran: the first layer's update)
   if (!o.launch_auto.empty()) rec["metrics"]["launch_auto"] = o.launch_auto;  // config.launch: the rung it chose
   rung_record_fields(rec["metrics"], rung, tr.kernel(), o, breakdown_cycles, measured_steps, per_step_ms);
   // fingerprint of the final parameters: --deterministic runs must reproduce it bit for bit
@@ -376,12 +375,6 @@ int run(int argc, char** argv) {
                  "cluster), or as a kernel of its own (kernel); auto: the tail where its slices take at most 128 "
                  "columns each (K <= 2048), where it measured faster",
                  {"auto", "tail", "kernel"});
-  cli.add_string("--fixup", &o.fixup,
-                 "own graph path, branched backward: the first layer's weight gradient, where a 64 x 64 tile rung "
-                 "(GEMM steps 5-7, 9, 10) splits it into 2 ... 16 K slices, added and its update run by the last "
-                 "slice of each tile (tail), or by a kernel of its own, 8 rows of a tile a block (kernel; the same "
-                 "bits)",
-                 {"tail", "kernel"});
   cli.add_string("--next-forward", &o.next_forward,
                  "own graph path, fp16, fused backward: the next step's first forward (the gathered bytes times the "
                  "first layer's new weights) runs in the first layer's pass, each block on its rows and columns, the "

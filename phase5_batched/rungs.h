@@ -308,8 +308,6 @@ inline void check_rung(const Rung& r, const P5Options& o) {
   if (o.next_forward != "auto" && (!o.fp16() || o.gemm != "own" || r.one_launch()))
     throw Error(kExitUsage, "--next-forward " + o.next_forward + ": needs --precision fp16, --gemm own and --launch " +
                                 kRungs[0].name);
-  if (o.fixup != "tail" && (o.gemm != "own" || r.one_launch()))
-    throw Error(kExitUsage, "--fixup " + o.fixup + ": needs --gemm own and --launch " + kRungs[0].name);
   // (what needs the device, the fused backward's auto choice and the shared-memory fit, the trainer refuses)
   if (o.row_chain == "on" &&
       (o.nlayers() != 3 || o.gemm != "own" || r.one_launch() || o.backward == "paired" || o.backward == "fused"))

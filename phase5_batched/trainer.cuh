@@ -239,7 +239,6 @@ class Trainer {
   const OneLaunchKernel& kernel() const { return kernel_; }  // its parameters and plan
   bool fused_backward() const { return fused_bwd_; }
   bool row_chain() const { return row_chain_; }
-  bool deferred_fixup() const { return deferred_fixup_; }  // --fixup kernel took the first layer's update
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
   bool last_tail() const { return last_tail_; }
   bool next_forward() const { return next_fwd_; }
@@ -443,7 +442,6 @@ class Trainer {
   // --row-chain on: the hidden forward, softmax-CE and both backward-data products in one kernel
   // (5a_row_chain.cuh); the three updates fork from it.
   bool row_chain_ = false;
-  bool deferred_fixup_ = false;
   bool pdl_ = false;  // own graph path: step kernels launched with PDL (--pdl)
   // --backward branched: the updates on a second stream (a second branch of the captured graph),
   // forked from the step's stream after each backward-data product and joined at the step's end.

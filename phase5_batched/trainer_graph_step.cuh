@@ -607,19 +607,8 @@ void Trainer<T>::enqueue_step_own(const StepRef& sr, std::map<std::string, Kerne
 template <class T>
 void Trainer<T>::enqueue_update0_and_join(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
   auto u0 = update0(sr, 1);
-  const bool defer = o_.fixup == "kernel" && tc64_defer_ok(u0);
-  u0.epi.defer_fixup = defer;
   launch_gemm<p5_update, T>(u0, st_, take_pdl());
   add_cost(costs, "p5_update", u0, update_bytes(0), true);
-  if (defer) {  // the slices' partials added and the update run, 8 rows of a tile a block
-    launch_tc64_deferred_fixup<p5_update_fixup>(u0, st_, pdl_);
-    if (costs) {
-      KernelCost& c = (*costs)["p5_update_fixup"];
-      c.bytes += static_cast<double>(u0.M) * u0.N * u0.splits * sizeof(float);
-      c.calls += 1;
-    }
-    deferred_fixup_ = true;
-  }
   CUDA_CHECK(cudaEventRecord(join_, side_));
   CUDA_CHECK(cudaStreamWaitEvent(st_, join_, 0));
   pdl_off_next_ = true;

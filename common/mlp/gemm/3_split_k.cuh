@@ -37,30 +37,6 @@ __device__ __forceinline__ bool splitk_arrive_last(unsigned* cnt, int splits) {
   return true;
 }
 
-// The store half of a hand-over: slice `split`'s sub-tiles into their workspace slots (ws + (T * ld
-// + split) * kBM * kBN for 32 x 64 tile T = tile0 + j * tile_step, row-major 32 x 64).
-template <int NT, bool kVec, int kSubs = 1>
-__device__ __forceinline__ void splitk_store_slots(const float* c, float* ws, int tile0, int tile_step, int subs,
-                                                   int split, int ld) {
-  constexpr int kTile = kBM * kBN;
-  constexpr int kE4 = kTile / 4 / NT;  // float4 of a sub-tile per thread: 2 (256 threads), 4 (128)
-  auto slot = [&](int j) { return ws + (static_cast<size_t>(tile0 + j * tile_step) * ld + split) * kTile; };
-  if constexpr (kVec) {
-#pragma unroll
-    for (int j = 0; j < kSubs; ++j)
-      if (j < subs)
-#pragma unroll
-        for (int i = 0; i < kE4; ++i) {
-          const int e = (threadIdx.x + i * NT) * 4;
-          reinterpret_cast<float4*>(slot(j))[e / 4] =
-              *reinterpret_cast<const float4*>(&c[j * kBM * kLdc + (e / kBN) * kLdc + e % kBN]);
-        }
-  } else {
-    for (int j = 0; j < subs; ++j)
-      for (int e = threadIdx.x; e < kTile; e += NT) slot(j)[e] = c[j * kBM * kLdc + (e / kBN) * kLdc + e % kBN];
-  }
-}
-
 // Split-K fix-up of kSubs kBM x kBN fp32 tiles stacked in shared memory (sub-tile j at c + j * kBM *
 // kLdc, row stride kLdc; the first `subs` of them inside the product), computed by slice `split`
 // of `splits`, in one hand-over: every sub-tile goes to its workspace slot (ws: per tile, `splits`
@@ -81,7 +57,20 @@ __device__ bool splitk_fixup_rows(float* c, float* ws, unsigned* counters, int t
   const int ld = stride > 0 ? stride : splits;
   unsigned* cnt = counter ? counter : counters + tile0;
   auto slot = [&](int j, int z) { return ws + (static_cast<size_t>(tile0 + j * tile_step) * ld + z) * kTile; };
-  splitk_store_slots<NT, kVec, kSubs>(c, ws, tile0, tile_step, subs, split, ld);
+  if constexpr (kVec) {
+#pragma unroll
+    for (int j = 0; j < kSubs; ++j)
+      if (j < subs)
+#pragma unroll
+        for (int i = 0; i < kE4; ++i) {
+          const int e = (threadIdx.x + i * NT) * 4;
+          reinterpret_cast<float4*>(slot(j, split))[e / 4] =
+              *reinterpret_cast<const float4*>(&c[j * kBM * kLdc + (e / kBN) * kLdc + e % kBN]);
+        }
+  } else {
+    for (int j = 0; j < subs; ++j)
+      for (int e = threadIdx.x; e < kTile; e += NT) slot(j, split)[e] = c[j * kBM * kLdc + (e / kBN) * kLdc + e % kBN];
+  }
   if (!splitk_arrive_last(cnt, splits)) return false;
   if constexpr (kVec) {
     constexpr int kN = kSubs * kE4;  // float4 a thread adds a slice

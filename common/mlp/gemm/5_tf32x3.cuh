@@ -651,14 +651,6 @@ struct EarlyDraw : std::false_type {};
 template <class E>
 struct EarlyDraw<E, std::void_t<decltype(E::kEarlyDraw)>> : std::integral_constant<bool, E::kEarlyDraw> {};
 
-// An epilogue with a member `bool defer_fixup` (phase 5's UpdateEpi) may leave a split product's
-// fix-up and epilogue to a kernel of their own (tc64_deferred_fixup_kernel, below): with it set, each
-// slice stores its partial sub-tiles and leaves (one-level splits, at most kFixupGroup slices).
-template <class E, class = void>
-struct DeferrableFixup : std::false_type {};
-template <class E>
-struct DeferrableFixup<E, std::void_t<decltype(std::declval<E&>().defer_fixup)>> : std::true_type {};
-
 // After a 64 x 64 tile's mainloop (steps 5-7 and 9): its result in cs as two 32 x 64 sub-tiles
 // (every thread's store done and a barrier passed), the split-K fix-up of both, then each
 // sub-tile's epilogue.
@@ -671,12 +663,6 @@ __device__ __forceinline__ void tc64_epilogues(const P& p, float* cs, int m0, in
   // Split: both sub-tiles handed over at once (one fence and one counter, sub-tile 0's); the last
   // block of the tile runs the epilogues.
   const int tile0 = (m0 / kBM) * p.tiles_n() + bn;
-  if constexpr (DeferrableFixup<Epi>::value && !kTwoLevel) {
-    if (p.epi.defer_fixup && p.splits > 1) {  // the partials only: tc64_deferred_fixup_kernel adds them
-      splitk_store_slots<kXThreads, VecFixup<Epi>::value, kSubs>(cs, p.ws, tile0, p.tiles_n(), subs, split, p.splits);
-      return;
-    }
-  }
   if constexpr (kTwoLevel) {
     if (!splitk_fixup_rows_two_level<kXThreads, VecFixup<Epi>::value, kSubs>(cs, p.ws, p.counters, tile0, p.tiles_n(),
                                                                             subs, p.tiles(), split, p.splits))
@@ -802,68 +788,6 @@ __device__ __forceinline__ void tc64_tile(const P& p) {
   __syncthreads();
 
   tc64_epilogues<P, kTwoLevel>(p, cs, m0, bn, split);
-}
-
-// The deferred fix-up (the epilogue's defer_fixup set, a split of 2 ... kFixupGroup slices): one
-// block a group of kDeferRows rows of a 32 x 64 sub-tile, 4 x 13 x 4 = 208 blocks for W1's first
-// layer (128 x 784). Its first 128 threads add those rows' partials, a float4 each, in slice order
-// (the sums of splitk_fixup_rows, bit for bit) into a sub-tile in shared memory; then the epilogue
-// runs on those rows alone (UpdateEpi::rows: their weights and, in the first column tile, their
-// biases, the bias sums' terms loaded eight at a time). The tail that tc64_epilogues leaves to each
-// tile's last slice (every partial, then both sub-tiles' epilogues one after the other) is spread
-// over 8 blocks a tile, and the slices' blocks leave as their mainloops end.
-// Prediction, before measuring (W1 at batch 8,192; the tail stamped on an H200 at 15.6 us after the
-// mainloops: adding 3.0, the two sub-tiles' Adam epilogues 7.6 and 3.6, W1's side update ending in
-// its wake): the kernel ~2-3 us behind a PDL launch, the first layer's update ~10 us shorter; the
-// step ~8 us shorter in fp32 and fp16 if W1's update moves with it (H100: 120.7 -> ~113, 87.4 -> ~79),
-// nothing if W1's update, not the tail, ends the step.
-constexpr int kDeferRows = 8;
-template <class Tag, class P>
-__global__ void __launch_bounds__(kXThreads) tc64_deferred_fixup_kernel(P p) {
-  __shared__ __align__(16) float cs[kBM * kLdc];
-  constexpr int kGroups = kBM / kDeferRows, kE4 = kDeferRows * kBN / 4;
-  static_assert(kE4 <= kXThreads && kBM % kDeferRows == 0, "a float4 of the rows a thread");
-  const int t32 = blockIdx.x / kGroups, r0 = (blockIdx.x % kGroups) * kDeferRows;
-  const int ms = (t32 / p.tiles_n()) * kBM, n0 = (t32 % p.tiles_n()) * kBN;
-  pdl_wait();  // the slices' partials
-  pdl_launch_dependents();
-  if (ms + r0 >= p.M) return;
-  if (threadIdx.x < kE4) {
-    const int e = threadIdx.x * 4;
-    const float* at = p.ws + static_cast<size_t>(t32) * p.splits * (kBM * kBN) + r0 * kBN + e;
-    float4 v[kFixupGroup];
-#pragma unroll
-    for (int z = 0; z < kFixupGroup; ++z)
-      if (z < p.splits) v[z] = __ldcg(reinterpret_cast<const float4*>(at + static_cast<size_t>(z) * (kBM * kBN)));
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int z = 0; z < kFixupGroup; ++z)
-      if (z < p.splits) sum.x += v[z].x, sum.y += v[z].y, sum.z += v[z].z, sum.w += v[z].w;
-    *reinterpret_cast<float4*>(&cs[(r0 + e / kBN) * kLdc + e % kBN]) = sum;
-  }
-  p.epi.prefetch(ms + r0, n0, p.M, p.N);
-  __syncthreads();
-  p.epi.rows(cs + r0 * kLdc, ms + r0, n0, p.M, p.N, min(p.M, ms + r0 + kDeferRows));
-}
-
-// Whether a problem may defer its fix-up: a 64 x 64 tile rung (steps 5-7, 9, 10) split into 2 ...
-// kFixupGroup slices, with an epilogue that has defer_fixup.
-template <class P>
-inline bool tc64_defer_ok(const P& p) {
-  if constexpr (!DeferrableFixup<typename std::decay<decltype(p.epi)>::type>::value) {
-    (void)p;
-    return false;
-  } else {
-    const bool tc64 = p.rung == GemmRung::TF32x3 || p.rung == GemmRung::Fma64 || p.rung == GemmRung::I8Digits ||
-                      p.rung == GemmRung::F16Mma || p.rung == GemmRung::F16Wgmma;
-    return tc64 && p.splits > 1 && p.splits <= kFixupGroup;
-  }
-}
-
-template <class Tag, class P>
-inline void launch_tc64_deferred_fixup(const P& p, cudaStream_t st, bool pdl) {
-  const int blocks = ((p.M + kBM - 1) / kBM) * p.tiles_n() * (kBM / kDeferRows);
-  launch_kernel(tc64_deferred_fixup_kernel<Tag, P>, blocks, kXThreads, 0, st, pdl, p);
 }
 
 template <class Tag, class P, int kTerms>
