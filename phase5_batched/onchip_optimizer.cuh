@@ -1,6 +1,6 @@
 // phase5_batched/onchip_optimizer.cuh — the one-launch rungs' optimizer step of one parameter in shared
-// memory. Three arithmetic variants, each kept exactly as its rung computes it (the rungs' results are
-// recorded bit for bit, so none is rewritten in terms of another):
+// memory. Three arithmetic variants, each kept as its rung computes it; all three take Adam's moments
+// from common/mlp's adam_moments (every rounding spelled out):
 //   * opt_apply (5c, 5e's unfused splits): common/mlp's adam_apply (skips a negligible step with an
 //     early return), SGD as `w -= lr * g` (contracted by the compiler);
 //   * opt_apply2 (5e's fused pass): two of adam_apply's updates as straight-line code, the skip as a
@@ -39,8 +39,7 @@ __device__ __forceinline__ void opt_apply2(float (&w)[2], const float (&g)[2], f
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     m[i] = *mp[i], v[i] = *vp[i];
-    m[i] = m[i] + h.omb1 * (g[i] - m[i]);
-    v[i] = v[i] * h.b2 + h.omb2 * g[i] * g[i];
+    adam_moments(g[i], m[i], v[i], h);
     skip[i] = adam_step_negligible(w[i], m[i], h.step_size, h.eps);
   }
 #pragma unroll
@@ -50,7 +49,7 @@ __device__ __forceinline__ void opt_apply2(float (&w)[2], const float (&g)[2], f
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const float np = w[i] - h.step_size * q[i];
+    const float np = __fmaf_rn(-h.step_size, q[i], w[i]);
     w[i] = skip[i] ? w[i] : np;
     *mp[i] = m[i], *vp[i] = v[i];
   }
@@ -79,8 +78,7 @@ struct RoundedOpt {
       w = sgd_fma(w, g, lr);
       return;
     }
-    m = __fmaf_rn(h.omb1, __fsub_rn(g, m), m);
-    v = __fmaf_rn(__fmul_rn(h.omb2, g), g, __fmul_rn(v, h.b2));
+    adam_moments(g, m, v, h);
     const float denom = __fmaf_rn(sqrt_approx(v), inv_bc2, h.eps);
     w = __fmaf_rn(-h.step_size, __fdividef(m, denom), w);
   }

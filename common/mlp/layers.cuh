@@ -128,16 +128,25 @@ __host__ __device__ inline AdamHyper adam_hyper(double lr, int64_t t, double b1 
   return h;
 }
 
+// The moments with every rounding spelled out: m + (1 - b1)(g - m) as one fma, and v b2 + ((1 - b2) g) g
+// as an fma of the two rounded products. Written as expressions, the second was contracted one way in
+// some kernels and the other way in others (the fused pass's bias took fma(v, b2, ((1 - b2) g) g), the
+// weights fma(g, (1 - b2) g, v b2)), so two kernels updating one parameter could differ in v's last bit,
+// and, through the step, in the parameter (tests/gpu/test_mlp_fused_backward.cu: the cluster tail).
+__device__ __forceinline__ void adam_moments(float g, float& m, float& v, const AdamHyper& h) {
+  m = __fmaf_rn(h.omb1, __fsub_rn(g, m), m);
+  v = __fmaf_rn(__fmul_rn(h.omb2, g), g, __fmul_rn(v, h.b2));
+}
+
 __device__ __forceinline__ float adam_apply(float& p, float g, float& m, float& v, const AdamHyper& h) {
-  m = m + h.omb1 * (g - m);
-  v = v * h.b2 + h.omb2 * g * g;
+  adam_moments(g, m, v, h);
   // A step that cannot change p (adam_step.h: m zero or subnormal) is skipped: same bits, and no
   // division slow path, which a warp runs for all its lanes if one needs it (m == 0: ~4k extra
   // instructions a step in phase 5's persistent kernel; subnormal m, most of MNIST's border
   // pixels after a while: ~0.45 us of its 11 us W1 step, with -ftz=true as the probe).
   if (adam_step_negligible(p, m, h.step_size, h.eps)) return p;
   const float denom = sqrtf(v) / h.bc2_sqrt + h.eps;
-  p = p - h.step_size * (m / denom);
+  p = __fmaf_rn(-h.step_size, m / denom, p);  // (one fma at every site, as the moments)
   return p;
 }
 
