@@ -391,9 +391,9 @@ int tail_case(int B, int C, int K, bool adam) {
   CHECK(k.tile_loss.get()[step] == t.tile_loss.get()[step]);
   CHECK(same(k.W.get(), t.W.get()));
   CHECK(same(k.W16.get(), t.W16.get()));
-  // The bias bit for bit too, under Adam as under SGD: adam_moments spells out its roundings (its second
-  // moment had been contracted one way in the pass and the other in the tail, and the bias differed then,
-  // in about one run of this test in ten, by an ulp of v and more than an ulp of a bias near 0).
+  // The bias bit for bit too, under Adam as under SGD: adam_moments spells out the roundings of Adam's
+  // second moment, which the compiler would otherwise contract one way in the pass and the other in the
+  // tail (an ulp of v, and more than an ulp of a bias near 0).
   CHECK(same(k.b.get(), t.b.get()));
   CHECK(same(k.gout.get(), t.gout.get()));
   CHECK(same(k.bgout.get(), t.bgout.get()));
