@@ -440,9 +440,6 @@ struct UpdateEpi {
   float* mW = nullptr;
   float* vW = nullptr;
   __half* W16 = nullptr;  // fp16 copy (fp16 runs), else null
-  // Where the new master goes where W itself is still read by a product running beside the update
-  // (fp32, --side-fork early: the trainer copies it into W after that product), else null (into W).
-  float* W_new = nullptr;
   float* b = nullptr;
   float* mb = nullptr;
   float* vb = nullptr;
@@ -471,7 +468,7 @@ struct UpdateEpi {
     const int c = (threadIdx.x % kQuads) * 4, n = n0 + c, valid = min(4, N - n);
     if (valid > 0) {
       const bool vec = (N % 4 == 0) && aligned4(W) && (!adam || (aligned4(mW) && aligned4(vW))) &&
-                       (W16 == nullptr || aligned4(W16)) && (W_new == nullptr || aligned4(W_new));
+                       (W16 == nullptr || aligned4(W16));
       float w[R][4], mm[R][4], vv[R][4];
 #pragma unroll
       for (int k = 0; k < R; ++k) {  // every load first
@@ -494,7 +491,7 @@ struct UpdateEpi {
           if (adam) adam_apply(w[k][j], g[j], mm[k][j], vv[k][j], h);
           else w[k][j] -= lr * g[j];
         }
-        store4((W_new ? W_new : W) + i, vec, valid, w[k]);
+        store4(W + i, vec, valid, w[k]);
         if (adam) store4(mW + i, vec, valid, mm[k]), store4(vW + i, vec, valid, vv[k]);
         if (W16) store4(W16 + i, vec, valid, w[k]);
         if (grad_out) store4(grad_out + i, false, valid, g);

@@ -257,7 +257,6 @@ int train(const P5Options& o, const Rung& rung, const Cli& cli, const DeviceInfo
   for (const auto& [k, c] : tr.costs_per_step()) launches += c.calls;
   rec["metrics"]["launches_per_step"] = launches;  // GEMM launches (cuBLASLt path: products only)
   rec["metrics"]["backward"] = tr.backward_kind();  // own graph path's backward kernels: fused, paired or branched
-  rec["metrics"]["side_fork"] = tr.side_fork();  // branched: where the side updates fork (early, late), else none
   rec["metrics"]["pdl"] = tr.pdl();  // own graph path: kernels launched with programmatic dependent launch
   rec["metrics"]["gemm_plan"] = plan;  // own graph path: each product's rung and K slices ([] on the other paths)
   rec["metrics"]["fp32_gemm"] = fp32_gemm_name(fp32_gemm);
@@ -390,11 +389,6 @@ int run(int argc, char** argv) {
                  "memory (5a_row_chain.cuh; on), or as four GEMM kernels (off); auto: on where it can run at batch <= 64 "
                  "in fp32 and <= 32 in fp16, where it measured faster",
                  {"auto", "on", "off"});
-  cli.add_string("--side-fork", &o.side_fork,
-                 "own graph path, branched backward: fork each upper layer's update as soon as its dZ exists, "
-                 "beside the backward-data product that still reads its weights, the new weights written aside "
-                 "and copied in after that product (early); or after that product (late)",
-                 {"early", "late"});
   cli.add_flag("--gemm-compare", &compare,
                "only the GEMM benchmark: every product of a step at this batch, each own rung and cuBLASLt (fp32, TF32; fp16), checked against float64 and timed, into a record (no training)");
   if (!cli.parse(argc, argv)) return 0;

@@ -28,7 +28,6 @@ struct P5Options : mlp::MlpOptions {
   std::string last_pass = "auto";    // auto | tail | kernel: the last layer's fused pass in softmax-CE's cluster, or its own
   std::string next_forward = "auto";  // auto | pass | kernel: the next step's first forward in the first layer's fused pass, or its own kernel
   std::string row_chain = "auto";    // auto | on | off: two hidden layers' middle in one kernel (5a_row_chain.cuh)
-  std::string side_fork = "early";   // early | late: where the branched backward forks each side update
 };
 
 }  // namespace

@@ -141,7 +141,6 @@ class Trainer {
     if (fork_) cudaEventDestroy(fork_);
     if (join_) cudaEventDestroy(join_);
     if (side_) cudaStreamDestroy(side_);
-    if (read_) cudaEventDestroy(read_);
     cudaStreamDestroy(st_);
   }
 
@@ -240,7 +239,6 @@ class Trainer {
   const OneLaunchKernel& kernel() const { return kernel_; }  // its parameters and plan
   bool fused_backward() const { return fused_bwd_; }
   bool row_chain() const { return row_chain_; }
-  const char* side_fork() const { return !branched_ || row_chain_ ? "none" : early_fork_ ? "early" : "late"; }
   const char* backward_kind() const { return fused_bwd_ ? "fused" : branched_ ? "branched" : "paired"; }
   bool last_tail() const { return last_tail_; }
   bool next_forward() const { return next_fwd_; }
@@ -451,12 +449,7 @@ class Trainer {
   static constexpr int kSideMaxSlices = 64;  // the fp32 side branch's weight gradients (plan_splitk_into_slot)
   bool pdl_off_next_ = false;  // take_pdl(): the next step kernel waits for all the stream's work
   cudaStream_t side_{};
-  cudaEvent_t fork_{}, join_{}, read_{};
-  // --side-fork early: each side update forks as soon as its dZ exists, beside the backward-data
-  // product that still reads its weights; it writes them aside (fp32: the masters, fp16: their
-  // copies) and the side branch copies them in after that product (enqueue_backward_branched).
-  bool early_fork_ = false;
-  DevBuf<T> w_aside_;
+  cudaEvent_t fork_{}, join_{};
   DevBuf<float> fb_ws_;
   DevBuf<unsigned> fb_counters_;
   DevBuf<T> X_;

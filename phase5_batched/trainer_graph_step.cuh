@@ -306,11 +306,6 @@ void Trainer<T>::plan_branches() {
   CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   branched_ = true;
-  if (o_.side_fork == "early") {
-    CUDA_CHECK(cudaEventCreateWithFlags(&read_, cudaEventDisableTiming));
-    w_aside_.alloc(nparams_);
-    early_fork_ = true;
-  }
 }
 
 // --row-chain on: W1's middle in one kernel (5a_row_chain.cuh). It runs where the step's backward
@@ -625,40 +620,19 @@ void Trainer<T>::enqueue_update0_and_join(const StepRef& sr, std::map<std::strin
 // before it) and is the last reader of the weights it overwrites. The side stream joins the
 // step's stream at the end of the step. Workspace slot 1 serves the step's stream, slot 0 the side
 // stream (each stream runs its products one after another).
-// --side-fork early: layer l's update forks before backward-data product l instead, as soon as
-// dZ_[l] exists (after the product before), and writes W_l's new values aside (w_aside_); after
-// product l the side branch copies them into W_l. The same arithmetic, so the same bits.
 template <class T>
 void Trainer<T>::enqueue_backward_branched(const StepRef& sr, std::map<std::string, KernelCost>* costs) {
   const auto& w = o_.layers;
   const double ob = sizeof(T);
-  auto fork_update = [&](int l) {
-    CUDA_CHECK(cudaEventRecord(fork_, st_));
-    CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
-    auto u = update(l, sr, 0);
-    if (early_fork_) {
-      if constexpr (kHalf) u.epi.W16 = w_aside_.get() + woff_[l];  // (the fp32 masters: only the update reads them)
-      else u.epi.W_new = w_aside_.get() + woff_[l];
-    }
-    launch_gemm<p5_update, T>(u, side_, false);
-    add_cost(costs, "p5_update", u, update_bytes(l), true);
-  };
   for (int l = nlayers_ - 1; l >= 1; --l) {
-    if (early_fork_) fork_update(l);
     auto d = bwd_data(l, 1);
     launch_gemm<p5_bwd_data, T>(d, st_, take_pdl());
     add_cost(costs, "p5_bwd_data", d, static_cast<double>(batch_) * w[l - 1] * 2 * ob, true);
-    if (!early_fork_) {
-      fork_update(l);
-      continue;
-    }
-    CUDA_CHECK(cudaEventRecord(read_, st_));  // product l, W_l's last reader, has run
-    CUDA_CHECK(cudaStreamWaitEvent(side_, read_, 0));
-    const size_t n = static_cast<size_t>(w[l + 1]) * w[l];
-    T* dst = nullptr;
-    if constexpr (kHalf) dst = params16_.get() + woff_[l];
-    else dst = params_.get() + woff_[l];
-    CUDA_CHECK(cudaMemcpyAsync(dst, w_aside_.get() + woff_[l], n * sizeof(T), cudaMemcpyDeviceToDevice, side_));
+    CUDA_CHECK(cudaEventRecord(fork_, st_));
+    CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+    auto u = update(l, sr, 0);
+    launch_gemm<p5_update, T>(u, side_, false);
+    add_cost(costs, "p5_update", u, update_bytes(l), true);
   }
   enqueue_update0_and_join(sr, costs);
 }

@@ -420,25 +420,6 @@ void backward_and_update(bool adam) {
         const auto w16 = w16copy.get();
         for (size_t i = 0; i < w.size(); ++i) w16f[i] = __half2float(w16[i]);
         CHECK(rel(w16f, std::vector<double>(nw.begin(), nw.end())) <= 1e-3);
-        // The same update with the new master written aside (W_new: --side-fork early, where a product
-        // beside the update still reads W): W untouched, W_new, the bias and the moments the in-place
-        // run's bits.
-        Dev<float> eW(w), eB(b), emW(std::vector<float>(m0.begin(), m0.begin() + w.size())),
-            evW(std::vector<float>(v0.begin(), v0.begin() + w.size())), emB(std::vector<float>(m0.begin() + w.size(), m0.end())),
-            evB(std::vector<float>(v0.begin() + w.size(), v0.end())), wnew(w.size());
-        wnew.poison();
-        up.epi.W = eW.p, up.epi.W_new = wnew.p, up.epi.b = eB.p, up.epi.grad_out = nullptr, up.epi.bgrad_out = nullptr;
-        if (adam) up.epi.mW = emW.p, up.epi.vW = evW.p, up.epi.mb = emB.p, up.epi.vb = evB.p;
-        launch_gemm_pair<p5_update_and_bwd_data, T>(up, bd, nullptr);
-        CHECK(eW.get() == w);
-        CHECK(wnew.get() == nw);
-        CHECK(eB.get() == nb);
-        if (adam) {
-          CHECK(emW.get() == dmW.get());
-          CHECK(evW.get() == dvW.get());
-          CHECK(emB.get() == dmB.get());
-          CHECK(evB.get() == dvB.get());
-        }
       }
 }
 
